@@ -1,0 +1,1 @@
+"""Leaf utilities shared by every layer: the registry class, hashing, toolchain, tar."""
