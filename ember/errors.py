@@ -40,7 +40,7 @@ class ModuleLoadError(EmberError, OSError):
 
 
 class SerializationError(EmberError, ValueError):
-    """Serialized data (JSON, blob, tar, params) is corrupt, truncated, hostile or of a wrong version."""
+    """Serialized data (JSON, blob, tar, params) is corrupt, truncated, hostile or too new."""
 
 
 class ArtifactError(EmberError, ValueError):

@@ -1,0 +1,47 @@
+"""Graph IR: typed, immutable expressions, the op registry, IRModule."""
+
+from ember.ir.expr import (
+    Call,
+    Constant,
+    Expr,
+    Function,
+    Tuple,
+    TupleGetItem,
+    Var,
+    call,
+    children,
+    const,
+    post_order,
+    rewrite,
+)
+from ember.ir.module import IRModule
+from ember.ir.op import Attr, Attrs, OpDef, OpPattern, get_op, list_ops, register_op
+from ember.ir.types import DTYPES, TensorType, TupleType, Type, canonical_dtype
+
+__all__ = [
+    "Attr",
+    "Attrs",
+    "Call",
+    "Constant",
+    "DTYPES",
+    "Expr",
+    "Function",
+    "IRModule",
+    "OpDef",
+    "OpPattern",
+    "TensorType",
+    "Tuple",
+    "TupleGetItem",
+    "TupleType",
+    "Type",
+    "Var",
+    "call",
+    "canonical_dtype",
+    "children",
+    "const",
+    "get_op",
+    "list_ops",
+    "post_order",
+    "register_op",
+    "rewrite",
+]
