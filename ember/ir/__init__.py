@@ -1,5 +1,6 @@
 """Graph IR: typed, immutable expressions, the op registry, IRModule."""
 
+from ember.ir.evaluate import evaluate, evaluate_expr
 from ember.ir.expr import (
     Call,
     Constant,
@@ -37,6 +38,8 @@ __all__ = [
     "Var",
     "call",
     "canonical_dtype",
+    "evaluate",
+    "evaluate_expr",
     "children",
     "const",
     "get_op",
