@@ -1,0 +1,107 @@
+"""Data types shared by the formats: dtype name <-> numpy dtype <-> DLPack (code, bits, lanes).
+
+The names are TVM's (``"float32"``, ``"bool"``, ``"bfloat16"``). DLPack type codes follow
+``dlpack.h``: 0 int, 1 uint, 2 float, 4 bfloat, 6 bool. ``bool`` is written the way TVM
+writes it (uint, 1 bit, stored one byte per element) and read in either spelling.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+from ember.errors import SerializationError
+
+DL_INT = 0
+DL_UINT = 1
+DL_FLOAT = 2
+DL_BFLOAT = 4
+DL_BOOL = 6
+
+
+@dataclass(frozen=True)
+class DLType:
+    """A DLPack ``DLDataType``: type code, bits per lane, lanes."""
+
+    code: int
+    bits: int
+    lanes: int = 1
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes one element occupies in memory (bool: one byte)."""
+        return (self.bits * self.lanes + 7) // 8
+
+
+# name -> (DLPack type as written, numpy dtype)
+_TABLE: dict[str, tuple[DLType, np.dtype]] = {
+    "bool": (DLType(DL_UINT, 1), np.dtype(np.bool_)),
+    "int8": (DLType(DL_INT, 8), np.dtype(np.int8)),
+    "int16": (DLType(DL_INT, 16), np.dtype(np.int16)),
+    "int32": (DLType(DL_INT, 32), np.dtype(np.int32)),
+    "int64": (DLType(DL_INT, 64), np.dtype(np.int64)),
+    "uint8": (DLType(DL_UINT, 8), np.dtype(np.uint8)),
+    "uint16": (DLType(DL_UINT, 16), np.dtype(np.uint16)),
+    "uint32": (DLType(DL_UINT, 32), np.dtype(np.uint32)),
+    "uint64": (DLType(DL_UINT, 64), np.dtype(np.uint64)),
+    "float16": (DLType(DL_FLOAT, 16), np.dtype(np.float16)),
+    "bfloat16": (DLType(DL_BFLOAT, 16), np.dtype(ml_dtypes.bfloat16)),
+    "float32": (DLType(DL_FLOAT, 32), np.dtype(np.float32)),
+    "float64": (DLType(DL_FLOAT, 64), np.dtype(np.float64)),
+}
+
+KNOWN_DTYPES: tuple[str, ...] = tuple(sorted(_TABLE))
+
+_BY_DLTYPE: dict[DLType, str] = {dl: name for name, (dl, _) in _TABLE.items()}
+_BY_DLTYPE[DLType(DL_BOOL, 8)] = "bool"
+
+
+def is_known_dtype(name: object) -> bool:
+    """True if ``name`` is a dtype string the formats and executors handle."""
+    return isinstance(name, str) and name in _TABLE
+
+
+def check_dtype(name: object, where: str) -> str:
+    """Return ``name`` if it is a known dtype, else raise SerializationError naming ``where``."""
+    if not is_known_dtype(name):
+        raise SerializationError(
+            f"{where}: unknown dtype {name!r}; known dtypes: {', '.join(KNOWN_DTYPES)}"
+        )
+    return str(name)
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    """The numpy dtype for a dtype name (bfloat16 via ml_dtypes)."""
+    return _TABLE[check_dtype(name, "dtype")][1]
+
+
+def dtype_name(dtype: object) -> str:
+    """The dtype name of a numpy dtype (or anything ``np.dtype`` accepts); raises if unknown."""
+    try:
+        dt = np.dtype(dtype)  # type: ignore[call-overload]
+    except TypeError as exc:
+        raise SerializationError(f"cannot interpret {dtype!r} as a dtype: {exc}") from None
+    for name, (_, npdt) in _TABLE.items():
+        if npdt == dt:
+            return name
+    raise SerializationError(
+        f"dtype {dt} has no ember equivalent; known dtypes: {', '.join(KNOWN_DTYPES)}"
+    )
+
+
+def dltype_of(name: str) -> DLType:
+    """The DLPack type written for a dtype name."""
+    return _TABLE[check_dtype(name, "dtype")][0]
+
+
+def dtype_from_dltype(dl: DLType, where: str) -> str:
+    """The dtype name of a DLPack type, or SerializationError naming ``where``."""
+    name = _BY_DLTYPE.get(dl)
+    if name is None:
+        raise SerializationError(
+            f"{where}: unsupported DLDataType (code={dl.code}, bits={dl.bits}, "
+            f"lanes={dl.lanes}); supported: {', '.join(KNOWN_DTYPES)} with one lane"
+        )
+    return name

@@ -1,0 +1,270 @@
+"""Model metadata (``metadata.json``): what a compiled model takes, returns and needs in memory.
+
+One source of truth for every executor (design doc 001, "unified metadata"): the graph
+executor reads the input/output names and types from it, the AOT executor will also read
+the ``FunctionInfo`` of its run function, and the Model Library Format stores it verbatim.
+
+::
+
+    {"version": 1, "mod_name": "default", "executor": "graph", "interface_api": "packed",
+     "inputs":  [{"name": "x", "tir_name": "x", "shape": [1, 4], "dtype": "float32"}],
+     "outputs": [{"name": "output0", "tir_name": "output0", "shape": [1, 4], ...}],
+     "params":  [{"name": "p0", ...}],
+     "functions": [{"function_name": "default_run_model", "num_inputs": 1, "num_outputs": 1,
+                    "params": [...inputs then outputs...], "workspace_size_bytes": 64,
+                    "io_size_bytes": 32, "constant_size_bytes": 16}]}
+
+Written deterministically (sorted keys); read with validation (``SerializationError``), and
+a file of a newer ``version`` is refused with a message saying which version is supported.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ember.errors import SerializationError
+from ember.formats.dtypes import check_dtype, dtype_name, numpy_dtype
+from ember.formats.graph_json import GraphJSON
+
+METADATA_FORMAT_VERSION = 1
+EXECUTORS = ("aot", "graph")
+INTERFACE_APIS = ("c", "packed")
+MAX_METADATA_BYTES = 64 << 20
+MAX_ITEMS = 1 << 20
+STORAGE_ALIGNMENT = 64
+
+
+def _fail(where: str, what: str) -> SerializationError:
+    return SerializationError(f"metadata JSON {where}: {what}")
+
+
+def _get(obj: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if not isinstance(obj, dict):
+        raise _fail(where, f"expected an object, got {type(obj).__name__}")
+    if key not in obj:
+        raise _fail(where, f"missing key {key!r}")
+    value = obj[key]
+    if (isinstance(value, bool) and kind is not bool) or not isinstance(value, kind):
+        raise _fail(f"{where}.{key}", f"expected {kind}, got {value!r}")
+    return value
+
+
+def _count(obj: Any, key: str, where: str) -> int:
+    value: int = _get(obj, key, int, where)
+    if not 0 <= value <= 1 << 48:
+        raise _fail(f"{where}.{key}", f"{value} is out of range")
+    return value
+
+
+@dataclass(frozen=True)
+class ParameterInfo:
+    """One argument of a model or function: model name, compiled name, shape and dtype."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    tir_name: str = ""
+    device_type: int = 1
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the tensor occupies."""
+        return int(np.prod(self.shape, dtype=np.int64)) * numpy_dtype(self.dtype).itemsize
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object."""
+        return {
+            "name": self.name,
+            "tir_name": self.tir_name or self.name,
+            "shape": list(self.shape),
+            "dtype": self.dtype,
+            "device_type": self.device_type,
+        }
+
+    @staticmethod
+    def from_json(obj: Any, where: str) -> ParameterInfo:
+        """Read and validate one parameter object."""
+        name = _get(obj, "name", str, where)
+        shape = _get(obj, "shape", list, where)
+        if len(shape) > 32 or any(isinstance(d, bool) or not isinstance(d, int) for d in shape):
+            raise _fail(f"{where}.shape", f"expected up to 32 integers, got {shape!r}")
+        if any(d < 0 for d in shape):
+            raise _fail(f"{where}.shape", f"negative dimension in {shape}")
+        dtype = check_dtype(_get(obj, "dtype", str, where), f"metadata JSON {where}.dtype")
+        tir_name = obj.get("tir_name", name)
+        device_type = obj.get("device_type", 1)
+        if not isinstance(tir_name, str) or isinstance(device_type, bool):
+            raise _fail(where, "tir_name must be a string and device_type an integer")
+        return ParameterInfo(name, tuple(shape), dtype, tir_name, int(device_type))
+
+
+@dataclass(frozen=True)
+class FunctionInfo:
+    """A compiled entry function: its arguments (inputs then outputs) and memory sizes."""
+
+    function_name: str
+    params: tuple[ParameterInfo, ...]
+    num_inputs: int
+    num_outputs: int
+    workspace_size_bytes: int = 0
+    io_size_bytes: int = 0
+    constant_size_bytes: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object."""
+        return {
+            "function_name": self.function_name,
+            "params": [p.to_json() for p in self.params],
+            "num_inputs": self.num_inputs,
+            "num_outputs": self.num_outputs,
+            "workspace_size_bytes": self.workspace_size_bytes,
+            "io_size_bytes": self.io_size_bytes,
+            "constant_size_bytes": self.constant_size_bytes,
+        }
+
+    @staticmethod
+    def from_json(obj: Any, where: str) -> FunctionInfo:
+        """Read and validate one function object."""
+        raw = _get(obj, "params", list, where)
+        params = tuple(
+            ParameterInfo.from_json(p, f"{where}.params[{i}]") for i, p in enumerate(raw)
+        )
+        info = FunctionInfo(
+            _get(obj, "function_name", str, where),
+            params,
+            _count(obj, "num_inputs", where),
+            _count(obj, "num_outputs", where),
+            _count(obj, "workspace_size_bytes", where),
+            _count(obj, "io_size_bytes", where),
+            _count(obj, "constant_size_bytes", where),
+        )
+        if info.num_inputs + info.num_outputs != len(params):
+            raise _fail(where, f"num_inputs + num_outputs != {len(params)} params")
+        return info
+
+
+@dataclass(frozen=True)
+class ModelMetadata:
+    """Everything an executor needs to know about a compiled model besides its code."""
+
+    mod_name: str
+    executor: str
+    inputs: tuple[ParameterInfo, ...]
+    outputs: tuple[ParameterInfo, ...]
+    params: tuple[ParameterInfo, ...] = ()
+    functions: tuple[FunctionInfo, ...] = ()
+    interface_api: str = "packed"
+    version: int = METADATA_FORMAT_VERSION
+
+    def to_json_obj(self) -> dict[str, Any]:
+        """The JSON object."""
+        return {
+            "version": self.version,
+            "mod_name": self.mod_name,
+            "executor": self.executor,
+            "interface_api": self.interface_api,
+            "inputs": [p.to_json() for p in self.inputs],
+            "outputs": [p.to_json() for p in self.outputs],
+            "params": [p.to_json() for p in self.params],
+            "functions": [f.to_json() for f in self.functions],
+        }
+
+    def to_json(self) -> str:
+        """Deterministic JSON text."""
+        return json.dumps(self.to_json_obj(), sort_keys=True, indent=2) + "\n"
+
+    @staticmethod
+    def from_json(text: str | bytes) -> ModelMetadata:
+        """Parse and validate metadata JSON text."""
+        if len(text) > MAX_METADATA_BYTES:
+            raise _fail("text", f"is {len(text)} bytes; at most {MAX_METADATA_BYTES}")
+        try:
+            obj = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            raise _fail("text", f"is not valid JSON: {exc}") from None
+        version = _get(obj, "version", int, "top level")
+        if version != METADATA_FORMAT_VERSION:
+            raise _fail(
+                "version",
+                f"is {version}; this ember reads version {METADATA_FORMAT_VERSION} only "
+                "(rebuild the model with this ember)",
+            )
+        executor = _get(obj, "executor", str, "top level")
+        if executor not in EXECUTORS:
+            raise _fail("executor", f"{executor!r} is unknown; known: {', '.join(EXECUTORS)}")
+        api = obj.get("interface_api", "packed")
+        if api not in INTERFACE_APIS:
+            raise _fail("interface_api", f"{api!r} is unknown; known: {INTERFACE_APIS}")
+
+        def infos(key: str) -> tuple[ParameterInfo, ...]:
+            items = _get(obj, key, list, "top level")
+            if len(items) > MAX_ITEMS:
+                raise _fail(key, f"has {len(items)} items; at most {MAX_ITEMS}")
+            return tuple(ParameterInfo.from_json(p, f"{key}[{i}]") for i, p in enumerate(items))
+
+        funcs = _get(obj, "functions", list, "top level")
+        return ModelMetadata(
+            mod_name=_get(obj, "mod_name", str, "top level"),
+            executor=executor,
+            inputs=infos("inputs"),
+            outputs=infos("outputs"),
+            params=infos("params"),
+            functions=tuple(
+                FunctionInfo.from_json(f, f"functions[{i}]") for i, f in enumerate(funcs)
+            ),
+            interface_api=api,
+        )
+
+
+def _aligned(nbytes: int) -> int:
+    return (nbytes + STORAGE_ALIGNMENT - 1) // STORAGE_ALIGNMENT * STORAGE_ALIGNMENT
+
+
+def storage_sizes(graph: GraphJSON) -> dict[int, int]:
+    """Bytes of each storage id: the largest entry using it, rounded up to 64 bytes."""
+    sizes: dict[int, int] = {}
+    for eid, sid in enumerate(graph.storage_id):
+        info = ParameterInfo("", graph.shape[eid], graph.dltype[eid])
+        sizes[sid] = max(sizes.get(sid, 0), _aligned(info.nbytes))
+    return dict(sorted(sizes.items()))
+
+
+def graph_metadata(
+    graph: GraphJSON, params: Mapping[str, Any], mod_name: str = "default"
+) -> ModelMetadata:
+    """Derive the model metadata of a graph-executor build from its graph and parameters."""
+
+    def info(eid: int, name: str) -> ParameterInfo:
+        return ParameterInfo(name, graph.shape[eid], graph.dltype[eid], name)
+
+    inputs, consts = [], []
+    for nid in graph.arg_nodes:
+        node = graph.nodes[nid]
+        eid = graph.node_row_ptr[nid]
+        if node.name in params:
+            arr = np.asarray(params[node.name])
+            consts.append(ParameterInfo(node.name, arr.shape, dtype_name(arr.dtype), node.name))
+        else:
+            inputs.append(info(eid, node.name))
+    outputs = [info(eid, f"output{i}") for i, eid in enumerate(graph.output_entry_ids())]
+    sizes = storage_sizes(graph)
+    arg_sids = {graph.storage_id[graph.node_row_ptr[n]] for n in graph.arg_nodes}
+    out_sids = {graph.storage_id[e] for e in graph.output_entry_ids()}
+    workspace = sum(size for sid, size in sizes.items() if sid not in arg_sids | out_sids)
+    io_size = sum(p.nbytes for p in inputs + outputs)
+    const_size = sum(p.nbytes for p in consts)
+    main = FunctionInfo(
+        f"{mod_name}_run_model",
+        tuple(inputs + outputs),
+        len(inputs),
+        len(outputs),
+        workspace,
+        io_size,
+        const_size,
+    )
+    return ModelMetadata(mod_name, "graph", tuple(inputs), tuple(outputs), tuple(consts), (main,))

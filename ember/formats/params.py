@@ -1,0 +1,205 @@
+"""Parameter dictionaries <-> bytes in TVM's ``.params`` binary layout (``save_param_dict``).
+
+Layout, every integer little endian::
+
+    u64  list magic            0xF7E58D4F05049CB7
+    u64  reserved              0
+    u64  number of names N
+    N x  (u64 byte length, UTF-8 bytes)                  the names, sorted
+    u64  number of arrays N    (equal to the number of names)
+    N x  array, in the order of the names:
+         u64  array magic       0xDD5E40F096B4A13F
+         u64  reserved          0
+         i32  device_type, i32 device_id     (always written as CPU 0)
+         i32  ndim
+         u8   type code, u8 bits, u16 lanes  (DLDataType; bool is uint/1 bit as in TVM)
+         i64  shape[ndim]
+         i64  data byte size
+         the data, C order, little endian
+
+``save_params`` is deterministic (names sorted, nothing time- or host-dependent).
+``load_params`` trusts nothing: every length is checked against the bytes that remain, so a
+truncated, corrupted or hostile blob raises ``SerializationError`` saying what and where,
+never allocates more than the blob could describe, and never runs code (no pickle).
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ember.errors import SerializationError
+from ember.formats.dtypes import DLType, dltype_of, dtype_from_dltype, dtype_name, numpy_dtype
+
+PARAMS_LIST_MAGIC = 0xF7E58D4F05049CB7
+NDARRAY_MAGIC = 0xDD5E40F096B4A13F
+MAX_NDIM = 32
+MAX_NAME_BYTES = 1 << 16
+_CPU_DEVICE_TYPE = 1
+_ARRAY_HEADER = struct.Struct("<QQiiiBBH")  # magic, reserved, device, ndim, dtype
+
+
+def _as_numpy(name: str, value: Any) -> np.ndarray:
+    """Turn one parameter value (numpy array, ember NDArray, array-like) into numpy."""
+    if hasattr(value, "numpy") and not isinstance(value, np.ndarray):
+        value = value.numpy()
+    arr = np.asarray(value)
+    dtype_name(arr.dtype)  # raises SerializationError for unsupported dtypes
+    return arr
+
+
+def save_params(params: Mapping[str, Any]) -> bytes:
+    """Serialize ``{name: array}`` to the ``.params`` binary layout (names sorted)."""
+    names = sorted(params)
+    for name in names:
+        if not isinstance(name, str) or not name:
+            raise SerializationError(f"parameter names must be non-empty strings, got {name!r}")
+    out: list[bytes] = [struct.pack("<QQQ", PARAMS_LIST_MAGIC, 0, len(names))]
+    for name in names:
+        raw = name.encode("utf-8")
+        if len(raw) > MAX_NAME_BYTES:
+            raise SerializationError(
+                f"parameter name {name[:40]!r}... is {len(raw)} bytes; at most "
+                f"{MAX_NAME_BYTES} are allowed"
+            )
+        out.append(struct.pack("<Q", len(raw)))
+        out.append(raw)
+    out.append(struct.pack("<Q", len(names)))
+    for name in names:
+        out.append(_encode_array(name, _as_numpy(name, params[name])))
+    return b"".join(out)
+
+
+def _encode_array(name: str, arr: np.ndarray) -> bytes:
+    """One array record: header, shape, byte size, data."""
+    if arr.ndim > MAX_NDIM:
+        raise SerializationError(
+            f"parameter {name!r} has {arr.ndim} dimensions; at most {MAX_NDIM} are allowed"
+        )
+    dl = dltype_of(dtype_name(arr.dtype))
+    data = np.ascontiguousarray(arr)
+    if sys.byteorder != "little" and data.dtype.itemsize > 1:
+        data = data.byteswap()
+    payload = data.tobytes()
+    header = _ARRAY_HEADER.pack(
+        NDARRAY_MAGIC, 0, _CPU_DEVICE_TYPE, 0, arr.ndim, dl.code, dl.bits, dl.lanes
+    )
+    shape = struct.pack(f"<{arr.ndim}q", *arr.shape)
+    return header + shape + struct.pack("<q", len(payload)) + payload
+
+
+class _Reader:
+    """A bounds-checked cursor over a byte string."""
+
+    def __init__(self, blob: bytes) -> None:
+        self.blob = memoryview(blob)
+        self.pos = 0
+
+    def remaining(self) -> int:
+        """Bytes not yet read."""
+        return len(self.blob) - self.pos
+
+    def take(self, n: int, what: str) -> memoryview:
+        """Read ``n`` bytes or raise naming ``what`` and the offset."""
+        if n < 0 or n > self.remaining():
+            raise SerializationError(
+                f"params blob truncated: {what} at byte {self.pos} needs {n} bytes but only "
+                f"{self.remaining()} remain; the file is incomplete or not a .params file"
+            )
+        view = self.blob[self.pos : self.pos + n]
+        self.pos += n
+        return view
+
+    def unpack(self, fmt: struct.Struct, what: str) -> tuple[Any, ...]:
+        """Read and unpack one struct."""
+        return fmt.unpack(self.take(fmt.size, what))
+
+
+_U64 = struct.Struct("<Q")
+_I64 = struct.Struct("<q")
+
+
+def load_params(blob: bytes | bytearray | memoryview) -> dict[str, np.ndarray]:
+    """Parse a ``.params`` blob into ``{name: numpy array}``; refuses malformed input."""
+    if not isinstance(blob, bytes | bytearray | memoryview):
+        raise SerializationError(
+            f"load_params expects bytes, got {type(blob).__name__}; read the file in binary mode"
+        )
+    r = _Reader(bytes(blob))
+    (magic,) = r.unpack(_U64, "list magic")
+    if magic != PARAMS_LIST_MAGIC:
+        raise SerializationError(
+            f"not a .params blob: list magic is {magic:#018x}, expected {PARAMS_LIST_MAGIC:#018x}"
+        )
+    r.unpack(_U64, "reserved word")
+    (num_names,) = r.unpack(_U64, "name count")
+    if num_names * 8 > r.remaining():
+        raise SerializationError(
+            f"params blob claims {num_names} names but only {r.remaining()} bytes remain"
+        )
+    names: list[str] = []
+    for i in range(num_names):
+        (length,) = r.unpack(_U64, f"length of name {i}")
+        if length > MAX_NAME_BYTES:
+            raise SerializationError(
+                f"name {i} of the params blob claims {length} bytes; at most {MAX_NAME_BYTES}"
+            )
+        raw = r.take(length, f"name {i}")
+        try:
+            names.append(bytes(raw).decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise SerializationError(f"name {i} of the params blob is not UTF-8: {exc}") from None
+    (num_arrays,) = r.unpack(_U64, "array count")
+    if num_arrays != num_names:
+        raise SerializationError(
+            f"params blob has {num_names} names but {num_arrays} arrays; they must match"
+        )
+    out: dict[str, np.ndarray] = {}
+    for name in names:
+        if name in out:
+            raise SerializationError(f"params blob names parameter {name!r} twice")
+        out[name] = _decode_array(r, name)
+    if r.remaining():
+        raise SerializationError(
+            f"params blob has {r.remaining()} trailing bytes after the last array"
+        )
+    return out
+
+
+def _decode_array(r: _Reader, name: str) -> np.ndarray:
+    """Read one array record, checking magic, ndim, dtype, shape and byte size."""
+    fields = r.unpack(_ARRAY_HEADER, f"header of array {name!r}")
+    magic, _reserved, _dev_type, _dev_id, ndim, code, bits, lanes = fields
+    if magic != NDARRAY_MAGIC:
+        raise SerializationError(
+            f"array {name!r}: magic is {magic:#018x}, expected {NDARRAY_MAGIC:#018x}; "
+            "the blob is corrupt"
+        )
+    if not 0 <= ndim <= MAX_NDIM:
+        raise SerializationError(
+            f"array {name!r}: ndim {ndim} is out of range [0, {MAX_NDIM}]; the blob is corrupt"
+        )
+    dtype = dtype_from_dltype(DLType(code, bits, lanes), f"array {name!r}")
+    shape = struct.unpack(f"<{ndim}q", r.take(8 * ndim, f"shape of array {name!r}"))
+    if any(d < 0 for d in shape):
+        raise SerializationError(f"array {name!r}: negative dimension in shape {shape}")
+    (nbytes,) = r.unpack(_I64, f"byte size of array {name!r}")
+    npdt = numpy_dtype(dtype)
+    count = 1
+    for d in shape:
+        count *= d  # Python ints: a hostile shape cannot overflow
+    expected = count * npdt.itemsize
+    if nbytes != expected:
+        raise SerializationError(
+            f"array {name!r}: byte size {nbytes} does not match shape {list(shape)} of "
+            f"{dtype} ({expected} bytes)"
+        )
+    data = r.take(nbytes, f"data of array {name!r}")
+    if dtype == "bool":  # any non-zero byte is True, as in C
+        return (np.frombuffer(data, dtype=np.uint8) != 0).reshape(shape)
+    arr = np.frombuffer(data, dtype=npdt.newbyteorder("<") if npdt.itemsize > 1 else npdt)
+    return arr.astype(npdt, copy=True).reshape(shape)
