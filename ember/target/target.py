@@ -1,0 +1,79 @@
+"""Target: a target kind plus option values, parsed from a string like ``"c -mcpu=skylake"``."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ember.errors import EmberValueError
+from ember.target.kind import HOOKS, TargetKind, get_target_kind
+
+
+@dataclass(frozen=True)
+class Target:
+    """A compilation target: its kind, option values and an optional host target."""
+
+    kind: TargetKind
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+    host: Target | None = None
+
+    @staticmethod
+    def create(spec: str | Target, host: str | Target | None = None) -> Target:
+        """Parse ``spec`` (``"<kind> -opt=value ..."``) into a Target with all defaults filled."""
+        if isinstance(spec, Target):
+            return spec if host is None else Target(spec.kind, spec.attrs, Target.create(host))
+        if not isinstance(spec, str) or not spec.strip():
+            raise EmberValueError(f"a target must be a non-empty string like 'c', got {spec!r}")
+        words = shlex.split(spec)
+        kind = get_target_kind(words[0])
+        values: dict[str, Any] = {k: opt.default for k, opt in kind.options.items()}
+        for word in words[1:]:
+            if not word.startswith("-") or "=" not in word:
+                raise EmberValueError(
+                    f"target '{spec}': option {word!r} must look like -name=value"
+                )
+            name, text = word.lstrip("-").split("=", 1)
+            opt = kind.options.get(name)
+            if opt is None:
+                known = ", ".join(f"-{k}" for k in sorted(kind.options)) or "none"
+                raise EmberValueError(
+                    f"target '{spec}': unknown option -{name} for kind '{kind.name}'; "
+                    f"known: {known}"
+                )
+            values[name] = opt.parse(text, f"target '{spec}' option -{name}")
+        host_target = Target.create(host) if host is not None else None
+        return Target(kind, dict(sorted(values.items())), host_target)
+
+    def __getitem__(self, name: str) -> Any:
+        try:
+            return self.attrs[name]
+        except KeyError:
+            known = ", ".join(sorted(self.attrs)) or "none"
+            raise EmberValueError(
+                f"target '{self}' has no option '{name}'; options: {known}"
+            ) from None
+
+    def hook(self, name: str) -> str | None:
+        """The registered-function name of hook ``name`` on this target's kind, if any."""
+        if name not in HOOKS:
+            raise EmberValueError(f"unknown hook '{name}'; known: {', '.join(HOOKS)}")
+        return self.kind.hooks.get(name)
+
+    @property
+    def device_type(self) -> int:
+        """The DLPack device type this target runs on."""
+        return self.kind.device_type
+
+    def __str__(self) -> str:
+        parts = [self.kind.name]
+        for name, value in sorted(self.attrs.items()):
+            default = self.kind.options[name].default if name in self.kind.options else None
+            if value != default:
+                text = str(value).lower() if isinstance(value, bool) else str(value)
+                parts.append(f"-{name}={text}")
+        return " ".join(parts)
+
+    def __repr__(self) -> str:
+        return f"Target({str(self)!r})"
