@@ -13,6 +13,7 @@ import numpy as np
 from ember.errors import IRError
 from ember.ir.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var, post_order
 from ember.ir.module import IRModule
+from ember.ir.op import OpDef
 from ember.ir.types import TensorType, TupleType, Type
 
 Value = Any  # np.ndarray or tuple of Values
@@ -47,7 +48,12 @@ def evaluate_expr(expr: Expr, env: Mapping[Var, Value]) -> Value:
             values[id(node)] = env[node]
         elif isinstance(node, Constant):
             values[id(node)] = node.data
+        elif isinstance(node, Call) and isinstance(node.op, Function):
+            args = [values[id(a)] for a in node.args]
+            inner = dict(zip(node.op.params, args, strict=True))
+            values[id(node)] = evaluate_expr(node.op.body, inner)
         elif isinstance(node, Call):
+            assert isinstance(node.op, OpDef)
             args = [values[id(a)] for a in node.args]
             out = node.op.reference(args, node.attrs)
             where = f"op '{node.op.name}'" + (f" (node '{node.name}')" if node.name else "")

@@ -62,19 +62,25 @@ class Constant(Expr):
 
 @dataclass(frozen=True, eq=False)
 class Call(Expr):
-    """An application of a registered operator to arguments, with validated attributes.
+    """An application of a registered operator, or of a Function (e.g. a fused group with
+    attribute ``Primitive=1``), to arguments.
 
     ``name`` is a hint for humans (e.g. the source ONNX node name); it never changes meaning.
+    A Function callee is not a child of the call: walks over the caller do not enter it.
     """
 
-    op: OpDef
+    op: OpDef | Function
     args: tuple[Expr, ...]
-    attrs: Attrs
+    attrs: Attrs = field(default_factory=Attrs)
     name: str = ""
     type: Type = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "args", tuple(self.args))
+        if isinstance(self.op, Function):
+            self._check_function_call(self.op)
+            object.__setattr__(self, "type", self.op.ret_type)
+            return
         self.op.check_arity(len(self.args))
         try:
             ty = self.op.infer_type([a.type for a in self.args], self.attrs)
@@ -83,8 +89,20 @@ class Call(Expr):
             raise IRError(f"op '{self.op.name}'{where}: {err}") from None
         object.__setattr__(self, "type", ty)
 
+    def _check_function_call(self, func: Function) -> None:
+        if len(func.params) != len(self.args):
+            raise IRError(f"function takes {len(func.params)} arguments, got {len(self.args)}")
+        for i, (p, a) in enumerate(zip(func.params, self.args, strict=True)):
+            if p.type != a.type:
+                raise IRError(f"argument {i} of a function call: expected {p.type}, got {a.type}")
+
+    @property
+    def op_name(self) -> str:
+        """The op's name, or ``"fn"`` for a call of a Function."""
+        return self.op.name if isinstance(self.op, OpDef) else "fn"
+
     def __repr__(self) -> str:
-        return f"Call({self.op.name}, {len(self.args)} args) -> {self.type}"
+        return f"Call({self.op_name}, {len(self.args)} args) -> {self.type}"
 
 
 @dataclass(frozen=True, eq=False)

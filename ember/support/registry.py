@@ -35,8 +35,7 @@ class Registry(Generic[T]):
         with self._lock:
             if name in self._items and not override:
                 raise RegistryError(
-                    f"{self.what} '{name}' is already registered; "
-                    "pass override=True to replace it"
+                    f"{self.what} '{name}' is already registered; pass override=True to replace it"
                 )
             self._items[name] = value
         return value
