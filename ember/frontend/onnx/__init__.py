@@ -1,0 +1,17 @@
+"""ONNX frontend: ``from_onnx(model) -> (IRModule, params)``.
+
+Importing this package imports every handler module (one op family per file), which
+registers the handlers through the public ``onnx_op`` decorator.
+"""
+
+from ember.frontend.onnx.context import REQUIRED, ConvertContext, NodeView
+from ember.frontend.onnx.registry import find_handler, onnx_op, supported_ops
+
+__all__ = [
+    "REQUIRED",
+    "ConvertContext",
+    "NodeView",
+    "find_handler",
+    "onnx_op",
+    "supported_ops",
+]

@@ -1,0 +1,274 @@
+"""What an ONNX op handler sees: a decoded view of one node and the conversion context.
+
+A handler receives ``(ctx, node)``::
+
+    @onnx_op("Reshape", since=5)
+    def reshape(ctx: ConvertContext, node: NodeView) -> Expr:
+        shape = ctx.require_const(node.inputs[1], "the target shape")
+        return call("reshape", node.inputs[0], newshape=..., name=node.name)
+
+``node.inputs`` are graph IR expressions (None for an omitted optional input),
+``node.attr(name, default)`` returns decoded Python values, and ``ctx.const_value`` sees
+through constants, initializers and constant sub-computations (evaluated with the op
+references, cached), so shape arguments computed by Shape/Gather/Concat chains are static.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, NoReturn
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from ember.errors import EmberError, FrontendError
+from ember.ir.expr import Call, Constant, Expr, Tuple, TupleGetItem, Var, post_order
+from ember.ir.op import OpDef
+from ember.ir.types import TensorType, canonical_dtype
+
+#: sentinel default of :meth:`NodeView.attr`: the attribute must be present.
+REQUIRED: Any = object()
+
+
+def onnx_elem_dtype(elem_type: int, where: str) -> str:
+    """The canonical ember dtype of an ONNX TensorProto element type, or FrontendError."""
+    try:
+        np_dtype = onnx.helper.tensor_dtype_to_np_dtype(elem_type)
+        return canonical_dtype(np_dtype)
+    except (KeyError, ValueError, TypeError, EmberError):
+        name = onnx_elem_name(elem_type)
+        raise FrontendError(
+            f"{where}: element type {name} is not supported by ember; supported element "
+            "types: bool, int8..int64, uint8..uint64, float16, bfloat16, float32, float64"
+        ) from None
+
+
+def onnx_elem_name(elem_type: int) -> str:
+    """The TensorProto name of an element type (e.g. ``FLOAT``), for messages."""
+    try:
+        return str(onnx.TensorProto.DataType.Name(elem_type))
+    except ValueError:
+        return f"<element type {elem_type}>"
+
+
+def tensor_to_numpy(tensor: onnx.TensorProto, where: str) -> np.ndarray:
+    """Decode a TensorProto (including external data already loaded) into a numpy array."""
+    try:
+        arr = numpy_helper.to_array(tensor)
+    except Exception as err:  # protobuf/numpy raise many kinds on corrupt tensors
+        raise FrontendError(f"{where}: cannot decode tensor '{tensor.name}': {err}") from None
+    if arr.dtype == object:
+        raise FrontendError(
+            f"{where}: tensor '{tensor.name}' holds strings; ember supports numeric tensors only"
+        )
+    onnx_elem_dtype(tensor.data_type, f"{where}: tensor '{tensor.name}'")
+    return np.ascontiguousarray(arr)
+
+
+def _decode_attr(attr: onnx.AttributeProto, where: str) -> Any:
+    """An AttributeProto as a plain Python value (str not bytes, numpy for tensors)."""
+    kind = attr.type
+    A = onnx.AttributeProto
+    if kind == A.FLOAT:
+        return float(attr.f)
+    if kind == A.INT:
+        return int(attr.i)
+    if kind == A.STRING:
+        return attr.s.decode("utf-8", errors="replace")
+    if kind == A.TENSOR:
+        return tensor_to_numpy(attr.t, where)
+    if kind == A.FLOATS:
+        return [float(v) for v in attr.floats]
+    if kind == A.INTS:
+        return [int(v) for v in attr.ints]
+    if kind == A.STRINGS:
+        return [s.decode("utf-8", errors="replace") for s in attr.strings]
+    if kind == A.TENSORS:
+        return [tensor_to_numpy(t, where) for t in attr.tensors]
+    if kind == A.SPARSE_TENSOR:
+        return _sparse_to_dense(attr.sparse_tensor, where)
+    if kind == A.GRAPH:
+        return attr.g
+    if kind == A.GRAPHS:
+        return list(attr.graphs)
+    if kind == A.TYPE_PROTO:
+        return attr.tp
+    raise FrontendError(f"{where}: attribute '{attr.name}' has an unknown kind {kind}")
+
+
+def _sparse_to_dense(sparse: onnx.SparseTensorProto, where: str) -> np.ndarray:
+    """Densify a SparseTensorProto (COO indices, flat [NNZ] or [NNZ, rank])."""
+    values = tensor_to_numpy(sparse.values, where)
+    indices = tensor_to_numpy(sparse.indices, where).astype(np.int64)
+    shape = tuple(int(d) for d in sparse.dims)
+    dense = np.zeros(shape, dtype=values.dtype)
+    if indices.ndim == 2:
+        flat = np.ravel_multi_index(tuple(indices.T), shape) if indices.size else indices[:, 0]
+    else:
+        flat = indices
+    dense.reshape(-1)[flat] = values.reshape(-1)
+    return dense
+
+
+class NodeView:
+    """One ONNX node as a handler sees it: name, op type, opset, IR inputs, decoded attrs."""
+
+    def __init__(
+        self,
+        proto: onnx.NodeProto,
+        inputs: Sequence[Expr | None],
+        opset: int,
+        index: int,
+    ) -> None:
+        self.proto = proto
+        self.op_type: str = proto.op_type
+        self.domain: str = proto.domain
+        self.name: str = proto.name or f"{proto.op_type}_{index}"
+        self.opset: int = opset
+        self.inputs: list[Expr | None] = list(inputs)
+        self.input_names: list[str] = list(proto.input)
+        self.output_names: list[str] = list(proto.output)
+        self.num_outputs: int = len(proto.output)
+        where = f"node '{self.name}' ({self.op_type})"
+        self._attrs: dict[str, Any] = {a.name: _decode_attr(a, where) for a in proto.attribute}
+
+    @property
+    def attrs(self) -> Mapping[str, Any]:
+        """All attributes present on the node, decoded."""
+        return self._attrs
+
+    def has_attr(self, name: str) -> bool:
+        """True when the node carries attribute ``name``."""
+        return name in self._attrs
+
+    def attr(self, name: str, default: Any = REQUIRED) -> Any:
+        """The decoded attribute ``name``, or ``default``; FrontendError if required and absent."""
+        if name in self._attrs:
+            return self._attrs[name]
+        if default is REQUIRED:
+            present = ", ".join(sorted(self._attrs)) or "none"
+            raise FrontendError(
+                f"node '{self.name}' ({self.op_type}, opset {self.opset}) is missing the "
+                f"required attribute '{name}' (attributes present: {present}); fix the model"
+            )
+        return default
+
+    def output_used(self, i: int) -> bool:
+        """True when output ``i`` exists and has a non-empty name (empty = omitted)."""
+        return i < self.num_outputs and bool(self.output_names[i])
+
+    def input(self, i: int) -> Expr | None:
+        """Input ``i``, or None when it is omitted or beyond the node's inputs."""
+        return self.inputs[i] if i < len(self.inputs) else None
+
+    def __repr__(self) -> str:
+        return f"NodeView({self.op_type} '{self.name}', opset {self.opset})"
+
+
+class ConvertContext:
+    """State shared by the handlers of one import: constants, opsets, the current node."""
+
+    #: constant sub-computations larger than this many elements are not evaluated on demand.
+    MAX_EVAL_ELEMENTS = 1 << 22
+
+    def __init__(
+        self,
+        graph_name: str,
+        opsets: Mapping[str, int],
+        initializer_values: Mapping[Var, np.ndarray] | None = None,
+    ) -> None:
+        self.graph_name = graph_name
+        self.opsets: dict[str, int] = dict(opsets)
+        #: values of initializer variables (they stay params in the graph).
+        self.initializer_values: dict[Var, np.ndarray] = dict(initializer_values or {})
+        #: the node being converted (set by the importer), used in error messages.
+        self.node: NodeView | None = None
+        self._cache: dict[int, tuple[Expr, np.ndarray | tuple[Any, ...] | None]] = {}
+
+    # -- constants -------------------------------------------------------------------------
+
+    def const_value(self, expr: Expr | None) -> np.ndarray | None:
+        """The value of ``expr`` when it is statically known (constant, initializer, or a
+        computation over those), else None."""
+        if expr is None:
+            return None
+        value = self._static_value(expr)
+        if value is None or isinstance(value, tuple):
+            return None
+        return value
+
+    def is_const(self, expr: Expr | None) -> bool:
+        """True when :meth:`const_value` would return a value."""
+        return self.const_value(expr) is not None
+
+    def require_const(self, expr: Expr | None, what: str) -> np.ndarray:
+        """The static value of ``expr``; FrontendError naming the node and ``what`` if dynamic."""
+        value = self.const_value(expr)
+        if value is not None:
+            return value
+        where = self._where()
+        if expr is None:
+            raise FrontendError(f"{where}: {what} is required but the input is omitted")
+        raise FrontendError(
+            f"{where}: {what} must be constant (static), but it depends on a model input at "
+            "run time (a data-dependent shape); ember compiles static shapes only. Bind the "
+            "input shapes with from_onnx(..., shape={...}) or make this input an initializer"
+        )
+
+    def _static_value(self, expr: Expr) -> np.ndarray | tuple[Any, ...] | None:
+        cached = self._cache.get(id(expr))
+        if cached is not None and cached[0] is expr:
+            return cached[1]
+        order = post_order(expr)
+        for node in order:
+            hit = self._cache.get(id(node))
+            if hit is not None and hit[0] is node:
+                continue
+            self._cache[id(node)] = (node, self._eval_one(node))
+        return self._cache[id(expr)][1]
+
+    def _known(self, expr: Expr) -> Any:
+        hit = self._cache.get(id(expr))
+        return hit[1] if hit is not None and hit[0] is expr else None
+
+    def _eval_one(self, node: Expr) -> np.ndarray | tuple[Any, ...] | None:
+        if isinstance(node, Constant):
+            return node.data
+        if isinstance(node, Var):
+            return self.initializer_values.get(node)
+        if isinstance(node, TupleGetItem):
+            tup = self._known(node.tuple_value)
+            return None if tup is None else tup[node.index]
+        if isinstance(node, Tuple):
+            fields = [self._known(f) for f in node.fields]
+            return None if any(f is None for f in fields) else tuple(fields)
+        if isinstance(node, Call) and isinstance(node.op, OpDef):
+            args = [self._known(a) for a in node.args]
+            if any(a is None for a in args):
+                return None
+            if isinstance(node.type, TensorType) and node.type.size > self.MAX_EVAL_ELEMENTS:
+                return None
+            out = node.op.reference(args, node.attrs)
+            if isinstance(out, tuple):
+                return tuple(np.asarray(v) for v in out)
+            return np.asarray(out)
+        return None
+
+    # -- errors ----------------------------------------------------------------------------
+
+    def _where(self, node: NodeView | None = None) -> str:
+        node = node or self.node
+        graph = f" in graph '{self.graph_name}'" if self.graph_name else ""
+        if node is None:
+            return f"ONNX import{graph}"
+        return f"node '{node.name}' ({node.op_type}, opset {node.opset}){graph}"
+
+    def fail(self, node: NodeView | None, msg: str) -> NoReturn:
+        """Raise a FrontendError about ``node`` (the current node if None)."""
+        raise FrontendError(f"{self._where(node)}: {msg}")
+
+    def opset(self, domain: str = "") -> int:
+        """The opset version the model imports for ``domain`` (0 if not imported)."""
+        key = "" if domain == "ai.onnx" else domain
+        return self.opsets.get(key, 0)
