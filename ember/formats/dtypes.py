@@ -1,8 +1,9 @@
 """Data types shared by the formats: dtype name <-> numpy dtype <-> DLPack (code, bits, lanes).
 
 The names are TVM's (``"float32"``, ``"bool"``, ``"bfloat16"``). DLPack type codes follow
-``dlpack.h``: 0 int, 1 uint, 2 float, 4 bfloat, 6 bool. ``bool`` is written the way TVM
-writes it (uint, 1 bit, stored one byte per element) and read in either spelling.
+``dlpack.h``: 0 int, 1 uint, 2 float, 4 bfloat, 6 bool. ``bool`` is written as DLPack's
+``kDLBool`` with 8 bits (as ember's runtime and current TVM/tvm-ffi do) and also read in
+the older TVM spelling (uint, 1 bit, one byte per element).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ class DLType:
 
 # name -> (DLPack type as written, numpy dtype)
 _TABLE: dict[str, tuple[DLType, np.dtype]] = {
-    "bool": (DLType(DL_UINT, 1), np.dtype(np.bool_)),
+    "bool": (DLType(DL_BOOL, 8), np.dtype(np.bool_)),
     "int8": (DLType(DL_INT, 8), np.dtype(np.int8)),
     "int16": (DLType(DL_INT, 16), np.dtype(np.int16)),
     "int32": (DLType(DL_INT, 32), np.dtype(np.int32)),
@@ -55,7 +56,7 @@ _TABLE: dict[str, tuple[DLType, np.dtype]] = {
 KNOWN_DTYPES: tuple[str, ...] = tuple(sorted(_TABLE))
 
 _BY_DLTYPE: dict[DLType, str] = {dl: name for name, (dl, _) in _TABLE.items()}
-_BY_DLTYPE[DLType(DL_BOOL, 8)] = "bool"
+_BY_DLTYPE[DLType(DL_UINT, 1)] = "bool"  # older TVM writes bool as uint1
 
 
 def is_known_dtype(name: object) -> bool:

@@ -12,7 +12,7 @@ Layout, every integer little endian::
          u64  reserved          0
          i32  device_type, i32 device_id     (always written as CPU 0)
          i32  ndim
-         u8   type code, u8 bits, u16 lanes  (DLDataType; bool is uint/1 bit as in TVM)
+         u8   type code, u8 bits, u16 lanes  (DLDataType; bool is kDLBool/8 bits)
          i64  shape[ndim]
          i64  data byte size
          the data, C order, little endian

@@ -81,13 +81,13 @@ def test_byte_layout_matches_tvm() -> None:
     assert blob == expected
 
 
-def test_bool_written_as_uint1_and_read_as_dlbool() -> None:
+def test_bool_written_as_dlbool_and_read_as_tvm_uint1() -> None:
     blob = bytearray(save_params({"m": np.array([True, False, True])}))
     header = struct.Struct("<QQiiiBBH")
     off = 24 + 8 + 1 + 8
     fields = header.unpack_from(blob, off)
-    assert fields[5:] == (1, 1, 1)  # kDLUInt, 1 bit, 1 lane: TVM's bool
-    header.pack_into(blob, off, NDARRAY_MAGIC, 0, 1, 0, 1, 6, 8, 1)  # kDLBool, 8 bits
+    assert fields[5:] == (6, 8, 1)  # kDLBool, 8 bits, 1 lane
+    header.pack_into(blob, off, NDARRAY_MAGIC, 0, 1, 0, 1, 1, 1, 1)  # older TVM: uint1
     out = load_params(bytes(blob))
     np.testing.assert_array_equal(out["m"], [True, False, True])
 
