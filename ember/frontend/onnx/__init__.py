@@ -4,7 +4,9 @@ Importing this package imports every handler module (one op family per file), wh
 registers the handlers through the public ``onnx_op`` decorator.
 """
 
+from ember.frontend.onnx import constants  # noqa: F401  (registers handlers)
 from ember.frontend.onnx.context import REQUIRED, ConvertContext, NodeView
+from ember.frontend.onnx.importer import from_onnx
 from ember.frontend.onnx.registry import find_handler, onnx_op, supported_ops
 
 __all__ = [
@@ -12,6 +14,7 @@ __all__ = [
     "ConvertContext",
     "NodeView",
     "find_handler",
+    "from_onnx",
     "onnx_op",
     "supported_ops",
 ]

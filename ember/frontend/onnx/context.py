@@ -23,9 +23,18 @@ import onnx
 from onnx import numpy_helper
 
 from ember.errors import EmberError, FrontendError
-from ember.ir.expr import Call, Constant, Expr, Tuple, TupleGetItem, Var, post_order
+from ember.ir.expr import (
+    Call,
+    Constant,
+    Expr,
+    Tuple,
+    TupleGetItem,
+    Var,
+    children,
+    post_order,
+)
 from ember.ir.op import OpDef
-from ember.ir.types import TensorType, canonical_dtype
+from ember.ir.types import TensorType, TupleType, canonical_dtype
 
 #: sentinel default of :meth:`NodeView.attr`: the attribute must be present.
 REQUIRED: Any = object()
@@ -185,6 +194,7 @@ class ConvertContext:
         #: the node being converted (set by the importer), used in error messages.
         self.node: NodeView | None = None
         self._cache: dict[int, tuple[Expr, np.ndarray | tuple[Any, ...] | None]] = {}
+        self._folded: dict[int, tuple[Expr, Expr]] = {}
 
     # -- constants -------------------------------------------------------------------------
 
@@ -207,7 +217,7 @@ class ConvertContext:
         value = self.const_value(expr)
         if value is not None:
             return value
-        where = self._where()
+        where = self.where()
         if expr is None:
             raise FrontendError(f"{where}: {what} is required but the input is omitted")
         raise FrontendError(
@@ -257,7 +267,8 @@ class ConvertContext:
 
     # -- errors ----------------------------------------------------------------------------
 
-    def _where(self, node: NodeView | None = None) -> str:
+    def where(self, node: NodeView | None = None) -> str:
+        """'node ... in graph ...' for messages (the current node if ``node`` is None)."""
         node = node or self.node
         graph = f" in graph '{self.graph_name}'" if self.graph_name else ""
         if node is None:
@@ -266,9 +277,98 @@ class ConvertContext:
 
     def fail(self, node: NodeView | None, msg: str) -> NoReturn:
         """Raise a FrontendError about ``node`` (the current node if None)."""
-        raise FrontendError(f"{self._where(node)}: {msg}")
+        raise FrontendError(f"{self.where(node)}: {msg}")
 
     def opset(self, domain: str = "") -> int:
         """The opset version the model imports for ``domain`` (0 if not imported)."""
         key = "" if domain == "ai.onnx" else domain
         return self.opsets.get(key, 0)
+
+    # -- folding ---------------------------------------------------------------------------
+
+    #: a fold may always produce this many elements; beyond, no more than its inputs hold.
+    FOLD_MIN_ELEMENTS = 1 << 16
+
+    def fold(self, root: Expr) -> Expr:
+        """``root`` with every call whose arguments are all Constants replaced by its value.
+
+        Only nodes not seen by an earlier ``fold`` are visited, so folding each node's
+        outputs as they are produced costs linear time over the whole import. Folds that
+        would materialise a tensor much larger than their inputs (a broadcast of a scalar
+        to an activation shape) are skipped. Initializer variables are not folded: they
+        stay parameters.
+        """
+        memo = self._folded
+        stack: list[tuple[Expr, bool]] = [(root, False)]
+        while stack:
+            node, expanded = stack.pop()
+            hit = memo.get(id(node))
+            if hit is not None and hit[0] is node:
+                continue
+            if expanded:
+                memo[id(node)] = (node, self._fold_one(node))
+                continue
+            stack.append((node, True))
+            for child in reversed(children(node)):
+                known = memo.get(id(child))
+                if known is None or known[0] is not child:
+                    stack.append((child, False))
+        return memo[id(root)][1]
+
+    def _new(self, expr: Expr) -> Expr:
+        return self._folded[id(expr)][1]
+
+    def _fold_one(self, node: Expr) -> Expr:
+        if isinstance(node, Call):
+            args = tuple(self._new(a) for a in node.args)
+            if any(a is not b for a, b in zip(args, node.args, strict=True)):
+                node = Call(node.op, args, node.attrs, name=node.name)
+            value = self._fold_call(node)
+            if isinstance(value, np.ndarray):
+                return Constant(value)
+            return node
+        if isinstance(node, TupleGetItem):
+            tup = self._new(node.tuple_value)
+            if isinstance(tup, Tuple):
+                return tup.fields[node.index]
+            if isinstance(tup, Call):
+                value = self._fold_call(tup)
+                if isinstance(value, tuple):
+                    return Constant(np.asarray(value[node.index]))
+            return node if tup is node.tuple_value else TupleGetItem(tup, node.index)
+        if isinstance(node, Tuple):
+            fields = tuple(self._new(f) for f in node.fields)
+            if any(a is not b for a, b in zip(fields, node.fields, strict=True)):
+                return Tuple(fields)
+        return node
+
+    def _fold_call(self, node: Call) -> np.ndarray | tuple[Any, ...] | None:
+        """The value of a call over Constants when folding it is worthwhile, else None."""
+        if not isinstance(node.op, OpDef) or not all(isinstance(a, Constant) for a in node.args):
+            return None
+        in_size = sum(a.tensor_type.size for a in node.args)
+        limit = max(self.FOLD_MIN_ELEMENTS, in_size)
+        types = node.type.fields if isinstance(node.type, TupleType) else (node.type,)
+        if any(not isinstance(t, TensorType) or t.size > limit for t in types):
+            return None
+        value = self._static_value(node)
+        if value is None:
+            return None
+        checked = _matches(value, node.type)
+        if not checked:
+            where = f" (node '{node.name}')" if node.name else ""
+            raise FrontendError(
+                f"constant folding of op '{node.op.name}'{where}: its reference produced a "
+                f"value that does not match its type {node.type}; this is an ember bug"
+            )
+        return value
+
+
+def _matches(value: Any, ty: Any) -> bool:
+    """True when a numpy value (or tuple of them) has exactly the static type ``ty``."""
+    if isinstance(ty, TupleType):
+        return isinstance(value, tuple) and all(
+            _matches(v, t) for v, t in zip(value, ty.fields, strict=True)
+        )
+    arr = np.asarray(value)
+    return isinstance(ty, TensorType) and arr.shape == ty.shape and arr.dtype.name == ty.dtype
