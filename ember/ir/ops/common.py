@@ -1,0 +1,115 @@
+"""Shared helpers of the built-in op families: broadcasting, axis normalisation, dtype
+checks, and the precision policy of the numpy references.
+
+Type rules use these to raise :class:`ember.errors.IRError` with precise messages;
+references use :func:`compute_dtype` so half-precision inputs are computed in float32 and
+rounded once, as onnxruntime does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+
+from ember.errors import IRError
+from ember.ir.types import TensorType, Type, as_tensor_type
+
+FLOAT_DTYPES: frozenset[str] = frozenset({"float16", "bfloat16", "float32", "float64"})
+SIGNED_DTYPES: frozenset[str] = frozenset({"int8", "int16", "int32", "int64"})
+UNSIGNED_DTYPES: frozenset[str] = frozenset({"uint8", "uint16", "uint32", "uint64"})
+INT_DTYPES: frozenset[str] = SIGNED_DTYPES | UNSIGNED_DTYPES
+NUMERIC_DTYPES: frozenset[str] = FLOAT_DTYPES | INT_DTYPES
+ALL_DTYPES: frozenset[str] = NUMERIC_DTYPES | {"bool"}
+INDEX_DTYPES: frozenset[str] = frozenset({"int32", "int64"})
+
+
+def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
+    """The numpy/ONNX multidirectional broadcast of ``shapes``; IRError if incompatible."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out: list[int] = []
+    for i in range(ndim):
+        dims = {s[len(s) - ndim + i] for s in shapes if len(s) - ndim + i >= 0}
+        dims.discard(1)
+        if len(dims) > 1:
+            listed = " and ".join(str(tuple(s)) for s in shapes)
+            raise IRError(
+                f"cannot broadcast shapes {listed}: output dimension {i} would need sizes "
+                f"{sorted(dims)}; each dimension must match or be 1"
+            )
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
+def normalize_axis(axis: int, ndim: int, what: str = "axis") -> int:
+    """``axis`` in ``[-ndim, ndim)`` mapped to ``[0, ndim)``; IRError otherwise."""
+    if not -ndim <= axis < ndim:
+        raise IRError(f"{what} {axis} is out of range for a tensor of rank {ndim}")
+    return axis + ndim if axis < 0 else axis
+
+
+def normalize_axes(axes: Iterable[int], ndim: int, what: str = "axes") -> tuple[int, ...]:
+    """Axes mapped to ``[0, ndim)`` and sorted; IRError on out-of-range or repeated axes."""
+    out = [normalize_axis(a, ndim, what) for a in axes]
+    if len(set(out)) != len(out):
+        raise IRError(f"{what} {tuple(axes)} repeat an axis")
+    return tuple(sorted(out))
+
+
+def check_normalized_axes(axes: Sequence[int], ndim: int, op: str) -> None:
+    """IRError unless ``axes`` are sorted, unique and within ``[0, ndim)``."""
+    if list(axes) != sorted(set(axes)) or any(not 0 <= a < ndim for a in axes):
+        raise IRError(
+            f"axes {tuple(axes)} must be sorted, unique and in [0, {ndim}) for a rank-{ndim} "
+            f"input of '{op}'; normalise them with ember.ir.ops.common.normalize_axes"
+        )
+
+
+def check_dtype(ty: Type, allowed: frozenset[str], what: str) -> TensorType:
+    """The tensor type ``ty`` if its dtype is in ``allowed``; IRError naming ``what``."""
+    tt = as_tensor_type(ty, what)
+    if tt.dtype not in allowed:
+        raise IRError(f"{what} has dtype {tt.dtype}; expected one of {', '.join(sorted(allowed))}")
+    return tt
+
+
+def check_same_dtype(types: Sequence[TensorType], what: str) -> str:
+    """The common dtype of ``types``; IRError if they differ."""
+    dtypes = [t.dtype for t in types]
+    if len(set(dtypes)) > 1:
+        raise IRError(f"{what} must have the same dtype, got {', '.join(dtypes)}; insert a cast")
+    return dtypes[0]
+
+
+def compute_dtype(dtype: str) -> np.dtype:
+    """The numpy dtype a reference computes in: float32 for 16-bit floats, else ``dtype``."""
+    if dtype in ("float16", "bfloat16"):
+        return np.dtype("float32")
+    return np.dtype(dtype)
+
+
+def np_dtype(dtype: str) -> np.dtype:
+    """The numpy dtype of a canonical dtype name (bfloat16 through ml_dtypes)."""
+    if dtype == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(dtype)
+
+
+def float_map(fn: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np.ndarray:
+    """Apply ``fn`` to ``x`` computed in :func:`compute_dtype` precision; keep x's dtype."""
+    dtype = x.dtype
+    with np.errstate(all="ignore"):
+        out = fn(np.asarray(x, dtype=compute_dtype(dtype.name)))
+    return np.asarray(out).astype(dtype, copy=False)
+
+
+def trunc_divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Integer division rounding toward zero; division by zero yields 0 (it is UB in ONNX)."""
+    safe = np.where(b == 0, np.ones_like(b), b)
+    q = a // safe
+    r = a - q * safe
+    fix = (r != 0) & ((a < 0) != (safe < 0))
+    q = q + fix.astype(q.dtype)
+    return np.where(b == 0, np.zeros_like(q), q)
