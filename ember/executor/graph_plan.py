@@ -1,0 +1,184 @@
+"""GraphPlan: graph JSON -> allocated storage, fixed DLTensors and a prebuilt list of kernel calls.
+
+Everything a run needs is built once here, so that :meth:`GraphPlan.run` is a tight loop of
+ctypes calls with no allocation:
+
+1. **storage**: one 64-byte aligned NDArray per ``storage_id``, sized for the largest entry
+   that uses it (entries sharing a storage id share memory; that is the memory plan);
+2. **entries**: per node output, an NDArray view of its storage (TVM's ``CreateView``): its
+   DLTensor (data pointer, shape, dtype) is fixed for the executor's lifetime;
+3. **calls**: per ``tvm_op`` node, the packed-call argument arrays (an ``EmberValue`` per
+   input and output pointing at the DLTensors, and the type codes) and the kernel's raw C
+   function pointer, bound once as a ctypes function.
+
+Kernels come from a ``resolve(func_name) -> PackedFunc`` callback (raising LookupError for
+a missing one). A kernel with a C body (``PackedFunc.c_entry()``) is called through its raw
+function pointer; one written in Python through the PackedFunc. ``__nop`` nodes are
+skipped and ``__copy`` nodes copy their input into their output, as in TVM. A kernel
+returning non-zero raises :class:`ember.errors.ExecutorError` naming the node, its kernel
+and the C error message.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ember.errors import EmberError, ExecutorError
+from ember.formats.graph_json import COPY_FUNC, NOP_FUNC, OP_KERNEL, GraphJSON
+from ember.formats.metadata import STORAGE_ALIGNMENT, storage_sizes
+from ember.runtime import c_api, ndarray
+from ember.runtime.device import Device
+from ember.runtime.dtype import dtype as as_dtype
+from ember.runtime.ndarray import NDArray
+from ember.runtime.packed_func import PackedFunc
+
+_TENSOR_CODE = int(c_api.TypeCode.DLTENSOR_HANDLE)
+
+KernelResolver = Callable[[str], PackedFunc]
+
+
+@dataclass
+class _Call:
+    """One prebuilt kernel call (kept alive with its ctypes buffers)."""
+
+    node_id: int
+    name: str
+    func_name: str
+    fn: Callable[..., int]
+    args: tuple[Any, ...]
+    keepalive: tuple[Any, ...]
+
+
+def _python_call(kernel: PackedFunc, tensors: list[NDArray]) -> Callable[..., int]:
+    def call(*_: Any) -> int:
+        kernel(*tensors)
+        return 0
+
+    return call
+
+
+def _copy_call(dst: int, src: int, nbytes: int) -> Callable[..., int]:
+    def copy(*_: Any) -> int:
+        ctypes.memmove(dst, src, nbytes)
+        return 0
+
+    return copy
+
+
+class GraphPlan:
+    """Storage, entry tensors and prebuilt kernel calls of one graph on one device."""
+
+    def __init__(self, graph: GraphJSON, resolve: KernelResolver, device: Device) -> None:
+        self.graph = graph
+        self.device = device
+        self.storage: dict[int, NDArray] = {}
+        for sid, nbytes in storage_sizes(graph).items():
+            buf = ndarray.empty((max(nbytes, STORAGE_ALIGNMENT),), "uint8", device)
+            buf.copyfrom(np.zeros(buf.shape, np.uint8))  # deterministic even if a kernel misreads
+            self.storage[sid] = buf
+        self.entries: list[NDArray] = [
+            self._view(eid, graph.shape[eid]) for eid in range(graph.num_entries)
+        ]
+        self._ret_value = c_api.EmberValue()
+        self._ret_code = ctypes.c_int32(0)
+        self.calls: list[_Call] = []
+        missing: dict[str, list[str]] = {}
+        for nid, node in enumerate(graph.nodes):
+            if node.op != OP_KERNEL or node.attrs is None or node.attrs.func_name == NOP_FUNC:
+                continue
+            try:
+                self.calls.append(self._build_call(nid, resolve))
+            except LookupError:
+                missing.setdefault(node.attrs.func_name, []).append(node.name)
+        if missing:
+            listed = "; ".join(f"'{f}' (used by {', '.join(n[:3])})" for f, n in missing.items())
+            raise ExecutorError(
+                f"the host module lacks {len(missing)} kernel(s) the graph calls: {listed}; "
+                "build the graph and the library together, or import the module that "
+                "defines them"
+            )
+        self._loop = [(c.fn, c.args) for c in self.calls]
+
+    # ------------------------------------------------------------------ building
+    def _view(self, eid: int, shape: tuple[int, ...]) -> NDArray:
+        """An NDArray over the entry's storage (a fresh DLTensor, shared memory)."""
+        buf = self.storage[self.graph.storage_id[eid]]
+        dtype = as_dtype(self.graph.dltype[eid])
+        return ndarray.view_from_pointer(buf.data_ptr, shape, dtype, self.device, owner=buf)
+
+    def _build_call(self, nid: int, resolve: KernelResolver) -> _Call:
+        graph = self.graph
+        node = graph.nodes[nid]
+        assert node.attrs is not None  # guarded by the caller
+        in_eids = [graph.entry_id(e) for e in node.inputs]
+        out_eids = [graph.node_row_ptr[nid] + i for i in range(node.attrs.num_outputs)]
+        eids = in_eids + out_eids
+        if node.attrs.func_name == COPY_FUNC:
+            if len(in_eids) != 1 or len(out_eids) != 1:
+                raise ExecutorError(f"node {node.name!r}: {COPY_FUNC} takes one input, one output")
+            nbytes = self.entries[in_eids[0]].nbytes
+            if self.entries[out_eids[0]].nbytes != nbytes:
+                raise ExecutorError(f"node {node.name!r}: {COPY_FUNC} between different sizes")
+            dst, src = self.entries[out_eids[0]].data_ptr, self.entries[in_eids[0]].data_ptr
+            fn = _copy_call(dst, src, nbytes)
+            return _Call(nid, node.name, COPY_FUNC, fn, (), ())
+        kernel = resolve(node.attrs.func_name)
+        values = (c_api.EmberValue * len(eids))()
+        codes = (ctypes.c_int32 * len(eids))(*([_TENSOR_CODE] * len(eids)))
+        tensors = []
+        for k, eid in enumerate(eids):
+            tensor = self.entries[eid]
+            if node.attrs.flatten_data:
+                tensor = self._view(eid, (tensor.size,))
+            tensors.append(tensor)
+            values[k].v_handle = tensor.handle
+        entry = kernel.c_entry()
+        if entry is None:  # a kernel written in Python: call it through the PackedFunc
+            py_fn = _python_call(kernel, tensors)
+            return _Call(nid, node.name, node.attrs.func_name, py_fn, (), (kernel, *tensors))
+        address, resource = entry
+        fn = c_api.EmberPackedCFunc(address)
+        args = (
+            ctypes.addressof(values),
+            ctypes.addressof(codes),
+            len(eids),
+            ctypes.addressof(self._ret_value),
+            ctypes.addressof(self._ret_code),
+            resource or None,
+        )
+        keep = (kernel, *tensors, values, codes)
+        return _Call(nid, node.name, node.attrs.func_name, fn, args, keep)
+
+    # ------------------------------------------------------------------ running
+    def run(self) -> None:
+        """Execute every kernel once, in graph order."""
+        for fn, args in self._loop:
+            if fn(*args):
+                self._raise_failed(fn)
+
+    def run_timed(self) -> list[int]:
+        """Execute once, returning each call's wall time in nanoseconds (debug mode)."""
+        times: list[int] = []
+        clock = time.perf_counter_ns
+        for fn, args in self._loop:
+            start = clock()
+            rc = fn(*args)
+            times.append(clock() - start)
+            if rc:
+                self._raise_failed(fn)
+        return times
+
+    def _raise_failed(self, fn: Callable[..., int]) -> None:
+        call = next(c for c in self.calls if c.fn is fn)
+        try:
+            c_api.check_call(-1)
+        except EmberError as exc:
+            raise ExecutorError(
+                f"node {call.node_id} '{call.name}' (kernel '{call.func_name}') failed: {exc}"
+            ) from exc

@@ -1,0 +1,274 @@
+"""GraphExecutorModule: the graph executor engine as a runtime Module (TVM's C++ GraphExecutor).
+
+Built from graph JSON, the host module holding the kernels, a device and parameters. It
+owns a :class:`~ember.executor.graph_plan.GraphPlan` (storage, views, prebuilt calls) and
+implements the model interface: ``set_input`` / ``get_input`` / ``run`` / ``get_output``,
+input lookup by name or index, parameter loading and per-node profiling. As a Module it
+exposes the same operations as packed functions by name (:data:`FUNCTIONS`), so
+``mod["set_input"]("x", arr); mod["run"](); mod["get_output"](0)`` works as in TVM, and
+it imports the host module (``lib``) that holds the kernels.
+
+Conventions kept from TVM: inputs are the graph's ``arg_nodes`` (model inputs *and*
+parameters) in order, so ``get_num_inputs`` counts both and an index refers to that order;
+``get_input_info`` lists only the inputs that are not parameters; ``get_input_index`` of an
+unknown name is -1; ``load_params`` ignores names the graph does not use; ``get_output``
+returns a view of the executor's memory that the next ``run`` overwrites (pass ``out`` to
+copy). Ember is stricter in two ways: ``set_input`` checks shape and dtype before any
+memory is touched, and ``run`` refuses to start while an input has never been set.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ember.errors import EmberValueError, ExecutorError
+from ember.executor.graph_plan import GraphPlan
+from ember.executor.profile import ProfileReport, make_report
+from ember.formats.graph_json import GraphJSON, load_graph_json
+from ember.formats.params import load_params as parse_params
+from ember.runtime.device import Device, cpu
+from ember.runtime.device import device as to_device
+from ember.runtime.module import Module
+from ember.runtime.ndarray import NDArray
+from ember.runtime.packed_func import PackedFunc, as_packed_func
+
+
+def find_kernel(lib: Any, func_name: str) -> PackedFunc:
+    """The kernel ``func_name`` from ``lib`` or its imports; LookupError when none has it."""
+    try:
+        func = lib.get_function(func_name, query_imports=True)
+    except (AttributeError, LookupError):
+        func = None
+    if func is None:
+        raise LookupError(func_name)
+    return as_packed_func(func)
+
+
+#: The packed functions a graph executor module exposes.
+FUNCTIONS = (
+    "get_graph_json",
+    "get_input",
+    "get_input_index",
+    "get_input_info",
+    "get_num_inputs",
+    "get_num_outputs",
+    "get_output",
+    "load_params",
+    "profile",
+    "run",
+    "set_input",
+)
+
+
+class GraphExecutorModule(Module):
+    """The graph executor engine: storage, inputs, outputs, run loop and profiling."""
+
+    type_key = "GraphExecutor"
+
+    def __init__(
+        self,
+        graph: str | bytes | GraphJSON,
+        lib: Any,
+        device: Device | Any = None,
+        params: Mapping[str, Any] | bytes | None = None,
+        debug: bool = False,
+    ) -> None:
+        super().__init__()
+        self.graph = graph if isinstance(graph, GraphJSON) else load_graph_json(graph)
+        self.lib = lib
+        self.device = to_device(device) if device is not None else cpu(0)
+        self.debug = debug
+        self.plan = GraphPlan(self.graph, lambda name: find_kernel(lib, name), self.device)
+        g = self.graph
+        self._input_names = g.input_names()
+        self._input_index = {name: i for i, name in enumerate(self._input_names)}
+        self._input_eids = [g.node_row_ptr[nid] for nid in g.arg_nodes]
+        self._output_eids = g.output_entry_ids()
+        self._param_names: set[str] = set()
+        self._unset: set[str] = set(self._input_names)
+        self._timings = [0] * len(self.plan.calls)
+        self._timed_runs = 0
+        if isinstance(lib, Module):
+            self.import_module(lib)
+        if params is not None:
+            self.load_params(params)
+
+    # ------------------------------------------------------------------ Module
+    def _get_function(self, name: str) -> PackedFunc | None:
+        if name not in FUNCTIONS:
+            return None
+        return as_packed_func(getattr(self, name))
+
+    def function_names(self) -> list[str]:
+        """The model-interface functions this module exposes."""
+        return list(FUNCTIONS)
+
+    def get_graph_json(self) -> str:
+        """The graph JSON text this executor runs."""
+        return self.graph.to_json()
+
+    # ------------------------------------------------------------------ inputs
+    def get_num_inputs(self) -> int:
+        """Number of argument nodes (model inputs and parameters)."""
+        return len(self._input_names)
+
+    def get_input_index(self, name: str) -> int:
+        """Index of the input called ``name``, or -1 if the graph has none (TVM's convention)."""
+        return self._input_index.get(name, -1)
+
+    def get_input_info(self) -> dict[str, dict[str, Any]]:
+        """``{"shape": {name: shape}, "dtype": {name: dtype}}`` of inputs that are not params."""
+        shapes: dict[str, tuple[int, ...]] = {}
+        dtypes: dict[str, str] = {}
+        for name, eid in zip(self._input_names, self._input_eids, strict=True):
+            if name not in self._param_names:
+                shapes[name] = self.graph.shape[eid]
+                dtypes[name] = self.graph.dltype[eid]
+        return {"shape": shapes, "dtype": dtypes}
+
+    def _resolve_input(self, key: int | str, what: str) -> int:
+        if isinstance(key, str):
+            index = self._input_index.get(key)
+            if index is None:
+                known = ", ".join(repr(n) for n in self._input_names)
+                raise ExecutorError(f"{what}: the graph has no input {key!r}; inputs: {known}")
+            return index
+        if isinstance(key, bool) or not isinstance(key, int | np.integer):
+            raise ExecutorError(f"{what}: an input is named by str or int, got {key!r}")
+        if not 0 <= key < len(self._input_names):
+            raise ExecutorError(
+                f"{what}: input index {key} is out of range; the graph has "
+                f"{len(self._input_names)} inputs"
+            )
+        return int(key)
+
+    def set_input(self, key: int | str, value: Any) -> None:
+        """Copy ``value`` (numpy array, NDArray, array-like) into input ``key`` after checks."""
+        index = self._resolve_input(key, "set_input")
+        name = self._input_names[index]
+        eid = self._input_eids[index]
+        shape, dtype = self.graph.shape[eid], self.graph.dltype[eid]
+        target = self.plan.entries[eid]
+        given_dtype = getattr(value, "dtype", None)
+        if isinstance(value, NDArray):
+            source: Any = value
+        elif isinstance(value, np.ndarray | np.generic):
+            source = value
+        else:
+            try:
+                source = np.asarray(value, dtype=target.data_type.numpy_dtype())
+            except (TypeError, ValueError) as exc:
+                raise EmberValueError(
+                    f"set_input: cannot convert the value for input {name!r} to {dtype}: {exc}"
+                ) from None
+            given_dtype = source.dtype
+        given_shape = tuple(int(d) for d in getattr(source, "shape", ()))
+        given = str(given_dtype) if given_dtype is not None else "?"
+        if given_shape != shape or given != dtype:
+            raise EmberValueError(
+                f"set_input: input {name!r} expects shape {shape} and dtype {dtype}, got shape "
+                f"{given_shape} and dtype {given}; convert it with "
+                f"np.asarray(x, dtype='{dtype}').reshape({shape})"
+            )
+        target.copyfrom(source)
+        self._unset.discard(name)
+
+    def get_input(self, key: int | str) -> NDArray:
+        """The executor's array of input ``key`` (a view: writing it changes the input)."""
+        index = self._resolve_input(key, "get_input")
+        return self.plan.entries[self._input_eids[index]]
+
+    def load_params(self, params: Mapping[str, Any] | bytes | bytearray) -> None:
+        """Set parameters from a ``.params`` blob or a dict; unknown names are ignored."""
+        values = parse_params(params) if isinstance(params, bytes | bytearray) else params
+        for name in sorted(values):
+            if name in self._input_index:
+                self.set_input(name, values[name])
+                self._param_names.add(name)
+
+    # ------------------------------------------------------------------ outputs
+    def get_num_outputs(self) -> int:
+        """Number of graph outputs."""
+        return len(self._output_eids)
+
+    def get_output(self, index: int, out: Any = None) -> Any:
+        """Output ``index`` as a view of executor memory, or copied into ``out``."""
+        if isinstance(index, bool) or not isinstance(index, int | np.integer):
+            raise ExecutorError(f"get_output: expected an integer index, got {index!r}")
+        if not 0 <= index < len(self._output_eids):
+            raise ExecutorError(
+                f"get_output: output index {index} is out of range; the graph has "
+                f"{len(self._output_eids)} outputs"
+            )
+        entry = self.plan.entries[self._output_eids[index]]
+        if out is None:
+            return entry
+        if isinstance(out, NDArray):
+            return out.copyfrom(entry)
+        if isinstance(out, np.ndarray):
+            if out.shape != entry.shape or str(out.dtype) != entry.dtype:
+                raise EmberValueError(
+                    f"get_output: out has shape {out.shape} and dtype {out.dtype}; output "
+                    f"{index} has shape {entry.shape} and dtype {entry.dtype}"
+                )
+            ctypes.memmove(out.ctypes.data, entry.data_ptr, entry.nbytes)
+            return out
+        raise ExecutorError(f"get_output: out must be an NDArray or numpy array, got {out!r}")
+
+    # ------------------------------------------------------------------ running
+    def run(self) -> None:
+        """Execute the graph once (in debug mode, also time every node)."""
+        if self._unset:
+            raise ExecutorError(
+                f"run: input(s) {sorted(self._unset)} were never set; call set_input (or "
+                "load_params for parameters) first"
+            )
+        if self.debug:
+            self._record(self.plan.run_timed())
+        else:
+            self.plan.run()
+
+    def _record(self, times: list[int]) -> None:
+        for i, t in enumerate(times):
+            self._timings[i] += t
+        self._timed_runs += 1
+
+    def profile(self, repeat: int = 10) -> ProfileReport:
+        """Run ``repeat`` times timing each node; ``repeat=0`` reports the debug runs so far."""
+        if repeat < 0:
+            raise EmberValueError(f"profile: repeat must be >= 0, got {repeat}")
+        if repeat == 0:
+            if not self._timed_runs:
+                raise ExecutorError(
+                    "profile(repeat=0) reports the runs recorded in debug mode, but there are "
+                    "none; create the executor with debug=True and call run(), or pass repeat>0"
+                )
+            totals, runs = list(self._timings), self._timed_runs
+        else:
+            self.run()  # warm-up, also checks the inputs
+            totals, runs = [0] * len(self.plan.calls), repeat
+            for _ in range(repeat):
+                for i, t in enumerate(self.plan.run_timed()):
+                    totals[i] += t
+        g = self.graph
+        calls = self.plan.calls
+        shapes = []
+        dtypes = []
+        for c in calls:
+            first = g.node_row_ptr[c.node_id]
+            count = g.nodes[c.node_id].num_outputs
+            shapes.append(tuple(g.shape[first + k] for k in range(count)))
+            dtypes.append(g.dltype[first])
+        return make_report(
+            [c.node_id for c in calls],
+            [c.name for c in calls],
+            [c.func_name for c in calls],
+            shapes,
+            dtypes,
+            totals,
+            runs,
+        )

@@ -1,0 +1,209 @@
+"""The top-level ``metadata`` module: a loaded model's factory (TVM's GraphExecutorFactory).
+
+Step 4 of the loading process (:mod:`ember.runtime.loading`) hands the artifacts whose
+loader is ``"metadata"`` and the host module to the global function
+``runtime.module.loadbinary_metadata`` (:func:`load_metadata_module`). The artifacts are
+three files of one codegen:
+
+* ``graph.json``    - the graph (:mod:`ember.formats.graph_json`);
+* ``params.bin``    - the parameters (:mod:`ember.formats.params`), optional;
+* ``metadata.json`` - the model metadata (:mod:`ember.formats.metadata`): ``mod_name``,
+  executor kind, inputs/outputs/params with shapes and dtypes, function infos.
+
+The returned :class:`MetadataModule` imports the host module and exposes, as packed
+functions: ``<mod_name>`` (``"default"``) taking a device and returning a new graph
+executor module, ``get_graph_json``, ``get_params`` (name -> NDArray), ``list_params``,
+``get_metadata`` (a :class:`~ember.formats.metadata.ModelMetadata`), ``get_lib``::
+
+    mod = load_artifacts(artifact_set, ember.cpu(0))
+    gmod = GraphExecutor(mod["default"](ember.cpu(0)))
+
+:func:`make_metadata_artifacts` is the writing side: what a build emits for these files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ember.errors import ModuleLoadError, RegistryError, SerializationError
+from ember.executor.graph_runtime import GraphExecutorModule
+from ember.formats.graph_json import GraphJSON, load_graph_json
+from ember.formats.metadata import ModelMetadata, ParameterInfo, graph_metadata
+from ember.formats.params import load_params, save_params
+from ember.runtime import ndarray
+from ember.runtime.artifact import METADATA_LOADER, Artifact
+from ember.runtime.device import Device
+from ember.runtime.device import device as to_device
+from ember.runtime.module import Module
+from ember.runtime.packed_func import PackedFunc, as_packed_func
+from ember.runtime.registry import find_python_func, register_func
+
+LOADER_FUNC = "runtime.module.loadbinary_metadata"
+GRAPH_JSON_FILE = "graph.json"
+PARAMS_FILE = "params.bin"
+METADATA_FILE = "metadata.json"
+CODEGEN_ID = "graph_executor"
+
+
+class MetadataModule(Module):
+    """The top-level module of a loaded graph-executor model: its factory and its data."""
+
+    type_key = "metadata"
+
+    def __init__(
+        self,
+        graph: GraphJSON,
+        params: Mapping[str, np.ndarray],
+        metadata: ModelMetadata,
+        host: Module,
+    ) -> None:
+        super().__init__()
+        self.graph = graph
+        self.params = dict(params)
+        self.metadata = metadata
+        self.host = host
+        self.import_module(host)
+        self._funcs: dict[str, Any] = {
+            metadata.mod_name: self.create_executor,
+            "get_graph_json": self.get_graph_json,
+            "get_params": self.get_params,
+            "list_params": self.list_params,
+            "get_metadata": self.get_metadata,
+            "get_lib": self.get_lib,
+        }
+
+    def _get_function(self, name: str) -> PackedFunc | None:
+        func = self._funcs.get(name)
+        return as_packed_func(func) if func is not None else None
+
+    def function_names(self) -> list[str]:
+        """The factory function (named by ``mod_name``) and the getters."""
+        return sorted(self._funcs)
+
+    def create_executor(self, device: Device | Any = None, debug: bool = False) -> Module:
+        """A new graph executor module on ``device`` with the parameters loaded."""
+        dev = to_device(device) if device is not None else None
+        return GraphExecutorModule(self.graph, self.host, dev, self.params, debug=debug)
+
+    def get_graph_json(self) -> str:
+        """The graph JSON text."""
+        return self.graph.to_json()
+
+    def get_params(self) -> dict[str, ndarray.NDArray]:
+        """The parameters as fresh NDArrays, by name."""
+        return {name: ndarray.array(value) for name, value in sorted(self.params.items())}
+
+    def list_params(self) -> list[str]:
+        """The parameter names, sorted."""
+        return sorted(self.params)
+
+    def get_metadata(self) -> ModelMetadata:
+        """The model metadata."""
+        return self.metadata
+
+    def get_lib(self) -> Module:
+        """The host module holding the kernels."""
+        return self.host
+
+    def __repr__(self) -> str:
+        return f"MetadataModule({self.metadata.mod_name!r}, executor={self.metadata.executor!r})"
+
+
+def _by_file(artifacts: Sequence[Artifact]) -> dict[str, Artifact]:
+    found: dict[str, Artifact] = {}
+    for art in artifacts:
+        if art.file_name in found:
+            raise ModuleLoadError(
+                f"two metadata artifacts are named {art.file_name!r} (codegens "
+                f"{found[art.file_name].codegen_id!r} and {art.codegen_id!r}); a model has one "
+                f"of each of {GRAPH_JSON_FILE}, {PARAMS_FILE}, {METADATA_FILE}"
+            )
+        if art.file_name not in (GRAPH_JSON_FILE, PARAMS_FILE, METADATA_FILE):
+            raise ModuleLoadError(
+                f"metadata artifact {art.codegen_id}/{art.file_name} is unknown; the metadata "
+                f"loader reads {GRAPH_JSON_FILE}, {PARAMS_FILE} and {METADATA_FILE}"
+            )
+        found[art.file_name] = art
+    for required in (GRAPH_JSON_FILE, METADATA_FILE):
+        if required not in found:
+            raise ModuleLoadError(
+                f"the metadata artifacts lack {required!r} (have: {sorted(found)}); rebuild "
+                "the model so that its artifact set is complete"
+            )
+    return found
+
+
+def _check_consistent(
+    graph: GraphJSON, params: Mapping[str, np.ndarray], md: ModelMetadata
+) -> None:
+    """Metadata, graph and params must describe the same model."""
+    args = {graph.nodes[n].name: graph.node_row_ptr[n] for n in graph.arg_nodes}
+    declared: list[ParameterInfo] = [*md.inputs, *md.params]
+    for info in declared:
+        eid = args.get(info.name)
+        if eid is None:
+            raise ModuleLoadError(
+                f"metadata.json names input {info.name!r}, which graph.json does not have; "
+                f"graph inputs: {sorted(args)}"
+            )
+        if graph.shape[eid] != info.shape or graph.dltype[eid] != info.dtype:
+            raise ModuleLoadError(
+                f"input {info.name!r}: metadata.json says {info.shape} {info.dtype}, graph.json "
+                f"says {graph.shape[eid]} {graph.dltype[eid]}"
+            )
+    missing = sorted(p.name for p in md.params if p.name not in params)
+    if missing:
+        raise ModuleLoadError(f"params.bin lacks the parameter(s) {missing} metadata.json lists")
+    if len(md.outputs) != len(graph.heads):
+        raise ModuleLoadError(
+            f"metadata.json lists {len(md.outputs)} outputs, graph.json has {len(graph.heads)}"
+        )
+
+
+def load_metadata_module(artifacts: Sequence[Artifact], host: Module) -> MetadataModule:
+    """``runtime.module.loadbinary_metadata``: the metadata artifacts + host -> top module."""
+    files = _by_file(list(artifacts))
+    try:
+        metadata = ModelMetadata.from_json(files[METADATA_FILE].content)
+        graph = load_graph_json(files[GRAPH_JSON_FILE].content)
+        params = load_params(files[PARAMS_FILE].content) if PARAMS_FILE in files else {}
+    except SerializationError as exc:
+        raise ModuleLoadError(f"cannot load the model's metadata artifacts: {exc}") from exc
+    if metadata.executor != "graph":
+        raise ModuleLoadError(
+            f"metadata.json asks for the {metadata.executor!r} executor; this loader builds "
+            "graph executors only"
+        )
+    _check_consistent(graph, params, metadata)
+    return MetadataModule(graph, params, metadata, host)
+
+
+def make_metadata_artifacts(
+    graph: GraphJSON | str,
+    params: Mapping[str, Any],
+    mod_name: str = "default",
+    codegen_id: str = CODEGEN_ID,
+) -> list[Artifact]:
+    """The three ``metadata`` artifacts of a graph-executor build (graph, params, metadata)."""
+    g = graph if isinstance(graph, GraphJSON) else load_graph_json(graph)
+    arrays = {
+        name: np.asarray(v.numpy() if hasattr(v, "numpy") else v) for name, v in params.items()
+    }
+    metadata = graph_metadata(g, arrays, mod_name)
+    return [
+        Artifact(codegen_id, METADATA_LOADER, GRAPH_JSON_FILE, g.to_json().encode()),
+        Artifact(codegen_id, METADATA_LOADER, PARAMS_FILE, save_params(arrays)),
+        Artifact(codegen_id, METADATA_LOADER, METADATA_FILE, metadata.to_json().encode()),
+    ]
+
+
+def register() -> None:
+    """Register :func:`load_metadata_module` as ``runtime.module.loadbinary_metadata`` (once)."""
+    if find_python_func(LOADER_FUNC) is None:
+        # another thread may win the race; one registration is enough
+        with contextlib.suppress(RegistryError):
+            register_func(LOADER_FUNC, load_metadata_module)
