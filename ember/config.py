@@ -1,0 +1,98 @@
+"""Settings: every flag ember reads from the environment, declared once with its help text.
+
+The environment is read on the first call to :func:`config` and never again, so a setting
+cannot change behind a running program. Example::
+
+    from ember.config import config
+    config().cc           # "cc" unless CC is set
+    config().cache_dir    # Path("~/.cache/ember") unless EMBER_CACHE_DIR is set
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ember.errors import EmberValueError
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One flag: the environment variable it comes from, its default and what it does."""
+
+    env: str
+    default: str
+    help: str
+
+
+SETTINGS: dict[str, Setting] = {
+    "cache_dir": Setting(
+        "EMBER_CACHE_DIR",
+        "~/.cache/ember",
+        "directory for build products that are safe to share (the compiled C runtime)",
+    ),
+    "cc": Setting("CC", "cc", "the system C compiler used to build shared libraries"),
+    "num_threads": Setting(
+        "EMBER_NUM_THREADS",
+        "0",
+        "worker threads of EmberBackendParallelLaunch; 0 means one per core",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Config:
+    """The typed values of every setting in :data:`SETTINGS`."""
+
+    cache_dir: Path = field(default_factory=lambda: Path("~/.cache/ember").expanduser())
+    cc: str = "cc"
+    num_threads: int = 0
+
+
+def _parse(env: dict[str, str]) -> Config:
+    raw = {name: env.get(s.env, s.default) for name, s in SETTINGS.items()}
+    try:
+        num_threads = int(raw["num_threads"])
+    except ValueError:
+        raise EmberValueError(
+            f"EMBER_NUM_THREADS must be an integer, got {raw['num_threads']!r}; "
+            "unset it or set a number like 4"
+        ) from None
+    if num_threads < 0:
+        raise EmberValueError(f"EMBER_NUM_THREADS must be >= 0, got {num_threads}")
+    return Config(
+        cache_dir=Path(raw["cache_dir"]).expanduser(),
+        cc=raw["cc"] or "cc",
+        num_threads=num_threads,
+    )
+
+
+_LOCK = threading.Lock()
+_CONFIG: list[Config] = []
+
+
+def config() -> Config:
+    """Return the settings, reading the environment on the first call only."""
+    if not _CONFIG:
+        with _LOCK:
+            if not _CONFIG:
+                _CONFIG.append(_parse(dict(os.environ)))
+    return _CONFIG[0]
+
+
+def config_from(env: dict[str, str]) -> Config:
+    """Parse settings from an explicit mapping (for tests and tools); does not cache."""
+    return _parse(env)
+
+
+def describe() -> str:
+    """A human-readable table of every setting, its variable, default and current value."""
+    current = config()
+    lines = []
+    for name, s in SETTINGS.items():
+        value = dataclasses.asdict(current)[name]
+        lines.append(f"{s.env:<20} {str(value):<30} {s.help} (default {s.default!r})")
+    return "\n".join(lines)

@@ -1,0 +1,189 @@
+/*
+ * ember runtime C ABI: the one header shared by generated code, the C runtime
+ * (src/runtime.c) and the Python ctypes declarations (ember/runtime/c_api.py).
+ *
+ * Contract:
+ *   - Every generated kernel exports an EmberPackedCFunc under its symbol name.
+ *   - Every function returning int32_t returns 0 on success and -1 on failure;
+ *     on failure the message is available through EmberGetLastError() on the
+ *     same thread.
+ *   - Tensors are DLPack DLTensor structs (same field layout and names as
+ *     dlpack.h v0.8), so any DLPack producer can feed a kernel directly.
+ *   - Values passed with type code EMBER_NDARRAY_HANDLE carry a DLTensor* in
+ *     v_handle too, so a callee can treat EMBER_DLTENSOR_HANDLE and
+ *     EMBER_NDARRAY_HANDLE alike.
+ *
+ * The header is plain C99 with no dependency beyond <stdint.h> and <stddef.h>.
+ */
+#ifndef EMBER_RUNTIME_API_H_
+#define EMBER_RUNTIME_API_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define EMBER_DLL __declspec(dllexport)
+#else
+#define EMBER_DLL __attribute__((visibility("default")))
+#endif
+
+#define EMBER_ABI_VERSION 1
+
+/* ---- DLPack (field layout and names of dlpack.h) ---------------------- */
+#ifndef DLPACK_EXTERN_C
+#define DLPACK_EXTERN_C
+typedef enum {
+  kDLCPU = 1,
+  kDLCUDA = 2,
+  kDLCUDAHost = 3,
+  kDLOpenCL = 4,
+  kDLVulkan = 7,
+  kDLMetal = 8,
+  kDLVPI = 9,
+  kDLROCM = 10,
+  kDLExtDev = 12
+} DLDeviceType;
+
+typedef struct {
+  int32_t device_type; /* a DLDeviceType value */
+  int32_t device_id;
+} DLDevice;
+
+typedef enum {
+  kDLInt = 0,
+  kDLUInt = 1,
+  kDLFloat = 2,
+  kDLOpaqueHandle = 3,
+  kDLBfloat = 4,
+  kDLComplex = 5,
+  kDLBool = 6
+} DLDataTypeCode;
+
+typedef struct {
+  uint8_t code; /* a DLDataTypeCode value */
+  uint8_t bits;
+  uint16_t lanes;
+} DLDataType;
+
+typedef struct {
+  void* data;
+  DLDevice device;
+  int32_t ndim;
+  DLDataType dtype;
+  int64_t* shape;
+  int64_t* strides; /* NULL means compact row-major */
+  uint64_t byte_offset;
+} DLTensor;
+
+typedef struct DLManagedTensor {
+  DLTensor dl_tensor;
+  void* manager_ctx;
+  void (*deleter)(struct DLManagedTensor* self);
+} DLManagedTensor;
+#endif /* DLPACK_EXTERN_C */
+
+/* ---- packed values ------------------------------------------------------ */
+typedef enum {
+  EMBER_INT = 0,
+  EMBER_UINT = 1,
+  EMBER_FLOAT = 2,
+  EMBER_OPAQUE_HANDLE = 3,
+  EMBER_NULL = 4,
+  EMBER_DATA_TYPE = 5,
+  EMBER_DEVICE = 6,
+  EMBER_DLTENSOR_HANDLE = 7,
+  EMBER_OBJECT_HANDLE = 8,
+  EMBER_MODULE_HANDLE = 9,
+  EMBER_PACKED_FUNC_HANDLE = 10,
+  EMBER_STR = 11,
+  EMBER_BYTES = 12,
+  EMBER_NDARRAY_HANDLE = 13
+} EmberTypeCode;
+
+typedef union {
+  int64_t v_int64;
+  double v_float64;
+  void* v_handle;
+  const char* v_str;
+  DLDataType v_type;
+  DLDevice v_device;
+} EmberValue;
+
+/* EMBER_BYTES values carry a pointer to this struct in v_handle. */
+typedef struct {
+  const char* data;
+  size_t size;
+} EmberByteArray;
+
+/* An opaque reference-counted function handle owned by the C runtime. */
+typedef void* EmberFunctionHandle;
+
+/* The packed calling convention every generated kernel exports. */
+typedef int32_t (*EmberPackedCFunc)(EmberValue* args, int32_t* type_codes, int32_t num_args,
+                                    EmberValue* out_ret_value, int32_t* out_ret_tcode,
+                                    void* resource_handle);
+
+/* Called by EmberFuncGetGlobal on a miss of the C table (Python installs one). */
+typedef int32_t (*EmberGlobalFallback)(const char* name, EmberFunctionHandle* out);
+
+typedef struct {
+  void* sync_handle; /* opaque, owned by the runtime */
+  int32_t num_task;
+} EmberParallelGroupEnv;
+
+typedef int32_t (*FEmberParallelLambda)(int32_t task_id, EmberParallelGroupEnv* penv, void* cdata);
+
+/* ---- errors ------------------------------------------------------------- */
+EMBER_DLL void EmberAPISetLastError(const char* msg);
+EMBER_DLL const char* EmberGetLastError(void);
+
+/* ---- functions and the global registry --------------------------------- */
+EMBER_DLL int32_t EmberFuncCreateFromCFunc(EmberPackedCFunc func, void* resource_handle,
+                                           void (*fin)(void* resource_handle),
+                                           EmberFunctionHandle* out);
+/* Adds a reference; every reference is released with EmberFuncFree. */
+EMBER_DLL int32_t EmberFuncRetain(EmberFunctionHandle func);
+EMBER_DLL int32_t EmberFuncFree(EmberFunctionHandle func);
+EMBER_DLL int32_t EmberFuncCall(EmberFunctionHandle func, EmberValue* args, int32_t* type_codes,
+                                int32_t num_args, EmberValue* ret_value, int32_t* ret_type_code);
+/* The registry takes its own reference to func. */
+EMBER_DLL int32_t EmberFuncRegisterGlobal(const char* name, EmberFunctionHandle func,
+                                          int32_t override);
+/* *out is a new reference (release with EmberFuncFree), or NULL when name is unknown. */
+EMBER_DLL int32_t EmberFuncGetGlobal(const char* name, EmberFunctionHandle* out);
+EMBER_DLL int32_t EmberFuncRemoveGlobal(const char* name);
+/* Writes the C table's names, each followed by '\0', into buf; *out_size is the size needed. */
+EMBER_DLL int32_t EmberFuncListGlobalNames(char* buf, size_t buf_size, size_t* out_size);
+EMBER_DLL int32_t EmberFuncSetGlobalFallback(EmberGlobalFallback fallback);
+
+/* ---- backend API called by generated code ------------------------------ */
+/* 64-byte aligned; NULL (with last error set) on failure. */
+EMBER_DLL void* EmberBackendAllocWorkspace(int32_t device_type, int32_t device_id, uint64_t nbytes,
+                                           int32_t dtype_code_hint, int32_t dtype_bits_hint);
+EMBER_DLL int32_t EmberBackendFreeWorkspace(int32_t device_type, int32_t device_id, void* ptr);
+/* num_task == 0 means one task per worker thread (EMBER_NUM_THREADS or all cores). */
+EMBER_DLL int32_t EmberBackendParallelLaunch(FEmberParallelLambda flambda, void* cdata,
+                                             int32_t num_task);
+EMBER_DLL int32_t EmberBackendParallelBarrier(int32_t task_id, EmberParallelGroupEnv* penv);
+EMBER_DLL int32_t EmberBackendSetNumThreads(int32_t num_threads);
+EMBER_DLL int32_t EmberBackendGetNumThreads(void);
+
+/* ---- timing ------------------------------------------------------------- */
+/* TVM's time_evaluator loop: one discarded warm-up call, then `repeat` rounds of `number`
+ * calls each, `number` grown until a round lasts at least min_repeat_ms; out_results[i]
+ * receives the mean seconds per call of round i (repeat entries). */
+EMBER_DLL int32_t EmberTimeEvaluate(EmberFunctionHandle func, EmberValue* args,
+                                    int32_t* type_codes, int32_t num_args, int32_t number,
+                                    int32_t repeat, int32_t min_repeat_ms,
+                                    int32_t cooldown_interval_ms, double* out_results);
+
+EMBER_DLL int32_t EmberRuntimeABIVersion(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* EMBER_RUNTIME_API_H_ */

@@ -1,0 +1,92 @@
+"""The C runtime library: built lazily from src/runtime.c into the cache, loaded RTLD_GLOBAL.
+
+Nothing here runs at import time. The first :func:`load` compiles ``runtime.c`` with the
+system compiler into ``<cache_dir>/runtime/libember_runtime-<hash>.so`` (the hash covers the
+C source, the header, the compiler and the flags), then loads it with ``RTLD_GLOBAL`` so that
+shared libraries produced by ember resolve ``EmberBackend*`` symbols at dlopen time.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import threading
+from pathlib import Path
+
+from ember.config import config
+from ember.errors import ModuleLoadError
+from ember.support.hashing import hash_bytes
+from ember.support.toolchain import compile_shared
+
+_HERE = Path(__file__).resolve().parent
+_FLAGS = ("-fvisibility=hidden",)
+_LOCK = threading.Lock()
+_LOADED: list[ctypes.CDLL] = []
+
+
+def include_dir() -> Path:
+    """The directory to pass with -I so that ``#include <ember/runtime_api.h>`` works."""
+    return _HERE / "include"
+
+
+def header_path() -> Path:
+    """The path of the runtime C header ``ember/runtime_api.h``."""
+    return include_dir() / "ember" / "runtime_api.h"
+
+
+def source_path() -> Path:
+    """The path of the C runtime source ``runtime.c``."""
+    return _HERE / "src" / "runtime.c"
+
+
+def library_suffix() -> str:
+    """The shared-library suffix of this platform."""
+    if sys.platform == "darwin":
+        return ".dylib"
+    if sys.platform == "win32":
+        return ".dll"
+    return ".so"
+
+
+def library_path() -> Path:
+    """Where the C runtime for the current sources and compiler lives in the cache."""
+    key = hash_bytes(
+        source_path().read_bytes(),
+        header_path().read_bytes(),
+        config().cc.encode(),
+        " ".join(_FLAGS).encode(),
+    )
+    return config().cache_dir / "runtime" / f"libember_runtime-{key}{library_suffix()}"
+
+
+def build() -> Path:
+    """Compile the C runtime into the cache unless an identical build is already there."""
+    path = library_path()
+    if not path.exists():
+        compile_shared(
+            [source_path()], path, include_dirs=[include_dir()], flags=_FLAGS, openmp=True
+        )
+    return path
+
+
+def is_loaded() -> bool:
+    """Whether the C runtime has been loaded into this process."""
+    return bool(_LOADED)
+
+
+def load() -> ctypes.CDLL:
+    """Build (if needed) and load the C runtime once per process; return the raw CDLL."""
+    if _LOADED:
+        return _LOADED[0]
+    with _LOCK:
+        if not _LOADED:
+            path = build()
+            try:
+                lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+            except OSError as err:
+                raise ModuleLoadError(
+                    f"could not load the ember C runtime {path}: {err}; "
+                    "delete the file to force a rebuild"
+                ) from err
+            _LOADED.append(lib)
+    return _LOADED[0]

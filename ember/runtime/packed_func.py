@@ -1,0 +1,544 @@
+"""PackedFunc: one type-erased function object whose body is Python or C, callable from both.
+
+* :class:`PyPackedFunc` wraps a Python callable. When C needs it (argument to a C function,
+  global lookup from generated code) it gets a C handle whose body is one ctypes trampoline;
+  the handle's resource_handle indexes a table of Python callables.
+* :class:`CPackedFunc` wraps a C ``EmberPackedCFunc`` pointer (e.g. a symbol of a generated
+  library) and calls it directly; :class:`HandlePackedFunc` wraps a C runtime handle.
+
+Python -> C calls reuse per-function argument buffers (popped from a small pool, so calls
+from several threads or re-entrant calls never share one) and write values through
+memoryviews; an NDArray passes its cached DLTensor address. A Python exception raised in a
+callback called from C is stored per thread and re-raised (same object, same traceback) by
+the caller's :func:`ember.runtime.c_api.check_call`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ember.errors import EmberTypeError
+from ember.runtime import c_api
+from ember.runtime.c_api import (
+    EmberByteArray,
+    EmberFinalizer,
+    EmberGlobalFallback,
+    EmberPackedCFunc,
+    TypeCode,
+    check_call,
+)
+from ember.runtime.device import Device
+from ember.runtime.dtype import DataType
+from ember.runtime.ndarray import NDArray, from_numpy_view, view_from_pointer
+
+_POOL_CAPACITY = 8
+_SUPPORTED = (
+    "int, float, bool, str, bytes, None, NDArray, numpy.ndarray, DataType, Device, "
+    "PackedFunc or callable, Module, registered Object"
+)
+
+
+class _CallBuffers:
+    """Argument and return storage of one in-flight call, reused across calls."""
+
+    __slots__ = (
+        "capacity",
+        "values",
+        "codes",
+        "ret",
+        "ret_code",
+        "q",
+        "u",
+        "d",
+        "c",
+        "rq",
+        "rc",
+        "values_addr",
+        "codes_addr",
+        "ret_addr",
+        "ret_code_addr",
+    )
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.values = (ctypes.c_int64 * capacity)()
+        self.codes = (ctypes.c_int32 * capacity)()
+        self.ret = (ctypes.c_int64 * 1)()
+        self.ret_code = (ctypes.c_int32 * 1)()
+        raw = memoryview(self.values).cast("B")
+        self.q = raw.cast("q")
+        self.u = raw.cast("Q")
+        self.d = raw.cast("d")
+        self.c = memoryview(self.codes).cast("B").cast("i")
+        ret_raw = memoryview(self.ret).cast("B")
+        self.rq = ret_raw.cast("q")
+        self.rc = memoryview(self.ret_code).cast("B").cast("i")
+        self.values_addr = ctypes.addressof(self.values)
+        self.codes_addr = ctypes.addressof(self.codes)
+        self.ret_addr = ctypes.addressof(self.ret)
+        self.ret_code_addr = ctypes.addressof(self.ret_code)
+
+
+# ---- Python objects passed through C by identity (Module, Object) --------------------
+_PINNED: dict[int, list[Any]] = {}
+_PINNED_LOCK = threading.Lock()
+
+
+class _Pin:
+    """Keeps a Python object reachable by id() from C while the pin lives."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, obj: Any) -> None:
+        self.key = id(obj)
+        with _PINNED_LOCK:
+            entry = _PINNED.setdefault(self.key, [obj, 0])
+            entry[1] += 1
+
+    def __del__(self) -> None:
+        with _PINNED_LOCK:
+            entry = _PINNED.get(self.key)
+            if entry is not None:
+                entry[1] -= 1
+                if entry[1] <= 0:
+                    del _PINNED[self.key]
+
+
+def _pinned_object(key: int, code: int) -> Any:
+    entry = _PINNED.get(key)
+    if entry is None:
+        raise EmberTypeError(
+            f"a value with type code {TypeCode(code).name} refers to no live Python object"
+        )
+    return entry[0]
+
+
+def _c_string(data: bytes) -> tuple[int, ctypes.c_char_p]:
+    keep = ctypes.c_char_p(data)
+    return ctypes.cast(keep, ctypes.c_void_p).value or 0, keep
+
+
+def _byte_array(data: bytes | bytearray | memoryview) -> tuple[int, Any]:
+    raw = bytes(data)
+    addr, keep_str = _c_string(raw)
+    arr = EmberByteArray(addr, len(raw))
+    return ctypes.addressof(arr), (arr, keep_str)
+
+
+def _pack_slow(value: Any, i: int, buf: _CallBuffers, keep: list[Any]) -> None:
+    """Pack one argument of a less common type into slot ``i``."""
+    code: int
+    if isinstance(value, bool | np.bool_):
+        buf.q[i] = int(value)
+        code = TypeCode.INT
+    elif isinstance(value, int | np.integer):
+        try:
+            buf.q[i] = int(value)
+            code = TypeCode.INT
+        except (OverflowError, ValueError):
+            buf.u[i] = int(value)
+            code = TypeCode.UINT
+    elif isinstance(value, float | np.floating):
+        buf.d[i] = float(value)
+        code = TypeCode.FLOAT
+    elif value is None:
+        buf.q[i] = 0
+        code = TypeCode.NULL
+    elif isinstance(value, NDArray):
+        buf.u[i] = value.handle
+        code = TypeCode.NDARRAY_HANDLE
+    elif isinstance(value, str):
+        addr, k = _c_string(value.encode("utf-8"))
+        buf.u[i] = addr
+        keep.append(k)
+        code = TypeCode.STR
+    elif isinstance(value, bytes | bytearray | memoryview):
+        addr, k = _byte_array(value)
+        buf.u[i] = addr
+        keep.append(k)
+        code = TypeCode.BYTES
+    elif isinstance(value, np.ndarray):
+        if not value.flags.c_contiguous:
+            raise EmberTypeError(
+                f"argument {i}: a numpy array passed to a packed function must be "
+                "C-contiguous; pass np.ascontiguousarray(x)"
+            )
+        view = from_numpy_view(value)
+        keep.append(view)
+        buf.u[i] = view.handle
+        code = TypeCode.DLTENSOR_HANDLE
+    elif isinstance(value, DataType):
+        buf.q[i] = value.as_int()
+        code = TypeCode.DATA_TYPE
+    elif isinstance(value, Device):
+        buf.q[i] = value.as_int()
+        code = TypeCode.DEVICE
+    elif isinstance(value, PackedFunc):
+        buf.u[i] = value.handle
+        code = TypeCode.PACKED_FUNC_HANDLE
+    elif isinstance(value, ctypes.c_void_p):
+        buf.u[i] = value.value or 0
+        code = TypeCode.OPAQUE_HANDLE
+    elif _is_module(value) or _is_object(value):
+        keep.append(_Pin(value))
+        buf.u[i] = id(value)
+        code = TypeCode.MODULE_HANDLE if _is_module(value) else TypeCode.OBJECT_HANDLE
+    elif callable(value):
+        func = PyPackedFunc(value)
+        keep.append(func)
+        buf.u[i] = func.handle
+        code = TypeCode.PACKED_FUNC_HANDLE
+    else:
+        raise EmberTypeError(
+            f"argument {i} of type {type(value).__name__} cannot be passed to a packed "
+            f"function; supported: {_SUPPORTED}"
+        )
+    buf.c[i] = code
+
+
+def _is_module(value: Any) -> bool:
+    from ember.runtime.module import Module
+
+    return isinstance(value, Module)
+
+
+def _is_object(value: Any) -> bool:
+    from ember.runtime.object import is_registered_object
+
+    return is_registered_object(value)
+
+
+def _pack(args: tuple[Any, ...], buf: _CallBuffers) -> list[Any]:
+    """Write ``args`` into ``buf``; return the temporaries that must outlive the call."""
+    keep: list[Any] = []
+    q = buf.q
+    c = buf.c
+    for i, value in enumerate(args):
+        kind = type(value)
+        if kind is int:
+            try:
+                q[i] = value
+                c[i] = 0
+            except (OverflowError, ValueError):
+                _pack_slow(value, i, buf, keep)
+        elif kind is NDArray:
+            buf.u[i] = value.handle
+            c[i] = 13
+        elif kind is float:
+            buf.d[i] = value
+            c[i] = 2
+        else:
+            _pack_slow(value, i, buf, keep)
+    return keep
+
+
+# ---- decoding values written by C ------------------------------------------------------
+def _tensor_view(address: int) -> NDArray:
+    from ember.runtime.c_api import DLTensor
+
+    dlt = DLTensor.from_address(address)
+    shape = tuple(int(dlt.shape[k]) for k in range(dlt.ndim))
+    dt = DataType(int(dlt.dtype.code), int(dlt.dtype.bits), int(dlt.dtype.lanes))
+    dev = Device(int(dlt.device.device_type), int(dlt.device.device_id))
+    data = int(dlt.data or 0) + int(dlt.byte_offset)
+    return view_from_pointer(data, shape, dt, dev, owner=None)
+
+
+def decode_value(raw: int, code: int, owned_handle: bool) -> Any:
+    """Turn one packed value (its 64 raw bits as a signed int) into a Python value.
+
+    ``owned_handle``: a PackedFunc handle is a new reference (a return value) rather than a
+    borrowed one (an argument).
+    """
+    if code == TypeCode.INT:
+        return raw
+    if code == TypeCode.FLOAT:
+        return ctypes.c_double.from_buffer(ctypes.c_int64(raw)).value
+    if code == TypeCode.NULL:
+        return None
+    addr = raw & 0xFFFFFFFFFFFFFFFF
+    if code == TypeCode.UINT:
+        return addr
+    if code == TypeCode.STR:
+        return ctypes.string_at(addr).decode("utf-8") if addr else ""
+    if code == TypeCode.BYTES:
+        arr = EmberByteArray.from_address(addr)
+        return ctypes.string_at(arr.data, arr.size) if arr.size else b""
+    if code in (TypeCode.NDARRAY_HANDLE, TypeCode.DLTENSOR_HANDLE):
+        return _tensor_view(addr)
+    if code == TypeCode.PACKED_FUNC_HANDLE:
+        if not owned_handle:
+            check_call(c_api.lib().EmberFuncRetain(addr))
+        return HandlePackedFunc(addr)
+    if code == TypeCode.OPAQUE_HANDLE:
+        return ctypes.c_void_p(addr) if addr else None
+    if code == TypeCode.DATA_TYPE:
+        return DataType(addr & 0xFF, (addr >> 8) & 0xFF, (addr >> 16) & 0xFFFF)
+    if code == TypeCode.DEVICE:
+        return Device(addr & 0xFFFFFFFF, (addr >> 32) & 0xFFFFFFFF)
+    if code in (TypeCode.MODULE_HANDLE, TypeCode.OBJECT_HANDLE):
+        return _pinned_object(addr, code)
+    raise EmberTypeError(f"unknown packed type code {code}; the callee wrote a corrupt value")
+
+
+def _decode_return(buf: _CallBuffers) -> Any:
+    code = buf.rc[0]
+    if code == 4:
+        return None
+    if code == 0:
+        return buf.rq[0]
+    return decode_value(buf.rq[0], code, owned_handle=True)
+
+
+# ---- the PackedFunc classes ---------------------------------------------------------
+class PackedFunc:
+    """A type-erased function: ``f(*args)``; its body may be Python or C."""
+
+    __slots__ = ("_handle", "__weakref__")
+
+    def __init__(self) -> None:
+        self._handle = 0
+
+    def __call__(self, *args: Any) -> Any:
+        raise NotImplementedError
+
+    @property
+    def handle(self) -> int:
+        """The C runtime handle of this function (created on first use, owned by self)."""
+        if not self._handle:
+            self._handle = self._make_handle()
+        return self._handle
+
+    def _make_handle(self) -> int:
+        raise NotImplementedError
+
+    def c_entry(self) -> tuple[int, int] | None:
+        """(function pointer, resource_handle) when the body is C code, else None."""
+        return None
+
+    def __del__(self) -> None:
+        if self._handle and c_api is not None and c_api.is_loaded():
+            c_api.lib().EmberFuncFree(self._handle)
+            self._handle = 0
+
+
+class PyPackedFunc(PackedFunc):
+    """A PackedFunc whose body is a Python callable."""
+
+    __slots__ = ("func",)
+
+    def __init__(self, func: Callable[..., Any]) -> None:
+        super().__init__()
+        if not callable(func):
+            raise EmberTypeError(f"PyPackedFunc needs a callable, got {type(func).__name__}")
+        self.func = func
+
+    def __call__(self, *args: Any) -> Any:
+        return self.func(*args)
+
+    def _make_handle(self) -> int:
+        return _python_handle(self.func)
+
+    def __repr__(self) -> str:
+        return f"<PackedFunc python {getattr(self.func, '__qualname__', self.func)!r}>"
+
+
+class _CCallable(PackedFunc):
+    """Shared fast call path of PackedFuncs whose body is reached through a ctypes call."""
+
+    __slots__ = ("_pool", "_call")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._pool: list[_CallBuffers] = []
+
+    def __call__(self, *args: Any) -> Any:
+        pool = self._pool
+        n = len(args)
+        try:
+            buf = pool.pop()
+        except IndexError:
+            buf = _CallBuffers(max(n, _POOL_CAPACITY))
+        if n > buf.capacity:
+            buf = _CallBuffers(n)
+        keep = _pack(args, buf) if n else None
+        buf.rc[0] = 4
+        ret = self._invoke(buf, n)
+        if ret != 0:
+            pool.append(buf)
+            check_call(ret)
+        result = _decode_return(buf)
+        pool.append(buf)
+        del keep
+        return result
+
+    def _invoke(self, buf: _CallBuffers, n: int) -> int:
+        raise NotImplementedError
+
+
+class CPackedFunc(_CCallable):
+    """A PackedFunc calling an ``EmberPackedCFunc`` C function pointer directly."""
+
+    __slots__ = ("_fn", "_address", "_resource", "_owner", "name")
+
+    def __init__(
+        self, address: int, resource_handle: int = 0, owner: Any = None, name: str = ""
+    ) -> None:
+        super().__init__()
+        if not address:
+            raise EmberTypeError("CPackedFunc needs a non-NULL function pointer")
+        self._address = address
+        self._resource = resource_handle or None
+        self._fn = EmberPackedCFunc(address)
+        self._owner = owner  # e.g. the library that holds the code
+        self.name = name
+
+    def _invoke(self, buf: _CallBuffers, n: int) -> int:
+        return self._fn(
+            buf.values_addr, buf.codes_addr, n, buf.ret_addr, buf.ret_code_addr, self._resource
+        )
+
+    def _make_handle(self) -> int:
+        out = ctypes.c_void_p()
+        fn = ctypes.cast(ctypes.c_void_p(self._address), EmberPackedCFunc)
+        lib = c_api.lib()
+        check_call(
+            lib.EmberFuncCreateFromCFunc(fn, self._resource, _NO_FINALIZER, ctypes.byref(out))
+        )
+        return out.value or 0
+
+    def c_entry(self) -> tuple[int, int] | None:
+        """(function pointer, resource_handle) of the C body."""
+        return (self._address, self._resource or 0)
+
+    def __repr__(self) -> str:
+        return f"<PackedFunc c {self.name or hex(self._address)}>"
+
+
+class HandlePackedFunc(_CCallable):
+    """A PackedFunc owning one reference to a C runtime function handle."""
+
+    __slots__ = ("_call_fn",)
+
+    def __init__(self, handle: int) -> None:
+        super().__init__()
+        self._handle = handle
+        self._call_fn = c_api.lib().EmberFuncCall
+
+    def _invoke(self, buf: _CallBuffers, n: int) -> int:
+        return self._call_fn(
+            self._handle, buf.values_addr, buf.codes_addr, n, buf.ret_addr, buf.ret_code_addr
+        )
+
+    def _make_handle(self) -> int:
+        return self._handle
+
+    def __repr__(self) -> str:
+        return f"<PackedFunc handle {hex(self._handle)}>"
+
+
+def as_packed_func(value: Any) -> PackedFunc:
+    """Return ``value`` if it is a PackedFunc, else wrap the callable in a PyPackedFunc."""
+    if isinstance(value, PackedFunc):
+        return value
+    if callable(value):
+        return PyPackedFunc(value)
+    raise EmberTypeError(f"expected a PackedFunc or a callable, got {type(value).__name__}")
+
+
+# ---- C -> Python: the trampoline -------------------------------------------------------
+_PY_FUNCS: dict[int, Callable[..., Any]] = {}
+_IDS = itertools.count(1)
+_TLS = threading.local()
+
+
+def _unpack_args(args_addr: int | None, codes_addr: int | None, n: int) -> list[Any]:
+    if n <= 0:
+        return []
+    values = (ctypes.c_int64 * n).from_address(args_addr or 0)
+    codes = (ctypes.c_int32 * n).from_address(codes_addr or 0)
+    return [decode_value(values[k], codes[k], owned_handle=False) for k in range(n)]
+
+
+def _write_return(value: Any, ret_addr: int, ret_code_addr: int) -> None:
+    buf = _CallBuffers(1)
+    keep = _pack((value,), buf)
+    code = buf.c[0]
+    if code == TypeCode.PACKED_FUNC_HANDLE:
+        check_call(c_api.lib().EmberFuncRetain(buf.u[0]))  # the caller owns a reference
+    _TLS.keep = (keep, value)  # alive until the next callback on this thread
+    ctypes.c_int64.from_address(ret_addr).value = buf.q[0]
+    ctypes.c_int32.from_address(ret_code_addr).value = code
+
+
+def _trampoline(
+    args_addr: int | None,
+    codes_addr: int | None,
+    num_args: int,
+    ret_addr: int | None,
+    ret_code_addr: int | None,
+    resource: int | None,
+) -> int:
+    try:
+        func = _PY_FUNCS[resource or 0]
+        result = func(*_unpack_args(args_addr, codes_addr, num_args))
+        if ret_addr and ret_code_addr:
+            if result is None:
+                ctypes.c_int32.from_address(ret_code_addr).value = TypeCode.NULL
+            else:
+                _write_return(result, ret_addr, ret_code_addr)
+        return 0
+    except BaseException as exc:  # noqa: BLE001 - every error must cross back to the caller
+        name = getattr(_PY_FUNCS.get(resource or 0), "__qualname__", "callback")
+        c_api.set_pending_exception(exc, f"{type(exc).__name__}: {exc} (in Python function {name})")
+        return -1
+
+
+def _finalize(resource: int | None) -> None:
+    _PY_FUNCS.pop(resource or 0, None)
+
+
+_TRAMPOLINE = EmberPackedCFunc(_trampoline)
+_NO_FINALIZER = EmberFinalizer()  # a NULL function pointer
+_FINALIZER = EmberFinalizer(_finalize)
+
+
+def _python_handle(func: Callable[..., Any]) -> int:
+    """A new C handle whose body calls ``func`` (the handle owns one table entry)."""
+    rid = next(_IDS)
+    _PY_FUNCS[rid] = func
+    out = ctypes.c_void_p()
+    check_call(
+        c_api.lib().EmberFuncCreateFromCFunc(_TRAMPOLINE, rid, _FINALIZER, ctypes.byref(out))
+    )
+    return out.value or 0
+
+
+def _global_fallback(name: bytes | None, out: Any) -> int:
+    try:
+        from ember.runtime.registry import find_python_func
+
+        out[0] = None
+        func = find_python_func((name or b"").decode("utf-8"))
+        if func is not None:
+            handle = func.handle
+            check_call(c_api.lib().EmberFuncRetain(handle))
+            out[0] = handle
+        return 0
+    except BaseException as exc:  # noqa: BLE001
+        c_api.set_pending_exception(exc, f"{type(exc).__name__}: {exc} (in the global lookup)")
+        return -1
+
+
+_FALLBACK = EmberGlobalFallback(_global_fallback)
+
+
+def install_global_fallback(lib: ctypes.CDLL) -> None:
+    """Let C lookups of unknown global names find functions registered from Python."""
+    lib.EmberFuncSetGlobalFallback(_FALLBACK)
