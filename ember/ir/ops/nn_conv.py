@@ -1,0 +1,271 @@
+"""Convolution and matrix product ops: nn.conv, nn.conv_transpose, nn.dense, nn.matmul.
+
+Layouts are ONNX's: data ``(N, C, *spatial)``, conv weight ``(O, C/groups, *kernel)``,
+transposed-conv weight ``(C, O/groups, *kernel)``. Padding is ``(begin..., end...)``.
+References compute half types in float32 and convolve by im2col + one batched matmul.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from ember.errors import IRError
+from ember.ir.op import Attr, Attrs, OpDef, OpPattern, register_op
+from ember.ir.ops.nn_util import (
+    broadcast_shapes,
+    check_same_dtype,
+    pad_or_crop,
+    padding,
+    spatial,
+    tensor_arg,
+    widen,
+)
+from ember.ir.types import TensorType, Type
+
+_CONV_ATTRS = {
+    "strides": Attr("ints", (), "stride per spatial axis (empty: all 1)"),
+    "padding": Attr("ints", (), "begin paddings then end paddings (empty: none)"),
+    "dilation": Attr("ints", (), "dilation per spatial axis (empty: all 1)"),
+    "groups": Attr("int", 1, "number of channel groups"),
+}
+
+
+def _conv_operands(types: Sequence[Type]) -> tuple[TensorType, TensorType, int]:
+    data = tensor_arg(types, 0, "data")
+    weight = tensor_arg(types, 1, "weight")
+    check_same_dtype(data, weight, "weight")
+    if data.ndim < 3:
+        raise IRError(f"data must be (N, C, spatial...) with at least one spatial axis, got {data}")
+    if weight.ndim != data.ndim:
+        raise IRError(f"weight {weight} must have the rank of data {data}")
+    return data, weight, data.ndim - 2
+
+
+def _conv_type(types: Sequence[Type], attrs: Attrs) -> Type:
+    data, weight, nsp = _conv_operands(types)
+    groups = attrs["groups"]
+    strides = spatial(attrs, "strides", nsp, 1)
+    dilation = spatial(attrs, "dilation", nsp, 1)
+    pads = padding(attrs, nsp)
+    if groups < 1 or data.shape[1] % groups or weight.shape[0] % groups:
+        raise IRError(
+            f"groups={groups} must divide the input channels {data.shape[1]} "
+            f"and the output channels {weight.shape[0]}"
+        )
+    if weight.shape[1] * groups != data.shape[1]:
+        raise IRError(
+            f"weight {weight} expects {weight.shape[1] * groups} input channels "
+            f"(weight.shape[1] * groups), data has {data.shape[1]}"
+        )
+    out = []
+    for i in range(nsp):
+        extent = dilation[i] * (weight.shape[2 + i] - 1) + 1
+        size = data.shape[2 + i] + pads[i][0] + pads[i][1]
+        if size < extent:
+            raise IRError(
+                f"spatial axis {i}: padded input size {size} is smaller than the "
+                f"dilated kernel extent {extent}"
+            )
+        out.append((size - extent) // strides[i] + 1)
+    return TensorType((data.shape[0], weight.shape[0], *out), data.dtype)
+
+
+def conv_reference(
+    x: np.ndarray,
+    w: np.ndarray,
+    strides: Sequence[int],
+    pads: Sequence[tuple[int, int]],
+    dilation: Sequence[int],
+    groups: int,
+) -> np.ndarray:
+    """N-d grouped convolution of ``x`` (N, C, ...) with ``w`` (O, C/g, ...), im2col style."""
+    nsp = x.ndim - 2
+    n, c = x.shape[:2]
+    o, cg = w.shape[:2]
+    kernel = w.shape[2:]
+    og = o // groups
+    xp = pad_or_crop(widen(x), pads)
+    w = widen(w).astype(xp.dtype, copy=False)
+    extents = [d * (k - 1) + 1 for d, k in zip(dilation, kernel, strict=True)]
+    win = sliding_window_view(xp, extents, axis=tuple(range(2, 2 + nsp)))
+    step = tuple(slice(None, None, s) for s in strides) + tuple(
+        slice(None, None, d) for d in dilation
+    )
+    win = win[(slice(None), slice(None), *step)]
+    out_sp = win.shape[2 : 2 + nsp]
+    pixels = int(np.prod(out_sp, dtype=np.int64))
+    ksize = int(np.prod(kernel, dtype=np.int64))
+    # (N, G, Cg, *out, *k) -> (G, N, *out, Cg, *k) -> (G, N*P, Cg*K)
+    win = win.reshape(n, groups, cg, *out_sp, *kernel)
+    order = (1, 0, *range(3, 3 + nsp), 2, *range(3 + nsp, 3 + 2 * nsp))
+    cols = win.transpose(order).reshape(groups, n * pixels, cg * ksize)
+    wmat = w.reshape(groups, og, cg * ksize).transpose(0, 2, 1)
+    y = np.matmul(cols, wmat)  # (G, N*P, Og)
+    y = y.reshape(groups, n, pixels, og).transpose(1, 0, 3, 2).reshape(n, o, *out_sp)
+    return np.ascontiguousarray(y, dtype=x.dtype)
+
+
+def _conv_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    x, w = xs
+    nsp = x.ndim - 2
+    return conv_reference(
+        x,
+        w,
+        spatial(attrs, "strides", nsp, 1),
+        padding(attrs, nsp),
+        spatial(attrs, "dilation", nsp, 1),
+        attrs["groups"],
+    )
+
+
+def _conv_transpose_type(types: Sequence[Type], attrs: Attrs) -> Type:
+    data, weight, nsp = _conv_operands(types)
+    groups = attrs["groups"]
+    strides = spatial(attrs, "strides", nsp, 1)
+    dilation = spatial(attrs, "dilation", nsp, 1)
+    pads = padding(attrs, nsp)
+    extra = spatial(attrs, "output_padding", nsp, 0)
+    if groups < 1 or data.shape[1] % groups:
+        raise IRError(f"groups={groups} must divide the input channels {data.shape[1]}")
+    if weight.shape[0] != data.shape[1]:
+        raise IRError(
+            f"weight {weight} must have shape (C_in, C_out/groups, k...) with "
+            f"C_in = {data.shape[1]} (the data channels)"
+        )
+    out = []
+    for i in range(nsp):
+        size = (
+            strides[i] * (data.shape[2 + i] - 1)
+            + extra[i]
+            + dilation[i] * (weight.shape[2 + i] - 1)
+            + 1
+            - pads[i][0]
+            - pads[i][1]
+        )
+        if size < 1:
+            raise IRError(f"spatial axis {i}: the output size {size} is not positive")
+        out.append(size)
+    return TensorType((data.shape[0], weight.shape[1] * groups, *out), data.dtype)
+
+
+def _conv_transpose_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    """Transposed conv = conv of the stride-dilated input with the flipped, swapped kernel."""
+    x, w = xs
+    nsp = x.ndim - 2
+    groups = attrs["groups"]
+    strides = spatial(attrs, "strides", nsp, 1)
+    dilation = spatial(attrs, "dilation", nsp, 1)
+    pads = padding(attrs, nsp)
+    extra = spatial(attrs, "output_padding", nsp, 0)
+    n, c = x.shape[:2]
+    kernel = w.shape[2:]
+    og = w.shape[1]
+    up_shape = [(s - 1) * st + 1 for s, st in zip(x.shape[2:], strides, strict=True)]
+    up = np.zeros((n, c, *up_shape), dtype=x.dtype)
+    up[(slice(None), slice(None), *(slice(None, None, st) for st in strides))] = x
+    full = [
+        (d * (k - 1) - b, d * (k - 1) - e + p)
+        for d, k, (b, e), p in zip(dilation, kernel, pads, extra, strict=True)
+    ]
+    cg = c // groups
+    wt = w.reshape(groups, cg, og, *kernel).swapaxes(1, 2).reshape(groups * og, cg, *kernel)
+    wt = wt[(slice(None), slice(None), *(slice(None, None, -1) for _ in kernel))]
+    return conv_reference(up, wt, (1,) * nsp, full, dilation, groups)
+
+
+def _dense_type(types: Sequence[Type], attrs: Attrs) -> Type:
+    data = tensor_arg(types, 0, "data")
+    weight = tensor_arg(types, 1, "weight")
+    check_same_dtype(data, weight, "weight")
+    if data.ndim < 1 or weight.ndim != 2:
+        raise IRError(f"dense needs data (..., K) and weight (N, K); got {data} and {weight}")
+    if data.shape[-1] != weight.shape[1]:
+        raise IRError(
+            f"reduction sizes differ: data {data} has K={data.shape[-1]}, "
+            f"weight {weight} has K={weight.shape[1]}"
+        )
+    return TensorType((*data.shape[:-1], weight.shape[0]), data.dtype)
+
+
+def _dense_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    x, w = xs
+    return np.matmul(widen(x), widen(w).T).astype(x.dtype, copy=False)
+
+
+def _matmul_type(types: Sequence[Type], attrs: Attrs) -> Type:
+    a = tensor_arg(types, 0, "lhs")
+    b = tensor_arg(types, 1, "rhs")
+    check_same_dtype(a, b, "rhs")
+    if a.ndim == 0 or b.ndim == 0:
+        raise IRError(f"matmul operands must have rank >= 1, got {a} and {b}")
+    ashape = (1, *a.shape) if a.ndim == 1 else a.shape
+    bshape = (*b.shape, 1) if b.ndim == 1 else b.shape
+    if ashape[-1] != bshape[-2]:
+        raise IRError(
+            f"reduction sizes differ: lhs {a} has K={ashape[-1]}, rhs {b} has K={bshape[-2]}"
+        )
+    batch = broadcast_shapes(ashape[:-2], bshape[:-2], "matmul batch dimensions")
+    out = [*batch]
+    if a.ndim > 1:
+        out.append(ashape[-2])
+    if b.ndim > 1:
+        out.append(bshape[-1])
+    return TensorType(tuple(out), a.dtype)
+
+
+def _matmul_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    a, b = xs
+    return np.asarray(np.matmul(widen(a), widen(b))).astype(a.dtype, copy=False)
+
+
+register_op(
+    OpDef(
+        name="nn.conv",
+        num_inputs=2,
+        infer_type=_conv_type,
+        reference=_conv_ref,
+        pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        attrs=_CONV_ATTRS,
+        doc="N-d grouped convolution of (N, C, *sp) data with an (O, C/groups, *k) weight.",
+    )
+)
+
+register_op(
+    OpDef(
+        name="nn.conv_transpose",
+        num_inputs=2,
+        infer_type=_conv_transpose_type,
+        reference=_conv_transpose_ref,
+        pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        attrs={
+            **_CONV_ATTRS,
+            "output_padding": Attr("ints", (), "extra size added at the end of each axis"),
+        },
+        doc="N-d transposed convolution with a (C, O/groups, *k) weight.",
+    )
+)
+
+register_op(
+    OpDef(
+        name="nn.dense",
+        num_inputs=2,
+        infer_type=_dense_type,
+        reference=_dense_ref,
+        pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        doc="x (..., K) times the transpose of w (N, K): x @ w.T.",
+    )
+)
+
+register_op(
+    OpDef(
+        name="nn.matmul",
+        num_inputs=2,
+        infer_type=_matmul_type,
+        reference=_matmul_ref,
+        pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        doc="numpy matmul: 1-D operands are promoted and batch dimensions broadcast.",
+    )
+)

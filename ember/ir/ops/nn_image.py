@@ -1,0 +1,262 @@
+"""Image ops: image.resize (N-d nearest / linear / cubic, every ONNX coordinate mode),
+nn.depth_to_space and nn.space_to_depth.
+
+``image.resize`` is separable: each resized axis is resampled on its own by gathering
+``taps`` neighbours with per-output weights (1 tap for nearest, 2 for linear, 4 for cubic).
+``scales`` are the ONNX scale factors (the importer derives them from ``sizes`` when the
+model gives sizes); ``roi`` is only read by ``tf_crop_and_resize``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ember.errors import IRError
+from ember.ir.op import Attr, Attrs, OpDef, OpPattern, register_op
+from ember.ir.ops.nn_util import tensor_arg, widen
+from ember.ir.types import TensorType, Type
+
+#: coordinate_transformation_mode values image.resize understands.
+COORD_MODES = (
+    "half_pixel",
+    "half_pixel_symmetric",
+    "pytorch_half_pixel",
+    "align_corners",
+    "asymmetric",
+    "tf_half_pixel_for_nn",
+    "tf_crop_and_resize",
+)
+#: nearest_mode values image.resize understands.
+NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+#: interpolation methods image.resize understands.
+METHODS = ("nearest", "linear", "cubic")
+
+
+def _resize_type(types: Sequence[Type], attrs: Attrs) -> Type:
+    data = tensor_arg(types, 0, "data")
+    sizes = tuple(attrs["sizes"])
+    scales = tuple(attrs["scales"])
+    roi = tuple(attrs["roi"])
+    if len(sizes) != data.ndim or any(s < 1 for s in sizes):
+        raise IRError(f"sizes {list(sizes)} must give one positive size per axis of {data}")
+    if scales and len(scales) != data.ndim:
+        raise IRError(f"scales {list(scales)} must give one scale per axis of {data}")
+    if roi and len(roi) != 2 * data.ndim:
+        raise IRError(f"roi {list(roi)} must hold {2 * data.ndim} values (starts then ends)")
+    for name, value, known in (
+        ("method", attrs["method"], METHODS),
+        ("coordinate_transformation_mode", attrs["coordinate_transformation_mode"], COORD_MODES),
+        ("nearest_mode", attrs["nearest_mode"], NEAREST_MODES),
+    ):
+        if value not in known:
+            raise IRError(f"unknown {name} {value!r}; known: {', '.join(known)}")
+    if attrs["method"] != "nearest" and not data.dtype.startswith(("float", "bfloat")):
+        raise IRError(f"{attrs['method']} resize needs a floating point tensor, got {data.dtype}")
+    return TensorType(sizes, data.dtype)
+
+
+def _source_coords(axis: int, n_in: int, n_out: int, attrs: Attrs) -> np.ndarray:
+    """The input coordinate each output index of ``axis`` samples (float64)."""
+    scales = attrs["scales"]
+    scale = float(scales[axis]) if scales else n_out / n_in
+    mode = attrs["coordinate_transformation_mode"]
+    xr = np.arange(n_out, dtype=np.float64)
+    if mode == "half_pixel":
+        return (xr + 0.5) / scale - 0.5
+    if mode == "half_pixel_symmetric":
+        adjustment = n_out / (scale * n_in)
+        offset = n_in / 2.0 * (1.0 - adjustment)
+        return offset + (xr + 0.5) / scale - 0.5
+    if mode == "pytorch_half_pixel":
+        return (xr + 0.5) / scale - 0.5 if n_out > 1 else np.zeros_like(xr)
+    if mode == "align_corners":
+        return xr * (n_in - 1) / (n_out - 1) if n_out > 1 else np.zeros_like(xr)
+    if mode == "asymmetric":
+        return xr / scale
+    if mode == "tf_half_pixel_for_nn":
+        return (xr + 0.5) / scale
+    roi = attrs["roi"] or (0.0,) * len(attrs["sizes"]) + (1.0,) * len(attrs["sizes"])
+    start, end = roi[axis], roi[axis + len(attrs["sizes"])]
+    if n_out > 1:
+        return start * (n_in - 1) + xr * (end - start) * (n_in - 1) / (n_out - 1)
+    return np.full_like(xr, 0.5 * (start + end) * (n_in - 1))
+
+
+def _nearest_index(x: np.ndarray, mode: str) -> np.ndarray:
+    if mode == "round_prefer_floor":
+        idx = np.ceil(x - 0.5)
+    elif mode == "round_prefer_ceil":
+        idx = np.floor(x + 0.5)
+    elif mode == "floor":
+        idx = np.floor(x)
+    else:
+        idx = np.ceil(x)
+    return idx.astype(np.int64)
+
+
+def _cubic_weights(t: np.ndarray, a: float) -> list[np.ndarray]:
+    """Keys cubic convolution weights of the taps at floor-1, floor, floor+1, floor+2."""
+    d = [t + 1.0, t, 1.0 - t, 2.0 - t]
+    near = [((a + 2.0) * s - (a + 3.0)) * s * s + 1.0 for s in d[1:3]]
+    far = [((a * s - 5.0 * a) * s + 8.0 * a) * s - 4.0 * a for s in (d[0], d[3])]
+    return [far[0], near[0], near[1], far[1]]
+
+
+def _taps(coords: np.ndarray, n_in: int, attrs: Attrs) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per tap: the input index (clamped) and weight of every output position."""
+    method = attrs["method"]
+    if method == "nearest":
+        idx = _nearest_index(coords, attrs["nearest_mode"])
+        return [np.clip(idx, 0, n_in - 1)], [np.ones_like(coords)]
+    if method == "linear":
+        # ONNX clamps the sampling coordinate itself for linear resizing.
+        coords = np.clip(coords, 0, n_in - 1)
+    base = np.floor(coords)
+    t = coords - base
+    base_i = base.astype(np.int64)
+    if method == "linear":
+        offsets, weights = [0, 1], [1.0 - t, t]
+    else:
+        offsets, weights = [-1, 0, 1, 2], _cubic_weights(t, attrs["cubic_coeff_a"])
+    raw = [base_i + o for o in offsets]
+    if method == "cubic" and attrs["exclude_outside"]:
+        weights = [np.where((r >= 0) & (r < n_in), w, 0.0) for r, w in zip(raw, weights)]
+        total = np.sum(weights, axis=0)
+        weights = [w / total for w in weights]
+    return [np.clip(r, 0, n_in - 1) for r in raw], weights
+
+
+def _resize_axis(x: np.ndarray, axis: int, n_out: int, attrs: Attrs) -> np.ndarray:
+    n_in = x.shape[axis]
+    coords = _source_coords(axis, n_in, n_out, attrs)
+    indices, weights = _taps(coords, n_in, attrs)
+    if attrs["method"] == "nearest" and attrs["coordinate_transformation_mode"] != (
+        "tf_crop_and_resize"
+    ):
+        return np.take(x, indices[0], axis=axis)
+    shape = [1] * x.ndim
+    shape[axis] = n_out
+    acc = np.zeros((), dtype=x.dtype)
+    for idx, w in zip(indices, weights, strict=True):
+        acc = acc + np.take(x, idx, axis=axis) * w.astype(x.dtype).reshape(shape)
+    if attrs["coordinate_transformation_mode"] == "tf_crop_and_resize":
+        outside = ((coords < 0) | (coords > n_in - 1)).reshape(shape)
+        acc = np.where(outside, np.asarray(attrs["extrapolation_value"], x.dtype), acc)
+    return acc
+
+
+def _resize_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    x = xs[0]
+    is_float = x.dtype.kind == "f" or x.dtype.name == "bfloat16"
+    y = widen(x) if is_float else x
+    if attrs["method"] != "nearest" or attrs["coordinate_transformation_mode"] == (
+        "tf_crop_and_resize"
+    ):
+        y = y.astype(np.float64) if not is_float else y
+    scales = attrs["scales"]
+    roi = attrs["roi"]
+    for axis, n_out in enumerate(attrs["sizes"]):
+        identity_roi = not roi or (roi[axis] == 0.0 and roi[axis + x.ndim] == 1.0)
+        same_scale = not scales or scales[axis] == 1.0
+        if n_out == x.shape[axis] and same_scale and identity_roi:
+            continue
+        y = _resize_axis(y, axis, n_out, attrs)
+    return np.ascontiguousarray(y).astype(x.dtype, copy=False)
+
+
+def _block_check(data: TensorType, attrs: Attrs) -> int:
+    bs = attrs["block_size"]
+    if data.ndim != 4:
+        raise IRError(f"data must be a 4-D (N, C, H, W) tensor, got {data}")
+    if bs < 1:
+        raise IRError(f"block_size must be positive, got {bs}")
+    return int(bs)
+
+
+def _d2s_type(types: Sequence[Type], attrs: Attrs) -> Type:
+    data = tensor_arg(types, 0, "data")
+    bs = _block_check(data, attrs)
+    n, c, h, w = data.shape
+    if c % (bs * bs):
+        raise IRError(f"channels {c} of {data} are not divisible by block_size^2 = {bs * bs}")
+    if attrs["mode"] not in ("DCR", "CRD"):
+        raise IRError(f"unknown depth_to_space mode {attrs['mode']!r}; known: DCR, CRD")
+    return TensorType((n, c // (bs * bs), h * bs, w * bs), data.dtype)
+
+
+def _d2s_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    x = xs[0]
+    bs = attrs["block_size"]
+    n, c, h, w = x.shape
+    oc = c // (bs * bs)
+    if attrs["mode"] == "DCR":
+        y = x.reshape(n, bs, bs, oc, h, w).transpose(0, 3, 4, 1, 5, 2)
+    else:
+        y = x.reshape(n, oc, bs, bs, h, w).transpose(0, 1, 4, 2, 5, 3)
+    return np.ascontiguousarray(y.reshape(n, oc, h * bs, w * bs))
+
+
+def _s2d_type(types: Sequence[Type], attrs: Attrs) -> Type:
+    data = tensor_arg(types, 0, "data")
+    bs = _block_check(data, attrs)
+    n, c, h, w = data.shape
+    if h % bs or w % bs:
+        raise IRError(f"spatial size ({h}, {w}) of {data} is not divisible by block_size {bs}")
+    return TensorType((n, c * bs * bs, h // bs, w // bs), data.dtype)
+
+
+def _s2d_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    x = xs[0]
+    bs = attrs["block_size"]
+    n, c, h, w = x.shape
+    y = x.reshape(n, c, h // bs, bs, w // bs, bs).transpose(0, 3, 5, 1, 2, 4)
+    return np.ascontiguousarray(y.reshape(n, c * bs * bs, h // bs, w // bs))
+
+
+register_op(
+    OpDef(
+        name="image.resize",
+        num_inputs=1,
+        infer_type=_resize_type,
+        reference=_resize_ref,
+        pattern=OpPattern.INJECTIVE,
+        attrs={
+            "sizes": Attr("ints", doc="the full output shape"),
+            "scales": Attr("floats", (), "ONNX scale per axis (empty: sizes / input shape)"),
+            "roi": Attr("floats", (), "starts then ends, normalised (tf_crop_and_resize)"),
+            "method": Attr("str", "nearest", "nearest, linear or cubic"),
+            "coordinate_transformation_mode": Attr("str", "half_pixel"),
+            "nearest_mode": Attr("str", "round_prefer_floor"),
+            "cubic_coeff_a": Attr("float", -0.75),
+            "exclude_outside": Attr("bool", False),
+            "extrapolation_value": Attr("float", 0.0),
+        },
+        doc="N-d resize with ONNX Resize semantics (separable per axis).",
+    )
+)
+
+register_op(
+    OpDef(
+        name="nn.depth_to_space",
+        num_inputs=1,
+        infer_type=_d2s_type,
+        reference=_d2s_ref,
+        pattern=OpPattern.INJECTIVE,
+        attrs={"block_size": Attr("int"), "mode": Attr("str", "DCR", "DCR or CRD")},
+        doc="Move channel blocks into spatial blocks (ONNX DepthToSpace).",
+    )
+)
+
+register_op(
+    OpDef(
+        name="nn.space_to_depth",
+        num_inputs=1,
+        infer_type=_s2d_type,
+        reference=_s2d_ref,
+        pattern=OpPattern.INJECTIVE,
+        attrs={"block_size": Attr("int")},
+        doc="Move spatial blocks into channels (ONNX SpaceToDepth).",
+    )
+)
