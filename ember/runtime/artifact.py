@@ -22,10 +22,10 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from ember.errors import ArtifactError
+from ember.errors import ArtifactError, EmberTypeError
+from ember.runtime.object import Object, register_object
 
 if TYPE_CHECKING:
     from ember.runtime.module import Module
@@ -80,10 +80,24 @@ def check_file_name(value: object) -> str:
     return value
 
 
-def check_metadata(metadata: Mapping[str, Any] | None) -> Mapping[str, MetadataValue]:
+class FrozenMetadata(dict[str, MetadataValue]):
+    """A read-only dict (so object JSON and ``json`` see a plain mapping); sorted by key."""
+
+    def _refuse(self, *args: object, **kwargs: object) -> None:
+        raise EmberTypeError("artifact metadata is immutable; build a new Artifact instead")
+
+    __setitem__ = __delitem__ = _refuse
+    clear = pop = popitem = setdefault = update = _refuse  # type: ignore[assignment]
+    __ior__ = _refuse  # type: ignore[assignment]
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(tuple(self.items()))
+
+
+def check_metadata(metadata: Mapping[str, Any] | None) -> FrozenMetadata:
     """Validate ``metadata`` (str keys, small scalar values) and freeze it in sorted order."""
     if metadata is None:
-        return MappingProxyType({})
+        return FrozenMetadata()
     if not isinstance(metadata, Mapping):
         raise ArtifactError(f"artifact metadata must be a mapping, got {type(metadata).__name__}")
     if len(metadata) > MAX_METADATA_ENTRIES:
@@ -109,7 +123,7 @@ def check_metadata(metadata: Mapping[str, Any] | None) -> Mapping[str, MetadataV
                 "values must be str, int, float or bool"
             )
         out[key] = value
-    return MappingProxyType(out)
+    return FrozenMetadata(out)
 
 
 def file_suffix(file_name: str) -> str:
@@ -118,8 +132,9 @@ def file_suffix(file_name: str) -> str:
     return "." + base.rsplit(".", 1)[1] if "." in base[1:] else ""
 
 
+@register_object("ember.runtime.Artifact")
 @dataclass(frozen=True, eq=False)
-class Artifact:
+class Artifact(Object):
     """An immutable named piece of generated code: who made it, who loads it, its bytes."""
 
     codegen_id: str
@@ -184,7 +199,7 @@ class Artifact:
             and self.loader == other.loader
             and self.sha256 == other.sha256
             and self.content == other.content
-            and dict(self.metadata) == dict(other.metadata)
+            and self.metadata == other.metadata
         )
 
     def __hash__(self) -> int:
@@ -239,7 +254,7 @@ class InMemoryArtifact:
     @property
     def metadata(self) -> Mapping[str, MetadataValue]:
         """In-memory artifacts carry only their description."""
-        return MappingProxyType({"description": self.description})
+        return FrozenMetadata({"description": self.description})
 
     def not_exportable_error(self, action: str) -> ArtifactError:
         """The error raised when ``action`` (e.g. ``"export"``) meets this artifact."""

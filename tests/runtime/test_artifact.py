@@ -119,3 +119,15 @@ def test_in_memory_artifact() -> None:
 def test_in_memory_artifact_needs_a_callable() -> None:
     with pytest.raises(ArtifactError, match="callable"):
         InMemoryArtifact("py", "f", "not callable", "x")  # type: ignore[arg-type]
+
+
+def test_registered_object_and_json_round_trip() -> None:
+    from ember.runtime.object import type_key_of
+    from ember.runtime.object_json import load_json, save_json
+
+    art = make(metadata={"format": "c", "n": 2, "ok": True})
+    assert type_key_of(Artifact) == "ember.runtime.Artifact"
+    assert art.type_key == "ember.runtime.Artifact"
+    back = load_json(save_json(art))
+    assert back == art
+    assert back.sha256 == art.sha256

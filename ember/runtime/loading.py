@@ -1,0 +1,203 @@
+"""The code-loading process: ArtifactSet -> the top-level Module, the ONE way code is loaded.
+
+``load_artifacts(artifact_set, device)`` does exactly this, in this order:
+
+1. Partition the artifacts by ``loader``. Check that every loader the set needs is
+   registered (``runtime.module.loadbinary_<loader>``) and report ALL missing ones at
+   once, with the registered ones, before anything is compiled.
+2. Link every ``native`` artifact (C sources ``.c``, objects ``.o``; headers ``.h`` are
+   written next to them) into ONE shared library with the system toolchain, and load it
+   as the host LibraryModule. The link is cached by content hash under
+   ``<cache_dir>/artifacts``. No native artifacts -> an empty host module.
+3. Load every other group except ``metadata``, sorted by loader name, with
+   ``runtime.module.loadbinary_<loader>(artifacts) -> Module``; InMemoryArtifacts load
+   themselves. Import each result into the host module.
+4. With ``metadata`` artifacts, ``runtime.module.loadbinary_metadata(artifacts, host)``
+   returns the top-level module (which imports the host); otherwise the host is the top.
+
+``load_module(path)`` of an exported library runs steps 3-4 with the library itself as
+the host (see :mod:`ember.runtime.export`).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+
+from ember.config import config
+from ember.errors import ArtifactError, EmberValueError, ModuleLoadError
+from ember.runtime.artifact import (
+    IN_MEMORY_LOADER,
+    METADATA_LOADER,
+    NATIVE_LOADER,
+    AnyArtifact,
+    Artifact,
+    InMemoryArtifact,
+    file_suffix,
+)
+from ember.runtime.artifact_set import ArtifactSet
+from ember.runtime.device import CPU, Device
+from ember.runtime.device import device as to_device
+from ember.runtime.library_module import LibraryModule
+from ember.runtime.libruntime import header_path, include_dir, library_suffix
+from ember.runtime.module import Module, PythonModule
+from ember.runtime.registry import get_global_func, list_global_funcs
+from ember.support.hashing import hash_bytes, hash_strings
+from ember.support.toolchain import compile_shared
+
+#: Bumped whenever the way native artifacts are linked changes (it keys the cache).
+NATIVE_LINK_VERSION = 1
+#: The prefix of the registered global functions that load a group of artifacts.
+LOADBINARY_PREFIX = "runtime.module.loadbinary_"
+#: Artifact metadata key holding extra compiler flags for the native link (shell syntax).
+CFLAGS_KEY = "cflags"
+#: File suffixes of native artifacts: compiled and linked, or written next to the sources.
+LINKED_SUFFIXES = (".c", ".o")
+HEADER_SUFFIXES = (".h",)
+#: The attribute under which a loaded top-level module keeps the ArtifactSet it came from.
+SOURCE_ATTR = "artifact_set"
+#: The type_key of the empty host module of a set without native artifacts.
+HOST_TYPE_KEY = "host"
+#: Fixed flags of every native link (deterministic output, hidden internals).
+NATIVE_FLAGS = ("-fvisibility=hidden",)
+
+
+def loader_func_name(loader: str) -> str:
+    """The global function name that loads artifacts of ``loader``."""
+    return LOADBINARY_PREFIX + loader
+
+
+# -- step 1: partition (ArtifactSet.by_loader) and check loaders -------------------------
+def check_loaders(groups: dict[str, list[AnyArtifact]]) -> None:
+    """Raise one ModuleLoadError naming every needed loader that is not registered."""
+    missing = []
+    for loader, arts in groups.items():
+        if loader in (NATIVE_LOADER, IN_MEMORY_LOADER):
+            continue
+        if get_global_func(loader_func_name(loader), allow_missing=True) is None:
+            names = ", ".join(f"{a.codegen_id}/{a.file_name}" for a in arts)
+            missing.append(f"'{loader_func_name(loader)}' (needed by {names})")
+    if missing:
+        known = [n for n in list_global_funcs() if n.startswith(LOADBINARY_PREFIX)]
+        raise ModuleLoadError(
+            f"cannot load the artifact set: {len(missing)} loader(s) not registered: "
+            f"{'; '.join(missing)}. Registered loaders: {', '.join(known) or 'none'}. "
+            "Import the package that provides them or register them with register_func."
+        )
+
+
+# -- step 2: link native artifacts -------------------------------------------------------
+def native_flags(artifacts: Sequence[Artifact]) -> list[str]:
+    """The fixed native flags plus each artifact's ``cflags`` metadata, in order, deduplicated."""
+    flags = list(NATIVE_FLAGS)
+    for art in artifacts:
+        extra = art.metadata.get(CFLAGS_KEY, "")
+        if not isinstance(extra, str):
+            raise ArtifactError(
+                f"artifact {art.codegen_id}/{art.file_name}: metadata {CFLAGS_KEY!r} must be "
+                f"a string of compiler flags, got {extra!r}"
+            )
+        flags += [f for f in shlex.split(extra) if f not in flags]
+    return flags
+
+
+def write_native_sources(artifacts: Sequence[Artifact], build_dir: Path) -> list[Path]:
+    """Write native artifacts to ``build_dir/<codegen_id>/<file_name>``; return link inputs."""
+    inputs = []
+    for art in artifacts:
+        suffix = file_suffix(art.file_name)
+        if suffix not in LINKED_SUFFIXES + HEADER_SUFFIXES:
+            raise ArtifactError(
+                f"native artifact {art.codegen_id}/{art.file_name} has suffix {suffix!r}; the "
+                f"native loader links {', '.join(LINKED_SUFFIXES)} and includes "
+                f"{', '.join(HEADER_SUFFIXES)} files; give it another loader"
+            )
+        path = build_dir / art.codegen_id / art.file_name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(art.content)
+        if suffix in LINKED_SUFFIXES:
+            inputs.append(path)
+    return inputs
+
+
+def link_native(
+    artifacts: Sequence[Artifact], build_dir: Path, output: Path, extra_inputs: Sequence[Path] = ()
+) -> Path:
+    """Compile and link native artifacts (plus ``extra_inputs``) into the library ``output``."""
+    inputs = write_native_sources(artifacts, build_dir) + list(extra_inputs)
+    include_dirs = [include_dir(), *sorted({build_dir / a.codegen_id for a in artifacts})]
+    return compile_shared(
+        inputs, output, include_dirs=include_dirs, flags=native_flags(artifacts), openmp=True
+    )
+
+
+def native_cache_path(artifacts: Sequence[Artifact]) -> Path:
+    """Where the linked library of ``artifacts`` is cached: keyed by everything that shapes it."""
+    parts = [f"link-v{NATIVE_LINK_VERSION}", config().cc, *native_flags(artifacts)]
+    parts += [f"{a.codegen_id}/{a.file_name}:{a.sha256}" for a in artifacts]
+    key = hash_bytes(hash_strings(parts, length=64).encode(), header_path().read_bytes(), length=24)
+    return config().cache_dir / "artifacts" / f"native-{key}{library_suffix()}"
+
+
+def link_native_cached(artifacts: Sequence[Artifact]) -> Path:
+    """The shared library of ``artifacts``, linked once and reused from the cache after."""
+    output = native_cache_path(artifacts)
+    if output.exists():
+        return output
+    build_dir = output.with_name(output.stem + ".src")
+    return link_native(artifacts, build_dir, output)
+
+
+def _as_artifacts(arts: Sequence[AnyArtifact]) -> list[Artifact]:
+    return [a for a in arts if isinstance(a, Artifact)]
+
+
+def host_module(native: Sequence[Artifact]) -> Module:
+    """Step 2: the host LibraryModule of the linked native artifacts (empty without any)."""
+    if not native:
+        return PythonModule({}, type_key=HOST_TYPE_KEY)
+    return LibraryModule(link_native_cached(native))
+
+
+# -- steps 3 and 4: other loaders, then metadata -----------------------------------------
+def load_groups(groups: dict[str, list[AnyArtifact]], host: Module) -> Module:
+    """Steps 3-4 on a host module: load non-native groups into it, then build the top."""
+    for loader, arts in groups.items():
+        if loader in (NATIVE_LOADER, METADATA_LOADER):
+            continue
+        if loader == IN_MEMORY_LOADER:
+            for art in arts:
+                assert isinstance(art, InMemoryArtifact)
+                host.import_module(_checked(art.load(), f"in-memory artifact {art.file_name}"))
+            continue
+        func = get_global_func(loader_func_name(loader))
+        host.import_module(_checked(func(_as_artifacts(arts)), loader_func_name(loader)))
+    meta = groups.get(METADATA_LOADER)
+    if not meta:
+        return host
+    func = get_global_func(loader_func_name(METADATA_LOADER))
+    return _checked(func(_as_artifacts(meta), host), loader_func_name(METADATA_LOADER))
+
+
+def _checked(result: object, who: str) -> Module:
+    if not isinstance(result, Module):
+        raise ModuleLoadError(f"{who} returned {type(result).__name__}, expected a Module")
+    return result
+
+
+def load_artifacts(artifact_set: ArtifactSet, device: Device | str | None = None) -> Module:
+    """Run the code-loading process on ``artifact_set`` and return the top-level Module."""
+    dev = to_device(device) if device is not None else None
+    if dev is not None and dev.device_type != CPU:
+        raise EmberValueError(
+            f"load_artifacts: device {dev} is not supported yet; the host CPU (ember.cpu(0)) is"
+        )
+    if not isinstance(artifact_set, ArtifactSet):
+        artifact_set = ArtifactSet(artifact_set)
+    groups = artifact_set.by_loader()
+    check_loaders(groups)
+    host = host_module(artifact_set.native())
+    top = load_groups(groups, host)
+    setattr(top, SOURCE_ATTR, artifact_set)  # so that the module can be exported again
+    return top
