@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from executor_kernels import build_kernels
+
 from ember.runtime import load_module
 from ember.runtime.module import Module
 
