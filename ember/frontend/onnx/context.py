@@ -72,7 +72,7 @@ def tensor_to_numpy(tensor: onnx.TensorProto, where: str) -> np.ndarray:
             f"{where}: tensor '{tensor.name}' holds strings; ember supports numeric tensors only"
         )
     onnx_elem_dtype(tensor.data_type, f"{where}: tensor '{tensor.name}'")
-    return np.ascontiguousarray(arr)
+    return arr if arr.flags.c_contiguous else arr.copy(order="C")  # keeps 0-d arrays 0-d
 
 
 def _decode_attr(attr: onnx.AttributeProto, where: str) -> Any:

@@ -228,23 +228,26 @@ def _node_label(node: onnx.NodeProto, index: int) -> str:
 
 @dataclass(frozen=True)
 class Unsupported:
-    """One unsupported (op, domain, opset, dtype) combination and the nodes using it."""
+    """One unsupported (op, domain, opset) and the input dtypes and nodes that use it."""
 
     op_type: str
     domain: str
     opset: int
-    dtype: str | None
+    dtypes: tuple[str, ...]
     reason: str
     nodes: tuple[str, ...]
 
     def describe(self) -> str:
         """One line of the report."""
         domain = self.domain or "ai.onnx"
-        dtype = f", input dtype {self.dtype}" if self.dtype else ""
+        dtypes = ""
+        if self.dtypes:
+            plural = "s" if len(self.dtypes) > 1 else ""
+            dtypes = f", input dtype{plural} {', '.join(self.dtypes)}"
         nodes = ", ".join(self.nodes[:8]) + (
             f", ... ({len(self.nodes)} nodes)" if len(self.nodes) > 8 else ""
         )
-        head = f"  - {self.op_type} (domain {domain}, opset {self.opset}{dtype})"
+        head = f"  - {self.op_type} (domain {domain}, opset {self.opset}{dtypes})"
         return f"{head}: {self.reason}; nodes: {nodes}"
 
 
@@ -254,8 +257,8 @@ def find_unsupported(
     opsets: Mapping[str, int],
     value_dtypes: Mapping[str, str],
 ) -> list[Unsupported]:
-    """Every node without a usable handler, grouped by (op, domain, opset, dtype)."""
-    groups: dict[tuple[str, str, int, str | None, str], list[str]] = {}
+    """Every node without a usable handler, grouped by (op, domain, opset, reason)."""
+    groups: dict[tuple[str, str, int, str], tuple[set[str], list[str]]] = {}
     for i in order:
         node = graph.node[i]
         domain = "" if node.domain in ("", "ai.onnx") else node.domain
@@ -271,11 +274,13 @@ def find_unsupported(
             reason = f"handler supports input dtypes {', '.join(sorted(handler.dtypes))} only"
         else:
             continue
-        key = (node.op_type, domain, opset, dtype, reason)
-        groups.setdefault(key, []).append(node.name or f"#{i}")
+        dtypes, nodes = groups.setdefault((node.op_type, domain, opset, reason), (set(), []))
+        if dtype:
+            dtypes.add(dtype)
+        nodes.append(node.name or f"#{i}")
     return [
-        Unsupported(op, dom, ver, dt, reason, tuple(nodes))
-        for (op, dom, ver, dt, reason), nodes in groups.items()
+        Unsupported(op, dom, ver, tuple(sorted(dts)), reason, tuple(nodes))
+        for (op, dom, ver, reason), (dts, nodes) in groups.items()
     ]
 
 
