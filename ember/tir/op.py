@@ -1,0 +1,195 @@
+"""Expression builders of the loop IR: min/max, select, casts, math intrinsics, call_extern.
+
+Example::
+
+    from ember import tir
+    x = tir.Var("x", "float32")
+    y = tir.exp(tir.max(x, 0.0))            # Call("exp", [Max(x, 0.0)])
+    z = tir.call_extern("int32", "my_kernel", buf.data, 16)
+"""
+
+from __future__ import annotations
+
+from ember.errors import IRError
+from ember.tir import dtype as dt
+from ember.tir.expr import (
+    EQ,
+    NE,
+    And,
+    Call,
+    Div,
+    ExprLike,
+    Max,
+    Min,
+    Mod,
+    Not,
+    Or,
+    PrimExpr,
+    Select,
+    StringImm,
+    _pair,
+    convert,
+)
+
+# Math intrinsics with their arity; codegen maps each to <math.h>, the interpreter to numpy.
+MATH_INTRINSICS: dict[str, int] = {
+    "exp": 1,
+    "log": 1,
+    "sqrt": 1,
+    "rsqrt": 1,
+    "tanh": 1,
+    "sigmoid": 1,
+    "erf": 1,
+    "fabs": 1,
+    "floor": 1,
+    "ceil": 1,
+    "round": 1,
+    "trunc": 1,
+    "sin": 1,
+    "cos": 1,
+    "pow": 2,
+    "fmod": 2,
+}
+
+
+def min(a: ExprLike, b: ExprLike) -> PrimExpr:  # noqa: A001 - TVM's name
+    """The smaller of a and b."""
+    return Min(*_pair(a, b))
+
+
+def max(a: ExprLike, b: ExprLike) -> PrimExpr:  # noqa: A001 - TVM's name
+    """The larger of a and b."""
+    return Max(*_pair(a, b))
+
+
+def eq(a: ExprLike, b: ExprLike) -> PrimExpr:
+    """a == b as a loop-IR comparison."""
+    return EQ(*_pair(a, b))
+
+
+def ne(a: ExprLike, b: ExprLike) -> PrimExpr:
+    """a != b as a loop-IR comparison."""
+    return NE(*_pair(a, b))
+
+
+def logical_and(*conds: ExprLike) -> PrimExpr:
+    """The conjunction of one or more bool expressions."""
+    if not conds:
+        raise IRError("logical_and needs at least one condition")
+    out = _as_bool(conds[0])
+    for c in conds[1:]:
+        out = And(out, _as_bool(c))
+    return out
+
+
+def logical_or(*conds: ExprLike) -> PrimExpr:
+    """The disjunction of one or more bool expressions."""
+    if not conds:
+        raise IRError("logical_or needs at least one condition")
+    out = _as_bool(conds[0])
+    for c in conds[1:]:
+        out = Or(out, _as_bool(c))
+    return out
+
+
+def logical_not(a: ExprLike) -> PrimExpr:
+    """The negation of a bool expression."""
+    return Not(_as_bool(a))
+
+
+def _as_bool(a: ExprLike) -> PrimExpr:
+    e = convert(a)
+    if not dt.is_bool(e.dtype):
+        raise IRError(f"expected a bool condition, got {e} of dtype {e.dtype}; compare it first")
+    return e
+
+
+def if_then_else(cond: ExprLike, t: ExprLike, f: ExprLike) -> PrimExpr:
+    """cond ? t : f (TVM's if_then_else; lowered to a C conditional expression)."""
+    tv, fv = _pair(t, f)
+    return Select(_as_bool(cond), tv, fv)
+
+
+select = if_then_else
+
+
+def cast(dtype: str, value: ExprLike) -> PrimExpr:
+    """value converted to dtype."""
+    dt.check_dtype(dtype)
+    return convert(value).astype(dtype)
+
+
+def truncdiv(a: ExprLike, b: ExprLike) -> PrimExpr:
+    """Integer division rounding toward zero (C's ``/``)."""
+    return Div(*_pair(a, b))
+
+
+def truncmod(a: ExprLike, b: ExprLike) -> PrimExpr:
+    """Integer remainder with C's ``%`` semantics."""
+    return Mod(*_pair(a, b))
+
+
+def call_intrin(dtype: str, name: str, *args: ExprLike) -> PrimExpr:
+    """A call to a math intrinsic listed in MATH_INTRINSICS."""
+    if name not in MATH_INTRINSICS:
+        raise IRError(
+            f"unknown math intrinsic {name!r}; known: {', '.join(sorted(MATH_INTRINSICS))}"
+        )
+    if len(args) != MATH_INTRINSICS[name]:
+        raise IRError(
+            f"intrinsic {name} takes {MATH_INTRINSICS[name]} argument(s), got {len(args)}"
+        )
+    exprs = tuple(convert(a).astype(dtype) for a in args)
+    return Call(dtype, name, exprs, "intrin")
+
+
+def call_extern(dtype: str, name: str, *args: ExprLike | str) -> PrimExpr:
+    """A call to the C function ``name`` (declared by the caller's library), returning dtype."""
+    if not name.isidentifier():
+        raise IRError(f"call_extern needs a C identifier as function name, got {name!r}")
+    exprs = tuple(StringImm(a) if isinstance(a, str) else convert(a) for a in args)
+    return Call(dt.check_dtype(dtype), name, exprs, "extern")
+
+
+def _unary(name: str):  # type: ignore[no-untyped-def]
+    def fn(x: ExprLike) -> PrimExpr:
+        e = convert(x)
+        if not dt.is_float(e.dtype):
+            e = e.astype("float32")
+        return Call(e.dtype, name, (e,), "intrin")
+
+    fn.__name__ = name
+    fn.__doc__ = f"The math intrinsic {name}(x) (float; integer inputs are cast to float32)."
+    return fn
+
+
+exp = _unary("exp")
+log = _unary("log")
+sqrt = _unary("sqrt")
+rsqrt = _unary("rsqrt")
+tanh = _unary("tanh")
+sigmoid = _unary("sigmoid")
+erf = _unary("erf")
+fabs = _unary("fabs")
+floor = _unary("floor")
+ceil = _unary("ceil")
+round = _unary("round")  # noqa: A001 - TVM's name
+trunc = _unary("trunc")
+sin = _unary("sin")
+cos = _unary("cos")
+
+
+def pow(x: ExprLike, y: ExprLike) -> PrimExpr:  # noqa: A001 - TVM's name
+    """x raised to y (float)."""
+    a, b = _pair(x, y)
+    if not dt.is_float(a.dtype):
+        a, b = a.astype("float32"), b.astype("float32")
+    return Call(a.dtype, "pow", (a, b), "intrin")
+
+
+def abs(x: ExprLike) -> PrimExpr:  # noqa: A001 - TVM's name
+    """|x| for floats (fabs) and integers (select)."""
+    e = convert(x)
+    if dt.is_float(e.dtype):
+        return Call(e.dtype, "fabs", (e,), "intrin")
+    return Select(e < 0, -e, e)

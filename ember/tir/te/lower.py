@@ -1,0 +1,407 @@
+"""Lowering: a schedule of compute stages -> one loop-IR PrimFunc.
+
+Steps: inline the stages marked compute_inline into their consumers; give every argument
+tensor a parameter buffer and every other non-inlined tensor a local allocation; build each
+root stage's loop nest from its leaf loops (splits and fuses turned into index arithmetic,
+guards where a split does not divide evenly, reductions as an init nest plus an update
+nest); place stages marked compute_at inside their consumer's loop, computing only the region
+it reads; replace tensor reads by buffer loads; simplify and verify.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ember.errors import IRError
+from ember.tir import dtype as dt
+from ember.tir.buffer import Buffer, decl_buffer
+from ember.tir.expr import IntImm, Max, Min, PrimExpr, Var, const
+from ember.tir.functor import IRMutator, free_vars, post_order_visit, substitute
+from ember.tir.simplify import _collect, simplify
+from ember.tir.stmt import (
+    Allocate,
+    BufferStore,
+    For,
+    ForKind,
+    IfThenElse,
+    PrimFunc,
+    Stmt,
+    StorageKind,
+    seq,
+)
+from ember.tir.te.schedule import Fuse, Schedule, Split, Stage, create_schedule
+from ember.tir.te.tensor import ComputeOp, IterVar, PlaceholderOp, Reduce, Tensor, TensorLoad
+from ember.tir.verify import verify
+
+STACK_LIMIT_BYTES = 64 * 1024  # larger local tensors go to the runtime workspace (heap)
+
+
+class _Inliner(IRMutator):
+    def __init__(self, bodies: dict[ComputeOp, PrimExpr]) -> None:
+        self.bodies = bodies
+
+    def visit_TensorLoad(self, e: TensorLoad) -> PrimExpr:
+        e = self.generic_expr(e)  # type: ignore[assignment]
+        op = e.tensor.op
+        if isinstance(op, ComputeOp) and op in self.bodies:
+            vmap = {iv.var: i for iv, i in zip(op.axis, e.indices, strict=True)}
+            return substitute(self.bodies[op], vmap)  # type: ignore[no-any-return]
+        return e
+
+
+class _Materialize(IRMutator):
+    """TensorLoad -> BufferLoad with the region offset of attached stages."""
+
+    def __init__(self, where: dict[Tensor, tuple[Buffer, tuple[PrimExpr, ...]]]) -> None:
+        self.where = where
+
+    def visit_TensorLoad(self, e: TensorLoad) -> PrimExpr:
+        e = self.generic_expr(e)  # type: ignore[assignment]
+        if e.tensor not in self.where:
+            raise IRError(
+                f"lower: tensor '{e.tensor.name}' is read but is neither an argument nor "
+                "computed; add the placeholder to args"
+            )
+        buf, off = self.where[e.tensor]
+        return buf.load(*(i - o for i, o in zip(e.indices, off, strict=True)))
+
+
+class _Lowerer:
+    def __init__(self, sch: Schedule, args: list[Tensor], name: str) -> None:
+        self.sch = sch
+        self.args = args
+        self.name = name
+        self.bodies: dict[ComputeOp, PrimExpr] = {}
+        self.where: dict[Tensor, tuple[Buffer, tuple[PrimExpr, ...]]] = {}
+        self.allocs: list[Buffer] = []
+        self.children: dict[Stage, list[Stage]] = {}
+
+    def tensor_of(self, op: Any) -> Tensor:
+        for t in self.args + self.sch.outputs:
+            if t.op is op:
+                return t
+        for other in self.sch.ops:
+            if isinstance(other, ComputeOp):
+                for t in other.input_tensors():
+                    if t.op is op:
+                        return t
+        raise IRError(f"lower: no tensor found for operation '{op.name}'")  # pragma: no cover
+
+    def run(self) -> PrimFunc:
+        names = set()
+        params: list[Buffer] = []
+        for t in self.args:
+            if t.name in names:
+                raise IRError(
+                    f"lower: two arguments are named '{t.name}'; give tensors unique names"
+                )
+            names.add(t.name)
+            buf = decl_buffer(t.shape, t.dtype, t.name)
+            params.append(buf)
+            self.where[t] = (buf, tuple(const(0, s.dtype) for s in t.shape))
+        # 1. inline, producers first so chains collapse fully
+        inlined: dict[ComputeOp, PrimExpr] = {}
+        for op in self.sch.ops:
+            if isinstance(op, ComputeOp):
+                body = _Inliner(inlined).visit_expr(op.body)
+                self.bodies[op] = body
+                if self.sch[op].inlined:
+                    if any(t.op is op for t in self.args):
+                        raise IRError(f"lower: '{op.name}' is an argument and cannot be inlined")
+                    inlined[op] = body
+        # 2. stages to emit and where
+        roots: list[Stage] = []
+        for op in self.sch.ops:
+            if isinstance(op, PlaceholderOp):
+                t = self.tensor_of(op)
+                if t not in self.where:
+                    raise IRError(f"lower: placeholder '{op.name}' is used but missing from args")
+                continue
+            stage = self.sch[op]
+            if stage.inlined:
+                continue
+            t = self.tensor_of(op)
+            if stage.attach is not None:
+                self._check_attach(stage)
+                self.children.setdefault(stage.attach[0], []).append(stage)
+            else:
+                roots.append(stage)
+                if t not in self.where:
+                    buf = decl_buffer(t.shape, t.dtype, t.name, scope="local")
+                    self.where[t] = (buf, tuple(const(0, s.dtype) for s in t.shape))
+                    self.allocs.append(buf)
+        nest: Stmt = seq([self.stage_stmt(s, None) for s in roots])
+        for buf in reversed(self.allocs):
+            nest = Allocate(buf, nest, _storage(buf))
+        nest = _Materialize(self.where).visit_stmt(nest)
+        func = PrimFunc(self.name, tuple(params), simplify(nest))
+        return verify(func)
+
+    def _check_attach(self, stage: Stage) -> None:
+        parent, _ = stage.attach  # type: ignore[misc]
+        t = self.tensor_of(stage.op)
+        if t in self.args:
+            raise IRError(
+                f"lower: '{stage.op.name}' is an argument and cannot be computed at another stage"
+            )
+        for op in self.sch.ops:
+            if not isinstance(op, ComputeOp) or op is parent.op or self.sch[op].inlined:
+                continue
+            if any(x is t for x in _reads(self.bodies[op])):
+                raise IRError(
+                    f"lower: '{stage.op.name}' is computed at '{parent.op.name}' but also "
+                    f"read by '{op.name}'; compute it at root instead"
+                )
+        if any(isinstance(r, Split | Fuse) and _data(r) for r in stage.relations):
+            raise IRError(
+                f"lower: '{stage.op.name}' is attached with compute_at; splitting or fusing its "
+                "data axes is not supported (schedule the consumer instead)"
+            )
+
+    # -- one stage ----------------------------------------------------------------------
+    def values(self, stage: Stage) -> dict[IterVar, PrimExpr]:
+        """Every iter var (root and derived) as an expression of the leaf loop variables."""
+        val: dict[IterVar, PrimExpr] = {iv: iv.var for iv in stage.leaf_iter_vars}
+        for rel in reversed(stage.relations):
+            if isinstance(rel, Split):
+                val[rel.parent] = rel.parent.min + val[rel.outer] * rel.factor + val[rel.inner]
+            else:
+                ext = rel.inner.extent
+                val[rel.outer] = val[rel.fused] // ext
+                val[rel.inner] = val[rel.fused] % ext
+        return val
+
+    def stage_stmt(self, stage: Stage, region: list[tuple[PrimExpr, PrimExpr]] | None) -> Stmt:
+        op = stage.op
+        t = self.tensor_of(op)
+        val = self.values(stage)
+        leaves = list(stage.leaf_iter_vars)
+        if region is not None:  # attached: data axes run over the region only
+            rmap = dict(zip(op.axis, region, strict=True))
+            leaves = [
+                IterVar(iv.var, const(0, iv.var.dtype), rmap[iv][1], iv.kind) if iv in rmap else iv
+                for iv in leaves
+            ]
+            for iv in op.axis:
+                val[iv] = rmap[iv][0] + iv.var
+        vmap = {iv.var: val[iv] for iv in (*op.axis, *op.reduce_axis)}
+        index = tuple(val[iv] for iv in op.axis)
+        buf, off = self.where[t]
+        dst = tuple(i - o for i, o in zip(index, off, strict=True))
+        data_guards, reduce_guards = self.guards(stage, val)
+        if region is not None:
+            for iv, shape_ext in zip(op.axis, t.shape, strict=True):
+                data_guards.append(val[iv] >= 0)
+                data_guards.append(val[iv] < shape_ext)
+        body = self.bodies[op]
+        if not isinstance(body, Reduce):
+            store = BufferStore(buf, substitute(body, vmap), dst)
+            return self.loops(stage, leaves, _guard(data_guards, store))
+        src = substitute(body.source, vmap)
+        acc = buf.load(*dst)
+        new = {"sum": acc + src, "max": Max(acc, src), "min": Min(acc, src)}[body.combiner]
+        init = body.init if body.init is not None else body.identity()
+        p = next((k for k, iv in enumerate(leaves) if iv.kind == "reduce"), len(leaves))
+        init_nest = self.loops(
+            stage,
+            [iv for iv in leaves[p:] if iv.kind != "reduce"],
+            _guard(data_guards, BufferStore(buf, init, dst)),
+            attach=False,
+        )
+        update = _guard(data_guards + reduce_guards, BufferStore(buf, new, dst))
+        return self.loops(stage, leaves[:p], seq(init_nest, self.loops(stage, leaves[p:], update)))
+
+    def guards(
+        self, stage: Stage, val: dict[IterVar, PrimExpr]
+    ) -> tuple[list[PrimExpr], list[PrimExpr]]:
+        data: list[PrimExpr] = []
+        red: list[PrimExpr] = []
+        for rel in stage.relations:
+            if isinstance(rel, Split):
+                cond = val[rel.outer] * rel.factor + val[rel.inner] < rel.parent.extent
+                (red if rel.parent.kind == "reduce" else data).append(cond)
+        return data, red
+
+    def loops(
+        self, stage: Stage, leaves: Sequence[IterVar], inner: Stmt, attach: bool = True
+    ) -> Stmt:
+        body = inner
+        for k in range(len(leaves) - 1, -1, -1):
+            iv = leaves[k]
+            if attach:
+                body = self.with_attached(stage, iv, leaves, body)
+            kind = stage.kinds.get(_original(stage, iv), ForKind.SERIAL)
+            body = For(iv.var, iv.min, iv.extent, kind, body)
+        return body
+
+    def with_attached(
+        self, stage: Stage, iv: IterVar, leaves: Sequence[IterVar], body: Stmt
+    ) -> Stmt:
+        kids = [
+            c
+            for c in self.children.get(stage, [])
+            if c.attach is not None and c.attach[1].var is iv.var
+        ]
+        if not kids:
+            return body
+        pos = [lv.var for lv in stage.leaf_iter_vars].index(iv.var)
+        inner_leaves = stage.leaf_iter_vars[pos + 1 :]
+        val = self.values(stage)
+        prods: list[Stmt] = []
+        bufs: list[Buffer] = []
+        for kid in kids:
+            t = self.tensor_of(kid.op)
+            region = self.region(stage, t, val, inner_leaves)
+            shape = tuple(ext for _, ext in region)
+            buf = decl_buffer(shape, t.dtype, t.name, scope="local")
+            self.where[t] = (buf, tuple(m for m, _ in region))
+            prods.append(self.stage_stmt(kid, region))
+            bufs.append(buf)
+        out: Stmt = seq(*prods, body)
+        for buf in reversed(bufs):
+            out = Allocate(buf, out, _storage(buf))
+        return out
+
+    def region(
+        self, stage: Stage, t: Tensor, val: dict[IterVar, PrimExpr], inner: Sequence[IterVar]
+    ) -> list[tuple[PrimExpr, PrimExpr]]:
+        """Per dimension of ``t``: (min, extent) read by one iteration above the attach loop."""
+        op = stage.op
+        vmap = {iv.var: val[iv] for iv in (*op.axis, *op.reduce_axis)}
+        rng = {iv.var: (iv.min, simplify(iv.min + iv.extent - 1)) for iv in inner}
+        accesses = [e for e in _reads(self.bodies[op], full=True) if e.tensor is t]
+        out: list[tuple[PrimExpr, PrimExpr]] = []
+        for d, extent in enumerate(t.shape):
+            lows: list[PrimExpr] = []
+            highs: list[PrimExpr] = []
+            ok = True
+            for acc in accesses:
+                e = simplify(substitute(acc.indices[d], vmap))
+                lohi = _range_of(e, rng)
+                if lohi is None:
+                    ok = False
+                    break
+                lows.append(lohi[0])
+                highs.append(lohi[1])
+            lo = _pick(lows, min_side=True) if ok else None
+            hi = _pick(highs, min_side=False) if ok else None
+            ext = simplify(hi - lo + 1) if lo is not None and hi is not None else None
+            if lo is None or not isinstance(ext, IntImm):
+                out.append((const(0, extent.dtype), extent))
+            else:
+                out.append((lo, ext))
+        return out
+
+
+def _range_of(
+    e: PrimExpr, rng: dict[Var, tuple[PrimExpr, PrimExpr]]
+) -> tuple[PrimExpr, PrimExpr] | None:
+    terms, k = _collect(e)
+    if terms is None:
+        return None
+    lo: PrimExpr = const(k, e.dtype)
+    hi: PrimExpr = const(k, e.dtype)
+    for term, coef in terms.items():
+        if isinstance(term, Var) and term in rng:
+            a, b = rng[term]
+            lo = lo + (a if coef > 0 else b) * coef
+            hi = hi + (b if coef > 0 else a) * coef
+            continue
+        if free_vars(term) & set(rng):
+            return None
+        lo = lo + term * coef
+        hi = hi + term * coef
+    return simplify(lo), simplify(hi)
+
+
+def _pick(options: list[PrimExpr], min_side: bool) -> PrimExpr | None:
+    if not options:
+        return None
+    best = options[0]
+    for o in options[1:]:
+        diff = simplify(o - best)
+        if not isinstance(diff, IntImm):
+            return None
+        if (diff.value < 0) == min_side and diff.value != 0:
+            best = o
+    return best
+
+
+def _reads(e: PrimExpr, full: bool = False) -> list[Any]:
+    out: list[Any] = []
+    post_order_visit(
+        e, lambda n: out.append(n if full else n.tensor) if isinstance(n, TensorLoad) else None
+    )
+    return out
+
+
+def _data(rel: Split | Fuse) -> bool:
+    iv = rel.parent if isinstance(rel, Split) else rel.outer
+    return iv.kind != "reduce"
+
+
+def _original(stage: Stage, iv: IterVar) -> IterVar:
+    for leaf in stage.leaf_iter_vars:
+        if leaf.var is iv.var:
+            return leaf
+    return iv
+
+
+def _guard(conds: list[PrimExpr], body: Stmt) -> Stmt:
+    if not conds:
+        return body
+    cond = conds[0]
+    for c in conds[1:]:
+        cond = cond & c
+    return IfThenElse(cond, body)
+
+
+def _storage(buf: Buffer) -> StorageKind:
+    shape = buf.const_shape()
+    if shape is None:
+        return StorageKind.HEAP
+    n = dt.bytes_of(buf.dtype)
+    for s in shape:
+        n *= s
+    return StorageKind.STACK if n <= STACK_LIMIT_BYTES else StorageKind.HEAP
+
+
+def lower(
+    sch: Schedule | Tensor | Sequence[Tensor],
+    args: Sequence[Tensor] | str | None = None,
+    name: str = "main",
+) -> PrimFunc:
+    """Lower a schedule (or output tensors with the default schedule) to a PrimFunc.
+
+    ``args`` lists the parameter tensors in order (inputs and outputs); by default the
+    placeholders in the order they are first read, then the outputs.
+    """
+    if isinstance(args, str):
+        name, args = args, None
+    schedule = sch if isinstance(sch, Schedule) else create_schedule(sch)
+    if args is None:
+        inputs = [
+            _tensor_for_placeholder(schedule, op)
+            for op in schedule.ops
+            if isinstance(op, PlaceholderOp)
+        ]
+        arg_list = inputs + [t for t in schedule.outputs if t not in inputs]
+    else:
+        arg_list = list(args)
+        for t in schedule.outputs:
+            if t not in arg_list:
+                raise IRError(f"lower: output '{t.name}' must be listed in args")
+    return _Lowerer(schedule, arg_list, name).run()
+
+
+def _tensor_for_placeholder(sch: Schedule, op: PlaceholderOp) -> Tensor:
+    for t in sch.outputs:
+        if t.op is op:
+            return t
+    for other in sch.ops:
+        if isinstance(other, ComputeOp):
+            for t in other.input_tensors():
+                if t.op is op:
+                    return t
+    raise IRError(f"lower: placeholder '{op.name}' is not read by any stage")  # pragma: no cover

@@ -1,0 +1,126 @@
+"""The reference interpreter against numpy, including argument checking and externs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ember import tir
+from ember.errors import EmberTypeError, EmberValueError
+
+
+def test_elementwise_math() -> None:
+    a = tir.decl_buffer((3, 5), "float32", "A")
+    b = tir.decl_buffer((3, 5), "float32", "B")
+    i, j = tir.Var("i"), tir.Var("j")
+    val = tir.tanh(a[i, j]) + tir.sqrt(tir.fabs(a[i, j])) - tir.erf(a[i, j])
+    f = tir.PrimFunc(
+        "ew", (a, b), tir.for_range(i, 3, tir.for_range(j, 5, tir.store(b, val, i, j)))
+    )
+    x = np.random.default_rng(0).standard_normal((3, 5)).astype("float32")
+    y = np.zeros_like(x)
+    tir.interpret(f, [x, y])
+    from math import erf
+
+    ref = np.tanh(x) + np.sqrt(np.abs(x)) - np.vectorize(erf)(x)
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-6)
+
+
+def test_local_allocation_and_let_and_if() -> None:
+    a = tir.decl_buffer((4,), "int32", "A")
+    t = tir.decl_buffer((4,), "int32", "T", scope="local")
+    i, j, x = tir.Var("i"), tir.Var("j"), tir.Var("x")
+    body = tir.Allocate(
+        t,
+        tir.seq(
+            tir.for_range(i, 4, tir.store(t, i * i, i)),
+            tir.for_range(
+                j,
+                4,
+                tir.LetStmt(
+                    x,
+                    t[3 - j],
+                    tir.IfThenElse(x > 3, tir.store(a, x, j), tir.store(a, -x, j)),
+                ),
+            ),
+        ),
+    )
+    f = tir.PrimFunc("k", (a,), body)
+    out = np.zeros(4, "int32")
+    tir.interpret(f, [out])
+    assert out.tolist() == [9, 4, -1, 0]
+
+
+def test_integer_semantics() -> None:
+    a = tir.decl_buffer((4,), "int32", "A")
+    b = tir.decl_buffer((4,), "uint8", "B")
+    i = tir.Var("i")
+    body = tir.for_range(
+        i,
+        4,
+        tir.seq(
+            tir.store(a, tir.truncdiv(a[i], 2) * 10 + tir.truncmod(a[i], 3), i),
+            tir.store(b, tir.cast("uint8", a[i] + 250), i),
+        ),
+    )
+    f = tir.PrimFunc("k", (a, b), body)
+    x = np.array([-7, 7, -1, 9], "int32")
+    y = np.zeros(4, "uint8")
+    tir.interpret(f, [x, y])
+    assert x.tolist() == [-31, 31, -1, 40]
+    assert y.tolist() == [(v + 250) % 256 for v in [-31, 31, -1, 40]]
+
+
+def test_call_extern_uses_python_implementation() -> None:
+    a = tir.decl_buffer((4,), "float32", "A")
+    f = tir.PrimFunc("k", (a,), tir.Evaluate(tir.call_extern("int32", "fill", a.data, 4)))
+    seen: list[int] = []
+
+    def fill(buf: list[float], n: int) -> int:
+        for k in range(n):
+            buf[k] = float(k)
+        seen.append(n)
+        return 0
+
+    x = np.zeros(4, "float32")
+    tir.interpret(f, [x], externs={"fill": fill})
+    assert x.tolist() == [0.0, 1.0, 2.0, 3.0] and seen == [4]
+    with pytest.raises(EmberValueError, match="externs"):
+        tir.interpret(f, [x])
+
+
+def test_symbolic_shape_and_scalar_param() -> None:
+    n = tir.Var("n")
+    a = tir.decl_buffer((n,), "float32", "A")
+    scale = tir.Var("scale", "float32")
+    i = tir.Var("i")
+    f = tir.PrimFunc("k", (a, scale), tir.for_range(i, n, tir.store(a, a[i] * scale, i)))
+    x = np.arange(5, dtype="float32")
+    tir.interpret(f, [x, 3.0])
+    assert x.tolist() == [0.0, 3.0, 6.0, 9.0, 12.0]
+
+
+def test_argument_checks() -> None:
+    a = tir.decl_buffer((4,), "float32", "A")
+    f = tir.PrimFunc("k", (a,), tir.Evaluate(tir.const(0)))
+    with pytest.raises(EmberValueError, match="takes 1 arguments"):
+        tir.interpret(f, [])
+    with pytest.raises(EmberTypeError, match="dtype float32"):
+        tir.interpret(f, [np.zeros(4, "float64")])
+    with pytest.raises(EmberValueError, match="dim 0 must be 4"):
+        tir.interpret(f, [np.zeros(5, "float32")])
+
+
+def test_vector_ramp_load_store() -> None:
+    a = tir.decl_buffer((8,), "float32", "A")
+    b = tir.decl_buffer((8,), "float32", "B")
+    io = tir.Var("io")
+    r = tir.Ramp(io * 4, tir.const(1), 4)
+    body = tir.for_range(
+        io, 2, tir.BufferStore(b, tir.BufferLoad(a, (r,)) * tir.Broadcast(tir.const(2.0), 4), (r,))
+    )
+    f = tir.PrimFunc("v", (a, b), body)
+    x = np.arange(8, dtype="float32")
+    y = np.zeros(8, "float32")
+    tir.interpret(f, [x, y])
+    assert y.tolist() == (2 * x).tolist()

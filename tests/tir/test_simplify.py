@@ -1,0 +1,63 @@
+"""Index simplification: folding, identities, div/mod by constants, bound-based decisions."""
+
+from __future__ import annotations
+
+from ember import tir
+
+
+def s(e: tir.PrimExpr, **ranges: tuple[tir.Var, int, int]) -> str:
+    return str(tir.simplify(e, {v: (lo, hi) for v, lo, hi in ranges.values()}))
+
+
+def test_constant_folding_and_identities() -> None:
+    i = tir.Var("i")
+    assert s(tir.const(2) * 3 + 1) == "7"
+    assert s(i * 1 + 0) == "i"
+    assert s(i * 0 + 5) == "5"
+    assert s(i // 1) == "i"
+    assert s(i % 1) == "0"
+    assert s(tir.const(-7) // 2) == "-4" and s(tir.const(-7) % 2) == "1"
+    assert s(tir.truncdiv(tir.const(-7), tir.const(2))) == "-3"
+    assert s(tir.const(1.5) * 2.0) == "3.0f"
+    x = tir.Var("x", "float32")
+    assert s(x * 1.0) == "x"
+
+
+def test_like_terms_merge() -> None:
+    i, j = tir.Var("i"), tir.Var("j")
+    assert s(i * 4 + j - i * 4) == "j"
+    assert s((i + 2) * 3 - 6) == "i * 3"
+    assert s(j - i) == "j - i"
+
+
+def test_div_mod_extract_multiples() -> None:
+    i, j = tir.Var("i"), tir.Var("j")
+    assert s((i * 4 + j) // 4) == "i + j // 4"
+    assert s((i * 4 + j) % 4) == "j % 4"
+    assert s((i * 8) // 4) == "i * 2"
+
+
+def test_div_mod_with_ranges() -> None:
+    i, j = tir.Var("i"), tir.Var("j")
+    assert s((i * 4 + j) // 4, r=(j, 0, 3)) == "i"
+    assert s((i * 4 + j) % 4, r=(j, 0, 3)) == "j"
+    assert s(j // 8, r=(j, 0, 7)) == "0"
+
+
+def test_comparisons_decided_by_bounds() -> None:
+    i, j = tir.Var("i"), tir.Var("j")
+    assert s(i * 4 + j < 16, a=(i, 0, 3), b=(j, 0, 3)) == "True"
+    assert s(i * 4 + j < 10, a=(i, 0, 3), b=(j, 0, 3)) == "i * 4 + j < 10"
+    assert s(tir.min(j, 10), b=(j, 0, 3)) == "j"
+    assert s(tir.if_then_else(tir.const(3) > 2, i, j)) == "i"
+
+
+def test_statement_simplification_uses_loop_ranges() -> None:
+    a = tir.decl_buffer((16,), "float32", "A")
+    io, ii = tir.Var("io"), tir.Var("ii")
+    guard = tir.IfThenElse(io * 4 + ii < 16, tir.store(a, 0.0, io * 4 + ii))
+    nest = tir.for_range(io, 4, tir.for_range(ii, 4, guard))
+    text = str(tir.simplify(nest))
+    assert "if" not in text
+    one = tir.for_range(tir.Var("k"), 1, tir.store(a, 1.0, io))
+    assert str(tir.simplify(one)).strip() == "A[io] = 1.0f"
