@@ -22,6 +22,7 @@ the host (see :mod:`ember.runtime.export`).
 from __future__ import annotations
 
 import shlex
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -141,12 +142,17 @@ def native_cache_path(artifacts: Sequence[Artifact]) -> Path:
 
 
 def link_native_cached(artifacts: Sequence[Artifact]) -> Path:
-    """The shared library of ``artifacts``, linked once and reused from the cache after."""
+    """The shared library of ``artifacts``, linked once and reused from the cache after.
+
+    Sources go to a private temporary directory and the library is renamed into place,
+    so processes linking the same set at the same time never see each other's files.
+    """
     output = native_cache_path(artifacts)
     if output.exists():
         return output
-    build_dir = output.with_name(output.stem + ".src")
-    return link_native(artifacts, build_dir, output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".build-", dir=output.parent) as tmp:
+        return link_native(artifacts, Path(tmp), output)
 
 
 def _as_artifacts(arts: Sequence[AnyArtifact]) -> list[Artifact]:
@@ -168,8 +174,9 @@ def load_groups(groups: dict[str, list[AnyArtifact]], host: Module) -> Module:
             continue
         if loader == IN_MEMORY_LOADER:
             for art in arts:
-                assert isinstance(art, InMemoryArtifact)
-                host.import_module(_checked(art.load(), f"in-memory artifact {art.file_name}"))
+                if isinstance(art, InMemoryArtifact):
+                    who = f"in-memory artifact {art.codegen_id}/{art.file_name}"
+                    host.import_module(_checked(art.load(), who))
             continue
         func = get_global_func(loader_func_name(loader))
         host.import_module(_checked(func(_as_artifacts(arts)), loader_func_name(loader)))

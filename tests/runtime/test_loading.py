@@ -24,9 +24,11 @@ from ember.runtime import loading
 from ember.runtime.artifact import Artifact, InMemoryArtifact
 from ember.runtime.artifact_set import ArtifactSet
 from ember.runtime.library_module import LibraryModule
+from ember.runtime.libruntime import include_dir
 from ember.runtime.loading import load_artifacts, loader_func_name
 from ember.runtime.module import Module, PythonModule
 from ember.runtime.registry import find_python_func, register_func, remove_global_func
+from ember.support.toolchain import compile_object
 
 
 class Recorder:
@@ -239,3 +241,36 @@ def test_a_failing_native_build_names_the_command(test_loaders: Recorder) -> Non
     )
     with pytest.raises(ToolchainError, match="broken.c"):
         load_artifacts(arts)
+
+
+@pytest.mark.cc
+def test_objects_and_headers_link_with_sources(tmp_path: Path) -> None:
+    nonce = uuid.uuid4().hex
+    src = tmp_path / "obj.c"
+    src.write_text(
+        "#include <ember/runtime_api.h>\n"
+        "EMBER_DLL int32_t from_object(EmberValue* a, int32_t* t, int32_t n, EmberValue* r,\n"
+        "                              int32_t* rt, void* h) {\n"
+        "  (void)a; (void)t; (void)n; (void)h;\n"
+        f"  r->v_int64 = 5; *rt = EMBER_INT; return 0; /*{nonce}*/\n"
+        "}\n"
+    )
+    obj = compile_object(src, tmp_path / "obj.o", include_dirs=[include_dir()])
+    header = b"#define SEVEN 7\n"
+    source = (
+        b'#include <ember/runtime_api.h>\n#include "consts.h"\n'
+        b"EMBER_DLL int32_t from_header(EmberValue* a, int32_t* t, int32_t n, EmberValue* r,\n"
+        b"                              int32_t* rt, void* h) {\n"
+        b"  (void)a; (void)t; (void)n; (void)h; r->v_int64 = SEVEN; *rt = EMBER_INT; return 0;\n"
+        b"}\n"
+    )
+    arts = ArtifactSet(
+        [
+            Artifact("c", "native", "consts.h", header),
+            Artifact("c", "native", "main.c", source),
+            Artifact("prebuilt", "native", "obj.o", obj.read_bytes()),
+        ]
+    )
+    host = load_artifacts(arts)
+    assert host["from_header"]() == 7
+    assert host["from_object"]() == 5
