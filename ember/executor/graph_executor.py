@@ -160,6 +160,11 @@ class GraphExecutor:
         report: ProfileReport = self.module["profile"](repeat)
         return report
 
+    def debug_get_output(self, node: int | str, index: int = 0) -> NDArray:
+        """Run up to ``node`` (id or name) and return a copy of its output ``index``."""
+        out: NDArray = self.module["debug_get_output"](node, index)
+        return out
+
     def __getitem__(self, name: str) -> Any:
         return self.module[name]
 

@@ -162,6 +162,14 @@ class GraphPlan:
             if fn(*args):
                 self._raise_failed(fn)
 
+    def run_through(self, node_id: int) -> None:
+        """Execute the kernels of nodes ``0..node_id`` only (the debug executor's partial run)."""
+        for call, (fn, args) in zip(self.calls, self._loop, strict=True):
+            if call.node_id > node_id:
+                break
+            if fn(*args):
+                self._raise_failed(fn)
+
     def run_timed(self) -> list[int]:
         """Execute once, returning each call's wall time in nanoseconds (debug mode)."""
         times: list[int] = []

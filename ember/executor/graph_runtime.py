@@ -30,6 +30,7 @@ from ember.executor.graph_plan import GraphPlan
 from ember.executor.profile import ProfileReport, make_report
 from ember.formats.graph_json import GraphJSON, load_graph_json
 from ember.formats.params import load_params as parse_params
+from ember.runtime import ndarray
 from ember.runtime.device import Device, cpu
 from ember.runtime.device import device as to_device
 from ember.runtime.module import Module
@@ -57,6 +58,7 @@ FUNCTIONS = (
     "get_num_inputs",
     "get_num_outputs",
     "get_output",
+    "debug_get_output",
     "load_params",
     "profile",
     "run",
@@ -82,6 +84,13 @@ class GraphExecutorModule(Module):
         self.lib = lib
         self.device = to_device(device) if device is not None else cpu(0)
         self.debug = debug
+        if self.graph.device_index is not None:
+            others = sorted(set(self.graph.device_index) - {self.device.device_type})
+            if others:
+                raise ExecutorError(
+                    f"the graph places entries on device type(s) {others} besides "
+                    f"{self.device}; heterogeneous execution is not supported yet"
+                )
         self.plan = GraphPlan(self.graph, lambda name: find_kernel(lib, name), self.device)
         g = self.graph
         self._input_names = g.input_names()
@@ -223,14 +232,42 @@ class GraphExecutorModule(Module):
     def run(self) -> None:
         """Execute the graph once (in debug mode, also time every node)."""
         if self._unset:
-            raise ExecutorError(
-                f"run: input(s) {sorted(self._unset)} were never set; call set_input (or "
-                "load_params for parameters) first"
-            )
+            self._check_inputs_set("run")
         if self.debug:
             self._record(self.plan.run_timed())
         else:
             self.plan.run()
+
+    def debug_get_output(self, node: int | str, index: int = 0) -> NDArray:
+        """Run the graph up to ``node`` (id or name) and return a copy of its output ``index``."""
+        g = self.graph
+        if isinstance(node, str):
+            matches = [i for i, n in enumerate(g.nodes) if n.name == node]
+            if not matches:
+                raise ExecutorError(
+                    f"debug_get_output: no node named {node!r}; nodes: "
+                    f"{', '.join(n.name for n in g.nodes[:20])}"
+                )
+            nid = matches[0]
+        elif isinstance(node, int | np.integer) and 0 <= node < len(g.nodes):
+            nid = int(node)
+        else:
+            raise ExecutorError(f"debug_get_output: node {node!r} is not a node id or name")
+        if not 0 <= index < g.nodes[nid].num_outputs:
+            raise ExecutorError(
+                f"debug_get_output: node {g.nodes[nid].name!r} has "
+                f"{g.nodes[nid].num_outputs} output(s), not {index + 1}"
+            )
+        self._check_inputs_set("debug_get_output")
+        self.plan.run_through(nid)
+        return ndarray.array(self.plan.entries[g.node_row_ptr[nid] + index])
+
+    def _check_inputs_set(self, what: str) -> None:
+        if self._unset:
+            raise ExecutorError(
+                f"{what}: input(s) {sorted(self._unset)} were never set; call set_input (or "
+                "load_params for parameters) first"
+            )
 
     def _record(self, times: list[int]) -> None:
         for i, t in enumerate(times):

@@ -263,3 +263,32 @@ def test_reload_library_from_path(kernels_so: object) -> None:
     x, w = data()
     g.run(x=x, w=w)
     np.testing.assert_allclose(g.get_output(0).numpy(), reference(x, w), rtol=1e-6)
+
+
+def test_debug_get_output_runs_up_to_the_node(kernel_lib: Module) -> None:
+    g = GraphExecutor(three_node_graph().to_json(), kernel_lib)
+    x, w = data()
+    g.set_input(x=x, w=w)
+    np.testing.assert_array_equal(g.debug_get_output("relu0").numpy(), np.maximum(x, 0))
+    add0 = g.debug_get_output(3)
+    np.testing.assert_allclose(add0.numpy(), np.maximum(x, 0) + w, rtol=1e-6)
+    # relu1 reuses relu0's storage; the copy taken above is not affected by later nodes.
+    g.run()
+    np.testing.assert_allclose(add0.numpy(), np.maximum(x, 0) + w, rtol=1e-6)
+    with pytest.raises(ExecutorError, match="no node named 'conv'"):
+        g.debug_get_output("conv")
+    with pytest.raises(ExecutorError, match="has 1 output"):
+        g.debug_get_output("add0", 1)
+
+
+def test_refuses_heterogeneous_graph(kernel_lib: Module) -> None:
+    graph = three_node_graph()
+    hetero = GraphJSON.create(
+        graph.nodes, graph.heads, graph.shape, graph.dltype, graph.storage_id, [1, 1, 2, 1, 1]
+    )
+    with pytest.raises(ExecutorError, match="heterogeneous"):
+        GraphExecutor(hetero, kernel_lib)
+    same = GraphJSON.create(
+        graph.nodes, graph.heads, graph.shape, graph.dltype, graph.storage_id, [1] * 5
+    )
+    assert GraphExecutor(same, kernel_lib).get_num_outputs() == 1
