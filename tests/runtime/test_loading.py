@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -274,3 +276,23 @@ def test_objects_and_headers_link_with_sources(tmp_path: Path) -> None:
     host = load_artifacts(arts)
     assert host["from_header"]() == 7
     assert host["from_object"]() == 5
+
+
+def test_artifact_set_load_module_is_load_artifacts(rec: Recorder) -> None:
+    rec.json_loader("test_json")
+    host = ArtifactSet([json_artifact()]).load_module("cpu")
+    assert host["double_it"](4) == 8
+    assert [m.type_key for m in host.imports] == ["test_json"]
+
+
+def test_loading_imports_no_compiler_layer() -> None:
+    code = (
+        "import sys, ember.runtime.loading, ember.runtime.export, ember.cli.main\n"
+        "import ember.runtime.inspectors.sources\n"
+        "bad = [m for m in sys.modules if m.split('.')[:2] in "
+        "(['ember', 'ir'], ['ember', 'tir'], ['ember', 'codegen'], ['ember', 'transform'], "
+        "['ember', 'frontend'])]\n"
+        "print(bad)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
