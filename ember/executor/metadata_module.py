@@ -35,9 +35,10 @@ from ember.formats.graph_json import GraphJSON, load_graph_json
 from ember.formats.metadata import ModelMetadata, ParameterInfo, graph_metadata
 from ember.formats.params import load_params, save_params
 from ember.runtime import ndarray
-from ember.runtime.artifact import METADATA_LOADER, Artifact
+from ember.runtime.artifact import METADATA_LOADER, AnyArtifact, Artifact
 from ember.runtime.device import Device
 from ember.runtime.device import device as to_device
+from ember.runtime.inspectors import INSPECTORS, register_inspector
 from ember.runtime.module import Module
 from ember.runtime.packed_func import PackedFunc, as_packed_func
 from ember.runtime.registry import find_python_func, register_func
@@ -201,9 +202,29 @@ def make_metadata_artifacts(
     ]
 
 
+def show_params(art: AnyArtifact) -> str:
+    """Inspector for ``params.bin``: one line per parameter (name, shape, dtype, bytes)."""
+    if not isinstance(art, Artifact):
+        return f"{art.file_name}: in-memory artifact\n"
+    try:
+        params = load_params(art.content)
+    except SerializationError as exc:
+        return f"{art.file_name}: unreadable params blob: {exc}\n"
+    rows = [("name", "shape", "dtype", "bytes")]
+    rows += [(n, str(list(a.shape)), str(a.dtype), str(a.nbytes)) for n, a in params.items()]
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    total = sum(a.nbytes for a in params.values())
+    return "\n".join([*lines, f"{len(params)} parameter(s), {total} bytes"]) + "\n"
+
+
 def register() -> None:
-    """Register :func:`load_metadata_module` as ``runtime.module.loadbinary_metadata`` (once)."""
+    """Register the metadata loader (``runtime.module.loadbinary_metadata``) and the
+    ``params.bin`` inspector through the public calls; safe to call more than once."""
+    # another thread may win a race; one registration is enough
     if find_python_func(LOADER_FUNC) is None:
-        # another thread may win the race; one registration is enough
         with contextlib.suppress(RegistryError):
             register_func(LOADER_FUNC, load_metadata_module)
+    if INSPECTORS.find(f"{CODEGEN_ID}:.bin") is None:
+        with contextlib.suppress(RegistryError):
+            register_inspector(CODEGEN_ID, ".bin", show_params)

@@ -115,3 +115,13 @@ def test_refusals() -> None:
         load_metadata_module(replace(arts, "metadata.json", json.dumps(md).encode()), host)
     with pytest.raises(ModuleLoadError, match="lacks the parameter"):
         load_metadata_module(replace(arts, "params.bin", save_params({})), host)
+
+
+def test_params_inspector() -> None:
+    from ember.runtime.inspectors import inspect_artifact
+
+    arts = make_metadata_artifacts(three_node_graph(), {"w": W})
+    text = inspect_artifact(arts[1])
+    assert "w" in text and "[2, 3]" in text and "float32" in text and "24 bytes" in text
+    bad = Artifact("graph_executor", "metadata", "params.bin", b"junk")
+    assert "unreadable params blob" in inspect_artifact(bad)
