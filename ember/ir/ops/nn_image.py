@@ -204,6 +204,8 @@ def _s2d_type(types: Sequence[Type], attrs: Attrs) -> Type:
     n, c, h, w = data.shape
     if h % bs or w % bs:
         raise IRError(f"spatial size ({h}, {w}) of {data} is not divisible by block_size {bs}")
+    if attrs["mode"] not in ("DCR", "CRD"):
+        raise IRError(f"unknown space_to_depth mode {attrs['mode']!r}; known: DCR, CRD")
     return TensorType((n, c * bs * bs, h // bs, w // bs), data.dtype)
 
 
@@ -211,7 +213,11 @@ def _s2d_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     x = xs[0]
     bs = attrs["block_size"]
     n, c, h, w = x.shape
-    y = x.reshape(n, c, h // bs, bs, w // bs, bs).transpose(0, 3, 5, 1, 2, 4)
+    y = x.reshape(n, c, h // bs, bs, w // bs, bs)
+    if attrs["mode"] == "DCR":
+        y = y.transpose(0, 3, 5, 1, 2, 4)
+    else:
+        y = y.transpose(0, 1, 3, 5, 2, 4)
     return np.ascontiguousarray(y.reshape(n, c * bs * bs, h // bs, w // bs))
 
 
@@ -256,7 +262,7 @@ register_op(
         infer_type=_s2d_type,
         reference=_s2d_ref,
         pattern=OpPattern.INJECTIVE,
-        attrs={"block_size": Attr("int")},
+        attrs={"block_size": Attr("int"), "mode": Attr("str", "DCR", "DCR or CRD")},
         doc="Move spatial blocks into channels (ONNX SpaceToDepth).",
     )
 )
