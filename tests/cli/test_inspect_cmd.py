@@ -66,3 +66,16 @@ def test_exported_library_in_a_fresh_process(tmp_path: Path) -> None:
         [*run, "--show", "graph.json"], capture_output=True, text=True, check=True
     )
     assert meta.stdout.startswith('{\n  "nodes"')
+
+
+@pytest.mark.cc
+def test_corrupt_library_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lib = export_library(sample(), tmp_path / "model.so")
+    data = bytearray(lib.read_bytes())
+    pos = data.find(b'{"nodes":[1,2]}')
+    data[pos + 2] ^= 0x20
+    lib.write_bytes(bytes(data))
+    assert main(["inspect", str(lib)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("ember inspect: error: artifact exec/graph.json")
+    assert "does not match its recorded sha256" in err
