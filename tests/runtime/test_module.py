@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from runtime_test_util import build_library
 
@@ -81,7 +83,7 @@ def test_load_module_uses_registered_loaders(tmp_path):
     path.write_text("payload")
     rt.register_func(
         "runtime.module.loadfile_testfmt",
-        lambda p: rt.PythonModule({"read": lambda: open(p).read()}, type_key="testfmt"),
+        lambda p: rt.PythonModule({"read": Path(p).read_text}, type_key="testfmt"),
         override=True,
     )
     mod = ember.load_module(path)

@@ -101,14 +101,20 @@ EMBER_DLL int32_t call_global(EMBER_ARGS) {
   int32_t status = EmberFuncCall(f, a, c, 1, &r, &rc);
   EmberFuncFree(f);
   if (status != 0) return -1;
-  if (rc != EMBER_INT) { EmberAPISetLastError("call_global: callee returned a non-int"); return -1; }
+  if (rc != EMBER_INT) {
+    EmberAPISetLastError("call_global: callee returned a non-int");
+    return -1;
+  }
   ret->v_int64 = r.v_int64 + 1;
   *ret_code = EMBER_INT;
   return 0;
 }
 /* call the function passed as args[0] with a string; return what it returns */
 EMBER_DLL int32_t call_arg(EMBER_ARGS) {
-  if (codes[0] != EMBER_PACKED_FUNC_HANDLE) { EmberAPISetLastError("call_arg: not a function"); return -1; }
+  if (codes[0] != EMBER_PACKED_FUNC_HANDLE) {
+    EmberAPISetLastError("call_arg: not a function");
+    return -1;
+  }
   EmberValue a[1];
   int32_t c[1] = {EMBER_STR};
   a[0].v_str = "from C";
