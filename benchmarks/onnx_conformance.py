@@ -1,0 +1,423 @@
+"""ONNX conformance: run the official ONNX node test cases through ember and print pass rates.
+
+The cases are generated at run time from the installed onnx package
+(``onnx.backend.test.case.node.collect_testcases``: each case is a model plus input and
+expected output arrays), nothing is written to or read from the repository. Each case is
+imported with ``ember.frontend.from_onnx`` and run by a *mode*: a function
+``(model, inputs) -> outputs``; ``reference`` uses the numpy reference evaluator, other
+modes (e.g. compiled code) register in ``MODES``.
+
+    python benchmarks/onnx_conformance.py                     # the issue's op list
+    python benchmarks/onnx_conformance.py --ops Conv,Relu -v  # some ops, with failures
+    python benchmarks/onnx_conformance.py --all               # every case onnx ships
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import re
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+
+#: the ops of the importer issue (the conformance target).
+ISSUE_OPS: tuple[str, ...] = (
+    "Conv",
+    "ConvTranspose",
+    "Gemm",
+    "MatMul",
+    "BatchNormalization",
+    "InstanceNormalization",
+    "LayerNormalization",
+    "Relu",
+    "LeakyRelu",
+    "PRelu",
+    "Elu",
+    "Selu",
+    "Sigmoid",
+    "HardSigmoid",
+    "HardSwish",
+    "Tanh",
+    "Softplus",
+    "Gelu",
+    "Erf",
+    "Clip",
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Pow",
+    "Sqrt",
+    "Reciprocal",
+    "Exp",
+    "Log",
+    "Neg",
+    "Abs",
+    "Sum",
+    "Mean",
+    "Max",
+    "Min",
+    "Where",
+    "Equal",
+    "Less",
+    "Greater",
+    "Not",
+    "And",
+    "Or",
+    "MaxPool",
+    "AveragePool",
+    "GlobalAveragePool",
+    "GlobalMaxPool",
+    "LRN",
+    "Softmax",
+    "LogSoftmax",
+    "Concat",
+    "Split",
+    "Slice",
+    "Reshape",
+    "Flatten",
+    "Transpose",
+    "Squeeze",
+    "Unsqueeze",
+    "Expand",
+    "Tile",
+    "Pad",
+    "Gather",
+    "GatherElements",
+    "Shape",
+    "Size",
+    "Cast",
+    "CastLike",
+    "Identity",
+    "Dropout",
+    "Constant",
+    "ConstantOfShape",
+    "Range",
+    "ReduceMean",
+    "ReduceSum",
+    "ReduceMax",
+    "ReduceMin",
+    "ReduceProd",
+    "ReduceL1",
+    "ReduceL2",
+    "ReduceSumSquare",
+    "ReduceLogSumExp",
+    "ArgMax",
+    "ArgMin",
+    "TopK",
+    "Resize",
+    "DepthToSpace",
+    "SpaceToDepth",
+    "Einsum",
+    "Trilu",
+    "LSTM",
+    "GRU",
+)
+
+#: cases that cannot pass by design, with the reason; they are counted apart, not failed.
+EXCLUDED: dict[str, str] = {
+    # Training-mode Dropout draws random masks: not reproducible, and ember is inference-only.
+    "test_training_dropout": "training-mode dropout (random)",
+    "test_training_dropout_default": "training-mode dropout (random)",
+    "test_training_dropout_default_mask": "training-mode dropout (random)",
+    "test_training_dropout_mask": "training-mode dropout (random)",
+}
+
+#: cases whose name matches one of these patterns are excluded, with the reason.
+EXCLUDED_PATTERNS: tuple[tuple[str, str], ...] = (
+    # Sequence and optional values (Identity of a sequence/optional) are not tensors.
+    (r"^test_identity_(opt|sequence)", "sequence/optional values are not tensors"),
+    # 8-bit and 4-bit float and int4 element types have no ember dtype.
+    (r"(float8|FLOAT8|e4m3|e5m2|int4|uint4|float4|e2m1|FLOAT4|INT4|UINT4)", "no 8/4-bit types"),
+    # String tensors are not numeric.
+    (r"(_string|STRING)", "string tensors are not supported"),
+)
+
+ModeFn = Callable[[onnx.ModelProto, dict[str, np.ndarray]], list[np.ndarray]]
+
+
+def run_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """Import ``model`` and run it with the numpy reference evaluator."""
+    from ember.frontend import from_onnx
+    from ember.ir import evaluate
+
+    mod, params = from_onnx(model)
+    return evaluate(mod, inputs, params)
+
+
+#: how a case is run: name -> function(model, inputs) -> outputs.
+MODES: dict[str, ModeFn] = {"reference": run_reference}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One ONNX node test case: its model, op, and (inputs, expected outputs) data sets."""
+
+    name: str
+    op: str
+    model: onnx.ModelProto
+    data_sets: tuple[tuple[list[object], list[object]], ...]
+    rtol: float
+    atol: float
+
+
+@dataclass(frozen=True)
+class Result:
+    """The outcome of one case: pass, fail, unsupported, error or excluded, and why."""
+
+    case: str
+    op: str
+    status: str
+    detail: str = ""
+    seconds: float = 0.0
+
+
+@functools.lru_cache(maxsize=1)
+def collect_cases() -> tuple[Case, ...]:
+    """All node test cases onnx ships, sorted by name, each tagged with its main op."""
+    from onnx.backend.test.case.node import collect_testcases
+
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        raw = collect_testcases(None)
+    models = {c.name: c.model for c in raw if c.model is not None}
+    cases = []
+    for c in sorted(raw, key=lambda c: c.name):
+        if c.model is None or c.data_sets is None:
+            continue
+        cases.append(
+            Case(
+                c.name,
+                _main_op(c.name, c.model, models),
+                c.model,
+                tuple((list(i), list(o)) for i, o in c.data_sets),
+                float(c.rtol),
+                float(c.atol),
+            )
+        )
+    return tuple(cases)
+
+
+def _main_op(name: str, model: onnx.ModelProto, models: dict[str, onnx.ModelProto]) -> str:
+    """The op a case tests: its single node, or for an '_expanded' case, its base case's."""
+    base = re.sub(r"_expanded(_ver\d+)?$", "", name)
+    if base != name and base in models:
+        model = models[base]
+    nodes = model.graph.node
+    if len(nodes) == 1:
+        return nodes[0].op_type
+    squashed = name.removeprefix("test_").replace("_", "").lower()
+    best = ""
+    for node in nodes:
+        if squashed.startswith(node.op_type.lower()) and len(node.op_type) > len(best):
+            best = node.op_type
+    return best or (nodes[0].op_type if nodes else "?")
+
+
+def exclusion_reason(name: str) -> str | None:
+    """Why a case is excluded, or None."""
+    if name in EXCLUDED:
+        return EXCLUDED[name]
+    for pattern, reason in EXCLUDED_PATTERNS:
+        if re.search(pattern, name):
+            return reason
+    return None
+
+
+def tolerances(dtype: np.dtype, case: Case) -> tuple[float, float]:
+    """(rtol, atol) for an output dtype: the case's, loosened to a floor per precision."""
+    if dtype.name in ("float16", "bfloat16"):
+        return max(case.rtol, 1e-2), max(case.atol, 1e-3)
+    return max(case.rtol, 1e-3), max(case.atol, 1e-5)
+
+
+def compare(got: Sequence[np.ndarray], want: Sequence[object], case: Case) -> str:
+    """'' when the outputs match, else a description of the first mismatch."""
+    if len(got) != len(want):
+        return f"{len(got)} outputs, expected {len(want)}"
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        w = np.asarray(w)
+        g = np.asarray(g)
+        if g.shape != w.shape:
+            return f"output {i}: shape {g.shape}, expected {w.shape}"
+        if g.dtype != w.dtype:
+            return f"output {i}: dtype {g.dtype}, expected {w.dtype}"
+        if w.dtype.kind in "fc" or w.dtype.name == "bfloat16":
+            rtol, atol = tolerances(w.dtype, case)
+            g64 = g.astype(np.float64)
+            w64 = w.astype(np.float64)
+            if not np.allclose(g64, w64, rtol=rtol, atol=atol, equal_nan=True):
+                err = np.nanmax(np.abs(g64 - w64)) if g.size else 0.0
+                return f"output {i}: max abs error {err:.3g} (rtol {rtol}, atol {atol})"
+        elif not np.array_equal(g, w):
+            return f"output {i}: {int(np.sum(g != w))} of {w.size} elements differ"
+    return ""
+
+
+def bake_inputs(
+    model: onnx.ModelProto, feeds: dict[str, np.ndarray], names: Iterable[str]
+) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """A copy of ``model`` where the inputs ``names`` are initializers holding their feeds.
+
+    ONNX node tests pass shape-like arguments (axes, pads, K, repeats, split sizes) as graph
+    inputs; ember compiles static shapes, so those become constants, as a deployed model
+    would have them.
+    """
+    from onnx import numpy_helper
+
+    baked = set(names)
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    keep = [vi for vi in out.graph.input if vi.name not in baked]
+    del out.graph.input[:]
+    out.graph.input.extend(keep)
+    for name in sorted(baked):
+        out.graph.initializer.append(numpy_helper.from_array(feeds[name], name))
+    return out, {n: v for n, v in feeds.items() if n not in baked}
+
+
+def static_inputs(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[str]:
+    """Inputs that look like shape arguments: integer or scalar, never a node's first input."""
+    first = {node.input[0] for node in model.graph.node if node.input}
+    return [n for n, v in feeds.items() if n not in first and (v.dtype.kind in "iu" or v.ndim == 0)]
+
+
+def run_case(case: Case, mode: ModeFn) -> Result:
+    """Run one case with ``mode`` and compare with its expected outputs.
+
+    Shape-like inputs are baked in as constants first; when the import still needs a
+    constant (e.g. Range over float scalars), every input is baked in ("all static").
+    """
+    from ember.errors import FrontendError, OpNotSupportedError
+
+    reason = exclusion_reason(case.name)
+    if reason is not None:
+        return Result(case.name, case.op, "excluded", reason)
+    start = time.perf_counter()
+    note = ""
+    try:
+        for inputs, expected in case.data_sets:
+            values = list(inputs) + list(expected)
+            if any(not isinstance(v, np.ndarray | np.generic) for v in values):
+                return Result(case.name, case.op, "unsupported", "non-tensor inputs or outputs")
+            names = [vi.name for vi in case.model.graph.input]
+            feeds = {n: np.asarray(v) for n, v in zip(names, inputs, strict=False)}
+            model, runtime = bake_inputs(case.model, feeds, static_inputs(case.model, feeds))
+            try:
+                with np.errstate(all="ignore"):
+                    got = mode(model, runtime)
+            except FrontendError as err:
+                if "must be constant" not in str(err):
+                    raise
+                model, runtime = bake_inputs(case.model, feeds, feeds)
+                note = " (all inputs static)"
+                with np.errstate(all="ignore"):
+                    got = mode(model, runtime)
+            problem = compare(got, list(expected), case)
+            if problem:
+                elapsed = time.perf_counter() - start
+                return Result(case.name, case.op, "fail", problem + note, elapsed)
+    except OpNotSupportedError as err:
+        first = str(err).splitlines()[1].strip() if "\n" in str(err) else str(err)
+        return Result(case.name, case.op, "unsupported", first, time.perf_counter() - start)
+    except Exception as err:  # each failure is a row in the table, never an abort
+        detail = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        return Result(case.name, case.op, "error", detail + note, time.perf_counter() - start)
+    return Result(case.name, case.op, "pass", note.strip(), time.perf_counter() - start)
+
+
+def select_cases(ops: Iterable[str] | None, cases: Sequence[Case] | None = None) -> list[Case]:
+    """The cases whose main op is in ``ops`` (all cases when ops is None)."""
+    cases = collect_cases() if cases is None else cases
+    if ops is None:
+        return list(cases)
+    wanted = set(ops)
+    return [c for c in cases if c.op in wanted]
+
+
+def run(cases: Sequence[Case], mode: str = "reference") -> list[Result]:
+    """Run ``cases`` with the named mode."""
+    if mode not in MODES:
+        raise SystemExit(f"unknown mode '{mode}'; known: {', '.join(sorted(MODES))}")
+    fn = MODES[mode]
+    return [run_case(c, fn) for c in cases]
+
+
+def summarize(results: Sequence[Result]) -> tuple[int, int]:
+    """(passed, counted) where excluded cases are not counted."""
+    counted = [r for r in results if r.status != "excluded"]
+    return sum(r.status == "pass" for r in counted), len(counted)
+
+
+def format_table(results: Sequence[Result], verbose: bool = False) -> str:
+    """A table of pass counts by op, failures (when verbose) and the overall rate."""
+    by_op: dict[str, list[Result]] = {}
+    for r in results:
+        by_op.setdefault(r.op, []).append(r)
+    header = (
+        f"{'op':<24}{'cases':>6}{'pass':>6}{'fail':>6}{'unsup':>6}{'error':>6}{'excl':>6}"
+        f"{'rate':>8}"
+    )
+    lines = [header, "-" * len(header)]
+    for op in sorted(by_op):
+        rs = by_op[op]
+        count = {
+            s: sum(r.status == s for r in rs)
+            for s in ("pass", "fail", "unsupported", "error", "excluded")
+        }
+        passed, counted = summarize(rs)
+        rate = f"{100.0 * passed / counted:.1f}%" if counted else "-"
+        lines.append(
+            f"{op:<24}{len(rs):>6}{count['pass']:>6}{count['fail']:>6}"
+            f"{count['unsupported']:>6}{count['error']:>6}{count['excluded']:>6}{rate:>8}"
+        )
+    passed, counted = summarize(results)
+    overall = 100.0 * passed / counted if counted else 0.0
+    lines.append("-" * len(header))
+    lines.append(
+        f"overall: {passed}/{counted} passed ({overall:.1f}%), {len(results) - counted} excluded"
+    )
+    if verbose:
+        bad = [r for r in results if r.status not in ("pass", "excluded")]
+        if bad:
+            lines.append("")
+            lines.append("not passing:")
+            lines.extend(f"  {r.case} [{r.status}] {r.detail}" for r in bad)
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line entry point; returns 0 when every counted case passed."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ops", help="comma-separated op types (default: the issue's list)")
+    parser.add_argument("--all", action="store_true", help="every case onnx ships")
+    parser.add_argument("--mode", default="reference", choices=sorted(MODES))
+    parser.add_argument("-k", dest="pattern", help="only cases whose name contains this")
+    parser.add_argument("-v", "--verbose", action="store_true", help="list every failure")
+    args = parser.parse_args(argv)
+    ops: Iterable[str] | None
+    if args.all:
+        ops = None
+    elif args.ops:
+        ops = [o.strip() for o in args.ops.split(",") if o.strip()]
+    else:
+        ops = ISSUE_OPS
+    cases = select_cases(ops)
+    if args.pattern:
+        cases = [c for c in cases if args.pattern in c.name]
+    start = time.perf_counter()
+    results = run(cases, args.mode)
+    print(format_table(results, args.verbose))
+    print(f"mode {args.mode}: {len(results)} cases in {time.perf_counter() - start:.1f} s")
+    passed, counted = summarize(results)
+    return 0 if passed == counted else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
