@@ -10,9 +10,12 @@ three files of one codegen:
 * ``metadata.json`` - the model metadata (:mod:`ember.formats.metadata`): ``mod_name``,
   executor kind, inputs/outputs/params with shapes and dtypes, function infos.
 
+Only ``metadata.json`` is always required; its ``executor`` kind picks the factory from
+:data:`EXECUTOR_FACTORIES` (``"graph"`` built in, needing ``graph.json``; the AOT executor
+registers ``"aot"``); other files are kept in ``MetadataModule.files`` for that factory.
 The returned :class:`MetadataModule` imports the host module and exposes, as packed
-functions: ``<mod_name>`` (``"default"``) taking a device and returning a new graph
-executor module, ``get_graph_json``, ``get_params`` (name -> NDArray), ``list_params``,
+functions: ``<mod_name>`` (``"default"``) taking a device and returning a new executor
+module, ``get_graph_json``, ``get_params`` (name -> NDArray), ``list_params``,
 ``get_metadata`` (a :class:`~ember.formats.metadata.ModelMetadata`), ``get_lib``::
 
     mod = load_artifacts(artifact_set, ember.cpu(0))
@@ -24,24 +27,25 @@ executor module, ``get_graph_json``, ``get_params`` (name -> NDArray), ``list_pa
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from ember.errors import ModuleLoadError, RegistryError, SerializationError
+from ember.errors import ExecutorError, ModuleLoadError, RegistryError, SerializationError
 from ember.executor.graph_runtime import GraphExecutorModule
 from ember.formats.graph_json import GraphJSON, load_graph_json
 from ember.formats.metadata import ModelMetadata, ParameterInfo, graph_metadata
 from ember.formats.params import load_params, save_params
 from ember.runtime import ndarray
 from ember.runtime.artifact import METADATA_LOADER, AnyArtifact, Artifact
-from ember.runtime.device import Device
+from ember.runtime.device import Device, cpu
 from ember.runtime.device import device as to_device
 from ember.runtime.inspectors import INSPECTORS, register_inspector
 from ember.runtime.module import Module
 from ember.runtime.packed_func import PackedFunc, as_packed_func
 from ember.runtime.registry import find_python_func, register_func
+from ember.support.registry import Registry
 
 LOADER_FUNC = "runtime.module.loadbinary_metadata"
 GRAPH_JSON_FILE = "graph.json"
@@ -50,23 +54,40 @@ METADATA_FILE = "metadata.json"
 CODEGEN_ID = "graph_executor"
 
 
+#: Builds an executor module for a loaded model: ``factory(top, device, debug) -> Module``.
+ExecutorFactory = Callable[["MetadataModule", Device, bool], Module]
+
+#: Executor factories by ``metadata.json`` executor kind. ``"graph"`` is built in; the AOT
+#: executor registers ``"aot"`` the same way::
+#:
+#:     register_executor_factory("aot", lambda top, dev, debug: AotExecutorModule(top, dev))
+EXECUTOR_FACTORIES: Registry[ExecutorFactory] = Registry("executor kind")
+
+
+def register_executor_factory(kind: str, factory: ExecutorFactory, override: bool = False) -> None:
+    """Make models whose metadata names executor ``kind`` loadable through ``factory``."""
+    EXECUTOR_FACTORIES.register(kind, factory, override=override)
+
+
 class MetadataModule(Module):
-    """The top-level module of a loaded graph-executor model: its factory and its data."""
+    """The top-level module of a loaded model: its executor factory and its data."""
 
     type_key = "metadata"
 
     def __init__(
         self,
-        graph: GraphJSON,
-        params: Mapping[str, np.ndarray],
         metadata: ModelMetadata,
+        params: Mapping[str, np.ndarray],
         host: Module,
+        graph: GraphJSON | None = None,
+        files: Mapping[str, bytes] | None = None,
     ) -> None:
         super().__init__()
-        self.graph = graph
-        self.params = dict(params)
         self.metadata = metadata
+        self.params = dict(params)
         self.host = host
+        self.graph = graph
+        self.files = dict(files or {})
         self.import_module(host)
         self._funcs: dict[str, Any] = {
             metadata.mod_name: self.create_executor,
@@ -86,12 +107,18 @@ class MetadataModule(Module):
         return sorted(self._funcs)
 
     def create_executor(self, device: Device | Any = None, debug: bool = False) -> Module:
-        """A new graph executor module on ``device`` with the parameters loaded."""
-        dev = to_device(device) if device is not None else None
-        return GraphExecutorModule(self.graph, self.host, dev, self.params, debug=debug)
+        """A new executor module on ``device`` (default: the CPU) with the parameters loaded."""
+        dev = to_device(device) if device is not None else cpu(0)
+        factory = EXECUTOR_FACTORIES.get(self.metadata.executor)
+        return factory(self, dev, debug)
 
     def get_graph_json(self) -> str:
-        """The graph JSON text."""
+        """The graph JSON text (graph-executor models only)."""
+        if self.graph is None:
+            raise ExecutorError(
+                f"model {self.metadata.mod_name!r} uses the {self.metadata.executor!r} "
+                "executor and has no graph JSON"
+            )
         return self.graph.to_json()
 
     def get_params(self) -> dict[str, ndarray.NDArray]:
@@ -114,6 +141,12 @@ class MetadataModule(Module):
         return f"MetadataModule({self.metadata.mod_name!r}, executor={self.metadata.executor!r})"
 
 
+def _graph_executor_factory(top: MetadataModule, device: Device, debug: bool) -> Module:
+    """The built-in ``"graph"`` executor factory."""
+    assert top.graph is not None  # load_metadata_module requires graph.json for "graph"
+    return GraphExecutorModule(top.graph, top.host, device, top.params, debug=debug)
+
+
 def _by_file(artifacts: Sequence[Artifact]) -> dict[str, Artifact]:
     found: dict[str, Artifact] = {}
     for art in artifacts:
@@ -123,25 +156,24 @@ def _by_file(artifacts: Sequence[Artifact]) -> dict[str, Artifact]:
                 f"{found[art.file_name].codegen_id!r} and {art.codegen_id!r}); a model has one "
                 f"of each of {GRAPH_JSON_FILE}, {PARAMS_FILE}, {METADATA_FILE}"
             )
-        if art.file_name not in (GRAPH_JSON_FILE, PARAMS_FILE, METADATA_FILE):
-            raise ModuleLoadError(
-                f"metadata artifact {art.codegen_id}/{art.file_name} is unknown; the metadata "
-                f"loader reads {GRAPH_JSON_FILE}, {PARAMS_FILE} and {METADATA_FILE}"
-            )
         found[art.file_name] = art
-    for required in (GRAPH_JSON_FILE, METADATA_FILE):
-        if required not in found:
-            raise ModuleLoadError(
-                f"the metadata artifacts lack {required!r} (have: {sorted(found)}); rebuild "
-                "the model so that its artifact set is complete"
-            )
+    if METADATA_FILE not in found:
+        raise ModuleLoadError(
+            f"the metadata artifacts lack {METADATA_FILE!r} (have: {sorted(found)}); rebuild "
+            "the model so that its artifact set is complete"
+        )
     return found
 
 
 def _check_consistent(
-    graph: GraphJSON, params: Mapping[str, np.ndarray], md: ModelMetadata
+    graph: GraphJSON | None, params: Mapping[str, np.ndarray], md: ModelMetadata
 ) -> None:
     """Metadata, graph and params must describe the same model."""
+    missing = sorted(p.name for p in md.params if p.name not in params)
+    if missing:
+        raise ModuleLoadError(f"params.bin lacks the parameter(s) {missing} metadata.json lists")
+    if graph is None:
+        return
     args = {graph.nodes[n].name: graph.node_row_ptr[n] for n in graph.arg_nodes}
     declared: list[ParameterInfo] = [*md.inputs, *md.params]
     for info in declared:
@@ -156,9 +188,6 @@ def _check_consistent(
                 f"input {info.name!r}: metadata.json says {info.shape} {info.dtype}, graph.json "
                 f"says {graph.shape[eid]} {graph.dltype[eid]}"
             )
-    missing = sorted(p.name for p in md.params if p.name not in params)
-    if missing:
-        raise ModuleLoadError(f"params.bin lacks the parameter(s) {missing} metadata.json lists")
     if len(md.outputs) != len(graph.heads):
         raise ModuleLoadError(
             f"metadata.json lists {len(md.outputs)} outputs, graph.json has {len(graph.heads)}"
@@ -170,17 +199,29 @@ def load_metadata_module(artifacts: Sequence[Artifact], host: Module) -> Metadat
     files = _by_file(list(artifacts))
     try:
         metadata = ModelMetadata.from_json(files[METADATA_FILE].content)
-        graph = load_graph_json(files[GRAPH_JSON_FILE].content)
+    except SerializationError as exc:
+        raise ModuleLoadError(f"cannot load the model's {METADATA_FILE}: {exc}") from exc
+    if metadata.executor not in EXECUTOR_FACTORIES:
+        raise ModuleLoadError(
+            f"{METADATA_FILE} asks for the {metadata.executor!r} executor, which is not "
+            f"registered; known: {', '.join(EXECUTOR_FACTORIES.names())}. Import the package "
+            "that provides it (register_executor_factory)"
+        )
+    if metadata.executor == "graph" and GRAPH_JSON_FILE not in files:
+        raise ModuleLoadError(
+            f"the metadata artifacts lack {GRAPH_JSON_FILE!r} (have: {sorted(files)}), which "
+            "the graph executor needs; rebuild the model so that its artifact set is complete"
+        )
+    try:
+        graph = (
+            load_graph_json(files[GRAPH_JSON_FILE].content) if GRAPH_JSON_FILE in files else None
+        )
         params = load_params(files[PARAMS_FILE].content) if PARAMS_FILE in files else {}
     except SerializationError as exc:
         raise ModuleLoadError(f"cannot load the model's metadata artifacts: {exc}") from exc
-    if metadata.executor != "graph":
-        raise ModuleLoadError(
-            f"metadata.json asks for the {metadata.executor!r} executor; this loader builds "
-            "graph executors only"
-        )
     _check_consistent(graph, params, metadata)
-    return MetadataModule(graph, params, metadata, host)
+    contents = {name: art.content for name, art in files.items()}
+    return MetadataModule(metadata, params, host, graph, contents)
 
 
 def make_metadata_artifacts(
@@ -219,12 +260,17 @@ def show_params(art: AnyArtifact) -> str:
 
 
 def register() -> None:
-    """Register the metadata loader (``runtime.module.loadbinary_metadata``) and the
-    ``params.bin`` inspector through the public calls; safe to call more than once."""
+    """Register the metadata loader, the "graph" executor factory and the params inspector.
+
+    Each goes through its public registration call; calling this again does nothing.
+    """
     # another thread may win a race; one registration is enough
     if find_python_func(LOADER_FUNC) is None:
         with contextlib.suppress(RegistryError):
             register_func(LOADER_FUNC, load_metadata_module)
+    if "graph" not in EXECUTOR_FACTORIES:
+        with contextlib.suppress(RegistryError):
+            register_executor_factory("graph", _graph_executor_factory)
     if INSPECTORS.find(f"{CODEGEN_ID}:.bin") is None:
         with contextlib.suppress(RegistryError):
             register_inspector(CODEGEN_ID, ".bin", show_params)

@@ -10,7 +10,7 @@ import pytest
 from executor_kernels import KERNELS_C, three_node_graph
 
 import ember.executor  # noqa: F401  (registers the metadata loader)
-from ember.errors import ModuleLoadError
+from ember.errors import ExecutorError, ModuleLoadError
 from ember.executor import GraphExecutor, MetadataModule, load_metadata_module
 from ember.executor.metadata_module import LOADER_FUNC, make_metadata_artifacts
 from ember.formats.metadata import ModelMetadata
@@ -95,10 +95,10 @@ def replace(arts: list[Artifact], file_name: str, content: bytes) -> list[Artifa
 def test_refusals() -> None:
     host = PythonModule({})
     arts = make_metadata_artifacts(three_node_graph(), {"w": W})
-    with pytest.raises(ModuleLoadError, match="lack 'graph.json'"):
+    with pytest.raises(ModuleLoadError, match="lack 'graph.json'.*graph executor needs"):
         load_metadata_module(arts[1:], host)
-    with pytest.raises(ModuleLoadError, match="is unknown"):
-        load_metadata_module([*arts, Artifact("x", "metadata", "extra.txt", b"")], host)
+    with pytest.raises(ModuleLoadError, match="lack 'metadata.json'"):
+        load_metadata_module(arts[:2], host)
     with pytest.raises(ModuleLoadError, match="two metadata artifacts"):
         load_metadata_module([*arts, Artifact("other", "metadata", "graph.json", b"")], host)
     with pytest.raises(ModuleLoadError, match="not valid JSON"):
@@ -107,7 +107,7 @@ def test_refusals() -> None:
         load_metadata_module(replace(arts, "params.bin", b"\0" * 32), host)
     md = json.loads(arts[2].content)
     md["executor"] = "aot"
-    with pytest.raises(ModuleLoadError, match="graph executors only"):
+    with pytest.raises(ModuleLoadError, match="'aot' executor, which is not registered"):
         load_metadata_module(replace(arts, "metadata.json", json.dumps(md).encode()), host)
     md = json.loads(arts[2].content)
     md["inputs"][0]["shape"] = [3, 2]
@@ -125,3 +125,33 @@ def test_params_inspector() -> None:
     assert "w" in text and "[2, 3]" in text and "float32" in text and "24 bytes" in text
     bad = Artifact("graph_executor", "metadata", "params.bin", b"junk")
     assert "unreadable params blob" in inspect_artifact(bad)
+
+
+def test_other_executor_kinds_plug_in_through_the_factory_registry() -> None:
+    from ember.executor.metadata_module import EXECUTOR_FACTORIES, register_executor_factory
+
+    arts = make_metadata_artifacts(three_node_graph(), {"w": W})
+    md = json.loads(arts[2].content)
+    md["executor"] = "aot"
+    extra = Artifact("graph_executor", "metadata", "run_model.bin", b"code")
+    aot_arts = [arts[1], Artifact("g", "metadata", "metadata.json", json.dumps(md).encode()), extra]
+    seen = []
+
+    def factory(top: MetadataModule, dev: object, debug: bool) -> PythonModule:
+        seen.append((top.files["run_model.bin"], dev, debug))
+        return PythonModule({"run": lambda: None})
+
+    previous = EXECUTOR_FACTORIES.find("aot")  # the real AOT executor may be registered
+    register_executor_factory("aot", factory, override=True)
+    try:
+        top = load_metadata_module(aot_arts, PythonModule({}))
+        assert top.graph is None and top["list_params"]() == ["w"]
+        assert "run" in top["default"](cpu(0)).function_names()
+        assert seen == [(b"code", cpu(0), False)]
+        with pytest.raises(ExecutorError, match="no graph JSON"):
+            top["get_graph_json"]()
+    finally:
+        if previous is None:
+            EXECUTOR_FACTORIES.unregister("aot")
+        else:
+            register_executor_factory("aot", previous, override=True)
