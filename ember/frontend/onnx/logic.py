@@ -42,6 +42,4 @@ def not_(ctx: ConvertContext, node: NodeView) -> Expr:
 @onnx_op("Where", since=9)
 def where(ctx: ConvertContext, node: NodeView) -> Expr:
     """Where(cond, x, y): x where cond else y, all three broadcast."""
-    return call(
-        "where", arg(ctx, node, 0), arg(ctx, node, 1), arg(ctx, node, 2), name=node.name
-    )
+    return call("where", arg(ctx, node, 0), arg(ctx, node, 1), arg(ctx, node, 2), name=node.name)

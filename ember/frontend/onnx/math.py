@@ -43,6 +43,9 @@ def scalar_const(value: float | int, dtype: str) -> Constant:
     return Constant(np.asarray(value).astype(np_dtype(dtype)))
 
 
+_SELU_ALPHA = 1.67326319217681884765625
+_SELU_GAMMA = 1.05070102214813232421875
+
 # -- unary ops ------------------------------------------------------------------------------
 
 #: ONNX op -> (IR op, first opset, input dtypes, ONNX attr -> (IR attr, default)).
@@ -54,10 +57,18 @@ _UNARY: dict[str, tuple[str, int, frozenset[str], dict[str, tuple[str, object]]]
         "selu",
         1,
         FLOAT_TYPES,
-        {"alpha": ("alpha", 1.67326319217681884765625), "gamma": ("gamma", 1.05070102214813232421875)},
+        {
+            "alpha": ("alpha", 1.67326319217681884765625),
+            "gamma": ("gamma", 1.05070102214813232421875),
+        },
     ),
     "Sigmoid": ("sigmoid", 1, FLOAT_TYPES, {}),
-    "HardSigmoid": ("hard_sigmoid", 1, FLOAT_TYPES, {"alpha": ("alpha", 0.2), "beta": ("beta", 0.5)}),
+    "HardSigmoid": (
+        "hard_sigmoid",
+        1,
+        FLOAT_TYPES,
+        {"alpha": ("alpha", 0.2), "beta": ("beta", 0.5)},
+    ),
     "HardSwish": ("hard_swish", 14, FLOAT_TYPES, {}),
     "Tanh": ("tanh", 1, FLOAT_TYPES, {}),
     "Softplus": ("softplus", 1, FLOAT_TYPES, {}),
