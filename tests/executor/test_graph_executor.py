@@ -292,3 +292,24 @@ def test_refuses_heterogeneous_graph(kernel_lib: Module) -> None:
         graph.nodes, graph.heads, graph.shape, graph.dltype, graph.storage_id, [1] * 5
     )
     assert GraphExecutor(same, kernel_lib).get_num_outputs() == 1
+
+
+def test_zero_size_and_identity_graphs_of_other_dtypes(kernel_lib: Module) -> None:
+    import ml_dtypes
+
+    nodes = [Node("null", "x"), op("r", "k_relu", [NodeEntry(0)])]
+    empty = GraphJSON.create(nodes, [NodeEntry(1)], [[0, 3], [0, 3]], ["float32"] * 2)
+    g = GraphExecutor(empty, kernel_lib)
+    g.run(x=np.zeros((0, 3), np.float32))
+    assert g.get_output(0).shape == (0, 3)
+    for dtype, value in [
+        ("bool", np.array([True, False])),
+        ("bfloat16", np.array([1.5, -2], ml_dtypes.bfloat16)),
+        ("int64", np.array([1 << 40, -3])),
+    ]:
+        ident = GraphJSON.create([Node("null", "x")], [NodeEntry(0)], [[2]], [dtype])
+        g = GraphExecutor(ident, kernel_lib)
+        g.run(x=value)
+        out = g.get_output(0)
+        assert out.dtype == dtype
+        np.testing.assert_array_equal(out.numpy(), value)
