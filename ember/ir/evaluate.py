@@ -11,9 +11,18 @@ from typing import Any
 import numpy as np
 
 from ember.errors import IRError
-from ember.ir.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var, post_order
+from ember.ir.expr import (
+    Call,
+    Constant,
+    Expr,
+    Function,
+    Tuple,
+    TupleGetItem,
+    Var,
+    children,
+    post_order,
+)
 from ember.ir.module import IRModule
-from ember.ir.op import OpDef
 from ember.ir.types import TensorType, TupleType, Type
 
 Value = Any  # np.ndarray or tuple of Values
@@ -28,7 +37,8 @@ def _check_value(value: Value, ty: Type, what: str) -> Value:
             _check_value(v, t, f"{what}[{i}]")
             for i, (v, t) in enumerate(zip(value, ty.fields, strict=True))
         )
-    assert isinstance(ty, TensorType)
+    if not isinstance(ty, TensorType):
+        raise IRError(f"{what}: cannot check a value against type {ty}")
     arr = np.asarray(value)
     if arr.shape != ty.shape or arr.dtype.name != ty.dtype:
         raise IRError(
@@ -38,34 +48,54 @@ def _check_value(value: Value, ty: Type, what: str) -> Value:
     return arr
 
 
+def _use_counts(root: Expr, order: list[Expr]) -> dict[int, int]:
+    """How often each node is an argument in ``order``; the root counts one extra use."""
+    counts: dict[int, int] = {id(root): 1}
+    for node in order:
+        for child in children(node):
+            counts[id(child)] = counts.get(id(child), 0) + 1
+    return counts
+
+
 def evaluate_expr(expr: Expr, env: Mapping[Var, Value]) -> Value:
-    """Evaluate ``expr`` with variables bound by ``env``."""
+    """Evaluate ``expr`` with variables bound by ``env``.
+
+    A call of a Function (a fused group) evaluates the function's body on its arguments.
+    Intermediate values are dropped once their last user has run, so evaluating a large
+    model holds only the live tensors.
+    """
+    order = post_order(expr)
+    remaining = _use_counts(expr, order)
     values: dict[int, Value] = {}
-    for node in post_order(expr):
+    for node in order:
         if isinstance(node, Var):
             if node not in env:
                 raise IRError(f"no value bound for variable %{node.name}")
             values[id(node)] = env[node]
         elif isinstance(node, Constant):
             values[id(node)] = node.data
-        elif isinstance(node, Call) and isinstance(node.op, Function):
-            args = [values[id(a)] for a in node.args]
-            inner = dict(zip(node.op.params, args, strict=True))
-            values[id(node)] = evaluate_expr(node.op.body, inner)
         elif isinstance(node, Call):
-            assert isinstance(node.op, OpDef)
+            op = node.op
             args = [values[id(a)] for a in node.args]
-            out = node.op.reference(args, node.attrs)
-            where = f"op '{node.op.name}'" + (f" (node '{node.name}')" if node.name else "")
-            values[id(node)] = _check_value(out, node.type, where)
+            if isinstance(op, Function):
+                inner = dict(zip(op.params, args, strict=True))
+                values[id(node)] = evaluate_expr(op.body, inner)
+            else:
+                out = op.reference(args, node.attrs)
+                where = f"op '{op.name}'" + (f" (node '{node.name}')" if node.name else "")
+                values[id(node)] = _check_value(out, node.type, where)
         elif isinstance(node, Tuple):
             values[id(node)] = tuple(values[id(f)] for f in node.fields)
         elif isinstance(node, TupleGetItem):
             values[id(node)] = values[id(node.tuple_value)][node.index]
         elif isinstance(node, Function):
-            raise IRError("evaluating nested functions is not supported; inline them first")
+            raise IRError("a Function can only be evaluated by calling it (Call(fn, args))")
         else:
             raise IRError(f"cannot evaluate {type(node).__name__}")
+        for child in children(node):
+            remaining[id(child)] -= 1
+            if remaining[id(child)] == 0:
+                del values[id(child)]
     return values[id(expr)]
 
 
