@@ -6,7 +6,10 @@ from typing import Any
 
 import pytest
 
-from .nn_check import check_node, rand
+try:  # a package when tests/ has __init__ files, plain modules otherwise
+    from .nn_check import check_node, rand
+except ImportError:
+    from nn_check import check_node, rand  # type: ignore[no-redef]
 
 
 @pytest.mark.parametrize(

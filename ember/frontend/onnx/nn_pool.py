@@ -1,0 +1,69 @@
+"""ONNX handlers for pooling: MaxPool, AveragePool (N-d, pads, auto_pad, dilations,
+ceil_mode, count_include_pad), GlobalAveragePool, GlobalMaxPool. MaxPool's Indices output
+is reported unsupported."""
+
+from __future__ import annotations
+
+from ember.frontend.onnx.context import ConvertContext, NodeView
+from ember.frontend.onnx.nn_common import (
+    check_unused_outputs,
+    required,
+    resolve_pads,
+    spatial_attr,
+    ttype,
+)
+from ember.frontend.onnx.registry import FLOAT_TYPES, onnx_op
+from ember.ir.expr import Expr, call
+
+_MAXPOOL_TYPES = FLOAT_TYPES | {"int8", "uint8"}
+
+
+def _pool(ctx: ConvertContext, node: NodeView, op: str, **extra: object) -> Expr:
+    x = required(ctx, node, 0, "X")
+    xt = ttype(ctx, node, x)
+    nsp = xt.ndim - 2
+    if nsp < 1:
+        ctx.fail(node, f"X must be (N, C, spatial...), got {xt}")
+    kernel = [int(k) for k in node.attr("kernel_shape")]
+    if len(kernel) != nsp:
+        ctx.fail(node, f"kernel_shape {kernel} needs {nsp} sizes for input {xt}")
+    strides = spatial_attr(ctx, node, "strides", nsp, 1)
+    dilations = spatial_attr(ctx, node, "dilations", nsp, 1)
+    pads = resolve_pads(ctx, node, xt.shape[2:], kernel, strides, dilations)
+    return call(
+        op,
+        x,
+        pool_size=kernel,
+        strides=strides,
+        padding=pads,
+        dilation=dilations,
+        ceil_mode=bool(node.attr("ceil_mode", 0)),
+        name=node.name,
+        **extra,
+    )
+
+
+@onnx_op("MaxPool", since=1, dtypes=_MAXPOOL_TYPES)
+def max_pool(ctx: ConvertContext, node: NodeView) -> Expr:
+    """MaxPool (output Y only)."""
+    check_unused_outputs(ctx, node, 1, "MaxPool Indices")
+    return _pool(ctx, node, "nn.max_pool")
+
+
+@onnx_op("AveragePool", since=1, dtypes=FLOAT_TYPES)
+def avg_pool(ctx: ConvertContext, node: NodeView) -> Expr:
+    """AveragePool with count_include_pad."""
+    include = bool(node.attr("count_include_pad", 0))
+    return _pool(ctx, node, "nn.avg_pool", count_include_pad=include)
+
+
+@onnx_op("GlobalAveragePool", since=1, dtypes=FLOAT_TYPES)
+def global_avg_pool(ctx: ConvertContext, node: NodeView) -> Expr:
+    """GlobalAveragePool: mean over all spatial axes."""
+    return call("nn.global_avg_pool", required(ctx, node, 0, "X"), name=node.name)
+
+
+@onnx_op("GlobalMaxPool", since=1, dtypes=FLOAT_TYPES)
+def global_max_pool(ctx: ConvertContext, node: NodeView) -> Expr:
+    """GlobalMaxPool: max over all spatial axes."""
+    return call("nn.global_max_pool", required(ctx, node, 0, "X"), name=node.name)

@@ -1,0 +1,67 @@
+"""MaxPool, AveragePool and the global pools against onnxruntime."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from onnx import TensorProto, helper
+
+from ember.errors import OpNotSupportedError
+from ember.frontend import from_onnx
+
+try:  # a package when tests/ has __init__ files, plain modules otherwise
+    from .nn_check import check_node, rand
+except ImportError:
+    from nn_check import check_node, rand  # type: ignore[no-redef]
+
+POOL_CASES = [
+    ((1, 2, 9), {"kernel_shape": [3], "strides": [2]}),
+    ((2, 3, 7, 8), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    ((1, 2, 7, 8), {"kernel_shape": [3, 2], "auto_pad": "SAME_UPPER", "strides": [2, 3]}),
+    ((1, 2, 7, 8), {"kernel_shape": [2, 3], "auto_pad": "SAME_LOWER"}),
+    ((1, 2, 7, 8), {"kernel_shape": [3, 3], "ceil_mode": 1, "strides": [2, 2]}),
+    ((1, 2, 6, 6), {"kernel_shape": [3, 3], "ceil_mode": 1, "strides": [2, 2], "pads": [1] * 4}),
+    ((1, 2, 8, 8), {"kernel_shape": [2, 2], "dilations": [2, 2], "pads": [1, 0, 0, 1]}),
+    ((1, 2, 5, 6, 4), {"kernel_shape": [2, 3, 2], "strides": [1, 2, 2], "pads": [0, 1, 1] * 2}),
+]
+
+
+@pytest.mark.parametrize("shape,attrs", POOL_CASES)
+def test_max_pool(shape: tuple[int, ...], attrs: dict[str, Any]) -> None:
+    check_node("MaxPool", {"x": rand(shape)}, attrs, opset=12)
+
+
+@pytest.mark.parametrize("shape,attrs", POOL_CASES)
+@pytest.mark.parametrize("include", [0, 1])
+def test_avg_pool(shape: tuple[int, ...], attrs: dict[str, Any], include: int) -> None:
+    check_node("AveragePool", {"x": rand(shape)}, {**attrs, "count_include_pad": include}, opset=19)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float16", "uint8", "int8"])
+def test_max_pool_dtypes(dtype: str) -> None:
+    x = (rand((1, 3, 6, 6)) * 50).astype(dtype)
+    check_node("MaxPool", {"x": x}, {"kernel_shape": [2, 2], "pads": [1, 1, 0, 0]}, opset=12)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float16"])
+def test_avg_pool_dtypes(dtype: str) -> None:
+    x = rand((1, 3, 6, 6), dtype)
+    check_node("AveragePool", {"x": x}, {"kernel_shape": [3, 3], "strides": [2, 2]}, opset=11)
+
+
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
+@pytest.mark.parametrize("shape", [(2, 3, 5), (1, 4, 5, 6), (1, 2, 3, 4, 5)])
+def test_global_pools(op: str, shape: tuple[int, ...]) -> None:
+    check_node(op, {"x": rand(shape)})
+    check_node(op, {"x": rand(shape, "float16")})
+
+
+def test_max_pool_indices_unsupported() -> None:
+    node = helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])
+    outs = [helper.make_empty_tensor_value_info(n) for n in ("y", "i")]
+    graph = helper.make_graph([node], "g", [x], outs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)])
+    with pytest.raises(OpNotSupportedError, match="Indices"):
+        from_onnx(model)
