@@ -81,6 +81,10 @@ class GraphExecutor:
         for name in sorted(params):
             self._set_input(name, params[name])
 
+    def set_input_zero_copy(self, key: int | str, value: NDArray) -> None:
+        """Let input ``key`` use ``value``'s memory directly (no copy on later runs)."""
+        self.module["set_input_zero_copy"](key, value)
+
     def run(self, **inputs: Any) -> None:
         """Set the keyword ``inputs`` (if any), then execute the graph once."""
         if inputs:

@@ -50,6 +50,7 @@ class _Call:
     node_id: int
     name: str
     func_name: str
+    eids: tuple[int, ...]
     fn: Callable[..., int]
     args: tuple[Any, ...]
     keepalive: tuple[Any, ...]
@@ -77,6 +78,7 @@ class GraphPlan:
     def __init__(self, graph: GraphJSON, resolve: KernelResolver, device: Device) -> None:
         self.graph = graph
         self.device = device
+        self._resolve = resolve
         self.storage: dict[int, NDArray] = {}
         for sid, nbytes in storage_sizes(graph).items():
             buf = ndarray.empty((max(nbytes, STORAGE_ALIGNMENT),), "uint8", device)
@@ -127,7 +129,8 @@ class GraphPlan:
                 raise ExecutorError(f"node {node.name!r}: {COPY_FUNC} between different sizes")
             dst, src = self.entries[out_eids[0]].data_ptr, self.entries[in_eids[0]].data_ptr
             fn = _copy_call(dst, src, nbytes)
-            return _Call(nid, node.name, COPY_FUNC, fn, (), ())
+            keep_copy = (self.entries[out_eids[0]], self.entries[in_eids[0]])
+            return _Call(nid, node.name, COPY_FUNC, tuple(eids), fn, (), keep_copy)
         kernel = resolve(node.attrs.func_name)
         values = (c_api.EmberValue * len(eids))()
         codes = (ctypes.c_int32 * len(eids))(*([_TENSOR_CODE] * len(eids)))
@@ -135,13 +138,16 @@ class GraphPlan:
         for k, eid in enumerate(eids):
             tensor = self.entries[eid]
             if node.attrs.flatten_data:
-                tensor = self._view(eid, (tensor.size,))
+                tensor = ndarray.view_from_pointer(
+                    tensor.data_ptr, (tensor.size,), tensor.data_type, self.device, owner=tensor
+                )
             tensors.append(tensor)
             values[k].v_handle = tensor.handle
         entry = kernel.c_entry()
         if entry is None:  # a kernel written in Python: call it through the PackedFunc
             py_fn = _python_call(kernel, tensors)
-            return _Call(nid, node.name, node.attrs.func_name, py_fn, (), (kernel, *tensors))
+            keep_py = (kernel, *tensors)
+            return _Call(nid, node.name, node.attrs.func_name, tuple(eids), py_fn, (), keep_py)
         address, resource = entry
         fn = c_api.EmberPackedCFunc(address)
         args = (
@@ -153,7 +159,15 @@ class GraphPlan:
             resource or None,
         )
         keep = (kernel, *tensors, values, codes)
-        return _Call(nid, node.name, node.attrs.func_name, fn, args, keep)
+        return _Call(nid, node.name, node.attrs.func_name, tuple(eids), fn, args, keep)
+
+    def rebind(self, eid: int, array: NDArray) -> None:
+        """Make entry ``eid`` live in ``array`` (zero copy); the calls using it are rebuilt."""
+        self.entries[eid] = array
+        for i, call in enumerate(self.calls):
+            if eid in call.eids:
+                self.calls[i] = self._build_call(call.node_id, self._resolve)
+        self._loop = [(c.fn, c.args) for c in self.calls]
 
     # ------------------------------------------------------------------ running
     def run(self) -> None:

@@ -25,10 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from ember.errors import EmberValueError, ExecutorError
+from ember.errors import EmberTypeError, EmberValueError, ExecutorError
 from ember.executor.graph_plan import GraphPlan
 from ember.executor.profile import ProfileReport, make_report
 from ember.formats.graph_json import GraphJSON, load_graph_json
+from ember.formats.metadata import STORAGE_ALIGNMENT
 from ember.formats.params import load_params as parse_params
 from ember.runtime import ndarray
 from ember.runtime.device import Device, cpu
@@ -63,6 +64,7 @@ FUNCTIONS = (
     "profile",
     "run",
     "set_input",
+    "set_input_zero_copy",
 )
 
 
@@ -160,7 +162,7 @@ class GraphExecutorModule(Module):
         index = self._resolve_input(key, "set_input")
         name = self._input_names[index]
         eid = self._input_eids[index]
-        shape, dtype = self.graph.shape[eid], self.graph.dltype[eid]
+        dtype = self.graph.dltype[eid]
         target = self.plan.entries[eid]
         given_dtype = getattr(value, "dtype", None)
         if isinstance(value, NDArray):
@@ -175,15 +177,52 @@ class GraphExecutorModule(Module):
                     f"set_input: cannot convert the value for input {name!r} to {dtype}: {exc}"
                 ) from None
             given_dtype = source.dtype
-        given_shape = tuple(int(d) for d in getattr(source, "shape", ()))
+        self._check_value("set_input", name, eid, source, given_dtype)
+        target.copyfrom(source)
+        self._unset.discard(name)
+
+    def _check_value(self, what: str, name: str, eid: int, value: Any, given_dtype: Any) -> None:
+        """Shape and dtype of ``value`` must be the entry's exactly; the error names both."""
+        shape, dtype = self.graph.shape[eid], self.graph.dltype[eid]
+        given_shape = tuple(int(d) for d in getattr(value, "shape", ()))
         given = str(given_dtype) if given_dtype is not None else "?"
         if given_shape != shape or given != dtype:
             raise EmberValueError(
-                f"set_input: input {name!r} expects shape {shape} and dtype {dtype}, got shape "
+                f"{what}: input {name!r} expects shape {shape} and dtype {dtype}, got shape "
                 f"{given_shape} and dtype {given}; convert it with "
                 f"np.asarray(x, dtype='{dtype}').reshape({shape})"
             )
-        target.copyfrom(source)
+
+    def set_input_zero_copy(self, key: int | str, value: NDArray) -> None:
+        """Let input ``key`` live in ``value`` itself (no copy; later writes to it are seen).
+
+        ``value`` must be an NDArray on the executor's device, 64-byte aligned, of the
+        input's exact shape and dtype, and the input must not share storage with another
+        entry of the graph.
+        """
+        index = self._resolve_input(key, "set_input_zero_copy")
+        name = self._input_names[index]
+        eid = self._input_eids[index]
+        if not isinstance(value, NDArray):
+            raise EmberTypeError(
+                f"set_input_zero_copy: input {name!r} needs an NDArray, got "
+                f"{type(value).__name__}; use ember.nd.array(x) or set_input (which copies)"
+            )
+        self._check_value("set_input_zero_copy", name, eid, value, value.dtype)
+        if value.device != self.device or value.data_ptr % STORAGE_ALIGNMENT:
+            raise EmberValueError(
+                f"set_input_zero_copy: input {name!r} needs a {STORAGE_ALIGNMENT}-byte aligned "
+                f"array on {self.device}; got one at {value.data_ptr:#x} on {value.device} "
+                "(ember.nd.empty/array allocate aligned memory)"
+            )
+        sid = self.graph.storage_id[eid]
+        sharing = [e for e, s in enumerate(self.graph.storage_id) if s == sid and e != eid]
+        if sharing:
+            raise ExecutorError(
+                f"set_input_zero_copy: input {name!r} shares storage {sid} with entries "
+                f"{sharing[:8]} of the graph, so it cannot move; use set_input"
+            )
+        self.plan.rebind(eid, value)
         self._unset.discard(name)
 
     def get_input(self, key: int | str) -> NDArray:

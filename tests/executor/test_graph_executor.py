@@ -313,3 +313,42 @@ def test_zero_size_and_identity_graphs_of_other_dtypes(kernel_lib: Module) -> No
         out = g.get_output(0)
         assert out.dtype == dtype
         np.testing.assert_array_equal(out.numpy(), value)
+
+
+def test_set_input_zero_copy(kernel_lib: Module) -> None:
+    g = GraphExecutor(three_node_graph().to_json(), kernel_lib)
+    x, w = data()
+    xs = nd_array(x)
+    g.set_input_zero_copy("x", xs)
+    g.set_input("w", w)
+    g.run()
+    np.testing.assert_allclose(g.get_output(0).numpy(), reference(x, w), rtol=1e-6)
+    assert g.get_input("x").data_ptr == xs.data_ptr
+    xs.copyfrom(-x)  # the executor sees writes to the caller's array
+    g.run()
+    np.testing.assert_allclose(g.get_output(0).numpy(), reference(-x, w), rtol=1e-6)
+    with pytest.raises(EmberValueError, match=r"expects shape \(2, 3\)"):
+        g.set_input_zero_copy("x", nd_array(np.zeros(3, np.float32)))
+    with pytest.raises(TypeError, match="needs an NDArray"):
+        g.set_input_zero_copy("x", x)  # type: ignore[arg-type]
+
+
+def test_set_input_zero_copy_refuses_shared_storage(kernel_lib: Module) -> None:
+    g = GraphExecutor(three_node_graph([0, 1, 0, 2, 0]).to_json(), kernel_lib)
+    with pytest.raises(ExecutorError, match="shares storage 0 with entries \\[2, 4\\]"):
+        g.set_input_zero_copy("x", nd_array(np.zeros((2, 3), np.float32)))
+
+
+def test_set_input_zero_copy_with_flattened_and_copy_users(kernel_lib: Module) -> None:
+    nodes = [
+        Node("null", "x"),
+        op("dbl", "k_double_flat", [NodeEntry(0)], flat=1),
+        op("cp", "__copy", [NodeEntry(0)]),
+    ]
+    graph = GraphJSON.create(nodes, [NodeEntry(1), NodeEntry(2)], [[2, 2]] * 3, ["float32"] * 3)
+    g = GraphExecutor(graph, kernel_lib)
+    xs = nd_array(np.arange(4, dtype=np.float32).reshape(2, 2))
+    g.set_input_zero_copy(0, xs)
+    g.run()
+    np.testing.assert_array_equal(g.get_output(0).numpy(), 2 * xs.numpy())
+    np.testing.assert_array_equal(g.get_output(1).numpy(), xs.numpy())
