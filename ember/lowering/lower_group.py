@@ -1,0 +1,156 @@
+"""Lowering of one fused group: a primitive ir.Function -> a loop-IR PrimFunc.
+
+Each op of the group contributes its tensor expression (``ember.ops`` computes); every
+intermediate elementwise/injective stage is inlined into its consumer, so a group like
+conv + bias + relu becomes one loop nest whose only materialised intermediate is the
+convolution's accumulator. The anchor op (the group's reduction/convolution/opaque op, the
+one with the highest fusion pattern) may bring its own schedule; otherwise the default CPU
+schedule parallelises the outer loops and vectorises the innermost one.
+
+The PrimFunc's parameters are the group's inputs in order, then its outputs (flattened).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ember.errors import CompileError
+from ember.ir.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var, post_order
+from ember.ir.op import OpDef, OpPattern
+from ember.ir.types import TensorType
+from ember.ops.registry import ScheduleContext, find_schedule, get_compute
+from ember.target import Target
+from ember.tir import PrimFunc, te
+from ember.tir import const as tir_const
+
+#: below this many output elements a loop nest runs on one thread.
+MIN_PARALLEL_ELEMENTS = 4096
+#: the innermost loop is vectorised when its extent is at least this.
+MIN_VECTOR_EXTENT = 4
+
+
+def _as_list(out: te.Tensor | Sequence[te.Tensor]) -> list[te.Tensor]:
+    return [out] if isinstance(out, te.Tensor) else list(out)
+
+
+def _constant_tensor(node: Constant) -> te.Tensor:
+    """A scalar-sized constant as a tensor expression (bigger ones are lifted to params)."""
+    ty = node.type
+    if ty.size > 1:
+        raise CompileError(
+            f"constant of type {ty} left inside a fused group; plan_graph lifts such "
+            "constants into parameters (run lowering through ember.build)"
+        )
+    value = np.asarray(node.data).reshape(-1)[0].item() if ty.size == 1 else 0
+    dtype = "uint8" if ty.dtype == "bool" else ty.dtype
+    return te.compute(ty.shape, lambda *i: tir_const(value, dtype), "const")
+
+
+def _copy(t: te.Tensor, name: str) -> te.Tensor:
+    return te.compute(t.shape, lambda *i: t[i], name)
+
+
+class _GroupBuilder:
+    """Builds the tensor expressions of a group, remembering which op made which tensor."""
+
+    def __init__(self, func: Function) -> None:
+        self.func = func
+        self.inputs: list[te.Tensor] = []
+        self.values: dict[int, list[te.Tensor]] = {}
+        self.anchor: tuple[Call, list[te.Tensor]] | None = None
+        self.anchor_pattern = -1
+
+    def build(self) -> list[te.Tensor]:
+        for i, p in enumerate(self.func.params):
+            ty = p.type
+            if not isinstance(ty, TensorType):
+                raise CompileError(f"group parameter {p.name} has non-tensor type {ty}")
+            t = te.placeholder(ty.shape, ty.dtype, f"p{i}")
+            self.inputs.append(t)
+            self.values[id(p)] = [t]
+        for node in post_order(self.func.body):
+            self.visit(node)
+        return self.values[id(self.func.body)]
+
+    def visit(self, node: Expr) -> None:
+        if isinstance(node, Var):
+            if id(node) not in self.values:
+                raise CompileError(f"free variable %{node.name} inside a fused group")
+        elif isinstance(node, Constant):
+            self.values[id(node)] = [_constant_tensor(node)]
+        elif isinstance(node, Call):
+            if not isinstance(node.op, OpDef):
+                raise CompileError("nested function calls inside a fused group are not supported")
+            args: list[te.Tensor] = []
+            for a in node.args:
+                args.extend(self.values[id(a)])
+            outs = _as_list(get_compute(node.op.name)(args, node.attrs, node.type))
+            self.values[id(node)] = outs
+            pattern = int(node.op.pattern)
+            if pattern >= OpPattern.COMM_REDUCE and pattern > self.anchor_pattern:
+                self.anchor, self.anchor_pattern = (node, outs), pattern
+        elif isinstance(node, Tuple):
+            flat: list[te.Tensor] = []
+            for f in node.fields:
+                flat.extend(self.values[id(f)])
+            self.values[id(node)] = flat
+        elif isinstance(node, TupleGetItem):
+            self.values[id(node)] = [self.values[id(node.tuple_value)][node.index]]
+        else:
+            raise CompileError(f"cannot lower {type(node).__name__} inside a fused group")
+
+
+def default_schedule(sch: te.Schedule, out: te.Tensor) -> None:
+    """Parallelise the outer loops of ``out``'s stage and vectorise its innermost data loop."""
+    stage = sch[out]
+    axes = list(stage.op.axis)
+    if not axes:
+        return
+    total = 1
+    for d in out.shape:
+        total *= int(getattr(d, "value", 1))
+    inner = axes[-1]
+    inner_ext = int(getattr(inner.extent, "value", 0))
+    if total >= MIN_PARALLEL_ELEMENTS:
+        if len(axes) >= 2:
+            outer = stage.fuse(*axes[:-1])
+            stage.parallel(outer)
+        elif inner_ext >= 2 * MIN_PARALLEL_ELEMENTS:
+            outer, inner = stage.split(inner, factor=MIN_PARALLEL_ELEMENTS // 4)
+            stage.parallel(outer)
+    if inner_ext >= MIN_VECTOR_EXTENT and not stage.op.reduce_axis:
+        stage.vectorize(inner)
+
+
+def lower_group(func: Function, name: str, target: Target | str = "c") -> PrimFunc:
+    """Lower a primitive function to a PrimFunc called ``name`` (inputs, then outputs)."""
+    tgt = Target.create(target)
+    builder = _GroupBuilder(func)
+    outputs = builder.build()
+    fixed: list[te.Tensor] = []
+    for i, t in enumerate(outputs):
+        needs_copy = isinstance(t.op, te.PlaceholderOp) or t in fixed
+        fixed.append(_copy(t, f"out{i}") if needs_copy else t)
+    outputs = fixed
+    sch = te.create_schedule(outputs)
+    for op, stage in sch.stages.items():
+        if any(op is o.op for o in outputs):
+            continue
+        if isinstance(op, te.ComputeOp) and not isinstance(op.body, te.Reduce):
+            stage.compute_inline()
+    anchor_sched = None
+    if builder.anchor is not None:
+        call, op_outs = builder.anchor
+        assert isinstance(call.op, OpDef)
+        anchor_sched = find_schedule(call.op.name)
+        if anchor_sched is not None:
+            ctx = ScheduleContext(
+                sch, op_outs, outputs, call.attrs, tgt, any(t in outputs for t in op_outs)
+            )
+            anchor_sched(ctx)
+    if anchor_sched is None:
+        for t in outputs:
+            default_schedule(sch, t)
+    return te.lower(sch, builder.inputs + outputs, name=name)

@@ -1,0 +1,7 @@
+"""Imports every built-in op implementation module; each registers through register_*.
+
+One line per family; a family adds its own line.
+"""
+
+import ember.ops.elemwise
+import ember.ops.nn_conv  # noqa: F401

@@ -1,0 +1,115 @@
+"""Operator implementations for code generation: how each graph-IR op becomes loop IR.
+
+Three tables, all keyed by the graph-IR op name:
+
+* ``compute``: ``fn(inputs: list[te.Tensor], attrs, out_type) -> te.Tensor | list[te.Tensor]``,
+  the op's tensor expression (the default path; stages of a fused group are inlined into
+  each other by ``ember.lowering.lower_group``);
+* ``schedule``: ``fn(ctx: ScheduleContext) -> None`` for an *anchor* op (conv, dense,
+  reductions...): shapes the loops of the op's own stage and of the group's output;
+* ``legalize``: ``fn(call: ir.Call) -> ir.Expr`` rewrites an op into simpler graph-IR ops
+  before fusion (e.g. an LSTM unrolled into matmuls and elementwise ops).
+
+Example::
+
+    @register_compute("relu")
+    def relu(inputs, attrs, out_type):
+        x = inputs[0]
+        return te.compute(x.shape, lambda *i: tir.max(x[i], tir.const(0, x.dtype)), "relu")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ember.ir.expr import Call, Expr
+from ember.ir.op import Attrs
+from ember.ir.types import Type
+from ember.support.registry import Registry
+from ember.target import Target
+from ember.tir import te
+
+ComputeFn = Callable[[list[te.Tensor], Attrs, Type], "te.Tensor | Sequence[te.Tensor]"]
+LegalizeFn = Callable[[Call], Expr]
+
+
+@dataclass
+class ScheduleContext:
+    """What an anchor op's schedule may touch: the schedule, its own output tensors, the
+    group's output tensors (the anchor's epilogue lives there) and the target."""
+
+    sch: te.Schedule
+    op_outputs: list[te.Tensor]
+    group_outputs: list[te.Tensor]
+    attrs: Attrs
+    target: Target
+    is_group_output: bool
+
+    def stage(self, tensor: te.Tensor) -> Any:
+        """The schedule stage of ``tensor``."""
+        return self.sch[tensor]
+
+
+ScheduleFn = Callable[[ScheduleContext], None]
+
+COMPUTES: Registry[ComputeFn] = Registry("op compute")
+SCHEDULES: Registry[ScheduleFn] = Registry("op schedule")
+LEGALIZERS: Registry[LegalizeFn] = Registry("op legalizer")
+
+
+def register_compute(op_name: str, override: bool = False) -> Callable[[ComputeFn], ComputeFn]:
+    """Decorator: the tensor expression of graph-IR op ``op_name``."""
+
+    def wrap(fn: ComputeFn) -> ComputeFn:
+        return COMPUTES.register(op_name, fn, override=override)
+
+    return wrap
+
+
+def register_schedule(op_name: str, override: bool = False) -> Callable[[ScheduleFn], ScheduleFn]:
+    """Decorator: the CPU schedule used when ``op_name`` is the anchor of a fused group."""
+
+    def wrap(fn: ScheduleFn) -> ScheduleFn:
+        return SCHEDULES.register(op_name, fn, override=override)
+
+    return wrap
+
+
+def register_legalize(op_name: str, override: bool = False) -> Callable[[LegalizeFn], LegalizeFn]:
+    """Decorator: rewrite ``op_name`` into simpler graph-IR ops before fusion."""
+
+    def wrap(fn: LegalizeFn) -> LegalizeFn:
+        return LEGALIZERS.register(op_name, fn, override=override)
+
+    return wrap
+
+
+def get_compute(op_name: str) -> ComputeFn:
+    """The compute of ``op_name`` (the error lists the ops that have one)."""
+    _ensure_builtin()
+    return COMPUTES.get(op_name)
+
+
+def find_schedule(op_name: str) -> ScheduleFn | None:
+    """The anchor schedule of ``op_name``, if any."""
+    _ensure_builtin()
+    return SCHEDULES.find(op_name)
+
+
+def find_legalizer(op_name: str) -> LegalizeFn | None:
+    """The legalizer of ``op_name``, if any."""
+    _ensure_builtin()
+    return LEGALIZERS.find(op_name)
+
+
+def has_compute(op_name: str) -> bool:
+    """True when ``op_name`` can be lowered (it has a compute or is legalized away)."""
+    _ensure_builtin()
+    return op_name in COMPUTES or op_name in LEGALIZERS
+
+
+def _ensure_builtin() -> None:
+    """Import the built-in implementations once (they register through the public calls)."""
+    import ember.ops.builtin  # noqa: F401
