@@ -138,7 +138,8 @@ class Partitioner:
     Phase 0 fuses OUT_ELEMWISE_FUSABLE anchors (conv, dense, matmul) with their
     elementwise/broadcast epilogues; in phases 0 and 1 elementwise/broadcast ops join an
     injective, reduction or anchored consumer group; phase 1 (after the anchors are done)
-    fuses injective ops into their post-dominator when every path is injective.
+    fuses injective ops into their post-dominator when every path is injective and the
+    post-dominator's group is injective or a reduction.
     ``max_depth`` bounds the number of ops in one group.
     """
 
@@ -244,7 +245,9 @@ class Partitioner:
             sink_ok = upto_injective | {COMM_REDUCE, OUT_FUSABLE}
             ok = ok and self.check_path(i, sink, INJECTIVE, sink_ok)
         elif pattern == INJECTIVE:
-            # deferred to phase 1 so that anchors have taken their epilogues first
-            ok = phase == 1 and self.check_path(i, sink, INJECTIVE, upto_injective)
+            # deferred to phase 1 so that anchors have taken their epilogues first; the
+            # sink may be a reduction (the TVM paper's rule; TVM's code stops at injective)
+            sink_ok = upto_injective | {COMM_REDUCE}
+            ok = phase == 1 and self.check_path(i, sink, INJECTIVE, sink_ok)
         if ok:
             self.commit(i, sink)

@@ -1,0 +1,135 @@
+"""simplify: batch-norm folding into conv/dense/matmul, no-op and merged layout ops."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ember.ir import (
+    Call,
+    Constant,
+    Function,
+    IRModule,
+    TensorType,
+    Tuple,
+    Var,
+    call,
+    const,
+    post_order,
+)
+from ember.transform import fold_constant, simplify
+
+F32 = "float32"
+
+
+def _ops(mod: IRModule) -> list[str]:
+    return [n.op_name for n in post_order(mod.main.body) if isinstance(n, Call)]
+
+
+def _c(*shape: int, seed: int = 0, positive: bool = False) -> Constant:
+    rng = np.random.default_rng(seed)
+    data = rng.random(shape) + 0.5 if positive else rng.standard_normal(shape)
+    return const(data.astype(F32))
+
+
+def _bn(x, channels: int, axis: int = 1, seed: int = 10):  # type: ignore[no-untyped-def]
+    stats = [_c(channels, seed=seed + i, positive=True) for i in range(4)]
+    return call("nn.batch_norm", x, *stats, epsilon=1e-3, axis=axis)
+
+
+def _conv(x, w, groups: int = 1):  # type: ignore[no-untyped-def]
+    return call(
+        "nn.conv", x, w, strides=[1, 1], padding=[1, 1, 1, 1], dilation=[1, 1], groups=groups
+    )
+
+
+def test_bn_after_conv_folds_into_weights(same_results) -> None:
+    x = Var("x", TensorType((2, 3, 5, 5), F32))
+    mod = IRModule.from_expr(Function((x,), call("relu", _bn(_conv(x, _c(4, 3, 3, 3)), 4))))
+    out = simplify(mod)
+    assert _ops(out) == ["nn.conv", "add", "relu"]
+    conv = out.main.body.args[0].args[0]
+    assert isinstance(conv.args[1], Constant) and conv.args[1].type.shape == (4, 3, 3, 3)
+    same_results(mod, out, rtol=1e-4)
+
+
+def test_bn_after_conv_with_bias_and_groups(same_results) -> None:
+    x = Var("x", TensorType((1, 4, 5, 5), F32))
+    conv = _conv(x, _c(6, 2, 3, 3), groups=2)
+    for biased in (call("add", conv, _c(6, 1, 1, seed=3)), call("add", _c(6, 1, 1, seed=3), conv)):
+        mod = IRModule.from_expr(Function((x,), _bn(biased, 6)))
+        out = simplify(mod)
+        assert _ops(out) == ["nn.conv", "add"]
+        same_results(mod, out, rtol=1e-4)
+
+
+def test_bn_after_dense_and_matmul(same_results) -> None:
+    x = Var("x", TensorType((3, 8), F32))
+    dense = IRModule.from_expr(Function((x,), _bn(call("nn.dense", x, _c(5, 8)), 5)))
+    out = simplify(dense)
+    assert _ops(out) == ["nn.dense", "add"]
+    same_results(dense, out, rtol=1e-4)
+    mm = IRModule.from_expr(Function((x,), _bn(call("nn.matmul", x, _c(8, 5)), 5, axis=-1)))
+    out = simplify(mm)
+    assert _ops(out) == ["nn.matmul", "add"]
+    same_results(mm, out, rtol=1e-4)
+
+
+def test_bn_without_foldable_producer_becomes_scale_and_shift(same_results) -> None:
+    x = Var("x", TensorType((2, 3, 4, 4), F32))
+    lone = IRModule.from_expr(Function((x,), _bn(call("relu", x), 3)))
+    out = simplify(lone)
+    assert _ops(out) == ["relu", "multiply", "add"]
+    same_results(lone, out, rtol=1e-4)
+    # a conv with another user is not rewritten (that would compute it twice)
+    conv = _conv(x, _c(3, 3, 3, 3))
+    shared = IRModule.from_expr(Function((x,), call("add", _bn(conv, 3), conv)))
+    out = simplify(shared)
+    assert _ops(out) == ["nn.conv", "multiply", "add", "add"]
+    same_results(shared, out, rtol=1e-4)
+    # statistics that are not constants are left alone
+    g = Var("g", TensorType((3,), F32))
+    stats = [_c(3, seed=i, positive=True) for i in range(3)]
+    dyn = IRModule.from_expr(Function((x, g), call("nn.batch_norm", x, g, *stats)))
+    assert simplify(dyn) is dyn
+
+
+def test_bn_on_last_axis_of_conv_output_is_not_folded_into_weights(same_results) -> None:
+    x = Var("x", TensorType((1, 2, 4, 4), F32))
+    mod = IRModule.from_expr(Function((x,), _bn(_conv(x, _c(2, 2, 3, 3)), 4, axis=3)))
+    out = simplify(mod)
+    assert _ops(out) == ["nn.conv", "multiply", "add"]
+    same_results(mod, out, rtol=1e-4)
+
+
+def test_noop_and_chained_layout_ops(same_results) -> None:
+    x = Var("x", TensorType((2, 3, 4), F32))
+    r = call("reshape", call("reshape", x, newshape=[6, 4]), newshape=[4, 6])
+    same = call("reshape", r, newshape=[4, 6])
+    t = call("transpose", call("transpose", same, axes=[1, 0]), axes=[1, 0])
+    ident = call("transpose", t, axes=[0, 1])
+    mod = IRModule.from_expr(Function((x,), call("cast", ident, dtype=F32)))
+    out = simplify(mod)
+    assert _ops(out) == ["reshape"]
+    assert out.main.body.args[0] is x
+    assert tuple(out.main.body.attrs["newshape"]) == (4, 6)
+    same_results(mod, out)
+
+
+def test_transpose_chain_composes_and_reshape_roundtrip_vanishes(same_results) -> None:
+    x = Var("x", TensorType((2, 3, 4), F32))
+    t = call("transpose", call("transpose", x, axes=[1, 2, 0]), axes=[2, 0, 1])
+    t2 = call("transpose", call("transpose", x, axes=[2, 0, 1]), axes=[0, 2, 1])
+    back = call("reshape", call("reshape", x, newshape=[24]), newshape=[2, 3, 4])
+    body = Tuple((call("add", t, back), call("transpose", t2, axes=[1, 0, 2])))
+    mod = IRModule.from_expr(Function((x,), body))
+    out = fold_constant(simplify(mod))
+    assert _ops(out) == ["add", "transpose"]  # t and back became x; three transposes merged
+    assert out.main.body.fields[0].args == (x, x)
+    assert tuple(out.main.body.fields[1].attrs["axes"]) == (1, 2, 0)
+    same_results(mod, out)
+
+
+def test_real_casts_are_kept() -> None:
+    x = Var("x", TensorType((3,), F32))
+    mod = IRModule.from_expr(Function((x,), call("cast", x, dtype="float16")))
+    assert simplify(mod) is mod
