@@ -62,15 +62,23 @@ class GraphExecutor:
         elif debug:
             raise ExecutorError(f"debug mode needs a GraphExecutorModule, got {module!r}")
         self.module = module
-        self._set_input = module["set_input"]
-        self._run = module["run"]
-        self._get_output = module["get_output"]
-        self._get_input = module["get_input"]
-        self._get_num_outputs = module["get_num_outputs"]
-        self._get_num_inputs = module["get_num_inputs"]
-        self._get_input_index = module["get_input_index"]
-        self._get_input_info = module["get_input_info"]
-        self._load_params = module["load_params"]
+        # A GraphExecutorModule is called directly (no packed-call layer on the hot path);
+        # any other module implementing the interface through its packed functions.
+        source: Any = module if isinstance(module, GraphExecutorModule) else None
+        names = (
+            *("set_input", "run", "get_output", "get_input", "get_num_outputs"),
+            *("get_num_inputs", "get_input_index", "get_input_info", "load_params"),
+        )
+        funcs = {n: getattr(source, n) if source is not None else module[n] for n in names}
+        self._set_input = funcs["set_input"]
+        self._run = funcs["run"]
+        self._get_output = funcs["get_output"]
+        self._get_input = funcs["get_input"]
+        self._get_num_outputs = funcs["get_num_outputs"]
+        self._get_num_inputs = funcs["get_num_inputs"]
+        self._get_input_index = funcs["get_input_index"]
+        self._get_input_info = funcs["get_input_info"]
+        self._load_params = funcs["load_params"]
 
     def set_input(self, key: int | str | None = None, value: Any = None, **params: Any) -> None:
         """Set input ``key`` (name or index) to ``value`` and/or inputs given by keyword."""

@@ -6,7 +6,8 @@ ctypes calls with no allocation:
 1. **storage**: one 64-byte aligned NDArray per ``storage_id``, sized for the largest entry
    that uses it (entries sharing a storage id share memory; that is the memory plan);
 2. **entries**: per node output, an NDArray view of its storage (TVM's ``CreateView``): its
-   DLTensor (data pointer, shape, dtype) is fixed for the executor's lifetime;
+   DLTensor (data pointer, shape, dtype) is fixed for the executor's lifetime; plus a numpy
+   view of the same memory (``arrays``) for fast copies in and out;
 3. **calls**: per ``tvm_op`` node, the packed-call argument arrays (an ``EmberValue`` per
    input and output pointing at the DLTensors, and the type codes) and the kernel's raw C
    function pointer, bound once as a ctypes function.
@@ -72,6 +73,15 @@ def _copy_call(dst: int, src: int, nbytes: int) -> Callable[..., int]:
     return copy
 
 
+def numpy_view(array: NDArray) -> np.ndarray:
+    """A writable numpy array over ``array``'s memory (no copy; ``array`` must outlive it)."""
+    npdt = array.data_type.numpy_dtype()
+    if array.nbytes == 0:
+        return np.empty(array.shape, npdt)  # nothing to share
+    raw = (ctypes.c_uint8 * array.nbytes).from_address(array.data_ptr)
+    return np.frombuffer(memoryview(raw), dtype=np.uint8).view(npdt).reshape(array.shape)
+
+
 class GraphPlan:
     """Storage, entry tensors and prebuilt kernel calls of one graph on one device."""
 
@@ -87,6 +97,7 @@ class GraphPlan:
         self.entries: list[NDArray] = [
             self._view(eid, graph.shape[eid]) for eid in range(graph.num_entries)
         ]
+        self.arrays: list[np.ndarray] = [numpy_view(e) for e in self.entries]
         self._ret_value = c_api.EmberValue()
         self._ret_code = ctypes.c_int32(0)
         self.calls: list[_Call] = []
@@ -164,6 +175,7 @@ class GraphPlan:
     def rebind(self, eid: int, array: NDArray) -> None:
         """Make entry ``eid`` live in ``array`` (zero copy); the calls using it are rebuilt."""
         self.entries[eid] = array
+        self.arrays[eid] = numpy_view(array)
         for i, call in enumerate(self.calls):
             if eid in call.eids:
                 self.calls[i] = self._build_call(call.node_id, self._resolve)

@@ -19,7 +19,6 @@ memory is touched, and ``run`` refuses to start while an input has never been se
 
 from __future__ import annotations
 
-import ctypes
 from collections.abc import Mapping
 from typing import Any
 
@@ -162,19 +161,22 @@ class GraphExecutorModule(Module):
         index = self._resolve_input(key, "set_input")
         name = self._input_names[index]
         eid = self._input_eids[index]
-        dtype = self.graph.dltype[eid]
+        view = self.plan.arrays[eid]
+        if type(value) is np.ndarray and value.shape == view.shape and value.dtype == view.dtype:
+            np.copyto(view, value)  # the common case, checked in full above
+            self._unset.discard(name)
+            return
         target = self.plan.entries[eid]
         given_dtype = getattr(value, "dtype", None)
-        if isinstance(value, NDArray):
+        if isinstance(value, NDArray | np.ndarray | np.generic):
             source: Any = value
-        elif isinstance(value, np.ndarray | np.generic):
-            source = value
         else:
             try:
-                source = np.asarray(value, dtype=target.data_type.numpy_dtype())
+                source = np.asarray(value, dtype=view.dtype)
             except (TypeError, ValueError) as exc:
                 raise EmberValueError(
-                    f"set_input: cannot convert the value for input {name!r} to {dtype}: {exc}"
+                    f"set_input: cannot convert the value for input {name!r} to "
+                    f"{self.graph.dltype[eid]}: {exc}"
                 ) from None
             given_dtype = source.dtype
         self._check_value("set_input", name, eid, source, given_dtype)
@@ -252,18 +254,19 @@ class GraphExecutorModule(Module):
                 f"get_output: output index {index} is out of range; the graph has "
                 f"{len(self._output_eids)} outputs"
             )
-        entry = self.plan.entries[self._output_eids[index]]
+        eid = self._output_eids[index]
         if out is None:
-            return entry
+            return self.plan.entries[eid]
         if isinstance(out, NDArray):
-            return out.copyfrom(entry)
+            return out.copyfrom(self.plan.entries[eid])
         if isinstance(out, np.ndarray):
-            if out.shape != entry.shape or str(out.dtype) != entry.dtype:
+            view = self.plan.arrays[eid]
+            if out.shape != view.shape or out.dtype != view.dtype:
                 raise EmberValueError(
                     f"get_output: out has shape {out.shape} and dtype {out.dtype}; output "
-                    f"{index} has shape {entry.shape} and dtype {entry.dtype}"
+                    f"{index} has shape {view.shape} and dtype {self.graph.dltype[eid]}"
                 )
-            ctypes.memmove(out.ctypes.data, entry.data_ptr, entry.nbytes)
+            np.copyto(out, view)
             return out
         raise ExecutorError(f"get_output: out must be an NDArray or numpy array, got {out!r}")
 

@@ -352,3 +352,13 @@ def test_set_input_zero_copy_with_flattened_and_copy_users(kernel_lib: Module) -
     g.run()
     np.testing.assert_array_equal(g.get_output(0).numpy(), 2 * xs.numpy())
     np.testing.assert_array_equal(g.get_output(1).numpy(), xs.numpy())
+
+
+def test_set_input_after_zero_copy_writes_the_callers_array(kernel_lib: Module) -> None:
+    g = GraphExecutor(three_node_graph().to_json(), kernel_lib)
+    xs = nd_array(np.zeros((2, 3), np.float32))
+    g.set_input_zero_copy("x", xs)
+    x, w = data()
+    g.run(x=x, w=w)  # set_input copies into the rebound memory, i.e. into xs
+    np.testing.assert_array_equal(xs.numpy(), x)
+    np.testing.assert_allclose(g.get_output(0).numpy(), reference(x, w), rtol=1e-6)
