@@ -58,30 +58,36 @@ def _resize_type(types: Sequence[Type], attrs: Attrs) -> Type:
 
 
 def _source_coords(axis: int, n_in: int, n_out: int, attrs: Attrs) -> np.ndarray:
-    """The input coordinate each output index of ``axis`` samples (float64)."""
+    """The input coordinate each output index of ``axis`` samples, computed in float32
+    with onnxruntime's formulas so that nearest rounding ties break the same way."""
+    f32 = np.float32
     scales = attrs["scales"]
-    scale = float(scales[axis]) if scales else n_out / n_in
+    scale = f32(scales[axis]) if scales else f32(n_out) / f32(n_in)
     mode = attrs["coordinate_transformation_mode"]
-    xr = np.arange(n_out, dtype=np.float64)
+    xr = np.arange(n_out, dtype=f32)
+    half = f32(0.5)
     if mode == "half_pixel":
-        return (xr + 0.5) / scale - 0.5
+        return (xr + half) / scale - half
     if mode == "half_pixel_symmetric":
-        adjustment = n_out / (scale * n_in)
-        offset = n_in / 2.0 * (1.0 - adjustment)
-        return offset + (xr + 0.5) / scale - 0.5
+        adjustment = f32(n_out) / (scale * f32(n_in))
+        offset = f32(n_in) / f32(2) * (f32(1) - adjustment)
+        return offset + (xr + half) / scale - half
     if mode == "pytorch_half_pixel":
-        return (xr + 0.5) / scale - 0.5 if n_out > 1 else np.zeros_like(xr)
+        return (xr + half) / scale - half if n_out > 1 else np.zeros_like(xr)
     if mode == "align_corners":
-        return xr * (n_in - 1) / (n_out - 1) if n_out > 1 else np.zeros_like(xr)
+        if n_out == 1:
+            return np.zeros_like(xr)
+        return xr * f32(n_in - 1) / f32(n_out - 1)
     if mode == "asymmetric":
         return xr / scale
     if mode == "tf_half_pixel_for_nn":
-        return (xr + 0.5) / scale
-    roi = attrs["roi"] or (0.0,) * len(attrs["sizes"]) + (1.0,) * len(attrs["sizes"])
-    start, end = roi[axis], roi[axis + len(attrs["sizes"])]
+        return (xr + half) / scale
+    rank = len(attrs["sizes"])
+    roi = attrs["roi"] or (0.0,) * rank + (1.0,) * rank
+    start, end = f32(roi[axis]), f32(roi[axis + rank])
     if n_out > 1:
-        return start * (n_in - 1) + xr * (end - start) * (n_in - 1) / (n_out - 1)
-    return np.full_like(xr, 0.5 * (start + end) * (n_in - 1))
+        return start * f32(n_in - 1) + xr * (end - start) * f32(n_in - 1) / f32(n_out - 1)
+    return np.full_like(xr, half * (start + end) * f32(n_in - 1))
 
 
 def _nearest_index(x: np.ndarray, mode: str) -> np.ndarray:
@@ -213,11 +219,8 @@ def _s2d_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     x = xs[0]
     bs = attrs["block_size"]
     n, c, h, w = x.shape
-    y = x.reshape(n, c, h // bs, bs, w // bs, bs)
-    if attrs["mode"] == "DCR":
-        y = y.transpose(0, 3, 5, 1, 2, 4)
-    else:
-        y = y.transpose(0, 1, 3, 5, 2, 4)
+    order = (0, 3, 5, 1, 2, 4) if attrs["mode"] == "DCR" else (0, 1, 3, 5, 2, 4)
+    y = x.reshape(n, c, h // bs, bs, w // bs, bs).transpose(order)
     return np.ascontiguousarray(y.reshape(n, c * bs * bs, h // bs, w // bs))
 
 
