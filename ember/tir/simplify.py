@@ -279,6 +279,7 @@ class Simplifier(IRMutator):
         terms, k = _collect(e)
         if terms is None:
             return e
+        k += _merge_div_mod(terms)
         return _build(terms, k, e.dtype)
 
     def _compare(self, e: CmpOp) -> PrimExpr:
@@ -362,6 +363,35 @@ def _collect(e: PrimExpr) -> tuple[dict[Any, int] | None, int]:
     if not walk(e, 1):
         return None, 0
     return {t: c for t, c in terms.items() if c != 0}, const
+
+
+def _merge_div_mod(terms: dict[Any, int]) -> int:
+    """Rewrite ``(x // c) * (c * m) + (x % c) * m`` into ``x * m`` in place; return constant."""
+    extra = 0
+    changed = True
+    while changed:
+        changed = False
+        for t in list(terms):
+            if not (isinstance(t, FloorDiv) and isinstance(t.b, IntImm) and t.b.value > 0):
+                continue
+            mod = FloorMod(t.a, t.b)
+            m = terms.get(mod)
+            if m is None or t not in terms or terms[t] != m * t.b.value:
+                continue
+            del terms[t]
+            del terms[mod]
+            inner, k = _collect(t.a)
+            if inner is None:  # pragma: no cover - _collect always decomposes
+                terms[t.a] = terms.get(t.a, 0) + m
+            else:
+                for x, c in inner.items():
+                    terms[x] = terms.get(x, 0) + c * m
+                extra += k * m
+            for x in [x for x, c in terms.items() if c == 0]:
+                del terms[x]
+            changed = True
+            break
+    return extra
 
 
 def _build(terms: dict[Any, int], const: int, dtype: str) -> PrimExpr:

@@ -61,3 +61,11 @@ def test_statement_simplification_uses_loop_ranges() -> None:
     assert "if" not in text
     one = tir.for_range(tir.Var("k"), 1, tir.store(a, 1.0, io))
     assert str(tir.simplify(one)).strip() == "A[io] = 1.0f"
+
+
+def test_div_mod_pairs_recombine() -> None:
+    i, j = tir.Var("i"), tir.Var("j")
+    x = i * 16 + j
+    assert s(x // 19 * 19 + x % 19) == "i * 16 + j"
+    assert s(x // 19 * 38 + x % 19 * 2 + 1) == "i * 32 + j * 2 + 1"
+    assert s(x // 19 * 19) == "(i * 16 + j) // 19 * 19"

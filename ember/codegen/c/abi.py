@@ -158,14 +158,16 @@ static int32_t ember_check_tensor(const char* fn, int32_t index, const char* nam
     EmberAPISetLastError(msg);
     return -1;
   }
-  int64_t expect_stride = 1;
-  for (int32_t d = ndim - 1; d >= 0; --d) {
+  for (int32_t d = 0; d < ndim; ++d) {
     if (shape[d] >= 0 && t->shape[d] != shape[d]) {
       snprintf(msg, sizeof(msg), "%s: argument %d (%s) dimension %d must be %lld, got %lld",
                fn, (int)index, name, (int)d, (long long)shape[d], (long long)t->shape[d]);
       EmberAPISetLastError(msg);
       return -1;
     }
+  }
+  int64_t expect_stride = 1;
+  for (int32_t d = ndim - 1; d >= 0; --d) {
     if (t->strides != NULL && t->shape[d] != 1 && t->strides[d] != expect_stride) {
       snprintf(msg, sizeof(msg), "%s: argument %d (%s) must be compact row-major", fn,
                (int)index, name);

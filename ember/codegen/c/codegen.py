@@ -256,7 +256,9 @@ class CodeGenC:
             return "1" if v else "0"
         if e.dtype == "int32":
             return str(v) if v != -(1 << 31) else "(-2147483647 - 1)"
-        if e.dtype == "int64":
+        if e.dtype == "int64":  # the other operand is int64 too, so small literals promote
+            if -(1 << 31) < v < (1 << 31):
+                return str(v)
             return f"INT64_C({v})" if v != -(1 << 63) else "INT64_MIN"
         if e.dtype == "uint64":
             return f"UINT64_C({v})"
@@ -466,7 +468,8 @@ class CodeGenC:
             self.indent += 1
             self.scopes.append({name})
         count = b.num_elements()
-        nbytes = simplify(count * dt.bytes_of(b.dtype))
+        wide = count if isinstance(count, IntImm) else Cast("int64", count)
+        nbytes = simplify(wide * dt.bytes_of(b.dtype))
         if s.storage is StorageKind.STACK:
             if not isinstance(count, IntImm):
                 raise CompileError(

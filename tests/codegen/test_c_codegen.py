@@ -1,0 +1,149 @@
+"""The C text of single kernels: pragmas, math, helpers, names, and what is refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from ember import tir
+from ember.codegen.c import generate_source, symbol_name
+from ember.errors import CompileError
+from ember.tir import te
+
+
+def _ew(kind: tir.ForKind, dtype: str = "float32") -> tir.PrimFunc:
+    a = tir.decl_buffer((64,), dtype, "A")
+    b = tir.decl_buffer((64,), dtype, "B")
+    i = tir.Var("i")
+    return tir.PrimFunc("ew", (a, b), tir.for_range(i, 64, tir.store(b, a[i] + a[i], i), kind))
+
+
+def test_loop_kinds_become_pragmas() -> None:
+    assert "#pragma omp parallel for\n" in generate_source([_ew(tir.ForKind.PARALLEL)])
+    assert "#pragma omp simd\n" in generate_source([_ew(tir.ForKind.VECTORIZED)])
+    assert "#pragma GCC unroll 64\n" in generate_source([_ew(tir.ForKind.UNROLLED)])
+    no_omp = generate_source([_ew(tir.ForKind.VECTORIZED)], {"openmp": False})
+    assert "#pragma GCC ivdep" in no_omp and "pragma omp" not in no_omp
+    assert "pragma" not in generate_source([_ew(tir.ForKind.PARALLEL)], {"openmp": False})
+    threads = generate_source([_ew(tir.ForKind.PARALLEL)], {"num-threads": 4})
+    assert "#pragma omp parallel for num_threads(4)" in threads
+
+
+def test_nested_parallel_loops_get_one_pragma() -> None:
+    a = tir.decl_buffer((4, 4), "float32", "A")
+    i, j = tir.Var("i"), tir.Var("j")
+    par = tir.ForKind.PARALLEL
+    body = tir.for_range(i, 4, tir.for_range(j, 4, tir.store(a, 0.0, i, j), par), par)
+    assert generate_source([tir.PrimFunc("p", (a,), body)]).count("omp parallel for") == 1
+
+
+def test_restrict_pointers_and_types() -> None:
+    src = generate_source([_ew(tir.ForKind.SERIAL, "int64")])
+    assert "static int32_t ember_ew_unpacked(int64_t* restrict A, int64_t* restrict B)" in src
+    assert '#include "ember/runtime_api.h"' in src
+    assert "EMBER_DLL int32_t ember_ew(EmberValue* args" in src
+
+
+def test_math_uses_float_functions() -> None:
+    a = te.placeholder((8,), "float32", "A")
+    ops = [tir.exp, tir.log, tir.sqrt, tir.tanh, tir.erf, tir.floor, tir.round]
+    b = te.compute((8,), lambda i: sum((f(a[i]) for f in ops), tir.const(0.0)), "B")
+    src = generate_source([te.lower(b, name="m")])
+    for name in ("expf(", "logf(", "sqrtf(", "tanhf(", "erff(", "floorf(", "rintf("):
+        assert name in src
+    d = te.placeholder((8,), "float64", "D")
+    e = te.compute((8,), lambda i: tir.pow(d[i], 2.0) + tir.sigmoid(d[i]), "E")
+    src64 = generate_source([te.lower(e, name="m64")])
+    assert "pow(D[i], 2.0)" in src64 and "exp(-D[i])" in src64
+
+
+def test_floor_division_plain_when_non_negative() -> None:
+    a = tir.decl_buffer((16,), "int32", "A")
+    i = tir.Var("i")
+    f = tir.PrimFunc("d", (a,), tir.for_range(i, 16, tir.store(a, i // 4 + a[i] // 4, i)))
+    src = generate_source([f])
+    assert "i / 4 + ember_floordiv_i32(A[i], 4)" in src
+    assert "static inline int32_t ember_floordiv_i32(int32_t a, int32_t b)" in src
+
+
+def test_constants() -> None:
+    a = tir.decl_buffer((4,), "float32", "A")
+    i = tir.Var("i")
+    val = tir.if_then_else(a[i] > 1e30, tir.const(float("inf")), tir.const(0.1))
+    src = generate_source([tir.PrimFunc("c", (a,), tir.for_range(i, 4, tir.store(a, val, i)))])
+    assert "A[i] > 1e+30f ? INFINITY : 0.1f" in src
+
+
+def test_extern_prototype_from_argument_types() -> None:
+    a = tir.decl_buffer((4,), "float32", "A")
+    n = tir.Var("n")
+    call = tir.call_extern("int32", "ext_fn", a.data, n, 1.5, "tag")
+    src = generate_source([tir.PrimFunc("x", (a, n), tir.Evaluate(call))])
+    assert "extern int32_t ext_fn(float*, int32_t, float, const char*);" in src
+    assert '(void)ext_fn(A, n, 1.5f, "tag");' in src
+    clash = tir.call_extern("int32", "ext_fn", n)
+    with pytest.raises(CompileError, match="two signatures"):
+        generate_source(
+            [tir.PrimFunc("y", (a, n), tir.seq(tir.Evaluate(call), tir.Evaluate(clash)))]
+        )
+
+
+def test_unsupported_dtypes_are_clear_errors() -> None:
+    with pytest.raises(CompileError, match="float16 is not supported by the C backend"):
+        generate_source([_ew(tir.ForKind.SERIAL, "float16")])
+    a = tir.decl_buffer((8,), "float32", "A")
+    r = tir.Ramp(tir.const(0), tir.const(1), 4)
+    vec = tir.PrimFunc("v", (a,), tir.BufferStore(a, tir.BufferLoad(a, (r,)), (r,)))
+    with pytest.raises(CompileError, match="vector dtype"):
+        generate_source([vec])
+
+
+def test_error_exit_inside_parallel_loop_is_refused() -> None:
+    a = tir.decl_buffer((4,), "float32", "A")
+    t = tir.decl_buffer((1024,), "float32", "T", scope="local")
+    i = tir.Var("i")
+    body = tir.Allocate(t, tir.store(a, t[0], i), tir.StorageKind.HEAP)
+    f = tir.PrimFunc("h", (a,), tir.for_range(i, 4, body, tir.ForKind.PARALLEL))
+    with pytest.raises(CompileError, match="parallel loop"):
+        generate_source([f])
+
+
+def test_invalid_ir_is_rejected_by_the_verifier() -> None:
+    from ember.errors import IRError
+
+    a = tir.decl_buffer((4,), "float32", "A")
+    j = tir.Var("j")
+    with pytest.raises(IRError, match="outside the scope"):
+        generate_source([tir.PrimFunc("bad", (a,), tir.store(a, 1.0, j))])
+
+
+def test_symbol_names() -> None:
+    assert symbol_name("fused_add") == "ember_fused_add"
+    assert symbol_name("ember_x") == "ember_x"
+    with pytest.raises(CompileError, match="valid C identifier"):
+        symbol_name("a-b")
+
+
+def test_same_named_variables_and_buffers_are_renamed() -> None:
+    a = tir.decl_buffer((4,), "float32", "A")
+    t1 = tir.decl_buffer((4,), "float32", "A", scope="local")
+    i1, i2 = tir.Var("i"), tir.Var("i")
+    body = tir.Allocate(
+        t1,
+        tir.seq(
+            tir.for_range(i1, 4, tir.store(t1, a[i1], i1)),
+            tir.for_range(i2, 4, tir.store(a, t1[i2] * 2.0, i2)),
+        ),
+    )
+    src = generate_source([tir.PrimFunc("r", (a,), body)])
+    assert "float A_1[4]" in src and "A[i_1] = A_1[i_1] * 2.0f;" in src
+
+
+def test_let_rebinding_gets_its_own_block() -> None:
+    a = tir.decl_buffer((2,), "int32", "A")
+    x = tir.Var("x")
+    body = tir.seq(
+        tir.LetStmt(x, tir.const(1), tir.store(a, x, 0)),
+        tir.LetStmt(x, tir.const(2), tir.store(a, x, 1)),
+    )
+    src = generate_source([tir.PrimFunc("l", (a,), body)])
+    assert "const int32_t x = 1;" in src and "{\n    const int32_t x = 2;" in src

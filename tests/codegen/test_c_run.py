@@ -1,0 +1,268 @@
+"""Generated C compiled with the system compiler and called through the packed ABI."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ember.runtime as rt
+from ember import tir
+from ember.errors import FFIError
+from ember.tir import te
+
+pytestmark = pytest.mark.cc
+
+RNG = np.random.default_rng(11)
+
+
+def _nd(x: np.ndarray) -> rt.NDArray:
+    return rt.array(x)
+
+
+def _matmul(n: int, m: int, k: int) -> tir.PrimFunc:
+    a = te.placeholder((n, k), "float32", "A")
+    b = te.placeholder((k, m), "float32", "B")
+    r = te.reduce_axis(k, "k")
+    c = te.compute((n, m), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), "C")
+    s = te.create_schedule(c)
+    io, ii = s[c].split(c.op.axis[0], factor=4)
+    jo, ji = s[c].split(c.op.axis[1], factor=8)
+    s[c].reorder(io, jo, r, ii, ji)
+    s[c].parallel(io)
+    s[c].vectorize(ji)
+    return te.lower(s, [a, b, c], name="matmul")
+
+
+def _conv2d(pad: int = 1) -> tir.PrimFunc:
+    n, c, h, w, k, r = 2, 3, 9, 7, 5, 3
+    x = te.placeholder((n, c, h, w), "float32", "X")
+    wt = te.placeholder((k, c, r, r), "float32", "W")
+    inside = lambda y, xx: tir.logical_and(y >= pad, y < h + pad, xx >= pad, xx < w + pad)  # noqa: E731
+    p = te.compute(
+        (n, c, h + 2 * pad, w + 2 * pad),
+        lambda b, ch, y, xx: te.if_then_else(inside(y, xx), x[b, ch, y - pad, xx - pad], 0.0),
+        "pad",
+    )
+    rc, ry, rx = te.reduce_axis(c, "rc"), te.reduce_axis(r, "ry"), te.reduce_axis(r, "rx")
+    conv = te.compute(
+        (n, k, h, w),
+        lambda b, f, y, xx: te.sum(
+            p[b, rc, y + ry, xx + rx] * wt[f, rc, ry, rx], axis=[rc, ry, rx]
+        ),
+        "conv",
+    )
+    out = te.compute((n, k, h, w), lambda b, f, y, xx: tir.max(conv[b, f, y, xx], 0.0), "relu")
+    s = te.create_schedule(out)
+    s[p].compute_inline()
+    s[conv].compute_at(s[out], out.op.axis[2])
+    s[out].parallel(s[out].fuse(out.op.axis[0], out.op.axis[1]))
+    return te.lower(s, [x, wt, out], name="conv2d_relu")
+
+
+def _conv_ref(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    out = np.zeros((x.shape[0], w.shape[0], x.shape[2], x.shape[3]), "float32")
+    for y in range(x.shape[2]):
+        for xx in range(x.shape[3]):
+            out[:, :, y, xx] = np.einsum("ncij,kcij->nk", xp[:, :, y : y + 3, xx : xx + 3], w)
+    return np.maximum(out, 0)
+
+
+def _elementwise() -> tir.PrimFunc:
+    a = te.placeholder((37, 19), "float32", "A")
+    t = te.compute((37, 19), lambda i, j: tir.exp(a[i, j]) - tir.tanh(a[i, j]), "T")
+    u = te.compute((37, 19), lambda i, j: tir.sigmoid(t[i, j]) * tir.sqrt(tir.fabs(a[i, j])), "U")
+    s = te.create_schedule(u)
+    s[t].compute_inline()
+    fused = s[u].fuse(*u.op.axis)
+    outer, inner = s[u].split(fused, factor=16)
+    s[u].parallel(outer)
+    s[u].vectorize(inner)
+    return te.lower(s, [a, u], name="ew_chain")
+
+
+def _reductions() -> tir.PrimFunc:
+    a = te.placeholder((6, 33), "float32", "A")
+    k = te.reduce_axis(33, "k")
+    mx = te.compute((6,), lambda i: te.max(a[i, k], axis=k), "rowmax")
+    k2 = te.reduce_axis(33, "k2")
+    ex = te.compute((6, 33), lambda i, j: tir.exp(a[i, j] - mx[i]), "ex")
+    sm = te.compute((6,), lambda i: te.sum(ex[i, k2], axis=k2, init=0.0), "rowsum")
+    out = te.compute((6, 33), lambda i, j: ex[i, j] / sm[i], "softmax")
+    return te.lower([out], name="softmax")
+
+
+def _int_ops() -> tir.PrimFunc:
+    a = te.placeholder((20,), "int32", "A")
+    q = te.compute((20,), lambda i: (a[i] // 3) * 100 + a[i] % 3, "Q")
+    flag = te.compute((20,), lambda i: a[i] > 0, "Pos")
+    small = te.compute((20,), lambda i: tir.cast("uint8", a[i] + 300), "Small")
+    return te.lower([q, flag, small], name="int_ops")
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory: pytest.TempPathFactory) -> rt.Module:
+    from conftest import compile_funcs
+
+    funcs = [_matmul(18, 21, 13), _conv2d(), _elementwise(), _reductions(), _int_ops()]
+    return compile_funcs(funcs, tmp_path_factory.mktemp("cgen"))
+
+
+def test_matmul(lib: rt.Module) -> None:
+    a = RNG.random((18, 13), dtype="float32")
+    b = RNG.random((13, 21), dtype="float32")
+    c = _nd(np.zeros((18, 21), "float32"))
+    lib["ember_matmul"](_nd(a), _nd(b), c)
+    np.testing.assert_allclose(c.numpy(), a @ b, rtol=1e-5)
+
+
+def test_conv2d_nchw(lib: rt.Module) -> None:
+    x = RNG.standard_normal((2, 3, 9, 7)).astype("float32")
+    w = RNG.standard_normal((5, 3, 3, 3)).astype("float32")
+    out = _nd(np.zeros((2, 5, 9, 7), "float32"))
+    lib["ember_conv2d_relu"](_nd(x), _nd(w), out)
+    np.testing.assert_allclose(out.numpy(), _conv_ref(x, w), rtol=1e-4, atol=1e-5)
+
+
+def test_parallel_vectorized_elementwise(lib: rt.Module) -> None:
+    a = RNG.standard_normal((37, 19)).astype("float32")
+    u = _nd(np.zeros((37, 19), "float32"))
+    lib["ember_ew_chain"](_nd(a), u)
+    t = np.exp(a) - np.tanh(a)
+    np.testing.assert_allclose(u.numpy(), np.sqrt(np.abs(a)) / (1 + np.exp(-t)), rtol=1e-5)
+
+
+def test_reduction_softmax(lib: rt.Module) -> None:
+    a = RNG.standard_normal((6, 33)).astype("float32") * 4
+    out = _nd(np.zeros((6, 33), "float32"))
+    lib["ember_softmax"](_nd(a), out)
+    e = np.exp(a - a.max(1, keepdims=True))
+    np.testing.assert_allclose(out.numpy(), e / e.sum(1, keepdims=True), rtol=1e-5)
+
+
+def test_integer_and_bool_semantics_match_interpreter(lib: rt.Module) -> None:
+    a = np.arange(-10, 10, dtype="int32")
+    outs_c = [np.zeros(20, "int32"), np.zeros(20, "bool"), np.zeros(20, "uint8")]
+    nds = [_nd(o) for o in outs_c]
+    lib["ember_int_ops"](_nd(a), *nds)
+    assert (nds[0].numpy() == (a // 3) * 100 + a % 3).all()
+    assert (nds[1].numpy() == (a > 0)).all()
+    assert (nds[2].numpy() == ((a + 300) % 256).astype("uint8")).all()
+    outs_py = [np.zeros(20, "int32"), np.zeros(20, "bool"), np.zeros(20, "uint8")]
+    tir.interpret(_int_ops(), [a.copy(), *outs_py])
+    for got, want in zip(nds, outs_py, strict=True):
+        assert (got.numpy() == want).all()
+
+
+def test_bad_arguments_return_errors_not_crashes(lib: rt.Module) -> None:
+    f = lib["ember_matmul"]
+    a = _nd(np.zeros((18, 13), "float32"))
+    b = _nd(np.zeros((13, 21), "float32"))
+    c = _nd(np.zeros((18, 21), "float32"))
+    with pytest.raises(FFIError, match="expected 3 arguments, got 2"):
+        f(a, b)
+    with pytest.raises(FFIError, match=r"argument 1 \(B\) dimension 0 must be 13, got 18"):
+        f(a, a, c)
+    with pytest.raises(FFIError, match=r"argument 2 \(C\) must have dtype float32"):
+        f(a, b, _nd(np.zeros((18, 21), "float64")))
+    with pytest.raises(FFIError, match=r"argument 0 \(A\) must have 2 dimensions, got 1"):
+        f(_nd(np.zeros(18 * 13, "float32")), b, c)
+    with pytest.raises(FFIError, match=r"argument 2 \(C\) must be a tensor, got type code 0"):
+        f(a, b, 3)
+    with pytest.raises(FFIError, match="must be a tensor"):
+        f(a, b, None)
+    f(a, b, c)  # still works after the failures
+
+
+def test_call_extern(build) -> None:  # type: ignore[no-untyped-def]
+    x = tir.decl_buffer((16,), "float32", "X")
+    y = tir.decl_buffer((16,), "float32", "Y")
+    alpha = tir.Var("alpha", "float32")
+    call = tir.call_extern("int32", "my_axpy", y.data, x.data, alpha, 16)
+    f = tir.PrimFunc("axpy_extern", (x, y, alpha), tir.Evaluate(call))
+    impl = (
+        "#include <stdint.h>\n"
+        "int32_t my_axpy(float* y, float* x, float a, int32_t n) {\n"
+        "  for (int32_t i = 0; i < n; ++i) y[i] += a * x[i];\n"
+        "  return 0;\n"
+        "}\n"
+    )
+    mod = build([f], extra_sources=[impl])
+    xv = RNG.random(16, dtype="float32")
+    yv = RNG.random(16, dtype="float32")
+    out = _nd(yv.copy())
+    mod["ember_axpy_extern"](_nd(xv), out, 0.5)
+    np.testing.assert_allclose(out.numpy(), yv + 0.5 * xv, rtol=1e-6)
+
+
+def test_symbolic_shape_scalar_param_and_heap_workspace(build) -> None:  # type: ignore[no-untyped-def]
+    n = tir.Var("n")
+    a = tir.decl_buffer((n,), "float32", "A")
+    b = tir.decl_buffer((n,), "float32", "B")
+    t = tir.decl_buffer((n,), "float32", "T", scope="local")
+    scale = tir.Var("scale", "float32")
+    i, j = tir.Var("i"), tir.Var("j")
+    body = tir.Allocate(
+        t,
+        tir.seq(
+            tir.for_range(i, n, tir.store(t, a[i] * scale, i), tir.ForKind.PARALLEL),
+            tir.for_range(j, n, tir.store(b, t[n - 1 - j] + 1.0, j)),
+        ),
+        tir.StorageKind.HEAP,
+    )
+    f = tir.PrimFunc("rev_scale", (a, b, scale), body)
+    mod = build([f])
+    for size in (1, 5, 1000):
+        x = RNG.random(size, dtype="float32")
+        out = _nd(np.zeros(size, "float32"))
+        mod["ember_rev_scale"](_nd(x), out, 2.0)
+        np.testing.assert_allclose(out.numpy(), (x * 2)[::-1] + 1, rtol=1e-6)
+    with pytest.raises(FFIError, match=r"dimension 0 of argument 1 \(B\) must equal 'n'"):
+        mod["ember_rev_scale"](_nd(np.zeros(3, "float32")), _nd(np.zeros(4, "float32")), 1.0)
+    with pytest.raises(FFIError, match=r"argument 2 \(scale\) must be a float"):
+        mod["ember_rev_scale"](_nd(np.zeros(3, "float32")), _nd(np.zeros(3, "float32")), None)
+
+
+def test_static_workspace_pool_and_stack(build) -> None:  # type: ignore[no-untyped-def]
+    a = tir.decl_buffer((8,), "int64", "A")
+    t1 = tir.decl_buffer((8,), "int64", "T1", scope="local")
+    t2 = tir.decl_buffer((8,), "int64", "T2", scope="local")
+    i, j, k = tir.Var("i"), tir.Var("j"), tir.Var("k")
+    body = tir.Allocate(
+        t1,
+        tir.Allocate(
+            t2,
+            tir.seq(
+                tir.for_range(i, 8, tir.store(t1, a[i] * 3, i)),
+                tir.for_range(
+                    j, 8, tir.store(t2, t1[j] + tir.const(1, "int64"), j), tir.ForKind.UNROLLED
+                ),
+                tir.for_range(k, 8, tir.store(a, t2[7 - k], k)),
+            ),
+            tir.StorageKind.STACK,
+        ),
+        tir.StorageKind.STATIC,
+        pool="scratch",
+        offset=128,
+    )
+    f = tir.PrimFunc("pooled", (a,), body)
+    mod = build([f])
+    x = np.arange(8, dtype="int64")
+    out = _nd(x.copy())
+    mod["ember_pooled"](out)
+    assert out.numpy().tolist() == (x * 3 + 1)[::-1].tolist()
+
+
+def test_assert_reports_error(build) -> None:  # type: ignore[no-untyped-def]
+    n = tir.Var("n")
+    a = tir.decl_buffer((n,), "float32", "A")
+    i = tir.Var("i")
+    body = tir.AssertStmt(
+        n > 2, "needs more than two elements", tir.for_range(i, n, tir.store(a, 1.0, i))
+    )
+    mod = build([tir.PrimFunc("checked", (a,), body)])
+    with pytest.raises(FFIError, match="checked: needs more than two elements"):
+        mod["ember_checked"](_nd(np.zeros(2, "float32")))
+    ok = _nd(np.zeros(3, "float32"))
+    mod["ember_checked"](ok)
+    assert ok.numpy().tolist() == [1.0, 1.0, 1.0]
