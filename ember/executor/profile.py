@@ -54,6 +54,16 @@ class ProfileReport:
         """Rows from slowest to fastest (ties keep graph order)."""
         return sorted(self.rows, key=lambda r: (-r.time_us, r.node_id))
 
+    def by_op(self) -> list[tuple[str, int, float, float]]:
+        """Per kernel: (op, calls, total mean time in us, percent), slowest first."""
+        totals: dict[str, tuple[int, float]] = {}
+        for r in self.rows:
+            count, us = totals.get(r.op, (0, 0.0))
+            totals[r.op] = (count + 1, us + r.time_us)
+        whole = self.total_us or 1.0
+        out = [(op, n, us, 100.0 * us / whole) for op, (n, us) in totals.items()]
+        return sorted(out, key=lambda item: (-item[2], item[0]))
+
     def table(self, sort: bool = True) -> str:
         """A fixed-width text table, slowest first unless ``sort`` is false."""
         rows = self.sorted() if sort else list(self.rows)

@@ -226,6 +226,10 @@ def test_profile_table(kernel_lib: Module) -> None:
     assert abs(sum(r.percent for r in report.rows) - 100.0) < 1e-6
     text = str(report)
     assert "Node" in text and "Percent" in text and "add0" in text and "Total" in text
+    by_op = {op: (n, us, pct) for op, n, us, pct in report.by_op()}
+    assert by_op["k_relu"][0] == 2 and by_op["k_add"][0] == 1
+    assert abs(sum(v[2] for v in by_op.values()) - 100.0) < 1e-6
+    assert report.rows[0].as_dict()["shape"] == [[2, 3]]
     with pytest.raises(ExecutorError, match="debug=True"):
         g.profile(repeat=0)
 
