@@ -1,0 +1,255 @@
+"""Layout and indexing handlers against onnxruntime: Reshape Flatten Squeeze Unsqueeze
+Transpose Concat Split Slice Expand Tile Pad Gather GatherElements Trilu, across the
+opsets where attributes became inputs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from ember.errors import FrontendError
+
+from .conftest import ember_run, make_model
+
+Compare = Callable[..., list[np.ndarray]]
+RNG = np.random.default_rng(7)
+I64 = np.int64
+
+
+def rand(shape: tuple[int, ...], dtype: str = "float32") -> np.ndarray:
+    if dtype == "bool":
+        return RNG.integers(0, 2, shape).astype(bool)
+    if dtype.startswith("int"):
+        return RNG.integers(-50, 50, shape).astype(dtype)
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def one(
+    op: str,
+    x: np.ndarray,
+    consts: dict[str, np.ndarray] | None = None,
+    opset: int = 17,
+    outputs: int = 1,
+    **attrs: Any,
+) -> Any:
+    """A single-node model on input ``x`` with constant extra inputs (initializers).
+
+    An empty-string key in ``consts`` stands for an omitted optional input.
+    """
+    names = ["x"] + [("" if k.startswith("_") else k) for k in (consts or {})]
+    inits = {k: v for k, v in (consts or {}).items() if not k.startswith("_")}
+    outs = [f"y{i}" for i in range(outputs)]
+    node = helper.make_node(op, names, outs, **attrs)
+    return make_model([node], {"x": (x.dtype.name, x.shape)}, outs, inits, opset=opset)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64", "bool", "float16"])
+@pytest.mark.parametrize(
+    ("shape", "target", "allowzero"),
+    [
+        ((2, 3, 4), [4, -1], 0),
+        ((2, 3, 4), [0, 0, -1], 0),
+        ((2, 3, 4), [24], 0),
+        ((0, 3), [3, 0], 1),
+    ],
+)
+def test_reshape(
+    compare_ort: Compare, dtype: str, shape: tuple, target: list, allowzero: int
+) -> None:
+    x = rand(shape, dtype)
+    model = one("Reshape", x, {"s": np.array(target, I64)}, opset=14, allowzero=allowzero)
+    compare_ort(model, {"x": x})
+
+
+def test_reshape_errors() -> None:
+    x = rand((2, 3))
+    with pytest.raises(
+        FrontendError, match=r"cannot reshape an input of shape \(2, 3\) to \[4, 2\]"
+    ):
+        ember_run(one("Reshape", x, {"s": np.array([4, 2], I64)}), {"x": x})
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2, -1, 3])
+def test_flatten(compare_ort: Compare, axis: int) -> None:
+    x = rand((2, 3, 4))
+    compare_ort(one("Flatten", x, opset=13, axis=axis), {"x": x})
+
+
+@pytest.mark.parametrize("opset", [11, 13])
+def test_squeeze_unsqueeze(compare_ort: Compare, opset: int) -> None:
+    x = rand((1, 3, 1, 4))
+    for axes in ([0], [-2, 0], None):
+        if axes is None:
+            model = one("Squeeze", x, opset=opset)
+        elif opset >= 13:
+            model = one("Squeeze", x, {"a": np.array(axes, I64)}, opset=opset)
+        else:
+            model = one("Squeeze", x, opset=opset, axes=axes)
+        compare_ort(model, {"x": x})
+    y = rand((3, 4))
+    for axes in ([0], [-1, 1], [3, 0]):
+        if opset >= 13:
+            model = one("Unsqueeze", y, {"a": np.array(axes, I64)}, opset=opset)
+        else:
+            model = one("Unsqueeze", y, opset=opset, axes=axes)
+        compare_ort(model, {"x": y})
+    with pytest.raises(FrontendError, match=r"cannot squeeze axes \[1\]"):
+        ember_run(one("Squeeze", x, {"a": np.array([1], I64)}, opset=13), {"x": x})
+
+
+@pytest.mark.parametrize("perm", [None, [0, 2, 1], [2, 0, 1]])
+def test_transpose(compare_ort: Compare, perm: list | None) -> None:
+    x = rand((2, 3, 4), "int32")
+    attrs = {} if perm is None else {"perm": perm}
+    compare_ort(one("Transpose", x, **attrs), {"x": x})
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_concat(compare_ort: Compare, axis: int) -> None:
+    a = rand((2, 3, 4))
+    b = rand(tuple(5 if i == axis % 3 else d for i, d in enumerate(a.shape)))
+    node = helper.make_node("Concat", ["a", "b", "a"], ["y"], axis=axis)
+    model = make_model([node], {"a": ("float32", a.shape), "b": ("float32", b.shape)}, ["y"])
+    compare_ort(model, {"a": a, "b": b})
+
+
+@pytest.mark.parametrize(
+    ("opset", "sizes", "parts", "num_outputs"),
+    [
+        (11, [2, 4], 2, None),
+        (11, None, 3, None),
+        (13, [1, 0, 5], 3, None),
+        (18, None, 4, 4),
+        (18, None, 3, 3),
+    ],
+)
+def test_split(
+    compare_ort: Compare, opset: int, sizes: list | None, parts: int, num_outputs: int | None
+) -> None:
+    x = rand((3, 7 if num_outputs == 4 else 6))  # 7 = 2 + 2 + 2 + 1: a smaller last chunk
+    attrs: dict[str, Any] = {"axis": 1}
+    consts = {}
+    if sizes is not None and opset >= 13:
+        consts["s"] = np.array(sizes, I64)
+    elif sizes is not None:
+        attrs["split"] = sizes
+    if num_outputs is not None:
+        attrs["num_outputs"] = num_outputs
+    compare_ort(one("Split", x, consts, opset=opset, outputs=parts, **attrs), {"x": x})
+
+
+SLICES = [
+    ([1], [3], None, None),
+    ([0, 1], [2, -1], [0, 2], None),
+    ([-1], [-1000], [1], [-1]),
+    ([10, -100], [-10, 100], [2, 0], [-2, 3]),
+    ([0], [2**62], [-1], [2]),
+    ([3], [1], [2], [-1]),
+]
+
+
+@pytest.mark.parametrize(("starts", "ends", "axes", "steps"), SLICES)
+def test_slice(
+    compare_ort: Compare, starts: list, ends: list, axes: list | None, steps: list | None
+) -> None:
+    x = rand((4, 5, 6))
+    consts = {"s": np.array(starts, I64), "e": np.array(ends, I64)}
+    if axes is not None:
+        consts["a"] = np.array(axes, I64)
+    elif steps is not None:
+        consts["_a"] = np.array([])
+    if steps is not None:
+        consts["t"] = np.array(steps, I64)
+    compare_ort(one("Slice", x, consts, opset=13), {"x": x})
+
+
+def test_slice_legacy_attributes(compare_ort: Compare) -> None:
+    x = rand((4, 5))
+    compare_ort(one("Slice", x, opset=9, starts=[1, -3], ends=[100, -1], axes=[0, 1]), {"x": x})
+
+
+@pytest.mark.parametrize(("shape", "target"), [((3, 1), [2, 3, 4]), ((1, 4), [3, 1]), ((2,), [2])])
+def test_expand(compare_ort: Compare, shape: tuple, target: list) -> None:
+    x = rand(shape, "int64")
+    compare_ort(one("Expand", x, {"s": np.array(target, I64)}, opset=13), {"x": x})
+
+
+def test_tile(compare_ort: Compare) -> None:
+    x = rand((2, 3), "float32")
+    for reps in ([1, 1], [2, 3], [3, 1]):
+        compare_ort(one("Tile", x, {"r": np.array(reps, I64)}, opset=13), {"x": x})
+
+
+PADS = [
+    ("constant", [1, 2, 0, 3]),
+    ("constant", [0, -1, 2, 1]),
+    ("reflect", [2, 1, 1, 2]),
+    ("edge", [1, 0, 2, 3]),
+    ("wrap", [1, 2, 2, 1]),
+]
+
+
+@pytest.mark.parametrize(("mode", "pads"), PADS)
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_pad(compare_ort: Compare, mode: str, pads: list, dtype: str) -> None:
+    x = rand((3, 4), dtype)
+    consts = {"p": np.array(pads, I64), "v": np.array(7, dtype)}
+    compare_ort(one("Pad", x, consts, opset=19, mode=mode), {"x": x})
+
+
+def test_pad_legacy_and_axes(compare_ort: Compare) -> None:
+    x = rand((2, 3, 4))
+    compare_ort(one("Pad", x, opset=10, pads=[0, 1, 0, 0, 1, 2], value=1.5), {"x": x})
+    consts = {"p": np.array([1, 2, 0, 1], I64), "_v": np.array([]), "a": np.array([2, 0], I64)}
+    compare_ort(one("Pad", x, consts, opset=18), {"x": x})
+
+
+def test_pad_runtime_value(compare_ort: Compare) -> None:
+    x = rand((2, 3))
+    node = helper.make_node("Pad", ["x", "p", "v"], ["y"])
+    inputs = {"x": ("float32", x.shape), "v": ("float32", ())}
+    model = make_model([node], inputs, ["y"], {"p": np.array([1, 0, 0, 2], I64)}, opset=13)
+    compare_ort(model, {"x": x, "v": np.array(-4.0, np.float32)})
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+@pytest.mark.parametrize("idx_dtype", ["int32", "int64"])
+def test_gather(compare_ort: Compare, axis: int, idx_dtype: str) -> None:
+    x = rand((3, 4, 5))
+    dim = x.shape[axis]
+    for idx in (np.array([[0, -1], [dim - 1, 1]]), np.array(-2), np.array([1])):
+        node = helper.make_node("Gather", ["x", "i"], ["y"], axis=axis)
+        inputs = {"x": ("float32", x.shape), "i": (idx_dtype, idx.shape)}
+        model = make_model([node], inputs, ["y"], opset=13)
+        compare_ort(model, {"x": x, "i": idx.astype(idx_dtype)})
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_gather_elements(compare_ort: Compare, axis: int) -> None:
+    x = rand((3, 4), "int64")
+    idx = RNG.integers(-x.shape[axis], x.shape[axis], (2, 3)).astype(np.int64)
+    node = helper.make_node("GatherElements", ["x", "i"], ["y"], axis=axis)
+    model = make_model(
+        [node], {"x": ("int64", x.shape), "i": ("int64", idx.shape)}, ["y"], opset=13
+    )
+    compare_ort(model, {"x": x, "i": idx})
+
+
+@pytest.mark.parametrize("upper", [0, 1])
+@pytest.mark.parametrize("k", [None, -1, 2, 10])
+def test_trilu(compare_ort: Compare, upper: int, k: int | None) -> None:
+    x = rand((2, 4, 5))
+    consts = {} if k is None else {"k": np.array(k, I64)}
+    compare_ort(one("Trilu", x, consts, opset=14, upper=upper), {"x": x})
+
+
+def test_dynamic_shape_argument_is_reported() -> None:
+    x = rand((2, 3))
+    node = helper.make_node("Reshape", ["x", "s"], ["y"], name="dyn")
+    model = make_model([node], {"x": ("float32", x.shape), "s": ("int64", (2,))}, ["y"], opset=14)
+    with pytest.raises(FrontendError, match="dyn.*the target shape must be constant"):
+        ember_run(model, {"x": x, "s": np.array([3, 2], I64)})
