@@ -35,6 +35,7 @@ from ember.ir.expr import (
 )
 from ember.ir.module import IRModule
 from ember.ir.op import Attrs, OpDef
+from ember.ir.structural import structural_equal, structural_hash
 from ember.ir.types import TensorType, TupleType, Type
 
 #: constants with at most this many elements stay inside kernels as immediates.
@@ -112,6 +113,7 @@ class _Planner:
         self.kernels: dict[str, Function] = {}
         self.const_names: dict[int, str] = {}
         self.used_names: dict[str, int] = {}
+        self.by_hash: dict[int, list[str]] = {}
 
     def add_null(self, name: str, ty: TensorType) -> list[NodeEntry]:
         self.nodes.append(Node(OP_NULL, name))
@@ -132,6 +134,16 @@ class _Planner:
         self.used_names[stem] = count + 1
         return stem if count == 0 else f"{stem}_{count}"
 
+    def shared_kernel(self, func: Function, name: str) -> str:
+        """The kernel implementing ``func``: an earlier structurally equal one, or a new one."""
+        key = structural_hash(func)
+        for other in self.by_hash.get(key, []):
+            if structural_equal(func, self.kernels[other], map_free_vars=True):
+                return other
+        self.by_hash.setdefault(key, []).append(name)
+        self.kernels[name] = func
+        return name
+
     def call(self, call: Call) -> list[NodeEntry]:
         func, lifted = _lift_constants(_group_of(call))
         inputs: list[NodeEntry] = []
@@ -140,9 +152,9 @@ class _Planner:
         for const in lifted:
             inputs.extend(self.constant(const))
         name = self.kernel_name(func)
-        self.kernels[name] = func
+        func_name = self.shared_kernel(func, name)
         out_types = _flat_types(func.ret_type)
-        attrs = OpAttrs(name, num_inputs=len(inputs), num_outputs=len(out_types))
+        attrs = OpAttrs(func_name, num_inputs=len(inputs), num_outputs=len(out_types))
         self.nodes.append(Node(OP_KERNEL, name, tuple(inputs), attrs))
         self.types.append(out_types)
         nid = len(self.nodes) - 1
