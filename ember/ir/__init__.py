@@ -17,7 +17,10 @@ from ember.ir.expr import (
 )
 from ember.ir.module import IRModule
 from ember.ir.op import Attr, Attrs, OpDef, OpPattern, get_op, list_ops, register_op
+from ember.ir.printer import astext
+from ember.ir.structural import structural_equal, structural_hash
 from ember.ir.types import DTYPES, TensorType, TupleType, Type, canonical_dtype
+from ember.ir.verify import verify
 
 __all__ = [
     "Attr",
@@ -36,6 +39,7 @@ __all__ = [
     "TupleType",
     "Type",
     "Var",
+    "astext",
     "call",
     "canonical_dtype",
     "evaluate",
@@ -47,4 +51,7 @@ __all__ = [
     "post_order",
     "register_op",
     "rewrite",
+    "structural_equal",
+    "structural_hash",
+    "verify",
 ]

@@ -98,15 +98,16 @@ def _check_function(fn: Function, where: str, bound: set[int]) -> list[Function]
     if fn.type != fn.body.type:
         raise IRError(f"verify: function '{where}' has type {fn.type}, body is {fn.body.type}")
     nested: list[Function] = []
-    for node in post_order(fn.body):
+    order = post_order(fn.body)
+    if any(isinstance(node, Function) for node in order):
+        raise IRError(f"verify: function '{where}': a Function used as a value; only call it")
+    for node in order:
         if isinstance(node, Var):
             if id(node) not in params:
                 raise IRError(
                     f"verify: function '{where}' uses %{node.name}, which is not one of its "
                     "parameters (nested functions must be closed: pass it as an argument)"
                 )
-        elif isinstance(node, Function):
-            raise IRError(f"verify: function '{where}': a Function used as a value; only call it")
         elif isinstance(node, Call):
             if isinstance(node.op, Function):
                 nested.append(node.op)
