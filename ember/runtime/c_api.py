@@ -160,6 +160,23 @@ class EmberParallelGroupEnv(Structure):
 
 
 EmberFunctionHandle = c_void_p
+
+
+class EmberCallFrame(Structure):
+    """Everything one packed call needs, passed to ``EmberFuncCallFrame`` as one pointer."""
+
+    _fields_ = [
+        ("func", c_void_p),
+        ("resource_handle", c_void_p),
+        ("handle", c_void_p),
+        ("args", c_void_p),
+        ("type_codes", c_void_p),
+        ("num_args", c_int32),
+        ("ret_type_code", c_int32),
+        ("ret_value", EmberValue),
+    ]
+
+
 # int32_t (*)(EmberValue*, int32_t*, int32_t, EmberValue*, int32_t*, void*); pointers as
 # c_void_p so that Python passes plain integers (cheap) instead of ctypes pointer objects.
 EmberPackedCFunc = CFUNCTYPE(c_int32, c_void_p, c_void_p, c_int32, c_void_p, c_void_p, c_void_p)
@@ -181,6 +198,7 @@ PROTOTYPES: dict[str, tuple[Any, tuple[Any, ...]]] = {
         c_int32,
         (EmberFunctionHandle, c_void_p, c_void_p, c_int32, c_void_p, c_void_p),
     ),
+    "EmberFuncCallFrame": (c_int32, (POINTER(EmberCallFrame),)),
     "EmberFuncRegisterGlobal": (c_int32, (c_char_p, EmberFunctionHandle, c_int32)),
     "EmberFuncGetGlobal": (c_int32, (c_char_p, POINTER(EmberFunctionHandle))),
     "EmberFuncRemoveGlobal": (c_int32, (c_char_p,)),
@@ -243,6 +261,13 @@ def lib() -> ctypes.CDLL:
 
             packed_func.install_global_fallback(raw)
     return _LIB[0]
+
+
+def frame_caller() -> Any:
+    """``EmberFuncCallFrame`` without argtypes, for the hot path: pass a prebuilt byref(frame)."""
+    fn = lib()["EmberFuncCallFrame"]  # a fresh function object, independent of PROTOTYPES
+    fn.restype = c_int32
+    return fn
 
 
 def is_loaded() -> bool:

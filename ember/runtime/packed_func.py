@@ -27,6 +27,7 @@ from ember.errors import EmberTypeError
 from ember.runtime import c_api
 from ember.runtime.c_api import (
     EmberByteArray,
+    EmberCallFrame,
     EmberFinalizer,
     EmberGlobalFallback,
     EmberPackedCFunc,
@@ -45,44 +46,48 @@ _SUPPORTED = (
 
 
 class _CallBuffers:
-    """Argument and return storage of one in-flight call, reused across calls."""
+    """Argument and return storage of one in-flight call (an EmberCallFrame), reused."""
 
     __slots__ = (
         "capacity",
+        "frame",
         "values",
         "codes",
-        "ret",
-        "ret_code",
+        "ref",
         "q",
         "u",
         "d",
         "c",
+        "n",
         "rq",
-        "rc",
         "values_addr",
         "codes_addr",
-        "ret_addr",
-        "ret_code_addr",
     )
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, func: int = 0, resource: int = 0, handle: int = 0) -> None:
         self.capacity = capacity
         self.values = (ctypes.c_int64 * capacity)()
         self.codes = (ctypes.c_int32 * capacity)()
-        self.ret = (ctypes.c_int64 * 1)()
-        self.ret_code = (ctypes.c_int32 * 1)()
+        self.values_addr = ctypes.addressof(self.values)
+        self.codes_addr = ctypes.addressof(self.codes)
+        frame = EmberCallFrame()
+        frame.func = func or None
+        frame.resource_handle = resource or None
+        frame.handle = handle or None
+        frame.args = self.values_addr
+        frame.type_codes = self.codes_addr
+        self.frame = frame
+        self.ref = ctypes.byref(frame)
         raw = memoryview(self.values).cast("B")
         self.q = raw.cast("q")
         self.u = raw.cast("Q")
         self.d = raw.cast("d")
         self.c = memoryview(self.codes).cast("B").cast("i")
-        ret_raw = memoryview(self.ret).cast("B")
-        self.rq = ret_raw.cast("q")
-        self.rc = memoryview(self.ret_code).cast("B").cast("i")
-        self.values_addr = ctypes.addressof(self.values)
-        self.codes_addr = ctypes.addressof(self.codes)
-        self.ret_addr = ctypes.addressof(self.ret)
-        self.ret_code_addr = ctypes.addressof(self.ret_code)
+        frame_raw = memoryview(frame).cast("B")
+        n_off = EmberCallFrame.num_args.offset
+        ret_off = EmberCallFrame.ret_value.offset
+        self.n = frame_raw[n_off : n_off + 4].cast("i")
+        self.rq = frame_raw[ret_off : ret_off + 8].cast("q")
 
 
 # ---- Python objects passed through C by identity (Module, Object) --------------------
@@ -131,8 +136,10 @@ def _byte_array(data: bytes | bytearray | memoryview) -> tuple[int, Any]:
     return ctypes.addressof(arr), (arr, keep_str)
 
 
-def _pack_slow(value: Any, i: int, buf: _CallBuffers, keep: list[Any]) -> None:
-    """Pack one argument of a less common type into slot ``i``."""
+def _pack_slow(value: Any, i: int, buf: _CallBuffers, keep: list[Any] | None) -> list[Any]:
+    """Pack one argument of a less common type into slot ``i``; returns the keep-alive list."""
+    if keep is None:
+        keep = []
     code: int
     if isinstance(value, bool | np.bool_):
         buf.q[i] = int(value)
@@ -200,6 +207,7 @@ def _pack_slow(value: Any, i: int, buf: _CallBuffers, keep: list[Any]) -> None:
             f"function; supported: {_SUPPORTED}"
         )
     buf.c[i] = code
+    return keep
 
 
 def _is_module(value: Any) -> bool:
@@ -214,27 +222,15 @@ def _is_object(value: Any) -> bool:
     return is_registered_object(value)
 
 
-def _pack(args: tuple[Any, ...], buf: _CallBuffers) -> list[Any]:
+def _pack(args: tuple[Any, ...], buf: _CallBuffers) -> list[Any] | None:
     """Write ``args`` into ``buf``; return the temporaries that must outlive the call."""
-    keep: list[Any] = []
-    q = buf.q
-    c = buf.c
+    keep: list[Any] | None = None
     for i, value in enumerate(args):
-        kind = type(value)
-        if kind is int:
-            try:
-                q[i] = value
-                c[i] = 0
-            except (OverflowError, ValueError):
-                _pack_slow(value, i, buf, keep)
-        elif kind is NDArray:
-            buf.u[i] = value.handle
-            c[i] = 13
-        elif kind is float:
-            buf.d[i] = value
-            c[i] = 2
+        if type(value) is int and -(2**63) <= value < 2**63:
+            buf.q[i] = value
+            buf.c[i] = 0
         else:
-            _pack_slow(value, i, buf, keep)
+            keep = _pack_slow(value, i, buf, keep)
     return keep
 
 
@@ -285,15 +281,6 @@ def decode_value(raw: int, code: int, owned_handle: bool) -> Any:
     if code in (TypeCode.MODULE_HANDLE, TypeCode.OBJECT_HANDLE):
         return _pinned_object(addr, code)
     raise EmberTypeError(f"unknown packed type code {code}; the callee wrote a corrupt value")
-
-
-def _decode_return(buf: _CallBuffers) -> Any:
-    code = buf.rc[0]
-    if code == 4:
-        return None
-    if code == 0:
-        return buf.rq[0]
-    return decode_value(buf.rq[0], code, owned_handle=True)
 
 
 # ---- the PackedFunc classes ---------------------------------------------------------
@@ -350,59 +337,94 @@ class PyPackedFunc(PackedFunc):
 
 
 class _CCallable(PackedFunc):
-    """Shared fast call path of PackedFuncs whose body is reached through a ctypes call."""
+    """Shared fast call path of PackedFuncs whose body is reached through EmberFuncCallFrame."""
 
-    __slots__ = ("_pool", "_call")
+    __slots__ = ("_pool", "_pool0", "_call", "_frame_func", "_frame_resource")
 
-    def __init__(self) -> None:
+    def __init__(self, func: int, resource: int) -> None:
         super().__init__()
-        self._pool: list[_CallBuffers] = []
+        self._pool: list[_CallBuffers] = []  # frames for calls with arguments
+        self._pool0: list[_CallBuffers] = []  # frames whose num_args stays 0
+        self._call = c_api.frame_caller()
+        self._frame_func = func
+        self._frame_resource = resource
+
+    def _buffers(self, n: int) -> _CallBuffers:
+        return _CallBuffers(
+            max(n, _POOL_CAPACITY), self._frame_func, self._frame_resource, self._handle
+        )
 
     def __call__(self, *args: Any) -> Any:
-        pool = self._pool
-        n = len(args)
-        try:
-            buf = pool.pop()
-        except IndexError:
-            buf = _CallBuffers(max(n, _POOL_CAPACITY))
-        if n > buf.capacity:
-            buf = _CallBuffers(n)
-        keep = _pack(args, buf) if n else None
-        buf.rc[0] = 4
-        ret = self._invoke(buf, n)
-        if ret != 0:
+        # The hot path: written out flat on purpose (each helper call costs ~50 ns).
+        if args:
+            pool = self._pool
+            try:
+                buf = pool.pop()
+            except IndexError:
+                buf = self._buffers(len(args))
+            n = len(args)
+            if n > buf.capacity:
+                buf = self._buffers(n)
+            q = buf.q
+            c = buf.c
+            keep = None
+            i = 0
+            try:
+                for value in args:
+                    kind = type(value)
+                    if kind is NDArray:
+                        q[i] = value.handle
+                        c[i] = 13
+                    elif kind is int:
+                        q[i] = value
+                        c[i] = 0
+                    elif kind is float:
+                        buf.d[i] = value
+                        c[i] = 2
+                    else:
+                        keep = _pack_slow(value, i, buf, keep)
+                    i += 1
+            except (OverflowError, ValueError):
+                keep = _pack(args, buf)  # an int beyond int64: redo on the careful path
+            buf.n[0] = n
+            code = self._call(buf.ref)
+        else:
+            pool = self._pool0
+            try:
+                buf = pool.pop()
+            except IndexError:
+                buf = self._buffers(0)
+            code = self._call(buf.ref)
+        if code == 4:
             pool.append(buf)
-            check_call(ret)
-        result = _decode_return(buf)
+            return None
+        if code == 0:
+            value = buf.rq[0]
+            pool.append(buf)
+            return value
+        if code < 0:
+            pool.append(buf)
+            check_call(code)
+        value = decode_value(buf.rq[0], code, owned_handle=True)
         pool.append(buf)
-        del keep
-        return result
-
-    def _invoke(self, buf: _CallBuffers, n: int) -> int:
-        raise NotImplementedError
+        return value
 
 
 class CPackedFunc(_CCallable):
     """A PackedFunc calling an ``EmberPackedCFunc`` C function pointer directly."""
 
-    __slots__ = ("_fn", "_address", "_resource", "_owner", "name")
+    __slots__ = ("_address", "_resource", "_owner", "name")
 
     def __init__(
         self, address: int, resource_handle: int = 0, owner: Any = None, name: str = ""
     ) -> None:
-        super().__init__()
         if not address:
             raise EmberTypeError("CPackedFunc needs a non-NULL function pointer")
+        super().__init__(address, resource_handle)
         self._address = address
         self._resource = resource_handle or None
-        self._fn = EmberPackedCFunc(address)
         self._owner = owner  # e.g. the library that holds the code
         self.name = name
-
-    def _invoke(self, buf: _CallBuffers, n: int) -> int:
-        return self._fn(
-            buf.values_addr, buf.codes_addr, n, buf.ret_addr, buf.ret_code_addr, self._resource
-        )
 
     def _make_handle(self) -> int:
         out = ctypes.c_void_p()
@@ -424,17 +446,11 @@ class CPackedFunc(_CCallable):
 class HandlePackedFunc(_CCallable):
     """A PackedFunc owning one reference to a C runtime function handle."""
 
-    __slots__ = ("_call_fn",)
+    __slots__ = ()
 
     def __init__(self, handle: int) -> None:
-        super().__init__()
+        super().__init__(0, 0)
         self._handle = handle
-        self._call_fn = c_api.lib().EmberFuncCall
-
-    def _invoke(self, buf: _CallBuffers, n: int) -> int:
-        return self._call_fn(
-            self._handle, buf.values_addr, buf.codes_addr, n, buf.ret_addr, buf.ret_code_addr
-        )
 
     def _make_handle(self) -> int:
         return self._handle

@@ -26,6 +26,19 @@ STRUCTS = {
     ),
     "EmberByteArray": (c_api.EmberByteArray, ["data", "size"]),
     "EmberParallelGroupEnv": (c_api.EmberParallelGroupEnv, ["sync_handle", "num_task"]),
+    "EmberCallFrame": (
+        c_api.EmberCallFrame,
+        [
+            "func",
+            "resource_handle",
+            "handle",
+            "args",
+            "type_codes",
+            "num_args",
+            "ret_type_code",
+            "ret_value",
+        ],
+    ),
 }
 
 TYPE_CODE_NAMES = {

@@ -93,6 +93,24 @@ int32_t EmberFuncCall(EmberFunctionHandle func, EmberValue* args, int32_t* type_
   return obj->func(args, type_codes, num_args, ret_value, ret_type_code, obj->resource_handle);
 }
 
+int32_t EmberFuncCallFrame(EmberCallFrame* frame) {
+  EmberPackedCFunc func = frame->func;
+  void* resource = frame->resource_handle;
+  if (func == NULL) {
+    EmberFuncObj* obj = (EmberFuncObj*)frame->handle;
+    if (obj == NULL) return set_error("EmberFuncCallFrame: %s", "the frame has no function");
+    func = obj->func;
+    resource = obj->resource_handle;
+  }
+  frame->ret_type_code = EMBER_NULL;
+  frame->ret_value.v_handle = NULL;
+  if (func(frame->args, frame->type_codes, frame->num_args, &frame->ret_value,
+           &frame->ret_type_code, resource) != 0) {
+    return -1;
+  }
+  return frame->ret_type_code;
+}
+
 /* ---- global registry ----------------------------------------------------- */
 typedef struct {
   char* name;

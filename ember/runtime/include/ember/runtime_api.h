@@ -137,6 +137,19 @@ typedef struct {
 
 typedef int32_t (*FEmberParallelLambda)(int32_t task_id, EmberParallelGroupEnv* penv, void* cdata);
 
+/* One Python-friendly call: everything a packed call needs in one struct, so an FFI
+ * passes a single pointer. func == NULL means "call through handle". */
+typedef struct {
+  EmberPackedCFunc func;
+  void* resource_handle;
+  EmberFunctionHandle handle;
+  EmberValue* args;
+  int32_t* type_codes;
+  int32_t num_args;
+  int32_t ret_type_code;
+  EmberValue ret_value;
+} EmberCallFrame;
+
 /* ---- errors ------------------------------------------------------------- */
 EMBER_DLL void EmberAPISetLastError(const char* msg);
 EMBER_DLL const char* EmberGetLastError(void);
@@ -150,6 +163,9 @@ EMBER_DLL int32_t EmberFuncRetain(EmberFunctionHandle func);
 EMBER_DLL int32_t EmberFuncFree(EmberFunctionHandle func);
 EMBER_DLL int32_t EmberFuncCall(EmberFunctionHandle func, EmberValue* args, int32_t* type_codes,
                                 int32_t num_args, EmberValue* ret_value, int32_t* ret_type_code);
+/* Calls the frame's function; returns -1 on failure, else the return type code
+ * (EMBER_NULL when the callee returned nothing); the value is in frame->ret_value. */
+EMBER_DLL int32_t EmberFuncCallFrame(EmberCallFrame* frame);
 /* The registry takes its own reference to func. */
 EMBER_DLL int32_t EmberFuncRegisterGlobal(const char* name, EmberFunctionHandle func,
                                           int32_t override);
