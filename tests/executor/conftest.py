@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
-from executor_kernels import build_kernels
+
+# The tests import the helper module executor_kernels by plain name; with
+# --import-mode=importlib this folder is not on sys.path unless pyproject lists it.
+if str(Path(__file__).parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parent))
+
+from executor_kernels import build_kernels  # noqa: E402
 
 from ember.runtime import load_module
 from ember.runtime.module import Module
