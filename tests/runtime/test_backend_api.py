@@ -104,3 +104,53 @@ def test_c_registered_global_visible_to_python(lib):
     lib["register_square"]("test_backend.square")
     assert "test_backend.square" in rt.list_global_funcs()
     assert rt.get_global_func("test_backend.square")(9) == 81
+
+
+PARALLEL_CALLBACK_SOURCE = r"""
+typedef struct { EmberFunctionHandle f; int64_t results[64]; } Ctx;
+static int32_t call_python(int32_t task_id, EmberParallelGroupEnv* penv, void* cdata) {
+  Ctx* ctx = (Ctx*)cdata;
+  EmberValue a[1];
+  int32_t c[1] = {EMBER_INT};
+  a[0].v_int64 = task_id;
+  EmberValue r;
+  int32_t rc;
+  if (EmberFuncCall(ctx->f, a, c, 1, &r, &rc) != 0) return -1;
+  ctx->results[task_id] = r.v_int64;
+  return 0;
+}
+/* run the Python global args[0] once per worker thread; return the sum of its results */
+EMBER_DLL int32_t parallel_python(EMBER_ARGS) {
+  Ctx ctx;
+  if (EmberFuncGetGlobal(args[0].v_str, &ctx.f) != 0 || ctx.f == NULL) return -1;
+  int32_t status = EmberBackendParallelLaunch(call_python, &ctx, 4);
+  EmberFuncFree(ctx.f);
+  if (status != 0) return -1;
+  int64_t s = 0;
+  for (int i = 0; i < 4; ++i) s += ctx.results[i];
+  ret->v_int64 = s; *ret_code = EMBER_INT; return 0;
+}
+"""
+
+
+@pytest.mark.cc
+def test_worker_threads_call_python(tmp_path):
+    lib = build_library(tmp_path, PARALLEL_CALLBACK_SOURCE, "parallel_py")
+    threads = set()
+
+    def square(k):
+        import threading
+
+        threads.add(threading.get_ident())
+        return k * k
+
+    rt.register_func("test_backend.square_py", square, override=True)
+    assert lib["parallel_python"]("test_backend.square_py") == 0 + 1 + 4 + 9
+    assert len(threads) == 4  # four OpenMP workers each called into Python
+
+    def fails(k):
+        raise RuntimeError(f"worker {k} failed")
+
+    rt.register_func("test_backend.fails_py", fails, override=True)
+    with pytest.raises(RuntimeError, match=r"worker \d failed"):
+        lib["parallel_python"]("test_backend.fails_py")

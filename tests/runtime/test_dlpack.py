@@ -85,3 +85,11 @@ def test_copy_flag_and_ndarray_input():
     assert copied.ctypes.data != arr.data_ptr
     same = ember.nd.from_dlpack(arr)
     assert same.data_ptr == arr.data_ptr
+
+
+def test_versioned_capsule_from_numpy():
+    src = np.arange(6, dtype="int32").reshape(2, 3)
+    capsule = src.__dlpack__(max_version=(1, 0))
+    arr = ember.nd.from_dlpack(capsule)
+    assert arr.data_ptr == src.ctypes.data and arr.shape == (2, 3) and arr.dtype == "int32"
+    np.testing.assert_array_equal(arr.numpy(), src)
