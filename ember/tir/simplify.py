@@ -47,6 +47,7 @@ from ember.tir.stmt import For, IfThenElse, LetStmt, SeqStmt, Stmt, seq
 
 Bound = tuple[int, int]  # inclusive [lo, hi]; +-inf encoded as None-free big numbers
 _INF = 1 << 62
+NON_NEGATIVE_MAX = _INF  # the upper bound to give a variable known only to be >= 0
 
 
 def _is_int_const(e: PrimExpr, value: int | None = None) -> bool:
@@ -128,8 +129,6 @@ class Simplifier(IRMutator):
             return (_clamp(a0 - b1), _clamp(a1 - b0))
         if isinstance(e, Mul):
             (a0, a1), (b0, b1) = self.bound(e.a), self.bound(e.b)
-            if max(abs(a0), abs(a1), abs(b0), abs(b1)) >= _INF:
-                return (-_INF, _INF)
             prods = [a0 * b0, a0 * b1, a1 * b0, a1 * b1]
             return (_clamp(min(prods)), _clamp(max(prods)))
         if isinstance(e, FloorDiv) and _is_int_const(e.b) and e.b.value > 0:  # type: ignore[attr-defined]

@@ -2,41 +2,23 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 
-from ember.codegen.c import build_c
-from ember.runtime import include_dir, load_module
-from ember.runtime.module import Module
-from ember.support.toolchain import compile_shared
-from ember.tir import PrimFunc
+# The tests import the helper module codegen_build by plain name; with
+# --import-mode=importlib this folder is not on sys.path unless we put it there.
+if str(Path(__file__).parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parent))
+
+from codegen_build import compile_funcs  # noqa: E402
+
+from ember.runtime.module import Module  # noqa: E402
+from ember.tir import PrimFunc  # noqa: E402
 
 BuildFn = Callable[..., Module]
-
-
-def compile_funcs(
-    funcs: Sequence[PrimFunc],
-    out_dir: Path,
-    target: dict[str, object] | None = None,
-    extra_sources: Sequence[str] = (),
-) -> Module:
-    """build_c + the system compiler + load_module, with the flags the artifacts record."""
-    arts = build_c(funcs, target or {"max_file_bytes": 4096})
-    out_dir.mkdir(parents=True, exist_ok=True)
-    sources = []
-    for art in arts:
-        path = out_dir / art.file_name
-        path.write_bytes(art.content)
-        sources.append(path)
-    for k, text in enumerate(extra_sources):
-        path = out_dir / f"extra{k}.c"
-        path.write_text(text)
-        sources.append(path)
-    flags = str(arts[0].metadata["cflags"]).split()
-    lib = compile_shared(sources, out_dir / "kernels.so", include_dirs=[include_dir()], flags=flags)
-    return load_module(str(lib))
 
 
 @pytest.fixture

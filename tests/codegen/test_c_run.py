@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from codegen_build import compile_funcs
 
 import ember.runtime as rt
 from ember import tir
@@ -102,8 +103,6 @@ def _int_ops() -> tir.PrimFunc:
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory: pytest.TempPathFactory) -> rt.Module:
-    from conftest import compile_funcs
-
     funcs = [_matmul(18, 21, 13), _conv2d(), _elementwise(), _reductions(), _int_ops()]
     return compile_funcs(funcs, tmp_path_factory.mktemp("cgen"))
 
@@ -266,3 +265,23 @@ def test_assert_reports_error(build) -> None:  # type: ignore[no-untyped-def]
     ok = _nd(np.zeros(3, "float32"))
     mod["ember_checked"](ok)
     assert ok.numpy().tolist() == [1.0, 1.0, 1.0]
+
+
+def test_symbolic_te_kernel_compiles_without_floor_helpers(build) -> None:  # type: ignore[no-untyped-def]
+    n = tir.Var("n")
+    a = te.placeholder((n, 4), "float32", "A")
+    k = te.reduce_axis(4, "k")
+    b = te.compute((n,), lambda i: te.sum(a[i, k] * a[i, k], axis=k), "B")
+    s = te.create_schedule(b)
+    outer, _ = s[b].split(b.op.axis[0], factor=8)
+    s[b].parallel(outer)
+    f = te.lower(s, [a, b], name="rowsq")
+    from ember.codegen.c import generate_source
+
+    assert "floordiv" not in generate_source([f])
+    mod = build([f])
+    for rows in (1, 8, 21):
+        x = RNG.random((rows, 4), dtype="float32")
+        out = _nd(np.zeros(rows, "float32"))
+        mod["ember_rowsq"](_nd(x), out)
+        np.testing.assert_allclose(out.numpy(), (x * x).sum(1), rtol=1e-5)

@@ -54,7 +54,7 @@ from ember.tir.expr import (
     Var,
 )
 from ember.tir.printer import NameTable
-from ember.tir.simplify import Simplifier, simplify
+from ember.tir.simplify import NON_NEGATIVE_MAX, Simplifier, simplify
 from ember.tir.stmt import (
     Allocate,
     AssertStmt,
@@ -186,6 +186,11 @@ class CodeGenC:
             pnames[id(p)] = name
         for v in symbolic_extents(func):
             params.append(f"{c_type(v.dtype, self.where)} {self.var(v)}")
+        for p in func.params:  # tensor extents are never negative
+            if isinstance(p, Buffer):
+                for e in p.shape:
+                    if isinstance(e, Var):
+                        self.bounds.ranges[e] = (0, NON_NEGATIVE_MAX)
         self.stmt(func.body)
         storage = "EMBER_DLL " if self.opts.export_unpacked else "static "
         signature = ", ".join(params) or "void"

@@ -18,7 +18,7 @@ from ember.tir import dtype as dt
 from ember.tir.buffer import Buffer, decl_buffer
 from ember.tir.expr import IntImm, Max, Min, PrimExpr, Var, const
 from ember.tir.functor import IRMutator, free_vars, post_order_visit, substitute
-from ember.tir.simplify import _collect, simplify
+from ember.tir.simplify import NON_NEGATIVE_MAX, _collect, simplify
 from ember.tir.stmt import (
     Allocate,
     BufferStore,
@@ -135,7 +135,8 @@ class _Lowerer:
         for buf in reversed(self.allocs):
             nest = Allocate(buf, nest, _storage(buf))
         nest = _Materialize(self.where).visit_stmt(nest)
-        func = PrimFunc(self.name, tuple(params), simplify(nest))
+        extents = {e: (0, NON_NEGATIVE_MAX) for b in params for e in b.shape if isinstance(e, Var)}
+        func = PrimFunc(self.name, tuple(params), simplify(nest, extents))
         return verify(func)
 
     def _check_attach(self, stage: Stage) -> None:

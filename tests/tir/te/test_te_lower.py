@@ -186,3 +186,19 @@ def test_lower_errors() -> None:
     s[b].compute_inline()
     with pytest.raises(IRError, match="cannot be inlined"):
         te.lower(s, [a, b, c], name="x")
+
+
+def test_symbolic_extent_split_and_fuse() -> None:
+    n = tir.Var("n")
+    a = te.placeholder((n, 4), "float32", "A")
+    b = te.compute((n, 4), lambda i, j: a[i, j] * 2.0, "B")
+    s = te.create_schedule(b)
+    s[b].split(s[b].fuse(*b.op.axis), factor=8)
+    f = te.lower(s, [a, b], name="sym")
+    text = str(f)
+    assert "range((n * 4 + 7) // 8)" in text and "< n * 4:" in text
+    for rows in (1, 3, 5):
+        x = RNG.random((rows, 4), dtype="float32")
+        y = np.zeros_like(x)
+        tir.interpret(f, [x, y])
+        np.testing.assert_allclose(y, 2 * x)
