@@ -4,13 +4,15 @@ Importing this package imports every handler module (one op family per file), wh
 registers the handlers through the public ``onnx_op`` decorator.
 """
 
-from ember.frontend.onnx import constants  # noqa: F401  (registers handlers)
-from ember.frontend.onnx import indexing  # noqa: F401  (registers handlers)
-from ember.frontend.onnx import logic  # noqa: F401  (registers handlers)
-from ember.frontend.onnx import math  # noqa: F401  (registers handlers)
-from ember.frontend.onnx import nn  # noqa: F401  (registers handlers)
-from ember.frontend.onnx import reduce  # noqa: F401  (registers handlers)
-from ember.frontend.onnx import tensor  # noqa: F401  (registers handlers)
+from ember.frontend.onnx import (
+    constants,  # noqa: F401  (registers handlers)
+    indexing,  # noqa: F401  (registers handlers)
+    logic,  # noqa: F401  (registers handlers)
+    math,  # noqa: F401  (registers handlers)
+    nn,  # noqa: F401  (registers handlers)
+    reduce,  # noqa: F401  (registers handlers)
+    tensor,  # noqa: F401  (registers handlers)
+)
 from ember.frontend.onnx.context import REQUIRED, ConvertContext, NodeView
 from ember.frontend.onnx.importer import from_onnx
 from ember.frontend.onnx.registry import find_handler, onnx_op, supported_ops

@@ -31,7 +31,6 @@ from ember.ir.expr import (
     TupleGetItem,
     Var,
     children,
-    post_order,
 )
 from ember.ir.op import OpDef
 from ember.ir.types import TensorType, TupleType, canonical_dtype
@@ -96,7 +95,7 @@ def _decode_attr(attr: onnx.AttributeProto, where: str) -> Any:
     if kind == A.TENSORS:
         return [tensor_to_numpy(t, where) for t in attr.tensors]
     if kind == A.SPARSE_TENSOR:
-        return _sparse_to_dense(attr.sparse_tensor, where)
+        return sparse_to_dense(attr.sparse_tensor, where)
     if kind == A.GRAPH:
         return attr.g
     if kind == A.GRAPHS:
@@ -106,8 +105,8 @@ def _decode_attr(attr: onnx.AttributeProto, where: str) -> Any:
     raise FrontendError(f"{where}: attribute '{attr.name}' has an unknown kind {kind}")
 
 
-def _sparse_to_dense(sparse: onnx.SparseTensorProto, where: str) -> np.ndarray:
-    """Densify a SparseTensorProto (COO indices, flat [NNZ] or [NNZ, rank])."""
+def sparse_to_dense(sparse: onnx.SparseTensorProto, where: str) -> np.ndarray:
+    """Densify a SparseTensorProto (COO indices, flat [NNZ] or [NNZ, rank]); named as its values."""
     values = tensor_to_numpy(sparse.values, where)
     indices = tensor_to_numpy(sparse.indices, where).astype(np.int64)
     shape = tuple(int(d) for d in sparse.dims)
@@ -227,14 +226,7 @@ class ConvertContext:
         )
 
     def _static_value(self, expr: Expr) -> np.ndarray | tuple[Any, ...] | None:
-        cached = self._cache.get(id(expr))
-        if cached is not None and cached[0] is expr:
-            return cached[1]
-        order = post_order(expr)
-        for node in order:
-            hit = self._cache.get(id(node))
-            if hit is not None and hit[0] is node:
-                continue
+        for node in _unseen_post_order(expr, self._cache):
             self._cache[id(node)] = (node, self._eval_one(node))
         return self._cache[id(expr)][1]
 
@@ -298,22 +290,9 @@ class ConvertContext:
         to an activation shape) are skipped. Initializer variables are not folded: they
         stay parameters.
         """
-        memo = self._folded
-        stack: list[tuple[Expr, bool]] = [(root, False)]
-        while stack:
-            node, expanded = stack.pop()
-            hit = memo.get(id(node))
-            if hit is not None and hit[0] is node:
-                continue
-            if expanded:
-                memo[id(node)] = (node, self._fold_one(node))
-                continue
-            stack.append((node, True))
-            for child in reversed(children(node)):
-                known = memo.get(id(child))
-                if known is None or known[0] is not child:
-                    stack.append((child, False))
-        return memo[id(root)][1]
+        for node in _unseen_post_order(root, self._folded):
+            self._folded[id(node)] = (node, self._fold_one(node))
+        return self._folded[id(root)][1]
 
     def _new(self, expr: Expr) -> Expr:
         return self._folded[id(expr)][1]
@@ -372,3 +351,32 @@ def _matches(value: Any, ty: Any) -> bool:
         )
     arr = np.asarray(value)
     return isinstance(ty, TensorType) and arr.shape == ty.shape and arr.dtype.name == ty.dtype
+
+
+def _unseen_post_order(root: Expr, memo: Mapping[int, tuple[Expr, Any]]) -> list[Expr]:
+    """Nodes reachable from ``root`` that ``memo`` does not hold yet, children first.
+
+    The walk does not enter nodes already in ``memo``, so repeated calls over a growing
+    graph visit each node once in total. Iterative: graph depth does not matter.
+    """
+
+    def seen(node: Expr) -> bool:
+        hit = memo.get(id(node))
+        return hit is not None and hit[0] is node
+
+    order: list[Expr] = []
+    done: set[int] = set()
+    stack: list[tuple[Expr, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if id(node) in done or seen(node):
+            continue
+        if expanded:
+            done.add(id(node))
+            order.append(node)
+            continue
+        stack.append((node, True))
+        for child in reversed(children(node)):
+            if id(child) not in done and not seen(child):
+                stack.append((child, False))
+    return order

@@ -46,6 +46,7 @@ def from_onnx(
     every input or a mapping from input name to dtype.
     """
     proto = model_check.load_model(model)  # parse, external data
+    proto = model_check.normalize_model(proto)  # inline local functions, densify sparse
     graph = proto.graph
     label = model_check.graph_label(proto)
     opsets = model_check.read_opsets(proto)  # opset range
@@ -67,11 +68,26 @@ def from_onnx(
     for i in order:  # convert nodes in dependency order
         _convert_node(ctx, graph.node[i], i, env)
     outputs = [env[o.name] for o in graph.output]
+    _check_output_dtypes(graph, outputs, label)
     body = outputs[0] if len(outputs) == 1 else Tuple(tuple(outputs))
     used = {id(e) for e in post_order(body) if isinstance(e, Var)}
     params = [init_vars[n] for n in init_names if id(init_vars[n]) in used]
     func = Function(tuple(input_vars) + tuple(params), body)
     return IRModule.from_expr(func), {p.name: init_values[p.name] for p in params}
+
+
+def _check_output_dtypes(graph: onnx.GraphProto, outputs: Sequence[Expr], label: str) -> None:
+    """A declared output element type must match the converted one (catches bad handlers)."""
+    for vi, expr in zip(graph.output, outputs, strict=True):
+        elem = vi.type.tensor_type.elem_type if vi.type.HasField("tensor_type") else 0
+        if not elem or not isinstance(expr.type, TensorType):
+            continue
+        declared = onnx_elem_dtype(elem, f"ONNX model {label}: output '{vi.name}'")
+        if declared != expr.type.dtype:
+            raise FrontendError(
+                f"ONNX model {label}: output '{vi.name}' is declared {declared} but converts "
+                f"to {expr.type}; the model's type annotations or an op handler are wrong"
+            )
 
 
 def _graph_inputs(graph: onnx.GraphProto, init_names: set[str]) -> list[onnx.ValueInfoProto]:

@@ -13,9 +13,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import onnx
+from onnx import numpy_helper
 
 from ember.errors import FrontendError, OpNotSupportedError
-from ember.frontend.onnx.context import onnx_elem_dtype
+from ember.frontend.onnx.context import onnx_elem_dtype, sparse_to_dense
 from ember.frontend.onnx.registry import find_handler, supported_ops
 
 #: the oldest default-domain opset the importer accepts.
@@ -83,6 +84,31 @@ def _load_external(proto: onnx.ModelProto, base_dir: str, where: str) -> None:
             f"ONNX model {where}: cannot load its external tensor data from '{base_dir}': {err}; "
             "keep the data files next to the model"
         ) from None
+
+
+def normalize_model(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Inline model-local functions and densify sparse initializers (a copy if needed)."""
+    if model.functions:
+        from onnx import inliner
+
+        try:
+            model = inliner.inline_local_functions(model)
+        except Exception as err:
+            names = ", ".join(f.name for f in model.functions)
+            raise FrontendError(
+                f"ONNX model {graph_label(model)}: cannot inline its local functions "
+                f"({names}): {err}"
+            ) from None
+    if model.graph.sparse_initializer:
+        dense = onnx.ModelProto()
+        dense.CopyFrom(model)
+        for sparse in dense.graph.sparse_initializer:
+            where = f"ONNX model {graph_label(model)}: sparse initializer"
+            value = sparse_to_dense(sparse, where)
+            dense.graph.initializer.append(numpy_helper.from_array(value, sparse.values.name))
+        del dense.graph.sparse_initializer[:]
+        model = dense
+    return model
 
 
 def graph_label(model: onnx.ModelProto) -> str:

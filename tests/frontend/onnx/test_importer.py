@@ -272,3 +272,67 @@ def test_shape_errors_from_the_ir_name_the_node(onnx_model):
     )
     with pytest.raises(FrontendError, match="bad_add"):
         from_onnx(model)
+
+
+def test_model_local_functions_are_inlined(onnx_model):
+    double = helper.make_function(
+        "my.funcs",
+        "Double",
+        ["a"],
+        ["b"],
+        [helper.make_node("TAdd", ["a", "a"], ["b"], domain=TEST_DOMAIN)],
+        [helper.make_opsetid("", 17), helper.make_opsetid(TEST_DOMAIN, 1)],
+    )
+    model = _model(
+        onnx_model,
+        [helper.make_node("Double", ["x"], ["y"], domain="my.funcs")],
+        {"x": ("float32", (3,))},
+        ["y"],
+        extra_opsets={"my.funcs": 1},
+    )
+    model.functions.append(double)
+    mod, params = from_onnx(model)
+    x = np.array([1, 2, 3], np.float32)
+    np.testing.assert_array_equal(evaluate(mod, [x], params)[0], 2 * x)
+
+
+def test_sparse_initializers_become_dense_params(onnx_model):
+    model = _model(
+        onnx_model, [_tnode("TAdd", ["x", "w"], ["y"])], {"x": ("float32", (2, 3))}, ["y"]
+    )
+    sparse = helper.make_sparse_tensor(
+        onnx.numpy_helper.from_array(np.array([5.0, 7.0], np.float32), "w"),
+        onnx.numpy_helper.from_array(np.array([1, 5], np.int64), "w_idx"),
+        [2, 3],
+    )
+    model.graph.sparse_initializer.append(sparse)
+    mod, params = from_onnx(model)
+    np.testing.assert_array_equal(params["w"], [[0, 5, 0], [0, 0, 7]])
+
+
+def test_declared_output_dtype_must_match(onnx_model):
+    model = _model(onnx_model, [_tnode("TAdd", ["x", "x"], ["y"])], {"x": ("float32", (2,))}, ["y"])
+    model.graph.output[0].type.tensor_type.elem_type = onnx.TensorProto.INT32
+    with pytest.raises(FrontendError, match="output 'y' is declared int32"):
+        from_onnx(model)
+
+
+def test_deep_graphs_import_in_linear_time(onnx_model):
+    depth = 3000
+    nodes = [
+        _tnode("TAdd", ["x" if i == 0 else f"t{i}", "one"], [f"t{i + 1}"]) for i in range(depth)
+    ]
+    model = _model(
+        onnx_model,
+        nodes,
+        {"x": ("float32", (2,))},
+        [f"t{depth}"],
+        initializers={"one": np.ones(2, np.float32)},
+    )
+    import time
+
+    start = time.perf_counter()
+    mod, params = from_onnx(model)
+    assert time.perf_counter() - start < 20  # quadratic walks would take minutes
+    (y,) = evaluate(mod, [np.zeros(2, np.float32)], params)
+    np.testing.assert_array_equal(y, [depth, depth])
