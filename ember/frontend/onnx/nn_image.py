@@ -147,7 +147,7 @@ def _sizes_and_scales(
     if policy == "stretch":
         for a, s in zip(axes, given, strict=True):
             sizes[a] = int(s)
-            scales[a] = float(np.float32(s) / np.float32(shape[a]))
+        scales.clear()  # the op then uses out / in, and the exact output length
         return
     if policy not in ("not_larger", "not_smaller"):
         ctx.fail(node, f"unknown keep_aspect_ratio_policy {policy!r}")

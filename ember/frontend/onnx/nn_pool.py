@@ -1,12 +1,11 @@
 """ONNX handlers for pooling: MaxPool, AveragePool (N-d, pads, auto_pad, dilations,
 ceil_mode, count_include_pad), GlobalAveragePool, GlobalMaxPool. MaxPool's Indices output
-is reported unsupported."""
+becomes a separate nn.max_pool_argmax call."""
 
 from __future__ import annotations
 
 from ember.frontend.onnx.context import ConvertContext, NodeView
 from ember.frontend.onnx.nn_common import (
-    check_unused_outputs,
     required,
     resolve_pads,
     spatial_attr,
@@ -44,10 +43,13 @@ def _pool(ctx: ConvertContext, node: NodeView, op: str, **extra: object) -> Expr
 
 
 @onnx_op("MaxPool", since=1, dtypes=_MAXPOOL_TYPES)
-def max_pool(ctx: ConvertContext, node: NodeView) -> Expr:
-    """MaxPool (output Y only)."""
-    check_unused_outputs(ctx, node, 1, "MaxPool Indices")
-    return _pool(ctx, node, "nn.max_pool")
+def max_pool(ctx: ConvertContext, node: NodeView) -> list[Expr | None]:
+    """MaxPool; the Indices output (flat input positions) is computed only when used."""
+    y = _pool(ctx, node, "nn.max_pool")
+    if not node.output_used(1):
+        return [y]
+    order = node.attr("storage_order", 0)
+    return [y, _pool(ctx, node, "nn.max_pool_argmax", storage_order=order)]
 
 
 @onnx_op("AveragePool", since=1, dtypes=FLOAT_TYPES)

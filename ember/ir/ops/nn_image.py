@@ -3,8 +3,9 @@ nn.depth_to_space and nn.space_to_depth.
 
 ``image.resize`` is separable: each resized axis is resampled on its own by gathering
 ``taps`` neighbours with per-output weights (1 tap for nearest, 2 for linear, 4 for cubic).
-``scales`` are the ONNX scale factors (the importer derives them from ``sizes`` when the
-model gives sizes); ``roi`` is only read by ``tf_crop_and_resize``.
+``scales`` are the ONNX scale factors; when they are given, ONNX measures the resized
+length as ``in * scale`` (unrounded, as align_corners and tf_crop_and_resize see it); when
+empty, the scale is ``out / in``. ``roi`` is only read by ``tf_crop_and_resize``.
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ def _source_coords(axis: int, n_in: int, n_out: int, attrs: Attrs) -> np.ndarray
     f32 = np.float32
     scales = attrs["scales"]
     scale = f32(scales[axis]) if scales else f32(n_out) / f32(n_in)
+    # ONNX measures the resized length as in * scale when scales are given (not rounded).
+    length = f32(n_in) * scale if scales else f32(n_out)
     mode = attrs["coordinate_transformation_mode"]
     xr = np.arange(n_out, dtype=f32)
     half = f32(0.5)
@@ -75,9 +78,9 @@ def _source_coords(axis: int, n_in: int, n_out: int, attrs: Attrs) -> np.ndarray
     if mode == "pytorch_half_pixel":
         return (xr + half) / scale - half if n_out > 1 else np.zeros_like(xr)
     if mode == "align_corners":
-        if n_out == 1:
+        if length == 1:
             return np.zeros_like(xr)
-        return xr * f32(n_in - 1) / f32(n_out - 1)
+        return xr * f32(n_in - 1) / (length - f32(1))
     if mode == "asymmetric":
         return xr / scale
     if mode == "tf_half_pixel_for_nn":
@@ -85,8 +88,8 @@ def _source_coords(axis: int, n_in: int, n_out: int, attrs: Attrs) -> np.ndarray
     rank = len(attrs["sizes"])
     roi = attrs["roi"] or (0.0,) * rank + (1.0,) * rank
     start, end = f32(roi[axis]), f32(roi[axis + rank])
-    if n_out > 1:
-        return start * f32(n_in - 1) + xr * (end - start) * f32(n_in - 1) / f32(n_out - 1)
+    if length != 1:
+        return start * f32(n_in - 1) + xr * (end - start) * f32(n_in - 1) / (length - f32(1))
     return np.full_like(xr, half * (start + end) * f32(n_in - 1))
 
 

@@ -115,6 +115,45 @@ def _max_pool_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return y
 
 
+def _argmax_type(types: Sequence[Type], attrs: Attrs) -> Type:
+    data = tensor_arg(types, 0, "data")
+    geo = _Geometry(data.shape, attrs)
+    if attrs["storage_order"] not in (0, 1):
+        raise IRError(
+            f"storage_order must be 0 (row major) or 1 (column major), got {attrs['storage_order']}"
+        )
+    return TensorType((*data.shape[:2], *geo.out), "int64")
+
+
+def _argmax_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    """Flat index (into the whole input) of each window's first maximum (ONNX Indices)."""
+    x = xs[0]
+    geo = _Geometry(x.shape, attrs)
+    views = geo.windows(geo.padded(x, _lowest(x.dtype)))
+    best = views[0].copy()
+    which = np.zeros(best.shape, dtype=np.int64)
+    for k, v in enumerate(views[1:], start=1):
+        better = v > best
+        best = np.where(better, v, best)
+        which = np.where(better, k, which)
+    offsets = np.unravel_index(which, geo.kernel)
+    nsp = len(geo.kernel)
+    spatial_sizes = x.shape[2:]
+    positions = []
+    for i in range(nsp):
+        shape = [1] * (nsp + 2)
+        shape[2 + i] = geo.out[i]
+        start = np.arange(geo.out[i]).reshape(shape) * geo.strides[i] - geo.pads[i][0]
+        positions.append(start + offsets[i] * geo.dilation[i])
+    if attrs["storage_order"] == 1:
+        flat = np.ravel_multi_index(positions[::-1], spatial_sizes[::-1], mode="clip")
+    else:
+        flat = np.ravel_multi_index(positions, spatial_sizes, mode="clip")
+    plane = int(np.prod(spatial_sizes))
+    lead = np.arange(x.shape[0] * x.shape[1]).reshape(x.shape[0], x.shape[1], *(1,) * nsp)
+    return (lead * plane + flat).astype(np.int64)
+
+
 def _avg_pool_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     x = xs[0]
     geo = _Geometry(x.shape, attrs)
@@ -163,6 +202,18 @@ register_op(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         attrs=_POOL_ATTRS,
         doc="N-d max pooling; padding never wins the max.",
+    )
+)
+
+register_op(
+    OpDef(
+        name="nn.max_pool_argmax",
+        num_inputs=1,
+        infer_type=_argmax_type,
+        reference=_argmax_ref,
+        pattern=OpPattern.OPAQUE,
+        attrs={**_POOL_ATTRS, "storage_order": Attr("int", 0, "0: row major, 1: column major")},
+        doc="Flat input index of each nn.max_pool window's maximum (ONNX MaxPool Indices).",
     )
 )
 

@@ -5,10 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from onnx import TensorProto, helper
-
-from ember.errors import OpNotSupportedError
-from ember.frontend import from_onnx
 
 try:  # a package when tests/ has __init__ files, plain modules otherwise
     from .nn_check import check_node, rand
@@ -57,11 +53,8 @@ def test_global_pools(op: str, shape: tuple[int, ...]) -> None:
     check_node(op, {"x": rand(shape, "float16")})
 
 
-def test_max_pool_indices_unsupported() -> None:
-    node = helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2])
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])
-    outs = [helper.make_empty_tensor_value_info(n) for n in ("y", "i")]
-    graph = helper.make_graph([node], "g", [x], outs)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)])
-    with pytest.raises(OpNotSupportedError, match="Indices"):
-        from_onnx(model)
+@pytest.mark.parametrize("shape,attrs", POOL_CASES)
+@pytest.mark.parametrize("order", [0, 1])
+def test_max_pool_indices(shape: tuple[int, ...], attrs: dict[str, Any], order: int) -> None:
+    x = rand(shape)
+    check_node("MaxPool", {"x": x}, {**attrs, "storage_order": order}, opset=12, outputs=2)
