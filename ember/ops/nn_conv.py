@@ -1,7 +1,12 @@
-"""Convolution and dense/matmul: the out-elementwise-fusable anchors of most fused groups.
+"""Convolutions and matrix products: the out-elementwise-fusable anchors of most groups.
 
 ``nn.conv`` is N-d (NC[D]HW data, (O, I/groups, k...) weights); padding is a separate
-inlined stage so the reduction reads a bounds-checked value.
+inlined stage so the reduction reads a bounds-checked value. ``nn.conv_transpose`` is the
+convolution of the stride-dilated, padded input with the flipped kernel (the dilation and
+padding are an inlined bounds/divisibility check, never a buffer). ``nn.dense`` is
+``x @ w.T``; ``nn.matmul`` follows numpy (1-D operands promoted, batch dims broadcast).
+Schedules: ``ember.ops.nn_schedule`` (one output row per parallel iteration, the reduction
+computed at that row with the row loop innermost and vectorised).
 """
 
 from __future__ import annotations
@@ -10,10 +15,14 @@ from typing import Any
 
 from ember import tir
 from ember.ir.op import Attrs
+from ember.ir.ops.nn_util import padding, spatial
 from ember.ir.types import Type
 from ember.ops.common import out_tensor_type, scalar, static_shape
-from ember.ops.registry import ScheduleContext, register_compute, register_schedule
+from ember.ops.nn_common import check_dtype
+from ember.ops.nn_schedule import schedule_anchor, schedule_dot_anchor
+from ember.ops.registry import register_compute, register_schedule
 from ember.tir import PrimExpr, te
+from ember.tir import const as tir_const
 
 
 def pad_tensor(
@@ -32,9 +41,9 @@ def pad_tensor(
         src = list(i[:lead])
         for k in range(nsp):
             pos = i[lead + k] - before[k]
-            if before[k]:
+            if before[k] > 0:
                 conds.append(pos >= 0)
-            if after[k]:
+            if after[k] > 0:
                 conds.append(pos < shape[lead + k])
             src.append(pos)
         if not conds:
@@ -44,20 +53,29 @@ def pad_tensor(
     return te.compute(padded, body, "pad")
 
 
+def _conv_attrs(attrs: Attrs, nsp: int) -> tuple[tuple[int, ...], ...]:
+    pads = padding(attrs, nsp)
+    return (
+        spatial(attrs, "strides", nsp, 1),
+        spatial(attrs, "dilation", nsp, 1),
+        tuple(b for b, _ in pads),
+        tuple(e for _, e in pads),
+    )
+
+
 @register_compute("nn.conv")
 def conv(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
     """Direct N-d grouped convolution."""
     x, w = inputs
+    check_dtype("nn.conv", x.dtype)
     ty = out_tensor_type(out_type)
     wshape = static_shape(w)
     nsp = len(wshape) - 2
-    strides = tuple(attrs["strides"]) or (1,) * nsp
-    dilation = tuple(attrs["dilation"]) or (1,) * nsp
-    padding = tuple(attrs["padding"]) or (0,) * (2 * nsp)
+    strides, dilation, pad_begin, pad_end = _conv_attrs(attrs, nsp)
     groups = int(attrs["groups"])
     out_ch, in_per_group = wshape[0], wshape[1]
     out_per_group = out_ch // groups
-    xp = pad_tensor(x, padding[:nsp], padding[nsp:])
+    xp = pad_tensor(x, pad_begin, pad_end)
     rc = te.reduce_axis(in_per_group, "rc")
     rk = [te.reduce_axis(wshape[2 + k], f"rk{k}") for k in range(nsp)]
 
@@ -70,10 +88,52 @@ def conv(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
     return te.compute(ty.shape, body, "conv")
 
 
+@register_compute("nn.conv_transpose")
+def conv_transpose(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """Transposed N-d convolution as a convolution of the implicitly upsampled input."""
+    x, w = inputs
+    check_dtype("nn.conv_transpose", x.dtype)
+    ty = out_tensor_type(out_type)
+    xshape, wshape = static_shape(x), static_shape(w)
+    nsp = len(wshape) - 2
+    strides, dilation, pad_begin, _ = _conv_attrs(attrs, nsp)
+    groups = int(attrs["groups"])
+    in_per_group = xshape[1] // groups
+    out_per_group = wshape[1]
+    kernel = wshape[2:]
+    # position q of the upsampled input holds x[q / s] when s divides q; output y reads
+    # q = y + k * d - lo with lo the implicit "full" padding minus the requested one.
+    lo = [dilation[k] * (kernel[k] - 1) - pad_begin[k] for k in range(nsp)]
+    rc = te.reduce_axis(in_per_group, "rc")
+    rk = [te.reduce_axis(kernel[k], f"rk{k}") for k in range(nsp)]
+
+    def body(n: Any, o: Any, *sp: Any) -> PrimExpr:
+        if groups == 1:
+            chan, oc = rc.var, o
+        else:
+            chan, oc = (o // out_per_group) * in_per_group + rc.var, o % out_per_group
+        conds = []
+        src = []
+        for k in range(nsp):
+            q = sp[k] + rk[k].var * dilation[k] - lo[k]
+            conds.append(q >= 0)
+            conds.append(q < (xshape[2 + k] - 1) * strides[k] + 1)
+            if strides[k] > 1:
+                conds.append(tir.eq(q % strides[k], 0))
+                q = q // strides[k]
+            src.append(q)
+        value = tir.if_then_else(tir.logical_and(*conds), x[(n, chan, *src)], scalar(0, x.dtype))
+        flipped = [kernel[k] - 1 - rk[k].var for k in range(nsp)]
+        return te.sum(value * w[(chan, oc, *flipped)], axis=[rc, *rk])
+
+    return te.compute(ty.shape, body, "conv_transpose")
+
+
 @register_compute("nn.dense")
 def dense(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
     """x (..., K) times w (N, K) transposed."""
     x, w = inputs
+    check_dtype("nn.dense", x.dtype)
     ty = out_tensor_type(out_type)
     k = static_shape(x)[-1]
     rk = te.reduce_axis(k, "rk")
@@ -84,27 +144,34 @@ def dense(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
     return te.compute(ty.shape, body, "dense")
 
 
-def _schedule_reduction_anchor(ctx: ScheduleContext) -> None:
-    """Compute the anchor per output row inside the (parallel) epilogue loop nest."""
-    anchor = ctx.op_outputs[0]
-    out = ctx.group_outputs[0]
-    sch = ctx.sch
-    out_stage = sch[out]
-    axes = list(out_stage.op.axis)
-    attached = False
-    if len(axes) >= 2:
-        outer = out_stage.fuse(*axes[:-1])
-        out_stage.parallel(outer)
-        if not ctx.is_group_output and static_shape(anchor) == static_shape(out):
-            sch[anchor].compute_at(out_stage, outer)
-            attached = True
-    if len(axes) >= 1 and not out_stage.op.reduce_axis:
-        out_stage.vectorize(axes[-1])
-    if not attached and not ctx.is_group_output:
-        anchor_axes = list(sch[anchor].op.axis)
-        if len(anchor_axes) >= 2:
-            sch[anchor].parallel(sch[anchor].fuse(*anchor_axes[:-1]))
+def _batch_index(shape: tuple[int, ...], batch: list[Any]) -> list[Any]:
+    """Indices into the batch dims ``shape`` of one operand for output batch ``batch``."""
+    offset = len(batch) - len(shape)
+    return [tir_const(0, "int32") if d == 1 else batch[offset + k] for k, d in enumerate(shape)]
 
 
-register_schedule("nn.conv")(_schedule_reduction_anchor)
-register_schedule("nn.dense")(_schedule_reduction_anchor)
+@register_compute("nn.matmul")
+def matmul(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """numpy matmul: a 1-D lhs is a row, a 1-D rhs a column (both dropped from the result);
+    batch dimensions broadcast."""
+    a, b = inputs
+    check_dtype("nn.matmul", a.dtype)
+    ty = out_tensor_type(out_type)
+    ashape, bshape = static_shape(a), static_shape(b)
+    rk = te.reduce_axis(ashape[-1], "rk")
+
+    def body(*index: Any) -> PrimExpr:
+        idx = list(index)
+        j = None if len(bshape) == 1 else idx.pop()
+        i = None if len(ashape) == 1 else idx.pop()
+        a_idx = [rk.var] if i is None else [*_batch_index(ashape[:-2], idx), i, rk.var]
+        b_idx = [rk.var] if j is None else [*_batch_index(bshape[:-2], idx), rk.var, j]
+        return te.sum(a[tuple(a_idx)] * b[tuple(b_idx)], axis=rk)
+
+    return te.compute(ty.shape, body, "matmul")
+
+
+register_schedule("nn.conv")(schedule_anchor)
+register_schedule("nn.conv_transpose")(schedule_anchor)
+register_schedule("nn.matmul")(schedule_anchor)
+register_schedule("nn.dense")(schedule_dot_anchor)

@@ -1,0 +1,168 @@
+"""CPU schedules of the nn anchors (convolutions, matrix products, pools, norms, softmax).
+
+One rule set covers them all, because every nn anchor is a few reduction stages feeding
+an elementwise output:
+
+* the group's output runs its outer data loops fused and parallel (when there is enough
+  work) and its innermost loop vectorised;
+* a reduction stage with the output's shape (conv, pool windows, LRN) is computed inside
+  the output's fused outer loop, one row at a time, with its reduce loops *outside* its
+  row loop so the innermost loop is a vectorisable ``acc[w] += ...``;
+* any other reduction stage (statistics of softmax and the norms, which have keepdims
+  shapes) is computed at root before the output, parallel over its leading data axes;
+  a stage created with ``attrs={"reduce_after": k}`` runs its reduce loops right after
+  its first ``k`` data loops (the axes after the reduced ones stay innermost, contiguous).
+
+Example::
+
+    register_schedule("nn.max_pool")(schedule_anchor)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ember.ops.common import static_shape
+from ember.ops.registry import ScheduleContext
+from ember.tir import te
+
+#: below this much work (output elements times reduction length) a nest runs on one thread.
+MIN_PARALLEL_WORK = 32768
+#: the innermost loop is vectorised when its extent is at least this.
+MIN_VECTOR_EXTENT = 4
+
+
+def _extent(iv: te.IterVar) -> int:
+    return int(getattr(iv.extent, "value", 1))
+
+
+def _size(ivs: Any) -> int:
+    n = 1
+    for iv in ivs:
+        n *= _extent(iv)
+    return n
+
+
+def reduction_stages(sch: te.Schedule, outputs: list[te.Tensor]) -> list[te.Stage]:
+    """The materialised reduction stages of ``sch`` that are not outputs, producers first."""
+    out_ops = {id(t.op) for t in outputs}
+    found = []
+    for op in sch.ops:
+        if id(op) in out_ops or not isinstance(op, te.ComputeOp):
+            continue
+        stage = sch[op]
+        if isinstance(op.body, te.Reduce) and not stage.inlined:
+            found.append(stage)
+    return found
+
+
+def _reduce_work(stages: list[te.Stage]) -> int:
+    return max([_size(s.op.reduce_axis) for s in stages] + [1])
+
+
+def schedule_output(
+    stage: te.Stage, work_per_element: int = 1, reduce_inner: bool = False
+) -> te.IterVar | None:
+    """Fuse all but the last data loop into one (parallel if worth it), vectorise the last;
+    a reduction's reduce loops go between them (or innermost with ``reduce_inner``, a dot
+    product). Return the fused outer loop, if any."""
+    axes = list(stage.op.axis)
+    if not axes:
+        return None
+    red = list(stage.op.reduce_axis)
+    work = _size(axes) * max(work_per_element, _size(red))
+    inner = axes[-1]
+    outer = None
+    if len(axes) >= 2:
+        outer = stage.fuse(*axes[:-1])
+        if work >= MIN_PARALLEL_WORK and _extent(outer) > 1:
+            stage.parallel(outer)
+    elif work >= MIN_PARALLEL_WORK and _extent(inner) >= 2 * MIN_VECTOR_EXTENT and not red:
+        outer, inner = stage.split(inner, factor=_extent(inner) // 2 if _extent(inner) < 64 else 64)
+        stage.parallel(outer)
+        outer = None
+    if red and reduce_inner:
+        return outer
+    if red:
+        stage.reorder(*red, inner)
+    if _extent(inner) >= MIN_VECTOR_EXTENT:
+        stage.vectorize(inner)
+    return outer
+
+
+def schedule_row_reduction(stage: te.Stage, reduce_inner: bool = False) -> None:
+    """An attached reduction stage: reduce loops outside its last data loop (vectorised),
+    or left innermost with ``reduce_inner``."""
+    axes = list(stage.op.axis)
+    red = list(stage.op.reduce_axis)
+    if not axes or reduce_inner:
+        return
+    stage.reorder(*red, axes[-1])
+    if _extent(axes[-1]) >= MIN_VECTOR_EXTENT:
+        stage.vectorize(axes[-1])
+
+
+def schedule_root_reduction(stage: te.Stage) -> None:
+    """A reduction computed at root: parallel over its leading data loops, reduce loops
+    after ``reduce_after`` data loops (all of them by default)."""
+    axes = list(stage.op.axis)
+    red = list(stage.op.reduce_axis)
+    k = int(stage.op.attrs.get("reduce_after", len(axes)))
+    k = max(0, min(k, len(axes)))
+    if k < len(axes):
+        stage.reorder(*red, *axes[k:])
+        if _extent(axes[-1]) >= MIN_VECTOR_EXTENT:
+            stage.vectorize(axes[-1])
+    if k >= 1:
+        outer = stage.fuse(*axes[:k])
+        if _size(axes) * _size(red) >= MIN_PARALLEL_WORK and _extent(outer) > 1:
+            stage.parallel(outer)
+
+
+def schedule_anchor(ctx: ScheduleContext, reduce_inner: bool = False) -> None:
+    """The nn anchor schedule described in the module docstring (``reduce_inner`` keeps the
+    anchor's reduce loops innermost: dot products, for matrices stored (N, K))."""
+    sch = ctx.sch
+    outputs = list(ctx.group_outputs)
+    reds = reduction_stages(sch, outputs)
+    main = sch[outputs[0]]
+    outer = schedule_output(main, _reduce_work(reds), reduce_inner)
+    for extra in outputs[1:]:
+        schedule_output(sch[extra])
+    readers = _reduction_readers(sch, reds)
+    for stage in reds:
+        tensor_shape = tuple(_extent(iv) for iv in stage.op.axis)
+        attachable = (
+            outer is not None
+            and len(outputs) == 1
+            and tensor_shape == static_shape(outputs[0])
+            and not readers.get(id(stage.op))
+        )
+        if attachable:
+            assert outer is not None
+            stage.compute_at(main, outer)
+            schedule_row_reduction(stage, reduce_inner)
+        else:
+            schedule_root_reduction(stage)
+
+
+def schedule_dot_anchor(ctx: ScheduleContext) -> None:
+    """schedule_anchor with the reduction innermost (nn.dense: rows of x times rows of w)."""
+    schedule_anchor(ctx, reduce_inner=True)
+
+
+def _reduction_readers(sch: te.Schedule, stages: list[te.Stage]) -> dict[int, bool]:
+    """For each op: whether a reduction stage reads it (looking through inlined stages)."""
+    read: dict[int, bool] = {}
+    for stage in stages:
+        todo = list(stage.op.input_tensors())
+        seen: set[int] = set()
+        while todo:
+            t = todo.pop()
+            if id(t.op) in seen:
+                continue
+            seen.add(id(t.op))
+            read[id(t.op)] = True
+            if isinstance(t.op, te.ComputeOp) and sch[t.op].inlined:
+                todo.extend(t.op.input_tensors())
+    return read
