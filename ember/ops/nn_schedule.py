@@ -27,7 +27,7 @@ from ember.ops.registry import ScheduleContext
 from ember.tir import te
 
 #: below this much work (output elements times reduction length) a nest runs on one thread.
-MIN_PARALLEL_WORK = 32768
+MIN_PARALLEL_WORK = 4096
 #: the innermost loop is vectorised when its extent is at least this.
 MIN_VECTOR_EXTENT = 4
 
