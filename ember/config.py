@@ -35,6 +35,11 @@ SETTINGS: dict[str, Setting] = {
         "directory for build products that are safe to share (the compiled C runtime)",
     ),
     "cc": Setting("CC", "cc", "the system C compiler used to build shared libraries"),
+    "ffi_accel": Setting(
+        "EMBER_FFI_ACCEL",
+        "1",
+        "1: build the optional CPython extension for fast packed calls; 0: ctypes only",
+    ),
     "num_threads": Setting(
         "EMBER_NUM_THREADS",
         "0",
@@ -50,6 +55,7 @@ class Config:
     cache_dir: Path = field(default_factory=lambda: Path("~/.cache/ember").expanduser())
     cc: str = "cc"
     num_threads: int = 0
+    ffi_accel: bool = True
 
 
 def _parse(env: dict[str, str]) -> Config:
@@ -67,6 +73,7 @@ def _parse(env: dict[str, str]) -> Config:
         cache_dir=Path(raw["cache_dir"]).expanduser(),
         cc=raw["cc"] or "cc",
         num_threads=num_threads,
+        ffi_accel=raw["ffi_accel"].strip().lower() not in ("0", "false", "no", "off"),
     )
 
 

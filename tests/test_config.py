@@ -30,3 +30,10 @@ def test_config_is_read_once_and_described():
     text = cfg.describe()
     for setting in cfg.SETTINGS.values():
         assert setting.env in text
+
+
+def test_ffi_accel_flag():
+    assert cfg.config_from({}).ffi_accel is True
+    for off in ("0", "false", "OFF", "no"):
+        assert cfg.config_from({"EMBER_FFI_ACCEL": off}).ffi_accel is False
+    assert cfg.config_from({"EMBER_FFI_ACCEL": "1"}).ffi_accel is True

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import itertools
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -283,6 +284,23 @@ def decode_value(raw: int, code: int, owned_handle: bool) -> Any:
     raise EmberTypeError(f"unknown packed type code {code}; the callee wrote a corrupt value")
 
 
+def _weak_slow_call(func: _CCallable) -> Callable[..., Any]:
+    """The ctypes path of ``func`` without a reference cycle (the extension holds this)."""
+    ref = weakref.ref(func)
+
+    def slow_call(*args: Any) -> Any:
+        target = ref()
+        if target is None:
+            raise EmberTypeError("the PackedFunc behind this call no longer exists")
+        return target._ctypes_call(*args)
+
+    return slow_call
+
+
+def _decode_owned(raw: int, code: int) -> Any:
+    return decode_value(raw, code, owned_handle=True)
+
+
 # ---- the PackedFunc classes ---------------------------------------------------------
 class PackedFunc:
     """A type-erased function: ``f(*args)``; its body may be Python or C."""
@@ -354,7 +372,7 @@ class _CCallable(PackedFunc):
             max(n, _POOL_CAPACITY), self._frame_func, self._frame_resource, self._handle
         )
 
-    def __call__(self, *args: Any) -> Any:
+    def _ctypes_call(self, *args: Any) -> Any:
         # The hot path: written out flat on purpose (each helper call costs ~50 ns).
         if args:
             pool = self._pool
@@ -409,14 +427,21 @@ class _CCallable(PackedFunc):
         pool.append(buf)
         return value
 
+    __call__ = _ctypes_call
+
 
 class CPackedFunc(_CCallable):
     """A PackedFunc calling an ``EmberPackedCFunc`` C function pointer directly."""
 
-    __slots__ = ("_address", "_resource", "_owner", "name")
+    __slots__ = ("_address", "_resource", "_owner", "name", "_fast")
 
     def __init__(
-        self, address: int, resource_handle: int = 0, owner: Any = None, name: str = ""
+        self,
+        address: int,
+        resource_handle: int = 0,
+        owner: Any = None,
+        name: str = "",
+        accelerate: bool = True,
     ) -> None:
         if not address:
             raise EmberTypeError("CPackedFunc needs a non-NULL function pointer")
@@ -425,6 +450,24 @@ class CPackedFunc(_CCallable):
         self._resource = resource_handle or None
         self._owner = owner  # e.g. the library that holds the code
         self.name = name
+        self._fast: Callable[..., Any] | None = None
+        if accelerate:
+            from ember.runtime.fastcall import make_fast_func
+
+            self._fast = make_fast_func(
+                address, resource_handle, _weak_slow_call(self), _decode_owned, NDArray
+            )
+
+    def __call__(self, *args: Any) -> Any:
+        fast = self._fast
+        if fast is not None:
+            return fast(*args)
+        return self._ctypes_call(*args)
+
+    @property
+    def accelerated(self) -> bool:
+        """Whether calls go through the optional CPython extension (else through ctypes)."""
+        return self._fast is not None
 
     def _make_handle(self) -> int:
         out = ctypes.c_void_p()

@@ -127,9 +127,31 @@ EMBER_DLL int32_t call_with_tensor(EMBER_ARGS) {
 """
 
 
-@pytest.fixture(scope="module")
-def lib(tmp_path_factory):
-    return build_library(tmp_path_factory.mktemp("pf"), C_SOURCE, "packed")
+class _CtypesOnly:
+    """The same library, but every function takes ember's ctypes path (no extension)."""
+
+    def __init__(self, module):
+        self.module = module
+
+    def __getitem__(self, name):
+        address, _ = self.module[name].c_entry()
+        func = rt.CPackedFunc(address, owner=self.module, name=name, accelerate=False)
+        assert not func.accelerated
+        return func
+
+
+@pytest.fixture(scope="module", params=["accelerated", "ctypes"])
+def lib(request, tmp_path_factory):
+    module = build_library(tmp_path_factory.mktemp("pf"), C_SOURCE, "packed")
+    return module if request.param == "accelerated" else _CtypesOnly(module)
+
+
+def test_accelerator_is_used_when_available(tmp_path):
+    from ember.runtime import fastcall
+
+    module = build_library(tmp_path, C_SOURCE, "accel")
+    assert module["add_ints"].accelerated == (fastcall.extension() is not None)
+    assert fastcall.status()
 
 
 def test_python_packed_func_calls_directly():
@@ -292,3 +314,25 @@ def test_c_registered_global_is_found_from_python(lib):
     f = rt.get_global_func("test_pf.c_add")
     assert f(1, 2, 3) == 6
     assert "test_pf.c_add" in rt.list_global_funcs()
+
+
+@pytest.mark.cc
+def test_accelerator_can_be_disabled(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    build_library(tmp_path, C_SOURCE, "disabled")  # compiled here, loaded in the child
+    code = (
+        "import ember, sys; m = ember.load_module(sys.argv[1]); f = m['add_ints']; "
+        "print(f.accelerated, f(1, 2, 3))"
+    )
+    env = {**os.environ, "EMBER_FFI_ACCEL": "0"}
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "disabled.so")],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    assert out.stdout.split() == ["False", "6"]

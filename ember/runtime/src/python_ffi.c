@@ -1,0 +1,175 @@
+/*
+ * _ember_ffi: an optional CPython extension for the Python -> C packed-call hot path.
+ *
+ * Contract: FastFunc(func_addr, resource_addr, ndarray_type, slow_call, check_call, decode)
+ * is a callable that packs int, float and NDArray arguments on the C stack, releases the
+ * GIL, calls the EmberPackedCFunc and converts Null/Int/Float returns itself. Any other
+ * argument type, more than 16 arguments, an int beyond int64 or keyword arguments go to
+ * slow_call(*args) (ember's ctypes path); non-zero return codes go to check_call(code),
+ * which raises; other return type codes go to decode(raw_bits, code).
+ * ember builds this file only when Python headers exist; the ctypes path works without it.
+ * runtime.c stays free of Python: this is the only C file that includes Python.h.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "ember/runtime_api.h"
+
+#define FAST_MAX_ARGS 16
+
+typedef struct {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  EmberPackedCFunc func;
+  void* resource;
+  PyObject* ndarray_type;
+  PyObject* slow_call;
+  PyObject* check_call;
+  PyObject* decode;
+} FastFunc;
+
+static PyObject* g_handle_name = NULL; /* interned "handle" */
+
+static PyObject* fast_slow(FastFunc* self, PyObject* const* args, size_t nargsf,
+                           PyObject* kwnames) {
+  return PyObject_Vectorcall(self->slow_call, args, nargsf, kwnames);
+}
+
+static PyObject* fast_vectorcall(PyObject* callable, PyObject* const* args, size_t nargsf,
+                                 PyObject* kwnames) {
+  FastFunc* self = (FastFunc*)callable;
+  Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+  if (n > FAST_MAX_ARGS || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0)) {
+    return fast_slow(self, args, nargsf, kwnames);
+  }
+  EmberValue values[FAST_MAX_ARGS];
+  int32_t codes[FAST_MAX_ARGS];
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* a = args[i];
+    PyTypeObject* t = Py_TYPE(a);
+    if ((PyObject*)t == self->ndarray_type) {
+      PyObject* h = PyObject_GetAttr(a, g_handle_name);
+      if (h == NULL) return NULL;
+      values[i].v_handle = PyLong_AsVoidPtr(h);
+      Py_DECREF(h);
+      if (values[i].v_handle == NULL && PyErr_Occurred()) return NULL;
+      codes[i] = EMBER_NDARRAY_HANDLE;
+    } else if (t == &PyLong_Type) {
+      int overflow = 0;
+      long long v = PyLong_AsLongLongAndOverflow(a, &overflow);
+      if (overflow) return fast_slow(self, args, nargsf, kwnames);
+      values[i].v_int64 = (int64_t)v;
+      codes[i] = EMBER_INT;
+    } else if (t == &PyFloat_Type) {
+      values[i].v_float64 = PyFloat_AS_DOUBLE(a);
+      codes[i] = EMBER_FLOAT;
+    } else {
+      return fast_slow(self, args, nargsf, kwnames);
+    }
+  }
+  EmberValue ret;
+  int32_t ret_code = EMBER_NULL;
+  int32_t status;
+  ret.v_handle = NULL;
+  Py_BEGIN_ALLOW_THREADS
+  status = self->func(values, codes, (int32_t)n, &ret, &ret_code, self->resource);
+  Py_END_ALLOW_THREADS
+  if (status != 0) {
+    PyObject* r = PyObject_CallFunction(self->check_call, "i", (int)status);
+    if (r == NULL) return NULL;
+    Py_DECREF(r);
+    PyErr_SetString(PyExc_RuntimeError, "packed call failed but check_call did not raise");
+    return NULL;
+  }
+  switch (ret_code) {
+    case EMBER_NULL:
+      Py_RETURN_NONE;
+    case EMBER_INT:
+      return PyLong_FromLongLong((long long)ret.v_int64);
+    case EMBER_FLOAT:
+      return PyFloat_FromDouble(ret.v_float64);
+    default:
+      return PyObject_CallFunction(self->decode, "Li", (long long)ret.v_int64, (int)ret_code);
+  }
+}
+
+static PyObject* fast_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  unsigned long long func_addr = 0, resource_addr = 0;
+  PyObject *nd_type, *slow, *check, *decode;
+  if (!PyArg_ParseTuple(args, "KKOOOO", &func_addr, &resource_addr, &nd_type, &slow, &check,
+                        &decode)) {
+    return NULL;
+  }
+  if (func_addr == 0) {
+    PyErr_SetString(PyExc_ValueError, "FastFunc needs a non-NULL function pointer");
+    return NULL;
+  }
+  FastFunc* self = (FastFunc*)type->tp_alloc(type, 0);
+  if (self == NULL) return NULL;
+  self->vectorcall = fast_vectorcall;
+  self->func = (EmberPackedCFunc)(uintptr_t)func_addr;
+  self->resource = (void*)(uintptr_t)resource_addr;
+  Py_INCREF(nd_type);
+  self->ndarray_type = nd_type;
+  Py_INCREF(slow);
+  self->slow_call = slow;
+  Py_INCREF(check);
+  self->check_call = check;
+  Py_INCREF(decode);
+  self->decode = decode;
+  return (PyObject*)self;
+}
+
+static int fast_traverse(FastFunc* self, visitproc visit, void* arg) {
+  Py_VISIT(self->ndarray_type);
+  Py_VISIT(self->slow_call);
+  Py_VISIT(self->check_call);
+  Py_VISIT(self->decode);
+  return 0;
+}
+
+static int fast_clear(FastFunc* self) {
+  Py_CLEAR(self->ndarray_type);
+  Py_CLEAR(self->slow_call);
+  Py_CLEAR(self->check_call);
+  Py_CLEAR(self->decode);
+  return 0;
+}
+
+static void fast_dealloc(FastFunc* self) {
+  PyObject_GC_UnTrack(self);
+  fast_clear(self);
+  Py_TYPE(self)->tp_free((PyObject*)self);
+}
+
+static PyTypeObject FastFuncType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "_ember_ffi.FastFunc",
+    .tp_basicsize = sizeof(FastFunc),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "A packed C function with a vectorcall fast path for int/float/NDArray args.",
+    .tp_new = fast_new,
+    .tp_dealloc = (destructor)fast_dealloc,
+    .tp_traverse = (traverseproc)fast_traverse,
+    .tp_clear = (inquiry)fast_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(FastFunc, vectorcall),
+};
+
+static struct PyModuleDef ffi_module = {
+    PyModuleDef_HEAD_INIT, "_ember_ffi", "ember's optional packed-call accelerator", -1, NULL,
+};
+
+PyMODINIT_FUNC PyInit__ember_ffi(void) {
+  if (PyType_Ready(&FastFuncType) < 0) return NULL;
+  g_handle_name = PyUnicode_InternFromString("handle");
+  if (g_handle_name == NULL) return NULL;
+  PyObject* m = PyModule_Create(&ffi_module);
+  if (m == NULL) return NULL;
+  Py_INCREF(&FastFuncType);
+  if (PyModule_AddObject(m, "FastFunc", (PyObject*)&FastFuncType) < 0) {
+    Py_DECREF(&FastFuncType);
+    Py_DECREF(m);
+    return NULL;
+  }
+  return m;
+}
