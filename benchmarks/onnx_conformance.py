@@ -420,6 +420,48 @@ def format_table(results: Sequence[Result], verbose: bool = False) -> str:
     return "\n".join(lines)
 
 
+def _dtype_groups(dtypes: set[str]) -> str:
+    """'float, int, bool' style summary of a dtype set (whole groups named once)."""
+    from ember.frontend.onnx.registry import FLOAT_TYPES, INT_TYPES
+
+    parts: list[str] = []
+    rest = set(dtypes)
+    for label, group in (("float*", FLOAT_TYPES), ("int*/uint*", INT_TYPES)):
+        if group <= rest:
+            parts.append(label)
+            rest -= group
+    return ", ".join(parts + sorted(rest))
+
+
+def coverage_markdown(results: Sequence[Result]) -> str:
+    """A markdown table of every registered ONNX handler with its opsets, dtypes and the
+    conformance results of its cases (used to write docs/frontend.md)."""
+    import ember.frontend.onnx  # noqa: F401  (registers the handlers)
+    from ember.frontend.onnx.registry import HANDLERS
+
+    by_op: dict[str, list[Result]] = {}
+    for r in results:
+        by_op.setdefault(r.op, []).append(r)
+    lines = [
+        "| ONNX op | handlers since opset | input dtypes | node tests passed |",
+        "|---|---|---|---|",
+    ]
+    for key in sorted(HANDLERS.names(), key=str.lower):
+        versions = HANDLERS.get(key)
+        sinces = ", ".join(str(v) for v in sorted(versions))
+        dtype_sets = {h.dtypes for h in versions.values()}
+        if None in dtype_sets:
+            dtypes = "any"
+        else:
+            dtypes = _dtype_groups(set().union(*[d for d in dtype_sets if d is not None]))
+        op = key.split("::")[-1]
+        rs = by_op.get(op, [])
+        passed, counted = summarize(rs)
+        tests = f"{passed}/{counted}" if counted else "-"
+        lines.append(f"| {key} | {sinces} | {dtypes} | {tests} |")
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line entry point; returns 0 when every counted case passed."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -428,6 +470,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--mode", default="reference", choices=sorted(MODES))
     parser.add_argument("-k", dest="pattern", help="only cases whose name contains this")
     parser.add_argument("-v", "--verbose", action="store_true", help="list every failure")
+    parser.add_argument(
+        "--coverage", action="store_true", help="print the markdown op coverage table"
+    )
     args = parser.parse_args(argv)
     ops: Iterable[str] | None
     if args.all:
@@ -441,6 +486,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         cases = [c for c in cases if args.pattern in c.name]
     start = time.perf_counter()
     results = run(cases, args.mode)
+    if args.coverage:
+        print(coverage_markdown(results))
+        return 0
     print(format_table(results, args.verbose))
     print(f"mode {args.mode}: {len(results)} cases in {time.perf_counter() - start:.1f} s")
     passed, counted = summarize(results)
