@@ -12,6 +12,7 @@
   ``reshape(reshape(x))`` and ``transpose(transpose(x))`` merge into one op.
 * ``cast`` to the dtype the value already has vanishes.
 
+Rules apply bottom-up, in rounds until nothing changes (at most :data:`MAX_ROUNDS`).
 Run ``fold_constant`` first so that statistics computed in the graph are constants.
 """
 
@@ -117,6 +118,8 @@ class _Simplifier:
             return None
         scale, shift = stats
         x_old, x = old.args[0], bn.args[0]
+        if _op_name(x) != _op_name(x_old):
+            return None  # the producer was rewritten in this round; decide in the next one
         ty = bn.tensor_type
         axis = int(bn.attrs["axis"]) % ty.ndim
         cshape = _channel_shape(ty, axis)
@@ -133,6 +136,8 @@ class _Simplifier:
     ) -> tuple[Expr, np.ndarray] | None:
         """(new linear op, new per-channel bias) when the norm's input is a foldable linear op,
         possibly followed by the add of a constant bias."""
+        # Use counts are those of the input graph, so they hold for rebuilt versions of the
+        # same op only (batch_norm defers when its producer was rewritten in this round).
         if not self.single_use(x_old):
             return None
         bias = np.zeros_like(shift)
@@ -147,7 +152,9 @@ class _Simplifier:
                 linear, b, linear_old = rhs, lhs.data, rhs_old
             else:
                 return None
-            if linear.type != x.type or not self.single_use(linear_old):
+            if _op_name(linear_old) != _op_name(linear) or not self.single_use(linear_old):
+                return None
+            if linear.type != x.type:
                 return None
             vec = _bias_vector(b, x.tensor_type, axis)
             if vec is None:
@@ -191,8 +198,17 @@ class _Simplifier:
         return None
 
 
+#: rounds of rewriting at most; a round that changes nothing ends early.
+MAX_ROUNDS = 8
+
+
 def _simplify_body(body: Expr) -> Expr:
-    return rewrite_graph(body, _Simplifier(body).rule)
+    for _ in range(MAX_ROUNDS):
+        out = rewrite_graph(body, _Simplifier(body).rule)
+        if out is body:
+            break
+        body = out
+    return body
 
 
 def simplify(mod: IRModule) -> IRModule:

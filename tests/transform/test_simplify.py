@@ -133,3 +133,17 @@ def test_real_casts_are_kept() -> None:
     x = Var("x", TensorType((3,), F32))
     mod = IRModule.from_expr(Function((x,), call("cast", x, dtype="float16")))
     assert simplify(mod) is mod
+
+
+def test_stacked_norms_and_noop_reshape_fold_over_rounds(same_results) -> None:
+    x = Var("x", TensorType((1, 3, 4, 4), F32))
+    conv = _conv(x, _c(4, 3, 3, 3))
+    twice = IRModule.from_expr(Function((x,), _bn(_bn(conv, 4), 4, seed=20)))
+    out = simplify(twice)
+    assert _ops(out) == ["nn.conv", "add"]  # both norms end up in the weights and one bias
+    same_results(twice, out, rtol=1e-4)
+    through = call("reshape", conv, newshape=[1, 4, 4, 4])
+    mod = IRModule.from_expr(Function((x,), _bn(through, 4)))
+    out = simplify(mod)
+    assert _ops(out) == ["nn.conv", "add"]
+    same_results(mod, out, rtol=1e-4)
