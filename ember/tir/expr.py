@@ -105,6 +105,8 @@ def const(value: int | float | bool, dtype: str | None = None) -> PrimExpr:
             "bool" if isinstance(value, bool) else "int32" if isinstance(value, int) else "float32"
         )
     dt.check_dtype(dtype)
+    if dt.lanes_of(dtype) > 1:  # a constant of vector type is a broadcast scalar
+        return Broadcast(const(value, dt.element_of(dtype)), dt.lanes_of(dtype))
     if dt.is_float(dtype):
         return FloatImm(dtype, float(value))
     if isinstance(value, float) and not value.is_integer():

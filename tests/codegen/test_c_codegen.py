@@ -92,9 +92,26 @@ def test_unsupported_dtypes_are_clear_errors() -> None:
         generate_source([_ew(tir.ForKind.SERIAL, "float16")])
     a = tir.decl_buffer((8,), "float32", "A")
     r = tir.Ramp(tir.const(0), tir.const(1), 4)
-    vec = tir.PrimFunc("v", (a,), tir.BufferStore(a, tir.BufferLoad(a, (r,)), (r,)))
-    with pytest.raises(CompileError, match="vector dtype"):
+    vec = tir.PrimFunc("v", (a,), tir.BufferStore(a, tir.exp(tir.BufferLoad(a, (r,))), (r,)))
+    with pytest.raises(CompileError, match="Call on vector dtype float32x4"):
         generate_source([vec])
+    odd = tir.Ramp(tir.const(0), tir.const(1), 3)
+    bad = tir.PrimFunc("w", (a,), tir.BufferStore(a, tir.BufferLoad(a, (odd,)), (odd,)))
+    with pytest.raises(CompileError, match="power of two"):
+        generate_source([bad])
+
+
+def test_explicit_vector_code() -> None:
+    a = tir.decl_buffer((4, 8), "float32", "A")
+    t = tir.decl_buffer((8, 4), "float32", "T")
+    i = tir.Var("i")
+    row = tir.Ramp(tir.const(0), tir.const(1), 8)
+    value = tir.max(tir.BufferLoad(a, (i, row)) * tir.Broadcast(tir.const(2.0), 8), 0.0)
+    body = tir.for_range(i, 4, tir.BufferStore(t, value, (row, i)))
+    src = generate_source([tir.PrimFunc("vt", (a, t), body)])
+    assert "typedef float ember_f32x8 __attribute__((vector_size(32)));" in src
+    assert "ember_f32x8_max(ember_f32x8_load(A + i * 8) * ember_f32x8_bcast(2.0f)" in src
+    assert "T[i + 28] = lanes_[7];" in src
 
 
 def test_error_exit_inside_parallel_loop_is_refused() -> None:

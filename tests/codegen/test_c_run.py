@@ -285,3 +285,29 @@ def test_symbolic_te_kernel_compiles_without_floor_helpers(build) -> None:  # ty
         out = _nd(np.zeros(rows, "float32"))
         mod["ember_rowsq"](_nd(x), out)
         np.testing.assert_allclose(out.numpy(), (x * x).sum(1), rtol=1e-5)
+
+
+def test_explicit_vector_micro_kernel(build) -> None:  # type: ignore[no-untyped-def]
+    a = tir.decl_buffer((4, 8), "float32", "A")
+    b = tir.decl_buffer((8, 16), "float32", "B")
+    c = tir.decl_buffer((4, 16), "float32", "C")
+    t = tir.decl_buffer((16, 4), "float32", "T")
+    i, jo, k = tir.Var("i"), tir.Var("jo"), tir.Var("k")
+    cols = tir.Ramp(jo * 8, tir.const(1), 8)
+    acc = tir.BufferLoad(c, (i, cols))
+    prod = tir.Broadcast(a[i, k], 8) * tir.BufferLoad(b, (k, cols))
+    init = tir.BufferStore(c, tir.Broadcast(tir.const(0.0), 8), (i, cols))
+    update = tir.BufferStore(c, acc + prod, (i, cols))
+    relu_t = tir.BufferStore(t, tir.max(acc, tir.Broadcast(tir.const(0.0), 8)), (cols, i))
+    inner = tir.seq(init, tir.for_range(k, 8, update, tir.ForKind.UNROLLED), relu_t)
+    f = tir.PrimFunc("micro", (a, b, c, t), tir.for_range(i, 4, tir.for_range(jo, 2, inner)))
+    x = RNG.random((4, 8), dtype="float32")
+    y = RNG.random((8, 16), dtype="float32")
+    ref = [np.zeros((4, 16), "float32"), np.zeros((16, 4), "float32")]
+    tir.interpret(f, [x, y, *ref])
+    mod = build([f])
+    outs = [_nd(np.zeros((4, 16), "float32")), _nd(np.zeros((16, 4), "float32"))]
+    mod["ember_micro"](_nd(x), _nd(y), *outs)
+    np.testing.assert_allclose(outs[0].numpy(), x @ y, rtol=1e-5)
+    np.testing.assert_allclose(outs[1].numpy(), np.maximum(x @ y, 0).T, rtol=1e-5)
+    np.testing.assert_allclose(outs[0].numpy(), ref[0], rtol=1e-5)

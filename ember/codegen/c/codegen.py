@@ -20,6 +20,7 @@ from ember.codegen.c.abi import (
     symbol_name,
     symbolic_extents,
 )
+from ember.codegen.c.vector import VectorMixin
 from ember.errors import CompileError
 from ember.tir import dtype as dt
 from ember.tir.buffer import Buffer
@@ -142,7 +143,7 @@ def _suffix(dtype: str) -> str:
     )
 
 
-class CodeGenC:
+class CodeGenC(VectorMixin):
     """Generates the unpacked C function of one PrimFunc."""
 
     def __init__(self, func: PrimFunc, ctx: FileContext, opts: Options) -> None:
@@ -206,7 +207,7 @@ class CodeGenC:
 
     def _expr(self, e: PrimExpr) -> tuple[str, int]:
         if dt.lanes_of(e.dtype) != 1:
-            c_type(e.dtype, self.where)  # raises with a clear message
+            return self.vector_expr(e)
         if isinstance(e, Var):
             return self.var(e), 16
         if isinstance(e, IntImm):
@@ -387,6 +388,8 @@ class CodeGenC:
                 self.stmt(x)
         elif isinstance(s, For):
             self.loop(s)
+        elif isinstance(s, BufferStore) and dt.lanes_of(s.value.dtype) != 1:
+            self.vector_store(s.buffer, s.value, s.indices)
         elif isinstance(s, BufferStore):
             off = self.expr(s.buffer.offset_of(s.indices))
             self.emit(f"{self.buf(s.buffer)}[{off}] = {self.expr(s.value, 2)};")

@@ -3,6 +3,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "ember/runtime_api.h"
 
 /* Checks packed argument `index` is a CPU DLTensor of the given rank, dtype and (where
