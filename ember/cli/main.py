@@ -37,7 +37,9 @@ class Command:
 
 #: The built-in commands: name -> (module, one-line help). Other layers add a line here.
 BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
+    "compile": ("ember.cli.compile_cmd", "compile an ONNX model into a package"),
     "inspect": ("ember.cli.inspect_cmd", "list the artifacts of a build output and show one"),
+    "run": ("ember.cli.run_cmd", "run a compiled package on inputs, time and profile it"),
 }
 
 #: Every command known to :func:`main`.

@@ -13,6 +13,7 @@ Example::
 from __future__ import annotations
 
 import re
+import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,9 +78,19 @@ def read_exported_library(path: Path) -> ArtifactSource | None:
     return ArtifactSource(kind, (library, *embedded))
 
 
+def read_package(path: Path) -> ArtifactSource | None:
+    """A package tar written by ``ember compile`` (its saved artifact tree)."""
+    if not (path.is_file() and tarfile.is_tarfile(path)):
+        return None
+    from ember.formats.package import package_artifacts
+
+    return ArtifactSource("ember package", tuple(package_artifacts(path)))
+
+
 _BUILTIN_SOURCES: dict[str, SourceReader] = {
     "directory": read_saved_directory,
     "library": read_exported_library,
+    "package": read_package,
 }
 
 

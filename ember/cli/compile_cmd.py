@@ -1,0 +1,76 @@
+"""``ember compile MODEL.onnx [--target c] [-o model.tar]``: compile a model into a package.
+
+The package (see ember.formats.package) holds the exported library and the readable
+artifact tree; ``ember run`` executes it and ``ember inspect`` lists it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+
+def _shape_arg(text: str) -> tuple[str, tuple[int, ...]]:
+    """Parse ``name:1,3,224,224``."""
+    name, _, dims = text.rpartition(":")
+    if not name or not dims:
+        raise argparse.ArgumentTypeError(f"expected NAME:D1,D2,..., got {text!r}")
+    try:
+        return name, tuple(int(d) for d in dims.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"dimensions must be integers in {text!r}") from None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the model, target, output and shape options."""
+    parser.add_argument("model", type=Path, help="the ONNX model to compile")
+    parser.add_argument("--target", default="c", help="target string, e.g. 'c -mcpu=skylake'")
+    parser.add_argument("-o", "--output", type=Path, help="package to write (default: MODEL.tar)")
+    parser.add_argument(
+        "--input-shape",
+        action="append",
+        type=_shape_arg,
+        default=[],
+        metavar="NAME:D1,D2,...",
+        help="bind an input's symbolic dimensions (repeatable)",
+    )
+    parser.add_argument("--opt-level", type=int, default=2, help="graph optimisation level 0-3")
+    parser.add_argument("--mod-name", default="default", help="name of the model's factory")
+    parser.add_argument(
+        "--save-artifacts", type=Path, help="also save the artifacts as a directory tree"
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Import, build and package the model; print what was written."""
+    from ember.driver import build
+    from ember.formats.package import write_package
+    from ember.frontend import from_onnx
+
+    out = args.output or args.model.with_suffix(".tar")
+    show = not args.quiet and sys.stderr.isatty()
+    start = time.perf_counter()
+    if not args.quiet:
+        print(f"importing {args.model}", file=sys.stderr)
+    mod, params = from_onnx(args.model, shape=dict(args.input_shape) or None)
+    if not args.quiet:
+        print(f"compiling for '{args.target}'", file=sys.stderr)
+    arts = build(
+        mod,
+        target=args.target,
+        params=params,
+        mod_name=args.mod_name,
+        opt_level=args.opt_level,
+        progress=show,
+    )
+    if args.save_artifacts:
+        arts.save(args.save_artifacts)
+    if not args.quiet:
+        print("linking and packaging", file=sys.stderr)
+    write_package(arts, out, mod_name=args.mod_name, target=args.target)
+    seconds = time.perf_counter() - start
+    print(f"wrote {out} ({len(arts)} artifacts, {seconds:.1f} s)")
+    return 0
