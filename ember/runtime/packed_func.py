@@ -457,12 +457,9 @@ class CPackedFunc(_CCallable):
             self._fast = make_fast_func(
                 address, resource_handle, _weak_slow_call(self), _decode_owned, NDArray
             )
-
-    def __call__(self, *args: Any) -> Any:
-        fast = self._fast
-        if fast is not None:
-            return fast(*args)
-        return self._ctypes_call(*args)
+            if self._fast is not None:
+                # same layout, only __call__ differs: the hot path then has no extra branch
+                self.__class__ = _AcceleratedCPackedFunc
 
     @property
     def accelerated(self) -> bool:
@@ -484,6 +481,15 @@ class CPackedFunc(_CCallable):
 
     def __repr__(self) -> str:
         return f"<PackedFunc c {self.name or hex(self._address)}>"
+
+
+class _AcceleratedCPackedFunc(CPackedFunc):
+    """A CPackedFunc whose calls go through the CPython extension (see fastcall.py)."""
+
+    __slots__ = ()
+
+    def __call__(self, *args: Any) -> Any:
+        return self._fast(*args)  # type: ignore[misc]
 
 
 class HandlePackedFunc(_CCallable):
