@@ -1,0 +1,140 @@
+"""Pools: nn.max_pool, nn.avg_pool (N-d, padding, dilation, ceil mode, count_include_pad)
+and the global pools, on (N, C, *spatial) data.
+
+A window tap outside the input reads the reduction's identity through an inlined bounds
+check (no padded buffer). The average divides by the number of taps inside the counted
+region, a closed-form integer expression of the output index, so no count tensor exists.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ember import tir
+from ember.ir.op import Attrs
+from ember.ir.ops.nn_util import padding, spatial
+from ember.ir.types import Type
+from ember.ops.common import out_tensor_type, scalar, static_shape
+from ember.ops.nn_common import ceil_div, check_dtype, lowest, prod_expr, product
+from ember.ops.nn_schedule import schedule_anchor
+from ember.ops.registry import register_compute, register_schedule
+from ember.tir import PrimExpr, te
+
+
+class _Window:
+    """The window geometry of one pool call (static ints)."""
+
+    def __init__(self, x: te.Tensor, attrs: Attrs, out_shape: tuple[int, ...]) -> None:
+        self.in_shape = static_shape(x)
+        nsp = len(self.in_shape) - 2
+        self.nsp = nsp
+        self.kernel = tuple(int(k) for k in attrs["pool_size"])
+        self.strides = spatial(attrs, "strides", nsp, 1)
+        self.dilation = spatial(attrs, "dilation", nsp, 1)
+        self.pads = padding(attrs, nsp)
+        self.out = out_shape[2:]
+        self.axes = [te.reduce_axis(self.kernel[k], f"rk{k}") for k in range(nsp)]
+
+    def tap(self, x: te.Tensor, n: Any, c: Any, sp: tuple[Any, ...], fill: PrimExpr) -> PrimExpr:
+        """x at the current tap of the window of output position ``sp`` (``fill`` outside)."""
+        conds = []
+        src = []
+        for k in range(self.nsp):
+            begin = self.pads[k][0]
+            pos = sp[k] * self.strides[k] + self.axes[k].var * self.dilation[k] - begin
+            last = (self.out[k] - 1) * self.strides[k] + (self.kernel[k] - 1) * self.dilation[k]
+            if begin > 0:
+                conds.append(pos >= 0)
+            if last - begin >= self.in_shape[2 + k]:
+                conds.append(pos < self.in_shape[2 + k])
+            src.append(pos)
+        value = x[(n, c, *src)]
+        if not conds:
+            return value
+        return tir.if_then_else(tir.logical_and(*conds), value, fill)
+
+    def count(self, sp: tuple[Any, ...], include_pad: bool) -> PrimExpr:
+        """How many taps of the window at ``sp`` fall in the counted region (at least 1)."""
+        counts = []
+        for k in range(self.nsp):
+            size = self.in_shape[2 + k]
+            begin, end = self.pads[k]
+            lo, hi = (0, size + begin + end) if include_pad else (begin, size + begin)
+            start = sp[k] * self.strides[k]
+            d, kern = self.dilation[k], self.kernel[k]
+            first = tir.max(ceil_div(lo - start, d), 0)
+            stop = tir.min(ceil_div(hi - start, d), kern)
+            counts.append(tir.max(stop - first, 0))
+        total = prod_expr(counts)
+        assert total is not None
+        return tir.max(total, 1)
+
+
+@register_compute("nn.max_pool")
+def max_pool(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """Max over each window; taps outside the input never win."""
+    x = inputs[0]
+    check_dtype("nn.max_pool", x.dtype)
+    ty = out_tensor_type(out_type)
+    win = _Window(x, attrs, ty.shape)
+    fill = lowest(x.dtype)
+
+    def body(n: Any, c: Any, *sp: Any) -> PrimExpr:
+        return te.max(win.tap(x, n, c, sp, fill), axis=win.axes)
+
+    return te.compute(ty.shape, body, "max_pool")
+
+
+@register_compute("nn.avg_pool")
+def avg_pool(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """Window sum divided by the number of taps inside the input (or its padding too)."""
+    x = inputs[0]
+    check_dtype("nn.avg_pool", x.dtype)
+    ty = out_tensor_type(out_type)
+    win = _Window(x, attrs, ty.shape)
+    zero = scalar(0, x.dtype)
+
+    def window_sum(n: Any, c: Any, *sp: Any) -> PrimExpr:
+        return te.sum(win.tap(x, n, c, sp, zero), axis=win.axes)
+
+    total = te.compute(ty.shape, window_sum, "pool_sum")
+    include = bool(attrs["count_include_pad"])
+
+    def body(n: Any, c: Any, *sp: Any) -> PrimExpr:
+        return total[(n, c, *sp)] / win.count(sp, include).astype(x.dtype)
+
+    return te.compute(ty.shape, body, "avg_pool")
+
+
+def _global(x: te.Tensor, out_shape: tuple[int, ...], combiner: str) -> te.Tensor:
+    shape = static_shape(x)
+    axes = [te.reduce_axis(s, f"rk{k}") for k, s in enumerate(shape[2:])]
+    reducer = te.sum if combiner == "sum" else te.max
+
+    def body(n: Any, c: Any, *_: Any) -> PrimExpr:
+        return reducer(x[(n, c, *(a.var for a in axes))], axis=axes)
+
+    return te.compute(out_shape, body, f"global_{combiner}")
+
+
+@register_compute("nn.global_avg_pool")
+def global_avg_pool(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """Mean over all spatial axes (kept as size-1 axes)."""
+    x = inputs[0]
+    check_dtype("nn.global_avg_pool", x.dtype)
+    ty = out_tensor_type(out_type)
+    total = _global(x, ty.shape, "sum")
+    size = scalar(product(static_shape(x)[2:]), x.dtype)
+    return te.compute(ty.shape, lambda *i: total[i] / size, "global_avg_pool")
+
+
+@register_compute("nn.global_max_pool")
+def global_max_pool(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """Max over all spatial axes (kept as size-1 axes)."""
+    x = inputs[0]
+    check_dtype("nn.global_max_pool", x.dtype)
+    return _global(x, out_tensor_type(out_type).shape, "max")
+
+
+for _name in ("nn.max_pool", "nn.avg_pool", "nn.global_avg_pool", "nn.global_max_pool"):
+    register_schedule(_name)(schedule_anchor)
