@@ -165,7 +165,8 @@ class Printer:
                 return f'call_extern("{e.dtype}", "{e.op}", {args})'.replace(", )", ")"), 9
             return f"{e.op}({args})", 9
         if isinstance(e, BufferLoad):
-            return f"{self.buf(e.buffer)}[{', '.join(self.expr(i) for i in e.indices)}]", 9
+            idx = ", ".join(self.expr(i) for i in e.indices) or "()"
+            return f"{self.buf(e.buffer)}[{idx}]", 9
         if isinstance(e, Ramp):
             return f"ramp({self.expr(e.base)}, {self.expr(e.stride)}, {e.lanes})", 9
         if isinstance(e, Broadcast):
@@ -205,7 +206,7 @@ class Printer:
                 head += "  # " + ", ".join(f"{k}={v!r}" for k, v in s.annotations)
             return [head, *self.stmt(s.body, indent + 1)]
         if isinstance(s, BufferStore):
-            idx = ", ".join(self.expr(i) for i in s.indices)
+            idx = ", ".join(self.expr(i) for i in s.indices) or "()"
             return [f"{pad}{self.buf(s.buffer)}[{idx}] = {self.expr(s.value)}"]
         if isinstance(s, LetStmt):
             head = f"{pad}{self.var(s.var)}: {s.var.dtype} = {self.expr(s.value)}"

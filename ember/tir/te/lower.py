@@ -97,7 +97,7 @@ class _Lowerer:
                     f"lower: two arguments are named '{t.name}'; give tensors unique names"
                 )
             names.add(t.name)
-            buf = decl_buffer(t.shape, t.dtype, t.name)
+            buf = decl_buffer(t.shape, t.dtype, _identifier(t.name))
             params.append(buf)
             self.where[t] = (buf, tuple(const(0, s.dtype) for s in t.shape))
         # 1. inline, producers first so chains collapse fully
@@ -128,7 +128,7 @@ class _Lowerer:
             else:
                 roots.append(stage)
                 if t not in self.where:
-                    buf = decl_buffer(t.shape, t.dtype, t.name, scope="local")
+                    buf = decl_buffer(t.shape, t.dtype, _identifier(t.name), scope="local")
                     self.where[t] = (buf, tuple(const(0, s.dtype) for s in t.shape))
                     self.allocs.append(buf)
         nest: Stmt = seq([self.stage_stmt(s, None) for s in roots])
@@ -255,7 +255,7 @@ class _Lowerer:
             t = self.tensor_of(kid.op)
             region = self.region(stage, t, val, inner_leaves)
             shape = tuple(ext for _, ext in region)
-            buf = decl_buffer(shape, t.dtype, t.name, scope="local")
+            buf = decl_buffer(shape, t.dtype, _identifier(t.name), scope="local")
             self.where[t] = (buf, tuple(m for m, _ in region))
             prods.append(self.stage_stmt(kid, region))
             bufs.append(buf)
@@ -293,6 +293,12 @@ class _Lowerer:
             else:
                 out.append((lo, ext))
         return out
+
+
+def _identifier(name: str) -> str:
+    """A buffer name from a tensor name: ``conv.weight:0`` -> ``conv_weight_0``."""
+    text = "".join(c if (c.isascii() and c.isalnum()) or c == "_" else "_" for c in name)
+    return text if text and not text[0].isdigit() else "t_" + text
 
 
 def _range_of(

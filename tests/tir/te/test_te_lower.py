@@ -202,3 +202,16 @@ def test_symbolic_extent_split_and_fuse() -> None:
         y = np.zeros_like(x)
         tir.interpret(f, [x, y])
         np.testing.assert_allclose(y, 2 * x)
+
+
+def test_scalar_output_and_unusual_tensor_names() -> None:
+    a = te.placeholder((5,), "float32", "input.0:x")
+    k = te.reduce_axis(5, "k")
+    total = te.compute((), lambda: te.sum(a[k], axis=k), "9total")
+    f = te.lower(total, name="total")
+    assert [p.name for p in f.params] == ["input_0_x", "t_9total"]
+    assert "t_9total[()] = 0.0f" in str(f)
+    x = np.arange(5, dtype="float32")
+    out = np.zeros((), "float32")
+    tir.interpret(f, [x, out])
+    assert float(out) == 10.0
