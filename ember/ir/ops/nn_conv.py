@@ -81,14 +81,23 @@ def conv_reference(
     dilation: Sequence[int],
     groups: int,
 ) -> np.ndarray:
-    """N-d grouped convolution of ``x`` (N, C, ...) with ``w`` (O, C/g, ...), im2col style."""
+    """N-d grouped convolution of ``x`` (N, C, ...) with ``w`` (O, C/g, ...), im2col style.
+
+    The columns are laid out ``(N, G, Cg*K, P)`` so one broadcast matmul with the
+    ``(G, Og, Cg*K)`` weight yields NC[D]HW directly; 1x1 stride-1 convolutions skip im2col.
+    """
     nsp = x.ndim - 2
     n, c = x.shape[:2]
     o, cg = w.shape[:2]
     kernel = w.shape[2:]
     og = o // groups
-    xp = pad_or_crop(widen(x), pads)
-    w = widen(w).astype(xp.dtype, copy=False)
+    xw = widen(x)
+    w = widen(w).astype(xw.dtype, copy=False)
+    pointwise = all(k == 1 for k in kernel) and all(s == 1 for s in strides)
+    if pointwise and not any(b or e for b, e in pads):
+        y = np.matmul(w.reshape(groups, og, cg), xw.reshape(n, groups, cg, -1))
+        return y.reshape(n, o, *x.shape[2:]).astype(x.dtype, copy=False)
+    xp = pad_or_crop(xw, pads)
     extents = [d * (k - 1) + 1 for d, k in zip(dilation, kernel, strict=True)]
     win = sliding_window_view(xp, extents, axis=tuple(range(2, 2 + nsp)))
     step = tuple(slice(None, None, s) for s in strides) + tuple(
@@ -98,14 +107,11 @@ def conv_reference(
     out_sp = win.shape[2 : 2 + nsp]
     pixels = int(np.prod(out_sp, dtype=np.int64))
     ksize = int(np.prod(kernel, dtype=np.int64))
-    # (N, G, Cg, *out, *k) -> (G, N, *out, Cg, *k) -> (G, N*P, Cg*K)
-    win = win.reshape(n, groups, cg, *out_sp, *kernel)
-    order = (1, 0, *range(3, 3 + nsp), 2, *range(3 + nsp, 3 + 2 * nsp))
-    cols = win.transpose(order).reshape(groups, n * pixels, cg * ksize)
-    wmat = w.reshape(groups, og, cg * ksize).transpose(0, 2, 1)
-    y = np.matmul(cols, wmat)  # (G, N*P, Og)
-    y = y.reshape(groups, n, pixels, og).transpose(1, 0, 3, 2).reshape(n, o, *out_sp)
-    return np.ascontiguousarray(y, dtype=x.dtype)
+    # (N, C, *out, *k) -> (N, C, *k, *out) -> (N, G, Cg*K, P): the one copy of im2col
+    order = (0, 1, *range(2 + nsp, 2 + 2 * nsp), *range(2, 2 + nsp))
+    cols = win.transpose(order).reshape(n, groups, cg * ksize, pixels)
+    y = np.matmul(w.reshape(groups, og, cg * ksize), cols)  # (N, G, Og, P)
+    return y.reshape(n, o, *out_sp).astype(x.dtype, copy=False)
 
 
 def _conv_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
