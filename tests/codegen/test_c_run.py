@@ -311,3 +311,23 @@ def test_explicit_vector_micro_kernel(build) -> None:  # type: ignore[no-untyped
     np.testing.assert_allclose(outs[0].numpy(), x @ y, rtol=1e-5)
     np.testing.assert_allclose(outs[1].numpy(), np.maximum(x @ y, 0).T, rtol=1e-5)
     np.testing.assert_allclose(outs[0].numpy(), ref[0], rtol=1e-5)
+
+
+def test_artifacts_load_through_the_runtime_loading_process(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from ember.codegen.c import build_c
+    from ember.runtime.artifact_set import ArtifactSet
+
+    funcs = [_elementwise(), _reductions()]
+    arts = ArtifactSet(build_c(funcs, {"max_file_bytes": 500}))
+    assert len(arts) == 2
+    mod = arts.load_module()
+    a = RNG.standard_normal((6, 33)).astype("float32")
+    out = _nd(np.zeros((6, 33), "float32"))
+    mod["ember_softmax"](_nd(a), out)
+    e = np.exp(a - a.max(1, keepdims=True))
+    np.testing.assert_allclose(out.numpy(), e / e.sum(1, keepdims=True), rtol=1e-5)
+    lib = arts.export_library(tmp_path / "exported.so")
+    again = rt.load_module(str(lib))
+    out2 = _nd(np.zeros((6, 33), "float32"))
+    again["ember_softmax"](_nd(a), out2)
+    np.testing.assert_allclose(out2.numpy(), out.numpy())
