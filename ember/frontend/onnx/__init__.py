@@ -5,6 +5,7 @@ registers the handlers through the public ``onnx_op`` decorator.
 """
 
 from ember.frontend.onnx import (
+    activation,  # noqa: F401  (registers handlers)
     constants,  # noqa: F401  (registers handlers)
     indexing,  # noqa: F401  (registers handlers)
     logic,  # noqa: F401  (registers handlers)

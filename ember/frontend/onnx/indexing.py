@@ -1,4 +1,5 @@
-"""ONNX handlers for indexing and padding: Gather, GatherElements, Pad, Trilu.
+"""ONNX handlers for indexing and padding: Gather, GatherElements, GatherND, Scatter,
+ScatterElements, ScatterND, OneHot, EyeLike, Pad, Trilu.
 
 Pad takes its pads as attributes before opset 11 and as a constant input after (plus
 ``axes`` from 18 and ``wrap`` mode from 19); negative pads crop, which becomes a
@@ -9,12 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ember.frontend.onnx.context import ConvertContext, NodeView
+from ember.frontend.onnx.context import ConvertContext, NodeView, onnx_elem_dtype
 from ember.frontend.onnx.math import arg, ttype
-from ember.frontend.onnx.registry import ALL_TYPES, onnx_op
+from ember.frontend.onnx.registry import ALL_TYPES, NUMERIC_TYPES, onnx_op
 from ember.frontend.onnx.tensor import const_ints
 from ember.ir.expr import Constant, Expr, call
-from ember.ir.ops.common import normalize_axes, normalize_axis
+from ember.ir.ops.common import normalize_axes, normalize_axis, np_dtype
 
 
 @onnx_op("Gather", since=1, dtypes=ALL_TYPES)
@@ -123,3 +124,84 @@ def trilu(ctx: ConvertContext, node: NodeView) -> Expr:
         k=0 if not k else k[0],
         name=node.name,
     )
+
+
+@onnx_op("GatherND", since=11, dtypes=ALL_TYPES)
+def gather_nd(ctx: ConvertContext, node: NodeView) -> Expr:
+    """GatherND with ``batch_dims`` (opset 12)."""
+    batch_dims = int(node.attr("batch_dims", 0))
+    indices = arg(ctx, node, 1, "indices")
+    return call("gather_nd", arg(ctx, node, 0), indices, batch_dims=batch_dims, name=node.name)
+
+
+def _reduction(ctx: ConvertContext, node: NodeView) -> str:
+    reduction = str(node.attr("reduction", "none"))
+    if reduction not in ("none", "add", "mul", "max", "min"):
+        ctx.fail(node, f"reduction {reduction!r} is not one of none, add, mul, max, min")
+    return reduction
+
+
+@onnx_op("ScatterElements", since=11, dtypes=ALL_TYPES)
+def scatter_elements(ctx: ConvertContext, node: NodeView) -> Expr:
+    """ScatterElements along ``axis``, with ``reduction`` from opset 16."""
+    data = arg(ctx, node, 0)
+    axis = normalize_axis(int(node.attr("axis", 0)), ttype(data).ndim)
+    return call(
+        "scatter_elements",
+        data,
+        arg(ctx, node, 1, "indices"),
+        arg(ctx, node, 2, "updates"),
+        axis=axis,
+        reduction=_reduction(ctx, node),
+        name=node.name,
+    )
+
+
+onnx_op("Scatter", since=9, dtypes=ALL_TYPES)(scatter_elements)
+
+
+@onnx_op("ScatterND", since=11, dtypes=ALL_TYPES)
+def scatter_nd(ctx: ConvertContext, node: NodeView) -> Expr:
+    """ScatterND, with ``reduction`` from opset 16."""
+    return call(
+        "scatter_nd",
+        arg(ctx, node, 0),
+        arg(ctx, node, 1, "indices"),
+        arg(ctx, node, 2, "updates"),
+        reduction=_reduction(ctx, node),
+        name=node.name,
+    )
+
+
+def _scalar_at(values: Expr, i: int) -> Expr:
+    """Element ``i`` of a 1-D tensor as a rank-0 tensor."""
+    part = call("strided_slice", values, begin=(i,), end=(i + 1,), strides=(1,))
+    return call("reshape", part, newshape=())
+
+
+@onnx_op("OneHot", since=9, dtypes=NUMERIC_TYPES)
+def one_hot(ctx: ConvertContext, node: NodeView) -> Expr:
+    """OneHot(indices, depth, values=[off, on]); negative indices wrap by depth."""
+    indices = arg(ctx, node, 0)
+    depth = int(np.asarray(ctx.require_const(node.input(1), "depth")).reshape(-1)[0])
+    values = arg(ctx, node, 2, "values")
+    if ttype(values).shape != (2,):
+        ctx.fail(node, f"values must hold [off_value, on_value], got shape {ttype(values).shape}")
+    if ttype(indices).dtype not in ("int32", "int64"):
+        indices = call("cast", indices, dtype="int64")
+    axis = normalize_axis(int(node.attr("axis", -1)), ttype(indices).ndim + 1)
+    on, off = _scalar_at(values, 1), _scalar_at(values, 0)
+    return call("one_hot", indices, on, off, depth=depth, axis=axis, name=node.name)
+
+
+@onnx_op("EyeLike", since=9, dtypes=ALL_TYPES)
+def eye_like(ctx: ConvertContext, node: NodeView) -> Expr:
+    """EyeLike: a constant with ones on diagonal ``k`` and the input's 2-D shape."""
+    x = arg(ctx, node, 0)
+    shape = ttype(x).shape
+    if len(shape) != 2:
+        ctx.fail(node, f"the input must be 2-D, got shape {shape}")
+    to = node.attr("dtype", None)
+    dtype = ttype(x).dtype if to is None else onnx_elem_dtype(int(to), ctx.where(node))
+    eye = np.eye(shape[0], shape[1], int(node.attr("k", 0)))
+    return Constant(eye.astype(np_dtype(dtype)))

@@ -13,6 +13,7 @@ from ember.frontend.onnx.context import ConvertContext, NodeView, onnx_elem_dtyp
 from ember.frontend.onnx.registry import (
     ALL_TYPES,
     FLOAT_TYPES,
+    INT_TYPES,
     NUMERIC_TYPES,
     HandlerFn,
     onnx_op,
@@ -198,6 +199,12 @@ _BINARY: dict[str, str] = {
     "Pow": "power",
 }
 
+_BITWISE: dict[str, str] = {
+    "BitwiseAnd": "bitwise_and",
+    "BitwiseOr": "bitwise_or",
+    "BitwiseXor": "bitwise_xor",
+}
+
 
 def _binary_handler(ir_op: str) -> HandlerFn:
     def handler(ctx: ConvertContext, node: NodeView) -> Expr:
@@ -211,6 +218,33 @@ def _binary_handler(ir_op: str) -> HandlerFn:
 
 for _onnx, _ir in _BINARY.items():
     onnx_op(_onnx, since=7, dtypes=NUMERIC_TYPES)(_binary_handler(_ir))
+
+
+for _onnx, _ir in _BITWISE.items():
+    onnx_op(_onnx, since=18, dtypes=INT_TYPES)(_binary_handler(_ir))
+
+
+@onnx_op("BitwiseNot", since=18, dtypes=INT_TYPES)
+def bitwise_not(ctx: ConvertContext, node: NodeView) -> Expr:
+    """Bitwise complement of integers."""
+    return call("bitwise_not", arg(ctx, node, 0), name=node.name)
+
+
+@onnx_op("BitShift", since=11, dtypes=INT_TYPES)
+def bit_shift(ctx: ConvertContext, node: NodeView) -> Expr:
+    """BitShift of unsigned integers, ``direction`` LEFT or RIGHT."""
+    direction = str(node.attr("direction"))
+    if direction not in ("LEFT", "RIGHT"):
+        ctx.fail(node, f"direction must be LEFT or RIGHT, got {direction!r}")
+    op = "left_shift" if direction == "LEFT" else "right_shift"
+    return call(op, arg(ctx, node, 0), arg(ctx, node, 1), name=node.name)
+
+
+@onnx_op("Mod", since=10, dtypes=NUMERIC_TYPES)
+def mod(ctx: ConvertContext, node: NodeView) -> Expr:
+    """Mod: remainder with the divisor's sign, or C fmod (dividend's sign) when fmod=1."""
+    fmod = bool(node.attr("fmod", 0))
+    return call("mod", arg(ctx, node, 0), arg(ctx, node, 1), fmod=fmod, name=node.name)
 
 
 @onnx_op("PRelu", since=7, dtypes=FLOAT_TYPES | {"int32", "int64", "uint32", "uint64"})

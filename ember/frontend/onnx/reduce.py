@@ -2,6 +2,8 @@
 ReduceL1/L2/SumSquare/LogSum/LogSumExp are compositions (16-bit floats are computed in
 float32 and rounded once); ArgMax, ArgMin and TopK.
 
+CumSum and CumProd (running sums/products) live here too.
+
 ``axes`` is an attribute up to opset 12 (ReduceSum) or 17 (the others) and an optional
 input after; an empty/omitted ``axes`` reduces everything unless
 ``noop_with_empty_axes`` is set, in which case the input passes through unchanged.
@@ -172,3 +174,26 @@ def topk(ctx: ConvertContext, node: NodeView) -> Expr:
         sorted=bool(node.attr("sorted", 1)),
         name=node.name,
     )
+
+
+def _scan_handler(ir_op: str) -> HandlerFn:
+    def handler(ctx: ConvertContext, node: NodeView) -> Expr:
+        x = arg(ctx, node, 0)
+        raw = np.asarray(ctx.require_const(node.input(1), "axis")).reshape(-1)
+        if raw.size != 1:
+            ctx.fail(node, f"axis must be a scalar, got {raw.size} values")
+        return call(
+            ir_op,
+            x,
+            axis=normalize_axis(int(raw[0]), ttype(x).ndim),
+            exclusive=bool(node.attr("exclusive", 0)),
+            reverse=bool(node.attr("reverse", 0)),
+            name=node.name,
+        )
+
+    handler.__doc__ = f"ONNX running reduction -> IR '{ir_op}' (constant axis input)."
+    return handler
+
+
+onnx_op("CumSum", since=11, dtypes=NUMERIC_TYPES)(_scan_handler("cumsum"))
+onnx_op("CumProd", since=26, dtypes=NUMERIC_TYPES)(_scan_handler("cumprod"))

@@ -6,3 +6,5 @@ from ember.ir.ops import reduce  # noqa: F401
 from ember.ir.ops import transform  # noqa: F401
 from ember.ir.ops import nn  # noqa: F401
 from ember.ir.ops import index  # noqa: F401
+from ember.ir.ops import scan  # noqa: F401
+from ember.ir.ops import scatter  # noqa: F401

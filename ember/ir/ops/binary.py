@@ -14,10 +14,11 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ember.errors import IRError
-from ember.ir.op import Attrs, OpDef, OpPattern, register_op
+from ember.ir.op import Attr, Attrs, OpDef, OpPattern, register_op
 from ember.ir.ops.common import (
     ALL_DTYPES,
     FLOAT_DTYPES,
+    INT_DTYPES,
     NUMERIC_DTYPES,
     broadcast_shapes,
     check_dtype,
@@ -101,6 +102,24 @@ _LOGIC: dict[str, tuple[Binary, str]] = {
 }
 
 
+_BITWISE: dict[str, tuple[Binary, str]] = {
+    "bitwise_and": (np.bitwise_and, "a & b"),
+    "bitwise_or": (np.bitwise_or, "a | b"),
+    "bitwise_xor": (np.bitwise_xor, "a ^ b"),
+    "left_shift": (np.left_shift, "a << b"),
+    "right_shift": (np.right_shift, "a >> b (logical for unsigned)"),
+}
+
+
+def _mod_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    a, b = xs
+    if a.dtype.kind in "iu":
+        safe = np.where(b == 0, np.ones_like(b), b)
+        out = np.fmod(a, safe) if attrs["fmod"] else np.mod(a, safe)
+        return np.where(b == 0, np.zeros_like(out), out).astype(a.dtype)
+    return _arith_ref(np.fmod if attrs["fmod"] else np.mod)(xs, attrs)
+
+
 def _power_type(types: Sequence[Type], attrs: Attrs) -> Type:
     a = check_dtype(types[0], NUMERIC_DTYPES, "base of 'power'")
     b = check_dtype(types[1], NUMERIC_DTYPES, "exponent of 'power'")
@@ -152,6 +171,20 @@ def _register_all() -> None:
     for name, (fn, doc) in _LOGIC.items():
         rule = _binary_type(name, frozenset({"bool"}), "bool")
         register_op(OpDef(name, 2, rule, _logic_ref(fn), OpPattern.BROADCAST, doc=doc))
+    for name, (fn, doc) in _BITWISE.items():
+        rule = _binary_type(name, INT_DTYPES, None)
+        register_op(OpDef(name, 2, rule, _arith_ref(fn), OpPattern.BROADCAST, doc=doc))
+    register_op(
+        OpDef(
+            "mod",
+            2,
+            _binary_type("mod", NUMERIC_DTYPES, None),
+            _mod_ref,
+            OpPattern.BROADCAST,
+            {"fmod": Attr("bool", False, "C fmod (sign of a) instead of floor mod (sign of b)")},
+            doc="remainder of a / b; integer division by zero gives 0",
+        )
+    )
     register_op(
         OpDef(
             "power",

@@ -15,6 +15,7 @@ from ember.ir.op import Attr, Attrs, OpDef, OpPattern, register_op
 from ember.ir.ops.common import (
     ALL_DTYPES,
     FLOAT_DTYPES,
+    INT_DTYPES,
     NUMERIC_DTYPES,
     SIGNED_DTYPES,
     check_dtype,
@@ -119,12 +120,13 @@ _FLOAT_UNARY_ATTRS: dict[str, tuple[Fn, dict[str, Attr], str]] = {
     ),
 }
 
-#: unary ops on signed numbers (and floats), same dtype out: name -> (function, doc).
+#: unary ops on numbers, same dtype out: name -> (function, allowed dtypes, doc).
 _NUMERIC_UNARY: dict[str, tuple[Callable[[np.ndarray], np.ndarray], frozenset[str], str]] = {
     "relu": (lambda x: np.maximum(x, x.dtype.type(0)), NUMERIC_DTYPES, "max(x, 0)"),
     "negative": (np.negative, SIGNED_DTYPES | FLOAT_DTYPES, "-x"),
     "abs": (np.abs, NUMERIC_DTYPES, "|x|"),
     "sign": (np.sign, NUMERIC_DTYPES, "-1, 0 or 1 by the sign of x"),
+    "bitwise_not": (np.invert, INT_DTYPES, "~x"),
 }
 
 
@@ -197,10 +199,10 @@ def _cast_type(types: Sequence[Type], attrs: Attrs) -> Type:
 def _cast_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     x = xs[0]
     target = np_dtype(attrs["dtype"])
-    if x.dtype.kind == "f" and target.kind in "iu":
-        with np.errstate(invalid="ignore"):
+    with np.errstate(all="ignore"):  # out-of-range values are undefined in ONNX
+        if x.dtype.kind in "fV" and target.kind in "iu":
             return np.trunc(np.asarray(x, np.float64)).astype(target)
-    return x.astype(target)
+        return x.astype(target)
 
 
 def _register_all() -> None:

@@ -1,5 +1,5 @@
-"""Indexing ops (pattern INJECTIVE): ``take`` (ONNX Gather), ``gather_elements`` and
-``trilu``.
+"""Indexing ops (pattern INJECTIVE): ``take`` (ONNX Gather), ``gather_elements``,
+``gather_nd``, ``one_hot`` and ``trilu``.
 
 Index tensors are int32 or int64; a negative index counts from the end of its axis, as in
 ONNX. An index outside ``[-dim, dim)`` makes the reference raise IRError (it is undefined
@@ -18,7 +18,7 @@ from ember.ir.ops.common import ALL_DTYPES, INDEX_DTYPES, check_dtype, check_nor
 from ember.ir.types import TensorType, Type
 
 
-def _wrap_indices(indices: np.ndarray, dim: int, op: str) -> np.ndarray:
+def wrap_indices(indices: np.ndarray, dim: int, op: str) -> np.ndarray:
     """Indices mapped into ``[0, dim)``; IRError naming the first bad one."""
     idx = np.asarray(indices, dtype=np.int64)
     bad = (idx < -dim) | (idx >= dim)
@@ -40,7 +40,7 @@ def _take_type(types: Sequence[Type], attrs: Attrs) -> Type:
 def _take_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     data, indices = xs
     axis = attrs["axis"]
-    return np.take(data, _wrap_indices(indices, data.shape[axis], "take"), axis=axis)
+    return np.take(data, wrap_indices(indices, data.shape[axis], "take"), axis=axis)
 
 
 def _gather_elements_type(types: Sequence[Type], attrs: Attrs) -> Type:
@@ -59,9 +59,60 @@ def _gather_elements_type(types: Sequence[Type], attrs: Attrs) -> Type:
 def _gather_elements_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     data, indices = xs
     axis = attrs["axis"]
-    idx = _wrap_indices(indices, data.shape[axis], "gather_elements")
+    idx = wrap_indices(indices, data.shape[axis], "gather_elements")
     window = tuple(slice(0, n) if a != axis else slice(None) for a, n in enumerate(idx.shape))
     return np.take_along_axis(data[window], idx, axis=axis)
+
+
+def _gather_nd_type(types: Sequence[Type], attrs: Attrs) -> Type:
+    data = check_dtype(types[0], ALL_DTYPES, "data of 'gather_nd'")
+    idx = check_dtype(types[1], INDEX_DTYPES, "indices of 'gather_nd'")
+    b = attrs["batch_dims"]
+    if idx.ndim < 1 or not 0 <= b < min(data.ndim, idx.ndim):
+        raise IRError(f"batch_dims {b} needs data {data} and indices {idx} of larger rank")
+    if data.shape[:b] != idx.shape[:b]:
+        raise IRError(f"the first {b} dims of data {data.shape} and indices {idx.shape} differ")
+    m = idx.shape[-1]
+    if m > data.ndim - b:
+        raise IRError(f"indices address {m} axes, but data {data} has {data.ndim - b} after batch")
+    return TensorType(idx.shape[:-1] + data.shape[b + m :], data.dtype)
+
+
+def _gather_nd_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    data, indices = xs
+    b = attrs["batch_dims"]
+    m = indices.shape[-1]
+    batch = int(np.prod(data.shape[:b], dtype=np.int64))
+    flat_data = data.reshape((batch,) + data.shape[b:])
+    flat_idx = np.asarray(indices, np.int64).reshape((batch, -1, m))
+    rows = []
+    for i in range(batch):
+        cols = [wrap_indices(flat_idx[i, :, j], data.shape[b + j], "gather_nd") for j in range(m)]
+        rows.append(flat_data[i][tuple(cols)])
+    out = np.stack(rows) if rows else np.zeros((0,), data.dtype)
+    return out.reshape(indices.shape[:-1] + data.shape[b + m :])
+
+
+def _one_hot_type(types: Sequence[Type], attrs: Attrs) -> Type:
+    idx = check_dtype(types[0], INDEX_DTYPES, "indices of 'one_hot'")
+    on = check_dtype(types[1], ALL_DTYPES, "on_value of 'one_hot'")
+    off = check_dtype(types[2], ALL_DTYPES, "off_value of 'one_hot'")
+    if on.shape != () or off.shape != () or on.dtype != off.dtype:
+        raise IRError(f"on_value {on} and off_value {off} must be scalars of one dtype")
+    axis = attrs["axis"]
+    check_normalized_axes((axis,), idx.ndim + 1, "one_hot")
+    shape = idx.shape[:axis] + (attrs["depth"],) + idx.shape[axis:]
+    return TensorType(shape, on.dtype)
+
+
+def _one_hot_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    indices, on, off = xs
+    depth, axis = attrs["depth"], attrs["axis"]
+    idx = np.asarray(indices, np.int64)
+    idx = np.where(idx < 0, idx + depth, idx)
+    classes = np.arange(depth).reshape((depth,) + (1,) * (idx.ndim - axis))
+    hit = np.expand_dims(idx, axis) == classes
+    return np.where(hit, on, off).astype(on.dtype)
 
 
 def _trilu_type(types: Sequence[Type], attrs: Attrs) -> Type:
@@ -101,6 +152,28 @@ def _register_all() -> None:
             OpPattern.INJECTIVE,
             {"axis": Attr("int", 0, "non-negative axis")},
             doc="out[..i..] = data[..indices[..i..]..] along axis (ONNX GatherElements)",
+        )
+    )
+    register_op(
+        OpDef(
+            "gather_nd",
+            2,
+            _gather_nd_type,
+            _gather_nd_ref,
+            OpPattern.INJECTIVE,
+            {"batch_dims": Attr("int", 0, "leading axes shared by data and indices")},
+            doc="slices of data addressed by the last axis of indices (ONNX GatherND)",
+        )
+    )
+    register_op(
+        OpDef(
+            "one_hot",
+            3,
+            _one_hot_type,
+            _one_hot_ref,
+            OpPattern.INJECTIVE,
+            {"depth": Attr("int"), "axis": Attr("int", doc="non-negative axis of the output")},
+            doc="on_value where the new axis equals the index (negatives wrap), else off_value",
         )
     )
     register_op(

@@ -291,3 +291,48 @@ def test_errors_name_the_node() -> None:
     model = make_model([node], {"x": ("int32", (2,))}, ["y"])
     with pytest.raises(OpNotSupportedError, match="Sigmoid"):
         ember_run(model, {"x": np.zeros(2, np.int32)})
+
+
+@pytest.mark.parametrize(("dtype", "fmod"), [("int32", 0), ("int64", 1), ("float32", 1)])
+def test_mod(compare_ort: Compare, dtype: str, fmod: int) -> None:
+    a = rand((3, 4), dtype, -20, 20)
+    b = rand((4,), dtype, 1, 6) * np.array([1, -1, 1, -1], dtype)
+    node = helper.make_node("Mod", ["a", "b"], ["y"], fmod=fmod)
+    model = make_model([node], {"a": (dtype, a.shape), "b": (dtype, b.shape)}, ["y"], opset=13)
+    compare_ort(model, {"a": a, "b": b})
+
+
+def test_bitwise_and_shift(compare_ort: Compare) -> None:
+    a = RNG.integers(0, 256, (3, 4)).astype(np.uint8)
+    b = RNG.integers(0, 8, (4,)).astype(np.uint8)
+    inputs = {"a": ("uint8", a.shape), "b": ("uint8", b.shape)}
+    for op, attrs in [("BitwiseAnd", {}), ("BitwiseOr", {}), ("BitwiseXor", {})]:
+        node = helper.make_node(op, ["a", "b"], ["y"], **attrs)
+        compare_ort(make_model([node], inputs, ["y"], opset=18), {"a": a, "b": b})
+    for direction in ("LEFT", "RIGHT"):
+        node = helper.make_node("BitShift", ["a", "b"], ["y"], direction=direction)
+        compare_ort(make_model([node], inputs, ["y"], opset=18), {"a": a, "b": b})
+    node = helper.make_node("BitwiseNot", ["a"], ["y"])
+    compare_ort(make_model([node], {"a": ("uint8", a.shape)}, ["y"], opset=18), {"a": a})
+
+
+@pytest.mark.parametrize(
+    ("op", "attrs", "opset"),
+    [
+        ("Celu", {"alpha": 0.7}, 12),
+        ("Mish", {}, 18),
+        ("Shrink", {"lambd": 1.2, "bias": 0.3}, 9),
+        ("Hardmax", {}, 13),
+        ("Hardmax", {"axis": 0}, 13),
+        ("Hardmax", {"axis": 1}, 11),
+    ],
+)
+def test_composed_activations(compare_ort: Compare, op: str, attrs: dict, opset: int) -> None:
+    x = np.round(rand((3, 4, 5), "float32"), 1)  # rounding creates ties for Hardmax
+    compare_ort(unary_model(op, "float32", x.shape, opset, **attrs), {"x": x})
+
+
+def test_shrink_integers(compare_ort: Compare) -> None:
+    x = rand((4, 5), "int32", -5, 5)
+    model = unary_model("Shrink", "int32", x.shape, 9, lambd=1.5, bias=1.0)
+    compare_ort(model, {"x": x})

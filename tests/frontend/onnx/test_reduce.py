@@ -115,3 +115,13 @@ def test_topk_opset1_attribute(compare_ort: Compare) -> None:
     x = RNG.standard_normal((2, 7)).astype(np.float32)
     node = helper.make_node("TopK", ["x"], ["v", "i"], k=3)
     compare_ort(make_model([node], {"x": ("float32", x.shape)}, ["v", "i"], opset=9), {"x": x})
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64", "float64"])
+@pytest.mark.parametrize(("exclusive", "reverse"), [(0, 0), (1, 0), (0, 1), (1, 1)])
+@pytest.mark.parametrize("axis", [0, -1])
+def test_cumsum(compare_ort: Compare, dtype: str, exclusive: int, reverse: int, axis: int) -> None:
+    x = rand((3, 5), dtype)
+    node = helper.make_node("CumSum", ["x", "a"], ["y"], exclusive=exclusive, reverse=reverse)
+    model = make_model([node], {"x": (dtype, x.shape)}, ["y"], {"a": np.array(axis, I64)}, opset=14)
+    compare_ort(model, {"x": x}, rtol=1e-6, atol=1e-6)

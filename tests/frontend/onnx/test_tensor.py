@@ -253,3 +253,47 @@ def test_dynamic_shape_argument_is_reported() -> None:
     model = make_model([node], {"x": ("float32", x.shape), "s": ("int64", (2,))}, ["y"], opset=14)
     with pytest.raises(FrontendError, match="dyn.*the target shape must be constant"):
         ember_run(model, {"x": x, "s": np.array([3, 2], I64)})
+
+
+@pytest.mark.parametrize("batch_dims", [0, 1])
+def test_gather_nd(compare_ort: Compare, batch_dims: int) -> None:
+    x = rand((2, 3, 4))
+    idx = np.array([[[1, 2]], [[0, -1]]], I64) if batch_dims else np.array([[1, 2], [0, 0]], I64)
+    node = helper.make_node("GatherND", ["x", "i"], ["y"], batch_dims=batch_dims)
+    model = make_model([node], {"x": ("float32", x.shape), "i": ("int64", idx.shape)}, ["y"])
+    compare_ort(model, {"x": x, "i": idx})
+
+
+@pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
+def test_scatter(compare_ort: Compare, reduction: str) -> None:
+    x = rand((3, 4))
+    idx = np.array([[0, 2, 1, 0], [2, 0, 1, 1]], I64)
+    upd = rand((2, 4))
+    if reduction == "none":  # distinct targets only: duplicates are undefined in ONNX
+        idx = np.array([[0, 2, 1, 0], [2, 0, 0, 1]], I64)
+    node = helper.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=0, reduction=reduction)
+    inputs = {"x": ("float32", x.shape), "i": ("int64", idx.shape), "u": ("float32", upd.shape)}
+    compare_ort(make_model([node], inputs, ["y"], opset=18), {"x": x, "i": idx, "u": upd})
+    nidx = (
+        np.array([[1, 0], [2, 3], [1, 1]], I64)
+        if reduction == "none"
+        else np.array([[1, 0], [1, 0], [0, 3]], I64)
+    )
+    nupd = rand((3,))
+    node = helper.make_node("ScatterND", ["x", "i", "u"], ["y"], reduction=reduction)
+    inputs = {"x": ("float32", x.shape), "i": ("int64", nidx.shape), "u": ("float32", nupd.shape)}
+    compare_ort(make_model([node], inputs, ["y"], opset=18), {"x": x, "i": nidx, "u": nupd})
+
+
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+def test_one_hot(compare_ort: Compare, axis: int) -> None:
+    idx = np.array([[0, 3], [-1, 7]], I64)
+    consts = {"d": np.array(5, I64), "v": np.array([-2.0, 3.0], np.float32)}
+    compare_ort(one("OneHot", idx, consts, opset=11, axis=axis), {"x": idx})
+
+
+@pytest.mark.parametrize("k", [0, 1, -2])
+def test_eye_like(compare_ort: Compare, k: int) -> None:
+    x = rand((3, 5))
+    compare_ort(one("EyeLike", x, opset=9, k=k), {"x": x})
+    compare_ort(one("EyeLike", x, opset=9, k=k, dtype=7), {"x": x})

@@ -174,3 +174,25 @@ def test_prelu_and_where() -> None:
     np.testing.assert_array_equal(y, np.where(cond, x, -1))
     with pytest.raises(IRError, match="condition of 'where' has dtype float32"):
         call("where", var((2,)), var((2,)), var((2,)))
+
+
+def test_mod_signs() -> None:
+    a = np.array([7, -7, 7, -7, 5], np.int32)
+    b = np.array([3, 3, -3, -3, 0], np.int32)
+    np.testing.assert_array_equal(run("mod", a, b), [1, 2, -2, -1, 0])
+    np.testing.assert_array_equal(run("mod", a, b, fmod=True), [1, -1, 1, -1, 0])
+    f = np.array([5.5, -5.5], np.float32)
+    np.testing.assert_allclose(run("mod", f, np.float32(2.0), fmod=True), [1.5, -1.5])
+    np.testing.assert_allclose(run("mod", f, np.float32(2.0)), [1.5, 0.5])
+
+
+def test_bitwise() -> None:
+    a = np.array([0b1100, 0b1010], np.uint8)
+    b = np.array([0b1010, 1], np.uint8)
+    np.testing.assert_array_equal(run("bitwise_and", a, b), [0b1000, 0])
+    np.testing.assert_array_equal(run("bitwise_xor", a, b), [0b0110, 0b1011])
+    np.testing.assert_array_equal(run("left_shift", a, b), [0b1100 << 10 & 0xFF, 0b10100])
+    np.testing.assert_array_equal(run("right_shift", a, b), [0, 0b101])
+    np.testing.assert_array_equal(run("bitwise_not", a), [0b11110011, 0b11110101])
+    with pytest.raises(IRError, match="lhs of 'bitwise_or' has dtype float32"):
+        call("bitwise_or", var((2,)), var((2,)))

@@ -96,3 +96,22 @@ def test_topk_ties_and_order() -> None:
     )
     with pytest.raises(IRError, match=r"k=6 is outside \[0, 5\]"):
         call("topk", v, k=6, axis=1)
+
+
+@pytest.mark.parametrize("exclusive", [False, True])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cumsum_cumprod(exclusive: bool, reverse: bool) -> None:
+    x = np.array([[1, 2, 3, 4], [2, 2, 2, 2]], np.int32)
+
+    def expect(fn: object, ident: int) -> np.ndarray:
+        y = x[:, ::-1] if reverse else x
+        out = fn(y, axis=1)  # type: ignore[operator]
+        if exclusive:
+            out = np.concatenate([np.full((2, 1), ident), out[:, :-1]], axis=1)
+        return out[:, ::-1] if reverse else out
+
+    got = run("cumsum", x, axis=1, exclusive=exclusive, reverse=reverse)
+    np.testing.assert_array_equal(got, expect(np.cumsum, 0))
+    got = run("cumprod", x, axis=1, exclusive=exclusive, reverse=reverse)
+    np.testing.assert_array_equal(got, expect(np.cumprod, 1))
+    assert get_op("cumsum").pattern == OpPattern.OPAQUE

@@ -118,3 +118,60 @@ def test_trilu(k: int) -> None:
     np.testing.assert_array_equal(run("trilu", x, upper=False, k=k), np.tril(x, k))
     with pytest.raises(IRError, match="needs a rank >= 2 input"):
         call("trilu", var((3,)))
+
+
+def test_gather_nd() -> None:
+    data = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    idx = np.array([[0, 1], [1, -1]], np.int64)
+    np.testing.assert_array_equal(run("gather_nd", data, idx), data[[0, 1], [1, 2]])
+    bidx = np.array([[2], [0]], np.int64)
+    np.testing.assert_array_equal(run("gather_nd", data, bidx, batch_dims=1), data[[0, 1], [2, 0]])
+    with pytest.raises(IRError, match="indices address 4 axes"):
+        call("gather_nd", var((2, 3)), Constant(np.zeros((1, 4), np.int64)))
+
+
+def test_one_hot() -> None:
+    idx = np.array([[0, 2], [-1, 5]], np.int64)
+    on, off = np.float32(5), np.float32(-1)
+    out = run("one_hot", idx, on, off, depth=3, axis=2)
+    expected = np.full((2, 2, 3), -1, np.float32)
+    expected[0, 0, 0] = expected[0, 1, 2] = expected[1, 0, 2] = 5
+    np.testing.assert_array_equal(out, expected)
+    out0 = run("one_hot", idx, on, off, depth=3, axis=0)
+    np.testing.assert_array_equal(out0, np.moveaxis(expected, 2, 0))
+
+
+def test_scatter_elements_and_nd() -> None:
+    data = np.zeros((3, 3), np.float32)
+    idx = np.array([[1, 0, 2], [0, 2, -2]], np.int64)
+    upd = np.arange(1, 7, dtype=np.float32).reshape(2, 3)
+    out = run("scatter_elements", data, idx, upd, axis=0)
+    want = data.copy()
+    for i in range(2):
+        for j in range(3):
+            want[idx[i, j] % 3, j] = upd[i, j]
+    np.testing.assert_array_equal(out, want)
+    added = run(
+        "scatter_elements",
+        np.ones((1, 4), np.int32),
+        np.array([[1, 1]]),
+        np.array([[2, 3]], np.int32),
+        axis=1,
+        reduction="add",
+    )
+    np.testing.assert_array_equal(added, [[1, 6, 1, 1]])
+    nd = run(
+        "scatter_nd",
+        np.zeros((2, 3), np.int64),
+        np.array([[1], [0]]),
+        np.array([[1, 2, 3], [4, 5, 6]]),
+    )
+    np.testing.assert_array_equal(nd, [[4, 5, 6], [1, 2, 3]])
+    with pytest.raises(IRError, match="reduction 'sum' is unknown"):
+        call(
+            "scatter_nd",
+            var((2,)),
+            Constant(np.zeros((1, 1), np.int64)),
+            var((1,)),
+            reduction="sum",
+        )
