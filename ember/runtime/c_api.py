@@ -257,9 +257,9 @@ def lib() -> ctypes.CDLL:
                 raw.EmberBackendSetNumThreads(config().num_threads)
             _LIB.append(raw)
             # Python plugs into the C registry through the fallback lookup.
-            from ember.runtime import packed_func
+            from ember.runtime import callback
 
-            packed_func.install_global_fallback(raw)
+            callback.install_global_fallback(raw)
     return _LIB[0]
 
 
