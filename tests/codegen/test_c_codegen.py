@@ -164,3 +164,25 @@ def test_let_rebinding_gets_its_own_block() -> None:
     )
     src = generate_source([tir.PrimFunc("l", (a,), body)])
     assert "const int32_t x = 1;" in src and "{\n    const int32_t x = 2;" in src
+
+
+def test_export_unpacked_and_static_pool_parameter() -> None:
+    a = tir.decl_buffer((4,), "float32", "A")
+    t = tir.decl_buffer((4,), "float32", "T", scope="local")
+    pool = tir.Var("sram", "handle")
+    i = tir.Var("i")
+    body = tir.Allocate(
+        t,
+        tir.seq(tir.for_range(i, 4, tir.store(t, a[i], i)), tir.store(a, t[3], 0)),
+        tir.StorageKind.STATIC,
+        pool="sram",
+        offset=256,
+    )
+    f = tir.PrimFunc("aot", (a, pool), body)
+    src = generate_source([f], {"export_unpacked": True})
+    assert "EMBER_DLL int32_t ember_aot_unpacked(float* restrict A, void* sram)" in src
+    assert "float* restrict T = (float*)((uint8_t*)sram + 256);" in src
+    assert "ember_pool_" not in src
+    static_src = generate_source([tir.PrimFunc("aot2", (a,), body)])
+    assert "static uint8_t ember_pool_sram[272] __attribute__((aligned(64)));" in static_src
+    assert "static int32_t ember_aot2_unpacked(" in static_src
