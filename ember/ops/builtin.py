@@ -6,3 +6,4 @@ One line per family; a family adds its own line.
 import ember.ops.elemwise
 import ember.ops.nn_conv  # noqa: F401
 import ember.ops.nn_pool  # noqa: F401
+import ember.ops.nn_norm  # noqa: F401
