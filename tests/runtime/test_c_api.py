@@ -165,3 +165,21 @@ def test_last_error_is_thread_local():
     t.join()
     assert seen == ["worker thread"]
     assert c_api.last_error() == "main thread"
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("order", ["dlpack_first", "ember_first"])
+def test_header_coexists_with_dlpack_h(tmp_path, order):
+    tvm_ffi_libinfo = pytest.importorskip("tvm_ffi.libinfo")
+    dlpack_dir = tvm_ffi_libinfo.find_dlpack_include_path()
+    includes = ["#include <dlpack/dlpack.h>", "#include <ember/runtime_api.h>"]
+    if order == "ember_first":
+        includes.reverse()
+    src = tmp_path / "both.c"
+    src.write_text(
+        "\n".join(includes)
+        + "\nint probe(DLTensor* t) { return t->ndim + (int)sizeof(EmberValue); }\n"
+    )
+    from ember.support.toolchain import compile_object
+
+    compile_object(src, tmp_path / "both.o", include_dirs=[dlpack_dir, libruntime.include_dir()])

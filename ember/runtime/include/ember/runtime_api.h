@@ -34,8 +34,11 @@ extern "C" {
 #define EMBER_ABI_VERSION 1
 
 /* ---- DLPack (field layout and names of dlpack.h) ---------------------- */
+#ifndef DLPACK_DLPACK_H_ /* dlpack.h included first: use its definitions */
+#define DLPACK_DLPACK_H_   /* dlpack.h included later: its guard skips a redefinition */
 #ifndef DLPACK_EXTERN_C
 #define DLPACK_EXTERN_C
+#endif
 typedef enum {
   kDLCPU = 1,
   kDLCUDA = 2,
@@ -84,7 +87,7 @@ typedef struct DLManagedTensor {
   void* manager_ctx;
   void (*deleter)(struct DLManagedTensor* self);
 } DLManagedTensor;
-#endif /* DLPACK_EXTERN_C */
+#endif /* DLPACK_DLPACK_H_ */
 
 /* ---- packed values ------------------------------------------------------ */
 typedef enum {
