@@ -245,7 +245,7 @@ def _register_all() -> None:
             1,
             _broadcast_type,
             lambda xs, attrs: np.broadcast_to(xs[0], attrs["shape"]).copy(),
-            OpPattern.BROADCAST,
+            injective,
             {"shape": Attr("ints")},
             doc="repeat size-1 (or missing leading) axes up to shape",
         )

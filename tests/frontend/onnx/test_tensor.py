@@ -101,19 +101,24 @@ def test_squeeze_unsqueeze(compare_ort: Compare, opset: int) -> None:
         ember_run(one("Squeeze", x, {"a": np.array([1], I64)}, opset=13), {"x": x})
 
 
+LAYOUT_DTYPES = ["float32", "float64", "float16", "int32", "int64", "bool"]
+
+
+@pytest.mark.parametrize("dtype", LAYOUT_DTYPES)
 @pytest.mark.parametrize("perm", [None, [0, 2, 1], [2, 0, 1]])
-def test_transpose(compare_ort: Compare, perm: list | None) -> None:
-    x = rand((2, 3, 4), "int32")
+def test_transpose(compare_ort: Compare, perm: list | None, dtype: str) -> None:
+    x = rand((2, 3, 4), dtype)
     attrs = {} if perm is None else {"perm": perm}
     compare_ort(one("Transpose", x, **attrs), {"x": x})
 
 
+@pytest.mark.parametrize("dtype", LAYOUT_DTYPES)
 @pytest.mark.parametrize("axis", [0, 1, -1])
-def test_concat(compare_ort: Compare, axis: int) -> None:
-    a = rand((2, 3, 4))
-    b = rand(tuple(5 if i == axis % 3 else d for i, d in enumerate(a.shape)))
+def test_concat(compare_ort: Compare, axis: int, dtype: str) -> None:
+    a = rand((2, 3, 4), dtype)
+    b = rand(tuple(5 if i == axis % 3 else d for i, d in enumerate(a.shape)), dtype)
     node = helper.make_node("Concat", ["a", "b", "a"], ["y"], axis=axis)
-    model = make_model([node], {"a": ("float32", a.shape), "b": ("float32", b.shape)}, ["y"])
+    model = make_model([node], {"a": (dtype, a.shape), "b": (dtype, b.shape)}, ["y"])
     compare_ort(model, {"a": a, "b": b})
 
 
@@ -152,11 +157,17 @@ SLICES = [
 ]
 
 
+@pytest.mark.parametrize("dtype", ["float32", "int64", "bool"])
 @pytest.mark.parametrize(("starts", "ends", "axes", "steps"), SLICES)
 def test_slice(
-    compare_ort: Compare, starts: list, ends: list, axes: list | None, steps: list | None
+    compare_ort: Compare,
+    starts: list,
+    ends: list,
+    axes: list | None,
+    steps: list | None,
+    dtype: str,
 ) -> None:
-    x = rand((4, 5, 6))
+    x = rand((4, 5, 6), dtype)
     consts = {"s": np.array(starts, I64), "e": np.array(ends, I64)}
     if axes is not None:
         consts["a"] = np.array(axes, I64)
@@ -173,13 +184,15 @@ def test_slice_legacy_attributes(compare_ort: Compare) -> None:
 
 
 @pytest.mark.parametrize(("shape", "target"), [((3, 1), [2, 3, 4]), ((1, 4), [3, 1]), ((2,), [2])])
-def test_expand(compare_ort: Compare, shape: tuple, target: list) -> None:
-    x = rand(shape, "int64")
+@pytest.mark.parametrize("dtype", ["float32", "int64", "bool", "float16"])
+def test_expand(compare_ort: Compare, shape: tuple, target: list, dtype: str) -> None:
+    x = rand(shape, dtype)
     compare_ort(one("Expand", x, {"s": np.array(target, I64)}, opset=13), {"x": x})
 
 
-def test_tile(compare_ort: Compare) -> None:
-    x = rand((2, 3), "float32")
+@pytest.mark.parametrize("dtype", ["float32", "int32", "bool", "float64"])
+def test_tile(compare_ort: Compare, dtype: str) -> None:
+    x = rand((2, 3), dtype)
     for reps in ([1, 1], [2, 3], [3, 1]):
         compare_ort(one("Tile", x, {"r": np.array(reps, I64)}, opset=13), {"x": x})
 
@@ -217,13 +230,15 @@ def test_pad_runtime_value(compare_ort: Compare) -> None:
 
 
 @pytest.mark.parametrize("axis", [0, 1, -1])
-@pytest.mark.parametrize("idx_dtype", ["int32", "int64"])
-def test_gather(compare_ort: Compare, axis: int, idx_dtype: str) -> None:
-    x = rand((3, 4, 5))
+@pytest.mark.parametrize(
+    ("idx_dtype", "dtype"), [("int32", "float32"), ("int64", "bool"), ("int64", "int64")]
+)
+def test_gather(compare_ort: Compare, axis: int, idx_dtype: str, dtype: str) -> None:
+    x = rand((3, 4, 5), dtype)
     dim = x.shape[axis]
     for idx in (np.array([[0, -1], [dim - 1, 1]]), np.array(-2), np.array([1])):
         node = helper.make_node("Gather", ["x", "i"], ["y"], axis=axis)
-        inputs = {"x": ("float32", x.shape), "i": (idx_dtype, idx.shape)}
+        inputs = {"x": (dtype, x.shape), "i": (idx_dtype, idx.shape)}
         model = make_model([node], inputs, ["y"], opset=13)
         compare_ort(model, {"x": x, "i": idx.astype(idx_dtype)})
 
