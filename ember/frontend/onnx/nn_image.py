@@ -89,8 +89,6 @@ def resize(ctx: ConvertContext, node: NodeView) -> Expr:
         if value is None:
             ctx.fail(node, "the scales input is required")
         return _legacy_resize(ctx, node, x, [float(s) for s in value], mode)
-    if node.attr("antialias", 0) and mode != "nearest":
-        raise unsupported(ctx, node, "Resize with antialias=1")
     xt = ttype(ctx, node, x)
     rank = xt.ndim
     axes = [int(a) % rank for a in node.attr("axes", list(range(rank)))]
@@ -118,6 +116,7 @@ def resize(ctx: ConvertContext, node: NodeView) -> Expr:
         "cubic_coeff_a": node.attr("cubic_coeff_a", -0.75),
         "exclude_outside": bool(node.attr("exclude_outside", 0)),
         "extrapolation_value": node.attr("extrapolation_value", 0.0),
+        "antialias": bool(node.attr("antialias", 0)) and mode != "nearest",
     }
     if roi is not None and attrs["coordinate_transformation_mode"] == "tf_crop_and_resize":
         full = [0.0] * rank + [1.0] * rank

@@ -113,12 +113,16 @@ def _cubic_weights(t: np.ndarray, a: float) -> list[np.ndarray]:
     return [far[0], near[0], near[1], far[1]]
 
 
-def _taps(coords: np.ndarray, n_in: int, attrs: Attrs) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def _taps(
+    coords: np.ndarray, n_in: int, scale: float, attrs: Attrs
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Per tap: the input index (clamped) and weight of every output position."""
     method = attrs["method"]
     if method == "nearest":
         idx = _nearest_index(coords, attrs["nearest_mode"])
         return [np.clip(idx, 0, n_in - 1)], [np.ones_like(coords)]
+    if attrs["antialias"]:
+        return _antialias_taps(coords, n_in, scale, attrs)
     if method == "linear":
         # ONNX clamps the sampling coordinate itself for linear resizing.
         coords = np.clip(coords, 0, n_in - 1)
@@ -137,10 +141,42 @@ def _taps(coords: np.ndarray, n_in: int, attrs: Attrs) -> tuple[list[np.ndarray]
     return [np.clip(r, 0, n_in - 1) for r in raw], weights
 
 
+def _antialias_taps(
+    coords: np.ndarray, n_in: int, scale: float, attrs: Attrs
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Taps of an antialiased (filter widened by 1/scale when downsampling) linear or
+    cubic resize, normalised to sum 1, as the ONNX reference defines them."""
+    scale = min(float(scale), 1.0)
+    coords = coords.astype(np.float64)
+    base = np.ceil(coords) - 1  # the tap left of x; ratio = x - base lies in (0, 1]
+    ratio = coords - base
+    a = attrs["cubic_coeff_a"]
+    reach = 1.0 if attrs["method"] == "linear" else 2.0
+    start = int(np.floor(-reach / scale) + 1)
+    raw, weights = [], []
+    for k in range(start, 2 - start):
+        arg = np.abs((k - ratio) * scale)
+        if attrs["method"] == "linear":
+            w = np.clip(1.0 - arg, 0.0, 1.0)
+        else:
+            near = ((a + 2) * arg - (a + 3)) * arg * arg + 1
+            far = ((a * arg - 5 * a) * arg + 8 * a) * arg - 4 * a
+            w = np.where(arg <= 1, near, np.where(arg < 2, far, 0.0))
+        raw.append(base.astype(np.int64) + k)
+        weights.append(w)
+    if attrs["exclude_outside"]:
+        weights = [np.where((r >= 0) & (r < n_in), w, 0.0) for r, w in zip(raw, weights)]
+    total = np.sum(weights, axis=0)
+    total = np.where(total == 0, 1.0, total)
+    return [np.clip(r, 0, n_in - 1) for r in raw], [w / total for w in weights]
+
+
 def _resize_axis(x: np.ndarray, axis: int, n_out: int, attrs: Attrs) -> np.ndarray:
     n_in = x.shape[axis]
     coords = _source_coords(axis, n_in, n_out, attrs)
-    indices, weights = _taps(coords, n_in, attrs)
+    scales = attrs["scales"]
+    scale = float(np.float32(scales[axis])) if scales else n_out / n_in
+    indices, weights = _taps(coords, n_in, scale, attrs)
     if attrs["method"] == "nearest" and attrs["coordinate_transformation_mode"] != (
         "tf_crop_and_resize"
     ):
@@ -244,6 +280,7 @@ register_op(
             "cubic_coeff_a": Attr("float", -0.75),
             "exclude_outside": Attr("bool", False),
             "extrapolation_value": Attr("float", 0.0),
+            "antialias": Attr("bool", False, "widen linear/cubic filters when downsampling"),
         },
         doc="N-d resize with ONNX Resize semantics (separable per axis).",
     )

@@ -143,3 +143,11 @@ def test_depth_to_space(mode: str, dtype: str) -> None:
 def test_space_to_depth(dtype: str) -> None:
     x = (rand((1, 3, 6, 4)) * 10).astype(dtype)
     check_node("SpaceToDepth", {"x": x}, {"blocksize": 2}, opset=13)
+
+
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+@pytest.mark.parametrize("scales", [[1, 1, 0.5, 0.6], [1, 1, 0.3, 1.5]])
+def test_resize_antialias(mode: str, scales: list[float]) -> None:
+    attrs = {"mode": mode, "antialias": 1}
+    _resize(rand((1, 2, 10, 9)), attrs, scales=scales)
+    _resize(rand((1, 2, 10, 9)), {**attrs, "exclude_outside": 1}, sizes=[1, 2, 4, 5])
