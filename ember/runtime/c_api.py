@@ -198,6 +198,7 @@ PROTOTYPES: dict[str, tuple[Any, tuple[Any, ...]]] = {
         c_int32,
         (EmberFunctionHandle, c_void_p, c_void_p, c_int32, c_void_p, c_void_p),
     ),
+    "EmberFuncGetCFunc": (c_int32, (EmberFunctionHandle, POINTER(c_void_p), POINTER(c_void_p))),
     "EmberFuncCallFrame": (c_int32, (POINTER(EmberCallFrame),)),
     "EmberFuncRegisterGlobal": (c_int32, (c_char_p, EmberFunctionHandle, c_int32)),
     "EmberFuncGetGlobal": (c_int32, (c_char_p, POINTER(EmberFunctionHandle))),

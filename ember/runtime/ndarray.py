@@ -123,6 +123,15 @@ class NDArray:
         np.copyto(self._np, src)
         return self
 
+    def __setitem__(self, index: Any, value: Any) -> None:
+        """``arr[:] = value`` copies ``value`` in (TVM's spelling of copyfrom)."""
+        if not (isinstance(index, slice) and index == slice(None)):
+            raise EmberValueError("NDArray supports only arr[:] = value; use .numpy() to index")
+        if isinstance(value, NDArray | np.ndarray) or np.ndim(value) > 0:
+            self.copyfrom(value)
+        else:
+            self._np.fill(value)
+
     def copyto(self, target: NDArray | Device) -> NDArray:
         """Copy into ``target`` (an NDArray, or a new array on a Device); returns the target."""
         if isinstance(target, Device):

@@ -492,20 +492,19 @@ class _AcceleratedCPackedFunc(CPackedFunc):
         return self._fast(*args)  # type: ignore[misc]
 
 
-class HandlePackedFunc(_CCallable):
-    """A PackedFunc owning one reference to a C runtime function handle."""
+class HandlePackedFunc(CPackedFunc):
+    """A PackedFunc owning one reference to a C runtime handle, calling its C body directly."""
 
     __slots__ = ()
 
     def __init__(self, handle: int) -> None:
-        super().__init__(0, 0)
-        self._handle = handle
-
-    def _make_handle(self) -> int:
-        return self._handle
-
-    def __repr__(self) -> str:
-        return f"<PackedFunc handle {hex(self._handle)}>"
+        func = ctypes.c_void_p()
+        resource = ctypes.c_void_p()
+        check_call(
+            c_api.lib().EmberFuncGetCFunc(handle, ctypes.byref(func), ctypes.byref(resource))
+        )
+        super().__init__(func.value or 0, resource.value or 0, name=f"handle {hex(handle)}")
+        self._handle = handle  # released by PackedFunc.__del__
 
 
 def as_packed_func(value: Any) -> PackedFunc:

@@ -103,7 +103,11 @@ def test_num_threads_setting():
 def test_c_registered_global_visible_to_python(lib):
     lib["register_square"]("test_backend.square")
     assert "test_backend.square" in rt.list_global_funcs()
-    assert rt.get_global_func("test_backend.square")(9) == 81
+    square = rt.get_global_func("test_backend.square")
+    assert square(9) == 81
+    assert square.c_entry() is not None  # called directly, timed by the C loop
+    timer = rt.TimeEvaluator(square, rt.cpu(0), number=3)
+    assert timer.uses_c_loop and len(timer(5).results) == 1
 
 
 PARALLEL_CALLBACK_SOURCE = r"""

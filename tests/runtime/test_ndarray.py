@@ -45,6 +45,16 @@ def test_empty_copyfrom_copyto():
         arr.copyto("cpu")
 
 
+def test_slice_assignment():
+    arr = ember.nd.empty((2, 2), "int32")
+    arr[:] = np.arange(4, dtype="int32").reshape(2, 2)
+    assert arr.numpy().tolist() == [[0, 1], [2, 3]]
+    arr[:] = 7
+    assert arr.numpy().tolist() == [[7, 7], [7, 7]]
+    with pytest.raises(EmberValueError, match="only arr"):
+        arr[0] = 1
+
+
 def test_scalar_and_empty_shapes():
     s = ember.nd.array(np.float64(2.5))
     assert s.shape == () and s.ndim == 0 and s.numpy() == 2.5

@@ -93,6 +93,16 @@ int32_t EmberFuncCall(EmberFunctionHandle func, EmberValue* args, int32_t* type_
   return obj->func(args, type_codes, num_args, ret_value, ret_type_code, obj->resource_handle);
 }
 
+int32_t EmberFuncGetCFunc(EmberFunctionHandle func, EmberPackedCFunc* out_func,
+                          void** out_resource_handle) {
+  if (func == NULL || out_func == NULL || out_resource_handle == NULL) {
+    return set_error("EmberFuncGetCFunc: %s is NULL", "an argument");
+  }
+  *out_func = ((EmberFuncObj*)func)->func;
+  *out_resource_handle = ((EmberFuncObj*)func)->resource_handle;
+  return 0;
+}
+
 int32_t EmberFuncCallFrame(EmberCallFrame* frame) {
   EmberPackedCFunc func = frame->func;
   void* resource = frame->resource_handle;

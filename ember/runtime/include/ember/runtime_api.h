@@ -166,6 +166,9 @@ EMBER_DLL int32_t EmberFuncRetain(EmberFunctionHandle func);
 EMBER_DLL int32_t EmberFuncFree(EmberFunctionHandle func);
 EMBER_DLL int32_t EmberFuncCall(EmberFunctionHandle func, EmberValue* args, int32_t* type_codes,
                                 int32_t num_args, EmberValue* ret_value, int32_t* ret_type_code);
+/* The C function and resource behind a handle (borrowed; valid while the handle lives). */
+EMBER_DLL int32_t EmberFuncGetCFunc(EmberFunctionHandle func, EmberPackedCFunc* out_func,
+                                    void** out_resource_handle);
 /* Calls the frame's function; returns -1 on failure, else the return type code
  * (EMBER_NULL when the callee returned nothing); the value is in frame->ret_value. */
 EMBER_DLL int32_t EmberFuncCallFrame(EmberCallFrame* frame);
