@@ -139,6 +139,13 @@ EXCLUDED_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"(INT2|UINT2)", "no 2-bit types"),
     # The '_expanded' form of Range is a Loop (control flow, not in ember's op set).
     (r"^test_range_.*_expanded$", "expands to a Loop (control flow)"),
+    # Model suites: sequence values, the training-only Gradient op, string normalisation.
+    (r"^test_sequence_model", "sequence values are not tensors"),
+    (r"^test_gradient_of_", "Gradient is a training op (ai.onnx.preview.training)"),
+    (r"^test_strnorm_model", "string tensors are not supported"),
+    # Opset-6 PRelu broadcast a (C,) slope per channel; onnx's converter to opset 7 (numpy
+    # broadcasting) keeps the slope as is, so the upgraded model is invalid.
+    (r"^test_PReLU_\dd_multiparam$", "opset-6 PRelu; the opset converter breaks it"),
     # String tensors are not numeric.
     (r"(_string|STRING)", "string tensors are not supported"),
 )
@@ -206,6 +213,46 @@ def collect_cases() -> tuple[Case, ...]:
             )
         )
     return tuple(cases)
+
+
+#: model suites onnx ships with their data (backend/test/data/<suite>/<case>/model.onnx and
+#: test_data_set_*/{input,output}_*.pb): real exporter output rather than single nodes.
+MODEL_SUITES: tuple[str, ...] = ("pytorch-converted", "pytorch-operator", "simple")
+
+
+@functools.cache
+def collect_model_cases(suite: str) -> tuple[Case, ...]:
+    """The cases of one shipped model suite; each case's 'op' is its model name."""
+    from pathlib import Path
+
+    from onnx import numpy_helper
+
+    if suite not in MODEL_SUITES:
+        raise SystemExit(f"unknown suite '{suite}'; known: node, {', '.join(MODEL_SUITES)}")
+    root = Path(onnx.__file__).parent / "backend" / "test" / "data" / suite
+    cases = []
+    for case_dir in sorted(p for p in root.iterdir() if (p / "model.onnx").is_file()):
+        data_sets: list[tuple[list[object], list[object]]] = []
+        for ds in sorted(case_dir.glob("test_data_set_*")):
+            inputs = [
+                numpy_helper.to_array(onnx.load_tensor(str(f)))
+                for f in sorted(ds.glob("input_*.pb"), key=_pb_index)
+            ]
+            outputs = [
+                numpy_helper.to_array(onnx.load_tensor(str(f)))
+                for f in sorted(ds.glob("output_*.pb"), key=_pb_index)
+            ]
+            data_sets.append((list(inputs), list(outputs)))
+        model = onnx.load(str(case_dir / "model.onnx"))
+        name = case_dir.name
+        cases.append(Case(name, name.removeprefix("test_"), model, tuple(data_sets), 1e-3, 1e-7))
+    return tuple(cases)
+
+
+def _pb_index(path: object) -> int:
+    """The number in input_<n>.pb, so input_10 sorts after input_9."""
+    match = re.search(r"_(\d+)\.pb$", str(path))
+    return int(match.group(1)) if match else 0
 
 
 def _main_op(name: str, model: onnx.ModelProto, models: dict[str, onnx.ModelProto]) -> str:
@@ -333,7 +380,8 @@ def run_case(case: Case, mode: ModeFn) -> Result:
             values = list(inputs) + list(expected)
             if any(not isinstance(v, np.ndarray | np.generic) for v in values):
                 return Result(case.name, case.op, "unsupported", "non-tensor inputs or outputs")
-            names = [vi.name for vi in case.model.graph.input]
+            inits = {t.name for t in case.model.graph.initializer}
+            names = [vi.name for vi in case.model.graph.input if vi.name not in inits]
             feeds = {n: np.asarray(v) for n, v in zip(names, inputs, strict=False)}
             source, note = _upgraded(case.model)
             model, runtime = bake_inputs(source, feeds, static_inputs(source, feeds))
@@ -469,6 +517,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--all", action="store_true", help="every case onnx ships")
     parser.add_argument("--mode", default="reference", choices=sorted(MODES))
     parser.add_argument("-k", dest="pattern", help="only cases whose name contains this")
+    parser.add_argument(
+        "--suite",
+        default="node",
+        choices=["node", *MODEL_SUITES],
+        help="node tests (default) or one of the model suites onnx ships with data",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="list every failure")
     parser.add_argument(
         "--coverage", action="store_true", help="print the markdown op coverage table"
@@ -481,7 +535,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ops = [o.strip() for o in args.ops.split(",") if o.strip()]
     else:
         ops = ISSUE_OPS
-    cases = select_cases(ops)
+    node_suite = args.suite == "node"
+    cases = select_cases(ops) if node_suite else list(collect_model_cases(args.suite))
     if args.pattern:
         cases = [c for c in cases if args.pattern in c.name]
     start = time.perf_counter()

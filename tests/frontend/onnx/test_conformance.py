@@ -84,3 +84,14 @@ def test_command_line_filters(capsys):
     out = capsys.readouterr().out
     assert code == 0
     assert "Shape" in out and "Size" in out and "overall:" in out
+
+
+@pytest.mark.parametrize("suite", oc.MODEL_SUITES)
+def test_shipped_model_suites_pass(suite):
+    # PyTorch-exported models and small model tests onnx ships with their data.
+    results = oc.run(oc.collect_model_cases(suite), "reference")
+    assert results
+    bad = [
+        f"{r.case} [{r.status}] {r.detail}" for r in results if r.status not in ("pass", "excluded")
+    ]
+    assert not bad, f"{len(bad)} {suite} cases do not pass:\n" + "\n".join(bad)
