@@ -1,16 +1,18 @@
 """PackedFunc: one type-erased function object whose body is Python or C, callable from both.
 
 * :class:`PyPackedFunc` wraps a Python callable. When C needs it (argument to a C function,
-  global lookup from generated code) it gets a C handle whose body is one ctypes trampoline;
-  the handle's resource_handle indexes a table of Python callables.
+  global lookup from generated code) it gets a C handle whose body is the trampoline of
+  :mod:`ember.runtime.callback`.
 * :class:`CPackedFunc` wraps a C ``EmberPackedCFunc`` pointer (e.g. a symbol of a generated
-  library) and calls it directly; :class:`HandlePackedFunc` wraps a C runtime handle.
+  library) and calls it directly; :class:`HandlePackedFunc` does the same for a C runtime
+  handle (it owns one reference).
 
-Python -> C calls reuse per-function argument buffers (popped from a small pool, so calls
-from several threads or re-entrant calls never share one) and write values through
-memoryviews; an NDArray passes its cached DLTensor address. A Python exception raised in a
-callback called from C is stored per thread and re-raised (same object, same traceback) by
-the caller's :func:`ember.runtime.c_api.check_call`.
+Python -> C calls go through the optional CPython extension (:mod:`ember.runtime.fastcall`)
+when it is available, else through ctypes: per-function ``EmberCallFrame`` buffers (popped
+from a small pool, so threads and re-entrant calls never share one) filled through
+memoryviews, one pointer passed to ``EmberFuncCallFrame``. An NDArray passes its cached
+DLTensor address. A Python exception raised in a callback called from C is re-raised
+(same object, same traceback) by :func:`ember.runtime.c_api.check_call`.
 """
 
 from __future__ import annotations
