@@ -336,3 +336,66 @@ def test_deep_graphs_import_in_linear_time(onnx_model):
     assert time.perf_counter() - start < 20  # quadratic walks would take minutes
     (y,) = evaluate(mod, [np.zeros(2, np.float32)], params)
     np.testing.assert_array_equal(y, [depth, depth])
+
+
+def test_node_view_decodes_every_attribute_kind():
+    t = onnx.numpy_helper.from_array(np.arange(4, dtype=np.int32).reshape(2, 2), "t")
+    node = helper.make_node(
+        "Anything",
+        ["a", "", "c"],
+        ["y", ""],
+        name="n1",
+        f=1.5,
+        i=3,
+        s="hello",
+        t=t,
+        fs=[1.0, 2.0],
+        is_=[1, 2, 3],
+        ss=["a", "b"],
+        ts=[t, t],
+        g=helper.make_graph([], "sub", [], []),
+    )
+    x = Var("a", TensorType((2,), "float32"))
+    view = NodeView(node, [x, None, x], opset=13, index=0)
+    assert view.attr("f") == 1.5 and view.attr("i") == 3 and view.attr("s") == "hello"
+    assert view.attr("fs") == [1.0, 2.0] and view.attr("is_") == [1, 2, 3]
+    assert view.attr("ss") == ["a", "b"]
+    np.testing.assert_array_equal(view.attr("t"), [[0, 1], [2, 3]])
+    assert view.attr("t").dtype == np.int32 and len(view.attr("ts")) == 2
+    assert isinstance(view.attr("g"), onnx.GraphProto)
+    assert view.attr("missing", 7) == 7 and view.attr("missing", None) is None
+    assert view.input(1) is None and view.input(5) is None and view.input(2) is x
+    assert view.output_used(0) and not view.output_used(1) and not view.output_used(2)
+    assert view.num_outputs == 2 and view.name == "n1" and view.opset == 13
+    with pytest.raises(FrontendError, match="node 'n1' \\(Anything, opset 13\\).*'nope'"):
+        view.attr("nope")
+
+
+def test_unnamed_nodes_get_a_stable_name():
+    view = NodeView(helper.make_node("Relu", ["x"], ["y"]), [None], opset=13, index=4)
+    assert view.name == "Relu_4"
+
+
+def test_const_value_sees_through_initializers_and_computations():
+    w = Var("w", TensorType((3,), "int64"))
+    ctx = ConvertContext("g", {"": 17}, {w: np.array([1, 2, 3], np.int64)})
+    doubled = call("add", w, w)
+    x = Var("x", TensorType((3,), "int64"))
+    np.testing.assert_array_equal(ctx.const_value(doubled), [2, 4, 6])
+    assert ctx.const_value(call("add", doubled, x)) is None
+    assert ctx.const_value(None) is None and ctx.is_const(w) and not ctx.is_const(x)
+    with pytest.raises(FrontendError, match="the axes is required but the input is omitted"):
+        ctx.require_const(None, "the axes")
+    # folding keeps initializer arithmetic (params stay params), folds pure constants
+    assert ctx.fold(doubled) is doubled
+    folded = ctx.fold(call("add", Constant(np.ones(3, np.int64)), Constant(np.ones(3, np.int64))))
+    assert isinstance(folded, Constant)
+    np.testing.assert_array_equal(folded.data, [2, 2, 2])
+
+
+def test_fold_does_not_materialise_huge_broadcasts():
+    ctx = ConvertContext("g", {"": 17})
+    big = call("broadcast_to", Constant(np.array(1.0, np.float32)), shape=(1024, 1024))
+    assert ctx.fold(big) is big
+    small = call("broadcast_to", Constant(np.array(1.0, np.float32)), shape=(4, 4))
+    assert isinstance(ctx.fold(small), Constant)
