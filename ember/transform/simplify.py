@@ -8,6 +8,11 @@
     ``nn.dense`` (weights ``(N, K)``) and ``nn.matmul`` with a 2-D constant right operand,
     when the norm runs over the last axis. The producer must have no other user.
   - any other ``batch_norm(x)`` -> ``add(multiply(x, scale), shift)``.
+* ``multiply`` of such a linear op (or of its constant bias add) by a per-channel constant
+  folds into the weights too (a Caffe-style scale layer; float dtypes only), and chains of
+  constant ``add`` or ``multiply`` merge: ``add(add(y, c1), c2)`` -> ``add(y, c1 + c2)``,
+  and ``multiply(add(y, c1), c2)`` -> ``add(multiply(y, c2), c1 * c2)`` so that a chain of
+  per-channel scales and shifts ends as one multiply and one add.
 * ``reshape`` to the same shape and ``transpose`` by the identity permutation vanish;
   ``reshape(reshape(x))`` and ``transpose(transpose(x))`` merge into one op.
 * ``cast`` to the dtype the value already has vanishes.
@@ -29,6 +34,7 @@ from ember.ir.types import TensorType
 from ember.transform._util import map_bodies, rewrite_graph, use_counts
 
 _LINEAR_OPS = ("nn.conv", "nn.dense", "nn.matmul")
+_FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
 
 def _op_name(node: Expr) -> str:
@@ -87,6 +93,36 @@ def _scaled_weight(linear: Call, scale: np.ndarray, axis: int) -> Constant | Non
     return Constant(scaled.astype(w.dtype))
 
 
+def _const_operand(old: Call, node: Call) -> tuple[Expr, Expr, Constant] | None:
+    """For a binary call with one constant operand: (old other operand, new other operand,
+    the constant); None otherwise."""
+    if len(node.args) != 2:
+        return None
+    a, b = node.args
+    a_old, b_old = old.args
+    if isinstance(b, Constant) and not isinstance(a, Constant):
+        return a_old, a, b
+    if isinstance(a, Constant) and not isinstance(b, Constant):
+        return b_old, b, a
+    return None
+
+
+def _linear_axis(x: Expr) -> int | None:
+    """The channel axis of a linear op (conv: 1, dense/matmul: last), looking through one
+    add; None when ``x`` is not one, or not floating point."""
+    if not isinstance(x, Call) or x.tensor_type.dtype not in _FLOAT_DTYPES:
+        return None
+    linear: Expr = x
+    if _op_name(x) == "add":
+        linear = next((a for a in x.args if _op_name(a) in _LINEAR_OPS), x)
+    name = _op_name(linear)
+    if name == "nn.conv":
+        return 1
+    if name in ("nn.dense", "nn.matmul"):
+        return x.tensor_type.ndim - 1
+    return None
+
+
 class _Simplifier:
     """Rewrite rules for one function body; ``uses`` counts users in the original graph."""
 
@@ -102,6 +138,13 @@ class _Simplifier:
         if name == "nn.batch_norm":
             assert isinstance(old, Call) and isinstance(node, Call)
             return self.batch_norm(old, node)
+        if name in ("multiply", "add"):
+            assert isinstance(old, Call) and isinstance(node, Call)
+            if name == "multiply":
+                scaled = self.scale(old, node)
+                if scaled is not None:
+                    return scaled
+            return self.merge_constants(old, node)
         if name == "reshape":
             return self.reshape(node)
         if name == "transpose":
@@ -126,6 +169,7 @@ class _Simplifier:
         folded = self.fold_into_linear(x_old, x, scale, shift, axis)
         if folded is not None:
             linear, bias = folded
+            bias = shift if bias is None else bias
             bias_const = Constant(bias.reshape(cshape).astype(ty.dtype))
             return call("add", linear, bias_const, name=bn.name)
         mul = call("multiply", x, Constant(scale.reshape(cshape).astype(ty.dtype)), name=bn.name)
@@ -133,14 +177,15 @@ class _Simplifier:
 
     def fold_into_linear(
         self, x_old: Expr, x: Expr, scale: np.ndarray, shift: np.ndarray, axis: int
-    ) -> tuple[Expr, np.ndarray] | None:
-        """(new linear op, new per-channel bias) when the norm's input is a foldable linear op,
-        possibly followed by the add of a constant bias."""
+    ) -> tuple[Expr, np.ndarray | None] | None:
+        """(new linear op, new per-channel bias) when ``x`` is a foldable linear op, possibly
+        followed by the add of a constant bias; the bias is ``bias * scale + shift``, or
+        None when there was no bias add (the caller then adds ``shift`` if it needs to)."""
         # Use counts are those of the input graph, so they hold for rebuilt versions of the
         # same op only (batch_norm defers when its producer was rewritten in this round).
         if not self.single_use(x_old):
             return None
-        bias = np.zeros_like(shift)
+        bias: np.ndarray | None = None
         linear = x
         if _op_name(x) == "add":
             assert isinstance(x, Call) and isinstance(x_old, Call)
@@ -167,7 +212,58 @@ class _Simplifier:
         if weight is None:
             return None
         new_linear = Call(linear.op, (linear.args[0], weight), linear.attrs, name=linear.name)
-        return new_linear, bias * scale + shift
+        return new_linear, (None if bias is None else bias * scale + shift)
+
+    def scale(self, old: Call, node: Call) -> Expr | None:
+        """``multiply(linear, c)`` (or through a constant bias add) with a per-channel
+        constant ``c`` -> the linear op with ``c`` folded into its weights."""
+        split = _const_operand(old, node)
+        if split is None:
+            return None
+        x_old, x, c = split
+        axis = _linear_axis(x)
+        if axis is None or x.type != node.type or _op_name(x) != _op_name(x_old):
+            return None
+        vec = _bias_vector(c.data, x.tensor_type, axis)
+        if vec is None:
+            return None
+        folded = self.fold_into_linear(x_old, x, vec, np.zeros_like(vec), axis)
+        if folded is None:
+            return None
+        linear, bias = folded
+        if bias is None:
+            return linear
+        ty = node.tensor_type
+        bias_const = Constant(bias.reshape(_channel_shape(ty, axis)).astype(ty.dtype))
+        return call("add", linear, bias_const, name=node.name)
+
+    def merge_constants(self, old: Call, node: Call) -> Expr | None:
+        """``op(op(y, c1), c2)`` -> ``op(y, c1 op c2)`` for op in add, multiply, and
+        ``(y + c1) * c2`` -> ``y * c2 + c1 * c2``."""
+        split = _const_operand(old, node)
+        if split is None:
+            return None
+        inner_old, inner, c2 = split
+        name, inner_name = _op_name(node), _op_name(inner)
+        distribute = name == "multiply" and inner_name == "add"
+        if inner_name != _op_name(inner_old) or (inner_name != name and not distribute):
+            return None
+        if not self.single_use(inner_old):
+            return None
+        assert isinstance(inner, Call) and isinstance(inner_old, Call)
+        inner_split = _const_operand(inner_old, inner)
+        if inner_split is None:
+            return None
+        _, y, c1 = inner_split
+        dtype = node.tensor_type.dtype
+        if distribute:  # (y + c1) * c2 -> y * c2 + c1 * c2, so scales and shifts gather
+            scaled = call("multiply", y, c2, name=node.name)
+            shift = Constant(np.multiply(c1.data, c2.data).astype(dtype))
+            merged = call("add", scaled, shift, name=node.name)
+        else:
+            fn = np.add if name == "add" else np.multiply
+            merged = call(name, y, Constant(fn(c1.data, c2.data).astype(dtype)), name=node.name)
+        return merged if merged.type == node.type else None
 
     def reshape(self, node: Expr) -> Expr | None:
         assert isinstance(node, Call)

@@ -147,3 +147,68 @@ def test_stacked_norms_and_noop_reshape_fold_over_rounds(same_results) -> None:
     out = simplify(mod)
     assert _ops(out) == ["nn.conv", "add"]
     same_results(mod, out, rtol=1e-4)
+
+
+def test_per_channel_scale_folds_into_linear_ops(same_results) -> None:
+    x = Var("x", TensorType((1, 3, 4, 4), F32))
+    conv = _conv(x, _c(4, 3, 3, 3))
+    for c in (_c(4, 1, 1, seed=5), _c(1, 4, 1, 1, seed=5), _c(1, 1, 1, seed=5)):
+        mod = IRModule.from_expr(Function((x,), call("multiply", conv, c)))
+        out = simplify(mod)
+        assert _ops(out) == ["nn.conv"]
+        same_results(mod, out, rtol=1e-4)
+    biased = call("add", conv, _c(4, 1, 1, seed=6))
+    mod = IRModule.from_expr(Function((x,), call("multiply", _c(4, 1, 1, seed=5), biased)))
+    out = simplify(mod)
+    assert _ops(out) == ["nn.conv", "add"]
+    same_results(mod, out, rtol=1e-4)
+    d = Var("d", TensorType((2, 8), F32))
+    dense = IRModule.from_expr(
+        Function((d,), call("multiply", call("nn.dense", d, _c(5, 8)), _c(5)))
+    )
+    out = simplify(dense)
+    assert _ops(out) == ["nn.dense"]
+    same_results(dense, out, rtol=1e-4)
+
+
+def test_scales_that_are_not_per_channel_are_kept() -> None:
+    x = Var("x", TensorType((1, 3, 4, 4), F32))
+    conv = _conv(x, _c(4, 3, 3, 3))
+    spatial = IRModule.from_expr(Function((x,), call("multiply", conv, _c(4, 4))))
+    assert simplify(spatial) is spatial
+    bigger = IRModule.from_expr(Function((x,), call("multiply", conv, _c(2, 4, 1, 1))))
+    assert simplify(bigger) is bigger
+    shared = IRModule.from_expr(
+        Function((x,), call("add", call("multiply", conv, _c(4, 1, 1)), conv))
+    )
+    assert simplify(shared) is shared
+
+
+def test_constant_add_and_multiply_chains_merge(same_results) -> None:
+    x = Var("x", TensorType((2, 3), F32))
+    adds = call("add", _c(3, seed=2), call("add", call("add", x, _c(3)), _c(2, 1, seed=1)))
+    muls = call("multiply", call("multiply", _c(3, seed=3), x), _c(3, seed=4))
+    mod = IRModule.from_expr(Function((x,), call("subtract", adds, muls)))
+    out = simplify(mod)
+    assert _ops(out) == ["add", "multiply", "subtract"]
+    same_results(mod, out)
+
+
+def test_bn_then_scale_layer_collapses_into_conv_and_one_bias(same_results) -> None:
+    x = Var("x", TensorType((1, 3, 5, 5), F32))
+    y = _bn(call("add", _conv(x, _c(4, 3, 3, 3)), _c(4, 1, 1, seed=7)), 4)
+    y = call("add", call("multiply", y, _c(4, 1, 1, seed=8)), _c(4, 1, 1, seed=9))
+    mod = IRModule.from_expr(Function((x,), call("relu", y)))
+    out = simplify(mod)
+    assert _ops(out) == ["nn.conv", "add", "relu"]
+    same_results(mod, out, rtol=1e-4)
+
+
+def test_scale_shift_chains_gather_into_one_multiply_and_add(same_results) -> None:
+    x = Var("x", TensorType((1, 4, 3, 3), F32))
+    y = call("add", call("multiply", x, _c(4, 1, 1, seed=1)), _c(4, 1, 1, seed=2))
+    y = call("add", call("multiply", y, _c(4, 1, 1, seed=3)), _c(4, 1, 1, seed=4))
+    mod = IRModule.from_expr(Function((x,), call("relu", y)))
+    out = simplify(mod)
+    assert _ops(out) == ["multiply", "add", "relu"]
+    same_results(mod, out, rtol=1e-4)
