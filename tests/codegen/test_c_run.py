@@ -331,3 +331,42 @@ def test_artifacts_load_through_the_runtime_loading_process(tmp_path) -> None:  
     out2 = _nd(np.zeros((6, 33), "float32"))
     again["ember_softmax"](_nd(a), out2)
     np.testing.assert_allclose(out2.numpy(), out.numpy())
+
+
+def test_random_integer_expressions_match_interpreter(build) -> None:  # type: ignore[no-untyped-def]
+    import random
+
+    rng = random.Random(99)
+    inputs = tir.decl_buffer((3,), "int32", "V")
+    out = tir.decl_buffer((60,), "int32", "O")
+    leaves = [inputs[0], inputs[1], inputs[2]]
+
+    def rand(depth: int) -> tir.PrimExpr:
+        if depth == 0 or rng.random() < 0.2:
+            return tir.const(rng.randint(-9, 9)) if rng.random() < 0.4 else rng.choice(leaves)
+        a, b = rand(depth - 1), rand(depth - 1)
+        pick = rng.randrange(9)
+        div = tir.const(rng.choice([1, 2, 3, 5]))
+        options = [
+            lambda: a + b,
+            lambda: a - b,
+            lambda: a * b,
+            lambda: a // div,
+            lambda: a % div,
+            lambda: tir.min(a, b),
+            lambda: tir.max(a, -b),
+            lambda: tir.if_then_else(tir.logical_or(a < b, tir.logical_not(b >= 2)), a, b),
+            lambda: tir.truncdiv(a, div) - tir.truncmod(b, div),
+        ]
+        return options[pick]()
+
+    body = tir.seq([tir.store(out, rand(4), n) for n in range(60)])
+    f = tir.PrimFunc("rand_int", (inputs, out), body)
+    mod = build([f])
+    for values in ([3, -7, 2], [-1, 0, 9], [5, 5, -5]):
+        v = np.array(values, "int32")
+        want = np.zeros(60, "int32")
+        tir.interpret(f, [v.copy(), want])
+        got = _nd(np.zeros(60, "int32"))
+        mod["ember_rand_int"](_nd(v), got)
+        assert got.numpy().tolist() == want.tolist()

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import random
+
+import numpy as np
+
 from ember import tir
 
 
@@ -69,3 +73,49 @@ def test_div_mod_pairs_recombine() -> None:
     assert s(x // 19 * 19 + x % 19) == "i * 16 + j"
     assert s(x // 19 * 38 + x % 19 * 2 + 1) == "i * 32 + j * 2 + 1"
     assert s(x // 19 * 19) == "(i * 16 + j) // 19 * 19"
+
+
+def _random_expr(rng: random.Random, leaves: list[tir.PrimExpr], depth: int) -> tir.PrimExpr:
+    if depth == 0 or rng.random() < 0.2:
+        if rng.random() < 0.4:
+            return tir.const(rng.randint(-9, 9))
+        return rng.choice(leaves)
+    a = _random_expr(rng, leaves, depth - 1)
+    b = _random_expr(rng, leaves, depth - 1)
+    pick = rng.randrange(8)
+    if pick == 0:
+        return a + b
+    if pick == 1:
+        return a - b
+    if pick == 2:
+        return a * tir.const(rng.randint(-4, 4))
+    if pick == 3:
+        return a // tir.const(rng.choice([1, 2, 3, 4, 8]))
+    if pick == 4:
+        return a % tir.const(rng.choice([1, 2, 3, 4, 8]))
+    if pick == 5:
+        return tir.min(a, b)
+    if pick == 6:
+        return tir.max(a, b)
+    return tir.if_then_else(a < b, a, b)
+
+
+def _evaluate(e: tir.PrimExpr, env: dict[tir.Var, int]) -> int:
+    out = tir.decl_buffer((1,), "int32", "out")
+    params = tuple(env)
+    f = tir.PrimFunc("probe", (out, *params), tir.store(out, e, 0))
+    arr = np.zeros(1, "int32")
+    tir.interpret(f, [arr, *env.values()])
+    return int(arr[0])
+
+
+def test_simplify_preserves_values_on_random_expressions() -> None:
+    rng = random.Random(1234)
+    i, j, k = tir.Var("i"), tir.Var("j"), tir.Var("k")
+    ranges = {i: (0, 7), j: (0, 3), k: (-5, 5)}
+    for _ in range(150):
+        e = _random_expr(rng, [i, j, k, i * 4 + j], 4)
+        simple = tir.simplify(e, ranges)
+        for _ in range(4):
+            env = {v: rng.randint(lo, hi) for v, (lo, hi) in ranges.items()}
+            assert _evaluate(e, env) == _evaluate(simple, env), (str(e), str(simple), env)
