@@ -23,7 +23,18 @@ def gather(ctx: ConvertContext, node: NodeView) -> Expr:
     """Gather slices along ``axis`` (negative indices count from the end)."""
     data = arg(ctx, node, 0)
     axis = normalize_axis(int(node.attr("axis", 0)), ttype(data).ndim)
-    return call("take", data, arg(ctx, node, 1, "indices"), axis=axis, name=node.name)
+    indices = arg(ctx, node, 1, "indices")
+    _check_static_indices(ctx, indices, ttype(data).shape[axis])
+    return call("take", data, indices, axis=axis, name=node.name)
+
+
+def _check_static_indices(ctx: ConvertContext, indices: Expr, dim: int) -> None:
+    """Report constant indices outside ``[-dim, dim)`` at import time, naming the node."""
+    value = ctx.const_value(indices)
+    if value is not None and value.size:
+        bad = value[(value < -dim) | (value >= dim)]
+        if bad.size:
+            ctx.fail(None, f"index {int(bad.flat[0])} is out of range for an axis of size {dim}")
 
 
 @onnx_op("GatherElements", since=11, dtypes=ALL_TYPES)
@@ -32,6 +43,7 @@ def gather_elements(ctx: ConvertContext, node: NodeView) -> Expr:
     data = arg(ctx, node, 0)
     axis = normalize_axis(int(node.attr("axis", 0)), ttype(data).ndim)
     indices = arg(ctx, node, 1, "indices")
+    _check_static_indices(ctx, indices, ttype(data).shape[axis])
     return call("gather_elements", data, indices, axis=axis, name=node.name)
 
 

@@ -312,3 +312,26 @@ def test_eye_like(compare_ort: Compare, k: int) -> None:
     x = rand((3, 5))
     compare_ort(one("EyeLike", x, opset=9, k=k), {"x": x})
     compare_ort(one("EyeLike", x, opset=9, k=k, dtype=7), {"x": x})
+
+
+@pytest.mark.parametrize(
+    ("op", "consts", "attrs", "message"),
+    [
+        ("Slice", {"s": [0], "e": [2], "a": [0], "t": [0]}, {}, "step of axis 0 is 0"),
+        ("Slice", {"s": [0, 0], "e": [2, 2], "a": [1, -1]}, {}, "axis -1 is sliced twice"),
+        ("Split", {"s": [1, 1]}, {"axis": 1}, r"split sizes \[1, 1\] do not add up to 3"),
+        ("Tile", {"r": [2]}, {}, "repeats must have one entry per axis"),
+        ("Pad", {"p": [0, 3, 0, 0]}, {"mode": "reflect"}, "reflect padding of 3 needs axis 1"),
+        ("Pad", {"p": [0, 0]}, {}, "2 pads given for a rank-2 input; need 4"),
+        ("Pad", {"p": [0, 0, 0, 0]}, {"mode": "mirror"}, "pad mode 'mirror' is not supported"),
+        ("Expand", {"s": [4, 3]}, {}, r"cannot broadcast shapes \(2, 3\) and \(4, 3\)"),
+        ("Unsqueeze", {"a": [0, 0]}, {}, "repeat an axis"),
+        ("Transpose", {}, {"perm": [0, 0]}, "not a permutation"),
+        ("Gather", {"i": [5]}, {"axis": 1}, "index 5 is out of range for an axis of size 3"),
+    ],
+)
+def test_bad_nodes_are_reported(op: str, consts: dict, attrs: dict, message: str) -> None:
+    x = rand((2, 3))
+    arrays = {k: np.array(v, I64) for k, v in consts.items()}
+    with pytest.raises(FrontendError, match=message):
+        ember_run(one(op, x, arrays, opset=18, **attrs), {"x": x})
