@@ -336,3 +336,19 @@ def test_accelerator_can_be_disabled(tmp_path):
         check=True,
     )
     assert out.stdout.split() == ["False", "6"]
+
+
+@pytest.mark.cc
+def test_registered_object_crosses_c_by_identity(lib):
+    from dataclasses import dataclass
+
+    @ember.register_object("test_pf.Box")
+    @dataclass(frozen=True)
+    class Box(rt.Object):
+        value: int
+
+    box = Box(3)
+    assert lib["echo"](box) is box
+    assert lib["arg_code"](box) == rt.TypeCode.OBJECT_HANDLE
+    got = lib["call_with_tensor"](lambda b: b.value * 2, box)  # C forwards it to Python
+    assert got == 6
