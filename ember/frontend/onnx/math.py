@@ -94,7 +94,7 @@ _UNARY: dict[str, tuple[str, int, frozenset[str], dict[str, tuple[str, object]]]
     "Asinh": ("asinh", 9, FLOAT_TYPES, {}),
     "Acosh": ("acosh", 9, FLOAT_TYPES, {}),
     "Atanh": ("atanh", 9, FLOAT_TYPES, {}),
-    "Neg": ("negative", 1, NUMERIC_TYPES, {}),
+    "Neg": ("negative", 1, FLOAT_TYPES | {"int8", "int16", "int32", "int64"}, {}),
     "Abs": ("abs", 1, NUMERIC_TYPES, {}),
     "Sign": ("sign", 9, NUMERIC_TYPES, {}),
     "IsNaN": ("isnan", 9, FLOAT_TYPES, {}),

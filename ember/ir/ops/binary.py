@@ -17,7 +17,6 @@ from ember.errors import IRError
 from ember.ir.op import Attr, Attrs, OpDef, OpPattern, register_op
 from ember.ir.ops.common import (
     ALL_DTYPES,
-    FLOAT_DTYPES,
     INT_DTYPES,
     NUMERIC_DTYPES,
     broadcast_shapes,
@@ -141,8 +140,8 @@ def _power_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
 
 
 def _prelu_type(types: Sequence[Type], attrs: Attrs) -> Type:
-    x = check_dtype(types[0], FLOAT_DTYPES | {"int32", "int64"}, "data of 'prelu'")
-    s = check_dtype(types[1], FLOAT_DTYPES | {"int32", "int64"}, "slope of 'prelu'")
+    x = check_dtype(types[0], NUMERIC_DTYPES, "data of 'prelu'")
+    s = check_dtype(types[1], NUMERIC_DTYPES, "slope of 'prelu'")
     check_same_dtype([x, s], "data and slope of 'prelu'")
     if broadcast_shapes(x.shape, s.shape) != x.shape:
         raise IRError(f"slope of shape {s.shape} must broadcast to the data shape {x.shape}")

@@ -335,3 +335,34 @@ def test_bad_nodes_are_reported(op: str, consts: dict, attrs: dict, message: str
     arrays = {k: np.array(v, I64) for k, v in consts.items()}
     with pytest.raises(FrontendError, match=message):
         ember_run(one(op, x, arrays, opset=18, **attrs), {"x": x})
+
+
+def test_shape_subgraph_folds_to_a_static_reshape(compare_ort: Compare) -> None:
+    """Shape -> Gather -> Unsqueeze -> Concat -> Reshape, as exporters emit it."""
+    x = rand((2, 3, 4))
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+        helper.make_node("Unsqueeze", ["n", "ax"], ["n1"]),
+        helper.make_node("Concat", ["n1", "minus1"], ["target"], axis=0),
+        helper.make_node("Reshape", ["x", "target"], ["y"]),
+        helper.make_node("Slice", ["s", "one", "big"], ["tail"]),
+        helper.make_node("ReduceProd", ["tail"], ["count"], keepdims=0),
+        helper.make_node("Cast", ["count"], ["fcount"], to=1),
+        helper.make_node("Div", ["y", "fcount"], ["z"]),
+    ]
+    inits = {
+        "zero": np.array(0, I64),
+        "ax": np.array([0], I64),
+        "minus1": np.array([-1], I64),
+        "one": np.array([1], I64),
+        "big": np.array([2**63 - 1], I64),
+    }
+    model = make_model(nodes, {"x": ("float32", x.shape)}, ["z"], inits, opset=17)
+    compare_ort(model, {"x": x})
+    from ember.frontend import from_onnx
+    from ember.ir import Call, post_order
+
+    mod, _ = from_onnx(model)
+    ops = sorted({n.op.name for n in post_order(mod.main.body) if isinstance(n, Call)})
+    assert ops == ["divide", "reshape"]
