@@ -7,3 +7,4 @@ import ember.ops.elemwise
 import ember.ops.nn_conv  # noqa: F401
 import ember.ops.nn_pool  # noqa: F401
 import ember.ops.nn_norm  # noqa: F401
+import ember.ops.binary  # noqa: F401

@@ -1,65 +1,317 @@
-"""Elementwise and broadcasting ops: relu and friends, arithmetic, comparisons, logic.
+"""Unary elementwise ops: activations, math functions, predicates, clip and cast.
+
+Contract: each compute matches the numpy reference of the graph-IR op (ember/ir/ops/
+elemwise.py) elementwise, same output dtype. 16-bit floats are computed in float32 and
+rounded once, like the references (the C backend refuses them with a CompileError anyway).
+NaN propagates wherever numpy propagates it: relu, clip and friends are written as
+``select(x < lo, lo, x)`` so a NaN input falls through unchanged.
 
 Unary ops are a table from the graph-IR op name to a function of one scalar expression
-(and the attributes); binary ops broadcast their operands like numpy.
+(and the attributes). Math functions the loop IR has no intrinsic for (tan, the inverse
+and hyperbolic trig functions) call libm through ``call_extern``; the interpreter needs
+:data:`LIBM_EXTERNS` for them.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
-from typing import Any
+
+import numpy as np
 
 from ember import tir
 from ember.ir.op import Attrs
 from ember.ir.types import Type
-from ember.ops.common import load_broadcast, out_tensor_type, scalar
+from ember.ops.common import out_tensor_type, scalar
 from ember.ops.registry import register_compute
 from ember.tir import PrimExpr, te
+from ember.tir import dtype as dt
 
 UnaryFn = Callable[[PrimExpr, Attrs], PrimExpr]
-BinaryFn = Callable[[PrimExpr, PrimExpr], PrimExpr]
+
+#: 16-bit float types, computed in float32 like the numpy references.
+HALF_DTYPES = ("float16", "bfloat16")
+
+#: libm functions reached through call_extern (double precision), for the interpreter.
+LIBM_EXTERNS: dict[str, Callable[[float], float]] = {
+    "tan": math.tan,
+    "asin": lambda x: math.asin(x) if -1.0 <= x <= 1.0 else math.nan,
+    "acos": lambda x: math.acos(x) if -1.0 <= x <= 1.0 else math.nan,
+    "atan": math.atan,
+    "sinh": lambda x: float(np.sinh(x)),
+    "cosh": lambda x: float(np.cosh(x)),
+    "asinh": math.asinh,
+    "acosh": lambda x: math.acosh(x) if x >= 1.0 else math.nan,
+    "atanh": lambda x: float(np.arctanh(x)) if -1.0 <= x <= 1.0 else math.nan,
+    "expm1": lambda x: float(np.expm1(x)),
+    "log1p": lambda x: float(np.log1p(x)) if x >= -1.0 else math.nan,
+}
+
+
+def compute_dtype(dtype: str) -> str:
+    """The dtype a float op computes in: float32 for 16-bit floats, else ``dtype``."""
+    return "float32" if dtype in HALF_DTYPES else dtype
+
+
+def as_dtype(e: PrimExpr, dtype: str) -> PrimExpr:
+    """``e`` as ``dtype``; a bool stored as uint8 (scalar constants) becomes ``e != 0``."""
+    if e.dtype == dtype:
+        return e
+    if dtype == "bool":
+        return tir.ne(e, tir.const(0, e.dtype))
+    return tir.cast(dtype, e)
+
+
+def libm(name: str, x: PrimExpr) -> PrimExpr:
+    """``name(x)`` through libm in double precision, cast back to x's dtype."""
+    return tir.call_extern("float64", name, x.astype("float64")).astype(x.dtype)
+
+
+def is_nan(x: PrimExpr) -> PrimExpr:
+    """True where the float ``x`` is NaN (``x != x``)."""
+    return tir.ne(x, x)
+
+
+def _const(x: PrimExpr, value: float) -> PrimExpr:
+    return scalar(value, x.dtype)
 
 
 def _relu(x: PrimExpr, attrs: Attrs) -> PrimExpr:
-    return tir.max(x, scalar(0, x.dtype))
+    return tir.if_then_else(x < _const(x, 0), _const(x, 0), x)
 
 
-UNARY: dict[str, UnaryFn] = {
+def _leaky_relu(x: PrimExpr, attrs: Attrs) -> PrimExpr:
+    return tir.if_then_else(x >= _const(x, 0), x, x * _const(x, attrs["alpha"]))
+
+
+def _expm1(x: PrimExpr) -> PrimExpr:
+    return tir.exp(x) - _const(x, 1)
+
+
+def _elu(x: PrimExpr, attrs: Attrs) -> PrimExpr:
+    return tir.if_then_else(x > _const(x, 0), x, _const(x, attrs["alpha"]) * _expm1(x))
+
+
+def _selu(x: PrimExpr, attrs: Attrs) -> PrimExpr:
+    inner = tir.if_then_else(x > _const(x, 0), x, _const(x, attrs["alpha"]) * _expm1(x))
+    return _const(x, attrs["gamma"]) * inner
+
+
+def clamp(x: PrimExpr, lo: PrimExpr | None, hi: PrimExpr | None) -> PrimExpr:
+    """min(max(x, lo), hi) with NaN propagating like numpy's maximum/minimum."""
+    out = x
+    if lo is not None:
+        out = tir.if_then_else(out < lo, lo, out)
+    if hi is not None:
+        out = tir.if_then_else(out > hi, hi, out)
+    return out
+
+
+def _hard_sigmoid(x: PrimExpr, attrs: Attrs) -> PrimExpr:
+    y = _const(x, attrs["alpha"]) * x + _const(x, attrs["beta"])
+    return clamp(y, _const(x, 0), _const(x, 1))
+
+
+def _hard_swish(x: PrimExpr, attrs: Attrs) -> PrimExpr:
+    return x * clamp(x / _const(x, 6) + _const(x, 0.5), _const(x, 0), _const(x, 1))
+
+
+def _sigmoid(x: PrimExpr, attrs: Attrs) -> PrimExpr:
+    # 1 / (1 + exp(-x)) spelled out (the C intrinsic's form) so NaN stays NaN everywhere
+    one = _const(x, 1)
+    return one / (one + tir.exp(_const(x, 0) - x))
+
+
+def _softplus(x: PrimExpr, attrs: Attrs) -> PrimExpr:
+    # log(1 + exp(x)) = max(x, 0) + log(1 + exp(-|x|)), no overflow
+    return _relu(x, attrs) + tir.log(_const(x, 1) + tir.exp(_const(x, 0) - tir.abs(x)))
+
+
+def _gelu(x: PrimExpr, attrs: Attrs) -> PrimExpr:
+    half = _const(x, 0.5)
+    one = _const(x, 1)
+    if attrs["approximate"] == "tanh":
+        inner = _const(x, math.sqrt(2.0 / math.pi)) * (x + _const(x, 0.044715) * x * x * x)
+        return half * x * (one + tir.tanh(inner))
+    return half * x * (one + tir.erf(x * _const(x, 1.0 / math.sqrt(2.0))))
+
+
+def _sign(x: PrimExpr, attrs: Attrs) -> PrimExpr:
+    zero = _const(x, 0)
+    if dt.is_uint(x.dtype):
+        return tir.if_then_else(x > zero, _const(x, 1), zero)
+    rest = x * zero if dt.is_float(x.dtype) else zero  # 0 stays 0, NaN stays NaN
+    return tir.if_then_else(x > zero, _const(x, 1), tir.if_then_else(x < zero, _const(x, -1), rest))
+
+
+def _bitwise_not(x: PrimExpr, attrs: Attrs) -> PrimExpr:
+    if dt.is_uint(x.dtype):
+        return tir.const((1 << dt.bits_of(x.dtype)) - 1, x.dtype) - x
+    return _const(x, -1) - x  # two's complement: ~x == -x - 1
+
+
+def _intrin(name: str) -> UnaryFn:
+    fn = getattr(tir, name)
+    return lambda x, attrs: fn(x)  # type: ignore[no-any-return]
+
+
+def _extern(name: str) -> UnaryFn:
+    return lambda x, attrs: libm(name, x)
+
+
+#: float-only unary ops; the argument is already in the compute dtype.
+FLOAT_UNARY: dict[str, UnaryFn] = {
+    "sigmoid": _sigmoid,
+    "tanh": _intrin("tanh"),
+    "softplus": _softplus,
+    "softsign": lambda x, attrs: x / (_const(x, 1) + tir.abs(x)),
+    "hard_swish": _hard_swish,
+    "erf": _intrin("erf"),
+    "sqrt": _intrin("sqrt"),
+    "reciprocal": lambda x, attrs: _const(x, 1) / x,
+    "exp": _intrin("exp"),
+    "log": _intrin("log"),
+    "floor": _intrin("floor"),
+    "ceil": _intrin("ceil"),
+    "round": _intrin("round"),  # rint: half to even
+    "sin": _intrin("sin"),
+    "cos": _intrin("cos"),
+    "tan": _extern("tan"),
+    "asin": _extern("asin"),
+    "acos": _extern("acos"),
+    "atan": _extern("atan"),
+    "sinh": _extern("sinh"),
+    "cosh": _extern("cosh"),
+    "asinh": _extern("asinh"),
+    "acosh": _extern("acosh"),
+    "atanh": _extern("atanh"),
+    "leaky_relu": _leaky_relu,
+    "elu": _elu,
+    "selu": _selu,
+    "hard_sigmoid": _hard_sigmoid,
+    "gelu": _gelu,
+}
+
+#: unary ops on any numeric dtype, computed in the input dtype.
+NUMERIC_UNARY: dict[str, UnaryFn] = {
     "relu": _relu,
-}
-
-BINARY: dict[str, BinaryFn] = {
-    "add": lambda a, b: a + b,
-    "subtract": lambda a, b: a - b,
-    "multiply": lambda a, b: a * b,
-    "maximum": lambda a, b: tir.max(a, b),
-    "minimum": lambda a, b: tir.min(a, b),
+    "negative": lambda x, attrs: _const(x, 0) - x,
+    "abs": lambda x, attrs: x if dt.is_uint(x.dtype) else tir.abs(x),
+    "sign": _sign,
+    "bitwise_not": _bitwise_not,
 }
 
 
-def _unary_compute(name: str, fn: UnaryFn) -> None:
+def _elementwise(x: te.Tensor, out_type: Type, name: str, fn: Callable[[PrimExpr], PrimExpr]):
+    ty = out_tensor_type(out_type)
+    return te.compute(ty.shape, lambda *i: fn(x[i] if i else x[()]), name)
+
+
+def _float_compute(name: str, fn: UnaryFn) -> None:
     def compute(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
         x = inputs[0]
-        ty = out_tensor_type(out_type)
-        return te.compute(ty.shape, lambda *i: fn(x[i] if i else x[()], attrs), name)
+        dtype = out_tensor_type(out_type).dtype
+        work = compute_dtype(dtype)
+        return _elementwise(
+            x, out_type, name, lambda v: fn(as_dtype(v, dtype).astype(work), attrs).astype(dtype)
+        )
 
     register_compute(name)(compute)
 
 
-def _binary_compute(name: str, fn: BinaryFn) -> None:
+def _numeric_compute(name: str, fn: UnaryFn) -> None:
     def compute(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
-        a, b = inputs
-        ty = out_tensor_type(out_type)
-
-        def body(*i: Any) -> PrimExpr:
-            return fn(load_broadcast(a, i), load_broadcast(b, i))
-
-        return te.compute(ty.shape, body, name)
+        dtype = out_tensor_type(out_type).dtype
+        work = compute_dtype(dtype)
+        return _elementwise(
+            inputs[0],
+            out_type,
+            name,
+            lambda v: fn(as_dtype(v, dtype).astype(work), attrs).astype(dtype),
+        )
 
     register_compute(name)(compute)
 
 
-for _name, _fn in UNARY.items():
-    _unary_compute(_name, _fn)
-for _bname, _bfn in BINARY.items():
-    _binary_compute(_bname, _bfn)
+for _name, _fn in FLOAT_UNARY.items():
+    _float_compute(_name, _fn)
+for _nname, _nfn in NUMERIC_UNARY.items():
+    _numeric_compute(_nname, _nfn)
+
+
+@register_compute("logical_not")
+def logical_not(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """not x on bools."""
+    return _elementwise(
+        inputs[0], out_type, "logical_not", lambda v: tir.logical_not(as_dtype(v, "bool"))
+    )
+
+
+@register_compute("isnan")
+def isnan(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """True where x is NaN."""
+    return _elementwise(inputs[0], out_type, "isnan", is_nan)
+
+
+@register_compute("isinf")
+def isinf(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """True where x is an infinity of a detected sign."""
+
+    def fn(v: PrimExpr) -> PrimExpr:
+        v = v.astype(compute_dtype(v.dtype))
+        conds = []
+        if attrs["detect_positive"]:
+            conds.append(tir.eq(v, _const(v, math.inf)))
+        if attrs["detect_negative"]:
+            conds.append(tir.eq(v, _const(v, -math.inf)))
+        return tir.logical_or(*conds) if conds else tir.const(False, "bool")
+
+    return _elementwise(inputs[0], out_type, "isinf", fn)
+
+
+def clip_bounds(attrs: Attrs, dtype: str) -> tuple[PrimExpr | None, PrimExpr | None]:
+    """The clip bounds as constants of ``dtype`` (integer bounds rounded inward, clamped)."""
+    lo, hi = attrs["a_min"], attrs["a_max"]
+    if dt.is_integral(dtype):
+        bits = dt.bits_of(dtype)
+        low, high = ((-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if dt.is_int(dtype)
+                     else (0, (1 << bits) - 1))  # fmt: skip
+        lo_c = None if lo is None else tir.const(min(max(math.ceil(lo), low), high), dtype)
+        hi_c = None if hi is None else tir.const(min(max(math.floor(hi), low), high), dtype)
+        return lo_c, hi_c
+    work = compute_dtype(dtype)
+    lo_c = None if lo is None else tir.const(_round_to(lo, dtype), work)
+    hi_c = None if hi is None else tir.const(_round_to(hi, dtype), work)
+    return lo_c, hi_c
+
+
+def _round_to(value: float, dtype: str) -> float:
+    """``value`` rounded to ``dtype`` (the reference casts its bounds to the input dtype)."""
+    from ember.ir.ops.common import np_dtype
+
+    return float(np.asarray(value).astype(np_dtype(dtype)))
+
+
+@register_compute("clip")
+def clip(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """min(max(x, a_min), a_max), NaN propagating."""
+    dtype = out_tensor_type(out_type).dtype
+    lo, hi = clip_bounds(attrs, dtype)
+    work = compute_dtype(dtype)
+    return _elementwise(
+        inputs[0], out_type, "clip", lambda v: clamp(v.astype(work), lo, hi).astype(dtype)
+    )
+
+
+@register_compute("cast")
+def cast(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """Convert to another dtype: floats to integers truncate, anything to bool is ``!= 0``."""
+    x = inputs[0]
+    target = out_tensor_type(out_type).dtype
+
+    def fn(v: PrimExpr) -> PrimExpr:
+        if dt.is_integral(target) and v.dtype in HALF_DTYPES:
+            v = v.astype("float32")
+        return as_dtype(v, target)
+
+    return _elementwise(x, out_type, "cast", fn)
