@@ -1,0 +1,225 @@
+"""Image ops: image.resize (nearest, linear, cubic; every coordinate transformation mode of
+the reference), nn.depth_to_space and nn.space_to_depth. All are injective: one compute
+each, inlined into their consumers.
+
+Resize follows the numpy reference axis by axis: each resized axis maps an output index to
+a float32 source coordinate with the same formula (same operation order, constants
+rounded to float32 the same way, so nearest-neighbour ties break alike), then to taps
+(input index, weight). The output element is the sum over the taps of all resized axes of
+the product of their weights times the input element (N-linear/N-cubic interpolation).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ember import tir
+from ember.errors import CompileError
+from ember.ir.op import Attrs
+from ember.ir.types import Type
+from ember.ops.common import out_tensor_type, static_shape
+from ember.ops.nn_common import check_dtype, prod_expr, sum_expr
+from ember.ops.registry import register_compute
+from ember.tir import PrimExpr, te
+from ember.tir import dtype as dt
+
+F32 = "float32"
+#: (input index, weight or None for 1) of one tap along one axis.
+Tap = tuple[PrimExpr, PrimExpr | None]
+
+
+def _f(value: Any) -> PrimExpr:
+    """A float32 constant holding exactly the float32 rounding of ``value``."""
+    return tir.const(float(np.float32(value)), F32)
+
+
+class _Axis:
+    """The source coordinate and taps of one resized axis."""
+
+    def __init__(self, axis: int, n_in: int, n_out: int, attrs: Attrs) -> None:
+        self.axis, self.n_in, self.n_out, self.attrs = axis, n_in, n_out, attrs
+        scales = attrs["scales"]
+        self.scale = np.float32(scales[axis]) if scales else np.float32(n_out) / np.float32(n_in)
+
+    def coord(self, o: PrimExpr) -> PrimExpr:
+        """The float32 input coordinate sampled by output index ``o``."""
+        mode = self.attrs["coordinate_transformation_mode"]
+        x = o.astype(F32)
+        n_in, n_out, scale = self.n_in, self.n_out, self.scale
+        half = _f(0.5)
+        if mode == "half_pixel" or (mode == "pytorch_half_pixel" and n_out > 1):
+            return (x + half) / _f(scale) - half
+        if mode == "pytorch_half_pixel" or (mode == "align_corners" and n_out == 1):
+            return _f(0.0)
+        if mode == "half_pixel_symmetric":
+            adjustment = np.float32(n_out) / (scale * np.float32(n_in))
+            offset = np.float32(n_in) / np.float32(2) * (np.float32(1) - adjustment)
+            return _f(offset) + ((x + half) / _f(scale) - half)
+        if mode == "align_corners":
+            return x * _f(n_in - 1) / _f(n_out - 1)
+        if mode == "asymmetric":
+            return x / _f(scale)
+        if mode == "tf_half_pixel_for_nn":
+            return (x + half) / _f(scale)
+        rank = len(self.attrs["sizes"])
+        roi = self.attrs["roi"] or (0.0,) * rank + (1.0,) * rank
+        start, end = np.float32(roi[self.axis]), np.float32(roi[self.axis + rank])
+        if n_out > 1:
+            return _f(start * np.float32(n_in - 1)) + x * _f(end - start) * _f(n_in - 1) / _f(
+                n_out - 1
+            )
+        return _f(np.float32(0.5) * (start + end) * np.float32(n_in - 1))
+
+    def clamp(self, i: PrimExpr) -> PrimExpr:
+        """An int32 index clamped into the axis."""
+        return tir.min(tir.max(i, 0), self.n_in - 1)
+
+    def taps(self, o: PrimExpr) -> tuple[list[Tap], PrimExpr | None]:
+        """The taps of output index ``o`` and, for tf_crop_and_resize, its outside test."""
+        attrs = self.attrs
+        c = self.coord(o)
+        outside = None
+        if attrs["coordinate_transformation_mode"] == "tf_crop_and_resize":
+            outside = tir.logical_or(c < _f(0.0), c > _f(self.n_in - 1))
+        method = attrs["method"]
+        if method == "nearest":
+            return [(self.clamp(_nearest(c, attrs["nearest_mode"])), None)], outside
+        if method == "linear":
+            c = tir.min(tir.max(c, _f(0.0)), _f(self.n_in - 1))
+            base = tir.floor(c)
+            t = c - base
+            i0 = base.astype("int32")
+            return [(i0, _f(1.0) - t), (self.clamp(i0 + 1), t)], outside
+        base = tir.floor(c)
+        t = c - base
+        i0 = base.astype("int32")
+        weights = _cubic_weights(t, float(attrs["cubic_coeff_a"]))
+        raw = [i0 + k for k in (-1, 0, 1, 2)]
+        if attrs["exclude_outside"]:
+            weights = [
+                tir.if_then_else(tir.logical_and(r >= 0, r < self.n_in), w, _f(0.0))
+                for r, w in zip(raw, weights, strict=True)
+            ]
+            total = sum_expr(weights)
+            assert total is not None
+            weights = [w / total for w in weights]
+        return [(self.clamp(r), w) for r, w in zip(raw, weights, strict=True)], outside
+
+
+def _nearest(c: PrimExpr, mode: str) -> PrimExpr:
+    if mode == "round_prefer_floor":
+        idx = tir.ceil(c - _f(0.5))
+    elif mode == "round_prefer_ceil":
+        idx = tir.floor(c + _f(0.5))
+    elif mode == "floor":
+        idx = tir.floor(c)
+    else:
+        idx = tir.ceil(c)
+    return idx.astype("int32")
+
+
+def _cubic_weights(t: PrimExpr, a: float) -> list[PrimExpr]:
+    """Keys cubic convolution weights of the taps at floor-1, floor, floor+1, floor+2."""
+    one, two = _f(1.0), _f(2.0)
+    d = [t + one, t, one - t, two - t]
+    fa = _f(a)
+    near = [((_f(a + 2.0) * s - _f(a + 3.0)) * s * s + one) for s in d[1:3]]
+    far = [(((fa * s - _f(5.0 * a)) * s + _f(8.0 * a)) * s - _f(4.0 * a)) for s in (d[0], d[3])]
+    return [far[0], near[0], near[1], far[1]]
+
+
+def _is_identity(axis: int, n_in: int, n_out: int, attrs: Attrs, rank: int) -> bool:
+    scales, roi = attrs["scales"], attrs["roi"]
+    identity_roi = not roi or (roi[axis] == 0.0 and roi[axis + rank] == 1.0)
+    same_scale = not scales or scales[axis] == 1.0
+    return n_out == n_in and same_scale and identity_roi
+
+
+@register_compute("image.resize")
+def resize(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """ONNX Resize as one injective compute (see the module docstring)."""
+    x = inputs[0]
+    check_dtype("image.resize", x.dtype)
+    ty = out_tensor_type(out_type)
+    shape = static_shape(x)
+    rank = len(shape)
+    axes = [
+        _Axis(k, shape[k], int(ty.shape[k]), attrs)
+        for k in range(rank)
+        if not _is_identity(k, shape[k], int(ty.shape[k]), attrs, rank)
+    ]
+    weighted = attrs["method"] != "nearest"
+    if weighted and not dt.is_float(x.dtype):
+        raise CompileError(f"image.resize: {attrs['method']} mode needs float data, got {x.dtype}")
+
+    def body(*i: Any) -> PrimExpr:
+        per_axis = [ax.taps(i[ax.axis]) for ax in axes]
+        terms = []
+        for combo in itertools.product(*(taps for taps, _ in per_axis)):
+            index = list(i)
+            for ax, (idx, _) in zip(axes, combo, strict=True):
+                index[ax.axis] = idx
+            value = x[tuple(index)]
+            weight = prod_expr([w for _, w in combo if w is not None])
+            terms.append(value if weight is None else value * weight.astype(x.dtype))
+        total = sum_expr(terms)
+        assert total is not None
+        if not terms or not any(out is not None for _, out in per_axis):
+            return total if terms else x[i]
+        outside = tir.logical_or(*(out for _, out in per_axis if out is not None))
+        fill = _fill(float(attrs["extrapolation_value"]), x.dtype)
+        return tir.if_then_else(outside, fill, total)
+
+    return te.compute(ty.shape, body, "resize")
+
+
+def _fill(value: float, dtype: str) -> PrimExpr:
+    if dt.is_float(dtype):
+        return tir.const(value, dtype)
+    return tir.const(int(np.float64(value).astype(np.dtype(dtype)).item()), dtype)
+
+
+def _block_compute(
+    x: te.Tensor, out_shape: tuple[int, ...], source: Callable[..., tuple[Any, ...]], name: str
+) -> te.Tensor:
+    return te.compute(out_shape, lambda n, c, h, w: x[source(n, c, h, w)], name)
+
+
+@register_compute("nn.depth_to_space")
+def depth_to_space(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """Channel blocks to spatial blocks (DCR: depth-column-row, CRD: column-row-depth)."""
+    x = inputs[0]
+    ty = out_tensor_type(out_type)
+    bs = int(attrs["block_size"])
+    oc = int(ty.shape[1])
+    dcr = attrs["mode"] == "DCR"
+
+    def source(n: Any, c: Any, h: Any, w: Any) -> tuple[Any, ...]:
+        b1, b2 = h % bs, w % bs
+        chan = (b1 * bs + b2) * oc + c if dcr else (c * bs + b1) * bs + b2
+        return (n, chan, h // bs, w // bs)
+
+    return _block_compute(x, ty.shape, source, "depth_to_space")
+
+
+@register_compute("nn.space_to_depth")
+def space_to_depth(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """Spatial blocks to channel blocks (DCR or CRD channel order)."""
+    x = inputs[0]
+    ty = out_tensor_type(out_type)
+    bs = int(attrs["block_size"])
+    c_in = static_shape(x)[1]
+    dcr = attrs["mode"] == "DCR"
+
+    def source(n: Any, c: Any, h: Any, w: Any) -> tuple[Any, ...]:
+        if dcr:
+            ci, b1, b2 = c % c_in, c // c_in // bs, c // c_in % bs
+        else:
+            ci, b1, b2 = c // (bs * bs), c // bs % bs, c % bs
+        return (n, ci, h * bs + b1, w * bs + b2)
+
+    return _block_compute(x, ty.shape, source, "space_to_depth")
