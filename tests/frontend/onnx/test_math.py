@@ -336,3 +336,31 @@ def test_shrink_integers(compare_ort: Compare) -> None:
     x = rand((4, 5), "int32", -5, 5)
     model = unary_model("Shrink", "int32", x.shape, 9, lambd=1.5, bias=1.0)
     compare_ort(model, {"x": x})
+
+
+CAST_DTYPES = [
+    "bool",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+]
+
+
+@pytest.mark.parametrize("src", CAST_DTYPES)
+def test_cast_matrix(compare_ort: Compare, src: str) -> None:
+    """Every pair of ORT-supported dtypes, on values every target can represent."""
+    base = np.array([0.0, 1.0, 2.75, 99.5, 7.25, 0.5], np.float32)
+    x = (base > 1).astype(bool) if src == "bool" else base.astype(src)
+    for dst in CAST_DTYPES:
+        to = int(helper.np_dtype_to_tensor_dtype(np.dtype(dst)))
+        node = helper.make_node("Cast", ["x"], ["y"], to=to)
+        model = make_model([node], {"x": (src, x.shape)}, ["y"], opset=13)
+        compare_ort(model, {"x": x})
