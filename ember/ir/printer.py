@@ -180,9 +180,9 @@ class _Printer:
     def rhs(self, node: Expr, refs: dict[int, str]) -> str:
         if isinstance(node, Call):
             args = [refs[id(a)] for a in node.args]
+            args.extend(f"{k}={format_value(v)}" for k, v in node.attrs.items())
             if isinstance(node.op, Function):
                 return f"{refs[id(node.op)]}({', '.join(args)})"
-            args.extend(f"{k}={format_value(v)}" for k, v in node.attrs.items())
             return f"{node.op.name}({', '.join(args)})"
         if isinstance(node, Tuple):
             fields = [refs[id(f)] for f in node.fields]
