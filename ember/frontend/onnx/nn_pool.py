@@ -1,6 +1,6 @@
-"""ONNX handlers for pooling: MaxPool, AveragePool (N-d, pads, auto_pad, dilations,
-ceil_mode, count_include_pad), GlobalAveragePool, GlobalMaxPool. MaxPool's Indices output
-becomes a separate nn.max_pool_argmax call."""
+"""ONNX handlers for pooling: MaxPool, AveragePool, LpPool (N-d, pads, auto_pad,
+dilations, ceil_mode, count_include_pad), GlobalAveragePool, GlobalMaxPool, GlobalLpPool.
+MaxPool's Indices output becomes a separate nn.max_pool_argmax call."""
 
 from __future__ import annotations
 
@@ -57,6 +57,23 @@ def avg_pool(ctx: ConvertContext, node: NodeView) -> Expr:
     """AveragePool with count_include_pad."""
     include = bool(node.attr("count_include_pad", 0))
     return _pool(ctx, node, "nn.avg_pool", count_include_pad=include)
+
+
+@onnx_op("LpPool", since=1, dtypes=FLOAT_TYPES)
+def lp_pool(ctx: ConvertContext, node: NodeView) -> Expr:
+    """LpPool (p is a float attribute in opset 1, an int from opset 2)."""
+    return _pool(ctx, node, "nn.lp_pool", p=float(node.attr("p", 2)))
+
+
+@onnx_op("GlobalLpPool", since=1, dtypes=FLOAT_TYPES)
+def global_lp_pool(ctx: ConvertContext, node: NodeView) -> Expr:
+    """GlobalLpPool: an nn.lp_pool whose window is the whole spatial extent."""
+    x = required(ctx, node, 0, "X")
+    xt = ttype(ctx, node, x)
+    if xt.ndim < 3:
+        ctx.fail(node, f"X must be (N, C, spatial...), got {xt}")
+    p = float(node.attr("p", 2))
+    return call("nn.lp_pool", x, pool_size=xt.shape[2:], p=p, name=node.name)
 
 
 @onnx_op("GlobalAveragePool", since=1, dtypes=FLOAT_TYPES)

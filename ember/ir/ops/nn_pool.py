@@ -1,5 +1,6 @@
-"""Pooling ops: nn.max_pool, nn.avg_pool (N-d, padding, dilation, ceil mode) and the global
-pools nn.global_max_pool, nn.global_avg_pool, all on (N, C, *spatial) data.
+"""Pooling ops: nn.max_pool (and its argmax), nn.avg_pool, nn.lp_pool (N-d, padding,
+dilation, ceil mode) and the global pools nn.global_max_pool, nn.global_avg_pool, all on
+(N, C, *spatial) data.
 
 The output size follows ONNX: ``floor`` (or ``ceil`` with ``ceil_mode``) of
 ``(in + pad_begin + pad_end - dilated_kernel) / stride + 1``; in ceil mode a last window
@@ -172,6 +173,17 @@ def _avg_pool_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return (acc / np.maximum(count, 1).astype(acc.dtype)).astype(x.dtype, copy=False)
 
 
+def _lp_pool_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    x = xs[0]
+    p = attrs["p"]
+    geo = _Geometry(x.shape, attrs)
+    views = geo.windows(geo.padded(np.abs(widen(x)) ** p, 0))
+    acc = views[0].copy()
+    for v in views[1:]:
+        acc += v
+    return (acc ** (1.0 / p)).astype(x.dtype, copy=False)
+
+
 def _global_type(types: Sequence[Type], attrs: Attrs) -> Type:
     data = tensor_arg(types, 0, "data")
     if data.ndim < 3:
@@ -229,6 +241,18 @@ register_op(
             "count_include_pad": Attr("bool", False, "divide by taps incl. explicit padding"),
         },
         doc="N-d average pooling over the taps inside the input (or the padding too).",
+    )
+)
+
+register_op(
+    OpDef(
+        name="nn.lp_pool",
+        num_inputs=1,
+        infer_type=_pool_type,
+        reference=_lp_pool_ref,
+        pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        attrs={**_POOL_ATTRS, "p": Attr("float", 2.0, "the norm's exponent")},
+        doc="N-d Lp pooling: (sum over the window of |x|^p)^(1/p), zero padding.",
     )
 )
 

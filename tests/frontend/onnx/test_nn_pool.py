@@ -58,3 +58,14 @@ def test_global_pools(op: str, shape: tuple[int, ...]) -> None:
 def test_max_pool_indices(shape: tuple[int, ...], attrs: dict[str, Any], order: int) -> None:
     x = rand(shape)
     check_node("MaxPool", {"x": x}, {**attrs, "storage_order": order}, opset=12, outputs=2)
+
+
+@pytest.mark.parametrize("shape,attrs", POOL_CASES[:4] + POOL_CASES[7:])
+@pytest.mark.parametrize("p", [1, 2, 3])
+def test_lp_pool(shape: tuple[int, ...], attrs: dict[str, Any], p: int) -> None:
+    check_node("LpPool", {"x": rand(shape)}, {**attrs, "p": p}, opset=11)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 5), (1, 4, 5, 6)])
+def test_global_lp_pool(shape: tuple[int, ...]) -> None:
+    check_node("GlobalLpPool", {"x": rand(shape)}, {"p": 3}, opset=13)

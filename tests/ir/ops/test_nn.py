@@ -246,3 +246,63 @@ def test_lstm_gru_types_and_single_step() -> None:
         call("nn.gru", *vs, hidden_size=hid, direction="bidirectional")
     with pytest.raises(IRError, match="unknown activation 'Swish'"):
         call("nn.gru", *vs, hidden_size=hid, activations=("Swish", "Tanh"))
+
+
+def test_max_pool_argmax_and_lp_pool() -> None:
+    x = np.array([[[[1, 5, 2], [7, 3, 7], [0, 9, 4]]]], dtype=np.float32)
+    xv = _var(x.shape)
+    arg = call("nn.max_pool_argmax", xv, pool_size=(2, 2))
+    assert arg.type == TensorType((1, 1, 2, 2), "int64")
+    (idx,) = _run(arg, [xv], [x])
+    np.testing.assert_array_equal(idx[0, 0], [[3, 5], [7, 7]])  # first maximum wins ties
+    col = call("nn.max_pool_argmax", xv, pool_size=(2, 2), storage_order=1)
+    (idx,) = _run(col, [xv], [x])
+    np.testing.assert_array_equal(idx[0, 0], [[1, 7], [5, 5]])
+    with pytest.raises(IRError, match="storage_order must be 0"):
+        call("nn.max_pool_argmax", xv, pool_size=(2, 2), storage_order=2)
+    lp = call("nn.lp_pool", xv, pool_size=(3, 3), p=2.0)
+    (y,) = _run(lp, [xv], [x])
+    np.testing.assert_allclose(y[0, 0, 0, 0], np.sqrt((x**2).sum()), rtol=1e-6)
+
+
+def test_resize_type_errors_and_integer_nearest() -> None:
+    xv = _var((1, 1, 4, 4), "int32")
+    with pytest.raises(IRError, match="linear resize needs a floating point tensor"):
+        call("image.resize", xv, sizes=(1, 1, 8, 8), method="linear")
+    with pytest.raises(IRError, match="sizes \\[8, 8\\] must give one positive size per axis"):
+        call("image.resize", xv, sizes=(8, 8))
+    with pytest.raises(IRError, match="unknown nearest_mode 'up'"):
+        call("image.resize", xv, sizes=(1, 1, 8, 8), nearest_mode="up")
+    x = np.arange(16, dtype=np.int32).reshape(1, 1, 4, 4)
+    down = call("image.resize", xv, sizes=(1, 1, 2, 2), coordinate_transformation_mode="asymmetric")
+    (y,) = _run(down, [xv], [x])
+    np.testing.assert_array_equal(y[0, 0], [[0, 2], [8, 10]])
+
+
+def test_antialias_resize_smooths_downsampling() -> None:
+    x = np.tile(np.array([0.0, 1.0], np.float32), 8).reshape(1, 1, 1, 16)
+    xv = _var(x.shape)
+    mode = {"method": "linear", "coordinate_transformation_mode": "asymmetric"}
+    plain = call("image.resize", xv, sizes=(1, 1, 1, 4), **mode)
+    smooth = call("image.resize", xv, sizes=(1, 1, 1, 4), antialias=True, **mode)
+    (p,) = _run(plain, [xv], [x])
+    (s,) = _run(smooth, [xv], [x])
+    np.testing.assert_array_equal(p, 0.0)  # point samples all hit the 0 stripes
+    # a filter 8 pixels wide averages the stripes (the first output sees clamped edges)
+    np.testing.assert_allclose(s[..., 1:], 0.5, atol=0.07)
+
+
+def test_rnn_sequence_lens_type_rule() -> None:
+    vs = [
+        _var((3, 2, 4), name="x"),
+        _var((1, 5, 4), name="w"),
+        _var((1, 5, 5), name="r"),
+        _var((1, 10), name="b"),
+        _var((1, 2, 5), name="h"),
+    ]
+    out = call("nn.rnn", *vs, _var((2,), "int32", "lens"), hidden_size=5)
+    assert out.type.fields[0] == TensorType((3, 1, 2, 5), "float32")  # type: ignore[attr-defined]
+    with pytest.raises(IRError, match="sequence_lens must be int32 or int64 of shape \\(2,\\)"):
+        call("nn.rnn", *vs, _var((3,), "int32", "lens"), hidden_size=5)
+    with pytest.raises(IRError, match="unknown direction 'up'"):
+        call("nn.rnn", *vs, hidden_size=5, direction="up")
