@@ -45,7 +45,7 @@ def from_onnx(
     or a symbolic dim name to its value (``{"batch": 1}``); ``dtype`` is one dtype for
     every input or a mapping from input name to dtype.
     """
-    proto = model_check.load_model(model)  # parse, external data
+    proto = model_check.load_model(model)  # parse, external data, valid strings
     proto = model_check.normalize_model(proto)  # inline local functions, densify sparse
     graph = proto.graph
     label = model_check.graph_label(proto)
@@ -172,11 +172,12 @@ def _input_vars(
         out.append(Var(vi.name, TensorType(tuple(dims), dtypes[vi.name])))
     if unresolved:
         example = ", ".join(f"'{vi.name}': (...)" for vi in inputs)
-        hint = f" or bind symbolic dims by name (shape={{'{sorted(dim_names)[0]}': 1}})"
+        hint = ""
+        if dim_names:
+            hint = f" or bind symbolic dims by name (shape={{'{sorted(dim_names)[0]}': 1}})"
         raise FrontendError(
             f"ONNX model {label}: inputs with unknown dims: {'; '.join(unresolved)}. ember "
-            f"compiles static shapes: pass shape={{{example}}} to from_onnx"
-            + (hint if dim_names else "")
+            f"compiles static shapes: pass shape={{{example}}} to from_onnx" + hint
         )
     return out
 

@@ -16,7 +16,7 @@ import onnx
 from onnx import numpy_helper
 
 from ember.errors import FrontendError, OpNotSupportedError
-from ember.frontend.onnx.context import onnx_elem_dtype, sparse_to_dense
+from ember.frontend.onnx.context import onnx_elem_dtype, onnx_elem_name, sparse_to_dense
 from ember.frontend.onnx.registry import find_handler, supported_ops
 
 #: the oldest default-domain opset the importer accepts.
@@ -55,7 +55,43 @@ def load_model(model: onnx.ModelProto | str | os.PathLike[str] | bytes) -> onnx.
         raise FrontendError(
             f"ONNX model {where} has no graph: the file is empty, truncated or not an ONNX model"
         )
+    _check_strings(proto, where)
     return proto
+
+
+def _check_strings(proto: onnx.ModelProto, where: str) -> None:
+    """Every name must be valid UTF-8 (protobuf hands back bytes, or raises, when not)."""
+    try:
+        names = [imp.domain for imp in proto.opset_import]
+        for func in proto.functions:
+            names += [func.name, func.domain, *func.input, *func.output]
+        names += _graph_strings(proto.graph)
+    except UnicodeDecodeError:
+        names = [b""]
+    if any(not isinstance(n, str) for n in names):
+        raise FrontendError(
+            f"ONNX model {where} holds a name that is not valid UTF-8: the file is corrupt"
+        )
+
+
+def _graph_strings(graph: onnx.GraphProto) -> list[object]:
+    """The names in a graph (and its subgraphs) whose decoding can fail."""
+    names: list[object] = [graph.name]
+    for vi in list(graph.input) + list(graph.output) + list(graph.value_info):
+        names.append(vi.name)
+        names += [d.dim_param for d in vi.type.tensor_type.shape.dim]
+    for t in graph.initializer:
+        names.append(t.name)
+        names += [e.key for e in t.external_data] + [e.value for e in t.external_data]
+    for node in graph.node:
+        names += [node.name, node.op_type, node.domain, *node.input, *node.output]
+        for attr in node.attribute:
+            names.append(attr.name)
+            if attr.type == onnx.AttributeProto.GRAPH:
+                names += _graph_strings(attr.g)
+            for g in attr.graphs:
+                names += _graph_strings(g)
+    return names
 
 
 def _parse(data: bytes, where: str) -> onnx.ModelProto:
@@ -363,7 +399,7 @@ def infer_value_dtypes(model: onnx.ModelProto, input_dtypes: Mapping[str, str]) 
         try:
             out[vi.name] = onnx_elem_dtype(tt.elem_type, vi.name)
         except FrontendError:
-            out[vi.name] = onnx.TensorProto.DataType.Name(tt.elem_type).lower()
+            out[vi.name] = onnx_elem_name(tt.elem_type).lower()
     return out
 
 

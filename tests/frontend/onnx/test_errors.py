@@ -3,6 +3,8 @@ missing initializers, duplicate output names, and other broken graphs."""
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import onnx
 import pytest
@@ -164,4 +166,31 @@ def test_corrupt_initializer_data(onnx_model):
     model.graph.node[0].input[0] = "w"
     model.graph.node[0].output[0] = "t"
     with pytest.raises(FrontendError, match="initializer"):
+        from_onnx(model)
+
+
+def test_invalid_utf8_names(onnx_model):
+    data = bytearray(_good_model(onnx_model).SerializeToString())
+    at = data.index(b"id1")
+    data[at] = 0x94  # a lone continuation byte: not UTF-8
+    with pytest.raises(FrontendError, match="not valid UTF-8"):
+        from_onnx(bytes(data))
+
+
+def test_random_byte_corruption_only_raises_ember_errors(onnx_model):
+    data = _good_model(onnx_model).SerializeToString()
+    rng = np.random.default_rng(1234)
+    for _ in range(2000):
+        corrupt = bytearray(data)
+        for _ in range(int(rng.integers(1, 4))):
+            corrupt[int(rng.integers(len(corrupt)))] = int(rng.integers(256))
+        with contextlib.suppress(EmberError):  # anything else propagates and fails
+            from_onnx(bytes(corrupt))
+
+
+def test_shape_binding_error_without_symbolic_dims(onnx_model):
+    model = onnx_model(
+        [helper.make_node("Identity", ["x"], ["y"])], {"x": ("float32", None)}, ["y"]
+    )
+    with pytest.raises(FrontendError, match="'x' \\(dims all: the rank is unknown\\)"):
         from_onnx(model)
