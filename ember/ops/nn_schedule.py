@@ -56,8 +56,15 @@ def reduction_stages(sch: te.Schedule, outputs: list[te.Tensor]) -> list[te.Stag
     return found
 
 
+def _compute_op(stage: te.Stage) -> te.ComputeOp | None:
+    """The stage's compute operation (None for other kinds of stage, left unscheduled)."""
+    op = stage.op
+    return op if isinstance(op, te.ComputeOp) else None
+
+
 def _reduce_work(stages: list[te.Stage]) -> int:
-    return max([_size(s.op.reduce_axis) for s in stages] + [1])
+    sizes = [_size(op.reduce_axis) for op in map(_compute_op, stages) if op is not None]
+    return max([*sizes, 1])
 
 
 def schedule_output(
@@ -66,10 +73,11 @@ def schedule_output(
     """Fuse all but the last data loop into one (parallel if worth it), vectorise the last;
     a reduction's reduce loops go between them (or innermost with ``reduce_inner``, a dot
     product). Return the fused outer loop, if any."""
-    axes = list(stage.op.axis)
-    if not axes:
+    op = _compute_op(stage)
+    if op is None or not op.axis:
         return None
-    red = list(stage.op.reduce_axis)
+    axes = list(op.axis)
+    red = list(op.reduce_axis)
     work = _size(axes) * max(work_per_element, _size(red))
     inner = axes[-1]
     outer = None
@@ -93,10 +101,11 @@ def schedule_output(
 def schedule_row_reduction(stage: te.Stage, reduce_inner: bool = False) -> None:
     """An attached reduction stage: reduce loops outside its last data loop (vectorised),
     or left innermost with ``reduce_inner``."""
-    axes = list(stage.op.axis)
-    red = list(stage.op.reduce_axis)
-    if not axes or reduce_inner:
+    op = _compute_op(stage)
+    if op is None or not op.axis or reduce_inner:
         return
+    axes = list(op.axis)
+    red = list(op.reduce_axis)
     stage.reorder(*red, axes[-1])
     if _extent(axes[-1]) >= MIN_VECTOR_EXTENT:
         stage.vectorize(axes[-1])
@@ -105,9 +114,12 @@ def schedule_row_reduction(stage: te.Stage, reduce_inner: bool = False) -> None:
 def schedule_root_reduction(stage: te.Stage) -> None:
     """A reduction computed at root: parallel over its leading data loops, reduce loops
     after ``reduce_after`` data loops (all of them by default)."""
-    axes = list(stage.op.axis)
-    red = list(stage.op.reduce_axis)
-    k = int(stage.op.attrs.get("reduce_after", len(axes)))
+    op = _compute_op(stage)
+    if op is None:
+        return
+    axes = list(op.axis)
+    red = list(op.reduce_axis)
+    k = int(op.attrs.get("reduce_after", len(axes)))
     k = max(0, min(k, len(axes)))
     if k < len(axes):
         stage.reorder(*red, *axes[k:])
@@ -131,7 +143,8 @@ def schedule_anchor(ctx: ScheduleContext, reduce_inner: bool = False) -> None:
         schedule_output(sch[extra])
     readers = _reduction_readers(sch, reds)
     for stage in reds:
-        tensor_shape = tuple(_extent(iv) for iv in stage.op.axis)
+        op = _compute_op(stage)
+        tensor_shape = tuple(_extent(iv) for iv in op.axis) if op is not None else ()
         attachable = (
             outer is not None
             and len(outputs) == 1
