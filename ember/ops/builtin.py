@@ -9,3 +9,4 @@ import ember.ops.nn_pool  # noqa: F401
 import ember.ops.nn_norm  # noqa: F401
 import ember.ops.binary  # noqa: F401
 import ember.ops.image  # noqa: F401
+import ember.ops.transform  # noqa: F401

@@ -1,0 +1,123 @@
+"""Layout computes (reshape, transpose, concatenate, split, strided_slice, broadcast_to, tile,
+nn.pad), lowered and interpreted, against the graph-IR numpy references."""
+
+import numpy as np
+import pytest
+
+from ember import tir
+from ember.ir import Attrs, Function, TensorType, Tuple, TupleGetItem, Var, call, evaluate
+from ember.ir.ops.transform import normalize_slice
+from ember.lowering.lower_group import lower_group
+
+
+def _group(params, body) -> Function:
+    return Function(tuple(params), body, Attrs({"Primitive": 1}))
+
+
+def check(func: Function, xs: list[np.ndarray]) -> None:
+    """Lower ``func``, interpret it and compare every output bit for bit."""
+    refs = evaluate(Function(func.params, func.body), xs)
+    prim = lower_group(func, "kernel")
+    tir.verify(prim)
+    outs = [np.zeros(r.shape, r.dtype) for r in refs]
+    tir.interpret(prim, [np.array(x, order="C") for x in xs] + outs)
+    for out, ref in zip(outs, refs, strict=True):
+        np.testing.assert_array_equal(out, ref)
+
+
+def _x(shape, dtype="float32", seed=0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if dtype == "bool":
+        return rng.integers(0, 2, shape).astype(bool)
+    return (rng.standard_normal(shape) * 10).astype(dtype)
+
+
+def _one(op: str, x: np.ndarray, **attrs) -> None:
+    v = Var("x", TensorType(x.shape, x.dtype.name))
+    check(_group([v], call(op, v, **attrs)), [x])
+
+
+@pytest.mark.parametrize(
+    "src,dst",
+    [((2, 3, 4), (6, 4)), ((2, 3, 4), (4, 3, 2)), ((24,), (2, 3, 4)), ((2, 3, 4), (2, 12)),
+     ((1, 5), (5,)), ((2, 3, 4), (2, 3, 4)), ((), (1, 1)), ((2, 6), (2, 2, 3))],
+)  # fmt: skip
+def test_reshape(src, dst):
+    _one("reshape", _x(src), newshape=dst)
+
+
+@pytest.mark.parametrize("axes", [(1, 0), (0, 2, 1), (2, 0, 1), (3, 1, 0, 2)])
+def test_transpose(axes):
+    shape = (2, 3, 4, 5)[: len(axes)]
+    _one("transpose", _x(shape, "int64" if len(axes) == 3 else "float32"), axes=axes)
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_concatenate(axis):
+    shapes = [(2, 3, 4), (2, 3, 4), (2, 3, 4)]
+    sizes = [1, 3, 2]
+    xs = []
+    for k, n in enumerate(sizes):
+        s = list(shapes[k])
+        s[axis] = n
+        xs.append(_x(tuple(s), seed=k))
+    vs = [Var(f"x{k}", TensorType(x.shape, "float32")) for k, x in enumerate(xs)]
+    check(_group(vs, call("concatenate", *vs, axis=axis)), xs)
+
+
+def test_concatenate_with_empty_part_and_bools():
+    xs = [_x((2, 0), "bool"), _x((2, 3), "bool", 1), _x((2, 1), "bool", 2)]
+    vs = [Var(f"x{k}", TensorType(x.shape, "bool")) for k, x in enumerate(xs)]
+    check(_group(vs, call("concatenate", *vs, axis=1)), xs)
+
+
+def test_split_into_tuple():
+    x = _x((3, 7))
+    v = Var("x", TensorType(x.shape, "float32"))
+    s = call("split", v, sizes=(2, 0, 5), axis=1)
+    body = Tuple((TupleGetItem(s, 0), TupleGetItem(s, 2)))
+    check(_group([v], body), [x])
+    check(_group([v], call("split", v, sizes=(1, 2), axis=0)), [x])
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        [(0, 5, 1), (1, 4, 2)],
+        [(-1, -100, -1), (0, 100, 3)],
+        [(4, 0, -2), (5, -6, -1)],
+        [(2, 2, 1), (0, 6, 1)],
+    ],
+)
+def test_strided_slice_including_negative_steps(spec):
+    shape = (5, 6)
+    begin, end, strides = [], [], []
+    for (b, e, s), d in zip(spec, shape, strict=True):
+        nb, ne = normalize_slice(b, e, s, d)
+        begin.append(nb)
+        end.append(ne)
+        strides.append(s)
+    _one("strided_slice", _x(shape), begin=begin, end=end, strides=strides)
+
+
+def test_broadcast_to_and_tile():
+    _one("broadcast_to", _x((3, 1)), shape=(2, 3, 4))
+    _one("broadcast_to", _x(()), shape=(2, 2))
+    _one("tile", _x((2, 3)), reps=(2, 3))
+    _one("tile", _x((1, 3), "int32"), reps=(3, 1))
+
+
+@pytest.mark.parametrize("mode", ["constant", "edge", "reflect", "wrap"])
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_pad(mode, dtype):
+    _one("nn.pad", _x((3, 4), dtype), pad_width=(1, 2, 2, 3), pad_mode=mode, pad_value=1.5)
+    _one("nn.pad", _x((2, 3, 4), dtype), pad_width=(0, 1, 0, 0, 2, 1), pad_mode=mode)
+
+
+def test_fused_layout_chain_is_one_kernel():
+    x = _x((2, 3, 4))
+    v = Var("x", TensorType(x.shape, "float32"))
+    t = call("transpose", v, axes=(2, 0, 1))
+    r = call("reshape", t, newshape=(4, 6))
+    body = call("relu", call("nn.pad", r, pad_width=(1, 0, 0, 1), pad_mode="reflect"))
+    check(_group([v], body), [x])
