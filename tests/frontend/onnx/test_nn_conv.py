@@ -22,12 +22,22 @@ except ImportError:
         ((1, 3, 8, 7), (5, 3, 3, 3), {"auto_pad": "VALID", "strides": [2, 3]}),
         ((1, 2, 5, 6, 4), (3, 2, 3, 2, 2), {"pads": [1, 0, 1, 1, 1, 0], "strides": [1, 2, 1]}),
         ((1, 64, 14, 14), (32, 64, 1, 1), {}),
+        ((1, 2, 9, 8), (4, 2, 1, 1), {"strides": [2, 3], "pads": [0, 1, 1, 0]}),
     ],
 )
 def test_conv(xshape: tuple[int, ...], wshape: tuple[int, ...], attrs: dict[str, Any]) -> None:
     x, w, b = rand(xshape), rand(wshape, seed=1), rand((wshape[0],), seed=2)
     check_node("Conv", {"x": x}, attrs, {"w": w, "b": b})
     check_node("Conv", {"x": x, "w": w}, attrs, opset=11)
+    check_node("Conv", {"x": x, "w": w, "b": b}, attrs, opset=22)  # bias as a model input
+
+
+@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER"])
+def test_conv_same_with_dilation(auto_pad: str) -> None:
+    """ORT rejects dilated SAME padding; the ONNX reference implementation is the oracle."""
+    x, w = rand((1, 3, 9, 8)), rand((4, 3, 3, 2), seed=1)
+    attrs = {"auto_pad": auto_pad, "dilations": [2, 3], "strides": [2, 1]}
+    check_node("Conv", {"x": x}, attrs, {"w": w}, reference=True)
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float16"])
@@ -83,11 +93,12 @@ def test_gemm(ashape: Any, bshape: Any, cshape: Any, attrs: dict[str, Any]) -> N
     "ashape,bshape",
     [((3, 4), (4, 5)), ((4,), (4, 2)), ((2, 3, 4), (4,)), ((2, 1, 3, 4), (5, 4, 2)), ((6,), (6,))],
 )
-@pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int64"])
 def test_matmul(ashape: Any, bshape: Any, dtype: str) -> None:
     a = (rand(ashape) * 4).astype(dtype)
     b = (rand(bshape, seed=1) * 4).astype(dtype)
-    check_node("MatMul", {"a": a, "b": b}, tol=(1e-5, 1e-5))
+    tol = (2e-3, 2e-2) if dtype == "float16" else (1e-5, 1e-5)
+    check_node("MatMul", {"a": a, "b": b}, tol=tol)
 
 
 @pytest.mark.parametrize(
