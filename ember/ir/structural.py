@@ -25,8 +25,8 @@ from ember.ir.module import IRModule
 from ember.ir.printer import format_value
 
 
-def _data_bytes(data: np.ndarray) -> memoryview:
-    """The raw bytes of a constant, without copying a C-contiguous array."""
+def data_bytes(data: np.ndarray) -> memoryview:
+    """The raw bytes of an array (no copy when it is C-contiguous, as constants are)."""
     flat = np.ascontiguousarray(data).reshape(-1)
     return memoryview(flat.view(np.uint8).data)
 
@@ -37,7 +37,7 @@ def constants_equal(a: Constant, b: Constant) -> bool:
         return True
     if a.type != b.type:
         return False
-    return bool(np.array_equal(_data_bytes(a.data), _data_bytes(b.data)))
+    return bool(np.array_equal(data_bytes(a.data), data_bytes(b.data)))
 
 
 def structural_equal(a: Expr | IRModule, b: Expr | IRModule, map_free_vars: bool = False) -> bool:
@@ -170,7 +170,7 @@ def _expr_digest(root: Expr, memo: dict[int, bytes] | None = None) -> bytes:
                 k = free_index.setdefault(id(n), len(free_index))
                 d = _digest(b"free", ty, str(k).encode())
         elif isinstance(n, Constant):
-            d = _digest(b"const", ty, _data_bytes(n.data))
+            d = _digest(b"const", ty, data_bytes(n.data))
         elif isinstance(n, Call):
             attrs = ",".join(f"{k}={format_value(v)}" for k, v in n.attrs.items())
             kids = [digests[id(a)] for a in n.args]

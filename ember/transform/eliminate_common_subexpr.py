@@ -12,17 +12,14 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Hashable, Mapping
 
-import numpy as np
-
 from ember.ir.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem
 from ember.ir.module import IRModule
-from ember.ir.structural import constants_equal
+from ember.ir.structural import constants_equal, data_bytes
 from ember.transform._util import map_bodies, rewrite_graph
 
 
 def _const_key(c: Constant) -> Hashable:
-    flat = np.ascontiguousarray(c.data).reshape(-1).view(np.uint8)
-    digest = hashlib.blake2b(memoryview(flat.data), digest_size=16).digest()
+    digest = hashlib.blake2b(data_bytes(c.data), digest_size=16).digest()
     return ("const", c.type.dtype, c.type.shape, digest)
 
 
