@@ -114,8 +114,12 @@ class Printer:
         return self.names.get(v, v.name)
 
     def buf(self, b: Buffer) -> str:
-        """The printed name of a buffer."""
-        return self.names.get(b, b.name)
+        """The printed name of a buffer (its data pointer prints the same)."""
+        if not isinstance(b, Buffer):  # ill-formed IR still prints, for error messages
+            return repr(b)
+        name = self.names.get(b, b.name)
+        self.names.alias(b.data, b)
+        return name
 
     def expr(self, e: PrimExpr, prec: int = 0) -> str:
         """Print an expression, parenthesised if its precedence is below ``prec``."""

@@ -370,3 +370,31 @@ def test_random_integer_expressions_match_interpreter(build) -> None:  # type: i
         got = _nd(np.zeros(60, "int32"))
         mod["ember_rand_int"](_nd(v), got)
         assert got.numpy().tolist() == want.tolist()
+
+
+def test_te_extern_stage_calls_c_library(build) -> None:  # type: ignore[no-untyped-def]
+    a = te.placeholder((5, 7), "float32", "A")
+    scaled = te.compute((5, 7), lambda i, j: a[i, j] * 3.0, "scaled")
+    sums = te.extern(
+        (5,),
+        [scaled],
+        lambda ins, outs: tir.call_extern("int32", "row_sums", outs[0].data, ins[0].data, 5, 7),
+        name="sums",
+    )
+    out = te.compute((5,), lambda i: sums[i] + 1.0, "out")
+    f = te.lower(out, name="extern_rows")
+    impl = (
+        "#include <stdint.h>\n"
+        "int32_t row_sums(float* out, float* x, int32_t rows, int32_t cols) {\n"
+        "  for (int32_t r = 0; r < rows; ++r) {\n"
+        "    out[r] = 0.0f;\n"
+        "    for (int32_t c = 0; c < cols; ++c) out[r] += x[r * cols + c];\n"
+        "  }\n"
+        "  return 0;\n"
+        "}\n"
+    )
+    mod = build([f], extra_sources=[impl])
+    x = RNG.random((5, 7), dtype="float32")
+    y = _nd(np.zeros(5, "float32"))
+    mod["ember_extern_rows"](_nd(x), y)
+    np.testing.assert_allclose(y.numpy(), (3 * x).sum(1) + 1, rtol=1e-5)

@@ -17,12 +17,14 @@ from ember.tir.te.lower import lower
 from ember.tir.te.schedule import Schedule, Stage, create_schedule
 from ember.tir.te.tensor import (
     ComputeOp,
+    ExternOp,
     IterVar,
     PlaceholderOp,
     Reduce,
     Tensor,
     TensorLoad,
     compute,
+    extern,
     max,
     min,
     placeholder,
@@ -31,7 +33,7 @@ from ember.tir.te.tensor import (
 )
 
 __all__ = [
-    "ComputeOp", "IterVar", "PlaceholderOp", "Reduce", "Schedule", "Stage", "Tensor",
-    "TensorLoad", "compute", "create_schedule", "if_then_else", "lower", "max", "min",
+    "ComputeOp", "ExternOp", "IterVar", "PlaceholderOp", "Reduce", "Schedule", "Stage", "Tensor",
+    "TensorLoad", "compute", "create_schedule", "extern", "if_then_else", "lower", "max", "min",
     "placeholder", "reduce_axis", "sum",
 ]  # fmt: skip

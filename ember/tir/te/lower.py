@@ -31,7 +31,15 @@ from ember.tir.stmt import (
     seq,
 )
 from ember.tir.te.schedule import Fuse, Schedule, Split, Stage, create_schedule
-from ember.tir.te.tensor import ComputeOp, IterVar, PlaceholderOp, Reduce, Tensor, TensorLoad
+from ember.tir.te.tensor import (
+    ComputeOp,
+    ExternOp,
+    IterVar,
+    PlaceholderOp,
+    Reduce,
+    Tensor,
+    TensorLoad,
+)
 from ember.tir.verify import verify
 
 STACK_LIMIT_BYTES = 64 * 1024  # larger local tensors go to the runtime workspace (heap)
@@ -78,14 +86,15 @@ class _Lowerer:
         self.children: dict[Stage, list[Stage]] = {}
 
     def tensor_of(self, op: Any) -> Tensor:
+        if isinstance(op, ExternOp):
+            return op.outputs[0]
         for t in self.args + self.sch.outputs:
             if t.op is op:
                 return t
         for other in self.sch.ops:
-            if isinstance(other, ComputeOp):
-                for t in other.input_tensors():
-                    if t.op is op:
-                        return t
+            for t in other.input_tensors():
+                if t.op is op:
+                    return t
         raise IRError(f"lower: no tensor found for operation '{op.name}'")  # pragma: no cover
 
     def run(self) -> PrimFunc:
@@ -119,6 +128,10 @@ class _Lowerer:
                     raise IRError(f"lower: placeholder '{op.name}' is used but missing from args")
                 continue
             stage = self.sch[op]
+            if isinstance(op, ExternOp):
+                self._extern_buffers(op, inlined)
+                roots.append(stage)
+                continue
             if stage.inlined:
                 continue
             t = self.tensor_of(op)
@@ -139,6 +152,30 @@ class _Lowerer:
         func = PrimFunc(self.name, tuple(params), simplify(nest, extents))
         return verify(func)
 
+    def _extern_buffers(self, op: ExternOp, inlined: dict[ComputeOp, PrimExpr]) -> None:
+        for t in op.inputs:
+            if t.op in inlined:
+                raise IRError(
+                    f"lower: '{t.name}' is inlined but read by the extern stage '{op.name}', "
+                    "which needs it in memory; do not compute_inline it"
+                )
+        for t in op.outputs:
+            if t not in self.where:
+                buf = decl_buffer(t.shape, t.dtype, _identifier(t.name), scope="local")
+                self.where[t] = (buf, tuple(const(0, s.dtype) for s in t.shape))
+                self.allocs.append(buf)
+
+    def extern_stmt(self, op: ExternOp) -> Stmt:
+        """The extern body with its placeholder buffers bound to the real ones."""
+        vmap: dict[Var, PrimExpr] = {}
+        bmap: dict[Buffer, Buffer] = {}
+        tensors = [*op.inputs, *op.outputs]
+        for t, placeholder in zip(tensors, [*op.input_buffers, *op.output_buffers], strict=True):
+            real = self.where[t][0]
+            bmap[placeholder] = real
+            vmap[placeholder.data] = real.data
+        return substitute(op.body, vmap, bmap)  # type: ignore[no-any-return]
+
     def _check_attach(self, stage: Stage) -> None:
         parent, _ = stage.attach  # type: ignore[misc]
         t = self.tensor_of(stage.op)
@@ -147,6 +184,11 @@ class _Lowerer:
                 f"lower: '{stage.op.name}' is an argument and cannot be computed at another stage"
             )
         for op in self.sch.ops:
+            if isinstance(op, ExternOp) and any(x is t for x in op.inputs):
+                raise IRError(
+                    f"lower: '{stage.op.name}' is computed at '{parent.op.name}' but also "
+                    f"read by the extern stage '{op.name}'; compute it at root instead"
+                )
             if not isinstance(op, ComputeOp) or op is parent.op or self.sch[op].inlined:
                 continue
             if any(x is t for x in _reads(self.bodies[op])):
@@ -175,6 +217,8 @@ class _Lowerer:
 
     def stage_stmt(self, stage: Stage, region: list[tuple[PrimExpr, PrimExpr]] | None) -> Stmt:
         op = stage.op
+        if isinstance(op, ExternOp):
+            return self.extern_stmt(op)
         t = self.tensor_of(op)
         val = self.values(stage)
         leaves = list(stage.leaf_iter_vars)
@@ -269,6 +313,7 @@ class _Lowerer:
     ) -> list[tuple[PrimExpr, PrimExpr]]:
         """Per dimension of ``t``: (min, extent) read by one iteration above the attach loop."""
         op = stage.op
+        assert isinstance(op, ComputeOp)  # compute_at refuses extern parents (no loops)
         vmap = {iv.var: val[iv] for iv in (*op.axis, *op.reduce_axis)}
         rng = {iv.var: (iv.min, simplify(iv.min + iv.extent - 1)) for iv in inner}
         accesses = [e for e in _reads(self.bodies[op], full=True) if e.tensor is t]
@@ -407,8 +452,7 @@ def _tensor_for_placeholder(sch: Schedule, op: PlaceholderOp) -> Tensor:
         if t.op is op:
             return t
     for other in sch.ops:
-        if isinstance(other, ComputeOp):
-            for t in other.input_tensors():
-                if t.op is op:
-                    return t
+        for t in other.input_tensors():
+            if t.op is op:
+                return t
     raise IRError(f"lower: placeholder '{op.name}' is not read by any stage")  # pragma: no cover

@@ -19,7 +19,15 @@ from ember.errors import IRError
 from ember.tir.expr import ExprLike, IntImm, PrimExpr, Var, const, convert
 from ember.tir.simplify import simplify
 from ember.tir.stmt import ForKind
-from ember.tir.te.tensor import ComputeOp, IterVar, Operation, PlaceholderOp, Reduce, Tensor
+from ember.tir.te.tensor import (
+    ComputeOp,
+    ExternOp,
+    IterVar,
+    Operation,
+    PlaceholderOp,
+    Reduce,
+    Tensor,
+)
 
 
 @dataclass(frozen=True)
@@ -44,9 +52,10 @@ class Fuse:
 class Stage:
     """The schedule of one compute operation."""
 
-    def __init__(self, op: ComputeOp) -> None:
+    def __init__(self, op: ComputeOp | ExternOp) -> None:
         self.op = op
-        self.leaf_iter_vars: list[IterVar] = [*op.axis, *op.reduce_axis]
+        axes = [*op.axis, *op.reduce_axis] if isinstance(op, ComputeOp) else []
+        self.leaf_iter_vars: list[IterVar] = axes
         self.relations: list[Split | Fuse] = []
         self.kinds: dict[IterVar, ForKind] = {}
         self.inlined = False
@@ -158,6 +167,8 @@ class Stage:
 
     def compute_inline(self) -> None:
         """Inline this elementwise stage into every consumer (no buffer, no loop)."""
+        if isinstance(self.op, ExternOp):
+            raise IRError(f"{self.op.name}: an extern stage cannot be inlined")
         if isinstance(self.op.body, Reduce):
             raise IRError(f"{self.op.name}: a reduction cannot be inlined; use compute_at")
         if self.attach is not None:
@@ -167,6 +178,8 @@ class Stage:
     def compute_at(self, parent: Stage, iv: IterVar) -> None:
         """Compute this stage inside the loop ``iv`` of ``parent``, only the region it needs."""
         parent._leaf(iv, "compute_at")
+        if isinstance(self.op, ExternOp):
+            raise IRError(f"{self.op.name}: an extern stage cannot be computed at another stage")
         if self.inlined:
             raise IRError(f"{self.op.name}: a stage cannot be both inlined and attached")
         if parent is self:
@@ -181,7 +194,7 @@ class Schedule:
         self.outputs = list(outputs)
         self.ops: list[Operation] = _topo_order(self.outputs)
         self.stages: dict[Operation, Stage] = {
-            op: Stage(op) for op in self.ops if isinstance(op, ComputeOp)
+            op: Stage(op) for op in self.ops if isinstance(op, ComputeOp | ExternOp)
         }
 
     def __getitem__(self, t: Tensor | Operation) -> Stage:
@@ -204,9 +217,8 @@ def _topo_order(outputs: Sequence[Tensor]) -> list[Operation]:
         if mark == 1:
             raise IRError(f"compute graph has a cycle through '{op.name}'")
         state[op] = 1
-        if isinstance(op, ComputeOp):
-            for t in op.input_tensors():
-                visit(t.op)
+        for t in op.input_tensors():
+            visit(t.op)
         state[op] = 2
         order.append(op)
 

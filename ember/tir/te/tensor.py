@@ -14,11 +14,15 @@ import inspect
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ember.errors import IRError
 from ember.tir import dtype as dt
 from ember.tir.expr import ExprLike, FloatImm, IntImm, PrimExpr, Var, const, convert
+
+if TYPE_CHECKING:
+    from ember.tir.buffer import Buffer
+    from ember.tir.stmt import Stmt
 
 
 @dataclass(frozen=True, eq=False)
@@ -81,6 +85,10 @@ class Operation:
 
     name: str
 
+    def input_tensors(self) -> list[Tensor]:
+        """The tensors this operation reads."""
+        return []
+
 
 @dataclass(frozen=True, eq=False)
 class PlaceholderOp(Operation):
@@ -128,6 +136,7 @@ class Tensor:
     dtype: str
     op: Operation
     name: str
+    value_index: int = 0
 
     def __hash__(self) -> int:
         return id(self)
@@ -147,6 +156,27 @@ class Tensor:
 
     def __repr__(self) -> str:
         return f"Tensor({self.name}, {tuple(str(s) for s in self.shape)}, {self.dtype})"
+
+
+@dataclass(frozen=True, eq=False)
+class ExternOp(Operation):
+    """Outputs written by a hand-written loop-IR statement (often a call_extern).
+
+    ``body`` refers to ``input_buffers`` and ``output_buffers``; lowering binds them to
+    the real buffers of ``inputs`` and ``outputs``.
+    """
+
+    name: str
+    inputs: tuple[Tensor, ...]
+    input_buffers: tuple[Buffer, ...]
+    output_buffers: tuple[Buffer, ...]
+    body: Stmt
+    tag: str = ""
+    outputs: list[Tensor] = field(default_factory=list)
+
+    def input_tensors(self) -> list[Tensor]:
+        """The tensors read by the body, in the order given."""
+        return list(self.inputs)
 
 
 @dataclass(frozen=True)
@@ -185,6 +215,57 @@ class Reduce(PrimExpr):
             (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if dt.is_int(d) else (0, (1 << bits) - 1)
         )
         return IntImm(d, lo if self.combiner == "max" else hi)
+
+
+def extern(
+    shape: Sequence[ExprLike] | Sequence[Sequence[ExprLike]],
+    inputs: Sequence[Tensor],
+    fcompute: Callable[[list[Buffer], list[Buffer]], Stmt | PrimExpr],
+    name: str = "extern",
+    dtype: str | Sequence[str] | None = None,
+    tag: str = "",
+) -> Tensor | list[Tensor]:
+    """Tensor(s) computed by ``fcompute(input_buffers, output_buffers) -> Stmt``.
+
+    Use it for what compute cannot say: calls into C libraries (call_extern), sorting,
+    scans. One shape gives one Tensor; a list of shapes gives a list. ``dtype`` defaults
+    to the first input's.
+    """
+    from ember.tir.buffer import decl_buffer
+    from ember.tir.stmt import Evaluate
+
+    multi = len(shape) > 0 and isinstance(shape[0], list | tuple)
+    shapes = [_dims(s) for s in shape] if multi else [_dims(shape)]  # type: ignore[arg-type]
+    if dtype is None:
+        if not inputs:
+            raise IRError(f"extern {name}: give dtype= when there are no inputs")
+        dtypes = [inputs[0].dtype] * len(shapes)
+    elif isinstance(dtype, str):
+        dtypes = [dtype] * len(shapes)
+    else:
+        dtypes = list(dtype)
+    if len(dtypes) != len(shapes):
+        raise IRError(f"extern {name}: {len(dtypes)} dtypes for {len(shapes)} outputs")
+    for t in inputs:
+        if not isinstance(t, Tensor):
+            raise IRError(f"extern {name}: inputs must be Tensors, got {type(t).__name__}")
+    in_bufs = [decl_buffer(t.shape, t.dtype, f"{name}_in{k}") for k, t in enumerate(inputs)]
+    out_bufs = [
+        decl_buffer(s, d, f"{name}_out{k}")
+        for k, (s, d) in enumerate(zip(shapes, dtypes, strict=True))
+    ]
+    body = fcompute(in_bufs, out_bufs)
+    if isinstance(body, PrimExpr):
+        body = Evaluate(body)
+    from ember.tir.stmt import Stmt as _Stmt
+
+    if not isinstance(body, _Stmt):
+        raise IRError(f"extern {name}: fcompute must return a loop-IR statement, got {body!r}")
+    op = ExternOp(name, tuple(inputs), tuple(in_bufs), tuple(out_bufs), body, tag)
+    suffix = [f"_{k}" if multi else "" for k in range(len(shapes))]
+    for k, (s, d) in enumerate(zip(shapes, dtypes, strict=True)):
+        op.outputs.append(Tensor(s, d, op, name + suffix[k], k))
+    return list(op.outputs) if multi else op.outputs[0]
 
 
 def _dims(shape: Sequence[ExprLike]) -> tuple[PrimExpr, ...]:
