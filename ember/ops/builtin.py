@@ -10,3 +10,4 @@ import ember.ops.nn_norm  # noqa: F401
 import ember.ops.binary  # noqa: F401
 import ember.ops.image  # noqa: F401
 import ember.ops.transform  # noqa: F401
+import ember.ops.einsum  # noqa: F401
