@@ -27,6 +27,13 @@ def _good_model(onnx_model) -> onnx.ModelProto:
     )
 
 
+def _save(tmp_path, model: onnx.ModelProto, name: str = "bad.onnx") -> str:
+    """Write a (bad) model to a file; the importer reads it back from disk."""
+    path = tmp_path / name
+    path.write_bytes(model.SerializeToString())
+    return str(path)
+
+
 def test_garbage_file(tmp_path):
     path = tmp_path / "garbage.onnx"
     path.write_bytes(b"\xff\xfe this is not a protobuf \x00\x01\x02" * 10)
@@ -73,7 +80,7 @@ def test_wrong_argument_type():
         from_onnx(12345)  # type: ignore[arg-type]
 
 
-def test_cycle(onnx_model):
+def test_cycle(onnx_model, tmp_path):
     model = onnx_model(
         [
             helper.make_node("Identity", ["x"], ["a"], name="entry"),
@@ -85,20 +92,20 @@ def test_cycle(onnx_model):
         name="cyclic",
     )
     with pytest.raises(FrontendError, match="graph 'cyclic' has a cycle.*loop1.*loop2"):
-        from_onnx(model)
+        from_onnx(_save(tmp_path, model))
 
 
-def test_missing_initializer(onnx_model):
+def test_missing_initializer(onnx_model, tmp_path):
     model = onnx_model(
         [helper.make_node("Dropout", ["x", "ratio_init"], ["y"], name="d")],
         {"x": ("float32", (2,))},
         ["y"],
     )
     with pytest.raises(FrontendError, match="node 'd' \\(Dropout\\) reads 'ratio_init'.*missing"):
-        from_onnx(model)
+        from_onnx(_save(tmp_path, model))
 
 
-def test_duplicate_output_names(onnx_model):
+def test_duplicate_output_names(onnx_model, tmp_path):
     model = onnx_model(
         [
             helper.make_node("Identity", ["x"], ["y"], name="first"),
@@ -108,65 +115,65 @@ def test_duplicate_output_names(onnx_model):
         ["y"],
     )
     with pytest.raises(FrontendError, match="'y' is produced twice.*first.*second"):
-        from_onnx(model)
+        from_onnx(_save(tmp_path, model))
 
 
-def test_output_shadowing_an_input(onnx_model):
+def test_output_shadowing_an_input(onnx_model, tmp_path):
     model = onnx_model(
         [helper.make_node("Identity", ["x"], ["x"], name="shadow")],
         {"x": ("float32", (2,))},
         ["x"],
     )
     with pytest.raises(FrontendError, match="produced twice"):
-        from_onnx(model)
+        from_onnx(_save(tmp_path, model))
 
 
-def test_graph_output_produced_by_nobody(onnx_model):
+def test_graph_output_produced_by_nobody(onnx_model, tmp_path):
     model = onnx_model(
         [helper.make_node("Identity", ["x"], ["y"])], {"x": ("float32", (2,))}, ["y", "ghost"]
     )
     with pytest.raises(FrontendError, match="output 'ghost' is produced by no node"):
-        from_onnx(model)
+        from_onnx(_save(tmp_path, model))
 
 
-def test_missing_required_attribute_names_the_node(onnx_model):
+def test_missing_required_attribute_names_the_node(onnx_model, tmp_path):
     model = onnx_model(
         [helper.make_node("Constant", [], ["c"], name="empty_const")], {}, ["c"], opset=13
     )
     with pytest.raises(FrontendError, match="empty_const"):
-        from_onnx(model)
+        from_onnx(_save(tmp_path, model))
 
 
-def test_duplicate_initializer(onnx_model):
+def test_duplicate_initializer(onnx_model, tmp_path):
     model = _good_model(onnx_model)
     model.graph.initializer.append(model.graph.initializer[0])
     with pytest.raises(FrontendError, match="produced twice|defined twice"):
-        from_onnx(model)
+        from_onnx(_save(tmp_path, model))
 
 
-def test_unsupported_element_type(onnx_model):
+def test_unsupported_element_type(onnx_model, tmp_path):
     model = onnx_model(
         [helper.make_node("Identity", ["x"], ["y"])], {"x": ("float32", (2,))}, ["y"]
     )
     model.graph.input[0].type.tensor_type.elem_type = onnx.TensorProto.STRING
     with pytest.raises(FrontendError, match="input 'x'.*STRING is not supported"):
-        from_onnx(model)
+        from_onnx(_save(tmp_path, model))
 
 
-def test_no_opset_import(onnx_model):
+def test_no_opset_import(onnx_model, tmp_path):
     model = _good_model(onnx_model)
     del model.opset_import[:]
     with pytest.raises(FrontendError, match="imports no opset"):
-        from_onnx(model)
+        from_onnx(_save(tmp_path, model))
 
 
-def test_corrupt_initializer_data(onnx_model):
+def test_corrupt_initializer_data(onnx_model, tmp_path):
     model = _good_model(onnx_model)
     model.graph.initializer[0].raw_data = b"\x00\x01\x02"  # 3 bytes for 64 floats
     model.graph.node[0].input[0] = "w"
     model.graph.node[0].output[0] = "t"
     with pytest.raises(FrontendError, match="initializer"):
-        from_onnx(model)
+        from_onnx(_save(tmp_path, model))
 
 
 def test_invalid_utf8_names(onnx_model):
