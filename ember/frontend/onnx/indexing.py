@@ -1,5 +1,5 @@
 """ONNX handlers for indexing and padding: Gather, GatherElements, GatherND, Scatter,
-ScatterElements, ScatterND, OneHot, EyeLike, Pad, Trilu.
+ScatterElements, ScatterND, OneHot, EyeLike, Compress (constant condition), Pad, Trilu.
 
 Pad takes its pads as attributes before opset 11 and as a constant input after (plus
 ``axes`` from 18 and ``wrap`` mode from 19); negative pads crop, which becomes a
@@ -217,3 +217,20 @@ def eye_like(ctx: ConvertContext, node: NodeView) -> Expr:
     dtype = ttype(x).dtype if to is None else onnx_elem_dtype(int(to), ctx.where(node))
     eye = np.eye(shape[0], shape[1], int(node.attr("k", 0)))
     return Constant(eye.astype(np_dtype(dtype)))
+
+
+@onnx_op("Compress", since=9, dtypes=ALL_TYPES)
+def compress(ctx: ConvertContext, node: NodeView) -> Expr:
+    """Compress with a constant condition: a ``take`` of the selected positions (along
+    ``axis``, or of the flattened input without one)."""
+    x = arg(ctx, node, 0)
+    cond = np.asarray(ctx.require_const(node.input(1), "condition")).reshape(-1).astype(bool)
+    axis_attr = node.attr("axis", None)
+    if axis_attr is None:
+        x = call("reshape", x, newshape=(ttype(x).size,))
+        axis = 0
+    else:
+        axis = normalize_axis(int(axis_attr), ttype(x).ndim)
+    dim = ttype(x).shape[axis]
+    picked = np.nonzero(cond[:dim])[0].astype(np.int64)
+    return call("take", x, Constant(picked), axis=axis, name=node.name)

@@ -1,5 +1,5 @@
 """ONNX handlers for shape and layout: Reshape Flatten Squeeze Unsqueeze Transpose Concat
-Split Slice Expand Tile.
+Split Slice Expand Tile CenterCropPad ReverseSequence.
 
 Shapes are static, so shape-like inputs (Reshape's shape, Slice's starts/ends, Split's
 split, Squeeze's axes, ...) must be constant after folding; Flatten, Squeeze and Unsqueeze
@@ -16,7 +16,7 @@ import numpy as np
 from ember.frontend.onnx.context import ConvertContext, NodeView
 from ember.frontend.onnx.math import arg, ttype
 from ember.frontend.onnx.registry import ALL_TYPES, onnx_op
-from ember.ir.expr import Expr, TupleGetItem, call
+from ember.ir.expr import Constant, Expr, TupleGetItem, call
 from ember.ir.ops.common import broadcast_shapes, normalize_axes, normalize_axis
 from ember.ir.ops.transform import normalize_slice
 
@@ -236,3 +236,57 @@ def tile(ctx: ConvertContext, node: NodeView) -> Expr:
     if reps is None or len(reps) != ttype(x).ndim:
         ctx.fail(node, f"repeats must have one entry per axis of the rank-{ttype(x).ndim} input")
     return call("tile", x, reps=tuple(reps), name=node.name)
+
+
+@onnx_op("CenterCropPad", since=18, dtypes=ALL_TYPES)
+def center_crop_pad(ctx: ConvertContext, node: NodeView) -> Expr:
+    """Crop (centred) axes longer than the target and zero-pad (centred) shorter ones."""
+    x = arg(ctx, node, 0)
+    shape = ttype(x).shape
+    target = const_ints(ctx, node, 1, "the target shape")
+    given = node.attr("axes", None)
+    axes = list(range(len(shape))) if given is None else [int(a) for a in given]
+    if target is None or len(target) != len(axes):
+        ctx.fail(node, f"the target shape needs one entry per axis in {axes}")
+    begin, end = [0] * len(shape), list(shape)
+    pads = [0] * (2 * len(shape))
+    for a, size in zip(axes, target, strict=True):
+        axis = normalize_axis(a, len(shape))
+        dim = shape[axis]
+        if size < dim:
+            begin[axis] = (dim - size) // 2
+            end[axis] = begin[axis] + size
+        elif size > dim:
+            pads[axis] = (size - dim) // 2
+            pads[len(shape) + axis] = size - dim - pads[axis]
+    out = x
+    if begin != [0] * len(shape) or end != list(shape):
+        out = call("strided_slice", out, begin=begin, end=end, strides=[1] * len(shape))
+    if any(pads):
+        out = call("nn.pad", out, pad_width=pads, pad_value=0.0)
+    return out
+
+
+@onnx_op("ReverseSequence", since=10, dtypes=ALL_TYPES)
+def reverse_sequence(ctx: ConvertContext, node: NodeView) -> Expr:
+    """Reverse the first ``sequence_lens[b]`` steps of each batch entry: a gather along the
+    time axis at ``len - 1 - t`` (``t`` past the length stays)."""
+    x = arg(ctx, node, 0)
+    shape = ttype(x).shape
+    batch = normalize_axis(int(node.attr("batch_axis", 1)), len(shape))
+    time = normalize_axis(int(node.attr("time_axis", 0)), len(shape))
+    if batch == time:
+        ctx.fail(node, f"batch_axis and time_axis must differ, both are {batch}")
+    lens = arg(ctx, node, 1, "sequence_lens")
+    if ttype(lens).dtype != "int64":
+        lens = call("cast", lens, dtype="int64")
+    view = [1] * len(shape)
+    view[batch] = shape[batch]
+    lens = call("reshape", lens, newshape=tuple(view))
+    view = [1] * len(shape)
+    view[time] = shape[time]
+    steps = Constant(np.arange(shape[time], dtype=np.int64).reshape(view))
+    flipped = call("subtract", call("subtract", lens, Constant(np.array(1, np.int64))), steps)
+    idx = call("where", call("less", steps, lens), flipped, steps)
+    idx = call("broadcast_to", idx, shape=shape)
+    return call("gather_elements", x, idx, axis=time, name=node.name)

@@ -366,3 +366,29 @@ def test_shape_subgraph_folds_to_a_static_reshape(compare_ort: Compare) -> None:
     mod, _ = from_onnx(model)
     ops = sorted({n.op.name for n in post_order(mod.main.body) if isinstance(n, Call)})
     assert ops == ["divide", "reshape"]
+
+
+@pytest.mark.parametrize(("target", "axes"), [([2, 6], None), ([5], [0]), ([1, 3], [-1, 0])])
+def test_center_crop_pad(compare_ort: Compare, target: list, axes: list | None) -> None:
+    x = rand((4, 5))
+    attrs = {} if axes is None else {"axes": axes}
+    compare_ort(one("CenterCropPad", x, {"s": np.array(target, I64)}, opset=18, **attrs), {"x": x})
+
+
+@pytest.mark.parametrize(("batch_axis", "time_axis"), [(0, 1), (1, 0)])
+def test_reverse_sequence(compare_ort: Compare, batch_axis: int, time_axis: int) -> None:
+    x = rand((4, 4, 2))
+    lens = np.array([1, 4, 2, 3], I64)
+    node = helper.make_node(
+        "ReverseSequence", ["x", "l"], ["y"], batch_axis=batch_axis, time_axis=time_axis
+    )
+    inputs = {"x": ("float32", x.shape), "l": ("int64", lens.shape)}
+    compare_ort(make_model([node], inputs, ["y"], opset=10), {"x": x, "l": lens})
+
+
+@pytest.mark.parametrize("axis", [None, 0, -1])
+def test_compress(compare_ort: Compare, axis: int | None) -> None:
+    x = rand((3, 4))
+    cond = np.array([True, False, True], bool)
+    attrs = {} if axis is None else {"axis": axis}
+    compare_ort(one("Compress", x, {"c": cond}, opset=11, **attrs), {"x": x})
