@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ember.ir.expr import Call, Expr, Function, Tuple, TupleGetItem, post_order
+from ember.ir.expr import Call, Expr, Function, Tuple, TupleGetItem, children, post_order
 from ember.ir.op import OpPattern
 from ember.ir.types import TensorType
 
@@ -54,12 +54,7 @@ def build_graph(body: Expr) -> list[GraphNode]:
         node = GraphNode(len(nodes), expr, node_pattern(expr))
         index[id(expr)] = node.index
         nodes.append(node)
-        args = expr.args if isinstance(expr, Call) else ()
-        if isinstance(expr, Tuple):
-            args = expr.fields
-        elif isinstance(expr, TupleGetItem):
-            args = (expr.tuple_value,)
-        for arg in args:
+        for arg in children(expr):
             if id(arg) not in index:
                 continue  # a variable or constant
             edge = node.pattern

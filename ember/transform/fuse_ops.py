@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ember.errors import IRError
-from ember.ir.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var
+from ember.ir.expr import Call, Constant, Expr, Function, Var, children
 from ember.ir.module import IRModule
 from ember.ir.op import Attrs
 from ember.transform._fusion_graph import GraphNode, Partitioner, build_graph
@@ -75,21 +75,13 @@ def fuse_body(body: Expr, max_depth: int = DEFAULT_MAX_DEPTH) -> Expr:
             continue  # built together with the group's output node
         exprs = [nodes[i].expr for i in group]
         if len(exprs) == 1 and not _needs_function(exprs[0]):
-            outer[id(node.expr)] = with_children(node.expr, _kids(node.expr, value))
+            outer[id(node.expr)] = with_children(
+                node.expr, tuple(value(c) for c in children(node.expr))
+            )
             continue
         _check_single_output(nodes, group, body)
         outer[id(node.expr)] = _make_group_call(exprs, value)
     return value(body)
-
-
-def _kids(expr: Expr, value: Callable[[Expr], Expr]) -> tuple[Expr, ...]:
-    if isinstance(expr, Call):
-        return tuple(value(a) for a in expr.args)
-    if isinstance(expr, Tuple):
-        return tuple(value(f) for f in expr.fields)
-    if isinstance(expr, TupleGetItem):
-        return (value(expr.tuple_value),)
-    return ()
 
 
 def _needs_function(expr: Expr) -> bool:
@@ -130,7 +122,7 @@ def _make_group_call(exprs: list[Expr], value: Callable[[Expr], Expr]) -> Call:
         return p
 
     for expr in exprs:
-        inner[id(expr)] = with_children(expr, _kids(expr, inside))
+        inner[id(expr)] = with_children(expr, tuple(inside(c) for c in children(expr)))
     out = exprs[-1]
     func = Function(tuple(params), inner[id(out)], Attrs({"Primitive": 1}))
     return Call(func, tuple(args), name=out.name if isinstance(out, Call) else "")
