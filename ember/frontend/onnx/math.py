@@ -135,7 +135,8 @@ def clip(ctx: ConvertContext, node: NodeView) -> Expr:
     """Clip: bounds are attributes before opset 11 and optional (scalar) inputs after."""
     x = arg(ctx, node, 0)
     if node.opset < 11:
-        return call("clip", x, a_min=node.attr("min", None), a_max=node.attr("max", None))
+        lo, hi = node.attr("min", None), node.attr("max", None)
+        return call("clip", x, a_min=lo, a_max=hi, name=node.name)
     bounds: list[float | None] = []
     dynamic: list[Expr | None] = []
     for i in (1, 2):
