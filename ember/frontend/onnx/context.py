@@ -238,7 +238,12 @@ class ConvertContext:
         if isinstance(node, Constant):
             return node.data
         if isinstance(node, Var):
-            return self.initializer_values.get(node)
+            value = self.initializer_values.get(node)
+            if value is None:
+                return None
+            view = value.view()
+            view.setflags(write=False)  # handlers read params; they must not change them
+            return view
         if isinstance(node, TupleGetItem):
             tup = self._known(node.tuple_value)
             return None if tup is None else tup[node.index]
