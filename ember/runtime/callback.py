@@ -1,7 +1,9 @@
-"""C -> Python: the one trampoline through which C calls Python functions.
+"""C -> Python: the trampoline through which C calls Python functions.
 
-A C handle made for a Python callable has the trampoline as its body and an index into
-``_PY_FUNCS`` as its resource_handle; the handle's finalizer drops the entry. Arguments
+With the accelerator (:mod:`ember.runtime.fastcall`) the trampoline is C code in
+src/python_ffi.c and resource_handle is a strong reference to the callable; otherwise it
+is a ctypes callback and resource_handle indexes ``_PY_FUNCS``. Either way the handle's
+finalizer releases the callable, and both use the helpers below for uncommon types. Arguments
 are decoded into Python values (tensors as NDArray views valid during the call); return
 values are packed back and kept alive per thread until the next callback on that thread.
 An exception is stored per thread (see c_api.set_pending_exception) and reported as -1.
@@ -68,9 +70,14 @@ def _trampoline(
                 _write_return(result, ret_addr, ret_code_addr)
         return 0
     except BaseException as exc:  # noqa: BLE001 - every error must cross back to the caller
-        name = getattr(_PY_FUNCS.get(resource or 0), "__qualname__", "callback")
-        c_api.set_pending_exception(exc, f"{type(exc).__name__}: {exc} (in Python function {name})")
+        _report(exc, _PY_FUNCS.get(resource or 0))
         return -1
+
+
+def _report(exc: BaseException, func: Any) -> None:
+    """Record ``exc`` for the caller's check_call and set the C last error (both trampolines)."""
+    name = getattr(func, "__qualname__", "callback")
+    c_api.set_pending_exception(exc, f"{type(exc).__name__}: {exc} (in Python function {name})")
 
 
 def _finalize(resource: int | None) -> None:
@@ -81,14 +88,44 @@ _TRAMPOLINE = EmberPackedCFunc(_trampoline)
 _FINALIZER = EmberFinalizer(_finalize)
 
 
+_USE_EXTENSION = True  # tests switch this off to exercise the ctypes trampoline
+_CONFIGURED: set[int] = set()  # ids of extension modules whose helpers are installed
+
+
+def _extension() -> Any:
+    """The accelerator module with its trampoline configured, or None."""
+    if not _USE_EXTENSION:
+        return None
+    from ember.runtime import fastcall
+
+    module = fastcall.extension()
+    if module is not None and id(module) not in _CONFIGURED:
+        module.configure(_decode_arg, _write_return, _report)
+        _CONFIGURED.add(id(module))
+    return module
+
+
+def _decode_arg(raw: int, code: int) -> Any:
+    return decode_value(raw, code, owned_handle=False)
+
+
 def python_handle(func: Callable[..., Any]) -> int:
-    """A new C handle whose body calls ``func`` (the handle owns one table entry)."""
+    """A new C handle whose body calls ``func`` (the handle keeps ``func`` alive)."""
+    out = ctypes.c_void_p()
+    lib = c_api.lib()
+    module = _extension()
+    if module is not None:  # the C trampoline: resource is a strong reference to func
+        resource = module.new_reference(func)
+        trampoline = EmberPackedCFunc(module.trampoline_address())
+        finalizer = EmberFinalizer(module.finalizer_address())
+        ret = lib.EmberFuncCreateFromCFunc(trampoline, resource, finalizer, ctypes.byref(out))
+        if ret != 0:
+            module.release_reference(resource)
+        check_call(ret)
+        return out.value or 0
     rid = next(_IDS)
     _PY_FUNCS[rid] = func
-    out = ctypes.c_void_p()
-    check_call(
-        c_api.lib().EmberFuncCreateFromCFunc(_TRAMPOLINE, rid, _FINALIZER, ctypes.byref(out))
-    )
+    check_call(lib.EmberFuncCreateFromCFunc(_TRAMPOLINE, rid, _FINALIZER, ctypes.byref(out)))
     return out.value or 0
 
 

@@ -146,6 +146,16 @@ def lib(request, tmp_path_factory):
     return module if request.param == "accelerated" else _CtypesOnly(module)
 
 
+@pytest.fixture(autouse=True)
+def _trampoline_matches_call_path(request, monkeypatch):
+    """With the ctypes-only library, C -> Python calls use the ctypes trampoline too."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and callspec.params.get("lib") == "ctypes":
+        from ember.runtime import callback
+
+        monkeypatch.setattr(callback, "_USE_EXTENSION", False)
+
+
 def test_accelerator_is_used_when_available(tmp_path):
     from ember.runtime import fastcall
 

@@ -7,6 +7,7 @@
  * argument type, more than 16 arguments, an int beyond int64 or keyword arguments go to
  * slow_call(*args) (ember's ctypes path); non-zero return codes go to check_call(code),
  * which raises; other return type codes go to decode(raw_bits, code).
+ * The module also holds a C trampoline for C -> Python calls (see py_trampoline).
  * ember builds this file only when Python headers exist; the ctypes path works without it.
  * runtime.c stays free of Python: this is the only C file that includes Python.h.
  */
@@ -29,6 +30,143 @@ typedef struct {
 } FastFunc;
 
 static PyObject* g_handle_name = NULL; /* interned "handle" */
+
+/* ---- C -> Python: the trampoline ------------------------------------------------------
+ * resource_handle is a strong reference to the Python callable (dropped by py_finalize).
+ * Int/Float/Null/Str arguments and Null/Int/Float returns are converted here; everything
+ * else goes through the Python helpers installed by configure(). */
+static PyObject* g_decode_arg = NULL;   /* decode_arg(raw_bits, code) -> value */
+static PyObject* g_write_return = NULL; /* write_return(value, ret_addr, ret_code_addr) */
+static PyObject* g_on_error = NULL;     /* on_error(exception, func): records it, sets message */
+
+static void report_error(PyObject* func) {
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyErr_NormalizeException(&type, &value, &tb);
+  if (value != NULL && tb != NULL) PyException_SetTraceback(value, tb);
+  PyObject* r = NULL;
+  if (g_on_error != NULL && value != NULL) {
+    r = PyObject_CallFunctionObjArgs(g_on_error, value, func, NULL);
+  }
+  if (r == NULL) PyErr_Clear();
+  Py_XDECREF(r);
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(tb);
+}
+
+static PyObject* arg_to_python(EmberValue* v, int32_t code) {
+  switch (code) {
+    case EMBER_INT:
+      return PyLong_FromLongLong((long long)v->v_int64);
+    case EMBER_FLOAT:
+      return PyFloat_FromDouble(v->v_float64);
+    case EMBER_NULL:
+      Py_RETURN_NONE;
+    case EMBER_STR:
+      return PyUnicode_FromString(v->v_str != NULL ? v->v_str : "");
+    default:
+      return PyObject_CallFunction(g_decode_arg, "Li", (long long)v->v_int64, (int)code);
+  }
+}
+
+static int32_t py_trampoline(EmberValue* args, int32_t* type_codes, int32_t num_args,
+                             EmberValue* ret, int32_t* ret_code, void* resource) {
+  PyGILState_STATE gil = PyGILState_Ensure();
+  PyObject* func = (PyObject*)resource;
+  PyObject* result = NULL;
+  PyObject* tuple = PyTuple_New(num_args < 0 ? 0 : num_args);
+  if (tuple == NULL) goto fail;
+  for (int32_t i = 0; i < num_args; ++i) {
+    PyObject* item = arg_to_python(&args[i], type_codes[i]);
+    if (item == NULL) {
+      Py_DECREF(tuple);
+      goto fail;
+    }
+    PyTuple_SET_ITEM(tuple, i, item);
+  }
+  result = PyObject_Call(func, tuple, NULL);
+  Py_DECREF(tuple);
+  if (result == NULL) goto fail;
+  if (ret != NULL && ret_code != NULL) {
+    int overflow = 0;
+    if (result == Py_None) {
+      *ret_code = EMBER_NULL;
+    } else if (PyLong_CheckExact(result) &&
+               (ret->v_int64 = (int64_t)PyLong_AsLongLongAndOverflow(result, &overflow),
+                overflow == 0)) {
+      *ret_code = EMBER_INT;
+    } else if (PyFloat_CheckExact(result)) {
+      ret->v_float64 = PyFloat_AS_DOUBLE(result);
+      *ret_code = EMBER_FLOAT;
+    } else {
+      PyObject* r = PyObject_CallFunction(g_write_return, "OKK", result,
+                                          (unsigned long long)(uintptr_t)ret,
+                                          (unsigned long long)(uintptr_t)ret_code);
+      if (r == NULL) goto fail;
+      Py_DECREF(r);
+    }
+  }
+  Py_DECREF(result);
+  PyGILState_Release(gil);
+  return 0;
+fail:
+  Py_XDECREF(result);
+  report_error(func);
+  PyGILState_Release(gil);
+  return -1;
+}
+
+static void py_finalize(void* resource) {
+  if (!Py_IsInitialized()) return; /* at interpreter exit the object is gone anyway */
+  PyGILState_STATE gil = PyGILState_Ensure();
+  Py_DECREF((PyObject*)resource);
+  PyGILState_Release(gil);
+}
+
+static PyObject* ffi_configure(PyObject* mod, PyObject* args) {
+  PyObject *decode, *write_return, *on_error;
+  if (!PyArg_ParseTuple(args, "OOO", &decode, &write_return, &on_error)) return NULL;
+  Py_INCREF(decode);
+  Py_XSETREF(g_decode_arg, decode);
+  Py_INCREF(write_return);
+  Py_XSETREF(g_write_return, write_return);
+  Py_INCREF(on_error);
+  Py_XSETREF(g_on_error, on_error);
+  Py_RETURN_NONE;
+}
+
+static PyObject* ffi_trampoline_address(PyObject* mod, PyObject* unused) {
+  return PyLong_FromVoidPtr((void*)(uintptr_t)py_trampoline);
+}
+
+static PyObject* ffi_finalizer_address(PyObject* mod, PyObject* unused) {
+  return PyLong_FromVoidPtr((void*)(uintptr_t)py_finalize);
+}
+
+static PyObject* ffi_new_reference(PyObject* mod, PyObject* obj) {
+  Py_INCREF(obj);
+  return PyLong_FromVoidPtr((void*)obj);
+}
+
+static PyObject* ffi_release_reference(PyObject* mod, PyObject* address) {
+  void* p = PyLong_AsVoidPtr(address);
+  if (p == NULL) {
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE;
+  }
+  Py_DECREF((PyObject*)p);
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef ffi_methods[] = {
+    {"configure", ffi_configure, METH_VARARGS, "Install the Python helpers of the trampoline."},
+    {"trampoline_address", ffi_trampoline_address, METH_NOARGS, "Address of py_trampoline."},
+    {"finalizer_address", ffi_finalizer_address, METH_NOARGS, "Address of py_finalize."},
+    {"new_reference", ffi_new_reference, METH_O, "Add a reference; return the object address."},
+    {"release_reference", ffi_release_reference, METH_O, "Drop a reference from new_reference."},
+    {NULL, NULL, 0, NULL},
+};
 
 static PyObject* fast_slow(FastFunc* self, PyObject* const* args, size_t nargsf,
                            PyObject* kwnames) {
@@ -156,7 +294,8 @@ static PyTypeObject FastFuncType = {
 };
 
 static struct PyModuleDef ffi_module = {
-    PyModuleDef_HEAD_INIT, "_ember_ffi", "ember's optional packed-call accelerator", -1, NULL,
+    PyModuleDef_HEAD_INIT, "_ember_ffi", "ember's optional packed-call accelerator", -1,
+    ffi_methods,
 };
 
 PyMODINIT_FUNC PyInit__ember_ffi(void) {
