@@ -95,8 +95,9 @@ def layer_norm(ctx: ConvertContext, node: NodeView) -> list[Expr | None]:
     axis %= xt.ndim
     eps = node.attr("epsilon", 1e-5)
     args = [x, required(ctx, node, 1, "Scale")]
-    if node.input(2) is not None:
-        args.append(node.input(2))  # type: ignore[arg-type]
+    bias = node.input(2)
+    if bias is not None:
+        args.append(bias)
     y = call("nn.layer_norm", *args, axis=axis, epsilon=eps, name=node.name)
     outs: list[Expr | None] = [y, None, None]
     if node.output_used(1) or node.output_used(2):

@@ -24,22 +24,24 @@ Activation = Callable[[np.ndarray], np.ndarray]
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
+    with np.errstate(over="ignore"):  # exp(-x) -> inf gives the right limit 0
+        return 1.0 / (1.0 + np.exp(-x))
 
 
-#: ONNX activation name -> (function of x, alpha, beta; default alpha; default beta).
+#: ONNX activation name -> (function of x, alpha, beta; default alpha; default beta). The
+#: defaults are onnxruntime's for recurrent layers (ONNX leaves Affine and ScaledTanh open).
 ACTIVATIONS: dict[str, tuple[Callable[..., np.ndarray], float | None, float | None]] = {
     "sigmoid": (lambda x, a, b: _sigmoid(x), None, None),
     "tanh": (lambda x, a, b: np.tanh(x), None, None),
     "relu": (lambda x, a, b: np.maximum(x, 0), None, None),
-    "affine": (lambda x, a, b: a * x + b, 1.0, 0.0),
+    "affine": (lambda x, a, b: a * x + b, 0.0, 0.0),
     "leakyrelu": (lambda x, a, b: np.where(x >= 0, x, a * x), 0.01, None),
-    "thresholdedrelu": (lambda x, a, b: np.where(x > a, x, 0), 1.0, None),
-    "scaledtanh": (lambda x, a, b: a * np.tanh(b * x), 1.0, 1.0),
+    "thresholdedrelu": (lambda x, a, b: np.where(x > a, x, 0), 0.0, None),
+    "scaledtanh": (lambda x, a, b: a * np.tanh(b * x), 0.0, 0.0),
     "hardsigmoid": (lambda x, a, b: np.clip(a * x + b, 0, 1), 0.2, 0.5),
-    "elu": (lambda x, a, b: np.where(x >= 0, x, a * (np.exp(x) - 1)), 1.0, None),
+    "elu": (lambda x, a, b: np.where(x >= 0, x, a * np.expm1(np.minimum(x, 0))), 1.0, None),
     "softsign": (lambda x, a, b: x / (1 + np.abs(x)), None, None),
-    "softplus": (lambda x, a, b: np.log1p(np.exp(x)), None, None),
+    "softplus": (lambda x, a, b: np.logaddexp(0.0, x), None, None),
 }
 
 #: cell kind -> (gates per step, activations per direction, default activations, has_c).

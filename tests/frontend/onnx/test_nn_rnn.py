@@ -102,3 +102,15 @@ def test_lstm_peepholes_input_forget_activations() -> None:
     }
     _run("LSTM", acts)
     _run("RNN", {"activations": ["LeakyRelu"], "activation_alpha": [0.2]})
+
+
+@pytest.mark.parametrize(
+    "acts",
+    [
+        ["Elu", "Softsign", "Softplus"],
+        ["ScaledTanh", "Affine", "ThresholdedRelu"],
+    ],
+)
+def test_lstm_more_activations(acts: list[str]) -> None:
+    _run("LSTM", {"activations": acts, "activation_alpha": [0.7, 0.5], "activation_beta": [1.2]})
+    _run("LSTM", {"activations": acts})  # every alpha/beta at its default
