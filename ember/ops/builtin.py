@@ -11,3 +11,4 @@ import ember.ops.binary  # noqa: F401
 import ember.ops.image  # noqa: F401
 import ember.ops.transform  # noqa: F401
 import ember.ops.einsum  # noqa: F401
+import ember.ops.reduce  # noqa: F401

@@ -1,0 +1,260 @@
+"""Reductions: sum, mean, max, min, prod over axes; argmax/argmin along one axis.
+
+Contract: each compute matches the numpy reference of ember/ir/ops/reduce.py. 16-bit
+floats accumulate in float32; integer sums and products wrap in the input dtype; integer
+means truncate toward zero; an empty reduction gives the identity (0, 1, -inf/+inf or the
+integer limits), an empty mean NaN (0 for integers). Float max/min propagate NaN like
+numpy (a second, cheap reduction counts the NaNs). argmax/argmin return the first index
+of the extreme value (the last with ``select_last_index``), or of the first (last) NaN.
+
+The loop IR reduces with sum/max/min only, so ``prod`` multiplies ``CHUNK`` elements per
+step in an unrolled expression, each step materialised as its own stage (see
+:func:`staged_product`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ember import tir
+from ember.ir.op import Attrs
+from ember.ir.types import Type
+from ember.ops.common import out_tensor_type, static_shape
+from ember.ops.elemwise import as_dtype, compute_dtype, is_nan
+from ember.ops.nn_schedule import schedule_anchor
+from ember.ops.registry import register_compute, register_schedule
+from ember.ops.transform import unflatten
+from ember.tir import PrimExpr, te
+from ember.tir import dtype as dt
+
+#: elements multiplied per materialised step of a product.
+CHUNK = 16
+
+Term = Callable[[tuple[Any, ...], PrimExpr], PrimExpr]
+
+
+def input_index(
+    out_idx: Sequence[Any], red: Sequence[Any], ndim: int, axes: Sequence[int], keepdims: bool
+) -> list[Any]:
+    """The input index of output index ``out_idx`` and reduced-axis indices ``red``."""
+    idx: list[Any] = []
+    o = 0
+    r = 0
+    for d in range(ndim):
+        if d in axes:
+            idx.append(red[r])
+            r += 1
+            if keepdims:
+                o += 1
+        else:
+            idx.append(out_idx[o])
+            o += 1
+    return idx
+
+
+def _load(t: te.Tensor, idx: Sequence[Any]) -> PrimExpr:
+    return t[tuple(idx)] if idx else t[()]
+
+
+def _reduce(
+    x: te.Tensor,
+    attrs: Attrs,
+    out_shape: Sequence[Any],
+    combiner: str,
+    source: Callable[[PrimExpr], PrimExpr],
+    name: str,
+    init: PrimExpr | None = None,
+) -> te.Tensor:
+    """``combiner`` of ``source(x[...])`` over attrs' axes, shaped ``out_shape``."""
+    shape = static_shape(x)
+    axes, keep = list(attrs["axes"]), bool(attrs["keepdims"])
+    reducer = {"sum": te.sum, "max": te.max, "min": te.min}[combiner]
+
+    def body(*i: Any) -> PrimExpr:
+        rvs = [te.reduce_axis(shape[a], f"r{k}") for k, a in enumerate(axes)]
+        val = source(_load(x, input_index(i, rvs, len(shape), axes, keep)))
+        return reducer(val, axis=rvs, init=init)
+
+    return te.compute(out_shape, body, name)
+
+
+def _count(x: te.Tensor, axes: Sequence[int]) -> int:
+    shape = static_shape(x)
+    return math.prod(shape[a] for a in axes)
+
+
+def _identity_copy(x: te.Tensor, out_shape: Sequence[Any], dtype: str, name: str) -> te.Tensor:
+    return te.compute(out_shape, lambda *i: _load(x, i).astype(dtype), name)
+
+
+def _sum_like(name: str) -> None:
+    def compute(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+        x = inputs[0]
+        ty = out_tensor_type(out_type)
+        dtype, work = ty.dtype, compute_dtype(ty.dtype)
+        if not attrs["axes"]:
+            return _identity_copy(x, ty.shape, dtype, name)
+        acc = _reduce(x, attrs, ty.shape, "sum", lambda v: v.astype(work), name)
+        if name == "sum":
+            return acc if work == dtype else _identity_copy(acc, ty.shape, dtype, "sum_cast")
+        count = _count(x, attrs["axes"])
+
+        def mean(*i: Any) -> PrimExpr:
+            total = _load(acc, i)
+            if dt.is_float(work):
+                if count == 0:
+                    return tir.const(math.nan, dtype)
+                return (total / tir.const(count, work)).astype(dtype)
+            if count == 0:
+                return tir.const(0, dtype)
+            return tir.truncdiv(total, tir.const(count, work)).astype(dtype)
+
+        return te.compute(ty.shape, mean, "mean")
+
+    register_compute(name)(compute)
+
+
+def _extreme(name: str) -> None:
+    def compute(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+        x = inputs[0]
+        ty = out_tensor_type(out_type)
+        dtype = ty.dtype
+        if not attrs["axes"]:
+            return _identity_copy(x, ty.shape, dtype, name)
+        if dtype == "bool":  # any / all over 0/1 bytes
+            init = tir.const(0 if name == "max" else 1, "uint8")
+            acc = _reduce(x, attrs, ty.shape, name, lambda v: v.astype("uint8"), name, init)
+            return te.compute(ty.shape, lambda *i: as_dtype(_load(acc, i), "bool"), name + "_b")
+        work = compute_dtype(dtype)
+        acc = _reduce(x, attrs, ty.shape, name, lambda v: v.astype(work), name)
+        if not dt.is_float(dtype):
+            return acc
+        zero = tir.const(0, "int32")
+        nans = _reduce(
+            x,
+            attrs,
+            ty.shape,
+            "max",
+            lambda v: tir.if_then_else(is_nan(v), tir.const(1, "int32"), zero),
+            name + "_nan",
+            zero,
+        )
+
+        def body(*i: Any) -> PrimExpr:
+            nan = tir.const(math.nan, work)
+            return tir.if_then_else(_load(nans, i) > 0, nan, _load(acc, i)).astype(dtype)
+
+        return te.compute(ty.shape, body, name + "_out")
+
+    register_compute(name)(compute)
+
+
+def staged_product(
+    out_shape: Sequence[int], count: int, term: Term, dtype: str, name: str
+) -> te.Tensor:
+    """out[i] = term(i, 0) * ... * term(i, count - 1), ``CHUNK`` factors per stage.
+
+    Each intermediate stage is a one-step sum reduction so the group lowering keeps it
+    materialised instead of inlining an expression with ``count`` factors.
+    """
+    one = tir.const(1, dtype)
+    if count <= CHUNK:
+
+        def body(*i: Any) -> PrimExpr:
+            out = one
+            for r in range(count):
+                t = term(i, tir.const(r, "int32"))
+                out = t if r == 0 else out * t
+            return out
+
+        return te.compute(tuple(out_shape), body, name)
+    chunks = -(-count // CHUNK)
+
+    def part(*ic: Any) -> PrimExpr:
+        i, c = ic[:-1], ic[-1]
+        out: PrimExpr | None = None
+        for j in range(CHUNK):
+            r = c * CHUNK + j
+            if (chunks - 1) * CHUNK + j < count:
+                t = term(i, r)
+            else:
+                t = tir.if_then_else(r < count, term(i, tir.min(r, count - 1)), one)
+            out = t if out is None else out * t
+        assert out is not None
+        return te.sum(out, axis=te.reduce_axis(1, "one"))
+
+    partial = te.compute((*out_shape, chunks), part, name + "_part")
+    return staged_product(out_shape, chunks, lambda i, r: partial[(*i, r)], dtype, name)
+
+
+@register_compute("prod")
+def prod(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """The product over axes (integers wrap)."""
+    x = inputs[0]
+    ty = out_tensor_type(out_type)
+    dtype, work = ty.dtype, compute_dtype(ty.dtype)
+    shape = static_shape(x)
+    axes, keep = list(attrs["axes"]), bool(attrs["keepdims"])
+    rdims = [shape[a] for a in axes]
+
+    def term(i: tuple[Any, ...], r: PrimExpr) -> PrimExpr:
+        red = unflatten(r, rdims) if rdims else []
+        return _load(x, input_index(i, red, len(shape), axes, keep)).astype(work)
+
+    out = staged_product(ty.shape, math.prod(rdims), term, work, "prod")
+    return out if work == dtype else _identity_copy(out, ty.shape, dtype, "prod_cast")
+
+
+def _arg(name: str) -> None:
+    def compute(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+        x = inputs[0]
+        ty = out_tensor_type(out_type)
+        shape = static_shape(x)
+        axis, keep = attrs["axis"], bool(attrs["keepdims"])
+        n = shape[axis]
+        work = compute_dtype(x.dtype)
+        last = bool(attrs["select_last_index"])
+        red_attrs = {"axes": (axis,), "keepdims": keep}
+        combiner = "max" if name == "argmax" else "min"
+        best = _reduce(x, red_attrs, ty.shape, combiner, lambda v: v.astype(work), name + "_v")
+
+        def code(*i: Any) -> PrimExpr:
+            rv = te.reduce_axis(n, "r")
+            v = _load(x, input_index(i, [rv], len(shape), [axis], keep)).astype(work)
+            r = rv.var.astype("int64")
+            hit = tir.eq(v, _load(best, i))
+            big = tir.const(n, "int64")
+            if last:
+                enc = tir.if_then_else(hit, r, tir.const(-1, "int64"))
+                if dt.is_float(work):
+                    enc = tir.if_then_else(is_nan(v), r + big, enc)
+                return te.max(enc, axis=rv, init=tir.const(-1, "int64"))
+            enc = tir.if_then_else(hit, r, big)
+            if dt.is_float(work):
+                enc = tir.if_then_else(is_nan(v), r - big, enc)
+            return te.min(enc, axis=rv, init=big)
+
+        found = te.compute(ty.shape, code, name + "_i")
+        n64 = tir.const(n, "int64")
+
+        def fix(*i: Any) -> PrimExpr:
+            e = _load(found, i)
+            if last:
+                return tir.if_then_else(e >= n64, e - n64, e)
+            return tir.if_then_else(e < tir.const(0, "int64"), e + n64, e)
+
+        return te.compute(ty.shape, fix, name)
+
+    register_compute(name)(compute)
+
+
+for _name in ("sum", "mean"):
+    _sum_like(_name)
+for _name in ("max", "min"):
+    _extreme(_name)
+for _name in ("argmax", "argmin"):
+    _arg(_name)
+for _name in ("sum", "mean", "max", "min", "prod", "argmax", "argmin"):
+    register_schedule(_name)(schedule_anchor)
