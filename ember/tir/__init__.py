@@ -46,6 +46,7 @@ from ember.tir.expr import (
 )
 from ember.tir.functor import IRMutator, IRVisitor, post_order_visit, substitute
 from ember.tir.interpreter import interpret
+from ember.tir.ir_builder import IRBuilder
 from ember.tir.op import (
     MATH_INTRINSICS,
     abs,
@@ -105,7 +106,8 @@ __all__ = [
     "EQ", "GE", "GT", "LE", "LT", "NE", "MATH_INTRINSICS",
     "Add", "Allocate", "And", "AssertStmt", "BinaryOp", "Broadcast", "Buffer", "BufferLoad",
     "BufferStore", "Call", "Cast", "CmpOp", "Div", "Evaluate", "FloatImm", "FloorDiv",
-    "FloorMod", "For", "ForKind", "IRMutator", "IRVisitor", "IfThenElse", "IntImm", "Let",
+    "FloorMod", "For", "ForKind", "IRBuilder", "IRMutator", "IRVisitor", "IfThenElse", "IntImm",
+    "Let",
     "LetStmt", "Max", "Min", "Mod", "Mul", "NameTable", "Not", "Or", "PrimExpr", "PrimFunc",
     "Printer", "Ramp", "Select", "SeqStmt", "Stmt", "StorageKind", "StringImm", "Sub", "Var",
     "abs", "call_extern", "call_intrin", "cast", "ceil", "const", "convert", "cos",

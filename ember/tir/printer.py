@@ -199,10 +199,11 @@ class Printer:
                 out.extend(self.stmt(x, indent))
             return out or [pad + "pass"]
         if isinstance(s, For):
+            from ember.tir.simplify import simplify
+
+            end = simplify(s.min + s.extent)
             rng = (
-                self.expr(s.extent)
-                if _is_zero(s.min)
-                else f"{self.expr(s.min)}, {self.expr(s.min + s.extent)}"
+                self.expr(s.extent) if _is_zero(s.min) else f"{self.expr(s.min)}, {self.expr(end)}"
             )
             fn = "range" if s.kind is ForKind.SERIAL else s.kind.value
             head = f"{pad}for {self.var(s.loop_var)} in {fn}({rng}):"
