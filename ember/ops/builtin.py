@@ -12,3 +12,4 @@ import ember.ops.image  # noqa: F401
 import ember.ops.transform  # noqa: F401
 import ember.ops.einsum  # noqa: F401
 import ember.ops.reduce  # noqa: F401
+import ember.ops.scan  # noqa: F401

@@ -60,7 +60,7 @@ def _load(t: te.Tensor, idx: Sequence[Any]) -> PrimExpr:
 
 def _reduce(
     x: te.Tensor,
-    attrs: Attrs,
+    attrs: Attrs | dict[str, Any],
     out_shape: Sequence[Any],
     combiner: str,
     source: Callable[[PrimExpr], PrimExpr],

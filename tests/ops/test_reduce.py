@@ -95,3 +95,27 @@ def test_reduction_with_epilogue_fuses():
     v = Var("x", TensorType(x.shape, "float32"))
     body = call("exp", call("mean", call("relu", v), axes=(1,), keepdims=True))
     check(_group([v], call("subtract", v, body)), [x])
+
+
+@pytest.mark.parametrize("op", ["cumsum", "cumprod"])
+@pytest.mark.parametrize("exclusive", [False, True])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_running_sum_and_product(op, exclusive, reverse):
+    x = (1.0 + 0.1 * _x((3, 5))).astype("float32")
+    for axis in (0, 1):
+        _one(op, x, axis=axis, exclusive=exclusive, reverse=reverse)
+    _one(op, _x((20,), "int64"), axis=0, exclusive=exclusive, reverse=reverse)
+
+
+@pytest.mark.parametrize("largest", [True, False])
+def test_topk_ties_and_nan(largest):
+    x = np.array([[3, 1, 3, 2, 1], [0, 0, 0, 0, 0], [5, 4, 3, 2, 1]], "float32")
+    for axis, k in ((1, 3), (0, 2), (1, 5), (1, 0)):
+        v = Var("x", TensorType(x.shape, "float32"))
+        check(_group([v], call("topk", v, k=k, axis=axis, largest=largest)), [x])
+    xn = np.array([[1.0, np.nan, 3.0, -1.0]], "float32")
+    v = Var("x", TensorType(xn.shape, "float32"))
+    check(_group([v], call("topk", v, k=3, axis=1, largest=largest)), [xn])
+    xi = _x((2, 3, 6), "int32")
+    v = Var("x", TensorType(xi.shape, "int32"))
+    check(_group([v], call("topk", v, k=4, axis=2, largest=largest)), [xi])
