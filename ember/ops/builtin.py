@@ -13,3 +13,4 @@ import ember.ops.transform  # noqa: F401
 import ember.ops.einsum  # noqa: F401
 import ember.ops.reduce  # noqa: F401
 import ember.ops.scan  # noqa: F401
+import ember.ops.nn_rnn  # noqa: F401

@@ -1,0 +1,133 @@
+"""nn.rnn, nn.gru and nn.lstm legalized (unrolled into simpler graph-IR ops): the unrolled
+graph evaluates to what the recurrent op's numpy reference gives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ember.ir import Function, IRModule, TensorType, TupleGetItem, Var, call, const, evaluate
+from ember.ir.expr import Call, post_order
+from ember.lowering.legalize import legalize
+from ember.ops.registry import find_legalizer
+
+GATES = {"nn.rnn": 1, "nn.gru": 3, "nn.lstm": 4}
+
+
+def _build(op, seq, batch, inp, hidden, dirs, lens=None, const_lens=False, zero_p=False, **attrs):
+    g = GATES[op]
+    rng = np.random.default_rng(7)
+    shapes = [
+        (seq, batch, inp),
+        (dirs, g * hidden, inp),
+        (dirs, g * hidden, hidden),
+        (dirs, 2 * g * hidden),
+        (dirs, batch, hidden),
+    ]
+    if op == "nn.lstm":
+        shapes += [(dirs, batch, hidden), (dirs, 3 * hidden)]
+    names = ["X", "W", "R", "B", "h0", "c0", "P"]
+    params = []
+    args = []
+    values = []
+    for name, shape in zip(names, shapes, strict=False):
+        data = (rng.standard_normal(shape) * 0.5).astype("float32")
+        if name == "P" and zero_p:
+            args.append(const(np.zeros(shape, "float32")))
+            continue
+        var = Var(name, TensorType(shape, "float32"))
+        params.append(var)
+        args.append(var)
+        values.append(data)
+    if lens is not None:
+        arr = np.asarray(lens, dtype="int32")
+        if const_lens:
+            args.append(const(arr))
+        else:
+            var = Var("lens", TensorType(arr.shape, "int32"))
+            params.append(var)
+            args.append(var)
+            values.append(arr)
+    direction = {1: "forward", 2: "bidirectional"}[dirs] if "direction" not in attrs else None
+    if direction is not None:
+        attrs["direction"] = direction
+    node = call(op, *args, hidden_size=hidden, **attrs)
+    return params, node, values
+
+
+def check_unrolled(params, node, values, tol=1e-5):
+    ref = evaluate(Function(tuple(params), node), values)
+    legal = find_legalizer(node.op.name)(node)
+    assert not any(isinstance(n, Call) and n.op.name in GATES for n in post_order(legal)), (
+        "the recurrent op must be gone"
+    )
+    got = evaluate(Function(tuple(params), legal), values)
+    assert len(got) == len(ref)
+    for a, b in zip(got, ref, strict=True):
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("op", ["nn.rnn", "nn.gru", "nn.lstm"])
+@pytest.mark.parametrize("dirs", [1, 2])
+def test_unrolled_matches_reference(op, dirs):
+    check_unrolled(*_build(op, 4, 3, 5, 6, dirs))
+
+
+@pytest.mark.parametrize("op", ["nn.rnn", "nn.gru", "nn.lstm"])
+def test_reverse_direction(op):
+    check_unrolled(*_build(op, 3, 2, 4, 3, 1, direction="reverse"))
+
+
+@pytest.mark.parametrize("op", ["nn.rnn", "nn.gru", "nn.lstm"])
+@pytest.mark.parametrize("const_lens", [False, True])
+def test_sequence_lens(op, const_lens):
+    check_unrolled(*_build(op, 5, 3, 4, 3, 2, lens=[5, 2, 3], const_lens=const_lens))
+
+
+def test_lstm_clip_input_forget_and_zero_peepholes():
+    check_unrolled(*_build("nn.lstm", 3, 2, 4, 5, 2, clip=0.3, input_forget=True))
+    params, node, values = _build("nn.lstm", 3, 2, 4, 5, 1, zero_p=True)
+    check_unrolled(params, node, values)
+    legal = find_legalizer("nn.lstm")(node)
+    assert sum(1 for n in post_order(legal) if isinstance(n, Call)) < 150
+
+
+@pytest.mark.parametrize("lbr", [False, True])
+def test_gru_linear_before_reset(lbr):
+    check_unrolled(*_build("nn.gru", 3, 2, 4, 5, 2, linear_before_reset=lbr, clip=2.0))
+
+
+@pytest.mark.parametrize(
+    ("op", "acts", "alpha", "beta"),
+    [
+        ("nn.rnn", ["Relu", "Affine"], [0.5], [0.1]),
+        (
+            "nn.gru",
+            ["HardSigmoid", "LeakyRelu", "Sigmoid", "ScaledTanh"],
+            [0.3, 0.1, 0.8],
+            [0.4, 1.2],
+        ),
+        ("nn.lstm", ["Sigmoid", "Elu", "Softsign"], [0.7], []),
+        ("nn.lstm", ["ThresholdedRelu", "Softplus", "Tanh"], [0.2], []),
+    ],
+)
+def test_activations(op, acts, alpha, beta):
+    dirs = 2 if len(acts) in (2, 4) and op != "nn.lstm" else 1
+    check_unrolled(
+        *_build(
+            op, 3, 2, 3, 4, dirs, activations=acts, activation_alpha=alpha, activation_beta=beta
+        )
+    )
+
+
+def test_legalize_pass_removes_lstm_and_returns_tuple_fields():
+    params, node, values = _build("nn.lstm", 2, 1, 3, 2, 1)
+    body = call("add", TupleGetItem(node, 1), TupleGetItem(node, 2))
+    mod = IRModule({"main": Function(tuple(params), body)})
+    out = legalize(mod)
+    assert all(
+        not (isinstance(n, Call) and n.op.name == "nn.lstm") for n in post_order(out.main.body)
+    )
+    np.testing.assert_allclose(
+        evaluate(out.main, values)[0], evaluate(mod.main, values)[0], rtol=1e-6
+    )
