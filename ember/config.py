@@ -35,6 +35,11 @@ SETTINGS: dict[str, Setting] = {
         "directory for build products that are safe to share (the compiled C runtime)",
     ),
     "cc": Setting("CC", "cc", "the system C compiler used to build shared libraries"),
+    "runtime_lib": Setting(
+        "EMBER_RUNTIME_LIB",
+        "",
+        "a prebuilt C runtime library to load instead of compiling runtime.c (hosts with no cc)",
+    ),
     "ffi_accel": Setting(
         "EMBER_FFI_ACCEL",
         "1",
@@ -54,6 +59,7 @@ class Config:
 
     cache_dir: Path = field(default_factory=lambda: Path("~/.cache/ember").expanduser())
     cc: str = "cc"
+    runtime_lib: Path | None = None
     num_threads: int = 0
     ffi_accel: bool = True
 
@@ -72,6 +78,7 @@ def _parse(env: dict[str, str]) -> Config:
     return Config(
         cache_dir=Path(raw["cache_dir"]).expanduser(),
         cc=raw["cc"] or "cc",
+        runtime_lib=Path(raw["runtime_lib"]).expanduser() if raw["runtime_lib"] else None,
         num_threads=num_threads,
         ffi_accel=raw["ffi_accel"].strip().lower() not in ("0", "false", "no", "off"),
     )

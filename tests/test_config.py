@@ -37,3 +37,8 @@ def test_ffi_accel_flag():
     for off in ("0", "false", "OFF", "no"):
         assert cfg.config_from({"EMBER_FFI_ACCEL": off}).ffi_accel is False
     assert cfg.config_from({"EMBER_FFI_ACCEL": "1"}).ffi_accel is True
+
+
+def test_runtime_lib_setting():
+    assert cfg.config_from({}).runtime_lib is None
+    assert cfg.config_from({"EMBER_RUNTIME_LIB": "/opt/lib.so"}).runtime_lib == Path("/opt/lib.so")

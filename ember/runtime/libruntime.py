@@ -60,7 +60,18 @@ def library_path() -> Path:
 
 
 def build() -> Path:
-    """Compile the C runtime into the cache unless an identical build is already there."""
+    """Compile the C runtime into the cache unless an identical build is already there.
+
+    With EMBER_RUNTIME_LIB set, return that prebuilt library instead (nothing is compiled).
+    """
+    prebuilt = config().runtime_lib
+    if prebuilt is not None:
+        if not prebuilt.exists():
+            raise ModuleLoadError(
+                f"EMBER_RUNTIME_LIB points to {prebuilt}, which does not exist; build one with "
+                "ember.runtime.libruntime.build() on a host with a C compiler"
+            )
+        return prebuilt
     path = library_path()
     if not path.exists():
         compile_shared(

@@ -183,3 +183,26 @@ def test_header_coexists_with_dlpack_h(tmp_path, order):
     from ember.support.toolchain import compile_object
 
     compile_object(src, tmp_path / "both.o", include_dirs=[dlpack_dir, libruntime.include_dir()])
+
+
+@pytest.mark.cc
+def test_prebuilt_runtime_library_is_used_without_compiling(tmp_path):
+    import os
+    import shutil
+    import sys
+
+    prebuilt = tmp_path / "libprebuilt_runtime.so"
+    shutil.copy(libruntime.build(), prebuilt)
+    code = (
+        "from ember.runtime import c_api, libruntime; c_api.lib(); "
+        "print(libruntime.build(), c_api.lib().EmberRuntimeABIVersion())"
+    )
+    env = {**os.environ, "EMBER_RUNTIME_LIB": str(prebuilt), "CC": "/nonexistent/cc"}
+    env["EMBER_CACHE_DIR"] = str(tmp_path / "empty_cache")
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    assert out.stdout.split() == [str(prebuilt), str(c_api.ABI_VERSION)]
+    env["EMBER_RUNTIME_LIB"] = str(tmp_path / "missing.so")
+    failed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert failed.returncode != 0 and "EMBER_RUNTIME_LIB points to" in failed.stderr
