@@ -324,6 +324,14 @@ class Simplifier(IRMutator):
             v = e.value
             if v.dtype == e.dtype:
                 return v
+            if (
+                isinstance(v, Cast)
+                and v.value.dtype == e.dtype
+                and dt.is_integral(e.dtype)
+                and dt.is_integral(v.dtype)
+                and _widens(e.dtype, v.dtype)
+            ):
+                return v.value  # int32 -> int64 -> int32 loses nothing
             if isinstance(v, IntImm) and dt.is_integral(e.dtype):
                 bits = dt.bits_of(e.dtype)
                 if -(1 << (bits - 1)) <= v.value < (1 << (bits - 1)):
@@ -331,6 +339,13 @@ class Simplifier(IRMutator):
             if isinstance(v, IntImm | FloatImm) and dt.is_float(e.dtype):
                 return FloatImm(e.dtype, float(v.value))
         return e
+
+
+def _widens(small: str, big: str) -> bool:
+    """True if every value of integer type ``small`` is representable in ``big``."""
+    if dt.is_int(small) == dt.is_int(big):
+        return dt.bits_of(big) >= dt.bits_of(small)
+    return dt.is_uint(small) and dt.bits_of(big) > dt.bits_of(small)
 
 
 def _clamp(v: int) -> int:

@@ -119,3 +119,12 @@ def test_simplify_preserves_values_on_random_expressions() -> None:
         for _ in range(4):
             env = {v: rng.randint(lo, hi) for v, (lo, hi) in ranges.items()}
             assert _evaluate(e, env) == _evaluate(simple, env), (str(e), str(simple), env)
+
+
+def test_lossless_cast_round_trips_disappear() -> None:
+    i = tir.Var("i")
+    assert s(tir.cast("int32", tir.cast("int64", i))) == "i"
+    assert s(tir.cast("int32", tir.cast("int16", i))) == "int32(int16(i))"
+    u = tir.Var("u", "uint8")
+    assert s(tir.cast("uint8", tir.cast("int32", u))) == "u"
+    assert s(tir.cast("uint8", tir.cast("int8", u))) == "uint8(int8(u))"
