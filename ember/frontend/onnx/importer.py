@@ -128,7 +128,7 @@ def _input_dtypes(
         if not vi.type.HasField("tensor_type"):
             kind = vi.type.WhichOneof("value") or "no type"
             raise FrontendError(
-                f"ONNX model {label}: input '{vi.name}' is a {kind}, not a tensor; ember "
+                f"ONNX model {label}: input '{vi.name}' has type {kind}, not a tensor; ember "
                 "imports tensor inputs only"
             )
         elem = vi.type.tensor_type.elem_type
