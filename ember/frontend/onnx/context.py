@@ -62,6 +62,12 @@ def onnx_elem_name(elem_type: int) -> str:
 
 def tensor_to_numpy(tensor: onnx.TensorProto, where: str) -> np.ndarray:
     """Decode a TensorProto (including external data already loaded) into a numpy array."""
+    if tensor.data_location == onnx.TensorProto.EXTERNAL:
+        raise FrontendError(
+            f"{where}: tensor '{tensor.name}' is stored in an external data file that was not "
+            "loaded; pass the model's file path to from_onnx (the data files next to it are "
+            "read), or load it with onnx.load(path) first"
+        )
     try:
         arr = numpy_helper.to_array(tensor)
     except Exception as err:  # protobuf/numpy raise many kinds on corrupt tensors

@@ -201,3 +201,15 @@ def test_shape_binding_error_without_symbolic_dims(onnx_model):
     )
     with pytest.raises(FrontendError, match="'x' \\(dims all: the rank is unknown\\)"):
         from_onnx(model)
+
+
+def test_external_data_that_was_not_loaded(onnx_model, tmp_path):
+    model = _good_model(onnx_model)
+    path = tmp_path / "ext.onnx"
+    onnx.save(model, str(path), save_as_external_data=True, location="w.bin", size_threshold=0)
+    unloaded = onnx.load(str(path), load_external_data=False)
+    with pytest.raises(FrontendError, match="'w' is stored in an external data file"):
+        from_onnx(unloaded)
+    (tmp_path / "w.bin").unlink()
+    with pytest.raises(FrontendError, match="external tensor data"):
+        from_onnx(path)
