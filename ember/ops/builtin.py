@@ -14,3 +14,4 @@ import ember.ops.einsum  # noqa: F401
 import ember.ops.reduce  # noqa: F401
 import ember.ops.scan  # noqa: F401
 import ember.ops.nn_rnn  # noqa: F401
+import ember.ops.index  # noqa: F401
