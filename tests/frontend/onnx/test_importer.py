@@ -399,3 +399,24 @@ def test_fold_does_not_materialise_huge_broadcasts():
     assert ctx.fold(big) is big
     small = call("broadcast_to", Constant(np.array(1.0, np.float32)), shape=(4, 4))
     assert isinstance(ctx.fold(small), Constant)
+
+
+def test_import_is_deterministic_and_leaves_the_model_untouched(onnx_model):
+    model = _model(
+        onnx_model,
+        [
+            helper.make_node("Shape", ["x"], ["s"]),
+            _tnode("TReshape", ["x", "s"], ["r"]),
+            _tnode("TAdd", ["r", "w"], ["y"]),
+            helper.make_node("Dropout", ["y"], ["z", "m"]),
+        ],
+        {"x": ("float32", ("n", 3))},
+        ["z", "m"],
+        initializers={"w": np.ones(3, np.float32)},
+    )
+    before = model.SerializeToString()
+    first, p1 = from_onnx(model, shape={"n": 2})
+    second, p2 = from_onnx(model, shape={"n": 2})
+    assert model.SerializeToString() == before
+    assert str(first) == str(second)
+    assert list(p1) == list(p2) == ["w"]
