@@ -114,14 +114,19 @@ def test_explicit_vector_code() -> None:
     assert "T[i + 28] = lanes_[7];" in src
 
 
-def test_error_exit_inside_parallel_loop_is_refused() -> None:
+def test_error_exits_inside_parallel_loops_use_a_flag() -> None:
     a = tir.decl_buffer((4,), "float32", "A")
     t = tir.decl_buffer((1024,), "float32", "T", scope="local")
     i = tir.Var("i")
-    body = tir.Allocate(t, tir.store(a, t[0], i), tir.StorageKind.HEAP)
+    checked = tir.AssertStmt(t[0] > -1.0, "negative", tir.store(a, t[0], i))
+    body = tir.Allocate(t, checked, tir.StorageKind.HEAP)
     f = tir.PrimFunc("h", (a,), tir.for_range(i, 4, body, tir.ForKind.PARALLEL))
-    with pytest.raises(CompileError, match="parallel loop"):
-        generate_source([f])
+    src = generate_source([f])
+    assert "int32_t ember_perr0 = 0;\n  #pragma omp parallel for" in src
+    assert "#pragma omp atomic write\n      ember_perr0 = 1;\n    } else {" in src
+    assert 'if (ember_perr0 == 2) EmberAPISetLastError("h: negative (in a parallel loop)");' in src
+    unpacked = src[src.index("ember_h_unpacked(") : src.index("EMBER_DLL")]
+    assert unpacked.count("return -1;") == 1
 
 
 def test_invalid_ir_is_rejected_by_the_verifier() -> None:

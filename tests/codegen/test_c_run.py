@@ -398,3 +398,22 @@ def test_te_extern_stage_calls_c_library(build) -> None:  # type: ignore[no-unty
     y = _nd(np.zeros(5, "float32"))
     mod["ember_extern_rows"](_nd(x), y)
     np.testing.assert_allclose(y.numpy(), (3 * x).sum(1) + 1, rtol=1e-5)
+
+
+def test_failure_inside_parallel_loop_is_reported(build) -> None:  # type: ignore[no-untyped-def]
+    a = tir.decl_buffer((64,), "float32", "A")
+    t = tir.decl_buffer((4096,), "float32", "T", scope="local")
+    i, k = tir.Var("i"), tir.Var("k")
+    fill = tir.for_range(k, 4096, tir.store(t, a[i] + tir.cast("float32", k), k))
+    check = tir.AssertStmt(a[i] >= 0.0, "negative input", tir.store(a, t[4095] - 4095.0, i))
+    body = tir.Allocate(t, tir.seq(fill, check), tir.StorageKind.HEAP)
+    f = tir.PrimFunc("par_checked", (a,), tir.for_range(i, 64, body, tir.ForKind.PARALLEL))
+    mod = build([f])
+    x = RNG.random(64, dtype="float32")
+    ok = _nd(x.copy())
+    mod["ember_par_checked"](ok)
+    np.testing.assert_allclose(ok.numpy(), x, rtol=1e-5, atol=1e-3)
+    bad = x.copy()
+    bad[17] = -1.0
+    with pytest.raises(FFIError, match="par_checked: negative input \\(in a parallel loop\\)"):
+        mod["ember_par_checked"](_nd(bad))

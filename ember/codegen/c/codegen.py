@@ -158,6 +158,10 @@ class CodeGenC(VectorMixin):
         self.heap: list[str] = []
         self.in_parallel = False
         self.where = f" of '{func.name}'"
+        # error exits inside a parallel loop set this flag instead of returning
+        self.perr: str | None = None
+        self.perr_messages: list[str] = []
+        self.perr_count = 0
 
     # -- names --------------------------------------------------------------------------
     def var(self, v: Var) -> str:
@@ -371,12 +375,17 @@ class CodeGenC(VectorMixin):
         self.indent -= 1
 
     def fail(self, message: str) -> None:
-        """Emit an error return that frees the live heap workspaces first."""
-        if self.in_parallel:
-            raise CompileError(
-                f"C codegen{self.where}: an error exit ({message!r}) inside a parallel loop "
-                "cannot return; hoist the check or the heap allocation out of the loop"
-            )
+        """Emit an error return that frees the live heap workspaces first.
+
+        Inside a parallel loop (where C cannot return) it sets the loop's error flag; the
+        code after the loop reports the error and returns.
+        """
+        if self.perr is not None:
+            self.perr_messages.append(message)
+            if self.opts.openmp:
+                self.emit("#pragma omp atomic write")
+            self.emit(f"{self.perr} = {len(self.perr_messages)};")
+            return
         self.emit(f"EmberAPISetLastError({c_string(message)});")
         for name in reversed(self.heap):
             self.emit(f"EmberBackendFreeWorkspace(1, 0, {name});")
@@ -413,8 +422,13 @@ class CodeGenC(VectorMixin):
             self.indent += 1
             self.fail(f"{self.func.name}: {s.message}")
             self.indent -= 1
-            self.emit("}")
-            self.stmt(s.body)
+            if self.perr is not None:  # no early return: the body becomes the else branch
+                self.emit("} else {")
+                self.block(s.body)
+                self.emit("}")
+            else:
+                self.emit("}")
+                self.stmt(s.body)
         else:
             raise CompileError(f"C codegen{self.where}: unsupported statement {type(s).__name__}")
 
@@ -424,6 +438,12 @@ class CodeGenC(VectorMixin):
         lo = self.expr(s.min)
         end = self.expr(simplify(s.min + s.extent), 11)
         was_parallel = self.in_parallel
+        flag_at = -1
+        if s.kind is ForKind.PARALLEL and not self.in_parallel:
+            flag_at = len(self.lines)
+            self.perr = f"ember_perr{self.perr_count}"
+            self.perr_count += 1
+            self.perr_messages = []
         if s.kind is ForKind.PARALLEL and self.opts.openmp and not self.in_parallel:
             threads = f" num_threads({self.opts.num_threads})" if self.opts.num_threads > 0 else ""
             self.emit(f"#pragma omp parallel for{threads}")
@@ -446,6 +466,27 @@ class CodeGenC(VectorMixin):
         else:
             self.bounds.ranges[s.loop_var] = saved
         self.in_parallel = was_parallel
+        self.emit("}")
+        if flag_at >= 0:
+            self.close_parallel(flag_at)
+
+    def close_parallel(self, flag_at: int) -> None:
+        """Declare the loop's error flag before it and check it after, if it was used."""
+        flag, messages = self.perr, self.perr_messages
+        self.perr = None
+        self.perr_messages = []
+        if not messages or flag is None:
+            return
+        self.lines.insert(flag_at, "  " * self.indent + f"int32_t {flag} = 0;")
+        self.emit(f"if ({flag} != 0) {{")
+        self.indent += 1
+        for code, message in enumerate(messages, start=1):
+            text = c_string(f"{message} (in a parallel loop)")
+            self.emit(f"if ({flag} == {code}) EmberAPISetLastError({text});")
+        for name in reversed(self.heap):
+            self.emit(f"EmberBackendFreeWorkspace(1, 0, {name});")
+        self.emit("return -1;")
+        self.indent -= 1
         self.emit("}")
 
     def let(self, s: LetStmt) -> None:
@@ -497,13 +538,24 @@ class CodeGenC(VectorMixin):
             self.indent += 1
             self.fail(f"{self.func.name}: could not allocate workspace '{b.name}'")
             self.indent -= 1
-            self.emit("}")
+            if self.perr is not None:  # no early return: the rest runs only on success
+                self.emit("} else {")
+                self.indent += 1
+                self.scopes.append(set())
+            else:
+                self.emit("}")
             self.heap.append(name)
             self.stmt(s.body)
             self.heap.pop()
             self.emit(f"if (EmberBackendFreeWorkspace(1, 0, {name}) != 0) {{")
-            self.emit("  return -1;")
+            self.indent += 1
+            self.fail(f"{self.func.name}: could not free workspace '{b.name}'")
+            self.indent -= 1
             self.emit("}")
+            if self.perr is not None:
+                self.scopes.pop()
+                self.indent -= 1
+                self.emit("}")
         else:
             self.static_alloc(s, name, ct, nbytes)
         if not fresh:

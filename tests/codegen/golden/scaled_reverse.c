@@ -87,6 +87,7 @@ static int32_t ember_scaled_reverse_unpacked(float* restrict A, float* restrict 
     B[j] = T[n - j - 1] + (float)ember_floordiv_i32(j - 3, 2);
   }
   if (EmberBackendFreeWorkspace(1, 0, T) != 0) {
+    EmberAPISetLastError("scaled_reverse: could not free workspace 'T'");
     return -1;
   }
   return 0;
