@@ -34,7 +34,7 @@ from ember.tir.expr import (
 from ember.tir.simplify import simplify
 
 if TYPE_CHECKING:
-    from ember.codegen.c.codegen import FileContext
+    from ember.codegen.c.expr_gen import FileContext
 
 _OPS: dict[type, str] = {Add: "+", Sub: "-", Mul: "*", Div: "/"}
 

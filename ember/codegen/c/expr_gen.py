@@ -1,0 +1,280 @@
+"""Expression code generation for C: literals, operators, math and extern calls.
+
+``ExprCodegen`` prints loop-IR expressions as C with minimal parentheses (C precedence
+levels 3-16). Floor division/modulo of operands that the enclosing loop ranges prove
+non-negative print as ``/`` and ``%``; otherwise, and for ``min``/``max``, small inline
+helpers are added to the file's ``FileContext``, which also collects extern prototypes
+and static workspace pools for the prelude of one output file.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ember.codegen.c.abi import c_string, c_type
+from ember.codegen.c.vector import VectorMixin
+from ember.errors import CompileError
+from ember.tir import dtype as dt
+from ember.tir.buffer import Buffer
+from ember.tir.expr import (
+    EQ,
+    GE,
+    GT,
+    LE,
+    LT,
+    NE,
+    Add,
+    And,
+    BinaryOp,
+    BufferLoad,
+    Call,
+    Cast,
+    Div,
+    FloatImm,
+    FloorDiv,
+    FloorMod,
+    IntImm,
+    Max,
+    Min,
+    Mod,
+    Mul,
+    Not,
+    Or,
+    PrimExpr,
+    Select,
+    StringImm,
+    Sub,
+    Var,
+)
+from ember.tir.simplify import Simplifier
+from ember.tir.stmt import Allocate, PrimFunc
+
+_FLOAT_FN = {
+    "exp": "exp",
+    "log": "log",
+    "sqrt": "sqrt",
+    "tanh": "tanh",
+    "erf": "erf",
+    "fabs": "fabs",
+    "floor": "floor",
+    "ceil": "ceil",
+    "round": "rint",
+    "trunc": "trunc",
+    "sin": "sin",
+    "cos": "cos",
+    "pow": "pow",
+    "fmod": "fmod",
+}
+_BINARY: dict[type, tuple[str, int]] = {
+    Add: ("+", 12),
+    Sub: ("-", 12),
+    Mul: ("*", 13),
+    Div: ("/", 13),
+    Mod: ("%", 13),
+}
+_COMPARE: dict[type, tuple[str, int]] = {
+    EQ: ("==", 9),
+    NE: ("!=", 9),
+    LT: ("<", 10),
+    LE: ("<=", 10),
+    GT: (">", 10),
+    GE: (">=", 10),
+}
+
+
+@dataclass
+class FileContext:
+    """What the functions of one C file need from its prelude."""
+
+    helpers: dict[str, str] = field(default_factory=dict)
+    externs: dict[str, str] = field(default_factory=dict)
+    pools: dict[str, int] = field(default_factory=dict)
+
+    def prelude(self) -> str:
+        """Extern prototypes, static pools and helpers, in a deterministic order."""
+        parts: list[str] = []
+        for name in sorted(self.externs):
+            parts.append(self.externs[name])
+        for name in sorted(self.pools):
+            parts.append(
+                f"static uint8_t ember_pool_{name}[{self.pools[name]}] "
+                "__attribute__((aligned(64)));"
+            )
+        for name in sorted(self.helpers):
+            parts.append(self.helpers[name])
+        return "\n".join(parts) + ("\n" if parts else "")
+
+
+def _suffix(dtype: str) -> str:
+    base = dt.element_of(dtype)
+    return {"float32": "f32", "float64": "f64"}.get(
+        base, base.replace("int", "i").replace("ui", "u")
+    )
+
+
+class ExprCodegen(VectorMixin):
+    """The expression half of CodeGenC (needs ``func``, ``ctx``, ``where``, ``bounds``)."""
+
+    func: PrimFunc
+    ctx: FileContext
+    where: str
+    bounds: Simplifier
+
+    def var(self, v: Var) -> str:  # pragma: no cover - in CodeGenC
+        raise NotImplementedError
+
+    # -- expressions --------------------------------------------------------------------
+    def expr(self, e: PrimExpr, prec: int = 0) -> str:
+        text, own = self._expr(e)
+        return f"({text})" if own < prec else text
+
+    def _expr(self, e: PrimExpr) -> tuple[str, int]:
+        if dt.lanes_of(e.dtype) != 1:
+            return self.vector_expr(e)
+        if isinstance(e, Var):
+            return self.var(e), 16
+        if isinstance(e, IntImm):
+            return self.int_literal(e), 16
+        if isinstance(e, FloatImm):
+            return self.float_literal(e), 16
+        if isinstance(e, StringImm):
+            return c_string(e.value), 16
+        if isinstance(e, FloorDiv | FloorMod):
+            return self.floor_divmod(e)
+        if type(e) in _BINARY:
+            assert isinstance(e, BinaryOp)
+            if isinstance(e, Mod) and dt.is_float(e.dtype):
+                return self.call_math("fmod", e.dtype, [e.a, e.b]), 16
+            sym, p = _BINARY[type(e)]
+            return f"{self.expr(e.a, p)} {sym} {self.expr(e.b, p + 1)}", p
+        if isinstance(e, Min | Max):
+            name = f"ember_{type(e).__name__.lower()}_{_suffix(e.dtype)}"
+            ct = c_type(e.dtype, self.where)
+            op = "<" if isinstance(e, Min) else ">"
+            self.ctx.helpers[name] = (
+                f"static inline {ct} {name}({ct} a, {ct} b) {{ return a {op} b ? a : b; }}"
+            )
+            return f"{name}({self.expr(e.a)}, {self.expr(e.b)})", 16
+        if type(e) in _COMPARE:
+            sym, p = _COMPARE[type(e)]
+            return f"{self.expr(e.a, p)} {sym} {self.expr(e.b, p + 1)}", p  # type: ignore[attr-defined]
+        if isinstance(e, And):
+            return f"{self.expr(e.a, 5)} && {self.expr(e.b, 6)}", 5
+        if isinstance(e, Or):
+            return f"{self.expr(e.a, 4)} || {self.expr(e.b, 5)}", 4
+        if isinstance(e, Not):
+            return f"!{self.expr(e.a, 15)}", 15
+        if isinstance(e, Select):
+            c = self.expr(e.condition, 4)
+            return f"{c} ? {self.expr(e.true_value, 3)} : {self.expr(e.false_value, 3)}", 3
+        if isinstance(e, Cast):
+            if dt.is_bool(e.dtype):
+                return f"{self.expr(e.value, 10)} != 0", 9
+            return f"({c_type(e.dtype, self.where)}){self.expr(e.value, 15)}", 15
+        if isinstance(e, Call):
+            if e.kind == "extern":
+                return self.call_extern(e), 16
+            return self.call_math(e.op, e.dtype, list(e.args)), 16
+        if isinstance(e, BufferLoad):
+            return f"{self.buf(e.buffer)}[{self.expr(e.buffer.offset_of(e.indices))}]", 16
+        raise CompileError(f"C codegen{self.where}: unsupported expression {type(e).__name__}")
+
+    def int_literal(self, e: IntImm) -> str:
+        v = e.value
+        if e.dtype == "bool":
+            return "1" if v else "0"
+        if e.dtype == "int32":
+            return str(v) if v != -(1 << 31) else "(-2147483647 - 1)"
+        if e.dtype == "int64":  # the other operand is int64 too, so small literals promote
+            if -(1 << 31) < v < (1 << 31):
+                return str(v)
+            return f"INT64_C({v})" if v != -(1 << 63) else "INT64_MIN"
+        if e.dtype == "uint64":
+            return f"UINT64_C({v})"
+        return f"({c_type(e.dtype, self.where)}){v}"
+
+    def float_literal(self, e: FloatImm) -> str:
+        v = e.value
+        c_type(e.dtype, self.where)
+        f32 = dt.element_of(e.dtype) == "float32"
+        if math.isnan(v):
+            return "NAN" if f32 else "((double)NAN)"
+        if math.isinf(v):
+            text = "INFINITY" if v > 0 else "-INFINITY"
+            return text if f32 else f"((double){text})"
+        text = repr(v)
+        if "e" not in text and "." not in text:
+            text += ".0"
+        return text + "f" if f32 else text
+
+    def floor_divmod(self, e: FloorDiv | FloorMod) -> tuple[str, int]:
+        if dt.is_float(e.dtype):
+            if isinstance(e, FloorDiv):
+                return self.call_math("floor", e.dtype, [Div(e.a, e.b)]), 16
+            raise CompileError(f"C codegen{self.where}: floor modulo of floats is not supported")
+        a_lo = self.bounds.bound(e.a)[0]
+        b_lo = self.bounds.bound(e.b)[0]
+        if a_lo >= 0 and b_lo > 0:
+            sym = "/" if isinstance(e, FloorDiv) else "%"
+            return f"{self.expr(e.a, 13)} {sym} {self.expr(e.b, 14)}", 13
+        ct = c_type(e.dtype, self.where)
+        if isinstance(e, FloorDiv):
+            name = f"ember_floordiv_{_suffix(e.dtype)}"
+            body = f"{ct} q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;"
+        else:
+            name = f"ember_floormod_{_suffix(e.dtype)}"
+            body = f"{ct} r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;"
+        self.ctx.helpers[name] = f"static inline {ct} {name}({ct} a, {ct} b) {{ {body} }}"
+        return f"{name}({self.expr(e.a)}, {self.expr(e.b)})", 16
+
+    def call_math(self, op: str, dtype: str, args: list[PrimExpr]) -> str:
+        if not dt.is_float(dtype):
+            raise CompileError(f"C codegen{self.where}: intrinsic {op} needs a float, got {dtype}")
+        c_type(dtype, self.where)
+        sfx = "f" if dt.element_of(dtype) == "float32" else ""
+        one = "1.0f" if sfx else "1.0"
+        texts = [self.expr(a) for a in args]
+        if op == "rsqrt":
+            return f"({one} / sqrt{sfx}({texts[0]}))"
+        if op == "sigmoid":
+            return f"({one} / ({one} + exp{sfx}(-{self.expr(args[0], 15)})))"
+        if op not in _FLOAT_FN:
+            raise CompileError(f"C codegen{self.where}: unknown intrinsic '{op}'")
+        return f"{_FLOAT_FN[op]}{sfx}({', '.join(texts)})"
+
+    def call_extern(self, e: Call) -> str:
+        arg_types = []
+        for a in e.args:
+            if isinstance(a, StringImm):
+                arg_types.append("const char*")
+            elif isinstance(a, Var) and dt.is_handle(a.dtype):
+                arg_types.append(self.pointer_type(a))
+            else:
+                arg_types.append(c_type(a.dtype, self.where))
+        ret = c_type(e.dtype, self.where)
+        proto = f"extern {ret} {e.op}({', '.join(arg_types) or 'void'});"
+        old = self.ctx.externs.get(e.op)
+        if old is not None and old != proto:
+            raise CompileError(
+                f"C codegen{self.where}: call_extern '{e.op}' is used with two signatures:\n"
+                f"  {old}\n  {proto}\ncast the arguments so every call agrees"
+            )
+        self.ctx.externs[e.op] = proto
+        return f"{e.op}({', '.join(self.expr(a) for a in e.args)})"
+
+    def pointer_type(self, v: Var) -> str:
+        """The C pointer type of a handle var: typed if it is a known buffer's data."""
+        for b in self._buffers():
+            if b.data is v:
+                return f"{c_type(b.dtype, self.where)}*"
+        return "void*"
+
+    def _buffers(self) -> list[Buffer]:
+        out = [p for p in self.func.params if isinstance(p, Buffer)]
+        from ember.tir.functor import post_order_visit
+
+        post_order_visit(
+            self.func.body, lambda n: out.append(n.buffer) if isinstance(n, Allocate) else None
+        )
+        return out
