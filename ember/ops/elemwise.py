@@ -204,7 +204,8 @@ NUMERIC_UNARY: dict[str, UnaryFn] = {
 
 def _elementwise(x: te.Tensor, out_type: Type, name: str, fn: Callable[[PrimExpr], PrimExpr]):
     ty = out_tensor_type(out_type)
-    return te.compute(ty.shape, lambda *i: fn(x[i] if i else x[()]), name)
+    # "T_" keeps stage names (C buffer names) clear of libm functions such as tan
+    return te.compute(ty.shape, lambda *i: fn(x[i] if i else x[()]), f"T_{name}")
 
 
 def _float_compute(name: str, fn: UnaryFn) -> None:
