@@ -191,3 +191,13 @@ def test_export_unpacked_and_static_pool_parameter() -> None:
     static_src = generate_source([tir.PrimFunc("aot2", (a,), body)])
     assert "static uint8_t ember_pool_sram[272] __attribute__((aligned(64)));" in static_src
     assert "static int32_t ember_aot2_unpacked(" in static_src
+
+
+def test_static_allocation_inside_parallel_loop_is_refused() -> None:
+    a = tir.decl_buffer((4,), "float32", "A")
+    t = tir.decl_buffer((4,), "float32", "T", scope="local")
+    i = tir.Var("i")
+    body = tir.Allocate(t, tir.store(a, t[i], i), tir.StorageKind.STATIC, pool="ws", offset=0)
+    f = tir.PrimFunc("s", (a,), tir.for_range(i, 4, body, tir.ForKind.PARALLEL))
+    with pytest.raises(CompileError, match="shared by all threads"):
+        generate_source([f])

@@ -320,6 +320,12 @@ class CodeGenC(ExprCodegen):
 
     def static_alloc(self, s: Allocate, name: str, ct: str, nbytes: PrimExpr) -> None:
         pool = s.pool or "workspace"
+        if self.in_parallel:
+            raise CompileError(
+                f"C codegen{self.where}: static allocation of '{s.buffer.name}' inside a "
+                "parallel loop would be shared by all threads; allocate it on the stack or "
+                "the heap, or make the loop serial"
+            )
         if not isinstance(nbytes, IntImm):
             raise CompileError(
                 f"C codegen{self.where}: static allocation of '{s.buffer.name}' needs a "
