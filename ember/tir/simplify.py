@@ -153,6 +153,7 @@ class Simplifier(IRMutator):
 
     # -- statements that bind ranges ----------------------------------------------------
     def visit_For(self, op: For) -> Stmt:
+        """Simplify a loop with its variable's range known; drop 0- and 1-trip loops."""
         mn = self.visit_expr(op.min)
         ext = self.visit_expr(op.extent)
         if _is_int_const(ext, 0):
@@ -179,6 +180,7 @@ class Simplifier(IRMutator):
         return replace(op, min=mn, extent=ext, body=body)
 
     def visit_LetStmt(self, op: LetStmt) -> Stmt:
+        """Simplify a let, knowing the bound value's range in the body."""
         value = self.visit_expr(op.value)
         if dt.is_integral(value.dtype):
             self.ranges[op.var] = self.bound(value)
@@ -187,6 +189,7 @@ class Simplifier(IRMutator):
         return op if value is op.value and body is op.body else LetStmt(op.var, value, body)
 
     def visit_IfThenElse(self, op: IfThenElse) -> Stmt:
+        """Simplify a branch; a constant condition keeps one side."""
         node = self.generic_stmt(op)
         assert isinstance(node, IfThenElse)
         if _is_int_const(node.condition):
@@ -196,6 +199,7 @@ class Simplifier(IRMutator):
         return node
 
     def visit_SeqStmt(self, op: SeqStmt) -> Stmt:
+        """Simplify each statement, dropping empty ones."""
         parts = [self.visit_stmt(s) for s in op.seq]
         if all(a is b for a, b in zip(parts, op.seq, strict=True)):
             return op
@@ -204,6 +208,7 @@ class Simplifier(IRMutator):
 
     # -- expressions ------------------------------------------------------------------
     def visit_expr(self, e: PrimExpr) -> PrimExpr:
+        """Simplify children first, then apply the rules to the node."""
         e = super().visit_expr(e)
         if isinstance(e, BinaryOp):
             return self._binary(e)

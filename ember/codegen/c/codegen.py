@@ -75,14 +75,17 @@ class CodeGenC(ExprCodegen):
 
     # -- names --------------------------------------------------------------------------
     def var(self, v: Var) -> str:
+        """The C name of a variable."""
         return self.names.get(v, v.name)
 
     def buf(self, b: Buffer) -> str:
+        """The C name of a buffer (its data pointer prints the same)."""
         name = self.names.get(b, b.name)
         self.names.alias(b.data, b)
         return name
 
     def emit(self, text: str) -> None:
+        """Append one line at the current indentation."""
         self.lines.append("  " * self.indent + text)
 
     # -- function -----------------------------------------------------------------------
@@ -123,6 +126,7 @@ class CodeGenC(ExprCodegen):
         return True
 
     def block(self, s: Stmt) -> None:
+        """Emit ``s`` one level deeper, in a new C block scope."""
         self.indent += 1
         self.scopes.append(set())
         self.stmt(s)
@@ -147,6 +151,7 @@ class CodeGenC(ExprCodegen):
         self.emit("return -1;")
 
     def stmt(self, s: Stmt) -> None:
+        """Emit one statement."""
         if isinstance(s, SeqStmt):
             for x in s.seq:
                 self.stmt(x)
@@ -188,6 +193,7 @@ class CodeGenC(ExprCodegen):
             raise CompileError(f"C codegen{self.where}: unsupported statement {type(s).__name__}")
 
     def loop(self, s: For) -> None:
+        """Emit a for loop with the pragma its kind asks for."""
         v = self.var(s.loop_var)
         ct = c_type(s.loop_var.dtype, self.where)
         lo = self.expr(s.min)
@@ -245,6 +251,7 @@ class CodeGenC(ExprCodegen):
         self.emit("}")
 
     def let(self, s: LetStmt) -> None:
+        """Emit a const binding (in its own block if the name is taken here)."""
         name = self.var(s.var)
         ct = c_type(s.var.dtype, self.where)
         fresh = self.declare(name)
@@ -263,6 +270,7 @@ class CodeGenC(ExprCodegen):
             self.emit("}")
 
     def allocate(self, s: Allocate) -> None:
+        """Emit an allocation (stack array, runtime workspace or static pool slice)."""
         b = s.buffer
         name = self.buf(b)
         ct = c_type(b.dtype, self.where)
@@ -319,6 +327,7 @@ class CodeGenC(ExprCodegen):
             self.emit("}")
 
     def static_alloc(self, s: Allocate, name: str, ct: str, nbytes: PrimExpr) -> None:
+        """Emit a pointer into a static workspace pool at the planned offset."""
         pool = s.pool or "workspace"
         if self.in_parallel:
             raise CompileError(

@@ -122,10 +122,12 @@ class ExprCodegen(VectorMixin):
     bounds: Simplifier
 
     def var(self, v: Var) -> str:  # pragma: no cover - in CodeGenC
+        """The C name of a variable (provided by CodeGenC)."""
         raise NotImplementedError
 
     # -- expressions --------------------------------------------------------------------
     def expr(self, e: PrimExpr, prec: int = 0) -> str:
+        """C text of ``e``, parenthesised if its precedence is below ``prec``."""
         text, own = self._expr(e)
         return f"({text})" if own < prec else text
 
@@ -181,6 +183,7 @@ class ExprCodegen(VectorMixin):
         raise CompileError(f"C codegen{self.where}: unsupported expression {type(e).__name__}")
 
     def int_literal(self, e: IntImm) -> str:
+        """A C integer literal of the constant's type."""
         v = e.value
         if e.dtype == "bool":
             return "1" if v else "0"
@@ -195,6 +198,7 @@ class ExprCodegen(VectorMixin):
         return f"({c_type(e.dtype, self.where)}){v}"
 
     def float_literal(self, e: FloatImm) -> str:
+        """A C floating-point literal (``f`` suffix for float32, INFINITY/NAN)."""
         v = e.value
         c_type(e.dtype, self.where)
         f32 = dt.element_of(e.dtype) == "float32"
@@ -209,6 +213,7 @@ class ExprCodegen(VectorMixin):
         return text + "f" if f32 else text
 
     def floor_divmod(self, e: FloorDiv | FloorMod) -> tuple[str, int]:
+        """Floor division/modulo: plain C when non-negative, else an inline helper."""
         if dt.is_float(e.dtype):
             if isinstance(e, FloorDiv):
                 return self.call_math("floor", e.dtype, [Div(e.a, e.b)]), 16
@@ -229,6 +234,7 @@ class ExprCodegen(VectorMixin):
         return f"{name}({self.expr(e.a)}, {self.expr(e.b)})", 16
 
     def call_math(self, op: str, dtype: str, args: list[PrimExpr]) -> str:
+        """A <math.h> call (float variants for float32), rsqrt and sigmoid spelled out."""
         if not dt.is_float(dtype):
             raise CompileError(f"C codegen{self.where}: intrinsic {op} needs a float, got {dtype}")
         c_type(dtype, self.where)
@@ -244,6 +250,7 @@ class ExprCodegen(VectorMixin):
         return f"{_FLOAT_FN[op]}{sfx}({', '.join(texts)})"
 
     def call_extern(self, e: Call) -> str:
+        """A call to an extern C function, declaring its prototype in the prelude."""
         arg_types = []
         for a in e.args:
             if isinstance(a, StringImm):

@@ -110,12 +110,15 @@ class VectorMixin:
     where: str
 
     def expr(self, e: PrimExpr, prec: int = 0) -> str:  # pragma: no cover - in CodeGenC
+        """C text of an expression (provided by CodeGenC)."""
         raise NotImplementedError
 
     def buf(self, b: Buffer) -> str:  # pragma: no cover - in CodeGenC
+        """The C name of a buffer (provided by CodeGenC)."""
         raise NotImplementedError
 
     def emit(self, text: str) -> None:  # pragma: no cover - in CodeGenC
+        """Append one line (provided by CodeGenC)."""
         raise NotImplementedError
 
     def vector_expr(self, e: PrimExpr) -> tuple[str, int]:
