@@ -1,17 +1,23 @@
 """ember.runtime: what a deployed model needs and nothing from the compiler.
 
 PackedFunc and the global registry, NDArray/Device/DLPack, Module (Python and shared
-library), time_evaluator, the Object system and its JSON format. Importing this package
-compiles nothing; the C runtime is built on first use. It must never import ember.ir,
-ember.transform, ember.tir, ember.codegen or ember.frontend (tests/test_layering.py).
+library), time_evaluator, the Object system and its JSON format, artifacts and the
+code-loading process (importing ``export`` registers the blob-aware library loader).
+Importing this package compiles nothing; the C runtime is built on first use. It must
+never import ember.ir, ember.transform, ember.tir, ember.codegen or ember.frontend
+(tests/test_layering.py).
 """
 
+from ember.runtime.artifact import Artifact, InMemoryArtifact
+from ember.runtime.artifact_set import ArtifactSet
 from ember.runtime.c_api import TypeCode, check_call
 from ember.runtime.device import Device, cpu, device
 from ember.runtime.dlpack import from_dlpack, to_numpy
 from ember.runtime.dtype import DataType, dtype
+from ember.runtime.export import export_library
 from ember.runtime.library_module import LibraryModule, load_module
 from ember.runtime.libruntime import include_dir
+from ember.runtime.loading import load_artifacts
 from ember.runtime.module import Module, ModuleFromFuncs, PythonModule
 from ember.runtime.ndarray import NDArray, array, empty
 from ember.runtime.object import (
@@ -34,6 +40,11 @@ from ember.runtime.registry import (
 from ember.runtime.time_evaluator import BenchmarkResult, TimeEvaluator
 
 __all__ = [
+    "Artifact",
+    "ArtifactSet",
+    "InMemoryArtifact",
+    "export_library",
+    "load_artifacts",
     "BenchmarkResult",
     "CPackedFunc",
     "DataType",

@@ -12,7 +12,9 @@ Example::
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ember.errors import EmberTypeError, RegistryError
@@ -54,6 +56,12 @@ class Module:
         if module is self or self in _transitive_imports(module):
             raise EmberTypeError(f"importing {module!r} into {self!r} would create a cycle")
         self._imports.append(module)
+
+    def export_library(self, path: str | os.PathLike[str]) -> Path:
+        """Export the artifacts this module was loaded from as one shared library."""
+        from ember.runtime.export import export_library
+
+        return export_library(self, path)
 
     def implements_function(self, name: str, query_imports: bool = False) -> bool:
         """Whether the module (and, if asked, its imports) has the function ``name``."""

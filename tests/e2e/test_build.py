@@ -99,3 +99,11 @@ def test_bad_executor_and_unlowerable_ops_are_reported():
     finally:
         OPS.unregister("test.nocompute_a")
         OPS.unregister("test.nocompute_b")
+
+
+def test_loaded_module_exports_same_bytes(tmp_path):
+    arts = compile_onnx(_conv_relu_model())
+    top = ember.load_artifacts(arts, ember.cpu(0))
+    a = top.export_library(tmp_path / "from_module.so")
+    b = ember.export_library(arts, tmp_path / "from_set.so")
+    assert a.read_bytes() == b.read_bytes()
