@@ -105,6 +105,8 @@ class _GroupBuilder:
 def default_schedule(sch: te.Schedule, out: te.Tensor) -> None:
     """Parallelise the outer loops of ``out``'s stage and vectorise its innermost data loop."""
     stage = sch[out]
+    if not isinstance(stage.op, te.ComputeOp):
+        return  # extern stages carry their own loops
     axes = list(stage.op.axis)
     if not axes:
         return
