@@ -220,16 +220,20 @@ def rewrite(root: Expr, fn: Callable[[Expr, Mapping[int, Expr]], Expr | None]) -
 
 def _with_children(node: Expr, new: Mapping[int, Expr]) -> Expr:
     """``node`` with each child replaced by its rewritten value (itself if none changed)."""
-    kids = children(node)
-    fresh = tuple(new.get(id(c), c) for c in kids)
-    if all(a is b for a, b in zip(kids, fresh)):
+    return with_children(node, tuple(new.get(id(c), c) for c in children(node)))
+
+
+def with_children(node: Expr, kids: tuple[Expr, ...]) -> Expr:
+    """``node`` with its children replaced by ``kids`` (``node`` itself when unchanged)."""
+    old = children(node)
+    if all(a is b for a, b in zip(old, kids, strict=True)):
         return node
     if isinstance(node, Call):
-        return Call(node.op, fresh, node.attrs, name=node.name)
+        return Call(node.op, kids, node.attrs, name=node.name)
     if isinstance(node, Tuple):
-        return Tuple(fresh)
+        return Tuple(kids)
     if isinstance(node, TupleGetItem):
-        return TupleGetItem(fresh[0], node.index)
+        return TupleGetItem(kids[0], node.index)
     if isinstance(node, Function):
-        return Function(node.params, fresh[0], node.attrs)
+        return Function(node.params, kids[0], node.attrs)
     return node

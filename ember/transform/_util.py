@@ -5,28 +5,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from ember.ir.expr import Call, Expr, Function, Tuple, TupleGetItem, children, post_order
+from ember.ir.expr import (
+    Call,
+    Expr,
+    Function,
+    Tuple,
+    TupleGetItem,
+    children,
+    post_order,
+    with_children,
+)
 from ember.ir.module import IRModule
 
 #: ``fn(old, rebuilt, new)``: ``rebuilt`` is ``old`` with rewritten children; ``new`` maps
 #: ``id(original node)`` to its replacement. Return a replacement or None to keep ``rebuilt``.
 Rule = Callable[[Expr, Expr, Mapping[int, Expr]], "Expr | None"]
-
-
-def with_children(node: Expr, kids: tuple[Expr, ...]) -> Expr:
-    """``node`` with its children replaced by ``kids`` (``node`` itself when unchanged)."""
-    old = children(node)
-    if all(a is b for a, b in zip(old, kids, strict=True)):
-        return node
-    if isinstance(node, Call):
-        return Call(node.op, kids, node.attrs, name=node.name)
-    if isinstance(node, Tuple):
-        return Tuple(kids)
-    if isinstance(node, TupleGetItem):
-        return TupleGetItem(kids[0], node.index)
-    if isinstance(node, Function):
-        return Function(node.params, kids[0], node.attrs)
-    return node
 
 
 def rewrite_graph(root: Expr, rule: Rule) -> Expr:

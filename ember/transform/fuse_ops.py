@@ -27,11 +27,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ember.errors import IRError
-from ember.ir.expr import Call, Constant, Expr, Function, Var, children
+from ember.ir.expr import Call, Constant, Expr, Function, Var, children, with_children
 from ember.ir.module import IRModule
 from ember.ir.op import Attrs
 from ember.transform._fusion_graph import GraphNode, Partitioner, build_graph
-from ember.transform._util import map_bodies, with_children
+from ember.transform._util import map_bodies
 
 #: TVM's default bound on the number of ops in one fused group.
 DEFAULT_MAX_DEPTH = 256
