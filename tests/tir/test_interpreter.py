@@ -124,3 +124,19 @@ def test_vector_ramp_load_store() -> None:
     y = np.zeros(8, "float32")
     tir.interpret(f, [x, y])
     assert y.tolist() == (2 * x).tolist()
+
+
+def test_out_of_bounds_accesses_raise_instead_of_wrapping() -> None:
+    a = tir.decl_buffer((4,), "float32", "A")
+    b = tir.decl_buffer((4,), "float32", "B")
+    i = tir.Var("i")
+    shifted = tir.PrimFunc("shift", (a, b), tir.for_range(i, 4, tir.store(b, a[i - 1], i)))
+    x = np.arange(4, dtype="float32")
+    with pytest.raises(EmberValueError, match="'shift' accesses buffer 'A' at flat offset -1"):
+        tir.interpret(shifted, [x, np.zeros(4, "float32")])
+    over = tir.PrimFunc("over", (a, b), tir.for_range(i, 4, tir.store(b, 1.0, i + 1)))
+    with pytest.raises(EmberValueError, match="buffer 'B' at flat offset 4"):
+        tir.interpret(over, [x, np.zeros(4, "float32")])
+    y = np.zeros(4, "float32")
+    tir.interpret(shifted, [x, y], check_bounds=False)  # Python's wrap-around, on request
+    assert y.tolist() == [3.0, 0.0, 1.0, 2.0]
