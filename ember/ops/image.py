@@ -44,6 +44,10 @@ class _Axis:
         self.axis, self.n_in, self.n_out, self.attrs = axis, n_in, n_out, attrs
         scales = attrs["scales"]
         self.scale = np.float32(scales[axis]) if scales else np.float32(n_out) / np.float32(n_in)
+        # ONNX measures the resized length as in * scale when scales are given (unrounded).
+        self.length = np.float32(n_in) * self.scale if scales else np.float32(n_out)
+        # the filter scale of antialiased taps (float64 like the reference)
+        self.tap_scale = float(np.float32(scales[axis])) if scales else n_out / n_in
 
     def coord(self, o: PrimExpr) -> PrimExpr:
         """The float32 input coordinate sampled by output index ``o``."""
@@ -53,14 +57,14 @@ class _Axis:
         half = _f(0.5)
         if mode == "half_pixel" or (mode == "pytorch_half_pixel" and n_out > 1):
             return (x + half) / _f(scale) - half
-        if mode == "pytorch_half_pixel" or (mode == "align_corners" and n_out == 1):
+        if mode == "pytorch_half_pixel" or (mode == "align_corners" and self.length == 1):
             return _f(0.0)
         if mode == "half_pixel_symmetric":
             adjustment = np.float32(n_out) / (scale * np.float32(n_in))
             offset = np.float32(n_in) / np.float32(2) * (np.float32(1) - adjustment)
             return _f(offset) + ((x + half) / _f(scale) - half)
         if mode == "align_corners":
-            return x * _f(n_in - 1) / _f(n_out - 1)
+            return x * _f(n_in - 1) / _f(self.length - np.float32(1))
         if mode == "asymmetric":
             return x / _f(scale)
         if mode == "tf_half_pixel_for_nn":
@@ -68,10 +72,9 @@ class _Axis:
         rank = len(self.attrs["sizes"])
         roi = self.attrs["roi"] or (0.0,) * rank + (1.0,) * rank
         start, end = np.float32(roi[self.axis]), np.float32(roi[self.axis + rank])
-        if n_out > 1:
-            return _f(start * np.float32(n_in - 1)) + x * _f(end - start) * _f(n_in - 1) / _f(
-                n_out - 1
-            )
+        if self.length != 1:
+            step = x * _f(end - start) * _f(n_in - 1) / _f(self.length - np.float32(1))
+            return _f(start * np.float32(n_in - 1)) + step
         return _f(np.float32(0.5) * (start + end) * np.float32(n_in - 1))
 
     def clamp(self, i: PrimExpr) -> PrimExpr:
@@ -108,6 +111,35 @@ class _Axis:
             assert total is not None
             weights = [w / total for w in weights]
         return [(self.clamp(r), w) for r, w in zip(raw, weights, strict=True)], outside
+
+    def antialias_range(self) -> tuple[int, int]:
+        """(first tap offset, number of taps) of the antialiased filter."""
+        scale = min(self.tap_scale, 1.0)
+        reach = 1.0 if self.attrs["method"] == "linear" else 2.0
+        start = int(np.floor(-reach / scale) + 1)
+        return start, 2 - 2 * start
+
+    def antialias_tap(self, o: PrimExpr, k: PrimExpr) -> tuple[PrimExpr, PrimExpr]:
+        """The (clamped index, unnormalised float64 weight) of tap offset ``k`` (an int
+        expression) of output ``o``: the filter widened by 1/scale when downsampling."""
+        attrs = self.attrs
+        scale = min(self.tap_scale, 1.0)
+        c = self.coord(o).astype("float64")
+        base = tir.ceil(c) - tir.const(1.0, "float64")
+        ratio = c - base
+        a = float(attrs["cubic_coeff_a"])
+        arg = tir.abs((k.astype("float64") - ratio) * scale)
+        zero = tir.const(0.0, "float64")
+        if attrs["method"] == "linear":
+            w = tir.min(tir.max(1.0 - arg, 0.0), 1.0)
+        else:
+            near = ((a + 2) * arg - (a + 3)) * arg * arg + 1.0
+            far = ((a * arg - 5 * a) * arg + 8 * a) * arg - 4 * a
+            w = tir.if_then_else(arg <= 1.0, near, tir.if_then_else(arg < 2.0, far, zero))
+        r = base.astype("int32") + k
+        if attrs["exclude_outside"]:
+            w = tir.if_then_else(tir.logical_and(r >= 0, r < self.n_in), w, zero)
+        return self.clamp(r), w
 
 
 def _nearest(c: PrimExpr, mode: str) -> PrimExpr:
@@ -155,6 +187,8 @@ def resize(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
     weighted = attrs["method"] != "nearest"
     if weighted and not dt.is_float(x.dtype):
         raise CompileError(f"image.resize: {attrs['method']} mode needs float data, got {x.dtype}")
+    if weighted and attrs.get("antialias", False):
+        return _antialias_resize(x, axes, attrs, ty.shape)
 
     def body(*i: Any) -> PrimExpr:
         per_axis = [ax.taps(i[ax.axis]) for ax in axes]
@@ -164,8 +198,8 @@ def resize(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
             for ax, (idx, _) in zip(axes, combo, strict=True):
                 index[ax.axis] = idx
             value = x[tuple(index)]
-            weight = prod_expr([w for _, w in combo if w is not None])
-            terms.append(value if weight is None else value * weight.astype(x.dtype))
+            weight = prod_expr([w.astype(x.dtype) for _, w in combo if w is not None])
+            terms.append(value if weight is None else value * weight)
         total = sum_expr(terms)
         assert total is not None
         if not terms or not any(out is not None for _, out in per_axis):
@@ -175,6 +209,54 @@ def resize(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
         return tir.if_then_else(outside, fill, total)
 
     return te.compute(ty.shape, body, "resize")
+
+
+def _antialias_resize(
+    x: te.Tensor, axes: list[_Axis], attrs: Attrs, out_shape: tuple[int, ...]
+) -> te.Tensor:
+    """Antialiased resize, one axis at a time like the reference."""
+    cur = x
+    for ax in axes:
+        cur = _antialias_axis(cur, ax, attrs, x.dtype)
+    if cur is x:
+        return te.compute(out_shape, lambda *i: x[i], "resize")
+    return cur
+
+
+def _antialias_axis(prev: te.Tensor, ax: _Axis, attrs: Attrs, dtype: str) -> te.Tensor:
+    """One axis: a small table of filter sums (the normaliser), then a reduction over the
+    (many) taps; tf_crop_and_resize then fills the outside positions."""
+    start, count = ax.antialias_range()
+    rt = te.reduce_axis(count, f"t{ax.axis}")
+
+    def norm(o: Any) -> PrimExpr:
+        return te.sum(ax.antialias_tap(o, rt.var + start)[1], axis=rt)
+
+    total = te.compute((ax.n_out,), norm, f"resize_norm{ax.axis}")
+    shape = list(static_shape(prev))
+    shape[ax.axis] = ax.n_out
+    rk = te.reduce_axis(count, f"k{ax.axis}")
+
+    def body(*i: Any) -> PrimExpr:
+        o = i[ax.axis]
+        idx, w = ax.antialias_tap(o, rk.var + start)
+        t = total[o]
+        t = tir.if_then_else(tir.eq(t, 0.0), tir.const(1.0, "float64"), t)
+        src = list(i)
+        src[ax.axis] = idx
+        return te.sum(prev[tuple(src)] * (w / t).astype(dtype), axis=rk)
+
+    y = te.compute(tuple(shape), body, f"resize_aa{ax.axis}")
+    if attrs["coordinate_transformation_mode"] != "tf_crop_and_resize":
+        return y
+    fill = _fill(float(attrs["extrapolation_value"]), dtype)
+
+    def extrapolate(*i: Any) -> PrimExpr:
+        c = ax.coord(i[ax.axis])
+        outside = tir.logical_or(c < _f(0.0), c > _f(ax.n_in - 1))
+        return tir.if_then_else(outside, fill, y[i])
+
+    return te.compute(tuple(shape), extrapolate, f"resize_crop{ax.axis}")
 
 
 def _fill(value: float, dtype: str) -> PrimExpr:

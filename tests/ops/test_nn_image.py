@@ -103,6 +103,35 @@ def test_resize_linear_cubic(mode, shape, sizes, scales, method):
     check(func, xs, tol=1e-4)
 
 
+@pytest.mark.parametrize("mode", ["align_corners", "tf_crop_and_resize", "half_pixel"])
+@pytest.mark.parametrize("method", ["linear", "cubic"])
+def test_resize_unrounded_scales(mode, method):
+    # sizes are floor(in * scale); align_corners / tf_crop_and_resize use in * scale itself
+    roi = (0.0, 0.0, 0.1, 0.2, 1.0, 1.0, 0.9, 0.7) if mode == "tf_crop_and_resize" else ()
+    func, xs = _resize(
+        (1, 1, 4, 5),
+        (1, 1, 6, 3),
+        scales=(1.0, 1.0, 1.7, 0.7),
+        roi=roi,
+        method=method,
+        coordinate_transformation_mode=mode,
+    )
+    check(func, xs, tol=1e-4)
+
+
+@pytest.mark.parametrize("method", ["linear", "cubic"])
+@pytest.mark.parametrize("exclude", [False, True])
+@pytest.mark.parametrize(
+    ("shape", "sizes", "scales"),
+    [((1, 1, 8, 9), (1, 1, 3, 4), ()), ((1, 2, 6, 4), (1, 2, 3, 8), (1.0, 1.0, 0.5, 2.0))],
+)
+def test_resize_antialias(method, exclude, shape, sizes, scales):
+    func, xs = _resize(
+        shape, sizes, scales=scales, method=method, antialias=True, exclude_outside=exclude
+    )
+    check(func, xs, tol=1e-4)
+
+
 @pytest.mark.parametrize("exclude", [False, True])
 def test_resize_cubic_coeff_and_exclude_outside(exclude):
     func, xs = _resize(
@@ -174,3 +203,16 @@ def test_depth_to_space_fused_with_relu():
     body = call("relu", call("nn.depth_to_space", x, block_size=2))
     text = check(group([x], body), [data])
     assert "allocate" not in text  # the injective op is inlined into the relu
+
+
+def test_resize_antialias_crop_and_resize_extrapolates():
+    func, xs = _resize(
+        (1, 1, 9, 6),
+        (1, 1, 4, 5),
+        method="linear",
+        antialias=True,
+        coordinate_transformation_mode="tf_crop_and_resize",
+        roi=(0.0, 0.0, -0.2, 0.1, 1.0, 1.0, 1.1, 0.8),
+        extrapolation_value=4.0,
+    )
+    check(func, xs, tol=1e-4)
