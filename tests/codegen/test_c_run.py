@@ -417,3 +417,30 @@ def test_failure_inside_parallel_loop_is_reported(build) -> None:  # type: ignor
     bad[17] = -1.0
     with pytest.raises(FFIError, match="par_checked: negative input \\(in a parallel loop\\)"):
         mod["ember_par_checked"](_nd(bad))
+
+
+def test_register_tiled_matmul_via_compute_at(build) -> None:  # type: ignore[no-untyped-def]
+    n = 64
+    a = te.placeholder((n, n), "float32", "A")
+    b = te.placeholder((n, n), "float32", "B")
+    k = te.reduce_axis(n, "k")
+    acc = te.compute((n, n), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), "acc")
+    c = te.compute((n, n), lambda i, j: acc[i, j], "C")
+    s = te.create_schedule(c)
+    io, jo, _, ji = s[c].tile(c.op.axis[0], c.op.axis[1], 4, 16)
+    s[c].parallel(io)
+    s[c].vectorize(ji)
+    s[acc].compute_at(s[c], jo)
+    ci, cj = acc.op.axis
+    s[acc].reorder(k, ci, cj)
+    s[acc].unroll(ci)
+    s[acc].vectorize(cj)
+    f = te.lower(s, [a, b, c], name="mm_tile")
+    from ember.codegen.c import generate_source
+
+    assert "float acc[64] __attribute__((aligned(64)));" in generate_source([f])
+    x = RNG.random((n, n), dtype="float32")
+    y = RNG.random((n, n), dtype="float32")
+    out = _nd(np.zeros((n, n), "float32"))
+    build([f])["ember_mm_tile"](_nd(x), _nd(y), out)
+    np.testing.assert_allclose(out.numpy(), x @ y, rtol=1e-4)
