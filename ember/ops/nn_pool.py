@@ -106,6 +106,88 @@ def avg_pool(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor
     return te.compute(ty.shape, body, "avg_pool")
 
 
+@register_compute("nn.lp_pool")
+def lp_pool(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """(window sum of |x|^p)^(1/p), zero padding (p = 1 and 2 without pow)."""
+    x = inputs[0]
+    check_dtype("nn.lp_pool", x.dtype)
+    ty = out_tensor_type(out_type)
+    win = _Window(x, attrs, ty.shape)
+    p = float(attrs["p"])
+    zero = scalar(0, x.dtype)
+
+    def power(v: PrimExpr) -> PrimExpr:
+        if p == 2.0:
+            return v * v
+        if p == 1.0:
+            return tir.abs(v)
+        return tir.pow(tir.abs(v), scalar(p, x.dtype))
+
+    def window_sum(n: Any, c: Any, *sp: Any) -> PrimExpr:
+        return te.sum(power(win.tap(x, n, c, sp, zero)), axis=win.axes)
+
+    total = te.compute(ty.shape, window_sum, "pool_sum")
+
+    def body(*i: Any) -> PrimExpr:
+        if p == 2.0:
+            return tir.sqrt(total[i])
+        if p == 1.0:
+            return total[i]
+        return tir.pow(total[i], scalar(1.0 / p, x.dtype))
+
+    return te.compute(ty.shape, body, "lp_pool")
+
+
+@register_compute("nn.max_pool_argmax")
+def max_pool_argmax(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """Flat input index (int64) of each window's first maximum (ONNX MaxPool Indices):
+    the window max, then the smallest kernel offset whose tap equals it."""
+    x = inputs[0]
+    check_dtype("nn.max_pool_argmax", x.dtype)
+    ty = out_tensor_type(out_type)
+    win = _Window(x, attrs, ty.shape)
+    fill = lowest(x.dtype)
+
+    def window_max(n: Any, c: Any, *sp: Any) -> PrimExpr:
+        return te.max(win.tap(x, n, c, sp, fill), axis=win.axes)
+
+    peak = te.compute(ty.shape, window_max, "pool_max")
+    win2 = _Window(x, attrs, ty.shape)
+    ksize = product(win2.kernel)
+
+    def first_hit(n: Any, c: Any, *sp: Any) -> PrimExpr:
+        flat: PrimExpr = scalar(0, "int32")
+        for k, ax in enumerate(win2.axes):
+            flat = flat * win2.kernel[k] + ax.var
+        hit = tir.eq(win2.tap(x, n, c, sp, fill), peak[(n, c, *sp)])
+        return te.min(tir.if_then_else(hit, flat, scalar(ksize, "int32")), axis=win2.axes)
+
+    which = te.compute(ty.shape, first_hit, "pool_which")
+    sizes = win.in_shape[2:]
+    row_major = int(attrs["storage_order"]) == 0
+
+    def body(n: Any, c: Any, *sp: Any) -> PrimExpr:
+        k = which[(n, c, *sp)].astype("int64")
+        positions = []
+        rest = k
+        for a in range(win.nsp - 1, -1, -1):
+            off = rest % win.kernel[a]
+            rest = rest // win.kernel[a]
+            start = sp[a].astype("int64") * win.strides[a] - win.pads[a][0]
+            pos = start + off * win.dilation[a]
+            positions.append(tir.min(tir.max(pos, 0), sizes[a] - 1))
+        positions.reverse()
+        order = range(win.nsp) if row_major else range(win.nsp - 1, -1, -1)
+        flat: PrimExpr = (n.astype("int64") * win.in_shape[1] + c.astype("int64")) * product(sizes)
+        stride = 1
+        for a in reversed(list(order)):
+            flat = flat + positions[a] * stride
+            stride *= sizes[a]
+        return flat
+
+    return te.compute(ty.shape, body, "max_pool_argmax")
+
+
 def _global(x: te.Tensor, out_shape: tuple[int, ...], combiner: str) -> te.Tensor:
     shape = static_shape(x)
     axes = [te.reduce_axis(s, f"rk{k}") for k, s in enumerate(shape[2:])]
@@ -136,5 +218,12 @@ def global_max_pool(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te
     return _global(x, out_tensor_type(out_type).shape, "max")
 
 
-for _name in ("nn.max_pool", "nn.avg_pool", "nn.global_avg_pool", "nn.global_max_pool"):
+for _name in (
+    "nn.max_pool",
+    "nn.max_pool_argmax",
+    "nn.avg_pool",
+    "nn.lp_pool",
+    "nn.global_avg_pool",
+    "nn.global_max_pool",
+):
     register_schedule(_name)(schedule_anchor)

@@ -103,3 +103,26 @@ def test_global_pools(shape, op):
 def test_global_avg_pool_float64():
     x = v("x", (2, 3, 7, 7), "float64")
     run_group(group([x], call("nn.global_avg_pool", x)), tol=1e-12)
+
+
+@pytest.mark.parametrize(("shape", "attrs"), POOL_CASES)
+@pytest.mark.parametrize("p", [1.0, 2.0, 3.0])
+def test_lp_pool(shape, attrs, p):
+    x = v("x", shape)
+    run_group(group([x], call("nn.lp_pool", x, p=p, **attrs)), tol=1e-4)
+
+
+@pytest.mark.parametrize(("shape", "attrs"), POOL_CASES)
+@pytest.mark.parametrize("order", [0, 1])
+def test_max_pool_argmax(shape, attrs, order):
+    x = v("x", shape)
+    run_group(group([x], call("nn.max_pool_argmax", x, storage_order=order, **attrs)))
+
+
+def test_max_pool_argmax_ties_pick_first_tap():
+    x = v("x", (1, 1, 4, 4), "int32")
+    func = group([x], call("nn.max_pool_argmax", x, pool_size=(2, 2), strides=(2, 2)))
+    data = np.zeros((1, 1, 4, 4), "int32")
+    out = np.zeros((1, 1, 2, 2), "int64")
+    tir.interpret(lower_group(func, "k"), [data, out])
+    np.testing.assert_array_equal(out, [[[[0, 2], [8, 10]]]])
