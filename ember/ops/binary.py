@@ -103,18 +103,26 @@ def _pow2(b: PrimExpr, udt: str) -> PrimExpr:
 
 
 def _shift(left: bool) -> BinaryFn:
+    """a << b or a >> b like numpy: arithmetic right shifts of signed values, and a shift
+    by a negative amount or by the bit width or more gives 0 (-1 for negative a >> b)."""
+
     def fn(a: PrimExpr, b: PrimExpr) -> PrimExpr:
         bits = dt.bits_of(a.dtype)
+        in_range = b < tir.const(bits, b.dtype)
+        if not dt.is_uint(b.dtype):
+            in_range = tir.logical_and(b >= _zero(b), in_range)
+        small = tir.if_then_else(in_range, b, _zero(b))
+        if not left and dt.is_int(a.dtype):  # floor(a / 2**b), the sign fills in
+            fill = tir.if_then_else(a < _zero(a), tir.const(-1, a.dtype), _zero(a))
+            fits = tir.logical_and(in_range, b < tir.const(bits - 1, b.dtype))
+            wide = "int64"
+            q = tir.cast(wide, a) // tir.cast(wide, _pow2(small, "uint64"))
+            return tir.if_then_else(fits, tir.cast(a.dtype, q), fill)
         udt = _unsigned(a.dtype)
         ua = tir.cast(udt, a)
-        small = tir.if_then_else(b < tir.const(bits, b.dtype), b, _zero(b))
         p = _pow2(small, udt)
         shifted = ua * p if left else tir.truncdiv(ua, p)
-        if not dt.is_uint(b.dtype):
-            small_ok = tir.logical_and(b >= _zero(b), b < tir.const(bits, b.dtype))
-        else:
-            small_ok = b < tir.const(bits, b.dtype)
-        return tir.cast(a.dtype, tir.if_then_else(small_ok, shifted, tir.const(0, udt)))
+        return tir.cast(a.dtype, tir.if_then_else(in_range, shifted, tir.const(0, udt)))
 
     return fn
 
@@ -221,15 +229,21 @@ for _lname, _lfn in LOGIC.items():
 
 @register_compute("mod")
 def mod(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
-    """Remainder: C fmod (sign of a) with fmod=True, else the sign of b; x mod 0 is 0."""
+    """Remainder: C fmod (sign of a) with fmod=True, else the sign of b; integer x mod 0
+    is 0."""
     dtype = out_tensor_type(out_type).dtype
     work = compute_dtype(dtype)
 
     def body(v: list[PrimExpr]) -> PrimExpr:
         a, b = v[0].astype(work), v[1].astype(work)
-        if dt.is_float(work):
-            return tir.truncmod(a, b)  # Mod of floats is C fmod
-        return _int_mod(a, b, bool(attrs["fmod"]))
+        if not dt.is_float(work):
+            return _int_mod(a, b, bool(attrs["fmod"]))
+        r = tir.truncmod(a, b)  # Mod of floats is C fmod: the sign of a
+        if attrs["fmod"]:
+            return r
+        zero = _zero(r)
+        fix = tir.logical_and(tir.ne(r, zero), tir.ne(r < zero, b < zero))
+        return tir.if_then_else(fix, r + b, r)  # numpy's mod: the sign of b
 
     return _broadcast_compute(out_type, inputs, [dtype, dtype], body, "mod")
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from ember.testing import assert_matches_onnxruntime
+from ember.testing import assert_matches_onnxruntime, run_onnx_compiled
 
 pytestmark = pytest.mark.cc
 
@@ -159,7 +159,26 @@ def test_logic_bitwise_shift_mod_pow_prelu_where():
     assert_matches_onnxruntime(build_model(nodes, {"a": ua, "b": ub}, ["y0", "y1"], 13),
                                {"a": ua, "b": ub})  # fmt: skip
 
+    sa = np.array([-8, -1, 5, -(2**31), 16, -3, 7], "int32")
+    sb = np.array([1, 1, 2, 1, 31, 32, -1], "int32")
+    fc = np.array([np.inf, -np.inf, 1.0, -1.0, -6.0, 5.5, -5.5], "float32")
+    fd = np.array([2.0, 2.0, np.inf, np.inf, 3.0, -2.0, 0.0], "float32")
+    nodes = [
+        helper.make_node("BitShift", ["a", "b"], ["y0"], direction="LEFT"),
+        helper.make_node("BitShift", ["a", "b"], ["y1"], direction="RIGHT"),
+        helper.make_node("Mod", ["c", "d"], ["y2"], fmod=0),
+    ]
+    feeds = {"a": sa, "b": sb, "c": fc, "d": fd}
+    model = build_model(nodes, feeds, ["y0", "y1", "y2"], 13)
+    # onnxruntime has neither signed BitShift nor float Mod with fmod=0: numpy is the spec
+    with np.errstate(all="ignore"):
+        want = [np.left_shift(sa, sb), np.right_shift(sa, sb), np.mod(fc, fd)]
+    for got, ref in zip(run_onnx_compiled(model, feeds), want, strict=True):
+        np.testing.assert_array_equal(got, ref)
+
     fa, fb = rand((3, 4), "float32", 13), rand((4,), "float32", 14)
+    fa[0] = [np.inf, -np.inf, 1.0, -6.0]
+    fb[:] = [2.0, 2.0, np.inf, -3.0]
     nodes = [
         helper.make_node("Mod", ["a", "b"], ["y0"], fmod=1),
         helper.make_node("Pow", ["c", "b"], ["y1"]),

@@ -63,9 +63,22 @@ def test_integer_ops_truncate_and_divide_by_zero_gives_zero(op, dtype):
         _binary(op, a, b, fmod=True)
 
 
-def test_float_mod_is_fmod():
+@pytest.mark.parametrize("fmod", [True, False])
+def test_float_mod(fmod):
     a, b = _floats((4, 4)), _floats((4, 4), seed=3)
-    _binary("mod", a, b, fmod=True)
+    _binary("mod", a, b, fmod=fmod)
+    # (the interpreter's fmod raises on an infinite dividend; the compiled test covers it)
+    edge = np.array([1.0, -1.0, 0.0, -6.0, np.nan], "float32")
+    _binary("mod", edge, np.array([np.inf, np.inf, 3.0, 3.0, 1.0], "float32"), fmod=fmod)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int32", "int64"])
+def test_signed_shifts_follow_numpy(dtype):
+    bits = np.iinfo(dtype).bits
+    a = np.array([-8, -1, 5, np.iinfo(dtype).min, 16, -3, 7], dtype)
+    b = np.array([1, 1, 2, 1, bits - 1, bits, -1], dtype)
+    _binary("right_shift", a, b)
+    _binary("left_shift", a, b)
 
 
 def test_maximum_minimum_propagate_nan():
