@@ -311,6 +311,15 @@ class Simplifier(IRMutator):
         return e
 
     def _logic(self, e: PrimExpr) -> PrimExpr:
+        if isinstance(e, And) and not _is_int_const(e.a) and not _is_int_const(e.b):
+            parts: list[PrimExpr] = []
+            for c in _conjuncts(e):
+                if not any(c == p for p in parts):
+                    parts.append(c)
+            out = parts[0]
+            for c in parts[1:]:
+                out = And(out, c)
+            return out
         if isinstance(e, And):
             if _is_int_const(e.a):
                 return e.b if e.a.value else e.a  # type: ignore[attr-defined]
@@ -344,6 +353,13 @@ class Simplifier(IRMutator):
             if isinstance(v, IntImm | FloatImm) and dt.is_float(e.dtype):
                 return FloatImm(e.dtype, float(v.value))
         return e
+
+
+def _conjuncts(e: PrimExpr) -> list[PrimExpr]:
+    """The operands of a chain of ``and``s, left to right."""
+    if isinstance(e, And):
+        return _conjuncts(e.a) + _conjuncts(e.b)
+    return [e]
 
 
 def _widens(small: str, big: str) -> bool:

@@ -128,3 +128,10 @@ def test_lossless_cast_round_trips_disappear() -> None:
     u = tir.Var("u", "uint8")
     assert s(tir.cast("uint8", tir.cast("int32", u))) == "u"
     assert s(tir.cast("uint8", tir.cast("int8", u))) == "uint8(int8(u))"
+
+
+def test_repeated_conjuncts_collapse() -> None:
+    i, j = tir.Var("i"), tir.Var("j")
+    cond = tir.logical_and(i < j, j < 9, i < j)
+    assert s(cond) == "i < j and j < 9"
+    assert s(tir.logical_and(i < j, i < j)) == "i < j"

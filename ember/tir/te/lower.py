@@ -196,45 +196,62 @@ class _Lowerer:
                     f"lower: '{stage.op.name}' is computed at '{parent.op.name}' but also "
                     f"read by '{op.name}'; compute it at root instead"
                 )
-        if any(isinstance(r, Split | Fuse) and _data(r) for r in stage.relations):
-            raise IRError(
-                f"lower: '{stage.op.name}' is attached with compute_at; splitting or fusing its "
-                "data axes is not supported (schedule the consumer instead)"
-            )
 
     # -- one stage ----------------------------------------------------------------------
-    def values(self, stage: Stage) -> dict[IterVar, PrimExpr]:
+    def values(
+        self, stage: Stage, ext: dict[IterVar, PrimExpr] | None = None
+    ) -> dict[IterVar, PrimExpr]:
         """Every iter var (root and derived) as an expression of the leaf loop variables."""
+        ext = ext or {}
         val: dict[IterVar, PrimExpr] = {iv: iv.var for iv in stage.leaf_iter_vars}
         for rel in reversed(stage.relations):
             if isinstance(rel, Split):
                 val[rel.parent] = rel.parent.min + val[rel.outer] * rel.factor + val[rel.inner]
             else:
-                ext = rel.inner.extent
-                val[rel.outer] = val[rel.fused] // ext
-                val[rel.inner] = val[rel.fused] % ext
+                inner_ext = ext.get(rel.inner, rel.inner.extent)
+                val[rel.outer] = val[rel.fused] // inner_ext
+                val[rel.inner] = val[rel.fused] % inner_ext
         return val
+
+    def extents(
+        self, stage: Stage, region: list[tuple[PrimExpr, PrimExpr]] | None
+    ) -> dict[IterVar, PrimExpr]:
+        """Extents that differ from the schedule's: an attached stage's region and the
+        splits and fuses derived from it."""
+        ext: dict[IterVar, PrimExpr] = {}
+        if region is None:
+            return ext
+        op = stage.op
+        assert isinstance(op, ComputeOp)
+        for iv, (_, e) in zip(op.axis, region, strict=True):
+            ext[iv] = e
+        for rel in stage.relations:
+            if isinstance(rel, Split) and rel.parent in ext:
+                ext[rel.outer] = simplify((ext[rel.parent] + rel.factor - 1) // rel.factor)
+            elif isinstance(rel, Fuse) and (rel.outer in ext or rel.inner in ext):
+                a = ext.get(rel.outer, rel.outer.extent)
+                ext[rel.fused] = simplify(a * ext.get(rel.inner, rel.inner.extent))
+        return ext
 
     def stage_stmt(self, stage: Stage, region: list[tuple[PrimExpr, PrimExpr]] | None) -> Stmt:
         op = stage.op
         if isinstance(op, ExternOp):
             return self.extern_stmt(op)
         t = self.tensor_of(op)
-        val = self.values(stage)
-        leaves = list(stage.leaf_iter_vars)
-        if region is not None:  # attached: data axes run over the region only
-            rmap = dict(zip(op.axis, region, strict=True))
-            leaves = [
-                IterVar(iv.var, const(0, iv.var.dtype), rmap[iv][1], iv.kind) if iv in rmap else iv
-                for iv in leaves
-            ]
-            for iv in op.axis:
-                val[iv] = rmap[iv][0] + iv.var
+        ext = self.extents(stage, region)
+        val = self.values(stage, ext)
+        leaves = [
+            IterVar(iv.var, iv.min, ext[iv], iv.kind) if iv in ext else iv
+            for iv in stage.leaf_iter_vars
+        ]
+        data_guards, reduce_guards = self.guards(stage, val, ext)
+        if region is not None:  # attached: data axes run over the region, offset by its min
+            for iv, (lo, _) in zip(op.axis, region, strict=True):
+                val[iv] = lo + val[iv]
         vmap = {iv.var: val[iv] for iv in (*op.axis, *op.reduce_axis)}
         index = tuple(val[iv] for iv in op.axis)
         buf, off = self.where[t]
         dst = tuple(i - o for i, o in zip(index, off, strict=True))
-        data_guards, reduce_guards = self.guards(stage, val)
         if region is not None:
             for iv, shape_ext in zip(op.axis, t.shape, strict=True):
                 data_guards.append(val[iv] >= 0)
@@ -258,13 +275,15 @@ class _Lowerer:
         return self.loops(stage, leaves[:p], seq(init_nest, self.loops(stage, leaves[p:], update)))
 
     def guards(
-        self, stage: Stage, val: dict[IterVar, PrimExpr]
+        self, stage: Stage, val: dict[IterVar, PrimExpr], ext: dict[IterVar, PrimExpr]
     ) -> tuple[list[PrimExpr], list[PrimExpr]]:
+        """Conditions that keep uneven splits inside their parent (data, reduce)."""
         data: list[PrimExpr] = []
         red: list[PrimExpr] = []
         for rel in stage.relations:
             if isinstance(rel, Split):
-                cond = val[rel.outer] * rel.factor + val[rel.inner] < rel.parent.extent
+                bound = ext.get(rel.parent, rel.parent.extent)
+                cond = val[rel.outer] * rel.factor + val[rel.inner] < bound
                 (red if rel.parent.kind == "reduce" else data).append(cond)
         return data, red
 
@@ -388,11 +407,6 @@ def _reads(e: PrimExpr, full: bool = False) -> list[Any]:
     return out
 
 
-def _data(rel: Split | Fuse) -> bool:
-    iv = rel.parent if isinstance(rel, Split) else rel.outer
-    return iv.kind != "reduce"
-
-
 def _original(stage: Stage, iv: IterVar) -> IterVar:
     for leaf in stage.leaf_iter_vars:
         if leaf.var is iv.var:
@@ -401,6 +415,11 @@ def _original(stage: Stage, iv: IterVar) -> IterVar:
 
 
 def _guard(conds: list[PrimExpr], body: Stmt) -> Stmt:
+    unique: list[PrimExpr] = []
+    for c in conds:
+        if not any(c == u for u in unique):
+            unique.append(c)
+    conds = unique
     if not conds:
         return body
     cond = conds[0]

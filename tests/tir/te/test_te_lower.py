@@ -215,3 +215,26 @@ def test_scalar_output_and_unusual_tensor_names() -> None:
     out = np.zeros((), "float32")
     tir.interpret(f, [x, out])
     assert float(out) == 10.0
+
+
+def test_compute_at_stage_with_split_and_fused_data_axes() -> None:
+    a = te.placeholder((8, 10), "float32", "A")
+    k = te.reduce_axis(3, "k")
+    acc = te.compute((8, 10), lambda i, j: te.sum(a[i, (j + k) % 10], axis=k), "acc")
+    out = te.compute((8, 10), lambda i, j: acc[i, j] * 2.0, "out")
+    s = te.create_schedule(out)
+    io, ii = s[out].split(out.op.axis[0], factor=4)
+    s[acc].compute_at(s[out], io)
+    ai, aj = acc.op.axis
+    ajo, aji = s[acc].split(aj, factor=4)  # 10 = 3 * 4 with a guard
+    s[acc].reorder(k, ai, ajo, aji)
+    s[acc].fuse(ai, ajo)
+    f = te.lower(s, [a, out], name="attached_split")
+    text = str(f)
+    assert 'acc = allocate(Buffer((4, 10), "float32"' in text
+    assert "< 10:" in text
+    x = RNG.random((8, 10), dtype="float32")
+    y = np.zeros_like(x)
+    tir.interpret(f, [x, y])
+    ref = sum(np.roll(x, -kk, axis=1) for kk in range(3)) * 2
+    np.testing.assert_allclose(y, ref, rtol=1e-5)
