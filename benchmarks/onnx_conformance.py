@@ -15,13 +15,21 @@ modes (e.g. compiled code) register in ``MODES``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
+import json
+import os
+import queue
 import re
+import signal
+import subprocess
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -162,8 +170,22 @@ def run_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> list
     return evaluate(mod, inputs, params)
 
 
+def run_compiled(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """Import ``model``, build it for the C target, load it and run the graph executor once."""
+    import ember
+
+    mod, params = ember.import_onnx(model)
+    artifacts = ember.build(mod, target="c", params=params)
+    dev = ember.cpu(0)
+    executor = ember.GraphExecutor(ember.load_artifacts(artifacts, dev)["default"](dev))
+    for name, value in inputs.items():
+        executor.set_input(name, value)
+    executor.run()
+    return [executor.get_output(i).numpy() for i in range(executor.get_num_outputs())]
+
+
 #: how a case is run: name -> function(model, inputs) -> outputs.
-MODES: dict[str, ModeFn] = {"reference": run_reference}
+MODES: dict[str, ModeFn] = {"reference": run_reference, "compiled": run_compiled}
 
 
 @dataclass(frozen=True)
@@ -223,8 +245,6 @@ MODEL_SUITES: tuple[str, ...] = ("pytorch-converted", "pytorch-operator", "simpl
 @functools.cache
 def collect_model_cases(suite: str) -> tuple[Case, ...]:
     """The cases of one shipped model suite; each case's 'op' is its model name."""
-    from pathlib import Path
-
     from onnx import numpy_helper
 
     if suite not in MODEL_SUITES:
@@ -417,12 +437,157 @@ def select_cases(ops: Iterable[str] | None, cases: Sequence[Case] | None = None)
     return [c for c in cases if c.op in wanted]
 
 
-def run(cases: Sequence[Case], mode: str = "reference") -> list[Result]:
-    """Run ``cases`` with the named mode."""
+def run(
+    cases: Sequence[Case], mode: str = "reference", jobs: int = 0, suite: str = "node"
+) -> list[Result]:
+    """Run ``cases`` with the named mode: in this process (``jobs`` 0) or in ``jobs`` workers.
+
+    Workers need the cases to come from ``suite`` (they look them up by name).
+    """
     if mode not in MODES:
         raise SystemExit(f"unknown mode '{mode}'; known: {', '.join(sorted(MODES))}")
+    if jobs <= 0:
+        return [run_case(c, MODES[mode]) for c in cases]
+    return run_in_workers(cases, mode, jobs, suite)
+
+
+# -- worker processes ---------------------------------------------------------------------
+# Compiling a case means a C compiler run (0.2-1 s), so compiled sweeps run in workers:
+# this script started with --worker, reading one JSON list of case names per stdin line and
+# answering one JSON Result per case per stdout line. Plain processes rather than a
+# multiprocessing pool: no pickling, no fork of a process whose runtime threads are live,
+# and a case that crashes or hangs its worker is attributed to that case, not to the sweep.
+
+#: seconds one case may take before its worker is killed and the case reported as an error.
+CASE_TIMEOUT = 300.0
+
+
+def suite_cases(suite: str) -> tuple[Case, ...]:
+    """The cases of a suite: 'node' (the generated node tests) or a shipped model suite."""
+    return collect_cases() if suite == "node" else collect_model_cases(suite)
+
+
+def _result_json(result: Result) -> str:
+    return json.dumps(dataclasses.asdict(result), sort_keys=True)
+
+
+def worker_main(mode: str, suite: str) -> int:
+    """The --worker loop: run the cases named on each stdin line, answer on stdout."""
+    protocol = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)  # stray output (Python or compiled code) goes to stderr, not the protocol
+    by_name = {c.name: c for c in suite_cases(suite)}
     fn = MODES[mode]
-    return [run_case(c, fn) for c in cases]
+    for line in sys.stdin:
+        for name in json.loads(line):
+            case = by_name.get(name)
+            if case is None:
+                result = Result(name, "?", "error", f"no case '{name}' in suite '{suite}'")
+            else:
+                result = run_case(case, fn)
+            protocol.write(_result_json(result) + "\n")
+            protocol.flush()
+    return 0
+
+
+class _Worker:
+    """One worker process, started on first use and again after it died."""
+
+    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+        self.argv = argv
+        self.env = env
+        self.proc: subprocess.Popen[str] | None = None
+
+    def run(self, case: Case, timeout: float) -> Result:
+        """Run one case in the worker; a crash or a timeout becomes an error Result."""
+        if self.proc is None:
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+                env=self.env,
+            )
+        proc = self.proc
+        assert proc.stdin is not None and proc.stdout is not None
+        timer = threading.Timer(timeout, proc.kill)
+        timer.start()
+        start = time.perf_counter()
+        try:
+            proc.stdin.write(json.dumps([case.name]) + "\n")
+            proc.stdin.flush()
+            line = proc.stdout.readline()
+        except OSError:
+            line = ""
+        finally:
+            timer.cancel()
+        if line:
+            return Result(**json.loads(line))
+        elapsed = time.perf_counter() - start
+        code = proc.wait()
+        self.proc = None
+        why = f"timed out after {timeout:.0f} s" if elapsed >= timeout else _exit_reason(code)
+        return Result(case.name, case.op, "error", f"worker {why}", elapsed)
+
+    def close(self) -> None:
+        """Stop the worker (end of input, then kill if it does not exit)."""
+        if self.proc is None:
+            return
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+
+def _exit_reason(code: int) -> str:
+    if code < 0:
+        try:
+            return f"crashed ({signal.Signals(-code).name})"
+        except ValueError:
+            return f"crashed (signal {-code})"
+    return f"exited with code {code}"
+
+
+def run_in_workers(
+    cases: Sequence[Case], mode: str, jobs: int, suite: str, timeout: float = CASE_TIMEOUT
+) -> list[Result]:
+    """Run ``cases`` in ``jobs`` worker processes; results in the order of ``cases``."""
+    env = dict(os.environ)
+    # Each worker is one of ``jobs`` processes on the machine: one thread per kernel.
+    env.setdefault("EMBER_NUM_THREADS", "1")
+    env.setdefault("OMP_NUM_THREADS", "1")
+    argv = [sys.executable, str(Path(__file__).resolve()), "--worker", mode, "--suite", suite]
+    results: dict[int, Result] = {}
+    todo: queue.SimpleQueue[int] = queue.SimpleQueue()
+    for i, case in enumerate(cases):
+        reason = exclusion_reason(case.name)
+        if reason is None:
+            todo.put(i)
+        else:
+            results[i] = Result(case.name, case.op, "excluded", reason)
+
+    def serve() -> None:
+        worker = _Worker(argv, env)
+        try:
+            while True:
+                try:
+                    i = todo.get_nowait()
+                except queue.Empty:
+                    return
+                results[i] = worker.run(cases[i], timeout)
+        finally:
+            worker.close()
+
+    threads = [threading.Thread(target=serve, daemon=True) for _ in range(jobs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return [results[i] for i in range(len(cases))]
 
 
 def summarize(results: Sequence[Result]) -> tuple[int, int]:
@@ -510,12 +675,82 @@ def coverage_markdown(results: Sequence[Result]) -> str:
     return "\n".join(lines)
 
 
+def format_comparison(
+    reference: Sequence[Result], compiled: Sequence[Result], verbose: bool = False
+) -> str:
+    """Reference and compiled pass counts side by side, by op, and the overall rates.
+
+    The compiled columns split what does not pass into unsupported (an op without a
+    compute), fail (a wrong result) and error (a crash, in the compiler or the kernel).
+    """
+    ref_by_op = _by_op(reference)
+    comp_by_op = _by_op(compiled)
+    header = (
+        f"{'op':<24}{'cases':>6}{'reference':>11}{'compiled':>10}"
+        f"{'unsup':>7}{'fail':>6}{'error':>6}{'rate':>8}"
+    )
+    lines = [header, "-" * len(header)]
+    for op in sorted(set(ref_by_op) | set(comp_by_op)):
+        rs = ref_by_op.get(op, [])
+        cs = comp_by_op.get(op, [])
+        ref_pass, ref_counted = summarize(rs)
+        comp_pass, comp_counted = summarize(cs)
+        rate = f"{100.0 * comp_pass / comp_counted:.1f}%" if comp_counted else "-"
+        lines.append(
+            f"{op:<24}{max(len(rs), len(cs)):>6}{f'{ref_pass}/{ref_counted}':>11}"
+            f"{f'{comp_pass}/{comp_counted}':>10}{_count(cs, 'unsupported'):>7}"
+            f"{_count(cs, 'fail'):>6}{_count(cs, 'error'):>6}{rate:>8}"
+        )
+    lines.append("-" * len(header))
+    for label, results in (("reference", reference), ("compiled", compiled)):
+        passed, counted = summarize(results)
+        overall = 100.0 * passed / counted if counted else 0.0
+        lines.append(f"overall {label + ':':<11}{passed}/{counted} passed ({overall:.1f}%)")
+    ref_passing = {r.case for r in reference if r.status == "pass"}
+    kept = sum(r.status == "pass" for r in compiled if r.case in ref_passing)
+    lines.append(f"compiled passes {kept} of the {len(ref_passing)} cases reference passes")
+    if verbose:
+        for label, results in (("reference", reference), ("compiled", compiled)):
+            lines.extend(_not_passing(results, f"not passing ({label}):"))
+    return "\n".join(lines)
+
+
+def _by_op(results: Sequence[Result]) -> dict[str, list[Result]]:
+    by_op: dict[str, list[Result]] = {}
+    for r in results:
+        by_op.setdefault(r.op, []).append(r)
+    return by_op
+
+
+def _count(results: Sequence[Result], status: str) -> int:
+    return sum(r.status == status for r in results)
+
+
+def _not_passing(results: Sequence[Result], title: str) -> list[str]:
+    bad = [r for r in results if r.status not in ("pass", "excluded")]
+    if not bad:
+        return []
+    return ["", title, *(f"  {r.case} [{r.status}] {r.detail}" for r in bad)]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line entry point; returns 0 when every counted case passed."""
+    """Command line entry point; returns 0 when every counted case passed (in every mode)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", help="comma-separated op types (default: the issue's list)")
     parser.add_argument("--all", action="store_true", help="every case onnx ships")
-    parser.add_argument("--mode", default="reference", choices=sorted(MODES))
+    parser.add_argument(
+        "--mode",
+        default="reference",
+        choices=[*sorted(MODES), "both"],
+        help="how cases run; 'both' prints reference and compiled side by side",
+    )
+    parser.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        default=2,
+        help="worker processes for compiled cases (0: in this process; default 2)",
+    )
     parser.add_argument("-k", dest="pattern", help="only cases whose name contains this")
     parser.add_argument(
         "--suite",
@@ -527,7 +762,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--coverage", action="store_true", help="print the markdown op coverage table"
     )
+    parser.add_argument("--worker", choices=sorted(MODES), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.worker:
+        return worker_main(args.worker, args.suite)
     ops: Iterable[str] | None
     if args.all:
         ops = None
@@ -539,15 +777,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     cases = select_cases(ops) if node_suite else list(collect_model_cases(args.suite))
     if args.pattern:
         cases = [c for c in cases if args.pattern in c.name]
-    start = time.perf_counter()
-    results = run(cases, args.mode)
+    modes = ["reference", "compiled"] if args.mode == "both" else [args.mode]
+    runs: dict[str, list[Result]] = {}
+    timings = []
+    for mode in modes:
+        start = time.perf_counter()
+        jobs = args.jobs if mode == "compiled" else 0
+        runs[mode] = run(cases, mode, jobs=jobs, suite=args.suite)
+        seconds = time.perf_counter() - start
+        where = f"{jobs} workers" if jobs > 0 else "in process"
+        timings.append(f"mode {mode}: {len(cases)} cases in {seconds:.1f} s ({where})")
     if args.coverage:
-        print(coverage_markdown(results))
+        print(coverage_markdown(runs[modes[0]]))
         return 0
-    print(format_table(results, args.verbose))
-    print(f"mode {args.mode}: {len(results)} cases in {time.perf_counter() - start:.1f} s")
-    passed, counted = summarize(results)
-    return 0 if passed == counted else 1
+    if len(modes) == 2:
+        print(format_comparison(runs["reference"], runs["compiled"], args.verbose))
+    else:
+        print(format_table(runs[modes[0]], args.verbose))
+    print("\n".join(timings))
+    return 0 if all(summarize(rs)[0] == summarize(rs)[1] for rs in runs.values()) else 1
 
 
 if __name__ == "__main__":
