@@ -113,7 +113,11 @@ class Evaluate(Stmt):
 
 @dataclass(frozen=True)
 class AssertStmt(Stmt):
-    """Fail the kernel with ``message`` (return -1) unless condition holds, then run body."""
+    """Fail the kernel with ``message`` (return -1) unless condition holds, then run body.
+
+    An empty message keeps the error a failed callee already reported, so
+    ``AssertStmt(eq(call_extern("int32", "f_unpacked", ...), 0), "", rest)`` checks a call.
+    """
 
     condition: PrimExpr
     message: str

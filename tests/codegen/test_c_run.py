@@ -444,3 +444,49 @@ def test_register_tiled_matmul_via_compute_at(build) -> None:  # type: ignore[no
     out = _nd(np.zeros((n, n), "float32"))
     build([f])["ember_mm_tile"](_nd(x), _nd(y), out)
     np.testing.assert_allclose(out.numpy(), x @ y, rtol=1e-4)
+
+
+def test_aot_style_main_calls_unpacked_kernels_with_a_static_pool(build) -> None:  # type: ignore[no-untyped-def]
+    # Two kernels with the unpacked convention, and a "run_model" that chains them through
+    # an intermediate at a fixed offset of a workspace pool passed in by the caller.
+    x = te.placeholder((16,), "float32", "x")
+    y = te.compute((16,), lambda i: x[i] * 2.0, "y")
+    double = te.lower(y, name="double")
+    a = te.placeholder((16,), "float32", "a")
+    b = te.compute((16,), lambda i: a[i] + 1.0, "b")
+    inc = te.lower(b, name="inc")
+    guard = tir.decl_buffer((16,), "float32", "guard")
+    failing = tir.PrimFunc(
+        "failing",
+        (guard,),
+        tir.AssertStmt(tir.const(0) > 1, "always fails", tir.Evaluate(tir.const(0))),
+    )
+    inp = tir.decl_buffer((16,), "float32", "input")
+    out = tir.decl_buffer((16,), "float32", "output")
+    pool = tir.Var("workspace", "handle")
+    mid = tir.decl_buffer((16,), "float32", "mid", scope="local")
+    flag = tir.Var("flag")
+
+    def checked(call: tir.PrimExpr, rest: tir.Stmt) -> tir.Stmt:
+        return tir.AssertStmt(tir.eq(call, 0), "", rest)
+
+    chain = checked(
+        tir.call_extern("int32", "ember_double_unpacked", inp.data, mid.data),
+        checked(
+            tir.call_extern("int32", "ember_inc_unpacked", mid.data, out.data),
+            tir.IfThenElse(
+                flag > 0,
+                checked(tir.call_extern("int32", "ember_failing_unpacked", out.data), tir.seq()),
+            ),
+        ),
+    )
+    body = tir.Allocate(mid, chain, tir.StorageKind.STATIC, pool="workspace", offset=64)
+    run = tir.PrimFunc("run_model", (inp, out, pool, flag), body)
+    mod = build([double, inc, failing, run], {"export_unpacked": True, "max_file_bytes": 1 << 20})
+    xs = RNG.random(16, dtype="float32")
+    ws = _nd(np.zeros(64 + 64, "uint8"))
+    result = _nd(np.zeros(16, "float32"))
+    mod["ember_run_model"](_nd(xs), result, ws, 0)
+    np.testing.assert_allclose(result.numpy(), xs * 2 + 1, rtol=1e-6)
+    with pytest.raises(FFIError, match="failing: always fails"):
+        mod["ember_run_model"](_nd(xs), result, ws, 1)

@@ -137,7 +137,8 @@ class CodeGenC(ExprCodegen):
         """Emit an error return that frees the live heap workspaces first.
 
         Inside a parallel loop (where C cannot return) it sets the loop's error flag; the
-        code after the loop reports the error and returns.
+        code after the loop reports the error and returns. An empty message keeps the last
+        error already set (by a failed callee).
         """
         if self.perr is not None:
             self.perr_messages.append(message)
@@ -145,7 +146,8 @@ class CodeGenC(ExprCodegen):
                 self.emit("#pragma omp atomic write")
             self.emit(f"{self.perr} = {len(self.perr_messages)};")
             return
-        self.emit(f"EmberAPISetLastError({c_string(message)});")
+        if message:
+            self.emit(f"EmberAPISetLastError({c_string(message)});")
         for name in reversed(self.heap):
             self.emit(f"EmberBackendFreeWorkspace(1, 0, {name});")
         self.emit("return -1;")
@@ -180,7 +182,7 @@ class CodeGenC(ExprCodegen):
         elif isinstance(s, AssertStmt):
             self.emit(f"if (!{self.expr(s.condition, 15)}) {{")
             self.indent += 1
-            self.fail(f"{self.func.name}: {s.message}")
+            self.fail(f"{self.func.name}: {s.message}" if s.message else "")
             self.indent -= 1
             if self.perr is not None:  # no early return: the body becomes the else branch
                 self.emit("} else {")
@@ -242,8 +244,9 @@ class CodeGenC(ExprCodegen):
         self.emit(f"if ({flag} != 0) {{")
         self.indent += 1
         for code, message in enumerate(messages, start=1):
-            text = c_string(f"{message} (in a parallel loop)")
-            self.emit(f"if ({flag} == {code}) EmberAPISetLastError({text});")
+            if message:
+                text = c_string(f"{message} (in a parallel loop)")
+                self.emit(f"if ({flag} == {code}) EmberAPISetLastError({text});")
         for name in reversed(self.heap):
             self.emit(f"EmberBackendFreeWorkspace(1, 0, {name});")
         self.emit("return -1;")
