@@ -62,7 +62,7 @@ class _Axis:
         if mode == "half_pixel_symmetric":
             adjustment = np.float32(n_out) / (scale * np.float32(n_in))
             offset = np.float32(n_in) / np.float32(2) * (np.float32(1) - adjustment)
-            return _f(offset) + ((x + half) / _f(scale) - half)
+            return (_f(offset) + (x + half) / _f(scale)) - half
         if mode == "align_corners":
             return x * _f(n_in - 1) / _f(self.length - np.float32(1))
         if mode == "asymmetric":
