@@ -191,8 +191,8 @@ class _Translator:
             return repr(e.value)
         if type(e) in _ARITH:
             if dt.is_float(e.dtype) and type(e) in (FloorDiv, FloorMod):
-                fn = "math.floor" if isinstance(e, FloorDiv) else "math.fmod"
-                return f"{fn}({self.expr(e.a)}, {self.expr(e.b)})"  # type: ignore[attr-defined]
+                fn = "ffloordiv" if isinstance(e, FloorDiv) else "ffloormod"
+                return f"_rt['{fn}']({self.expr(e.a)}, {self.expr(e.b)})"  # type: ignore[attr-defined]
             return f"({self.expr(e.a)} {_ARITH[type(e)]} {self.expr(e.b)})"  # type: ignore[attr-defined]
         if isinstance(e, Div):
             if dt.is_float(e.dtype):
@@ -332,6 +332,8 @@ def _runtime(func: PrimFunc, externs: Mapping[str, Callable[..., Any]]) -> dict[
         "tmod": _tmod,
         "fdiv": lambda a, b: a / b if b != 0 else (math.copysign(math.inf, a) if a else math.nan),
         "fmod": MATH["fmod"],
+        "ffloordiv": lambda a, b: float(math.floor(a / b)) if b != 0 else math.nan,
+        "ffloormod": lambda a, b: a - math.floor(a / b) * b if b != 0 else math.nan,
         "f32": _f32,
         "vload": _vload,
         "vstore": _vstore,

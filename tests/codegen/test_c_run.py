@@ -490,3 +490,21 @@ def test_aot_style_main_calls_unpacked_kernels_with_a_static_pool(build) -> None
     np.testing.assert_allclose(result.numpy(), xs * 2 + 1, rtol=1e-6)
     with pytest.raises(FFIError, match="failing: always fails"):
         mod["ember_run_model"](_nd(xs), result, ws, 1)
+
+
+def test_float_floor_division_and_modulo(build) -> None:  # type: ignore[no-untyped-def]
+    a = te.placeholder((6,), "float32", "A")
+    b = te.placeholder((6,), "float32", "B")
+    q = te.compute((6,), lambda i: a[i] // b[i], "Q")
+    r = te.compute((6,), lambda i: a[i] % b[i], "R")
+    f = te.lower([q, r], name="fdivmod")
+    x = np.array([7.5, -7.5, 7.5, -7.5, 0.25, 3.0], "float32")
+    y = np.array([2.0, 2.0, -2.0, -2.0, 0.5, 1.5], "float32")
+    ref = [np.zeros(6, "float32"), np.zeros(6, "float32")]
+    tir.interpret(f, [x, y, *ref])
+    np.testing.assert_allclose(ref[0], np.floor_divide(x, y))
+    np.testing.assert_allclose(ref[1], np.mod(x, y), atol=1e-6)
+    outs = [_nd(np.zeros(6, "float32")), _nd(np.zeros(6, "float32"))]
+    build([f])["ember_fdivmod"](_nd(x), _nd(y), *outs)
+    np.testing.assert_allclose(outs[0].numpy(), np.floor_divide(x, y))
+    np.testing.assert_allclose(outs[1].numpy(), np.mod(x, y), atol=1e-6)

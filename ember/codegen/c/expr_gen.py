@@ -217,7 +217,12 @@ class ExprCodegen(VectorMixin):
         if dt.is_float(e.dtype):
             if isinstance(e, FloorDiv):
                 return self.call_math("floor", e.dtype, [Div(e.a, e.b)]), 16
-            raise CompileError(f"C codegen{self.where}: floor modulo of floats is not supported")
+            ct = c_type(e.dtype, self.where)
+            sfx = "f" if dt.element_of(e.dtype) == "float32" else ""
+            name = f"ember_floormod_{_suffix(e.dtype)}"
+            body = f"return a - floor{sfx}(a / b) * b;"
+            self.ctx.helpers[name] = f"static inline {ct} {name}({ct} a, {ct} b) {{ {body} }}"
+            return f"{name}({self.expr(e.a)}, {self.expr(e.b)})", 16
         a_lo = self.bounds.bound(e.a)[0]
         b_lo = self.bounds.bound(e.b)[0]
         if a_lo >= 0 and b_lo > 0:
