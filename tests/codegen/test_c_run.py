@@ -508,3 +508,49 @@ def test_float_floor_division_and_modulo(build) -> None:  # type: ignore[no-unty
     build([f])["ember_fdivmod"](_nd(x), _nd(y), *outs)
     np.testing.assert_allclose(outs[0].numpy(), np.floor_divide(x, y))
     np.testing.assert_allclose(outs[1].numpy(), np.mod(x, y), atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_random_float_expressions_match_interpreter(build, dtype: str) -> None:  # type: ignore[no-untyped-def]
+    import random
+
+    rng = random.Random(7 if dtype == "float32" else 8)
+    inputs = tir.decl_buffer((3,), dtype, "V")
+    out = tir.decl_buffer((80,), dtype, "O")
+    leaves = [inputs[0], inputs[1], inputs[2]]
+    unary = [tir.exp, tir.log, tir.sqrt, tir.tanh, tir.sigmoid, tir.erf, tir.fabs, tir.floor]
+    unary += [tir.ceil, tir.round, tir.trunc, tir.sin, tir.cos, tir.rsqrt]
+
+    def rand(depth: int) -> tir.PrimExpr:
+        if depth == 0 or rng.random() < 0.2:
+            if rng.random() < 0.4:
+                return tir.const(rng.uniform(-3, 3), dtype)
+            return rng.choice(leaves)
+        a, b = rand(depth - 1), rand(depth - 1)
+        options = [
+            lambda: a + b,
+            lambda: a - b,
+            lambda: a * b,
+            lambda: a / (tir.fabs(b) + 1.0),
+            lambda: a // (tir.fabs(b) + 0.5),
+            lambda: a % (tir.fabs(b) + 0.5),
+            lambda: tir.min(a, b),
+            lambda: tir.max(a, b),
+            lambda: tir.if_then_else(a < b, a, b),
+            lambda: rng.choice(unary)(tir.fabs(a) * 0.5),
+            lambda: tir.pow(tir.fabs(a) + 0.5, tir.fabs(b) * 0.25),
+            lambda: tir.cast(dtype, tir.cast("int32", a * 3.0)),
+        ]
+        return rng.choice(options)()
+
+    body = tir.seq([tir.store(out, rand(4), n) for n in range(80)])
+    f = tir.PrimFunc("rand_float", (inputs, out), body)
+    mod = build([f])
+    for values in ([0.3, -1.7, 2.2], [-0.9, 0.0, 1.1]):
+        v = np.array(values, dtype)
+        want = np.zeros(80, dtype)
+        tir.interpret(f, [v.copy(), want])
+        got = _nd(np.zeros(80, dtype))
+        mod["ember_rand_float"](_nd(v), got)
+        rtol = 1e-4 if dtype == "float32" else 1e-10
+        np.testing.assert_allclose(got.numpy(), want, rtol=rtol, atol=rtol)
