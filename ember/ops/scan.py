@@ -11,6 +11,7 @@ sequence positions); a long axis wants an imperative kernel.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ember import tir
@@ -93,16 +94,36 @@ def _before(a: PrimExpr, b: PrimExpr, ja: PrimExpr, jb: PrimExpr, largest: bool)
     return tir.logical_or(strict, tir.logical_and(same, ja < jb))
 
 
+#: topk uses k selection rounds (3 reductions of the axis each) up to this k, when that is
+#: less work than ranking every element against every other.
+MAX_ROUNDS_K = 16
+
+
 @register_compute("topk")
 def topk(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> list[te.Tensor]:
     """(values, int64 indices) of the k largest/smallest along axis, ties by index."""
     x = inputs[0]
-    shape = static_shape(x)
-    axis = attrs["axis"]
-    n = shape[axis]
+    axis, k = attrs["axis"], attrs["k"]
+    n = static_shape(x)[axis]
     largest = bool(attrs["largest"])
-    work = compute_dtype(x.dtype)
     vty, ity = out_tensor_type(out_type, 0), out_tensor_type(out_type, 1)
+    if 0 < k <= MAX_ROUNDS_K and 3 * k < n:
+        indices = _topk_rounds(x, axis, k, largest, ity.shape)
+    else:
+        indices = _topk_ranks(x, axis, largest, ity.shape)
+
+    def value_body(*i: Any) -> PrimExpr:
+        return x[_at(i, axis, indices[i].astype("int32"))]
+
+    values = te.compute(vty.shape, value_body, "topk_values")
+    return [values, indices]
+
+
+def _topk_ranks(x: te.Tensor, axis: int, largest: bool, out_shape: Any) -> te.Tensor:
+    """Indices by rank: element i has rank #{j sorting before i}; O(n^2) per line."""
+    shape = static_shape(x)
+    n = shape[axis]
+    work = compute_dtype(x.dtype)
 
     def rank_body(*i: Any) -> PrimExpr:
         rv = te.reduce_axis(n, "j")
@@ -118,10 +139,86 @@ def topk(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> list[te.Tenso
         hit = tir.eq(rank[_at(i, axis, rv.var)], i[axis])
         return te.sum(tir.if_then_else(hit, rv.var.astype("int64"), tir.const(0, "int64")), rv)
 
-    indices = te.compute(ity.shape, index_body, "topk_indices")
+    return te.compute(out_shape, index_body, "topk_indices")
 
-    def value_body(*i: Any) -> PrimExpr:
-        return x[_at(i, axis, indices[i].astype("int32"))]
 
-    values = te.compute(vty.shape, value_body, "topk_values")
-    return [values, indices]
+def _topk_rounds(x: te.Tensor, axis: int, k: int, largest: bool, out_shape: Any) -> te.Tensor:
+    """Indices by k selection rounds: round p picks the first element, in sort order, that
+    sorts after round p-1's pick; 3 reductions of the axis per round (2 for integers)."""
+    shape = static_shape(x)
+    n = shape[axis]
+    work = compute_dtype(x.dtype)
+    floats = dt.is_float(work)
+    line = tuple(1 if d == axis else s for d, s in enumerate(shape))
+    big = tir.const(n, "int64")
+    far = tir.const(-math.inf if largest else math.inf, work) if floats else _limit(work, largest)
+    picks: list[te.Tensor] = []
+
+    def value(i: tuple[Any, ...], j: Any) -> PrimExpr:
+        return x[_at(i, axis, j)].astype(work)
+
+    for p in range(k):
+        prev = picks[-1] if picks else None
+
+        def allowed(i: tuple[Any, ...], j: Any, prev: te.Tensor | None = prev) -> PrimExpr:
+            if prev is None:
+                return tir.const(True, "bool")
+            pj = prev[i]
+            return _before(value(i, pj.astype("int32")), value(i, j), pj, j.astype("int64"),
+                           largest)  # fmt: skip
+
+        def ok(i: tuple[Any, ...], j: Any) -> PrimExpr:
+            a = allowed(i, j)
+            return tir.logical_and(a, tir.logical_not(is_nan(value(i, j)))) if floats else a
+
+        def best_body(*i: Any) -> PrimExpr:
+            rv = te.reduce_axis(n, "j")
+            v = tir.if_then_else(ok(i, rv.var), value(i, rv.var), far)
+            return te.max(v, rv, init=far) if largest else te.min(v, rv, init=far)
+
+        best = te.compute(line, best_body, f"topk_best{p}")
+
+        def first_body(*i: Any, best: te.Tensor = best) -> PrimExpr:
+            rv = te.reduce_axis(n, "j")
+            hit = tir.logical_and(ok(i, rv.var), tir.eq(value(i, rv.var), best[i]))
+            return te.min(tir.if_then_else(hit, rv.var.astype("int64"), big), rv, init=big)
+
+        first = te.compute(line, first_body, f"topk_first{p}")
+        if floats:
+
+            def nan_body(*i: Any) -> PrimExpr:
+                rv = te.reduce_axis(n, "j")
+                hit = tir.logical_and(allowed(i, rv.var), is_nan(value(i, rv.var)))
+                return te.min(tir.if_then_else(hit, rv.var.astype("int64"), big), rv, init=big)
+
+            nan = te.compute(line, nan_body, f"topk_nan{p}")
+            # NaN sorts as the largest value: first for largest, last for smallest
+            if largest:
+                pick = _choose(nan, first, big, f"topk_pick{p}")
+            else:
+                pick = _choose(first, nan, big, f"topk_pick{p}")
+            picks.append(pick)
+        else:
+            picks.append(first)
+
+    def gather(*i: Any) -> PrimExpr:
+        row = _at(i, axis, 0)
+        out = picks[-1][row]
+        for p in range(k - 2, -1, -1):
+            out = tir.if_then_else(i[axis] <= p, picks[p][row], out)
+        return out
+
+    return te.compute(out_shape, gather, "topk_indices")
+
+
+def _choose(a: te.Tensor, b: te.Tensor, missing: PrimExpr, name: str) -> te.Tensor:
+    """a where it found something (< missing), else b."""
+    return te.compute(a.shape, lambda *i: tir.if_then_else(a[i] < missing, a[i], b[i]), name)
+
+
+def _limit(dtype: str, lowest: bool) -> PrimExpr:
+    """The smallest (``lowest``) or largest value of the integer ``dtype``."""
+    bits = dt.bits_of(dtype)
+    if dt.is_int(dtype):
+        return tir.const(-(1 << (bits - 1)) if lowest else (1 << (bits - 1)) - 1, dtype)
+    return tir.const(0 if lowest else (1 << bits) - 1, dtype)

@@ -103,6 +103,11 @@ def test_topk_and_cumsum():
         node("CumSum", ["x", "ax"], ["c0"]),
         node("CumSum", ["x", "ax"], ["c1"], exclusive=1, reverse=1),
     ]
+    z = rng.standard_normal((2, 500)).astype("float32")
+    z[1, 100] = z[1, 400] = 10.0  # a tie at the top
+    nodes.append(node("TopK", ["z", "k"], ["v3", "i3"], axis=1))  # selection rounds
+    nodes.append(node("TopK", ["z", "k"], ["v4", "i4"], axis=1, largest=0))
     inits = {"k": np.array([4], "int64"), "k2": np.array([2], "int64"), "ax": np.array(1)}
-    outs = ["v0", "i0", "v1", "i1", "v2", "i2", "c0", "c1"]
-    assert_matches_onnxruntime(build_model(nodes, {"x": x}, outs, inits), {"x": x}, rtol=1e-5)
+    outs = ["v0", "i0", "v1", "i1", "v2", "i2", "c0", "c1", "v3", "i3", "v4", "i4"]
+    feeds = {"x": x, "z": z}
+    assert_matches_onnxruntime(build_model(nodes, feeds, outs, inits), feeds, rtol=1e-5)

@@ -119,3 +119,17 @@ def test_topk_ties_and_nan(largest):
     xi = _x((2, 3, 6), "int32")
     v = Var("x", TensorType(xi.shape, "int32"))
     check(_group([v], call("topk", v, k=4, axis=2, largest=largest)), [xi])
+
+
+@pytest.mark.parametrize("largest", [True, False])
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+def test_topk_selection_rounds_on_long_axis(largest, dtype):
+    x = _x((2, 40), dtype)
+    x[0, 5] = x[0, 20] = x[0, 33] = 9  # ties at the top
+    x[1, 7] = x[1, 8] = -9  # ties at the bottom
+    if dtype == "float32":
+        x[1, 30] = np.nan
+        x[0, 1] = -np.inf
+    v = Var("x", TensorType(x.shape, dtype))
+    for k in (1, 3, 6):
+        check(_group([v], call("topk", v, k=k, axis=1, largest=largest)), [x])
