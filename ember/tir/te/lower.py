@@ -305,7 +305,7 @@ class _Lowerer:
         kids = [
             c
             for c in self.children.get(stage, [])
-            if c.attach is not None and c.attach[1].var is iv.var
+            if c.attach is not None and _attach_leaf(stage, c.attach[1]).var is iv.var
         ]
         if not kids:
             return body
@@ -412,6 +412,21 @@ def _original(stage: Stage, iv: IterVar) -> IterVar:
         if leaf.var is iv.var:
             return leaf
     return iv
+
+
+def _attach_leaf(stage: Stage, iv: IterVar) -> IterVar:
+    """The current loop that stands for attach point ``iv``: itself if still a leaf, else
+    the innermost loop derived from it by later splits and fuses."""
+    reach = {iv}
+    for rel in stage.relations:
+        if isinstance(rel, Split) and rel.parent in reach:
+            reach |= {rel.outer, rel.inner}
+        elif isinstance(rel, Fuse) and (rel.outer in reach or rel.inner in reach):
+            reach.add(rel.fused)
+    found = [leaf for leaf in stage.leaf_iter_vars if leaf in reach]
+    if not found:  # pragma: no cover - every iter var leads to some leaf
+        raise IRError(f"lower: attach point '{iv.name}' of '{stage.op.name}' has no loop")
+    return found[-1]
 
 
 def _guard(conds: list[PrimExpr], body: Stmt) -> Stmt:
