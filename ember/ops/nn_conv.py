@@ -19,16 +19,21 @@ from ember.ir.ops.nn_util import padding, spatial
 from ember.ir.types import Type
 from ember.ops.common import out_tensor_type, scalar, static_shape
 from ember.ops.nn_common import check_dtype
-from ember.ops.nn_schedule import schedule_anchor, schedule_dot_anchor
+from ember.ops.nn_schedule import MATERIALIZE, schedule_anchor, schedule_dot_anchor
 from ember.ops.registry import register_compute, register_schedule
 from ember.tir import PrimExpr, te
 from ember.tir import const as tir_const
 
 
 def pad_tensor(
-    x: te.Tensor, before: tuple[int, ...], after: tuple[int, ...], value: float = 0.0
+    x: te.Tensor,
+    before: tuple[int, ...],
+    after: tuple[int, ...],
+    value: float = 0.0,
+    materialize: bool = False,
 ) -> te.Tensor:
-    """``x`` zero-padded (or ``value``-padded) on its trailing len(before) axes."""
+    """``x`` zero-padded (or ``value``-padded) on its trailing len(before) axes; with
+    ``materialize`` the nn anchor schedule keeps it in a buffer instead of inlining it."""
     shape = static_shape(x)
     nsp = len(before)
     if not any(before) and not any(after):
@@ -50,7 +55,7 @@ def pad_tensor(
             return x[tuple(src)]
         return tir.if_then_else(tir.logical_and(*conds), x[tuple(src)], scalar(value, x.dtype))
 
-    return te.compute(padded, body, "pad")
+    return te.compute(padded, body, "pad", attrs={MATERIALIZE: True} if materialize else None)
 
 
 def _conv_attrs(attrs: Attrs, nsp: int) -> tuple[tuple[int, ...], ...]:
@@ -75,7 +80,7 @@ def conv(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
     groups = int(attrs["groups"])
     out_ch, in_per_group = wshape[0], wshape[1]
     out_per_group = out_ch // groups
-    xp = pad_tensor(x, pad_begin, pad_end)
+    xp = pad_tensor(x, pad_begin, pad_end, materialize=True)
     rc = te.reduce_axis(in_per_group, "rc")
     rk = [te.reduce_axis(wshape[2 + k], f"rk{k}") for k in range(nsp)]
 

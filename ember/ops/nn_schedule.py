@@ -11,7 +11,12 @@ an elementwise output:
 * any other reduction stage (statistics of softmax and the norms, which have keepdims
   shapes) is computed at root before the output, parallel over its leading data axes;
   a stage created with ``attrs={"reduce_after": k}`` runs its reduce loops right after
-  its first ``k`` data loops (the axes after the reduced ones stay innermost, contiguous).
+  its first ``k`` data loops (the axes after the reduced ones stay innermost, contiguous);
+* a non-reduction stage created with ``attrs={"materialize": True}`` (a convolution's
+  padded input, softmax's exponentials, per-row statistics) gets its own buffer, computed
+  once at root, instead of being inlined (``lower_group`` inlines every non-reduction
+  stage; recomputing these per use costs branches in the innermost loop or repeated
+  ``exp``/``sqrt``/division).
 
 Example::
 
@@ -30,6 +35,8 @@ from ember.tir import te
 MIN_PARALLEL_WORK = 4096
 #: the innermost loop is vectorised when its extent is at least this.
 MIN_VECTOR_EXTENT = 4
+#: compute attribute asking the anchor schedule to keep a non-reduction stage in a buffer.
+MATERIALIZE = "materialize"
 
 
 def _extent(iv: te.IterVar) -> int:
@@ -54,6 +61,21 @@ def reduction_stages(sch: te.Schedule, outputs: list[te.Tensor]) -> list[te.Stag
         if isinstance(op.body, te.Reduce) and not stage.inlined:
             found.append(stage)
     return found
+
+
+def materialize_tagged(sch: te.Schedule, outputs: list[te.Tensor]) -> None:
+    """Give every stage tagged ``materialize`` its own root buffer (undoing the blanket
+    inlining of lower_group), parallel over its outer loops, vectorised inside."""
+    out_ops = {id(t.op) for t in outputs}
+    for op in sch.ops:
+        if id(op) in out_ops or not isinstance(op, te.ComputeOp):
+            continue
+        if not op.attrs.get(MATERIALIZE) or isinstance(op.body, te.Reduce):
+            continue
+        stage = sch[op]
+        if stage.attach is None:
+            stage.inlined = False
+            schedule_output(stage)
 
 
 def _compute_op(stage: te.Stage) -> te.ComputeOp | None:
@@ -136,6 +158,7 @@ def schedule_anchor(ctx: ScheduleContext, reduce_inner: bool = False) -> None:
     anchor's reduce loops innermost: dot products, for matrices stored (N, K))."""
     sch = ctx.sch
     outputs = list(ctx.group_outputs)
+    materialize_tagged(sch, outputs)
     reds = reduction_stages(sch, outputs)
     main = sch[outputs[0]]
     outer = schedule_output(main, _reduce_work(reds), reduce_inner)
