@@ -201,3 +201,21 @@ def test_static_allocation_inside_parallel_loop_is_refused() -> None:
     f = tir.PrimFunc("s", (a,), tir.for_range(i, 4, body, tir.ForKind.PARALLEL))
     with pytest.raises(CompileError, match="shared by all threads"):
         generate_source([f])
+
+
+def test_openmp_regions_do_not_nest() -> None:
+    a = tir.decl_buffer((4, 4, 4), "float32", "A")
+    i, j, k = tir.Var("i"), tir.Var("j"), tir.Var("k")
+    inner = tir.for_range(k, 4, tir.store(a, 0.0, i, j, k), tir.ForKind.VECTORIZED)
+    mid = tir.for_range(j, 4, inner, tir.ForKind.PARALLEL)
+    src = generate_source(
+        [tir.PrimFunc("n", (a,), tir.for_range(i, 4, mid, tir.ForKind.VECTORIZED))]
+    )
+    assert src.count("#pragma omp simd") == 1 and "omp parallel" not in src
+    t = tir.decl_buffer((1024,), "float32", "T", scope="local")
+    heap = tir.Allocate(t, tir.store(a, t[0], i, 0, 0), tir.StorageKind.HEAP)
+    simd = generate_source(
+        [tir.PrimFunc("v", (a,), tir.for_range(i, 4, heap, tir.ForKind.VECTORIZED))]
+    )
+    assert "int32_t ember_perr0 = 0;\n  #pragma omp simd" in simd
+    assert "(in a vectorized loop)" in simd

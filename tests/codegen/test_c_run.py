@@ -554,3 +554,37 @@ def test_random_float_expressions_match_interpreter(build, dtype: str) -> None: 
         mod["ember_rand_float"](_nd(v), got)
         rtol = 1e-4 if dtype == "float32" else 1e-10
         np.testing.assert_allclose(got.numpy(), want, rtol=rtol, atol=rtol)
+
+
+def test_random_schedules_compile_and_match_numpy(build) -> None:  # type: ignore[no-untyped-def]
+    import importlib.util
+    import random
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "tir" / "te" / "test_te_random_schedules.py"
+    spec = importlib.util.spec_from_file_location("ember_random_schedules", path)
+    assert spec is not None and spec.loader is not None
+    fuzz = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fuzz)
+    cases = []
+    for seed in range(10):
+        rng = random.Random(1000 + seed)
+        n, m, kk = rng.randint(3, 19), rng.randint(3, 19), rng.randint(2, 9)
+        a = te.placeholder((n, kk), "float32", "A")
+        b = te.placeholder((kk, m), "float32", "B")
+        k = te.reduce_axis(kk, "k")
+        mm = te.compute((n, m), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), "mm")
+        out = te.compute((n, m), lambda i, j: tir.max(mm[i, j], 0.0), "out")
+        s = te.create_schedule(out)
+        if rng.random() < 0.5:
+            s[mm].compute_at(s[out], rng.choice(s[out].leaf_iter_vars))
+        fuzz._random_schedule(rng, s, mm)
+        fuzz._random_schedule(rng, s, out)
+        cases.append((te.lower(s, [a, b, out], name=f"fuzz{seed}"), n, m, kk))
+    mod = build([f for f, *_ in cases])
+    for f, n, m, kk in cases:
+        x = RNG.standard_normal((n, kk)).astype("float32")
+        y = RNG.standard_normal((kk, m)).astype("float32")
+        got = _nd(np.zeros((n, m), "float32"))
+        mod[f"ember_{f.name}"](_nd(x), _nd(y), got)
+        np.testing.assert_allclose(got.numpy(), np.maximum(x @ y, 0), rtol=1e-4, atol=1e-5)

@@ -67,10 +67,12 @@ class CodeGenC(ExprCodegen):
         self.scopes: list[set[str]] = [set()]
         self.heap: list[str] = []
         self.in_parallel = False
+        self.in_simd = False
         self.where = f" of '{func.name}'"
         # error exits inside a parallel loop set this flag instead of returning
         self.perr: str | None = None
         self.perr_messages: list[str] = []
+        self.perr_kind = "parallel"
         self.perr_count = 0
 
     # -- names --------------------------------------------------------------------------
@@ -195,29 +197,42 @@ class CodeGenC(ExprCodegen):
             raise CompileError(f"C codegen{self.where}: unsupported statement {type(s).__name__}")
 
     def loop(self, s: For) -> None:
-        """Emit a for loop with the pragma its kind asks for."""
+        """Emit a for loop with the pragma its kind asks for.
+
+        OpenMP regions do not nest here: a parallel or vectorized loop inside a vectorized
+        one, or a parallel loop inside a parallel one, runs as a plain loop. Inside the
+        outermost region, error exits set a flag instead of returning (``fail``).
+        """
         v = self.var(s.loop_var)
         ct = c_type(s.loop_var.dtype, self.where)
         lo = self.expr(s.min)
         end = self.expr(simplify(s.min + s.extent), 11)
-        was_parallel = self.in_parallel
+        was_parallel, was_simd = self.in_parallel, self.in_simd
+        pragma = ""
+        omp = self.opts.openmp
+        if s.kind is ForKind.PARALLEL:
+            if omp and not self.in_parallel and not self.in_simd:
+                threads = f" num_threads({self.opts.num_threads})" if self.opts.num_threads else ""
+                pragma = f"#pragma omp parallel for{threads}"
+            self.in_parallel = True
+        elif s.kind is ForKind.VECTORIZED:
+            if omp and not self.in_simd:
+                pragma = "#pragma omp simd"
+                self.in_simd = True
+            elif not omp:
+                pragma = "#pragma GCC ivdep"
+        elif s.kind is ForKind.UNROLLED:
+            n = s.extent.value if isinstance(s.extent, IntImm) else 4
+            pragma = f"#pragma GCC unroll {max(1, min(n, 64))}"
         flag_at = -1
-        if s.kind is ForKind.PARALLEL and not self.in_parallel:
+        if pragma.startswith("#pragma omp") and self.perr is None:
             flag_at = len(self.lines)
             self.perr = f"ember_perr{self.perr_count}"
             self.perr_count += 1
             self.perr_messages = []
-        if s.kind is ForKind.PARALLEL and self.opts.openmp and not self.in_parallel:
-            threads = f" num_threads({self.opts.num_threads})" if self.opts.num_threads > 0 else ""
-            self.emit(f"#pragma omp parallel for{threads}")
-            self.in_parallel = True
-        elif s.kind is ForKind.PARALLEL:
-            self.in_parallel = True
-        elif s.kind is ForKind.VECTORIZED:
-            self.emit("#pragma omp simd" if self.opts.openmp else "#pragma GCC ivdep")
-        elif s.kind is ForKind.UNROLLED:
-            n = s.extent.value if isinstance(s.extent, IntImm) else 4
-            self.emit(f"#pragma GCC unroll {max(1, min(n, 64))}")
+            self.perr_kind = "parallel" if s.kind is ForKind.PARALLEL else "vectorized"
+        if pragma:
+            self.emit(pragma)
         self.emit(f"for ({ct} {v} = {lo}; {v} < {end}; ++{v}) {{")
         saved = self.bounds.ranges.get(s.loop_var)
         lo_b = self.bounds.bound(s.min)[0]
@@ -228,7 +243,7 @@ class CodeGenC(ExprCodegen):
             del self.bounds.ranges[s.loop_var]
         else:
             self.bounds.ranges[s.loop_var] = saved
-        self.in_parallel = was_parallel
+        self.in_parallel, self.in_simd = was_parallel, was_simd
         self.emit("}")
         if flag_at >= 0:
             self.close_parallel(flag_at)
@@ -245,7 +260,7 @@ class CodeGenC(ExprCodegen):
         self.indent += 1
         for code, message in enumerate(messages, start=1):
             if message:
-                text = c_string(f"{message} (in a parallel loop)")
+                text = c_string(f"{message} (in a {self.perr_kind} loop)")
                 self.emit(f"if ({flag} == {code}) EmberAPISetLastError({text});")
         for name in reversed(self.heap):
             self.emit(f"EmberBackendFreeWorkspace(1, 0, {name});")
