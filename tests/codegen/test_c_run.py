@@ -556,6 +556,24 @@ def test_random_float_expressions_match_interpreter(build, dtype: str) -> None: 
         np.testing.assert_allclose(got.numpy(), want, rtol=rtol, atol=rtol)
 
 
+def _fuzz_case(fuzz: object, rng: object, seed: int) -> tuple[tir.PrimFunc, int, int, int]:
+    import random
+
+    assert isinstance(rng, random.Random)
+    n, m, kk = rng.randint(3, 19), rng.randint(3, 19), rng.randint(2, 9)
+    a = te.placeholder((n, kk), "float32", "A")
+    b = te.placeholder((kk, m), "float32", "B")
+    k = te.reduce_axis(kk, "k")
+    mm = te.compute((n, m), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), "mm")
+    out = te.compute((n, m), lambda i, j: tir.max(mm[i, j], 0.0), "out")
+    s = te.create_schedule(out)
+    if rng.random() < 0.5:
+        s[mm].compute_at(s[out], rng.choice(s[out].leaf_iter_vars))
+    fuzz._random_schedule(rng, s, mm)  # type: ignore[attr-defined]
+    fuzz._random_schedule(rng, s, out)  # type: ignore[attr-defined]
+    return te.lower(s, [a, b, out], name=f"fuzz{seed}"), n, m, kk
+
+
 def test_random_schedules_compile_and_match_numpy(build) -> None:  # type: ignore[no-untyped-def]
     import importlib.util
     import random
@@ -566,21 +584,7 @@ def test_random_schedules_compile_and_match_numpy(build) -> None:  # type: ignor
     assert spec is not None and spec.loader is not None
     fuzz = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fuzz)
-    cases = []
-    for seed in range(10):
-        rng = random.Random(1000 + seed)
-        n, m, kk = rng.randint(3, 19), rng.randint(3, 19), rng.randint(2, 9)
-        a = te.placeholder((n, kk), "float32", "A")
-        b = te.placeholder((kk, m), "float32", "B")
-        k = te.reduce_axis(kk, "k")
-        mm = te.compute((n, m), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), "mm")
-        out = te.compute((n, m), lambda i, j: tir.max(mm[i, j], 0.0), "out")
-        s = te.create_schedule(out)
-        if rng.random() < 0.5:
-            s[mm].compute_at(s[out], rng.choice(s[out].leaf_iter_vars))
-        fuzz._random_schedule(rng, s, mm)
-        fuzz._random_schedule(rng, s, out)
-        cases.append((te.lower(s, [a, b, out], name=f"fuzz{seed}"), n, m, kk))
+    cases = [_fuzz_case(fuzz, random.Random(1000 + seed), seed) for seed in range(10)]
     mod = build([f for f, *_ in cases])
     for f, n, m, kk in cases:
         x = RNG.standard_normal((n, kk)).astype("float32")
