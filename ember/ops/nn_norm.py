@@ -19,7 +19,7 @@ from ember.ir.ops.nn_util import normalize_axis
 from ember.ir.types import Type
 from ember.ops.common import load_broadcast, scalar, static_shape
 from ember.ops.nn_common import check_dtype, product
-from ember.ops.nn_schedule import schedule_anchor
+from ember.ops.nn_schedule import MATERIALIZE, schedule_anchor
 from ember.ops.registry import register_compute, register_schedule
 from ember.tir import PrimExpr, te
 
@@ -51,26 +51,34 @@ def _reduce_keepdims(
     return te.compute(out_shape, body, name, attrs={"reduce_after": axes.start})
 
 
-def _moments(x: te.Tensor, axes: range) -> tuple[te.Tensor, te.Tensor]:
-    """Mean and (biased) variance over ``axes``, both keepdims, computed in x's dtype."""
+def _keepdims_stage(shape: Any, fn: Any, name: str) -> te.Tensor:
+    """A small per-row stage (statistics) kept in its own buffer, computed once."""
+    return te.compute(shape, fn, name, attrs={MATERIALIZE: True})
+
+
+def _moments(x: te.Tensor, axes: range, eps: float) -> tuple[te.Tensor, te.Tensor]:
+    """Mean and 1 / sqrt(var + eps) over ``axes`` (keepdims, in x's dtype); the variance
+    is the mean of the squared centred values, like the references."""
     count = scalar(product([static_shape(x)[k] for k in axes]), x.dtype)
     total = _reduce_keepdims(x, axes, lambda i: x[i], "sum", "mean_sum")
-    mean = te.compute(total.shape, lambda *i: total[i] / count, "mean")
+    mean = _keepdims_stage(total.shape, lambda *i: total[i] / count, "mean")
 
     def centred_sq(i: tuple[Any, ...]) -> PrimExpr:
         d = x[i] - mean[_keep(i, axes)]
         return d * d
 
     sq = _reduce_keepdims(x, axes, centred_sq, "sum", "var_sum")
-    var = te.compute(sq.shape, lambda *i: sq[i] / count, "var")
-    return mean, var
+    one = scalar(1.0, x.dtype)
+    rstd = _keepdims_stage(
+        sq.shape, lambda *i: one / tir.sqrt(sq[i] / count + scalar(eps, x.dtype)), "rstd"
+    )
+    return mean, rstd
 
 
-def _normalized(
-    x: te.Tensor, axes: range, eps: float, i: tuple[Any, ...], mean: te.Tensor, var: te.Tensor
-) -> PrimExpr:
+def _normalized(x: te.Tensor, axes: range, i: tuple[Any, ...], stats: Any) -> PrimExpr:
+    mean, rstd = stats
     kept = _keep(i, axes)
-    return (x[i] - mean[kept]) / tir.sqrt(var[kept] + scalar(eps, x.dtype))
+    return (x[i] - mean[kept]) * rstd[kept]
 
 
 @register_compute("nn.batch_norm")
@@ -95,11 +103,10 @@ def instance_norm(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.T
     x, scale, bias = inputs
     check_dtype("nn.instance_norm", x.dtype)
     axes = range(2, len(x.shape))
-    mean, var = _moments(x, axes)
-    eps = float(attrs["epsilon"])
+    stats = _moments(x, axes, float(attrs["epsilon"]))
 
     def body(*i: Any) -> PrimExpr:
-        return _normalized(x, axes, eps, i, mean, var) * scale[i[1]] + bias[i[1]]
+        return _normalized(x, axes, i, stats) * scale[i[1]] + bias[i[1]]
 
     return te.compute(x.shape, body, "instance_norm")
 
@@ -110,11 +117,10 @@ def layer_norm(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tens
     x = inputs[0]
     check_dtype("nn.layer_norm", x.dtype)
     axes = range(normalize_axis(attrs["axis"], len(x.shape)), len(x.shape))
-    mean, var = _moments(x, axes)
-    eps = float(attrs["epsilon"])
+    stats = _moments(x, axes, float(attrs["epsilon"]))
 
     def body(*i: Any) -> PrimExpr:
-        y = _normalized(x, axes, eps, i, mean, var) * load_broadcast(inputs[1], i)
+        y = _normalized(x, axes, i, stats) * load_broadcast(inputs[1], i)
         if len(inputs) > 2:
             y = y + load_broadcast(inputs[2], i)
         return y
@@ -151,28 +157,38 @@ def lrn(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
     return te.compute(shape, body, "lrn")
 
 
-def _softmax_parts(x: te.Tensor, attrs: Attrs) -> tuple[range, te.Tensor, te.Tensor]:
+def _softmax_parts(
+    x: te.Tensor, attrs: Attrs, keep_exp: bool
+) -> tuple[range, te.Tensor, te.Tensor, te.Tensor | None]:
+    """The axis, the row max, the row sum of exp(x - max) and (with ``keep_exp``) the
+    exponentials themselves, kept in a buffer so each is computed once."""
     axis = normalize_axis(attrs["axis"], len(x.shape))
     axes = range(axis, axis + 1)
     peak = _reduce_keepdims(x, axes, lambda i: x[i], "max", "softmax_max")
 
-    def shifted_exp(i: tuple[Any, ...]) -> PrimExpr:
+    def shifted_exp(*i: Any) -> PrimExpr:
         return tir.exp(x[i] - peak[_keep(i, axes)])
 
-    total = _reduce_keepdims(x, axes, shifted_exp, "sum", "softmax_sum")
-    return axes, peak, total
+    if keep_exp:
+        e = te.compute(x.shape, shifted_exp, "softmax_exp", attrs={MATERIALIZE: True})
+        total = _reduce_keepdims(x, axes, lambda i: e[i], "sum", "softmax_sum")
+        return axes, peak, total, e
+    total = _reduce_keepdims(x, axes, lambda i: shifted_exp(*i), "sum", "softmax_sum")
+    return axes, peak, total, None
 
 
 @register_compute("nn.softmax")
 def softmax(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
-    """exp(x - max) / sum(exp(x - max)) along ``axis``."""
+    """exp(x - max) / sum(exp(x - max)) along ``axis`` (one exp per element)."""
     x = inputs[0]
     check_dtype("nn.softmax", x.dtype)
-    axes, peak, total = _softmax_parts(x, attrs)
+    axes, _, total, e = _softmax_parts(x, attrs, keep_exp=True)
+    assert e is not None
+    one = scalar(1.0, x.dtype)
+    inv = _keepdims_stage(total.shape, lambda *i: one / total[i], "softmax_inv")
 
     def body(*i: Any) -> PrimExpr:
-        kept = _keep(i, axes)
-        return tir.exp(x[i] - peak[kept]) / total[kept]
+        return e[i] * inv[_keep(i, axes)]
 
     return te.compute(x.shape, body, "softmax")
 
@@ -182,11 +198,12 @@ def log_softmax(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Ten
     """(x - max) - log(sum(exp(x - max))) along ``axis``."""
     x = inputs[0]
     check_dtype("nn.log_softmax", x.dtype)
-    axes, peak, total = _softmax_parts(x, attrs)
+    axes, peak, total, _ = _softmax_parts(x, attrs, keep_exp=False)
+    lse = _keepdims_stage(total.shape, lambda *i: tir.log(total[i]), "softmax_lse")
 
     def body(*i: Any) -> PrimExpr:
         kept = _keep(i, axes)
-        return (x[i] - peak[kept]) - tir.log(total[kept])
+        return (x[i] - peak[kept]) - lse[kept]
 
     return te.compute(x.shape, body, "log_softmax")
 
