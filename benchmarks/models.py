@@ -1,0 +1,217 @@
+"""Real models: ember's compile time and latency next to onnxruntime's, in one process.
+
+Run: ``.venv/bin/python benchmarks/models.py [--models squeezenet,bert] [--repeat 20]``.
+For every model of ``ember.examples.models.MODELS`` (or the ``--models`` filter) it prints
+
+* ember build seconds (graph IR -> artifacts) and load seconds (C compile + link + load,
+  with a fresh artifact cache unless ``--keep-cache``, so the C compiler's time is counted),
+* ember's median latency of ``run`` (the graph executor, EMBER_NUM_THREADS workers),
+* onnxruntime's median latency with ``intra_op_num_threads`` 1 and 2 (all graph
+  optimizations on, the CPU provider),
+* the ratios ember / onnxruntime (above 1: ember is slower).
+
+Outputs are checked against onnxruntime first (a wrong answer has no latency).
+``--profile K`` also prints each model's K slowest ember kernels from the graph
+executor's ``profile()``. Nothing is asserted: the script only reports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Row:
+    """One model's measurements (seconds)."""
+
+    name: str
+    build_s: float
+    load_s: float
+    ember_s: float
+    ort1_s: float
+    ort2_s: float
+    max_err: float
+
+    def cells(self) -> list[str]:
+        """The printed cells of this row."""
+        return [
+            self.name,
+            f"{self.build_s:.2f}",
+            f"{self.load_s:.2f}",
+            f"{self.ember_s * 1e3:.2f}",
+            f"{self.ort1_s * 1e3:.2f}",
+            f"{self.ort2_s * 1e3:.2f}",
+            f"{self.ember_s / self.ort1_s:.2f}",
+            f"{self.ember_s / self.ort2_s:.2f}",
+            f"{self.max_err:.1e}",
+        ]
+
+
+HEADER = [
+    "model",
+    "build s",
+    "cc+load s",
+    "ember ms",
+    "ort1 ms",
+    "ort2 ms",
+    "ember/ort1",
+    "ember/ort2",
+    "max |err|",
+]
+
+
+def median_seconds(fn: Callable[[], object], repeat: int, warmup: int = 2) -> float:
+    """Median wall time of ``repeat`` calls of ``fn`` after ``warmup`` untimed calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def ort_session(model_bytes: bytes, threads: int) -> Any:
+    """An onnxruntime CPU session with ``threads`` intra-op threads."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    return ort.InferenceSession(model_bytes, opts, providers=["CPUExecutionProvider"])
+
+
+def measure(name: str, repeat: int, profile: int) -> Row:
+    """Compile, check and time one example model with both engines."""
+    import ember
+    from ember.examples.models import make_model
+    from ember.executor import GraphExecutor
+    from ember.testing import ORT_MAX_IR_VERSION, compile_onnx
+
+    case = make_model(name)
+    model = case.model
+    model.ir_version = min(model.ir_version, ORT_MAX_IR_VERSION)
+    start = time.perf_counter()
+    artifacts = compile_onnx(model, shape=case.shapes, target="c")
+    build_s = time.perf_counter() - start
+    dev = ember.cpu(0)
+    start = time.perf_counter()
+    factory = ember.load_artifacts(artifacts, dev)
+    ge = GraphExecutor(factory["default"](dev))
+    load_s = time.perf_counter() - start
+    for key, value in case.inputs.items():
+        ge.set_input(key, value)
+
+    sessions = {n: ort_session(model.SerializeToString(), n) for n in (1, 2)}
+    ge.run()
+    ours = [ge.get_output(i).numpy() for i in range(ge.get_num_outputs())]
+    ref = sessions[1].run(None, case.inputs)
+    max_err = max(float(np.max(np.abs(a - b))) for a, b in zip(ours, ref, strict=True))
+
+    ember_s = median_seconds(ge.run, repeat)
+    ort_s = {n: median_seconds(_runner(s, case.inputs), repeat) for n, s in sessions.items()}
+    if profile > 0:
+        report = ge.profile(repeat=max(3, repeat // 4))
+        print(f"\n{name}: {len(report.rows)} kernel calls, {report.total_us / 1e3:.2f} ms")
+        for op, calls, us, pct in report.by_op()[:profile]:
+            print(f"  {pct:5.1f}%  {us / 1e3:8.3f} ms  {calls:3d}x  {op}")
+        sys.stdout.flush()
+    return Row(name, build_s, load_s, ember_s, ort_s[1], ort_s[2], max_err)
+
+
+def _runner(session: Any, inputs: dict[str, np.ndarray]) -> Callable[[], object]:
+    def run() -> object:
+        return session.run(None, inputs)
+
+    return run
+
+
+def format_table(rows: Sequence[Row]) -> str:
+    """A markdown table of ``rows`` (so that docs/performance.md can take it verbatim)."""
+    lines = [HEADER] + [r.cells() for r in rows]
+    widths = [max(len(line[k]) for line in lines) for k in range(len(HEADER))]
+    out = []
+    for i, line in enumerate(lines):
+        out.append("| " + " | ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)) + " |")
+        if i == 0:
+            out.append("| " + " | ".join("-" * w for w in widths) + " |")
+    return "\n".join(out)
+
+
+def machine() -> str:
+    """``<n> cores, <CPU model>`` of this machine."""
+    cpu = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} cores, {cpu}"
+
+
+def warm_up() -> None:
+    """Build the C runtime once, so the first model's load time is only its own compile."""
+    from onnx import TensorProto, helper
+
+    from ember.testing import run_onnx_compiled
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "warm_up",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    run_onnx_compiled(model, {"x": np.ones(4, np.float32)})
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse the command line, measure every selected model, print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", default="", help="comma-separated names (default: all)")
+    parser.add_argument("--repeat", type=int, default=10, help="timed runs per engine")
+    parser.add_argument("--profile", type=int, default=0, help="print the K slowest kernels")
+    parser.add_argument(
+        "--keep-cache", action="store_true", help="reuse ember's artifact cache (faster loads)"
+    )
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="ember-bench-") as tmp:
+        if not args.keep_cache:
+            os.environ["EMBER_CACHE_DIR"] = tmp  # read once, at ember's first config() call
+        from ember.examples.models import MODELS
+
+        names = [n for n in args.models.split(",") if n] or MODELS.names()
+        for name in names:
+            MODELS.get(name)  # an unknown name fails before any work, listing the known ones
+        warm_up()
+        threads = os.environ.get("EMBER_NUM_THREADS", "0")
+        print(
+            f"machine: {machine()}; ember threads: {threads} (0: one per core); "
+            f"repeat {args.repeat}"
+        )
+        rows = []
+        for name in names:
+            rows.append(measure(name, args.repeat, args.profile))
+            print(f"  done {name}", file=sys.stderr, flush=True)
+        print()
+        print(format_table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
