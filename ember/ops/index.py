@@ -22,8 +22,8 @@ from ember.ir.op import Attrs
 from ember.ir.types import Type
 from ember.ops.binary import maximum, minimum
 from ember.ops.common import out_tensor_type, static_shape
-from ember.ops.reduce import staged_product
-from ember.ops.registry import register_compute
+from ember.ops.reduce import schedule_reduce, staged_product
+from ember.ops.registry import register_compute, register_schedule
 from ember.ops.transform import flat_index, unflatten
 from ember.tir import PrimExpr, te
 from ember.tir import dtype as dt
@@ -256,3 +256,7 @@ def scatter_nd(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tens
         attrs["reduction"],
         "scatter_nd",
     )
+
+
+for _name in ("scatter_elements", "scatter_nd"):
+    register_schedule(_name)(schedule_reduce)

@@ -23,8 +23,8 @@ from ember.ir.op import Attrs
 from ember.ir.types import Type
 from ember.ops.common import out_tensor_type, static_shape
 from ember.ops.elemwise import as_dtype, compute_dtype, is_nan
-from ember.ops.nn_schedule import schedule_anchor
-from ember.ops.registry import register_compute, register_schedule
+from ember.ops.nn_schedule import MIN_PARALLEL_WORK, MIN_VECTOR_EXTENT, reduction_stages
+from ember.ops.registry import ScheduleContext, register_compute, register_schedule
 from ember.ops.transform import unflatten
 from ember.tir import PrimExpr, te
 from ember.tir import dtype as dt
@@ -77,7 +77,13 @@ def _reduce(
         val = source(_load(x, input_index(i, rvs, len(shape), axes, keep)))
         return reducer(val, axis=rvs, init=init)
 
-    return te.compute(out_shape, body, name)
+    return te.compute(out_shape, body, name, attrs=reduce_order(len(shape), axes))
+
+
+def reduce_order(ndim: int, axes: Sequence[int]) -> dict[str, Any]:
+    """Stage attrs for :func:`schedule_reduce`: reduce loops innermost when the input's last
+    axis is reduced (contiguous reads), else outside the vectorised last data loop."""
+    return {"reduce_inner": ndim - 1 in axes}
 
 
 def _count(x: te.Tensor, axes: Sequence[int]) -> int:
@@ -96,7 +102,10 @@ def _sum_like(name: str) -> None:
         dtype, work = ty.dtype, compute_dtype(ty.dtype)
         if not attrs["axes"]:
             return _identity_copy(x, ty.shape, dtype, name)
-        acc = _reduce(x, attrs, ty.shape, "sum", lambda v: v.astype(work), name)
+        if _use_lanes(x, attrs["axes"], work):
+            acc = _lane_sum(x, attrs, ty.shape, work, name)
+        else:
+            acc = _reduce(x, attrs, ty.shape, "sum", lambda v: v.astype(work), name)
         if name == "sum":
             return acc if work == dtype else _identity_copy(acc, ty.shape, dtype, "sum_cast")
         count = _count(x, attrs["axes"])
@@ -116,6 +125,44 @@ def _sum_like(name: str) -> None:
     register_compute(name)(compute)
 
 
+#: float sums over a long last axis accumulate this many interleaved partial sums (one
+#: vector register of float32), so the C compiler can vectorise the reduction loop.
+SUM_LANES = 8
+
+
+def _use_lanes(x: te.Tensor, axes: Sequence[int], work: str) -> bool:
+    shape = static_shape(x)
+    n = shape[-1] if shape else 0
+    last_only = list(axes) == [len(shape) - 1]
+    return dt.is_float(work) and last_only and n >= 8 * SUM_LANES and n % SUM_LANES == 0
+
+
+def _lane_sum(
+    x: te.Tensor, attrs: Attrs, out_shape: Sequence[Any], work: str, name: str
+) -> te.Tensor:
+    """The sum over the last axis as SUM_LANES strided partial sums (a vectorisable stage)
+    and then the sum of the lanes (TVM's rfactor)."""
+    shape = static_shape(x)
+    ndim, keep = len(shape), bool(attrs["keepdims"])
+    axes = [ndim - 1]
+
+    def part(*il: Any) -> PrimExpr:
+        i, lane = il[:-1], il[-1]
+        q = te.reduce_axis(shape[-1] // SUM_LANES, "q")
+        pos = q.var * SUM_LANES + lane
+        return te.sum(_load(x, input_index(i, [pos], ndim, axes, keep)).astype(work), axis=q)
+
+    partial = te.compute(
+        (*out_shape, SUM_LANES), part, name + "_lanes", attrs={"reduce_inner": False}
+    )
+
+    def total(*i: Any) -> PrimExpr:
+        lane = te.reduce_axis(SUM_LANES, "lane")
+        return te.sum(partial[(*i, lane.var)], axis=lane)
+
+    return te.compute(out_shape, total, name, attrs={"reduce_inner": True})
+
+
 def _extreme(name: str) -> None:
     def compute(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
         x = inputs[0]
@@ -132,14 +179,13 @@ def _extreme(name: str) -> None:
         if not dt.is_float(dtype):
             return acc
         zero = tir.const(0, "int32")
-        nans = _reduce(
+        nans = _reduce(  # a NaN count: an integer sum, which the C compiler vectorises
             x,
             attrs,
             ty.shape,
-            "max",
+            "sum",
             lambda v: tir.if_then_else(is_nan(v), tir.const(1, "int32"), zero),
             name + "_nan",
-            zero,
         )
 
         def body(*i: Any) -> PrimExpr:
@@ -236,7 +282,7 @@ def _arg(name: str) -> None:
                 enc = tir.if_then_else(is_nan(v), r - big, enc)
             return te.min(enc, axis=rv, init=big)
 
-        found = te.compute(ty.shape, code, name + "_i")
+        found = te.compute(ty.shape, code, name + "_i", attrs=reduce_order(len(shape), [axis]))
         n64 = tir.const(n, "int64")
 
         def fix(*i: Any) -> PrimExpr:
@@ -256,5 +302,50 @@ for _name in ("max", "min"):
     _extreme(_name)
 for _name in ("argmax", "argmin"):
     _arg(_name)
+
+
+def _extent(iv: te.IterVar) -> int:
+    return int(getattr(iv.extent, "value", 1))
+
+
+def _size(ivs: Sequence[te.IterVar]) -> int:
+    return math.prod(_extent(iv) for iv in ivs)
+
+
+def schedule_stage(stage: te.Stage) -> None:
+    """One stage of a reduction group: data loops fused and parallel when there is enough
+    work; reduce loops innermost (``reduce_inner``, the default) or outside the vectorised
+    last data loop; elementwise stages vectorise their last loop."""
+    op = stage.op
+    if not isinstance(op, te.ComputeOp) or not op.axis:
+        return
+    axes, red = list(op.axis), list(op.reduce_axis)
+    work = _size(axes) * max(1, _size(red))
+    if not red or not op.attrs.get("reduce_inner", True):
+        lead, last = axes[:-1], axes[-1]
+        if lead:
+            outer = stage.fuse(*lead) if len(lead) > 1 else lead[0]
+            if work >= MIN_PARALLEL_WORK and _extent(outer) > 1:
+                stage.parallel(outer)
+        if red:
+            stage.reorder(*red, last)
+        if _extent(last) >= MIN_VECTOR_EXTENT:
+            stage.vectorize(last)
+        return
+    outer = stage.fuse(*axes) if len(axes) > 1 else axes[0]
+    if work >= MIN_PARALLEL_WORK and _extent(outer) > 1:
+        stage.parallel(outer)
+
+
+def schedule_reduce(ctx: ScheduleContext) -> None:
+    """Schedule of a reduction-anchored group: every output and every materialised
+    reduction stage is scheduled at root by :func:`schedule_stage`."""
+    outputs = list(ctx.group_outputs)
+    for t in outputs:
+        schedule_stage(ctx.sch[t])
+    for stage in reduction_stages(ctx.sch, outputs):
+        schedule_stage(stage)
+
+
 for _name in ("sum", "mean", "max", "min", "prod", "argmax", "argmin"):
-    register_schedule(_name)(schedule_anchor)
+    register_schedule(_name)(schedule_reduce)

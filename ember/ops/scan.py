@@ -19,8 +19,8 @@ from ember.ir.op import Attrs
 from ember.ir.types import Type
 from ember.ops.common import out_tensor_type, static_shape
 from ember.ops.elemwise import compute_dtype, is_nan
-from ember.ops.reduce import staged_product
-from ember.ops.registry import register_compute
+from ember.ops.reduce import schedule_reduce, staged_product
+from ember.ops.registry import register_compute, register_schedule
 from ember.tir import PrimExpr, te
 from ember.tir import dtype as dt
 
@@ -222,3 +222,7 @@ def _limit(dtype: str, lowest: bool) -> PrimExpr:
     if dt.is_int(dtype):
         return tir.const(-(1 << (bits - 1)) if lowest else (1 << (bits - 1)) - 1, dtype)
     return tir.const(0 if lowest else (1 << bits) - 1, dtype)
+
+
+for _name in ("cumsum", "cumprod", "topk"):
+    register_schedule(_name)(schedule_reduce)

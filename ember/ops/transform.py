@@ -186,19 +186,22 @@ def tile(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
     return te.compute(ty.shape, body, "tile")
 
 
-def _pad_index(v: PrimExpr, before: int, dim: int, mode: str) -> PrimExpr:
+def _pad_index(v: PrimExpr, before: int, after: int, dim: int, mode: str) -> PrimExpr:
     """The source index of output index ``v`` on one padded axis (edge/reflect/wrap)."""
-    pos = v - before
+    pos = v - before if before else v
+    zero = tir.const(0, "int32")
     if mode == "edge":
         return tir.max(tir.min(pos, dim - 1), 0)
     if mode == "wrap":
+        if before <= dim and after <= dim:  # one wrap at most: no modulo
+            low = tir.if_then_else(pos < zero, pos + dim, pos) if before else pos
+            return tir.if_then_else(pos >= dim, pos - dim, low) if after else low
         return pos % dim
-    # reflect without repeating the edge: period 2 * (dim - 1)
+    # reflect without repeating the edge; the type rule keeps both pads below dim
     if dim == 1:
-        return tir.const(0, "int32")
-    period = 2 * (dim - 1)
-    m = pos % period
-    return tir.if_then_else(m < dim, m, period - m)
+        return zero
+    low = tir.if_then_else(pos < zero, zero - pos, pos) if before else pos
+    return tir.if_then_else(pos >= dim, 2 * (dim - 1) - pos, low) if after else low
 
 
 @register_compute("nn.pad")
@@ -228,7 +231,7 @@ def pad(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
                     conds.append(pos < d)
                 idx.append(pos)
             else:
-                idx.append(_pad_index(v, b, d, mode))
+                idx.append(_pad_index(v, b, a, d, mode))
         if not conds:
             return _load(x, idx)
         return tir.if_then_else(tir.logical_and(*conds), _load(x, idx), value)

@@ -133,3 +133,12 @@ def test_topk_selection_rounds_on_long_axis(largest, dtype):
     v = Var("x", TensorType(x.shape, dtype))
     for k in (1, 3, 6):
         check(_group([v], call("topk", v, k=k, axis=1, largest=largest)), [x])
+
+
+def test_long_last_axis_float_sums_use_vector_lanes():
+    x = _x((3, 2, 128))
+    v = Var("x", TensorType(x.shape, "float32"))
+    for op in ("sum", "mean"):
+        func = _group([v], call(op, v, axes=(2,), keepdims=op == "mean"))
+        check(func, [x])
+        assert "_lanes" in str(lower_group(func, "k"))

@@ -121,3 +121,12 @@ def test_fused_layout_chain_is_one_kernel():
     r = call("reshape", t, newshape=(4, 6))
     body = call("relu", call("nn.pad", r, pad_width=(1, 0, 0, 1), pad_mode="reflect"))
     check(_group([v], body), [x])
+
+
+@pytest.mark.parametrize("mode", ["reflect", "wrap", "edge"])
+def test_pad_widths_up_to_the_axis_length(mode):
+    x = _x((4, 5))
+    top = 3 if mode == "reflect" else 4
+    _one("nn.pad", x, pad_width=(top, 0, 0, top), pad_mode=mode)
+    if mode == "wrap":
+        _one("nn.pad", x, pad_width=(9, 1, 2, 11), pad_mode=mode)
