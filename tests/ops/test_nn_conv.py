@@ -138,3 +138,23 @@ def test_matmul_large_is_parallel_and_vectorised():
     a, b = v("a", (64, 64)), v("b", (64, 64))
     text = str(lower_group(group([a, b], call("nn.matmul", a, b)), "k"))
     assert "parallel" in text and "vectorized" in text
+
+
+def test_dense_with_constant_weight_legalizes_to_matmul_of_transposed_weight():
+    from ember.ir import Constant, const
+    from ember.ops.registry import find_legalizer
+
+    rng = np.random.default_rng(3)
+    x = v("x", (2, 3, 8))
+    wdata = rng.standard_normal((5, 8)).astype("float32")
+    node = call("nn.dense", x, const(wdata), name="fc")
+    out = find_legalizer("nn.dense")(node)
+    assert out.op.name == "nn.matmul" and out.name == "fc"
+    assert isinstance(out.args[1], Constant)
+    np.testing.assert_array_equal(out.args[1].data, wdata.T)
+    xs = [rng.standard_normal((2, 3, 8)).astype("float32")]
+    want = evaluate(Function((x,), node), xs)[0]
+    np.testing.assert_allclose(evaluate(Function((x,), out), xs)[0], want, rtol=1e-6)
+    w = v("w", (5, 8))
+    dynamic = call("nn.dense", x, w)
+    assert find_legalizer("nn.dense")(dynamic) is dynamic
