@@ -2,12 +2,12 @@
 
 ``nn.conv`` is N-d (NC[D]HW data, (O, I/groups, k...) weights); the padded input is a
 separate stage computed once into a buffer, so the reduction's inner loop has no branch.
-``nn.conv_transpose`` is the convolution of the stride-dilated, padded input with the
-flipped kernel (dilation and padding are an inlined bounds/divisibility check, never a
-buffer). ``nn.dense`` is ``x @ w.T`` (legalized to ``nn.matmul`` with a transposed weight
-when the weight is a constant); ``nn.matmul`` follows numpy (1-D operands promoted, batch
-dims broadcast). Schedules: ``ember.ops.nn_schedule`` (one output row per parallel
-iteration, the reduction computed at that row with the row loop innermost, vectorised).
+``nn.conv_transpose`` is the convolution of the stride-dilated, padded input (one buffer,
+zeros included) with the flipped kernel. ``nn.dense`` is ``x @ w.T`` (legalized to
+``nn.matmul`` with a transposed weight when the weight is a constant); ``nn.matmul``
+follows numpy (1-D operands promoted, batch dims broadcast). Schedules:
+``ember.ops.nn_schedule`` (one output row per parallel iteration, the reduction computed
+at that row with the row loop innermost, vectorised).
 """
 
 from __future__ import annotations
@@ -111,8 +111,30 @@ def conv_transpose(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.
     out_per_group = wshape[1]
     kernel = wshape[2:]
     # position q of the upsampled input holds x[q / s] when s divides q; output y reads
-    # q = y + k * d - lo with lo the implicit "full" padding minus the requested one.
+    # q = y + k * d - lo, lo being the implicit "full" padding minus the requested one.
+    # The upsampled, padded input is one buffer indexed by p = q + lo (branch-free reads).
     lo = [dilation[k] * (kernel[k] - 1) - pad_begin[k] for k in range(nsp)]
+    out_sp = [int(d) for d in ty.shape[2:]]
+    up_shape = [*xshape[:2], *(out_sp[k] + dilation[k] * (kernel[k] - 1) for k in range(nsp))]
+
+    def upsampled(n: Any, c: Any, *p: Any) -> PrimExpr:
+        conds = []
+        src = []
+        for k in range(nsp):
+            q = p[k] - lo[k]
+            if lo[k] > 0:
+                conds.append(q >= 0)
+            if up_shape[2 + k] - lo[k] > (xshape[2 + k] - 1) * strides[k] + 1:
+                conds.append(q < (xshape[2 + k] - 1) * strides[k] + 1)
+            if strides[k] > 1:
+                conds.append(tir.eq(q % strides[k], 0))
+                q = q // strides[k]
+            src.append(q)
+        if not conds:
+            return x[(n, c, *src)]
+        return tir.if_then_else(tir.logical_and(*conds), x[(n, c, *src)], scalar(0, x.dtype))
+
+    up = te.compute(up_shape, upsampled, "upsampled", attrs={MATERIALIZE: True})
     rc = te.reduce_axis(in_per_group, "rc")
     rk = [te.reduce_axis(kernel[k], f"rk{k}") for k in range(nsp)]
 
@@ -121,19 +143,9 @@ def conv_transpose(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.
             chan, oc = rc.var, o
         else:
             chan, oc = (o // out_per_group) * in_per_group + rc.var, o % out_per_group
-        conds = []
-        src = []
-        for k in range(nsp):
-            q = sp[k] + rk[k].var * dilation[k] - lo[k]
-            conds.append(q >= 0)
-            conds.append(q < (xshape[2 + k] - 1) * strides[k] + 1)
-            if strides[k] > 1:
-                conds.append(tir.eq(q % strides[k], 0))
-                q = q // strides[k]
-            src.append(q)
-        value = tir.if_then_else(tir.logical_and(*conds), x[(n, chan, *src)], scalar(0, x.dtype))
+        src = [sp[k] + rk[k].var * dilation[k] for k in range(nsp)]
         flipped = [kernel[k] - 1 - rk[k].var for k in range(nsp)]
-        return te.sum(value * w[(chan, oc, *flipped)], axis=[rc, *rk])
+        return te.sum(up[(n, chan, *src)] * w[(chan, oc, *flipped)], axis=[rc, *rk])
 
     return te.compute(ty.shape, body, "conv_transpose")
 
