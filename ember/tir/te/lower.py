@@ -84,6 +84,8 @@ class _Lowerer:
         self.where: dict[Tensor, tuple[Buffer, tuple[PrimExpr, ...]]] = {}
         self.allocs: list[Buffer] = []
         self.children: dict[Stage, list[Stage]] = {}
+        # per stage being emitted: iter var values and (region-adjusted) leaf loops
+        self.nests: dict[Stage, tuple[dict[IterVar, PrimExpr], list[IterVar]]] = {}
 
     def tensor_of(self, op: Any) -> Tensor:
         if isinstance(op, ExternOp):
@@ -248,6 +250,7 @@ class _Lowerer:
         if region is not None:  # attached: data axes run over the region, offset by its min
             for iv, (lo, _) in zip(op.axis, region, strict=True):
                 val[iv] = lo + val[iv]
+        self.nests[stage] = (val, leaves)
         vmap = {iv.var: val[iv] for iv in (*op.axis, *op.reduce_axis)}
         index = tuple(val[iv] for iv in op.axis)
         buf, off = self.where[t]
@@ -309,9 +312,9 @@ class _Lowerer:
         ]
         if not kids:
             return body
-        pos = [lv.var for lv in stage.leaf_iter_vars].index(iv.var)
-        inner_leaves = stage.leaf_iter_vars[pos + 1 :]
-        val = self.values(stage)
+        val, all_leaves = self.nests[stage]  # as the stage's own nest sees them
+        pos = [lv.var for lv in all_leaves].index(iv.var)
+        inner_leaves = all_leaves[pos + 1 :]
         prods: list[Stmt] = []
         bufs: list[Buffer] = []
         for kid in kids:
