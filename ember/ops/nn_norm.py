@@ -88,11 +88,15 @@ def batch_norm(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tens
     check_dtype("nn.batch_norm", x.dtype)
     axis = normalize_axis(attrs["axis"], len(x.shape))
     eps = scalar(attrs["epsilon"], x.dtype)
+    channels = static_shape(x)[axis]
+    # per-channel scale and shift: kept in buffers under an nn anchor, else inlined
+    scale = _keepdims_stage(
+        (channels,), lambda c: gamma[c] / tir.sqrt(var[c] + eps), "batch_norm_scale"
+    )
+    shift = _keepdims_stage((channels,), lambda c: beta[c] - mean[c] * scale[c], "batch_norm_shift")
 
     def body(*i: Any) -> PrimExpr:
-        c = i[axis]
-        scale = gamma[c] / tir.sqrt(var[c] + eps)
-        return x[i] * scale + (beta[c] - mean[c] * scale)
+        return x[i] * scale[i[axis]] + shift[i[axis]]
 
     return te.compute(x.shape, body, "batch_norm")
 

@@ -108,3 +108,19 @@ def test_softmax_rows_parallel_when_large():
     x = v("x", (256, 64))
     text = str(lower_group(group([x], call("nn.softmax", x, axis=-1)), "k"))
     assert "parallel" in text and "vectorized" in text
+
+
+def test_batch_norm_after_conv_keeps_per_channel_scale_in_a_buffer():
+    x, w = v("x", (1, 3, 6, 6)), v("w", (4, 3, 3, 3))
+    stats = [v(n, (4,)) for n in ("gamma", "beta", "mean", "var")]
+    conv = call("nn.conv", x, w, padding=(1, 1, 1, 1))
+    func = group([x, w, *stats], call("nn.batch_norm", conv, *stats, epsilon=1e-3))
+    rng = np.random.default_rng(2)
+    xs = [rng.standard_normal(p.type.shape).astype("float32") for p in func.params]
+    xs[-1] = np.abs(xs[-1]) + 0.5
+    ref = evaluate(Function(func.params, func.body), xs)[0]
+    prim = lower_group(func, "k")
+    assert "batch_norm_scale = allocate" in str(prim)
+    out = np.zeros(ref.shape, "float32")
+    tir.interpret(prim, xs + [out])
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
