@@ -181,6 +181,19 @@ class _Lowerer:
     def _check_attach(self, stage: Stage) -> None:
         parent, _ = stage.attach  # type: ignore[misc]
         t = self.tensor_of(stage.op)
+        seen = [stage]
+        up: Stage | None = parent
+        while up is not None:
+            if up in seen:
+                chain = " -> ".join(x.op.name for x in [*seen, up])
+                raise IRError(f"lower: compute_at forms a cycle: {chain}")
+            if up.inlined:
+                raise IRError(
+                    f"lower: '{stage.op.name}' is computed at '{up.op.name}', which is inlined "
+                    "and has no loops; attach it to a stage that keeps its loops"
+                )
+            seen.append(up)
+            up = up.attach[0] if up.attach is not None else None
         if t in self.args:
             raise IRError(
                 f"lower: '{stage.op.name}' is an argument and cannot be computed at another stage"

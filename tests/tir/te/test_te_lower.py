@@ -238,3 +238,20 @@ def test_compute_at_stage_with_split_and_fused_data_axes() -> None:
     tir.interpret(f, [x, y])
     ref = sum(np.roll(x, -kk, axis=1) for kk in range(3)) * 2
     np.testing.assert_allclose(y, ref, rtol=1e-5)
+
+
+def test_compute_at_into_inlined_stage_or_cycle_is_refused() -> None:
+    a = te.placeholder((4,), "float32", "A")
+    b = te.compute((4,), lambda i: a[i] + 1.0, "B")
+    c = te.compute((4,), lambda i: b[i] * 2.0, "Cc")
+    d = te.compute((4,), lambda i: c[i] - 1.0, "D")
+    s = te.create_schedule(d)
+    s[b].compute_at(s[c], c.op.axis[0])
+    s[c].compute_inline()
+    with pytest.raises(IRError, match="which is inlined"):
+        te.lower(s, [a, d], name="x")
+    s2 = te.create_schedule(d)
+    s2[b].compute_at(s2[c], c.op.axis[0])
+    s2[c].compute_at(s2[b], b.op.axis[0])
+    with pytest.raises(IRError, match="cycle"):
+        te.lower(s2, [a, d], name="y")
