@@ -5,9 +5,11 @@ For every model of ``ember.examples.models.MODELS`` (or the ``--models`` filter)
 
 * ember build seconds (graph IR -> artifacts) and load seconds (C compile + link + load,
   with a fresh artifact cache unless ``--keep-cache``, so the C compiler's time is counted),
-* ember's median latency of ``run`` (the graph executor, EMBER_NUM_THREADS workers),
-* onnxruntime's median latency with ``intra_op_num_threads`` 1 and 2 (all graph
-  optimizations on, the CPU provider),
+* ember's median latency of ``run`` (the graph executor, EMBER_NUM_THREADS workers;
+  inputs set beforehand, outputs left in place),
+* onnxruntime's median latency of ``run`` with ``intra_op_num_threads`` 1 and 2 (all
+  graph optimizations on, the CPU provider; this includes copying inputs and outputs),
+  timed in interleaved rounds with ember's,
 * the ratios ember / onnxruntime (above 1: ember is slower).
 
 Outputs are checked against onnxruntime first (a wrong answer has no latency).
@@ -70,16 +72,23 @@ HEADER = [
 ]
 
 
-def median_seconds(fn: Callable[[], object], repeat: int, warmup: int = 2) -> float:
-    """Median wall time of ``repeat`` calls of ``fn`` after ``warmup`` untimed calls."""
-    for _ in range(warmup):
-        fn()
-    times = []
+def interleaved_medians(
+    fns: Sequence[Callable[[], object]], repeat: int, warmup: int = 2
+) -> list[float]:
+    """Median wall time of each of ``fns`` over ``repeat`` rounds that call each once.
+
+    Interleaving makes a burst of load from other processes hit every engine alike.
+    """
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
+    times: list[list[float]] = [[] for _ in fns]
     for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for k, fn in enumerate(fns):
+            start = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - start)
+    return [statistics.median(t) for t in times]
 
 
 def ort_session(model_bytes: bytes, threads: int) -> Any:
@@ -120,15 +129,19 @@ def measure(name: str, repeat: int, profile: int) -> Row:
     ref = sessions[1].run(None, case.inputs)
     max_err = max(float(np.max(np.abs(a - b))) for a, b in zip(ours, ref, strict=True))
 
-    ember_s = median_seconds(ge.run, repeat)
-    ort_s = {n: median_seconds(_runner(s, case.inputs), repeat) for n, s in sessions.items()}
+    runners = [ge.run, _runner(sessions[1], case.inputs), _runner(sessions[2], case.inputs)]
+    ember_s, ort1_s, ort2_s = interleaved_medians(runners, repeat)
     if profile > 0:
         report = ge.profile(repeat=max(3, repeat // 4))
         print(f"\n{name}: {len(report.rows)} kernel calls, {report.total_us / 1e3:.2f} ms")
+        shapes: dict[str, tuple[tuple[int, ...], ...]] = {}
+        for row in report.rows:
+            shapes.setdefault(row.op, row.shape)
         for op, calls, us, pct in report.by_op()[:profile]:
-            print(f"  {pct:5.1f}%  {us / 1e3:8.3f} ms  {calls:3d}x  {op}")
+            out = " ".join("x".join(map(str, s)) for s in shapes[op])
+            print(f"  {pct:5.1f}%  {us / 1e3:8.3f} ms  {calls:3d}x  {op} -> {out}")
         sys.stdout.flush()
-    return Row(name, build_s, load_s, ember_s, ort_s[1], ort_s[2], max_err)
+    return Row(name, build_s, load_s, ember_s, ort1_s, ort2_s, max_err)
 
 
 def _runner(session: Any, inputs: dict[str, np.ndarray]) -> Callable[[], object]:
@@ -202,15 +215,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         threads = os.environ.get("EMBER_NUM_THREADS", "0")
         print(
             f"machine: {machine()}; ember threads: {threads} (0: one per core); "
-            f"repeat {args.repeat}"
+            f"repeat {args.repeat}; load average {_load()}"
         )
         rows = []
         for name in names:
             rows.append(measure(name, args.repeat, args.profile))
             print(f"  done {name}", file=sys.stderr, flush=True)
-        print()
-        print(format_table(rows))
+        print(f"\n{format_table(rows)}\n\nload average at the end: {_load()}")
     return 0
+
+
+def _load() -> str:
+    """The 1-minute load average: other processes on the machine distort every timing."""
+    return f"{os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else "n/a"
 
 
 if __name__ == "__main__":

@@ -36,6 +36,9 @@ from ember.support.registry import Registry
 
 #: the opset of the generated models (MobileNetV2, BERT).
 OPSET = 17
+#: their IR version: the first that opset 17 allows, so every onnxruntime since 1.11 reads
+#: them (onnx.helper would stamp its newest).
+IR_VERSION = 8
 
 #: the nine ``light`` models of onnx's backend test data, by short name.
 LIGHT_MODELS: tuple[str, ...] = (
@@ -101,11 +104,12 @@ class _Graph:
     def model(
         self, name: str, inputs: list[onnx.ValueInfoProto], outputs: list[onnx.ValueInfoProto]
     ) -> onnx.ModelProto:
-        """The finished opset-17 model (checked)."""
+        """The finished model (opset 17, IR version 8, checked)."""
         graph = helper.make_graph(self.nodes, name, inputs, outputs, initializer=self.inits)
         model = helper.make_model(
             graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="ember.examples"
         )
+        model.ir_version = IR_VERSION
         onnx.checker.check_model(model)
         return model
 

@@ -15,6 +15,7 @@ import pytest
 
 from ember.errors import EmberValueError, RegistryError
 from ember.examples.models import (
+    IR_VERSION,
     LIGHT_MODELS,
     MODELS,
     OPSET,
@@ -81,7 +82,7 @@ def test_catalogue_names_every_light_model_and_both_generated_families():
 def test_mobilenet_v2_structure_and_determinism():
     model = mobilenet_v2()
     assert model.SerializeToString() == mobilenet_v2().SerializeToString()
-    assert model.opset_import[0].version == OPSET
+    assert model.opset_import[0].version == OPSET and model.ir_version == IR_VERSION
     ops = [n.op_type for n in model.graph.node]
     convs = [n for n in model.graph.node if n.op_type == "Conv"]
     depthwise = [n for n in convs if any(a.name == "group" and a.i > 1 for a in n.attribute)]
