@@ -592,3 +592,24 @@ def test_random_schedules_compile_and_match_numpy(build) -> None:  # type: ignor
         got = _nd(np.zeros((n, m), "float32"))
         mod[f"ember_{f.name}"](_nd(x), _nd(y), got)
         np.testing.assert_allclose(got.numpy(), np.maximum(x @ y, 0), rtol=1e-4, atol=1e-5)
+
+
+def test_parallel_loops_follow_the_runtime_thread_count(build) -> None:  # type: ignore[no-untyped-def]
+    from ember.runtime import c_api
+
+    out = tir.decl_buffer((8,), "int32", "threads")
+    i = tir.Var("i")
+    call = tir.call_extern("int32", "omp_get_num_threads")
+    f = tir.PrimFunc(
+        "count_threads", (out,), tir.for_range(i, 8, tir.store(out, call, i), tir.ForKind.PARALLEL)
+    )
+    mod = build([f])
+    raw = c_api.lib()
+    try:
+        for n in (1, 2):
+            assert raw.EmberBackendSetNumThreads(n) == 0
+            got = _nd(np.zeros(8, "int32"))
+            mod["ember_count_threads"](got)
+            assert got.numpy().tolist() == [n] * 8
+    finally:
+        raw.EmberBackendSetNumThreads(0)

@@ -212,7 +212,9 @@ class CodeGenC(ExprCodegen):
         omp = self.opts.openmp
         if s.kind is ForKind.PARALLEL:
             if omp and not self.in_parallel and not self.in_simd:
-                threads = f" num_threads({self.opts.num_threads})" if self.opts.num_threads else ""
+                # the target's count, else the runtime's (EMBER_NUM_THREADS / SetNumThreads)
+                count = self.opts.num_threads or "EmberBackendGetNumThreads()"
+                threads = f" num_threads({count})"
                 pragma = f"#pragma omp parallel for{threads}"
             self.in_parallel = True
         elif s.kind is ForKind.VECTORIZED:
