@@ -94,7 +94,7 @@ def _before(a: PrimExpr, b: PrimExpr, ja: PrimExpr, jb: PrimExpr, largest: bool)
     return tir.logical_or(strict, tir.logical_and(same, ja < jb))
 
 
-#: topk uses k selection rounds (3 reductions of the axis each) up to this k, when that is
+#: topk uses k selection rounds (2 reductions of the axis each) up to this k, when that is
 #: less work than ranking every element against every other.
 MAX_ROUNDS_K = 16
 
@@ -144,7 +144,7 @@ def _topk_ranks(x: te.Tensor, axis: int, largest: bool, out_shape: Any) -> te.Te
 
 def _topk_rounds(x: te.Tensor, axis: int, k: int, largest: bool, out_shape: Any) -> te.Tensor:
     """Indices by k selection rounds: round p picks the first element, in sort order, that
-    sorts after round p-1's pick; 3 reductions of the axis per round (2 for integers)."""
+    sorts after round p-1's pick; 2 reductions of the axis per round."""
     shape = static_shape(x)
     n = shape[axis]
     work = compute_dtype(x.dtype)
@@ -157,15 +157,20 @@ def _topk_rounds(x: te.Tensor, axis: int, k: int, largest: bool, out_shape: Any)
     def value(i: tuple[Any, ...], j: Any) -> PrimExpr:
         return x[_at(i, axis, j)].astype(work)
 
+    prev_values: list[te.Tensor] = []
     for p in range(k):
         prev = picks[-1] if picks else None
+        prev_value = prev_values[-1] if prev_values else None
 
-        def allowed(i: tuple[Any, ...], j: Any, prev: te.Tensor | None = prev) -> PrimExpr:
-            if prev is None:
+        def allowed(
+            i: tuple[Any, ...],
+            j: Any,
+            prev: te.Tensor | None = prev,
+            prev_value: te.Tensor | None = prev_value,
+        ) -> PrimExpr:
+            if prev is None or prev_value is None:
                 return tir.const(True, "bool")
-            pj = prev[i]
-            return _before(value(i, pj.astype("int32")), value(i, j), pj, j.astype("int64"),
-                           largest)  # fmt: skip
+            return _before(prev_value[i], value(i, j), prev[i], j.astype("int64"), largest)
 
         def ok(i: tuple[Any, ...], j: Any) -> PrimExpr:
             a = allowed(i, j)
@@ -179,27 +184,28 @@ def _topk_rounds(x: te.Tensor, axis: int, k: int, largest: bool, out_shape: Any)
         best = te.compute(line, best_body, f"topk_best{p}")
 
         def first_body(*i: Any, best: te.Tensor = best) -> PrimExpr:
+            # the first allowed index holding ``best``; with floats the first allowed NaN
+            # too, encoded below 0 when it wins (NaN sorts largest: first for largest,
+            # last for smallest), so one pass finds the pick
             rv = te.reduce_axis(n, "j")
+            j = rv.var.astype("int64")
             hit = tir.logical_and(ok(i, rv.var), tir.eq(value(i, rv.var), best[i]))
-            return te.min(tir.if_then_else(hit, rv.var.astype("int64"), big), rv, init=big)
+            if not floats:
+                return te.min(tir.if_then_else(hit, j, big), rv, init=big)
+            nan = tir.logical_and(allowed(i, rv.var), is_nan(value(i, rv.var)))
+            win, other = (nan, hit) if largest else (hit, nan)
+            code = tir.if_then_else(win, j - big, tir.if_then_else(other, j, big))
+            return te.min(code, rv, init=big)
 
         first = te.compute(line, first_body, f"topk_first{p}")
         if floats:
-
-            def nan_body(*i: Any) -> PrimExpr:
-                rv = te.reduce_axis(n, "j")
-                hit = tir.logical_and(allowed(i, rv.var), is_nan(value(i, rv.var)))
-                return te.min(tir.if_then_else(hit, rv.var.astype("int64"), big), rv, init=big)
-
-            nan = te.compute(line, nan_body, f"topk_nan{p}")
-            # NaN sorts as the largest value: first for largest, last for smallest
-            if largest:
-                pick = _choose(nan, first, big, f"topk_pick{p}")
-            else:
-                pick = _choose(first, nan, big, f"topk_pick{p}")
-            picks.append(pick)
+            pick = _materialize(line, lambda *i, f=first: _unwrap(f[i], big), f"topk_pick{p}")
         else:
-            picks.append(first)
+            pick = first
+        picks.append(pick)
+        prev_values.append(
+            _materialize(line, lambda *i, q=pick: value(i, q[i].astype("int32")), f"topk_v{p}")
+        )
 
     def gather(*i: Any) -> PrimExpr:
         row = _at(i, axis, 0)
@@ -211,9 +217,15 @@ def _topk_rounds(x: te.Tensor, axis: int, k: int, largest: bool, out_shape: Any)
     return te.compute(out_shape, gather, "topk_indices")
 
 
-def _choose(a: te.Tensor, b: te.Tensor, missing: PrimExpr, name: str) -> te.Tensor:
-    """a where it found something (< missing), else b."""
-    return te.compute(a.shape, lambda *i: tir.if_then_else(a[i] < missing, a[i], b[i]), name)
+def _unwrap(code: PrimExpr, n: PrimExpr) -> PrimExpr:
+    """An index found by the encoded pass: codes below 0 stand for ``code + n``."""
+    return tir.if_then_else(code < tir.const(0, "int64"), code + n, code)
+
+
+def _materialize(shape: Any, fn: Any, name: str) -> te.Tensor:
+    """A stage computing ``fn`` that the group lowering keeps in memory instead of inlining
+    (a one-step sum), so later rounds read one value instead of recomputing it."""
+    return te.compute(shape, lambda *i: te.sum(fn(*i), axis=te.reduce_axis(1, "one")), name)
 
 
 def _limit(dtype: str, lowest: bool) -> PrimExpr:

@@ -17,6 +17,7 @@ from ember import tir
 from ember.ir.op import Attrs
 from ember.ir.types import Type
 from ember.ops.common import broadcast_index, out_tensor_type, static_shape
+from ember.ops.elemwise import as_dtype
 from ember.ops.registry import register_compute
 from ember.tir import PrimExpr, te
 
@@ -106,12 +107,13 @@ def concatenate(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Ten
         t_last, _ = parts[-1]
         idx = list(i)
         idx[axis] = i[axis] - offsets[-1]
-        out = _load(t_last, idx)
+        out = as_dtype(_load(t_last, idx), ty.dtype)  # a bool constant is stored as uint8
         for k in range(len(parts) - 2, -1, -1):
             t, _n = parts[k]
             idx = list(i)
             idx[axis] = i[axis] - offsets[k] if offsets[k] else i[axis]
-            out = tir.if_then_else(i[axis] < offsets[k + 1], _load(t, idx), out)
+            part = as_dtype(_load(t, idx), ty.dtype)
+            out = tir.if_then_else(i[axis] < offsets[k + 1], part, out)
         return out
 
     return te.compute(ty.shape, body, "concatenate")

@@ -130,3 +130,12 @@ def test_pad_widths_up_to_the_axis_length(mode):
     _one("nn.pad", x, pad_width=(top, 0, 0, top), pad_mode=mode)
     if mode == "wrap":
         _one("nn.pad", x, pad_width=(9, 1, 2, 11), pad_mode=mode)
+
+
+def test_concatenate_with_scalar_bool_constant():
+    from ember.ir import const
+
+    x = _x((2, 3), "bool")
+    v = Var("x", TensorType(x.shape, "bool"))
+    c = call("broadcast_to", const(np.array(True)), shape=(2, 1))
+    check(_group([v], call("concatenate", v, c, axis=1)), [x])
