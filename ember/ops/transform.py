@@ -10,6 +10,7 @@ division of non-negative values, which C prints as plain ``/`` and ``%``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,16 +27,16 @@ def _load(t: te.Tensor, idx: Sequence[Any]) -> PrimExpr:
     return t[tuple(idx)] if idx else t[()]
 
 
-def flat_index(idx: Sequence[Any], shape: Sequence[int]) -> PrimExpr:
-    """The row-major linear offset of ``idx`` in a tensor of ``shape``."""
-    flat: PrimExpr = tir.const(0, "int64")
+def flat_index(idx: Sequence[Any], shape: Sequence[int], dtype: str = "int64") -> PrimExpr:
+    """The row-major linear offset of ``idx`` in a tensor of ``shape``, as ``dtype``."""
+    flat: PrimExpr = tir.const(0, dtype)
     for i, d in zip(idx, shape, strict=True):
-        flat = flat * d + tir.convert(i).astype("int64")
+        flat = flat * d + tir.convert(i).astype(dtype)
     return flat
 
 
 def unflatten(flat: PrimExpr, shape: Sequence[int]) -> list[PrimExpr]:
-    """The multi-index of the row-major linear offset ``flat`` (non-negative) in ``shape``."""
+    """The multi-index (int32) of the row-major linear offset ``flat`` (non-negative)."""
     out: list[PrimExpr] = []
     rest = flat
     for k in range(len(shape) - 1, -1, -1):
@@ -48,6 +49,11 @@ def unflatten(flat: PrimExpr, shape: Sequence[int]) -> list[PrimExpr]:
     return out[::-1]
 
 
+def index_dtype(shape: Sequence[int]) -> str:
+    """int32 when every linear offset into ``shape`` fits it, else int64."""
+    return "int32" if math.prod(shape) < 2**31 else "int64"
+
+
 @register_compute("reshape")
 def reshape(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
     """Same elements in row-major order, another shape."""
@@ -56,18 +62,22 @@ def reshape(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
     out_shape = tuple(out_tensor_type(out_type).shape)
     if in_shape == out_shape:
         return te.compute(out_shape, lambda *i: _load(x, i), "reshape")
-    same = _common_prefix(in_shape, out_shape)
+    head = _common_prefix(in_shape, out_shape)
+    tail = _common_prefix(in_shape[head:][::-1], out_shape[head:][::-1])
+    in_mid = in_shape[head : len(in_shape) - tail]
+    out_mid = out_shape[head : len(out_shape) - tail]
+    dtype = index_dtype(in_shape)
 
     def body(*i: Any) -> PrimExpr:
-        lead = list(i[:same])
-        flat = flat_index(i[same:], out_shape[same:])
-        return _load(x, lead + unflatten(flat, in_shape[same:]))
+        mid = i[head : len(i) - tail]
+        flat = flat_index(mid, out_mid, dtype)
+        return _load(x, [*i[:head], *unflatten(flat, in_mid), *i[len(i) - tail :]])
 
     return te.compute(out_shape, body, "reshape")
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    """How many leading dims ``a`` and ``b`` share (kept as plain indices in a reshape)."""
+    """How many leading dims ``a`` and ``b`` share, leaving at least one dim of each."""
     n = 0
     while n < min(len(a), len(b)) - 1 and a[n] == b[n]:
         n += 1

@@ -111,3 +111,21 @@ def test_topk_and_cumsum():
     outs = ["v0", "i0", "v1", "i1", "v2", "i2", "c0", "c1", "v3", "i3", "v4", "i4"]
     feeds = {"x": x, "z": z}
     assert_matches_onnxruntime(build_model(nodes, feeds, outs, inits), feeds, rtol=1e-5)
+
+
+def test_empty_tensors_reduce_to_identities():
+    node = helper.make_node
+    x = np.zeros((2, 0, 3), "float32")
+    y = np.random.default_rng(4).standard_normal((2, 4, 3)).astype("float32")
+    nodes = [
+        node("ReduceSum", ["x", "ax"], ["y0"], keepdims=0),
+        node("ReduceMax", ["x", "ax"], ["y1"], keepdims=1),
+        node("ReduceProd", ["x", "ax"], ["y2"], keepdims=0),
+        node("Concat", ["x", "y"], ["y3"], axis=1),
+        node("Relu", ["x"], ["y4"]),
+        node("ArgMax", ["y"], ["y5"], axis=1),
+    ]
+    outs = [f"y{k}" for k in range(6)]
+    feeds = {"x": x, "y": y}
+    model = build_model(nodes, feeds, outs, {"ax": np.array([1])})
+    assert_matches_onnxruntime(model, feeds)
