@@ -23,7 +23,12 @@ from ember.ir.ops.nn_util import padding, spatial
 from ember.ir.types import Type
 from ember.ops.common import out_tensor_type, scalar, static_shape
 from ember.ops.nn_common import check_dtype
-from ember.ops.nn_schedule import MATERIALIZE, schedule_anchor, schedule_dot_anchor
+from ember.ops.nn_schedule import (
+    MATERIALIZE,
+    schedule_anchor,
+    schedule_conv_anchor,
+    schedule_dot_anchor,
+)
 from ember.ops.registry import register_compute, register_legalize, register_schedule
 from ember.tir import PrimExpr, te
 from ember.tir import const as tir_const
@@ -204,7 +209,7 @@ def dense_to_matmul(node: Call) -> Expr:
     return call("nn.matmul", x, wt, name=node.name)
 
 
-register_schedule("nn.conv")(schedule_anchor)
-register_schedule("nn.conv_transpose")(schedule_anchor)
+register_schedule("nn.conv")(schedule_conv_anchor)
+register_schedule("nn.conv_transpose")(schedule_conv_anchor)
 register_schedule("nn.matmul")(schedule_anchor)
 register_schedule("nn.dense")(schedule_dot_anchor)

@@ -66,6 +66,7 @@ def test_conv_1d_2d_3d_grouped_strided_dilated():
         "w_b": rand(rng, 6, 2, 3, 2),
         "w_dw": rand(rng, 4, 1, 3, 3),
         "w_1x1": rand(rng, 5, 4, 1, 1),
+        "w_12": rand(rng, 12, 4, 3, 3),
         "w_1d": rand(rng, 4, 3, 5),
         "w_3d": rand(rng, 3, 2, 3, 2, 3),
         "b_3d": rand(rng, 3),
@@ -84,10 +85,13 @@ def test_conv_1d_2d_3d_grouped_strided_dilated():
         ),
         node("Conv", ["x2", "w_dw"], "depthwise", group=4, auto_pad="SAME_UPPER", strides=[2, 2]),
         node("Conv", ["x2", "w_1x1"], "pointwise"),
+        node("Conv", ["x2", "w_12"], "blocked12", strides=[2, 1]),
+        node("Relu", ["blocked12"], "blocked12_relu"),
         node("Conv", ["x1", "w_1d"], "conv1d", pads=[2, 1], strides=[2]),
         node("Conv", ["x3", "w_3d", "b_3d"], "conv3d", pads=[1, 0, 1, 1, 0, 1]),
     ]
-    outs = {n: "float32" for n in ("relu", "grouped", "depthwise", "pointwise", "conv1d", "conv3d")}
+    names = ("relu", "grouped", "depthwise", "pointwise", "blocked12_relu", "conv1d", "conv3d")
+    outs = dict.fromkeys(names, "float32")
     model = build_model(nodes, inputs, outs, inits)
     assert_matches_onnxruntime(model, inputs, rtol=1e-4, atol=1e-4)
 
