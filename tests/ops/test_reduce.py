@@ -142,3 +142,12 @@ def test_long_last_axis_float_sums_use_vector_lanes():
         func = _group([v], call(op, v, axes=(2,), keepdims=op == "mean"))
         check(func, [x])
         assert "_lanes" in str(lower_group(func, "k"))
+
+
+def test_reduction_schedules_parallel_rows_and_vector_lanes():
+    v = Var("x", TensorType((64, 768), "float32"))
+    text = str(lower_group(_group([v], call("mean", v, axes=(1,), keepdims=False)), "k"))
+    assert "parallel" in text and "vectorized" in text  # rows in parallel, 8 summing lanes
+    w = Var("w", TensorType((256, 64), "float32"))
+    text = str(lower_group(_group([w], call("max", w, axes=(0,), keepdims=False)), "k"))
+    assert "vectorized" in text  # axis 0 reduced: the contiguous last axis is the vector
