@@ -40,11 +40,6 @@ def ceil_div(a: Any, b: int) -> Any:
     return (a + (b - 1)) // b
 
 
-def as_float(e: PrimExpr, dtype: str = "float32") -> PrimExpr:
-    """``e`` converted to the float type ``dtype``."""
-    return e.astype(dtype)
-
-
 def product(values: Sequence[int]) -> int:
     """The product of ints (1 for none)."""
     out = 1

@@ -12,6 +12,9 @@ an elementwise output:
   shapes) is computed at root before the output, parallel over its leading data axes;
   a stage created with ``attrs={"reduce_after": k}`` runs its reduce loops right after
   its first ``k`` data loops (the axes after the reduced ones stay innermost, contiguous);
+* ungrouped convolutions with short output rows (< SHORT_ROW) compute 8 output channels
+  per parallel iteration, the channel loop unrolled inside the reduce loops so each input
+  row loaded serves 8 channels (schedule_channel_blocked);
 * a non-reduction stage created with ``attrs={"materialize": True}`` (a convolution's
   padded input, softmax's exponentials, per-row statistics) gets its own buffer, computed
   once at root, instead of being inlined (``lower_group`` inlines every non-reduction
@@ -82,6 +85,12 @@ def _compute_op(stage: te.Stage) -> te.ComputeOp | None:
     """The stage's compute operation (None for other kinds of stage, left unscheduled)."""
     op = stage.op
     return op if isinstance(op, te.ComputeOp) else None
+
+
+def _stage_shape(stage: te.Stage) -> tuple[int, ...]:
+    """The data extents of a compute stage (empty for other stages)."""
+    op = _compute_op(stage)
+    return tuple(_extent(iv) for iv in op.axis) if op is not None else ()
 
 
 def _reduce_work(stages: list[te.Stage]) -> int:
@@ -166,12 +175,10 @@ def schedule_anchor(ctx: ScheduleContext, reduce_inner: bool = False) -> None:
         schedule_output(sch[extra])
     readers = _reduction_readers(sch, reds)
     for stage in reds:
-        op = _compute_op(stage)
-        tensor_shape = tuple(_extent(iv) for iv in op.axis) if op is not None else ()
         attachable = (
             outer is not None
             and len(outputs) == 1
-            and tensor_shape == static_shape(outputs[0])
+            and _stage_shape(stage) == static_shape(outputs[0])
             and not readers.get(id(stage.op))
         )
         if attachable:
@@ -198,7 +205,7 @@ def schedule_channel_blocked(ctx: ScheduleContext, factor: int = 8) -> bool:
         return False
     shape = static_shape(outputs[0])
     reds = reduction_stages(sch, outputs)
-    rows = [r for r in reds if tuple(_extent(iv) for iv in r.op.axis) == shape]  # type: ignore[union-attr]
+    rows = [r for r in reds if _stage_shape(r) == shape]
     anchor_is_output = bool(op.reduce_axis) and not rows
     if not anchor_is_output and not (len(rows) == 1 and not op.reduce_axis):
         return False
