@@ -6,8 +6,8 @@ Per direction, the input projection of every time step is ONE dense over the who
 sequence (``(S*B, I) x (G*H, I)``); each step then adds the recurrent projection
 ``dense(h, R)`` and applies the gates exactly as the numpy reference does (ONNX gate order
 i, o, f, c for LSTM and z, r, h for GRU; optional clip, peepholes, input_forget,
-linear_before_reset, per-batch ``sequence_lens``). Constant weights become constant slices
-through ``fold_constant``, which the driver runs right after legalization.
+linear_before_reset, per-batch ``sequence_lens``). Constant weights are sliced here, so
+their ``nn.dense`` calls legalize further into matmuls of pre-transposed weights.
 """
 
 from __future__ import annotations
@@ -42,6 +42,10 @@ def _shape(e: Expr) -> tuple[int, ...]:
 
 def _slice(x: Expr, axis: int, start: int, stop: int) -> Expr:
     shape = _shape(x)
+    if isinstance(x, Constant):  # constant weights stay constants (nn.dense then legalizes)
+        index = [slice(None)] * len(shape)
+        index[axis] = slice(start, stop)
+        return const(np.ascontiguousarray(np.asarray(x.data)[tuple(index)]))
     begin = [0] * len(shape)
     end = list(shape)
     begin[axis], end[axis] = start, stop
@@ -49,7 +53,11 @@ def _slice(x: Expr, axis: int, start: int, stop: int) -> Expr:
 
 
 def _reshape(x: Expr, shape: Sequence[int]) -> Expr:
-    return x if _shape(x) == tuple(shape) else call("reshape", x, newshape=tuple(shape))
+    if _shape(x) == tuple(shape):
+        return x
+    if isinstance(x, Constant):
+        return const(np.asarray(x.data).reshape(tuple(shape)))
+    return call("reshape", x, newshape=tuple(shape))
 
 
 def _scalar(value: float, dtype: str) -> Expr:

@@ -131,3 +131,24 @@ def test_legalize_pass_removes_lstm_and_returns_tuple_fields():
     np.testing.assert_allclose(
         evaluate(out.main, values)[0], evaluate(mod.main, values)[0], rtol=1e-6
     )
+
+
+def test_constant_weights_become_matmuls_of_constant_slices():
+    rng = np.random.default_rng(3)
+    seq, batch, inp, hidden = 3, 2, 4, 5
+    x = Var("X", TensorType((seq, batch, inp), "float32"))
+    consts = [
+        const((rng.standard_normal(s) * 0.5).astype("float32"))
+        for s in [(2, 4 * hidden, inp), (2, 4 * hidden, hidden), (2, 8 * hidden)]
+    ]
+    zeros = [const(np.zeros(s, "float32")) for s in [(2, batch, hidden)] * 2 + [(2, 3 * hidden)]]
+    node = call("nn.lstm", x, *consts, *zeros, hidden_size=hidden, direction="bidirectional")
+    body = TupleGetItem(node, 0)
+    mod = IRModule({"main": Function((x,), body)})
+    out = legalize(mod)
+    names = [n.op.name for n in post_order(out.main.body) if isinstance(n, Call)]
+    assert "nn.dense" not in names and "nn.matmul" in names
+    xs = [rng.standard_normal((seq, batch, inp)).astype("float32")]
+    np.testing.assert_allclose(
+        evaluate(out.main, xs)[0], evaluate(mod.main, xs)[0], rtol=1e-5, atol=1e-6
+    )
