@@ -19,9 +19,9 @@ def check_dtype(op: str, dtype: str) -> None:
     """Raise CompileError when ``op`` cannot be generated for ``dtype`` (half types)."""
     if dtype in HALF_DTYPES:
         raise CompileError(
-            f"{op}: {dtype} is not supported by the code generator yet; cast the model's "
-            "inputs and weights to float32 (e.g. onnxconverter-common's float16 converter "
-            "in reverse) before compiling"
+            f"{op}: {dtype} is not supported by the C code generator yet; convert the "
+            "model's inputs and weights to float32 before compiling (the LLVM backend will "
+            "bring half types)"
         )
 
 
