@@ -154,3 +154,11 @@ def test_fused_chain_of_unaries_is_one_loop_nest():
     check(func, [_data((4, 16))])
     text = str(lower_group(func, "k"))
     assert text.count("for ") <= 2
+
+
+@pytest.mark.parametrize("op", ["sigmoid", "tanh", "exp", "relu", "gelu", "round", "abs"])
+def test_half_precision_computes_in_float32(op):
+    x = _data((3, 5), "float16", seed=6)
+    _unary(op, x)
+    v = Var("x", TensorType(x.shape, "float16"))
+    check(_group([v], call("sum", call(op, v), axes=(1,), keepdims=False)), [x], rtol=2e-3)
