@@ -21,9 +21,11 @@ import json
 import os
 import queue
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import warnings
@@ -245,33 +247,62 @@ MODEL_SUITES: tuple[str, ...] = ("pytorch-converted", "pytorch-operator", "simpl
 @functools.cache
 def collect_model_cases(suite: str) -> tuple[Case, ...]:
     """The cases of one shipped model suite; each case's 'op' is its model name."""
-    from onnx import numpy_helper
-
     if suite not in MODEL_SUITES:
         raise SystemExit(f"unknown suite '{suite}'; known: node, {', '.join(MODEL_SUITES)}")
     root = Path(onnx.__file__).parent / "backend" / "test" / "data" / suite
     cases = []
     for case_dir in sorted(p for p in root.iterdir() if (p / "model.onnx").is_file()):
-        data_sets: list[tuple[list[object], list[object]]] = []
-        for ds in sorted(case_dir.glob("test_data_set_*")):
-            inputs = [
-                numpy_helper.to_array(onnx.load_tensor(str(f)))
-                for f in sorted(ds.glob("input_*.pb"), key=_pb_index)
-            ]
-            outputs = [
-                numpy_helper.to_array(onnx.load_tensor(str(f)))
-                for f in sorted(ds.glob("output_*.pb"), key=_pb_index)
-            ]
-            data_sets.append((list(inputs), list(outputs)))
-        model = onnx.load(str(case_dir / "model.onnx"))
         name = case_dir.name
-        cases.append(Case(name, name.removeprefix("test_"), model, tuple(data_sets), 1e-3, 1e-7))
+        cases.append(read_case(case_dir, name, name.removeprefix("test_"), 1e-3, 1e-7))
     return tuple(cases)
+
+
+def read_case(case_dir: Path, name: str, op: str, rtol: float, atol: float) -> Case:
+    """A case stored in onnx's backend test layout: model.onnx and test_data_set_<i>/
+    {input,output}_<j>.pb."""
+    from onnx import numpy_helper
+
+    data_sets: list[tuple[list[object], list[object]]] = []
+    for ds in sorted(case_dir.glob("test_data_set_*"), key=_pb_index):
+        inputs = [
+            numpy_helper.to_array(onnx.load_tensor(str(f)))
+            for f in sorted(ds.glob("input_*.pb"), key=_pb_index)
+        ]
+        outputs = [
+            numpy_helper.to_array(onnx.load_tensor(str(f)))
+            for f in sorted(ds.glob("output_*.pb"), key=_pb_index)
+        ]
+        data_sets.append((list(inputs), list(outputs)))
+    model = onnx.load(str(case_dir / "model.onnx"))
+    return Case(name, op, model, tuple(data_sets), rtol, atol)
+
+
+def write_case(case: Case, case_dir: Path) -> bool:
+    """Store ``case`` in onnx's backend test layout (see :func:`read_case`); False when a
+    value is not a tensor (sequences, optionals) and the case cannot be stored."""
+    from onnx import numpy_helper
+
+    values = [v for inputs, outputs in case.data_sets for v in (*inputs, *outputs)]
+    if any(not isinstance(v, np.ndarray | np.generic | onnx.TensorProto) for v in values):
+        return False
+    case_dir.mkdir(parents=True)
+    (case_dir / "model.onnx").write_bytes(case.model.SerializeToString())
+    for i, (inputs, outputs) in enumerate(case.data_sets):
+        ds = case_dir / f"test_data_set_{i}"
+        ds.mkdir()
+        for kind, group in (("input", inputs), ("output", outputs)):
+            for j, value in enumerate(group):
+                if isinstance(value, onnx.TensorProto):
+                    tensor = value
+                else:
+                    tensor = numpy_helper.from_array(np.asarray(value))
+                (ds / f"{kind}_{j}.pb").write_bytes(tensor.SerializeToString())
+    return True
 
 
 def _pb_index(path: object) -> int:
     """The number in input_<n>.pb, so input_10 sorts after input_9."""
-    match = re.search(r"_(\d+)\.pb$", str(path))
+    match = re.search(r"_(\d+)(\.pb)?$", str(path))
     return int(match.group(1)) if match else 0
 
 
@@ -437,68 +468,59 @@ def select_cases(ops: Iterable[str] | None, cases: Sequence[Case] | None = None)
     return [c for c in cases if c.op in wanted]
 
 
-def run(
-    cases: Sequence[Case], mode: str = "reference", jobs: int = 0, suite: str = "node"
-) -> list[Result]:
-    """Run ``cases`` with the named mode: in this process (``jobs`` 0) or in ``jobs`` workers.
-
-    Workers need the cases to come from ``suite`` (they look them up by name).
-    """
+def run(cases: Sequence[Case], mode: str = "reference", jobs: int = 0) -> list[Result]:
+    """Run ``cases`` with the named mode: in this process (``jobs`` 0) or in ``jobs``
+    worker processes (see :func:`run_in_workers`); results in the order of ``cases``."""
     if mode not in MODES:
         raise SystemExit(f"unknown mode '{mode}'; known: {', '.join(sorted(MODES))}")
     if jobs <= 0:
         return [run_case(c, MODES[mode]) for c in cases]
-    return run_in_workers(cases, mode, jobs, suite)
+    return run_in_workers(cases, mode, jobs)
 
 
 # -- worker processes ---------------------------------------------------------------------
 # Compiling a case means a C compiler run (0.2-1 s), so compiled sweeps run in workers:
-# this script started with --worker, reading one JSON list of case names per stdin line and
-# answering one JSON Result per case per stdout line. Plain processes rather than a
-# multiprocessing pool: no pickling, no fork of a process whose runtime threads are live,
-# and a case that crashes or hangs its worker is attributed to that case, not to the sweep.
+# this script started with ``--worker MODE``. The parent stores each case in onnx's backend
+# test layout in a temporary directory and sends one JSON line per case on the worker's
+# stdin ({"dir", "name", "op", "rtol", "atol"}); the worker answers one JSON Result per
+# line on stdout. Plain processes rather than a multiprocessing pool: no pickling, no fork
+# of a process whose runtime threads are live, a worker starts in about a second (it does
+# not generate the cases again), and a case that crashes or hangs its worker is reported
+# as that case's error while the sweep goes on with a fresh worker.
 
 #: seconds one case may take before its worker is killed and the case reported as an error.
 CASE_TIMEOUT = 300.0
 
 
-def suite_cases(suite: str) -> tuple[Case, ...]:
-    """The cases of a suite: 'node' (the generated node tests) or a shipped model suite."""
-    return collect_cases() if suite == "node" else collect_model_cases(suite)
-
-
-def _result_json(result: Result) -> str:
-    return json.dumps(dataclasses.asdict(result), sort_keys=True)
-
-
-def worker_main(mode: str, suite: str) -> int:
-    """The --worker loop: run the cases named on each stdin line, answer on stdout."""
+def worker_main(mode: str) -> int:
+    """The ``--worker`` loop: run each case named on stdin, answer its Result on stdout."""
     protocol = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # stray output (Python or compiled code) goes to stderr, not the protocol
-    by_name = {c.name: c for c in suite_cases(suite)}
     fn = MODES[mode]
     for line in sys.stdin:
-        for name in json.loads(line):
-            case = by_name.get(name)
-            if case is None:
-                result = Result(name, "?", "error", f"no case '{name}' in suite '{suite}'")
-            else:
-                result = run_case(case, fn)
-            protocol.write(_result_json(result) + "\n")
-            protocol.flush()
+        request = json.loads(line)
+        name, op = request["name"], request["op"]
+        try:
+            case = read_case(Path(request["dir"]), name, op, request["rtol"], request["atol"])
+        except Exception as err:  # a row of the table, never an abort
+            result = Result(name, op, "error", f"cannot read the case: {err}")
+        else:
+            result = run_case(case, fn)
+        protocol.write(json.dumps(dataclasses.asdict(result), sort_keys=True) + "\n")
+        protocol.flush()
     return 0
 
 
 class _Worker:
     """One worker process, started on first use and again after it died."""
 
-    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
-        self.argv = argv
+    def __init__(self, mode: str, env: dict[str, str]) -> None:
+        self.argv = [sys.executable, str(Path(__file__).resolve()), "--worker", mode]
         self.env = env
         self.proc: subprocess.Popen[str] | None = None
 
-    def run(self, case: Case, timeout: float) -> Result:
-        """Run one case in the worker; a crash or a timeout becomes an error Result."""
+    def run(self, case: Case, case_dir: Path, timeout: float) -> Result:
+        """Run one stored case in the worker; a crash or a timeout becomes an error Result."""
         if self.proc is None:
             self.proc = subprocess.Popen(
                 self.argv,
@@ -510,11 +532,18 @@ class _Worker:
             )
         proc = self.proc
         assert proc.stdin is not None and proc.stdout is not None
+        request = {
+            "dir": str(case_dir),
+            "name": case.name,
+            "op": case.op,
+            "rtol": case.rtol,
+            "atol": case.atol,
+        }
         timer = threading.Timer(timeout, proc.kill)
         timer.start()
         start = time.perf_counter()
         try:
-            proc.stdin.write(json.dumps([case.name]) + "\n")
+            proc.stdin.write(json.dumps(request, sort_keys=True) + "\n")
             proc.stdin.flush()
             line = proc.stdout.readline()
         except OSError:
@@ -526,11 +555,11 @@ class _Worker:
         elapsed = time.perf_counter() - start
         code = proc.wait()
         self.proc = None
-        why = f"timed out after {timeout:.0f} s" if elapsed >= timeout else _exit_reason(code)
+        why = f"timed out after {timeout:g} s" if elapsed >= timeout else _exit_reason(code)
         return Result(case.name, case.op, "error", f"worker {why}", elapsed)
 
     def close(self) -> None:
-        """Stop the worker (end of input, then kill if it does not exit)."""
+        """Stop the worker: end of input, then a kill if it does not exit."""
         if self.proc is None:
             return
         assert self.proc.stdin is not None
@@ -553,40 +582,56 @@ def _exit_reason(code: int) -> str:
 
 
 def run_in_workers(
-    cases: Sequence[Case], mode: str, jobs: int, suite: str, timeout: float = CASE_TIMEOUT
+    cases: Sequence[Case], mode: str, jobs: int, timeout: float = CASE_TIMEOUT
 ) -> list[Result]:
-    """Run ``cases`` in ``jobs`` worker processes; results in the order of ``cases``."""
+    """Run ``cases`` in ``jobs`` worker processes; results in the order of ``cases``.
+
+    Excluded cases and cases with non-tensor values never reach a worker (they end
+    before any compilation, in this process).
+    """
     env = dict(os.environ)
     # Each worker is one of ``jobs`` processes on the machine: one thread per kernel.
     env.setdefault("EMBER_NUM_THREADS", "1")
     env.setdefault("OMP_NUM_THREADS", "1")
-    argv = [sys.executable, str(Path(__file__).resolve()), "--worker", mode, "--suite", suite]
+    fn = MODES[mode]
     results: dict[int, Result] = {}
     todo: queue.SimpleQueue[int] = queue.SimpleQueue()
-    for i, case in enumerate(cases):
-        reason = exclusion_reason(case.name)
-        if reason is None:
-            todo.put(i)
-        else:
-            results[i] = Result(case.name, case.op, "excluded", reason)
+    for i in range(len(cases)):
+        todo.put(i)
 
-    def serve() -> None:
-        worker = _Worker(argv, env)
+    def _dispatch(case: Case, case_dir: Path, worker: _Worker) -> Result:
+        if exclusion_reason(case.name) is not None:
+            return run_case(case, fn)
         try:
-            while True:
-                try:
-                    i = todo.get_nowait()
-                except queue.Empty:
-                    return
-                results[i] = worker.run(cases[i], timeout)
+            stored = write_case(case, case_dir)
+        except Exception as err:  # a row of the table, never an abort
+            return Result(case.name, case.op, "error", f"cannot store the case: {err}")
+        if not stored:
+            return run_case(case, fn)  # non-tensor values: unsupported before any work
+        try:
+            return worker.run(case, case_dir, timeout)
         finally:
-            worker.close()
+            shutil.rmtree(case_dir, ignore_errors=True)
 
-    threads = [threading.Thread(target=serve, daemon=True) for _ in range(jobs)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    with tempfile.TemporaryDirectory(prefix="ember-conformance-") as tmp:
+
+        def serve() -> None:
+            worker = _Worker(mode, env)
+            try:
+                while True:
+                    try:
+                        i = todo.get_nowait()
+                    except queue.Empty:
+                        return
+                    results[i] = _dispatch(cases[i], Path(tmp) / f"case_{i}", worker)
+            finally:
+                worker.close()
+
+        threads = [threading.Thread(target=serve, daemon=True) for _ in range(jobs)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     return [results[i] for i in range(len(cases))]
 
 
@@ -765,7 +810,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--worker", choices=sorted(MODES), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        return worker_main(args.worker, args.suite)
+        return worker_main(args.worker)
     ops: Iterable[str] | None
     if args.all:
         ops = None
@@ -783,7 +828,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for mode in modes:
         start = time.perf_counter()
         jobs = args.jobs if mode == "compiled" else 0
-        runs[mode] = run(cases, mode, jobs=jobs, suite=args.suite)
+        runs[mode] = run(cases, mode, jobs=jobs)
         seconds = time.perf_counter() - start
         where = f"{jobs} workers" if jobs > 0 else "in process"
         timings.append(f"mode {mode}: {len(cases)} cases in {seconds:.1f} s ({where})")

@@ -1,0 +1,219 @@
+"""The official ONNX node test cases of the issue's ops, compiled for C and run.
+
+Every case that passes through importer + reference evaluator must also pass compiled
+(build for the C target, load the artifacts, run the graph executor), except the cases in
+``KNOWN_FAILURES``, each with its reason. The fast tier compiles a few cases per op
+family; the slow tier sweeps every case of every issue op (one test per op, so a red op
+is visible by name) and also checks that each known failure still fails, so the list
+stays honest.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+_RUNNER = Path(__file__).resolve().parents[2] / "benchmarks" / "onnx_conformance.py"
+
+
+def _load_runner() -> ModuleType:
+    name = "ember_onnx_conformance"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, _RUNNER)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+oc = _load_runner()
+
+_NO_HALF = "the C backend has no float16/bfloat16 (they come with the LLVM backend)"
+
+#: cases that pass in reference mode but not compiled, with the reason (case -> reason).
+KNOWN_FAILURES: dict[str, str] = {
+    # Cast/CastLike to or from a half type: the C code generator refuses float16/bfloat16.
+    **{
+        f"test_{op}_{pair}{suffix}": _NO_HALF
+        for op, suffixes in (("cast", ("",)), ("castlike", ("", "_expanded")))
+        for pair in (
+            "BFLOAT16_to_FLOAT",
+            "DOUBLE_to_FLOAT16",
+            "FLOAT16_to_DOUBLE",
+            "FLOAT16_to_FLOAT",
+            "FLOAT_to_BFLOAT16",
+            "FLOAT_to_FLOAT16",
+        )
+        for suffix in suffixes
+    },
+    # Einsum on bfloat16 inputs: same limitation, raised by the einsum compute.
+    "test_einsum_batch_matmul_bfloat16": _NO_HALF,
+    "test_einsum_sum_bfloat16": _NO_HALF,
+    "test_einsum_transpose_bfloat16": _NO_HALF,
+    # Max/Min of float16 inputs: same limitation, raised by the C code generator.
+    "test_max_float16": _NO_HALF,
+    "test_min_float16": _NO_HALF,
+}
+
+#: a few cases per op family, compiled by the fast tier (names of onnx node test cases).
+FAST_CASES: tuple[str, ...] = (
+    # elementwise math, activations, comparisons and logic
+    "test_add_bcast",
+    "test_pow_bcast_array",
+    "test_sqrt_example",
+    "test_relu",
+    "test_leakyrelu_default_expanded",
+    "test_gelu_default_2",
+    "test_clip_default_int8_inbounds",
+    "test_where_long_example",
+    "test_less_bcast",
+    "test_or_bcast3v1d",
+    "test_sum_example",
+    "test_cast_DOUBLE_to_FLOAT",
+    # nn: convolutions, dense, pools, norms, softmax, recurrent
+    "test_conv_with_strides_and_asymmetric_padding",
+    "test_convtranspose_1d",
+    "test_gemm_all_attributes",
+    "test_matmul_3d",
+    "test_maxpool_2d_ceil",
+    "test_averagepool_2d_ceil_last_window_starts_on_pad",
+    "test_batchnorm_example",
+    "test_layer_normalization_2d_axis1",
+    "test_lrn",
+    "test_softmax_axis_0_expanded",
+    "test_logsoftmax_axis_1",
+    "test_gru_defaults",
+    "test_lstm_defaults",
+    # reductions, arg and topk
+    "test_reduce_mean_do_not_keepdims_random",
+    "test_reduce_log_sum_exp_default_axes_keepdims_random_expanded",
+    "test_argmax_default_axis_example_select_last_index",
+    "test_top_k_same_values_2d",
+    # tensor: layout, indexing and shape ops
+    "test_transpose_all_permutations_3",
+    "test_concat_2d_axis_1",
+    "test_split_2d_uneven_split_opset18",
+    "test_slice_default_steps",
+    "test_reshape_negative_dim",
+    "test_gather_negative_indices",
+    "test_gather_elements_1",
+    "test_constant_pad_axes",
+    "test_tile_precomputed",
+    "test_depthtospace_crd_mode_example",
+    "test_tril_neg",
+    "test_resize_downsample_scales_cubic",
+    "test_einsum_batch_matmul",
+    "test_shape_clip_end",
+    "test_constantofshape_int_zeros",
+    "test_range_int32_type_negative_delta",
+)
+
+
+def _by_name() -> dict[str, object]:
+    return {c.name: c for c in oc.collect_cases()}
+
+
+def test_known_failures_and_fast_cases_are_real_issue_cases():
+    issue = {c.name for c in oc.select_cases(oc.ISSUE_OPS)}
+    assert set(KNOWN_FAILURES) <= issue, sorted(set(KNOWN_FAILURES) - issue)
+    assert set(FAST_CASES) <= issue, sorted(set(FAST_CASES) - issue)
+    assert all(KNOWN_FAILURES.values())
+    ops = {c.op for c in oc.select_cases(oc.ISSUE_OPS) if c.name in FAST_CASES}
+    assert len(ops) >= 40, "the fast tier should span the op families"
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("name", FAST_CASES)
+def test_fast_case_compiles_and_matches(name):
+    case = _by_name()[name]
+    result = oc.run_case(case, oc.run_compiled)
+    assert result.status == "pass", f"{name} [{result.status}] {result.detail}"
+
+
+@pytest.mark.cc
+@pytest.mark.slow
+@pytest.mark.parametrize("op", oc.ISSUE_OPS)
+def test_issue_op_cases_pass_compiled(op):
+    cases = oc.select_cases([op])
+    assert cases, f"onnx ships no node test case for {op}"
+    reference = {r.case: r for r in oc.run(cases, "reference")}
+    compiled = oc.run(cases, "compiled")
+    regressions = [
+        f"{r.case} [{r.status}] {r.detail}"
+        for r in compiled
+        if reference[r.case].status == "pass"
+        and r.status != "pass"
+        and r.case not in KNOWN_FAILURES
+    ]
+    assert not regressions, (
+        f"{len(regressions)} {op} cases pass in reference mode but not compiled:\n"
+        + "\n".join(regressions)
+    )
+    fixed = [r.case for r in compiled if r.case in KNOWN_FAILURES and r.status == "pass"]
+    assert not fixed, f"known failures that now pass; remove them from KNOWN_FAILURES: {fixed}"
+
+
+def test_workers_give_the_in_process_results():
+    # Two workers, reference mode (cheap): the same results in the order of the cases;
+    # excluded and non-tensor cases (Identity of sequences) are settled in this process.
+    cases = oc.select_cases(["Relu", "Size", "Identity"])
+    got = oc.run_in_workers(cases, "reference", jobs=2)
+    want = oc.run(cases, "reference")
+    assert [(r.case, r.status, r.detail) for r in got] == [
+        (r.case, r.status, r.detail) for r in want
+    ]
+    assert {r.status for r in got} == {"pass", "excluded"}
+
+
+def test_a_case_that_outlives_its_timeout_is_an_error_row():
+    (case,) = [c for c in oc.select_cases(["Relu"]) if c.name == "test_relu"]
+    (result,) = oc.run_in_workers([case], "reference", jobs=1, timeout=0.05)
+    assert result.status == "error" and "timed out after 0.05 s" in result.detail
+
+
+@pytest.mark.parametrize("name", ["test_cast_BFLOAT16_to_FLOAT", "test_cast_FLOAT_to_FLOAT16"])
+def test_cases_reach_workers_bit_exact(tmp_path, name):
+    # Workers read cases in onnx's backend test layout; half types survive the round trip.
+    case = _by_name()[name]
+    assert oc.write_case(case, tmp_path / "case")
+    back = oc.read_case(tmp_path / "case", case.name, case.op, case.rtol, case.atol)
+    assert (back.name, back.op, back.rtol, back.atol) == (name, case.op, case.rtol, case.atol)
+    assert back.model.SerializeToString() == case.model.SerializeToString()
+    assert len(back.data_sets) == len(case.data_sets)
+    for (ins, outs), (ins2, outs2) in zip(case.data_sets, back.data_sets, strict=True):
+        for want, got in zip([*ins, *outs], [*ins2, *outs2], strict=True):
+            want = np.asarray(oc._as_array(want))
+            assert got.dtype == want.dtype and got.shape == want.shape
+            assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.cc
+def test_both_modes_side_by_side(capsys):
+    code = oc.main(["--mode", "both", "--ops", "Relu,Size", "--jobs", "0", "-v"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "reference" in out and "compiled" in out
+    assert "overall compiled:  4/4 passed" in out
+    assert "compiled passes 4 of the 4 cases reference passes" in out
+
+
+def test_the_comparison_splits_unsupported_wrong_and_crashed():
+    R = oc.Result
+    reference = [R("a", "Conv", "pass"), R("b", "Conv", "pass"), R("c", "Conv", "pass")]
+    compiled = [
+        R("a", "Conv", "unsupported", "nn.conv2d: nodes conv"),
+        R("b", "Conv", "fail", "output 0: max abs error 1"),
+        R("c", "Conv", "error", "CompileError: boom"),
+    ]
+    table = oc.format_comparison(reference, compiled, verbose=True)
+    row = next(line for line in table.splitlines() if line.startswith("Conv"))
+    assert row.split() == ["Conv", "3", "3/3", "0/3", "1", "1", "1", "0.0%"]
+    assert "compiled passes 0 of the 3 cases reference passes" in table
+    assert "  b [fail] output 0: max abs error 1" in table
