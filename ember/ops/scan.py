@@ -38,6 +38,11 @@ def _at(idx: tuple[Any, ...], axis: int, value: Any) -> tuple[Any, ...]:
     return tuple(out)
 
 
+#: cumsum along an axis longer than this sums in blocks of SCAN_BLOCK (O(n * block)).
+SCAN_DIRECT_MAX = 256
+SCAN_BLOCK = 64
+
+
 @register_compute("cumsum")
 def cumsum(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
     """Running sum along axis (exclusive / reverse as asked)."""
@@ -46,17 +51,64 @@ def cumsum(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
     axis = attrs["axis"]
     n = static_shape(x)[axis]
     dtype, work = ty.dtype, compute_dtype(ty.dtype)
+    if n > SCAN_DIRECT_MAX:
+        acc = _blocked_cumsum(x, axis, attrs, work)
+    else:
 
-    def body(*i: Any) -> PrimExpr:
-        rv = te.reduce_axis(n, "j")
-        val = x[_at(i, axis, rv.var)].astype(work)
-        term = tir.if_then_else(_in_prefix(rv.var, i[axis], attrs), val, tir.const(0, work))
-        return te.sum(term, axis=rv)
+        def body(*i: Any) -> PrimExpr:
+            rv = te.reduce_axis(n, "j")
+            val = x[_at(i, axis, rv.var)].astype(work)
+            term = tir.if_then_else(_in_prefix(rv.var, i[axis], attrs), val, tir.const(0, work))
+            return te.sum(term, axis=rv)
 
-    acc = te.compute(ty.shape, body, "cumsum")
+        acc = te.compute(ty.shape, body, "cumsum")
     if work == dtype:
         return acc
     return te.compute(ty.shape, lambda *i: acc[i].astype(dtype), "cumsum_cast")
+
+
+def _blocked_cumsum(x: te.Tensor, axis: int, attrs: Attrs, work: str) -> te.Tensor:
+    """cumsum as block totals, their exclusive prefix, and a sum within each block.
+
+    Positions are counted in scan order ("forward"): a reversed scan reads x backwards.
+    """
+    shape = static_shape(x)
+    n, blk = shape[axis], SCAN_BLOCK
+    nb = -(-n // blk)
+    bshape = tuple(nb if d == axis else s for d, s in enumerate(shape))
+    zero = tir.const(0, work)
+
+    def src(q: PrimExpr) -> PrimExpr:
+        """The x index of forward position q (q < n)."""
+        return n - 1 - q if attrs["reverse"] else q
+
+    def totals(*i: Any) -> PrimExpr:
+        t = te.reduce_axis(blk, "t")
+        q = i[axis] * blk + t.var
+        val = x[_at(i, axis, src(tir.min(q, n - 1)))].astype(work)
+        return te.sum(tir.if_then_else(q < n, val, zero), axis=t)
+
+    block_sum = te.compute(bshape, totals, "cumsum_blocks")
+
+    def before(*i: Any) -> PrimExpr:
+        c = te.reduce_axis(nb, "c")
+        val = block_sum[_at(i, axis, c.var)]
+        return te.sum(tir.if_then_else(c.var < i[axis], val, zero), axis=c)
+
+    offset = te.compute(bshape, before, "cumsum_offsets")
+
+    def within(*i: Any) -> PrimExpr:
+        t = te.reduce_axis(blk, "t")
+        pos = src(i[axis])  # forward position of this output
+        q = pos // blk * blk + t.var
+        take = q < pos if attrs["exclusive"] else q <= pos
+        val = x[_at(i, axis, src(tir.min(q, n - 1)))].astype(work)
+        return te.sum(tir.if_then_else(take, val, zero), axis=t)
+
+    part = te.compute(shape, within, "cumsum_part")
+    return te.compute(
+        shape, lambda *i: offset[_at(i, axis, src(i[axis]) // blk)] + part[i], "cumsum"
+    )
 
 
 @register_compute("cumprod")

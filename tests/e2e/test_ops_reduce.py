@@ -107,8 +107,9 @@ def test_topk_and_cumsum():
     z[1, 100] = z[1, 400] = 10.0  # a tie at the top
     nodes.append(node("TopK", ["z", "k"], ["v3", "i3"], axis=1))  # selection rounds
     nodes.append(node("TopK", ["z", "k"], ["v4", "i4"], axis=1, largest=0))
+    nodes.append(node("CumSum", ["z", "ax"], ["c2"], reverse=1))  # blocked scan
     inits = {"k": np.array([4], "int64"), "k2": np.array([2], "int64"), "ax": np.array(1)}
-    outs = ["v0", "i0", "v1", "i1", "v2", "i2", "c0", "c1", "v3", "i3", "v4", "i4"]
+    outs = ["v0", "i0", "v1", "i1", "v2", "i2", "c0", "c1", "v3", "i3", "v4", "i4", "c2"]
     feeds = {"x": x, "z": z}
     assert_matches_onnxruntime(build_model(nodes, feeds, outs, inits), feeds, rtol=1e-5)
 

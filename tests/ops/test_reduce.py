@@ -151,3 +151,11 @@ def test_reduction_schedules_parallel_rows_and_vector_lanes():
     w = Var("w", TensorType((256, 64), "float32"))
     text = str(lower_group(_group([w], call("max", w, axes=(0,), keepdims=False)), "k"))
     assert "vectorized" in text  # axis 0 reduced: the contiguous last axis is the vector
+
+
+@pytest.mark.parametrize("exclusive", [False, True])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_long_cumsum_in_blocks(exclusive, reverse):
+    x = _x((2, 300))
+    _one("cumsum", x, axis=1, exclusive=exclusive, reverse=reverse)
+    _one("cumsum", _x((261, 2), "int32"), axis=0, exclusive=exclusive, reverse=reverse)
