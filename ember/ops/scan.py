@@ -1,12 +1,17 @@
 """Running and selection ops along one axis: cumsum, cumprod and topk.
 
 Contract: each compute matches the numpy reference (ember/ir/ops/scan.py, reduce.py).
-The loop IR has no sequential scan or sort, so these are written as reductions over the
-whole axis, O(n^2) per line: ``cumsum`` sums the masked prefix, ``cumprod`` multiplies it
-in staged chunks, and ``topk`` ranks every element (how many elements come before it in
-the sorted order, ties broken by index, NaN largest like numpy's sort) and then gathers the
-element of each rank. Good for the short axes these ops see in models (classes,
-sequence positions); a long axis wants an imperative kernel.
+The loop IR has no sequential scan or sort, so these are written as reductions:
+
+* ``cumsum`` sums the masked prefix (O(n^2) per line) on short axes; on long ones it sums
+  blocks, their exclusive prefix and the part of each block (O(n * SCAN_BLOCK));
+* ``cumprod`` multiplies the masked prefix in staged chunks (O(n^2), short axes);
+* ``topk`` with a small k on a long axis runs k selection rounds (each the first element,
+  in sort order, after the previous pick: two passes over the axis); otherwise it ranks
+  every element (how many sort before it) and gathers each rank (O(n^2)). Sort order is
+  numpy's: ties by index, NaN largest.
+
+An imperative kernel (a heap for topk, a sequential scan) would beat these on long axes.
 """
 
 from __future__ import annotations
