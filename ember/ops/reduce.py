@@ -9,7 +9,13 @@ of the extreme value (the last with ``select_last_index``), or of the first (las
 
 The loop IR reduces with sum/max/min only, so ``prod`` multiplies ``CHUNK`` elements per
 step in an unrolled expression, each step materialised as its own stage (see
-:func:`staged_product`).
+:func:`staged_product`). Float sums over a long last axis keep SUM_LANES interleaved
+partial sums (TVM's rfactor) so the C compiler vectorises them.
+
+Schedule (:func:`schedule_reduce`, also used by scan and scatter ops): every output and
+materialised reduction runs at root, data loops fused and parallel when there is enough
+work, reduce loops innermost when the input's last axis is reduced (contiguous reads),
+else outside a vectorised last data loop.
 """
 
 from __future__ import annotations
