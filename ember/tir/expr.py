@@ -256,6 +256,9 @@ class CmpOp(PrimExpr):
     b: PrimExpr
     dtype: str = "bool"
 
+    def __post_init__(self) -> None:
+        _bool_lanes(self, self.a)
+
     def __bool__(self) -> bool:
         raise IRError(
             f"the truth value of the loop-IR comparison {self} is unknown in Python; "
@@ -295,6 +298,9 @@ class And(PrimExpr):
     b: PrimExpr
     dtype: str = "bool"
 
+    def __post_init__(self) -> None:
+        _bool_lanes(self, self.a)
+
 
 @dataclass(frozen=True)
 class Or(PrimExpr):
@@ -304,6 +310,9 @@ class Or(PrimExpr):
     b: PrimExpr
     dtype: str = "bool"
 
+    def __post_init__(self) -> None:
+        _bool_lanes(self, self.a)
+
 
 @dataclass(frozen=True)
 class Not(PrimExpr):
@@ -311,6 +320,16 @@ class Not(PrimExpr):
 
     a: PrimExpr
     dtype: str = "bool"
+
+    def __post_init__(self) -> None:
+        _bool_lanes(self, self.a)
+
+
+def _bool_lanes(node: PrimExpr, operand: PrimExpr) -> None:
+    """A comparison or logical op of vector operands is a vector of bools."""
+    lanes = dt.lanes_of(operand.dtype)
+    if node.dtype == "bool" and lanes > 1:
+        object.__setattr__(node, "dtype", dt.with_lanes("bool", lanes))
 
 
 @dataclass(frozen=True)

@@ -613,3 +613,22 @@ def test_parallel_loops_follow_the_runtime_thread_count(build) -> None:  # type:
             assert got.numpy().tolist() == [n] * 8
     finally:
         raw.EmberBackendSetNumThreads(0)
+
+
+def test_explicit_vector_select_compare_and_math(build) -> None:  # type: ignore[no-untyped-def]
+    a = tir.decl_buffer((32,), "float32", "A")
+    b = tir.decl_buffer((32,), "float32", "B")
+    io = tir.Var("io")
+    lanes = tir.Ramp(io * 8, tir.const(1), 8)
+    x = tir.BufferLoad(a, (lanes,))
+    keep = tir.logical_and(x > 0.5, tir.logical_not(x > 0.9))
+    val = tir.if_then_else(keep, tir.exp(x), tir.sigmoid(x) * 2.0)
+    f = tir.PrimFunc("vsel", (a, b), tir.for_range(io, 4, tir.BufferStore(b, val, (lanes,))))
+    xv = np.linspace(0, 1.2, 32, dtype="float32")
+    ref = np.zeros(32, "float32")
+    tir.interpret(f, [xv, ref])
+    out = _nd(np.zeros(32, "float32"))
+    build([f])["ember_vsel"](_nd(xv), out)
+    want = np.where((xv > 0.5) & ~(xv > 0.9), np.exp(xv), 2 / (1 + np.exp(-xv)))
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-5)
+    np.testing.assert_allclose(ref, want, rtol=1e-5)

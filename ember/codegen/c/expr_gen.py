@@ -242,14 +242,18 @@ class ExprCodegen(VectorMixin):
         """A <math.h> call (float variants for float32), rsqrt and sigmoid spelled out."""
         if not dt.is_float(dtype):
             raise CompileError(f"C codegen{self.where}: intrinsic {op} needs a float, got {dtype}")
-        c_type(dtype, self.where)
+        texts = [self.expr(a, 15 if op == "sigmoid" else 0) for a in args]
+        return self.math_text(op, dtype, texts)
+
+    def math_text(self, op: str, dtype: str, texts: list[str]) -> str:
+        """The C text of intrinsic ``op`` on already printed (scalar) arguments."""
+        c_type(dt.element_of(dtype), self.where)
         sfx = "f" if dt.element_of(dtype) == "float32" else ""
         one = "1.0f" if sfx else "1.0"
-        texts = [self.expr(a) for a in args]
         if op == "rsqrt":
             return f"({one} / sqrt{sfx}({texts[0]}))"
         if op == "sigmoid":
-            return f"({one} / ({one} + exp{sfx}(-{self.expr(args[0], 15)})))"
+            return f"({one} / ({one} + exp{sfx}(-{texts[0]})))"
         if op not in _FLOAT_FN:
             raise CompileError(f"C codegen{self.where}: unknown intrinsic '{op}'")
         return f"{_FLOAT_FN[op]}{sfx}({', '.join(texts)})"

@@ -17,17 +17,29 @@ from ember.errors import CompileError
 from ember.tir import dtype as dt
 from ember.tir.buffer import Buffer
 from ember.tir.expr import (
+    EQ,
+    GE,
+    GT,
+    LE,
+    LT,
+    NE,
     Add,
+    And,
     Broadcast,
     BufferLoad,
+    Call,
     Cast,
+    CmpOp,
     Div,
     IntImm,
     Max,
     Min,
     Mul,
+    Not,
+    Or,
     PrimExpr,
     Ramp,
+    Select,
     Sub,
     Var,
 )
@@ -37,6 +49,24 @@ if TYPE_CHECKING:
     from ember.codegen.c.expr_gen import FileContext
 
 _OPS: dict[type, str] = {Add: "+", Sub: "-", Mul: "*", Div: "/"}
+_CMP: dict[type, tuple[str, str]] = {
+    EQ: ("eq", "=="),
+    NE: ("ne", "!="),
+    LT: ("lt", "<"),
+    LE: ("le", "<="),
+    GT: ("gt", ">"),
+    GE: ("ge", ">="),
+}
+
+
+def _lanewise(ctx: FileContext, name: str, ret: str, params: str, lanes: int, lane: str) -> str:
+    """Declare ``static inline ret name(params)`` computing ``r[k] = lane`` for each lane."""
+    ctx.helpers.setdefault(
+        f"2_{name}",
+        f"static inline {ret} {name}({params}) {{ {ret} r; "
+        f"for (int k = 0; k < {lanes}; ++k) r[k] = {lane}; return r; }}",
+    )
+    return name
 
 
 def vector_type(dtype: str, ctx: FileContext, where: str) -> str:
@@ -147,6 +177,32 @@ class VectorMixin:
             return f"{vt}_{op}({self.expr(e.a)}, {self.expr(e.b)})", 16
         if isinstance(e, Cast):
             return f"__builtin_convertvector({self.expr(e.value)}, {vt})", 16
+        if isinstance(e, CmpOp):
+            ot = vector_type(e.a.dtype, self.ctx, self.where)
+            tag, sym = _CMP[type(e)]
+            fn = _lanewise(
+                self.ctx, f"{ot}_{tag}", vt, f"{ot} a, {ot} b", lanes, f"a[k] {sym} b[k]"
+            )
+            return f"{fn}({self.expr(e.a)}, {self.expr(e.b)})", 16
+        if isinstance(e, And | Or):
+            sym = "&" if isinstance(e, And) else "|"
+            p = 8 if sym == "&" else 6
+            return f"{self.expr(e.a, p)} {sym} {self.expr(e.b, p + 1)}", p
+        if isinstance(e, Not):
+            fn = _lanewise(self.ctx, f"{vt}_not", vt, f"{vt} a", lanes, "!a[k]")
+            return f"{fn}({self.expr(e.a)})", 16
+        if isinstance(e, Select):
+            mt = vector_type(e.condition.dtype, self.ctx, self.where)
+            params = f"{mt} c, {vt} a, {vt} b"
+            fn = _lanewise(self.ctx, f"{vt}_select", vt, params, lanes, "c[k] ? a[k] : b[k]")
+            args = (self.expr(e.condition), self.expr(e.true_value), self.expr(e.false_value))
+            return f"{fn}({', '.join(args)})", 16
+        if isinstance(e, Call) and e.kind == "intrin":
+            texts = [f"{chr(ord('a') + n)}[k]" for n in range(len(e.args))]
+            lane = self.math_text(e.op, e.dtype, texts)  # type: ignore[attr-defined]
+            params = ", ".join(f"{vt} {chr(ord('a') + n)}" for n in range(len(e.args)))
+            fn = _lanewise(self.ctx, f"{vt}_{e.op}", vt, params, lanes, lane)
+            return f"{fn}({', '.join(self.expr(a) for a in e.args)})", 16
         if isinstance(e, Var):
             raise CompileError(f"C codegen{self.where}: vector variables are not supported")
         raise CompileError(
