@@ -71,6 +71,11 @@ def test_reduce_float32(
 def test_reduce_dtypes(compare_ort: Compare, op: str, dtype: str) -> None:
     x = rand((4, 6), dtype, positive=op in ("ReduceLogSum", "ReduceProd"))
     rtol, atol = tolerance(dtype)
+    if dtype.startswith("int") and op in ("ReduceLogSum", "ReduceLogSumExp"):
+        # the float result is truncated back to an integer: a value within one ulp of a
+        # whole number (5.9999994 vs 6.0000001) lands on either side depending on the
+        # order of the float32 additions, so the engines may differ by exactly 1
+        atol = 1
     compare_ort(reduce_model(op, x, [1], 18, keepdims=0), {"x": x}, rtol=rtol, atol=atol)
 
 
