@@ -632,3 +632,19 @@ def test_explicit_vector_select_compare_and_math(build) -> None:  # type: ignore
     want = np.where((xv > 0.5) & ~(xv > 0.9), np.exp(xv), 2 / (1 + np.exp(-xv)))
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-5)
     np.testing.assert_allclose(ref, want, rtol=1e-5)
+
+
+def test_vectorize_loops_output_compiles(build) -> None:  # type: ignore[no-untyped-def]
+    from ember.tir.transform import vectorize_loops
+
+    a = te.placeholder((64,), "float32", "A")
+    b = te.compute((64,), lambda i: tir.max(tir.sqrt(a[i]) - 0.5, 0.0), "B")
+    s = te.create_schedule(b)
+    _, inner = s[b].split(b.op.axis[0], factor=16)
+    s[b].vectorize(inner)
+    g = vectorize_loops(te.lower(s, [a, b], name="vsqrt"))
+    assert "ramp(" in str(g)
+    x = RNG.random(64, dtype="float32")
+    out = _nd(np.zeros(64, "float32"))
+    build([g])["ember_vsqrt"](_nd(x), out)
+    np.testing.assert_allclose(out.numpy(), np.maximum(np.sqrt(x) - 0.5, 0), rtol=1e-6)

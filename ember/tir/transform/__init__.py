@@ -1,0 +1,7 @@
+"""Loop-IR passes: PrimFunc -> PrimFunc, one pass per file (file name = function name)."""
+
+from __future__ import annotations
+
+from ember.tir.transform.vectorize_loops import vectorize_loops
+
+__all__ = ["vectorize_loops"]
