@@ -648,3 +648,18 @@ def test_vectorize_loops_output_compiles(build) -> None:  # type: ignore[no-unty
     out = _nd(np.zeros(64, "float32"))
     build([g])["ember_vsqrt"](_nd(x), out)
     np.testing.assert_allclose(out.numpy(), np.maximum(np.sqrt(x) - 0.5, 0), rtol=1e-6)
+
+
+def test_strided_buffer_parameter_checks_strides(build) -> None:  # type: ignore[no-untyped-def]
+    # A is a (3, 4) window of a (3, 8) array; the runtime only makes compact tensors, so a
+    # compact argument must be refused rather than read with the wrong row stride.
+    a = tir.decl_buffer((3, 4), "float32", "A", strides=(8, 1))
+    b = tir.decl_buffer((3, 4), "float32", "B")
+    i, j = tir.Var("i"), tir.Var("j")
+    body = tir.for_range(i, 3, tir.for_range(j, 4, tir.store(b, a[i, j] * 2.0, i, j)))
+    mod = build([tir.PrimFunc("strided", (a, b), body)])
+    out = _nd(np.zeros((3, 4), "float32"))
+    with pytest.raises(
+        FFIError, match=r"argument 0 \(A\) dimension 0 must have stride 8 elements, got 4"
+    ):
+        mod["ember_strided"](_nd(np.zeros((3, 4), "float32")), out)

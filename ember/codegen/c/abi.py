@@ -118,12 +118,14 @@ def c_string(text: str) -> str:
 
 
 CHECK_HELPER = r"""
-/* Checks packed argument `index` is a CPU DLTensor of the given rank, dtype and (where
- * shape[d] >= 0) extents, stored compactly; reports what is wrong otherwise. */
+/* Checks packed argument `index` is a CPU DLTensor of the given rank, dtype, extents
+ * (where shape[d] >= 0) and element strides (compact row-major when strides is NULL);
+ * reports what is wrong otherwise. */
 static int32_t ember_check_tensor(const char* fn, int32_t index, const char* name,
                                   const EmberValue* args, const int32_t* type_codes,
                                   int32_t ndim, uint8_t code, uint8_t bits,
-                                  const char* dtype, const int64_t* shape, DLTensor** out) {
+                                  const char* dtype, const int64_t* shape,
+                                  const int64_t* strides, DLTensor** out) {
   char msg[512];
   int32_t tc = type_codes[index];
   if (tc != EMBER_DLTENSOR_HANDLE && tc != EMBER_NDARRAY_HANDLE) {
@@ -168,9 +170,12 @@ static int32_t ember_check_tensor(const char* fn, int32_t index, const char* nam
   }
   int64_t expect_stride = 1;
   for (int32_t d = ndim - 1; d >= 0; --d) {
-    if (t->strides != NULL && t->shape[d] != 1 && t->strides[d] != expect_stride) {
-      snprintf(msg, sizeof(msg), "%s: argument %d (%s) must be compact row-major", fn,
-               (int)index, name);
+    int64_t actual = t->strides != NULL ? t->strides[d] : expect_stride;
+    int64_t wanted = strides != NULL ? strides[d] : expect_stride;
+    if (t->shape[d] != 1 && actual != wanted) {
+      snprintf(msg, sizeof(msg),
+               "%s: argument %d (%s) dimension %d must have stride %lld elements, got %lld",
+               fn, (int)index, name, (int)d, (long long)wanted, (long long)actual);
       EmberAPISetLastError(msg);
       return -1;
     }
@@ -271,11 +276,21 @@ def _tensor_arg(sym: str, k: int, b: Buffer, cname: str, bound: dict[Var, str]) 
                 "constants or plain variables"
             )
     shape = ", ".join(dims) if dims else "0"
-    lines = [
-        f"  static const int64_t shape{k}[{max(len(dims), 1)}] = {{{shape}}};",
+    lines = [f"  static const int64_t shape{k}[{max(len(dims), 1)}] = {{{shape}}};"]
+    strides = "NULL"
+    if b.strides:
+        if not all(isinstance(e, IntImm) for e in b.strides):
+            raise CompileError(
+                f"C codegen: parameter {b.name} of '{sym}' has symbolic strides; only "
+                "constant strides can be checked at the call boundary"
+            )
+        listed = ", ".join(str(e.value) for e in b.strides)  # type: ignore[attr-defined]
+        lines.append(f"  static const int64_t strides{k}[{len(b.strides)}] = {{{listed}}};")
+        strides = f"strides{k}"
+    lines += [
         f"  DLTensor* t{k} = NULL;",
         f'  if (ember_check_tensor("{sym}", {k}, {c_string(b.name)}, args, type_codes, '
-        f'{len(b.shape)}, {code}, {bits}, "{b.dtype}", shape{k}, &t{k}) != 0) {{',
+        f'{len(b.shape)}, {code}, {bits}, "{b.dtype}", shape{k}, {strides}, &t{k}) != 0) {{',
         "    return -1;",
         "  }",
     ]

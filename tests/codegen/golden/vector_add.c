@@ -6,12 +6,14 @@
 #include <string.h>
 #include "ember/runtime_api.h"
 
-/* Checks packed argument `index` is a CPU DLTensor of the given rank, dtype and (where
- * shape[d] >= 0) extents, stored compactly; reports what is wrong otherwise. */
+/* Checks packed argument `index` is a CPU DLTensor of the given rank, dtype, extents
+ * (where shape[d] >= 0) and element strides (compact row-major when strides is NULL);
+ * reports what is wrong otherwise. */
 static int32_t ember_check_tensor(const char* fn, int32_t index, const char* name,
                                   const EmberValue* args, const int32_t* type_codes,
                                   int32_t ndim, uint8_t code, uint8_t bits,
-                                  const char* dtype, const int64_t* shape, DLTensor** out) {
+                                  const char* dtype, const int64_t* shape,
+                                  const int64_t* strides, DLTensor** out) {
   char msg[512];
   int32_t tc = type_codes[index];
   if (tc != EMBER_DLTENSOR_HANDLE && tc != EMBER_NDARRAY_HANDLE) {
@@ -56,9 +58,12 @@ static int32_t ember_check_tensor(const char* fn, int32_t index, const char* nam
   }
   int64_t expect_stride = 1;
   for (int32_t d = ndim - 1; d >= 0; --d) {
-    if (t->strides != NULL && t->shape[d] != 1 && t->strides[d] != expect_stride) {
-      snprintf(msg, sizeof(msg), "%s: argument %d (%s) must be compact row-major", fn,
-               (int)index, name);
+    int64_t actual = t->strides != NULL ? t->strides[d] : expect_stride;
+    int64_t wanted = strides != NULL ? strides[d] : expect_stride;
+    if (t->shape[d] != 1 && actual != wanted) {
+      snprintf(msg, sizeof(msg),
+               "%s: argument %d (%s) dimension %d must have stride %lld elements, got %lld",
+               fn, (int)index, name, (int)d, (long long)wanted, (long long)actual);
       EmberAPISetLastError(msg);
       return -1;
     }
@@ -100,17 +105,17 @@ EMBER_DLL int32_t ember_vector_add(EmberValue* args, int32_t* type_codes, int32_
   }
   static const int64_t shape0[1] = {1000};
   DLTensor* t0 = NULL;
-  if (ember_check_tensor("ember_vector_add", 0, "A", args, type_codes, 1, 2, 32, "float32", shape0, &t0) != 0) {
+  if (ember_check_tensor("ember_vector_add", 0, "A", args, type_codes, 1, 2, 32, "float32", shape0, NULL, &t0) != 0) {
     return -1;
   }
   static const int64_t shape1[1] = {1000};
   DLTensor* t1 = NULL;
-  if (ember_check_tensor("ember_vector_add", 1, "B", args, type_codes, 1, 2, 32, "float32", shape1, &t1) != 0) {
+  if (ember_check_tensor("ember_vector_add", 1, "B", args, type_codes, 1, 2, 32, "float32", shape1, NULL, &t1) != 0) {
     return -1;
   }
   static const int64_t shape2[1] = {1000};
   DLTensor* t2 = NULL;
-  if (ember_check_tensor("ember_vector_add", 2, "C", args, type_codes, 1, 2, 32, "float32", shape2, &t2) != 0) {
+  if (ember_check_tensor("ember_vector_add", 2, "C", args, type_codes, 1, 2, 32, "float32", shape2, NULL, &t2) != 0) {
     return -1;
   }
   return ember_vector_add_unpacked(
