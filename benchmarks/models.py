@@ -200,10 +200,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=10, help="timed runs per engine")
     parser.add_argument("--profile", type=int, default=0, help="print the K slowest kernels")
     parser.add_argument(
+        "--threads", type=int, default=None, help="ember's worker threads (EMBER_NUM_THREADS)"
+    )
+    parser.add_argument(
         "--keep-cache", action="store_true", help="reuse ember's artifact cache (faster loads)"
     )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="ember-bench-") as tmp:
+        if args.threads is not None:  # like the cache directory: read once, at first use
+            os.environ["EMBER_NUM_THREADS"] = str(args.threads)
         if not args.keep_cache:
             os.environ["EMBER_CACHE_DIR"] = tmp  # read once, at ember's first config() call
         from ember.examples.models import MODELS

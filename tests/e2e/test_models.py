@@ -167,3 +167,44 @@ def test_calibrate_softmax_scales_by_a_power_of_two():
     scaled = next(onnx.numpy_helper.to_array(t) for t in logits.graph.initializer if t.name == name)
     ratio = float(scaled.ravel()[0] / before.ravel()[0])
     assert ratio == 2.0 ** round(np.log2(ratio)) and ratio >= 4.0
+
+
+@pytest.mark.cc
+def test_exported_real_model_runs_the_same(tmp_path):
+    import ember
+    from ember.executor import GraphExecutor
+    from ember.testing import compile_onnx, run_artifacts
+
+    case = make_model("mobilenet_v2_64_w0.35")
+    artifacts = compile_onnx(case.model, shape=case.shapes, target="c")
+    expected = run_artifacts(artifacts, case.inputs)[0]
+    lib = ember.export_library(artifacts, tmp_path / "mobilenet.so")
+    dev = ember.cpu(0)
+    ge = GraphExecutor(ember.load_module(str(lib))["default"](dev))
+    ge.set_input("input", case.inputs["input"])
+    ge.run()
+    np.testing.assert_array_equal(ge.get_output(0).numpy(), expected)
+
+
+@pytest.mark.cc
+def test_benchmark_script_prints_one_row_per_model(capsys, monkeypatch):
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).parents[2] / "benchmarks" / "models.py"
+    spec = importlib.util.spec_from_file_location("ember_bench_models", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, bench)  # dataclasses look their module up
+    spec.loader.exec_module(bench)
+    # --keep-cache: the test must not point this process's ember at a temporary cache
+    assert bench.main(["--models", "bert,squeezenet", "--repeat", "1", "--keep-cache"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| ")]
+    assert rows[0].split("|")[1].strip() == "model" and len(rows) == 4
+    assert [r.split("|")[1].strip() for r in rows[2:]] == ["bert", "squeezenet"]
+    ratios = [float(r.split("|")[7]) for r in rows[2:]]
+    assert all(x > 0 for x in ratios)
+    with pytest.raises(RegistryError, match="unknown example model"):
+        bench.main(["--models", "nope", "--keep-cache"])
