@@ -12,7 +12,7 @@ an elementwise output:
   shapes) is computed at root before the output, parallel over its leading data axes;
   a stage created with ``attrs={"reduce_after": k}`` runs its reduce loops right after
   its first ``k`` data loops (the axes after the reduced ones stay innermost, contiguous);
-* ungrouped convolutions with short output rows (< SHORT_ROW) compute 8 output channels
+* ungrouped convolutions with very short output rows (< SHORT_ROW) compute 8 channels
   per parallel iteration, the channel loop unrolled inside the reduce loops so each input
   row loaded serves 8 channels (schedule_channel_blocked);
 * a non-reduction stage created with ``attrs={"materialize": True}`` (a convolution's
@@ -236,9 +236,10 @@ def schedule_channel_blocked(ctx: ScheduleContext, factor: int = 8) -> bool:
     return True
 
 
-#: output rows shorter than this use channel-blocked convolution rows (measured single
-#: thread: 3x3 512->512 at 7x7 38 -> 26 ms; no gain at 14x14, a loss at 56x56).
-SHORT_ROW = 16
+#: output rows shorter than this use channel-blocked convolution rows. Measured single
+#: thread (min of 15 interleaved runs, noisy shared machine): 3x3 512->512 at 7x7 ~10%
+#: faster; 14x14 and wider rows ~10% slower, so only 7-wide (ResNet's last stage) rows.
+SHORT_ROW = 8
 
 
 def schedule_conv_anchor(ctx: ScheduleContext) -> None:

@@ -85,7 +85,7 @@ def test_conv_1d_2d_3d_grouped_strided_dilated():
         ),
         node("Conv", ["x2", "w_dw"], "depthwise", group=4, auto_pad="SAME_UPPER", strides=[2, 2]),
         node("Conv", ["x2", "w_1x1"], "pointwise"),
-        node("Conv", ["x2", "w_12"], "blocked12", strides=[2, 1]),
+        node("Conv", ["x2", "w_12"], "blocked12", strides=[1, 2]),
         node("Relu", ["blocked12"], "blocked12_relu"),
         node("Conv", ["x1", "w_1d"], "conv1d", pads=[2, 1], strides=[2]),
         node("Conv", ["x3", "w_3d", "b_3d"], "conv3d", pads=[1, 0, 1, 1, 0, 1]),
