@@ -29,6 +29,13 @@ def _keep(index: tuple[Any, ...], axes: range) -> tuple[Any, ...]:
     return tuple(scalar(0, "int32") if k in axes else i for k, i in enumerate(index))
 
 
+#: a reduction over trailing axes whose last axis is a multiple of LANES (and at least
+#: MIN_SPLIT long) keeps LANES partial results side by side: the partial stage's innermost
+#: loop is a vectorised ``acc[l] += x[j * LANES + l]`` with no serial dependency chain.
+LANES = 8
+MIN_SPLIT = 32
+
+
 def _reduce_keepdims(
     x: te.Tensor,
     axes: range,
@@ -38,6 +45,9 @@ def _reduce_keepdims(
 ) -> te.Tensor:
     """combiner over ``axes`` (consecutive) of ``fn(index)``, with keepdims shape."""
     shape = static_shape(x)
+    n_last = shape[axes.stop - 1]
+    if axes.stop == len(shape) and n_last >= MIN_SPLIT and n_last % LANES == 0:
+        return _reduce_lanes(x, axes, fn, combiner, name)
     red = [te.reduce_axis(shape[k], f"r{k}") for k in axes]
     out_shape = [1 if k in axes else s for k, s in enumerate(shape)]
     reducer = te.sum if combiner == "sum" else te.max
@@ -49,6 +59,34 @@ def _reduce_keepdims(
         return reducer(fn(tuple(full)), axis=red)
 
     return te.compute(out_shape, body, name, attrs={"reduce_after": axes.start})
+
+
+def _reduce_lanes(x: te.Tensor, axes: range, fn: Any, combiner: str, name: str) -> te.Tensor:
+    """_reduce_keepdims over trailing axes in two steps: LANES interleaved partial results
+    (vectorisable), then their combination."""
+    shape = static_shape(x)
+    last = len(shape) - 1
+    red = [te.reduce_axis(shape[k], f"r{k}") for k in axes[:-1]]
+    red.append(te.reduce_axis(shape[last] // LANES, f"r{last}"))
+    reducer = te.sum if combiner == "sum" else te.max
+    part_shape = [1 if k in axes else s for k, s in enumerate(shape)]
+    part_shape[last] = LANES
+
+    def part(*i: Any) -> PrimExpr:
+        full = list(i)
+        for k, r in zip(axes[:-1], red[:-1], strict=True):
+            full[k] = r.var
+        full[last] = red[-1].var * LANES + i[last]
+        return reducer(fn(tuple(full)), axis=red)
+
+    partial = te.compute(part_shape, part, f"{name}_lanes", attrs={"reduce_after": last})
+    lane = te.reduce_axis(LANES, "rl")
+
+    def total(*i: Any) -> PrimExpr:
+        return reducer(partial[(*i[:last], lane.var)], axis=lane)
+
+    out_shape = [1 if k in axes else s for k, s in enumerate(shape)]
+    return te.compute(out_shape, total, name, attrs={"reduce_after": axes.start})
 
 
 def _keepdims_stage(shape: Any, fn: Any, name: str) -> te.Tensor:

@@ -124,3 +124,32 @@ def test_batch_norm_after_conv_keeps_per_channel_scale_in_a_buffer():
     out = np.zeros(ref.shape, "float32")
     tir.interpret(prim, xs + [out])
     np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("op", "shape", "extra"),
+    [
+        ("nn.softmax", (3, 64), {"axis": -1}),
+        ("nn.log_softmax", (2, 2, 40), {"axis": 2}),
+        ("nn.layer_norm", (2, 3, 48), {"axis": -1}),
+        ("nn.layer_norm", (2, 3, 32), {"axis": 1}),
+        ("nn.instance_norm", (1, 2, 3, 32), {}),
+    ],
+)
+def test_long_trailing_reductions_use_vector_lanes(op, shape, extra):
+    x = v("x", shape)
+    if op == "nn.layer_norm":
+        inner = shape[normalize_axis_for_test(extra["axis"], len(shape)) :]
+        s = v("s", inner)
+        func = group([x, s], call(op, x, s, **extra))
+    elif op == "nn.instance_norm":
+        s, b = v("s", (shape[1],)), v("b", (shape[1],))
+        func = group([x, s, b], call(op, x, s, b, **extra))
+    else:
+        func = group([x], call(op, x, **extra))
+    text = run_group(func, tol=1e-4)
+    assert "_lanes" in text
+
+
+def normalize_axis_for_test(axis: int, ndim: int) -> int:
+    return axis % ndim
