@@ -21,8 +21,9 @@ def _legalize_once(body: Expr) -> tuple[Expr, bool]:
         if isinstance(node, Call) and isinstance(node.op, OpDef):
             fn = find_legalizer(node.op.name)
             if fn is not None:
-                changed = True
-                return fn(node)
+                out = fn(node)
+                changed = changed or out is not node
+                return out
         return None
 
     return rewrite(body, rule), changed

@@ -7,6 +7,9 @@ convolution's accumulator. The anchor op (the group's reduction/convolution/opaq
 one with the highest fusion pattern) may bring its own schedule; otherwise the default CPU
 schedule parallelises the outer loops and vectorises the innermost one.
 
+A compute created with ``attrs={"materialize": True}`` keeps its own buffer (e.g. a padded
+conv input built once so the reduction's inner loop has no branches).
+
 The PrimFunc's parameters are the group's inputs in order, then its outputs (flattened).
 """
 
@@ -140,7 +143,8 @@ def lower_group(func: Function, name: str, target: Target | str = "c") -> PrimFu
     for op, stage in sch.stages.items():
         if any(op is o.op for o in outputs):
             continue
-        if isinstance(op, te.ComputeOp) and not isinstance(op.body, te.Reduce):
+        keep = isinstance(op, te.ComputeOp) and op.attrs.get("materialize", False)
+        if isinstance(op, te.ComputeOp) and not isinstance(op.body, te.Reduce) and not keep:
             stage.compute_inline()
     anchor_sched = None
     if builder.anchor is not None:

@@ -67,8 +67,8 @@ def reduction_stages(sch: te.Schedule, outputs: list[te.Tensor]) -> list[te.Stag
 
 
 def materialize_tagged(sch: te.Schedule, outputs: list[te.Tensor]) -> None:
-    """Give every stage tagged ``materialize`` its own root buffer (undoing the blanket
-    inlining of lower_group), parallel over its outer loops, vectorised inside."""
+    """Schedule every stage tagged ``materialize`` (lower_group keeps its own root buffer):
+    parallel over its outer loops, vectorised inside."""
     out_ops = {id(t.op) for t in outputs}
     for op in sch.ops:
         if id(op) in out_ops or not isinstance(op, te.ComputeOp):
@@ -76,8 +76,7 @@ def materialize_tagged(sch: te.Schedule, outputs: list[te.Tensor]) -> None:
         if not op.attrs.get(MATERIALIZE) or isinstance(op.body, te.Reduce):
             continue
         stage = sch[op]
-        if stage.attach is None:
-            stage.inlined = False
+        if stage.attach is None and not stage.inlined:
             schedule_output(stage)
 
 
