@@ -29,9 +29,10 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -177,6 +178,15 @@ def run_compiled(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> list[
     import ember
 
     mod, params = ember.import_onnx(model)
+    return build_and_run(mod, params, inputs)
+
+
+def build_and_run(
+    mod: Any, params: Mapping[str, np.ndarray], inputs: Mapping[str, np.ndarray]
+) -> list[np.ndarray]:
+    """``ember.build`` for the C target, ``ember.load_artifacts``, one graph executor run."""
+    import ember
+
     artifacts = ember.build(mod, target="c", params=params)
     dev = ember.cpu(0)
     executor = ember.GraphExecutor(ember.load_artifacts(artifacts, dev)["default"](dev))
@@ -411,6 +421,20 @@ def _upgraded(model: onnx.ModelProto) -> tuple[onnx.ModelProto, str]:
     return version_converter.convert_version(model, MIN_OPSET), f" (converted from opset {version})"
 
 
+def prepare(
+    case: Case, inputs: Sequence[object], all_static: bool = False
+) -> tuple[onnx.ModelProto, dict[str, np.ndarray], str]:
+    """(model, runtime feeds, note) for one data set: the model upgraded to ember's minimum
+    opset, its shape-like inputs (or with ``all_static`` every input) baked in."""
+    inits = {t.name for t in case.model.graph.initializer}
+    names = [vi.name for vi in case.model.graph.input if vi.name not in inits]
+    feeds = {n: np.asarray(v) for n, v in zip(names, inputs, strict=False)}
+    source, note = _upgraded(case.model)
+    baked = list(feeds) if all_static else static_inputs(source, feeds)
+    model, runtime = bake_inputs(source, feeds, baked)
+    return model, runtime, note + (" (all inputs static)" if all_static else "")
+
+
 def run_case(case: Case, mode: ModeFn) -> Result:
     """Run one case with ``mode`` and compare with its expected outputs.
 
@@ -431,19 +455,14 @@ def run_case(case: Case, mode: ModeFn) -> Result:
             values = list(inputs) + list(expected)
             if any(not isinstance(v, np.ndarray | np.generic) for v in values):
                 return Result(case.name, case.op, "unsupported", "non-tensor inputs or outputs")
-            inits = {t.name for t in case.model.graph.initializer}
-            names = [vi.name for vi in case.model.graph.input if vi.name not in inits]
-            feeds = {n: np.asarray(v) for n, v in zip(names, inputs, strict=False)}
-            source, note = _upgraded(case.model)
-            model, runtime = bake_inputs(source, feeds, static_inputs(source, feeds))
+            model, runtime, note = prepare(case, inputs)
             try:
                 with np.errstate(all="ignore"):
                     got = mode(model, runtime)
             except FrontendError as err:
                 if "must be constant" not in str(err):
                     raise
-                model, runtime = bake_inputs(source, feeds, feeds)
-                note += " (all inputs static)"
+                model, runtime, note = prepare(case, inputs, all_static=True)
                 with np.errstate(all="ignore"):
                     got = mode(model, runtime)
             problem = compare(got, list(expected), case)
@@ -468,45 +487,175 @@ def select_cases(ops: Iterable[str] | None, cases: Sequence[Case] | None = None)
     return [c for c in cases if c.op in wanted]
 
 
-def run(cases: Sequence[Case], mode: str = "reference", jobs: int = 0) -> list[Result]:
-    """Run ``cases`` with the named mode: in this process (``jobs`` 0) or in ``jobs``
-    worker processes (see :func:`run_in_workers`); results in the order of ``cases``."""
+def run(
+    cases: Sequence[Case], mode: str = "reference", jobs: int = 0, batch: int = 1
+) -> list[Result]:
+    """Run ``cases`` with the named mode, in this process (``jobs`` 0) or in ``jobs`` worker
+    processes, compiling up to ``batch`` cases of one op together; results in case order."""
     if mode not in MODES:
         raise SystemExit(f"unknown mode '{mode}'; known: {', '.join(sorted(MODES))}")
-    if jobs <= 0:
-        return [run_case(c, MODES[mode]) for c in cases]
-    return run_in_workers(cases, mode, jobs)
+    if jobs > 0:
+        return run_in_workers(cases, mode, jobs, batch)
+    results: dict[int, Result] = {}
+    for group in batches(cases, batch):
+        results.update(zip(group, run_batch([cases[i] for i in group], mode), strict=True))
+    return [results[i] for i in range(len(cases))]
+
+
+# -- batches: several cases of one op compiled as one library -----------------------------
+# A C compiler run has a fixed cost (process, headers, link, dlopen) of the order of the
+# whole build of a small case, so compiled mode builds a batch of cases as ONE IRModule
+# whose main computes every case side by side (inputs renamed c<k>_<name>, outputs
+# concatenated): one build, one library, one run. A batch that fails in any way, and any
+# case whose output does not match, is run again alone, so every reported failure (and its
+# message) is the case's own; a pass is a pass whichever way it was reached.
+
+#: cases per compiled batch on the command line (1: every case alone).
+DEFAULT_BATCH = 8
+
+
+@dataclass(frozen=True)
+class _Imported:
+    """One case's single data set, imported and ready to be merged into a batch."""
+
+    mod: Any
+    params: Mapping[str, np.ndarray]
+    feeds: Mapping[str, np.ndarray]
+    expected: list[object]
+    note: str
+
+
+def batches(cases: Sequence[Case], size: int) -> list[list[int]]:
+    """Indices of ``cases`` in groups of at most ``size`` cases of the same op."""
+    by_op: dict[str, list[int]] = {}
+    for i, case in enumerate(cases):
+        by_op.setdefault(case.op, []).append(i)
+    step = max(1, size)
+    return [ids[k : k + step] for ids in by_op.values() for k in range(0, len(ids), step)]
+
+
+def run_batch(cases: Sequence[Case], mode: str) -> list[Result]:
+    """Run ``cases`` with the named mode; compiled cases that can be are built together."""
+    fn = MODES[mode]
+    if mode != "compiled" or len(cases) < 2:
+        return [run_case(c, fn) for c in cases]
+    results: dict[int, Result] = {}
+    parts: dict[int, _Imported] = {}
+    for i, case in enumerate(cases):
+        part = _import_alone(case)
+        if part is None:
+            results[i] = run_case(case, fn)
+        else:
+            parts[i] = part
+    outputs: list[list[np.ndarray]] | None = None
+    start = time.perf_counter()
+    if len(parts) > 1:
+        try:
+            with np.errstate(all="ignore"):
+                outputs = run_merged(list(parts.values()))
+        except Exception:  # some case of the batch cannot compile: each runs alone
+            outputs = None
+    share = (time.perf_counter() - start) / max(1, len(parts))
+    for k, (i, part) in enumerate(parts.items()):
+        case = cases[i]
+        if outputs is not None and not compare(outputs[k], part.expected, case):
+            results[i] = Result(case.name, case.op, "pass", part.note.strip(), share)
+        else:
+            results[i] = run_case(case, fn)
+    return [results[i] for i in range(len(cases))]
+
+
+def _import_alone(case: Case) -> _Imported | None:
+    """``case`` imported for a batch, or None when it must run alone (excluded, several
+    data sets, non-tensor values, an import error: run_case reports those)."""
+    from ember.errors import FrontendError
+    from ember.frontend import from_onnx
+
+    if exclusion_reason(case.name) is not None or len(case.data_sets) != 1:
+        return None
+    raw_inputs, raw_expected = case.data_sets[0]
+    inputs = [_as_array(v) for v in raw_inputs]
+    expected = [_as_array(v) for v in raw_expected]
+    if any(not isinstance(v, np.ndarray | np.generic) for v in inputs + expected):
+        return None
+    try:
+        with np.errstate(all="ignore"):
+            model, feeds, note = prepare(case, inputs)
+            try:
+                mod, params = from_onnx(model)
+            except FrontendError as err:
+                if "must be constant" not in str(err):
+                    return None
+                model, feeds, note = prepare(case, inputs, all_static=True)
+                mod, params = from_onnx(model)
+    except Exception:
+        return None
+    return _Imported(mod, params, feeds, expected, note)
+
+
+def run_merged(parts: Sequence[_Imported]) -> list[list[np.ndarray]]:
+    """Build and run imported cases as one module; the outputs of each case, in order."""
+    from ember.ir import Function, IRModule, Tuple, Var, rewrite
+
+    args: list[Var] = []
+    outputs: list[Any] = []
+    counts: list[int] = []
+    params: dict[str, np.ndarray] = {}
+    feeds: dict[str, np.ndarray] = {}
+    for k, part in enumerate(parts):
+        main = part.mod.main
+        renamed = {id(v): Var(f"c{k}_{v.name}", v.type) for v in main.params}
+        body = rewrite(main.body, functools.partial(_swap, renamed))
+        fields = list(body.fields) if isinstance(body, Tuple) else [body]
+        args.extend(renamed[id(v)] for v in main.params)
+        outputs.extend(fields)
+        counts.append(len(fields))
+        params.update({f"c{k}_{n}": v for n, v in part.params.items()})
+        feeds.update({f"c{k}_{n}": v for n, v in part.feeds.items()})
+    merged = IRModule.from_expr(Function(tuple(args), Tuple(tuple(outputs))))
+    flat = build_and_run(merged, params, feeds)
+    split, at = [], 0
+    for n in counts:
+        split.append(flat[at : at + n])
+        at += n
+    return split
+
+
+def _swap(table: Mapping[int, Any], node: Any, _new: object) -> Any:
+    """A rewrite callback: ``node``'s replacement in ``table`` (by identity) or None."""
+    return table.get(id(node))
 
 
 # -- worker processes ---------------------------------------------------------------------
-# Compiling a case means a C compiler run (0.2-1 s), so compiled sweeps run in workers:
-# this script started with ``--worker MODE``. The parent stores each case in onnx's backend
-# test layout in a temporary directory and sends one JSON line per case on the worker's
-# stdin ({"dir", "name", "op", "rtol", "atol"}); the worker answers one JSON Result per
-# line on stdout. Plain processes rather than a multiprocessing pool: no pickling, no fork
-# of a process whose runtime threads are live, a worker starts in about a second (it does
-# not generate the cases again), and a case that crashes or hangs its worker is reported
-# as that case's error while the sweep goes on with a fresh worker.
+# Compiling means C compiler runs, so compiled sweeps run in workers: this script started
+# with ``--worker MODE``. The parent stores each case in onnx's backend test layout in a
+# temporary directory and sends one JSON line per batch on the worker's stdin
+# ({"cases": [{"dir", "name", "op", "rtol", "atol"}, ...]}); the worker answers one JSON
+# Result per case, one per line, on stdout. Plain processes rather than a multiprocessing
+# pool: no pickling, no fork of a process whose runtime threads are live, a worker starts
+# in about a second (it does not generate the cases again), and a case that crashes or
+# hangs its worker is reported as that case's error while the sweep goes on: the rest of a
+# dead worker's batch is run again case by case in a fresh worker.
 
 #: seconds one case may take before its worker is killed and the case reported as an error.
 CASE_TIMEOUT = 300.0
 
 
 def worker_main(mode: str) -> int:
-    """The ``--worker`` loop: run each case named on stdin, answer its Result on stdout."""
+    """The ``--worker`` loop: run each batch of cases named on stdin, answer on stdout."""
     protocol = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # stray output (Python or compiled code) goes to stderr, not the protocol
-    fn = MODES[mode]
     for line in sys.stdin:
-        request = json.loads(line)
-        name, op = request["name"], request["op"]
-        try:
-            case = read_case(Path(request["dir"]), name, op, request["rtol"], request["atol"])
-        except Exception as err:  # a row of the table, never an abort
-            result = Result(name, op, "error", f"cannot read the case: {err}")
-        else:
-            result = run_case(case, fn)
-        protocol.write(json.dumps(dataclasses.asdict(result), sort_keys=True) + "\n")
+        cases: list[Case] = []
+        unread: list[Result] = []
+        for req in json.loads(line)["cases"]:
+            name, op = req["name"], req["op"]
+            try:
+                cases.append(read_case(Path(req["dir"]), name, op, req["rtol"], req["atol"]))
+            except Exception as err:  # a row of the table, never an abort
+                unread.append(Result(name, op, "error", f"cannot read the case: {err}"))
+        for result in [*run_batch(cases, mode), *unread]:
+            protocol.write(json.dumps(dataclasses.asdict(result), sort_keys=True) + "\n")
         protocol.flush()
     return 0
 
@@ -519,8 +668,9 @@ class _Worker:
         self.env = env
         self.proc: subprocess.Popen[str] | None = None
 
-    def run(self, case: Case, case_dir: Path, timeout: float) -> Result:
-        """Run one stored case in the worker; a crash or a timeout becomes an error Result."""
+    def run(self, stored: Sequence[tuple[Case, Path]], timeout: float) -> tuple[list[Result], str]:
+        """Run stored cases as one batch: their Results (fewer when the worker died or timed
+        out before answering them all) and, then, why it stopped."""
         if self.proc is None:
             self.proc = subprocess.Popen(
                 self.argv,
@@ -532,31 +682,34 @@ class _Worker:
             )
         proc = self.proc
         assert proc.stdin is not None and proc.stdout is not None
-        request = {
-            "dir": str(case_dir),
-            "name": case.name,
-            "op": case.op,
-            "rtol": case.rtol,
-            "atol": case.atol,
-        }
-        timer = threading.Timer(timeout, proc.kill)
+        request = [
+            {"dir": str(d), "name": c.name, "op": c.op, "rtol": c.rtol, "atol": c.atol}
+            for c, d in stored
+        ]
+        limit = timeout * len(stored)
+        timer = threading.Timer(limit, proc.kill)
         timer.start()
         start = time.perf_counter()
+        results: list[Result] = []
         try:
-            proc.stdin.write(json.dumps(request, sort_keys=True) + "\n")
+            proc.stdin.write(json.dumps({"cases": request}, sort_keys=True) + "\n")
             proc.stdin.flush()
-            line = proc.stdout.readline()
+            while len(results) < len(stored):
+                line = proc.stdout.readline()
+                if not line:
+                    break
+                results.append(Result(**json.loads(line)))
         except OSError:
-            line = ""
+            pass
         finally:
             timer.cancel()
-        if line:
-            return Result(**json.loads(line))
+        if len(results) == len(stored):
+            return results, ""
         elapsed = time.perf_counter() - start
         code = proc.wait()
         self.proc = None
-        why = f"timed out after {timeout:g} s" if elapsed >= timeout else _exit_reason(code)
-        return Result(case.name, case.op, "error", f"worker {why}", elapsed)
+        why = f"timed out after {limit:g} s" if elapsed >= limit else _exit_reason(code)
+        return results, f"worker {why}"
 
     def close(self) -> None:
         """Stop the worker: end of input, then a kill if it does not exit."""
@@ -582,56 +735,72 @@ def _exit_reason(code: int) -> str:
 
 
 def run_in_workers(
-    cases: Sequence[Case], mode: str, jobs: int, timeout: float = CASE_TIMEOUT
+    cases: Sequence[Case],
+    mode: str,
+    jobs: int,
+    batch: int = 1,
+    timeout: float = CASE_TIMEOUT,
 ) -> list[Result]:
-    """Run ``cases`` in ``jobs`` worker processes; results in the order of ``cases``.
-
-    Excluded cases and cases with non-tensor values never reach a worker (they end
-    before any compilation, in this process).
-    """
+    """Run ``cases`` in ``jobs`` worker processes, ``batch`` cases of one op per request;
+    results in the order of ``cases``. Excluded cases and cases with non-tensor values
+    never reach a worker (they end before any compilation, in this process)."""
     env = dict(os.environ)
     # Each worker is one of ``jobs`` processes on the machine: one thread per kernel.
     env.setdefault("EMBER_NUM_THREADS", "1")
     env.setdefault("OMP_NUM_THREADS", "1")
     fn = MODES[mode]
     results: dict[int, Result] = {}
-    todo: queue.SimpleQueue[int] = queue.SimpleQueue()
-    for i in range(len(cases)):
-        todo.put(i)
+    todo: queue.SimpleQueue[list[int]] = queue.SimpleQueue()
+    for group in batches(cases, batch):
+        todo.put(group)
 
-    def _dispatch(case: Case, case_dir: Path, worker: _Worker) -> Result:
-        if exclusion_reason(case.name) is not None:
-            return run_case(case, fn)
-        try:
-            stored = write_case(case, case_dir)
-        except Exception as err:  # a row of the table, never an abort
-            return Result(case.name, case.op, "error", f"cannot store the case: {err}")
+    def handle(group: list[int], worker: _Worker, tmp: Path) -> None:
+        stored: list[tuple[int, Path]] = []
+        for i in group:
+            case, case_dir = cases[i], tmp / f"case_{i}"
+            try:
+                ok = exclusion_reason(case.name) is None and write_case(case, case_dir)
+            except Exception as err:  # a row of the table, never an abort
+                results[i] = Result(case.name, case.op, "error", f"cannot store the case: {err}")
+                continue
+            if ok:
+                stored.append((i, case_dir))
+            else:
+                results[i] = run_case(case, fn)  # settled before any compilation
         if not stored:
-            return run_case(case, fn)  # non-tensor values: unsupported before any work
-        try:
-            return worker.run(case, case_dir, timeout)
-        finally:
+            return
+        got, why = worker.run([(cases[i], d) for i, d in stored], timeout)
+        for _, case_dir in stored:
             shutil.rmtree(case_dir, ignore_errors=True)
+        for (i, _), result in zip(stored, got, strict=False):
+            results[i] = result
+        for i, _ in stored[len(got) :]:
+            if len(stored) > 1:
+                todo.put([i])  # run the rest of a dead batch case by case
+            else:
+                results[i] = Result(cases[i].name, cases[i].op, "error", why)
+
+    def serve(tmp: Path) -> None:
+        worker = _Worker(mode, env)
+        try:
+            while True:
+                try:
+                    group = todo.get_nowait()
+                except queue.Empty:
+                    return
+                handle(group, worker, tmp)
+        finally:
+            worker.close()
 
     with tempfile.TemporaryDirectory(prefix="ember-conformance-") as tmp:
-
-        def serve() -> None:
-            worker = _Worker(mode, env)
-            try:
-                while True:
-                    try:
-                        i = todo.get_nowait()
-                    except queue.Empty:
-                        return
-                    results[i] = _dispatch(cases[i], Path(tmp) / f"case_{i}", worker)
-            finally:
-                worker.close()
-
-        threads = [threading.Thread(target=serve, daemon=True) for _ in range(jobs)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        while not todo.empty():  # a batch re-queued as the others finished: serve again
+            threads = [
+                threading.Thread(target=serve, args=(Path(tmp),), daemon=True) for _ in range(jobs)
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
     return [results[i] for i in range(len(cases))]
 
 
@@ -796,6 +965,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=2,
         help="worker processes for compiled cases (0: in this process; default 2)",
     )
+    parser.add_argument(
+        "-b",
+        "--batch",
+        type=int,
+        default=DEFAULT_BATCH,
+        help=f"compiled cases of one op built as one library (1: each alone; default "
+        f"{DEFAULT_BATCH})",
+    )
     parser.add_argument("-k", dest="pattern", help="only cases whose name contains this")
     parser.add_argument(
         "--suite",
@@ -828,7 +1005,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for mode in modes:
         start = time.perf_counter()
         jobs = args.jobs if mode == "compiled" else 0
-        runs[mode] = run(cases, mode, jobs=jobs)
+        runs[mode] = run(cases, mode, jobs=jobs, batch=args.batch)
         seconds = time.perf_counter() - start
         where = f"{jobs} workers" if jobs > 0 else "in process"
         timings.append(f"mode {mode}: {len(cases)} cases in {seconds:.1f} s ({where})")
