@@ -144,7 +144,7 @@ def test_issue_op_cases_pass_compiled(op):
     cases = oc.select_cases([op])
     assert cases, f"onnx ships no node test case for {op}"
     reference = {r.case: r for r in oc.run(cases, "reference")}
-    compiled = oc.run(cases, "compiled")
+    compiled = oc.run(cases, "compiled", batch=oc.DEFAULT_BATCH)
     regressions = [
         f"{r.case} [{r.status}] {r.detail}"
         for r in compiled
@@ -173,9 +173,55 @@ def test_workers_give_the_in_process_results():
 
 
 def test_a_case_that_outlives_its_timeout_is_an_error_row():
-    (case,) = [c for c in oc.select_cases(["Relu"]) if c.name == "test_relu"]
-    (result,) = oc.run_in_workers([case], "reference", jobs=1, timeout=0.05)
-    assert result.status == "error" and "timed out after 0.05 s" in result.detail
+    # The batch of two is killed, then each case runs alone in a fresh worker (and is
+    # killed again): every row names the case's own time limit.
+    cases = oc.select_cases(["Relu"])
+    results = oc.run_in_workers(cases, "reference", jobs=1, batch=2, timeout=0.05)
+    assert [r.case for r in results] == [c.name for c in cases]
+    for r in results:
+        assert r.status == "error" and r.detail == "worker timed out after 0.05 s"
+
+
+def test_batches_group_cases_of_one_op():
+    cases = oc.select_cases(["Relu", "Add"])  # sorted by name: add*, relu*
+    groups = oc.batches(cases, 3)
+    assert sorted(i for g in groups for i in g) == list(range(len(cases)))
+    for group in groups:
+        assert len(group) <= 3 and len({cases[i].op for i in group}) == 1
+    assert [len(g) for g in groups] == [3, 3, 2, 2]
+    assert oc.batches(cases, 1) == [[i] for i in range(len(cases))]
+
+
+@pytest.mark.cc
+def test_cases_merged_into_one_module_give_their_own_outputs():
+    names = ["test_top_k", "test_add_bcast", "test_identity", "test_shape", "test_lstm_defaults"]
+    cases = [_by_name()[n] for n in names]
+    parts = [oc._import_alone(c) for c in cases]
+    assert all(p is not None for p in parts)
+    outputs = oc.run_merged(parts)
+    assert [len(o) for o in outputs] == [len(c.data_sets[0][1]) for c in cases]
+    for case, part, got in zip(cases, parts, outputs, strict=True):
+        assert oc.compare(got, part.expected, case) == "", case.name
+
+
+@pytest.mark.cc
+def test_a_batch_reports_what_each_case_gives_alone():
+    # A half-precision case breaks the merged build; every case is then run alone and
+    # reported with its own status and message.
+    names = [
+        "test_cast_DOUBLE_to_FLOAT",
+        "test_cast_FLOAT_to_FLOAT16",
+        "test_cast_FLOAT_to_DOUBLE",
+        "test_cast_FLOAT_to_FLOAT8E4M3FN",
+        "test_cast_INT4_to_INT8",
+    ]
+    cases = [_by_name()[n] for n in names]
+    batched = oc.run_batch(cases, "compiled")
+    alone = [oc.run_case(c, oc.run_compiled) for c in cases]
+    assert [(r.case, r.status, r.detail) for r in batched] == [
+        (r.case, r.status, r.detail) for r in alone
+    ]
+    assert [r.status for r in batched] == ["pass", "error", "pass", "excluded", "excluded"]
 
 
 @pytest.mark.parametrize("name", ["test_cast_BFLOAT16_to_FLOAT", "test_cast_FLOAT_to_FLOAT16"])
