@@ -15,6 +15,10 @@ an elementwise output:
 * ungrouped convolutions with very short output rows (< SHORT_ROW) compute 8 channels
   per parallel iteration, the channel loop unrolled inside the reduce loops so each input
   row loaded serves 8 channels (schedule_channel_blocked);
+* packed-weight convolutions (``nn.conv_packed``, reduction stage channels-last with a
+  ``block`` attribute) are register-tiled: per parallel iteration one tile of ``block``
+  output channels times up to MAX_TILE_COLS output columns, its accumulators a local
+  tile the C compiler keeps in vector registers (schedule_packed_conv);
 * a non-reduction stage created with ``attrs={"materialize": True}`` (a convolution's
   padded input, softmax's exponentials, per-row statistics) gets its own buffer, computed
   once at root, instead of being inlined (``lower_group`` inlines every non-reduction
@@ -270,3 +274,66 @@ def _reduction_readers(sch: te.Schedule, stages: list[te.Stage]) -> dict[int, bo
             if isinstance(t.op, te.ComputeOp) and sch[t.op].inlined:
                 todo.extend(t.op.input_tensors())
     return read
+
+
+#: the most output columns a packed convolution computes per tile (its accumulators are
+#: tile_cols x block floats, which must fit the vector registers).
+MAX_TILE_COLS = 8
+
+
+def _tile_cols(width: int, limit: int) -> int:
+    """The largest divisor of ``width`` not above ``limit`` (no tail), or ``limit`` when the
+    only such divisors are tiny (a guarded tail tile is cheaper than narrow tiles)."""
+    best = max(d for d in range(1, min(width, limit) + 1) if width % d == 0)
+    return best if 2 * best > min(width, limit) else min(width, limit)
+
+
+def _block(stage: te.Stage) -> int:
+    """The ``block`` attribute of a packed convolution's reduction stage (0 if none)."""
+    op = _compute_op(stage)
+    return int(op.attrs.get("block", 0)) if op is not None else 0
+
+
+def schedule_packed_conv(ctx: ScheduleContext) -> None:
+    """nn.conv_packed (reduction stage ``conv`` with attribute ``block``, output channels
+    innermost in its weight): the group's output is tiled as
+    ``n, o/b, spatial..., w/t | o%b, w%t`` with the outer loops fused and parallel; the
+    reduction is computed at each tile into a t x b accumulator whose loops run
+    ``reduce..., w (unrolled), o (vectorised)``, then written through the epilogue."""
+    sch = ctx.sch
+    outputs = list(ctx.group_outputs)
+    reds = reduction_stages(sch, outputs)
+    main = sch[outputs[0]]
+    op = _compute_op(main)
+    shape = static_shape(outputs[0])
+    last = (*shape[:1], *shape[2:], *shape[1:2])
+    rows = [r for r in reds if _stage_shape(r) == last and _block(r)]
+    ok = len(outputs) == 1 and op is not None and not op.reduce_axis and len(rows) == 1
+    if not ok or op is None or len(op.axis) < 3:
+        schedule_anchor(ctx)
+        return
+    acc = rows[0]
+    acc_op = _compute_op(acc)
+    assert acc_op is not None
+    block = _block(acc)
+    materialize_tagged(sch, outputs)
+    axes = list(op.axis)
+    oo, oi = main.split(axes[1], factor=block)
+    cols = _tile_cols(_extent(axes[-1]), MAX_TILE_COLS)
+    wo, wi = main.split(axes[-1], factor=cols)
+    middle = axes[2:-1]
+    main.reorder(axes[0], oo, *middle, wo, oi, wi)
+    outer = main.fuse(axes[0], oo, *middle, wo)
+    work = _size(axes) * _size(acc_op.reduce_axis)
+    if work >= MIN_PARALLEL_WORK and _extent(outer) > 1:
+        main.parallel(outer)
+    if cols >= MIN_VECTOR_EXTENT:
+        main.vectorize(wi)
+    acc.compute_at(main, outer)
+    a_axes = list(acc_op.axis)
+    acc.reorder(*a_axes[:-2], *acc_op.reduce_axis, a_axes[-2], a_axes[-1])
+    acc.unroll(a_axes[-2])
+    acc.vectorize(a_axes[-1])
+    for stage in reds:
+        if stage is not acc:
+            schedule_root_reduction(stage)

@@ -1,0 +1,163 @@
+"""nn.conv_packed: the compile-time weight packing of nn.conv, its legalizer, the
+register-tiled schedule (interpreted and compiled) and the op's type rule and reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ember import tir
+from ember.errors import IRError
+from ember.ir import Attrs, Constant, Function, TensorType, Var, call, const, evaluate
+from ember.lowering.lower_group import lower_group
+from ember.ops.nn_conv import PACK_BLOCKS, conv_to_packed, pack_conv_weight, unpack_conv_weight
+from ember.ops.nn_schedule import MAX_TILE_COLS, _tile_cols
+
+
+def v(name: str, shape: tuple[int, ...], dtype: str = "float32") -> Var:
+    return Var(name, TensorType(shape, dtype))
+
+
+def _weight(shape: tuple[int, ...], seed: int = 0, dtype: str = "float32") -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def test_pack_unpack_round_trip_and_layout():
+    w = _weight((32, 3, 3, 2))
+    wp = pack_conv_weight(w, 16)
+    assert wp.shape == (2, 3, 3, 2, 16) and wp.flags.c_contiguous
+    assert wp[1, 2, 0, 1, 5] == w[16 + 5, 2, 0, 1]
+    np.testing.assert_array_equal(unpack_conv_weight(wp), w)
+
+
+@pytest.mark.parametrize(
+    ("xshape", "wshape", "attrs", "block"),
+    [
+        ((1, 3, 9, 9), (32, 3, 3, 3), {"padding": (1, 1, 1, 1)}, 16),
+        ((2, 4, 10), (24, 4, 3), {"strides": (2,), "dilation": (2,)}, 8),
+        ((1, 2, 4, 5, 6), (8, 2, 1, 2, 3), {"padding": (0, 1, 0, 0, 1, 2)}, 8),
+    ],
+)
+def test_legalizer_packs_constant_ungrouped_weights(xshape, wshape, attrs, block):
+    x = v("x", xshape)
+    w = _weight(wshape, 1)
+    node = call("nn.conv", x, const(w), name="c1", **attrs)
+    out = conv_to_packed(node)
+    assert out.op.name == "nn.conv_packed" and out.name == "c1"
+    assert isinstance(out.args[1], Constant)
+    assert out.args[1].data.shape[-1] == block
+    assert out.type == node.type
+    xs = [_weight(xshape, 2)]
+    want = evaluate(Function((x,), node), xs)[0]
+    np.testing.assert_allclose(evaluate(Function((x,), out), xs)[0], want, rtol=1e-5, atol=1e-5)
+
+
+def test_legalizer_leaves_other_convolutions_alone():
+    x = v("x", (1, 4, 6, 6))
+    grouped = call("nn.conv", x, const(_weight((16, 2, 3, 3))), groups=2)
+    odd = call("nn.conv", x, const(_weight((12, 4, 3, 3))))
+    dynamic = call("nn.conv", x, v("w", (16, 4, 3, 3)))
+    for node in (grouped, odd, dynamic):
+        assert conv_to_packed(node) is node
+    assert 12 % min(PACK_BLOCKS) != 0
+
+
+def test_packed_type_rule_refuses_a_plain_weight():
+    x, w = v("x", (1, 4, 6, 6)), v("w", (16, 4, 3, 3))
+    with pytest.raises(IRError, match="one rank more"):
+        call("nn.conv_packed", x, w).type  # noqa: B018
+
+
+def _run(params: list[Var], body, seed: int = 0, tol: float = 1e-4) -> str:
+    """Lower the group, interpret it and compare with the graph-IR reference."""
+    rng = np.random.default_rng(seed)
+    xs = [rng.standard_normal(p.type.shape).astype(p.type.dtype) for p in params]
+    func = Function(tuple(params), body, Attrs({"Primitive": 1}))
+    refs = evaluate(Function(func.params, func.body), xs)
+    prim = lower_group(func, "kernel")
+    tir.verify(prim)
+    outs = [np.zeros(r.shape, r.dtype) for r in refs]
+    tir.interpret(prim, xs + outs)
+    for out, ref in zip(outs, refs, strict=True):
+        np.testing.assert_allclose(out, ref, rtol=tol, atol=tol)
+    return str(prim)
+
+
+@pytest.mark.parametrize(
+    ("xshape", "wshape", "attrs"),
+    [
+        ((1, 3, 6, 8), (16, 3, 3, 3), {"padding": (1, 1, 1, 1)}),
+        ((2, 2, 5, 11), (8, 2, 3, 3), {"strides": (1, 2), "padding": (0, 1, 2, 0)}),
+        ((1, 2, 7, 13), (8, 2, 2, 3), {"dilation": (2, 1)}),
+        ((1, 3, 10), (16, 3, 3), {"padding": (1, 1)}),
+        ((1, 2, 3, 4, 9), (8, 2, 2, 1, 3), {"padding": (1, 0, 0, 0, 1, 1)}),
+    ],
+)
+def test_packed_conv_matches_reference(xshape, wshape, attrs):
+    x = v("x", xshape)
+    w = _weight(wshape, 3)
+    node = conv_to_packed(call("nn.conv", x, const(w), **attrs))
+    wp = v("wp", node.args[1].data.shape)
+    text = _run([x, wp], call("nn.conv_packed", x, wp, **attrs))
+    assert "unrolled" in text and "vectorized" in text
+
+
+def test_packed_conv_with_epilogue_is_one_tiled_nest():
+    x, wp, b = v("x", (1, 4, 6, 16)), v("wp", (2, 4, 3, 3, 8)), v("b", (16, 1, 1))
+    conv = call("nn.conv_packed", x, wp, padding=(1, 1, 1, 1))
+    text = _run([x, wp, b], call("relu", call("add", conv, b)))
+    assert "parallel" in text
+    # the accumulator is one tile (columns x block), not the whole output
+    assert f'Buffer((1, 1, {MAX_TILE_COLS}, 8), "float32", scope="local"), stack' in text
+
+
+def test_tile_columns():
+    assert _tile_cols(56, 8) == 8
+    assert _tile_cols(28, 8) == 7
+    assert _tile_cols(7, 8) == 7
+    assert _tile_cols(13, 8) == 8  # no useful divisor: a guarded tail tile
+    assert _tile_cols(3, 8) == 3
+
+
+def _conv_model(cin: int, cout: int, size: tuple[int, int], kernel: int, stride: int, relu: bool):
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = _weight((cout, cin, kernel, kernel), 4) / np.float32(np.sqrt(cin * kernel * kernel))
+    b = _weight((cout,), 5)
+    pad = kernel // 2
+    nodes = [
+        helper.make_node(
+            "Conv", ["x", "w", "b"], ["c"], pads=[pad] * 4, strides=[stride] * 2, name="conv"
+        )
+    ]
+    nodes.append(helper.make_node("Relu" if relu else "Identity", ["c"], ["y"]))
+    oh = (size[0] + 2 * pad - kernel) // stride + 1
+    ow = (size[1] + 2 * pad - kernel) // stride + 1
+    graph = helper.make_graph(
+        nodes,
+        "conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, cin, *size])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, cout, oh, ow])],
+        initializer=[numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize(
+    ("cin", "cout", "size", "kernel", "stride", "relu"),
+    [
+        (16, 32, (9, 13), 3, 1, True),  # tail tile (13 columns)
+        (8, 24, (14, 14), 1, 1, False),  # block 8, 1x1
+        (3, 16, (11, 12), 7, 2, True),  # stem-like: 7x7 stride 2
+        (32, 16, (7, 7), 3, 1, False),  # 7-wide rows
+    ],
+)
+def test_compiled_packed_conv_matches_onnxruntime(cin, cout, size, kernel, stride, relu):
+    from ember.testing import assert_matches_onnxruntime
+
+    model = _conv_model(cin, cout, size, kernel, stride, relu)
+    x = _weight((1, cin, *size), 6)
+    assert_matches_onnxruntime(model, {"x": x}, rtol=1e-4, atol=1e-5)
