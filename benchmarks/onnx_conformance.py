@@ -506,9 +506,10 @@ def run(
 # A C compiler run has a fixed cost (process, headers, link, dlopen) of the order of the
 # whole build of a small case, so compiled mode builds a batch of cases as ONE IRModule
 # whose main computes every case side by side (inputs renamed c<k>_<name>, outputs
-# concatenated): one build, one library, one run. A batch that fails in any way, and any
-# case whose output does not match, is run again alone, so every reported failure (and its
-# message) is the case's own; a pass is a pass whichever way it was reached.
+# concatenated): one build, one library, one run. A batch that fails to build or run is
+# split in two halves, recursively, and a case whose output does not match is run again
+# alone, so every reported failure (and its message) is the case's own; a pass is a pass
+# whichever way it was reached.
 
 #: cases per compiled batch on the command line (1: every case alone).
 DEFAULT_BATCH = 8
@@ -540,29 +541,38 @@ def run_batch(cases: Sequence[Case], mode: str) -> list[Result]:
     if mode != "compiled" or len(cases) < 2:
         return [run_case(c, fn) for c in cases]
     results: dict[int, Result] = {}
-    parts: dict[int, _Imported] = {}
+    items: list[tuple[int, Case, _Imported]] = []
     for i, case in enumerate(cases):
         part = _import_alone(case)
         if part is None:
             results[i] = run_case(case, fn)
         else:
-            parts[i] = part
-    outputs: list[list[np.ndarray]] | None = None
-    start = time.perf_counter()
-    if len(parts) > 1:
-        try:
-            with np.errstate(all="ignore"):
-                outputs = run_merged(list(parts.values()))
-        except Exception:  # some case of the batch cannot compile: each runs alone
-            outputs = None
-    share = (time.perf_counter() - start) / max(1, len(parts))
-    for k, (i, part) in enumerate(parts.items()):
-        case = cases[i]
-        if outputs is not None and not compare(outputs[k], part.expected, case):
-            results[i] = Result(case.name, case.op, "pass", part.note.strip(), share)
-        else:
-            results[i] = run_case(case, fn)
+            items.append((i, case, part))
+    results.update(_run_merged_or_split(items))
     return [results[i] for i in range(len(cases))]
+
+
+def _run_merged_or_split(items: Sequence[tuple[int, Case, _Imported]]) -> dict[int, Result]:
+    """Results of imported cases by index: merged, and when the merged build fails,
+    bisected, so one case that cannot compile leaves the others batched."""
+    fn = MODES["compiled"]
+    if len(items) < 2:
+        return {i: run_case(case, fn) for i, case, _ in items}
+    start = time.perf_counter()
+    try:
+        with np.errstate(all="ignore"):
+            outputs = run_merged([part for _, _, part in items])
+    except Exception:  # some case cannot compile: split the batch in two
+        half = len(items) // 2
+        return {**_run_merged_or_split(items[:half]), **_run_merged_or_split(items[half:])}
+    share = (time.perf_counter() - start) / len(items)
+    results = {}
+    for (i, case, part), got in zip(items, outputs, strict=True):
+        if compare(got, part.expected, case):
+            results[i] = run_case(case, fn)  # a mismatch is reported as the case gives alone
+        else:
+            results[i] = Result(case.name, case.op, "pass", part.note.strip(), share)
+    return results
 
 
 def _import_alone(case: Case) -> _Imported | None:
@@ -687,9 +697,14 @@ class _Worker:
             for c, d in stored
         ]
         limit = timeout * len(stored)
-        timer = threading.Timer(limit, proc.kill)
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            proc.kill()
+
+        timer = threading.Timer(limit, expire)
         timer.start()
-        start = time.perf_counter()
         results: list[Result] = []
         try:
             proc.stdin.write(json.dumps({"cases": request}, sort_keys=True) + "\n")
@@ -705,10 +720,9 @@ class _Worker:
             timer.cancel()
         if len(results) == len(stored):
             return results, ""
-        elapsed = time.perf_counter() - start
         code = proc.wait()
         self.proc = None
-        why = f"timed out after {limit:g} s" if elapsed >= limit else _exit_reason(code)
+        why = f"timed out after {limit:g} s" if expired.is_set() else _exit_reason(code)
         return results, f"worker {why}"
 
     def close(self) -> None:
