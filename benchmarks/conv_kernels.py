@@ -66,6 +66,7 @@ SHAPES: tuple[Shape, ...] = (
     Shape("matmul.64x1024x1000", "matmul", 1024, 1000, 64),
     Shape("mv2.conv1.3x3s2", "conv", 3, 32, 224, 3, 2),
     Shape("mv2.dw.112", "conv", 32, 32, 112, 3, 1, 32),
+    Shape("mv2.1x1.16-96.112", "conv", 16, 96, 112),
     Shape("mv2.1x1.96-24.56", "conv", 96, 24, 56),
     Shape("mv2.dw.s2.56", "conv", 144, 144, 56, 3, 2, 144),
     Shape("mv2.1x1.144-32.28", "conv", 144, 32, 28),

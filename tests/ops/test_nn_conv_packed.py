@@ -161,3 +161,11 @@ def test_compiled_packed_conv_matches_onnxruntime(cin, cout, size, kernel, strid
     model = _conv_model(cin, cout, size, kernel, stride, relu)
     x = _weight((1, cin, *size), 6)
     assert_matches_onnxruntime(model, {"x": x}, rtol=1e-4, atol=1e-5)
+
+
+def test_writeback_vectorises_over_channels_under_a_clip_epilogue():
+    # column-innermost writes would gather the accumulators (left scalar and branchy by gcc)
+    x, wp = v("x", (1, 4, 5, 6)), v("wp", (1, 4, 3, 3, 16))
+    conv = call("nn.conv_packed", x, wp, padding=(1, 1, 1, 1))
+    text = _run([x, wp], call("clip", conv, a_min=0.0, a_max=6.0))
+    assert text.count("vectorized(16)") == 3 and "vectorized(6)" not in text  # init, update, out
