@@ -49,20 +49,51 @@ class IterVar:
         """The loop variable, so an IterVar can be used wherever an expression is expected."""
         return self.var
 
+    # Arithmetic on an IterVar is arithmetic on its variable (``k * 2 + 1``).
+    def __add__(self, other: ExprLike) -> PrimExpr:
+        return self.var + other
 
-def _delegate(name: str) -> Callable[..., PrimExpr]:
-    def method(self: IterVar, *args: Any) -> PrimExpr:
-        return getattr(self.var, name)(*args)  # type: ignore[no-any-return]
+    def __radd__(self, other: ExprLike) -> PrimExpr:
+        return other + self.var
 
-    method.__name__ = name
-    return method
+    def __sub__(self, other: ExprLike) -> PrimExpr:
+        return self.var - other
 
+    def __rsub__(self, other: ExprLike) -> PrimExpr:
+        return other - self.var
 
-for _name in (
-    "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__floordiv__",
-    "__rfloordiv__", "__mod__", "__rmod__", "__neg__", "__lt__", "__le__", "__gt__", "__ge__",
-):  # fmt: skip
-    setattr(IterVar, _name, _delegate(_name))
+    def __mul__(self, other: ExprLike) -> PrimExpr:
+        return self.var * other
+
+    def __rmul__(self, other: ExprLike) -> PrimExpr:
+        return other * self.var
+
+    def __floordiv__(self, other: ExprLike) -> PrimExpr:
+        return self.var // other
+
+    def __rfloordiv__(self, other: ExprLike) -> PrimExpr:
+        return other // self.var
+
+    def __mod__(self, other: ExprLike) -> PrimExpr:
+        return self.var % other
+
+    def __rmod__(self, other: ExprLike) -> PrimExpr:
+        return other % self.var
+
+    def __neg__(self) -> PrimExpr:
+        return -self.var
+
+    def __lt__(self, other: ExprLike) -> PrimExpr:
+        return self.var < other
+
+    def __le__(self, other: ExprLike) -> PrimExpr:
+        return self.var <= other
+
+    def __gt__(self, other: ExprLike) -> PrimExpr:
+        return self.var > other
+
+    def __ge__(self, other: ExprLike) -> PrimExpr:
+        return self.var >= other
 
 
 def reduce_axis(extent: ExprLike | tuple[ExprLike, ExprLike], name: str = "rv") -> IterVar:
