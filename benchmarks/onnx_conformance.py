@@ -2,14 +2,19 @@
 
 The cases are generated at run time from the installed onnx package
 (``onnx.backend.test.case.node.collect_testcases``: each case is a model plus input and
-expected output arrays), nothing is written to or read from the repository. Each case is
-imported with ``ember.frontend.from_onnx`` and run by a *mode*: a function
-``(model, inputs) -> outputs``; ``reference`` uses the numpy reference evaluator, other
-modes (e.g. compiled code) register in ``MODES``.
+expected output arrays), nothing is written to the repository. Each case is imported with
+``ember.frontend.from_onnx`` and run by a *mode*: a function ``(model, inputs) ->
+outputs`` in ``MODES``. ``reference`` runs the numpy reference evaluator; ``compiled``
+runs ``ember.build`` for the C target, ``ember.load_artifacts`` and the graph executor.
+Compiled sweeps run in worker processes (``--jobs``) and build up to ``--batch`` cases of
+one op as one library. A compiled case is counted as *unsupported* when an op has no
+compute (OpNotSupportedError), *fail* on a wrong result, *error* on any other exception
+or a crashed or hung worker.
 
-    python benchmarks/onnx_conformance.py                     # the issue's op list
-    python benchmarks/onnx_conformance.py --ops Conv,Relu -v  # some ops, with failures
-    python benchmarks/onnx_conformance.py --all               # every case onnx ships
+    python benchmarks/onnx_conformance.py                      # the issue's op list
+    python benchmarks/onnx_conformance.py --ops Conv,Relu -v   # some ops, with failures
+    python benchmarks/onnx_conformance.py --mode both          # reference | compiled
+    python benchmarks/onnx_conformance.py --mode compiled --all --jobs 2 --batch 8
 """
 
 from __future__ import annotations
@@ -487,19 +492,35 @@ def select_cases(ops: Iterable[str] | None, cases: Sequence[Case] | None = None)
     return [c for c in cases if c.op in wanted]
 
 
+Progress = Callable[[int, int], None]
+
+
 def run(
-    cases: Sequence[Case], mode: str = "reference", jobs: int = 0, batch: int = 1
+    cases: Sequence[Case],
+    mode: str = "reference",
+    jobs: int = 0,
+    batch: int = 1,
+    progress: Progress | None = None,
 ) -> list[Result]:
     """Run ``cases`` with the named mode, in this process (``jobs`` 0) or in ``jobs`` worker
-    processes, compiling up to ``batch`` cases of one op together; results in case order."""
+    processes, compiling up to ``batch`` cases of one op together; results in case order.
+    ``progress(done, total)`` is called after each batch."""
     if mode not in MODES:
         raise SystemExit(f"unknown mode '{mode}'; known: {', '.join(sorted(MODES))}")
     if jobs > 0:
-        return run_in_workers(cases, mode, jobs, batch)
+        return run_in_workers(cases, mode, jobs, batch, progress=progress)
     results: dict[int, Result] = {}
     for group in batches(cases, batch):
         results.update(zip(group, run_batch([cases[i] for i in group], mode), strict=True))
+        if progress is not None:
+            progress(len(results), len(cases))
     return [results[i] for i in range(len(cases))]
+
+
+def print_progress(done: int, total: int) -> None:
+    """A progress line on stderr, rewritten in place (for terminals)."""
+    end = "\n" if done == total else ""
+    print(f"\r{done}/{total} cases", end=end, file=sys.stderr, flush=True)
 
 
 # -- batches: several cases of one op compiled as one library -----------------------------
@@ -754,6 +775,7 @@ def run_in_workers(
     jobs: int,
     batch: int = 1,
     timeout: float = CASE_TIMEOUT,
+    progress: Progress | None = None,
 ) -> list[Result]:
     """Run ``cases`` in ``jobs`` worker processes, ``batch`` cases of one op per request;
     results in the order of ``cases``. Excluded cases and cases with non-tensor values
@@ -794,6 +816,8 @@ def run_in_workers(
             else:
                 results[i] = Result(cases[i].name, cases[i].op, "error", why)
 
+    lock = threading.Lock()
+
     def serve(tmp: Path) -> None:
         worker = _Worker(mode, env)
         try:
@@ -803,6 +827,9 @@ def run_in_workers(
                 except queue.Empty:
                     return
                 handle(group, worker, tmp)
+                if progress is not None:
+                    with lock:
+                        progress(len(results), len(cases))
         finally:
             worker.close()
 
@@ -1019,7 +1046,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for mode in modes:
         start = time.perf_counter()
         jobs = args.jobs if mode == "compiled" else 0
-        runs[mode] = run(cases, mode, jobs=jobs, batch=args.batch)
+        progress = print_progress if sys.stderr.isatty() else None
+        runs[mode] = run(cases, mode, jobs=jobs, batch=args.batch, progress=progress)
         seconds = time.perf_counter() - start
         where = f"{jobs} workers" if jobs > 0 else "in process"
         timings.append(f"mode {mode}: {len(cases)} cases in {seconds:.1f} s ({where})")

@@ -11,6 +11,7 @@ stays honest.
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -164,8 +165,11 @@ def test_workers_give_the_in_process_results():
     # Two workers, reference mode (cheap): the same results in the order of the cases;
     # excluded and non-tensor cases (Identity of sequences) are settled in this process.
     cases = oc.select_cases(["Relu", "Size", "Identity"])
-    got = oc.run_in_workers(cases, "reference", jobs=2)
+    seen: list[tuple[int, int]] = []
+    got = oc.run(cases, "reference", jobs=2, batch=2, progress=lambda *a: seen.append(a))
     want = oc.run(cases, "reference")
+    assert seen[-1] == (len(cases), len(cases))
+    assert [done for done, _ in seen] == sorted(done for done, _ in seen)
     assert [(r.case, r.status, r.detail) for r in got] == [
         (r.case, r.status, r.detail) for r in want
     ]
@@ -180,6 +184,16 @@ def test_a_case_that_outlives_its_timeout_is_an_error_row():
     assert [r.case for r in results] == [c.name for c in cases]
     for r in results:
         assert r.status == "error" and r.detail == "worker timed out after 0.05 s"
+
+
+def test_a_worker_that_dies_is_reported_with_its_signal(tmp_path):
+    (case,) = [c for c in oc.select_cases(["Relu"]) if c.name == "test_relu"]
+    assert oc.write_case(case, tmp_path / "case")
+    worker = oc._Worker("compiled", dict(os.environ))
+    worker.argv = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"]
+    results, why = worker.run([(case, tmp_path / "case")], timeout=60)
+    assert results == [] and why == "worker crashed (SIGSEGV)"
+    assert worker.proc is None  # the next batch starts a fresh worker
 
 
 def test_batches_group_cases_of_one_op():
