@@ -21,9 +21,11 @@ the host (see :mod:`ember.runtime.export`).
 
 from __future__ import annotations
 
+import os
 import shlex
 import tempfile
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ember.config import config
@@ -45,10 +47,10 @@ from ember.runtime.libruntime import header_path, include_dir, library_suffix
 from ember.runtime.module import Module, PythonModule
 from ember.runtime.registry import get_global_func, list_global_funcs
 from ember.support.hashing import hash_bytes, hash_strings
-from ember.support.toolchain import compile_shared
+from ember.support.toolchain import compile_object, compile_shared
 
 #: Bumped whenever the way native artifacts are linked changes (it keys the cache).
-NATIVE_LINK_VERSION = 1
+NATIVE_LINK_VERSION = 2
 #: The prefix of the registered global functions that load a group of artifacts.
 LOADBINARY_PREFIX = "runtime.module.loadbinary_"
 #: Artifact metadata key holding extra compiler flags for the native link (shell syntax).
@@ -128,9 +130,19 @@ def link_native(
     """Compile and link native artifacts (plus ``extra_inputs``) into the library ``output``."""
     inputs = write_native_sources(artifacts, build_dir) + list(extra_inputs)
     include_dirs = [include_dir(), *sorted({build_dir / a.codegen_id for a in artifacts})]
-    return compile_shared(
-        inputs, output, include_dirs=include_dirs, flags=native_flags(artifacts), openmp=True
-    )
+    flags = native_flags(artifacts)
+    sources = [p for p in inputs if p.suffix == ".c"]
+    if len(sources) > 1:
+        # codegen splits big outputs into several files: compile them on every core
+        def compile_one(src: Path) -> Path:
+            obj = src.with_suffix(".o")
+            return compile_object(src, obj, include_dirs=include_dirs, flags=flags, openmp=True)
+
+        workers = min(len(sources), os.cpu_count() or 1)
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            objects = dict(zip(sources, pool.map(compile_one, sources), strict=True))
+        inputs = [objects.get(p, p) for p in inputs]
+    return compile_shared(inputs, output, include_dirs=include_dirs, flags=flags, openmp=True)
 
 
 def native_cache_path(artifacts: Sequence[Artifact]) -> Path:
