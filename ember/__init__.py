@@ -41,6 +41,8 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "ir": ("ember.ir", None),
     "transform": ("ember.transform", None),
     "tir": ("ember.tir", None),
+    "te": ("ember.tir.te", None),
+    "build_c": ("ember.codegen.c", "build_c"),
     "target": ("ember.target", None),
     "ops": ("ember.ops", None),
 }
