@@ -1,0 +1,160 @@
+"""Elementwise math and softmax: ember next to onnxruntime, single-threaded by default.
+
+Run: ``.venv/bin/python benchmarks/elementwise.py [--repeat 20] [--only sigmoid,softmax]
+[--threads 1]``. Each row is a one- or two-node ONNX model on 1M float32 values
+(1024 x 1024), plus a (512, 1000) softmax as in a classifier head. The speed of these
+rows is set by the vector math library: ember's C kernels reach glibc's libmvec through
+``#pragma omp declare simd`` prototypes (see ``ember.codegen.c.vecmath``), onnxruntime
+uses its own vectorised approximations. A cell is the best of ``--repeat`` interleaved
+runs (the machine is shared; the minimum is the least disturbed estimate). Outputs are
+checked against onnxruntime first (rtol 1e-5, atol 1e-6); nothing else is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Case:
+    """One benchmarked model: a chain of ONNX ops applied to ``x`` of ``shape``."""
+
+    name: str
+    ops: tuple[str, ...]
+    shape: tuple[int, ...] = (1024, 1024)
+    attrs: dict[str, Any] = field(default_factory=dict)
+    opset: int = 17
+
+
+CASES: tuple[Case, ...] = (
+    Case("sigmoid", ("Sigmoid",)),
+    Case("silu (x*sigmoid)", ("Sigmoid", "Mul")),
+    Case("gelu", ("Gelu",), opset=20),
+    Case("tanh", ("Tanh",)),
+    Case("exp", ("Exp",)),
+    Case("softmax 1024x1024", ("Softmax",), attrs={"axis": -1}),
+    Case("softmax 512x1000", ("Softmax",), (512, 1000), {"axis": -1}),
+)
+
+
+def make_case(case: Case, seed: int = 0) -> tuple[Any, dict[str, np.ndarray]]:
+    """The ONNX model of ``case`` and its seeded input (standard normal values)."""
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(case.shape).astype(np.float32)
+    nodes = []
+    current = "x"
+    for k, op in enumerate(case.ops):
+        out = "y" if k == len(case.ops) - 1 else f"t{k}"
+        inputs = [current, "x"] if op in ("Mul", "Add") else [current]
+        attrs = case.attrs if op == "Softmax" else {}
+        nodes.append(helper.make_node(op, inputs, [out], **attrs))
+        current = out
+    graph = helper.make_graph(
+        nodes,
+        "elementwise",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(case.shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(case.shape))],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", case.opset)])
+    model.ir_version = 9
+    return model, {"x": x}
+
+
+def best_times(fns: Sequence[Callable[[], object]], repeat: int, warmup: int = 2) -> list[float]:
+    """The minimum wall time of each of ``fns`` over ``repeat`` interleaved rounds."""
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
+    best = [float("inf")] * len(fns)
+    for _ in range(repeat):
+        for k, fn in enumerate(fns):
+            start = time.perf_counter()
+            fn()
+            best[k] = min(best[k], time.perf_counter() - start)
+    return best
+
+
+def measure(case: Case, repeat: int, threads: int) -> list[str]:
+    """Compile, check and time one case; return its table cells."""
+    import onnxruntime as ort
+
+    import ember
+    from ember.executor import GraphExecutor
+    from ember.testing import compile_onnx
+
+    model, inputs = make_case(case)
+    dev = ember.cpu(0)
+    factory = ember.load_artifacts(compile_onnx(model, shape={"x": case.shape}), dev)
+    ge = GraphExecutor(factory["default"](dev))
+    ge.set_input("x", inputs["x"])
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    ge.run()
+    ours = ge.get_output(0).numpy()
+    ref = sess.run(None, inputs)[0]
+    np.testing.assert_allclose(ours, ref, rtol=1e-5, atol=1e-6, err_msg=case.name)
+
+    def ort_run() -> object:
+        return sess.run(None, inputs)
+
+    ember_s, ort_s = best_times([ge.run, ort_run], repeat)
+    return [case.name, f"{ember_s * 1e3:.3f}", f"{ort_s * 1e3:.3f}", f"{ember_s / ort_s:.2f}"]
+
+
+HEADER = ["case", "ember ms", "ort ms", "ember/ort"]
+
+
+def format_table(rows: Sequence[Sequence[str]]) -> str:
+    """A markdown table of the measured rows."""
+    lines = [HEADER, *rows]
+    widths = [max(len(line[k]) for line in lines) for k in range(len(HEADER))]
+    out = []
+    for i, line in enumerate(lines):
+        out.append("| " + " | ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)) + " |")
+        if i == 0:
+            out.append("| " + " | ".join("-" * w for w in widths) + " |")
+    return "\n".join(out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse the command line, measure every selected case, print the table."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--only", default="", help="comma-separated case names or prefixes")
+    parser.add_argument("--repeat", type=int, default=20, help="timed rounds per engine")
+    parser.add_argument("--threads", type=int, default=1, help="threads of both engines")
+    args = parser.parse_args(argv)
+    wanted = [s for s in args.only.split(",") if s]
+    cases = [c for c in CASES if not wanted or any(c.name.startswith(w) for w in wanted)]
+    if not cases:
+        known = ", ".join(c.name for c in CASES)
+        print(f"no case matches {args.only!r}; known: {known}", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="ember-elementwise-bench-") as tmp:
+        os.environ["EMBER_NUM_THREADS"] = str(args.threads)
+        os.environ.setdefault("EMBER_CACHE_DIR", tmp)
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        print(f"threads {args.threads}; repeat {args.repeat} (best of); load {load:.2f}")
+        rows = []
+        for case in cases:
+            rows.append(measure(case, args.repeat, args.threads))
+            print("  " + " | ".join(rows[-1]), file=sys.stderr, flush=True)
+        print(format_table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
