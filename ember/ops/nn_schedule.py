@@ -277,8 +277,10 @@ def _reduction_readers(sch: te.Schedule, stages: list[te.Stage]) -> dict[int, bo
 
 
 #: the most output columns a packed convolution computes per tile (its accumulators are
-#: tile_cols x block floats, which must fit the vector registers).
-MAX_TILE_COLS = 8
+#: tile_cols x block floats, which must fit the vector registers: 14 x 16 floats are 14 of
+#: AVX-512's 32 registers). Measured single thread, chains of 3x3 convolutions, CPU time:
+#: 14 columns 2.26 ms vs 8 columns 2.78 ms at 64ch 56x56; 2.38 vs 2.77 at 256ch 14x14.
+MAX_TILE_COLS = 14
 
 
 def _tile_cols(width: int, limit: int) -> int:

@@ -103,7 +103,7 @@ def test_packed_conv_matches_reference(xshape, wshape, attrs):
 
 
 def test_packed_conv_with_epilogue_is_one_tiled_nest():
-    x, wp, b = v("x", (1, 4, 6, 16)), v("wp", (2, 4, 3, 3, 8)), v("b", (16, 1, 1))
+    x, wp, b = v("x", (1, 4, 3, 2 * MAX_TILE_COLS)), v("wp", (2, 4, 3, 3, 8)), v("b", (16, 1, 1))
     conv = call("nn.conv_packed", x, wp, padding=(1, 1, 1, 1))
     text = _run([x, wp, b], call("relu", call("add", conv, b)))
     assert "parallel" in text
@@ -117,6 +117,7 @@ def test_tile_columns():
     assert _tile_cols(7, 8) == 7
     assert _tile_cols(13, 8) == 8  # no useful divisor: a guarded tail tile
     assert _tile_cols(3, 8) == 3
+    assert _tile_cols(56, 14) == 14 and _tile_cols(16, 14) == 8
 
 
 def _conv_model(cin: int, cout: int, size: tuple[int, int], kernel: int, stride: int, relu: bool):
