@@ -43,6 +43,7 @@ class Row:
     ort1_s: float
     ort2_s: float
     max_err: float
+    gflop: float
 
     def cells(self) -> list[str]:
         """The printed cells of this row."""
@@ -55,6 +56,9 @@ class Row:
             f"{self.ort2_s * 1e3:.2f}",
             f"{self.ember_s / self.ort1_s:.2f}",
             f"{self.ember_s / self.ort2_s:.2f}",
+            f"{self.gflop:.2f}",
+            f"{self.gflop / self.ember_s:.1f}",
+            f"{self.gflop / self.ort1_s:.1f}",
             f"{self.max_err:.1e}",
         ]
 
@@ -68,6 +72,9 @@ HEADER = [
     "ort2 ms",
     "ember/ort1",
     "ember/ort2",
+    "GFLOP",
+    "ember GFLOP/s",
+    "ort1 GFLOP/s",
     "max |err|",
 ]
 
@@ -141,7 +148,37 @@ def measure(name: str, repeat: int, profile: int) -> Row:
             out = " ".join("x".join(map(str, s)) for s in shapes[op])
             print(f"  {pct:5.1f}%  {us / 1e3:8.3f} ms  {calls:3d}x  {op} -> {out}")
         sys.stdout.flush()
-    return Row(name, build_s, load_s, ember_s, ort1_s, ort2_s, max_err)
+    return Row(name, build_s, load_s, ember_s, ort1_s, ort2_s, max_err, model_gflop(model))
+
+
+def model_gflop(model: Any) -> float:
+    """Floating-point work of Conv, Gemm and MatMul nodes (2 per multiply-add), in GFLOP."""
+    import onnx
+
+    inferred = onnx.shape_inference.infer_shapes(model)
+    graph = inferred.graph
+    shapes = {t.name: list(t.dims) for t in graph.initializer}
+    for info in [*graph.input, *graph.value_info, *graph.output]:
+        dims = info.type.tensor_type.shape.dim
+        shapes[info.name] = [d.dim_value for d in dims]
+    flops = 0
+    for node in graph.node:
+        out = shapes.get(node.output[0], [])
+        if node.op_type == "Conv":  # out N x M x spatial; weight M x C/g x kernel
+            weight = shapes[node.input[1]]
+            flops += 2 * _prod(out) * _prod(weight[1:])
+        elif node.op_type in ("Gemm", "MatMul"):  # out ... x N; reduce over A's last axis
+            a = shapes[node.input[0]]
+            trans_a = any(x.name == "transA" and x.i for x in node.attribute)
+            flops += 2 * _prod(out) * (a[0] if trans_a else a[-1])
+    return flops / 1e9
+
+
+def _prod(dims: Sequence[int]) -> int:
+    n = 1
+    for d in dims:
+        n *= d
+    return n
 
 
 def _runner(session: Any, inputs: dict[str, np.ndarray]) -> Callable[[], object]:
