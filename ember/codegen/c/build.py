@@ -4,7 +4,9 @@ Each function becomes its unpacked C function plus its packed wrapper (see ``abi
 functions are laid out in the given order and cut into several files once a file passes
 ``max_file_bytes``, so a large model compiles in parallel. Every artifact records the
 compiler flags the target asks for (``-O3 -march=... -fopenmp``) under metadata
-``cflags``, which the runtime's native link uses.
+``cflags``, which the runtime's native link uses; ``-lmvec`` joins them when a file
+declares libm functions SIMD (``vecmath``: vectorized loops then call glibc's vector
+math; probed once per machine and flags, off with the option ``vector_math=False``).
 
 Example::
 
@@ -21,6 +23,7 @@ from typing import Any
 
 from ember.codegen.c.abi import CHECK_HELPER, RUNTIME_HEADER, packed_wrapper, symbol_name
 from ember.codegen.c.codegen import CodeGenC, FileContext, Options
+from ember.codegen.c.vecmath import LIBMVEC_FLAG, vector_math_functions
 from ember.errors import CompileError
 from ember.tir.stmt import PrimFunc
 from ember.tir.verify import verify
@@ -49,6 +52,17 @@ class COptions:
     num_threads: int = 0
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     export_unpacked: bool = False
+    vector_math: bool = True
+
+    def simd_math(self) -> tuple[str, ...]:
+        """The libm functions to declare SIMD (libmvec), probed for these flags; may be ()."""
+        if not self.vector_math or not self.openmp:
+            return ()
+        return vector_math_functions(self.cflags())
+
+    def new_file(self) -> FileContext:
+        """An empty FileContext for one output file under these options."""
+        return FileContext(simd_math=self.simd_math())
 
     def cflags(self) -> str:
         """The compiler flags these options imply."""
@@ -73,6 +87,8 @@ _KEYS = {
     "num-threads": "num_threads",
     "max_file_bytes": "max_file_bytes",
     "export_unpacked": "export_unpacked",
+    "vector_math": "vector_math",
+    "vector-math": "vector_math",
 }
 
 
@@ -111,7 +127,7 @@ def generate_source(
 ) -> str:
     """One C file holding every function (no splitting); handy for reading and golden tests."""
     opts = c_options(target)
-    ctx = FileContext()
+    ctx = opts.new_file()
     bodies = [generate_function(f, ctx, opts) for f in funcs]
     return _file(ctx, bodies)
 
@@ -139,7 +155,7 @@ def build_c(funcs: Sequence[PrimFunc], target: Mapping[str, Any] | Any | None = 
             )
         seen[sym] = f.name
     groups: list[tuple[FileContext, list[str], list[str]]] = []
-    ctx, bodies, syms, size = FileContext(), [], [], 0
+    ctx, bodies, syms, size = opts.new_file(), [], [], 0
     for f in funcs:
         text = generate_function(f, ctx, opts)
         bodies.append(text)
@@ -147,14 +163,17 @@ def build_c(funcs: Sequence[PrimFunc], target: Mapping[str, Any] | Any | None = 
         size += len(text)
         if size >= opts.max_file_bytes:
             groups.append((ctx, bodies, syms))
-            ctx, bodies, syms, size = FileContext(), [], [], 0
+            ctx, bodies, syms, size = opts.new_file(), [], [], 0
     if bodies or not groups:
         groups.append((ctx, bodies, syms))
     out = []
+    cflags = opts.cflags()
+    if any(c.simd_decls for c, _, _ in groups):  # every file: any one may be linked alone
+        cflags += " " + LIBMVEC_FLAG
     for k, (c, b, s) in enumerate(groups):
         content = _file(c, b).encode()
         meta: dict[str, str | int | float | bool] = {
-            "cflags": opts.cflags(),
+            "cflags": cflags,
             "format": "c",
             "codegen_version": CODEGEN_VERSION,
             "num_functions": len(s),

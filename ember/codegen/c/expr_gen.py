@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 
 from ember.codegen.c.abi import c_string, c_type
+from ember.codegen.c.vecmath import simd_prototype
 from ember.codegen.c.vector import VectorMixin
 from ember.errors import CompileError
 from ember.tir import dtype as dt
@@ -90,10 +91,19 @@ class FileContext:
     helpers: dict[str, str] = field(default_factory=dict)
     externs: dict[str, str] = field(default_factory=dict)
     pools: dict[str, int] = field(default_factory=dict)
+    #: libm functions (double names) that may be declared SIMD (see ``vecmath``)
+    simd_math: tuple[str, ...] = ()
+    #: the SIMD prototypes this file uses, by C function name
+    simd_decls: dict[str, str] = field(default_factory=dict)
+
+    def use_math(self, base: str, c_name: str, ctype: str) -> None:
+        """Note a call of libm's ``c_name`` (``base`` without the f suffix) of type ctype."""
+        if base in self.simd_math:
+            self.simd_decls.setdefault(c_name, simd_prototype(c_name, ctype))
 
     def prelude(self) -> str:
-        """Extern prototypes, static pools and helpers, in a deterministic order."""
-        parts: list[str] = []
+        """SIMD and extern prototypes, static pools and helpers, in a deterministic order."""
+        parts: list[str] = [self.simd_decls[name] for name in sorted(self.simd_decls)]
         for name in sorted(self.externs):
             parts.append(self.externs[name])
         for name in sorted(self.pools):
@@ -247,15 +257,17 @@ class ExprCodegen(VectorMixin):
 
     def math_text(self, op: str, dtype: str, texts: list[str]) -> str:
         """The C text of intrinsic ``op`` on already printed (scalar) arguments."""
-        c_type(dt.element_of(dtype), self.where)
+        ct = c_type(dt.element_of(dtype), self.where)
         sfx = "f" if dt.element_of(dtype) == "float32" else ""
         one = "1.0f" if sfx else "1.0"
         if op == "rsqrt":
             return f"({one} / sqrt{sfx}({texts[0]}))"
         if op == "sigmoid":
+            self.ctx.use_math("exp", f"exp{sfx}", ct)
             return f"({one} / ({one} + exp{sfx}(-{texts[0]})))"
         if op not in _FLOAT_FN:
             raise CompileError(f"C codegen{self.where}: unknown intrinsic '{op}'")
+        self.ctx.use_math(_FLOAT_FN[op], _FLOAT_FN[op] + sfx, ct)
         return f"{_FLOAT_FN[op]}{sfx}({', '.join(texts)})"
 
     def call_extern(self, e: Call) -> str:

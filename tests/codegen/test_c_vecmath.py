@@ -1,0 +1,147 @@
+"""Vector math (libmvec): the probe, its cache, the prototypes it adds and the linked result."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ember.runtime as rt
+from ember import tir
+from ember.codegen.c import build_c, generate_source, vecmath
+from ember.codegen.c.build import c_options
+from ember.config import config
+from ember.runtime.artifact_set import ArtifactSet
+from ember.tir import te
+
+FLAGS = c_options(None).cflags()
+AVAILABLE = vecmath.vector_math_functions(FLAGS)
+
+
+def _math_kernel(fn_names: tuple[str, ...] = ("exp", "tanh", "erf", "sigmoid")) -> tir.PrimFunc:
+    a = te.placeholder((1000,), "float32", "A")
+
+    def body(i: tir.PrimExpr) -> tir.PrimExpr:
+        out = tir.const(0.0, "float32")
+        for name in fn_names:
+            out = out + getattr(tir, name)(a[i])
+        return out
+
+    c = te.compute((1000,), body, "C")
+    s = te.create_schedule(c)
+    outer, inner = s[c].split(c.op.axis[0], factor=200)
+    s[c].parallel(outer)
+    s[c].vectorize(inner)
+    return te.lower(s, [a, c], name="mathy")
+
+
+@pytest.fixture
+def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Probe into a fresh cache directory with an empty in-process memo."""
+    cfg = dataclasses.replace(config(), cache_dir=tmp_path)
+    monkeypatch.setattr(vecmath, "config", lambda: cfg)
+    monkeypatch.setattr(vecmath, "_MEMO", {})
+    return tmp_path
+
+
+def test_prototype_has_no_simdlen_and_the_libm_signature() -> None:
+    text = vecmath.simd_prototype("powf", "float")
+    assert text == "#pragma omp declare simd notinbranch\nextern float powf(float, float);"
+    assert "simdlen" not in vecmath.simd_prototype("exp", "double")
+
+
+def test_probe_output_is_checked_against_python_math() -> None:
+    values = " ".join(f"{math.exp(x):.9g} {math.exp(x):.17g}" for x in (0.25, 0.5, 0.75))
+    assert vecmath._check_output(["exp"], f"exp {values}\n")
+    assert not vecmath._check_output(["exp"], "exp 1 1 1 1 1 1\n")
+    assert not vecmath._check_output(["exp", "log"], f"exp {values}\n")  # log missing
+
+
+def test_no_openmp_means_no_vector_math() -> None:
+    assert vecmath.vector_math_functions("-O3 -march=native") == ()
+    assert c_options({"openmp": False}).simd_math() == ()
+    assert c_options({"vector_math": False}).simd_math() == ()
+
+
+@pytest.mark.cc
+def test_probe_is_cached_on_disk_and_in_memory(private_cache: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    calls: list[str] = []
+    real = vecmath.probe
+
+    def counting(cflags: str, cc: str) -> tuple[str, ...]:
+        calls.append(cflags)
+        return real(cflags, cc)
+
+    monkeypatch.setattr(vecmath, "probe", counting)
+    first = vecmath.vector_math_functions(FLAGS)
+    assert vecmath.vector_math_functions(FLAGS) == first
+    assert len(calls) == 1
+    files = list((private_cache / "probes").glob("vecmath-*.json"))
+    assert len(files) == 1
+    monkeypatch.setattr(vecmath, "_MEMO", {})  # a new process reads the file, no probe
+    assert vecmath.vector_math_functions(FLAGS) == first
+    assert len(calls) == 1
+    assert first == AVAILABLE  # same machine and flags, same answer
+
+
+def test_a_compiler_that_fails_falls_back_silently(private_cache: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    cfg = dataclasses.replace(config(), cache_dir=private_cache, cc="/nonexistent/ember-cc")
+    monkeypatch.setattr(vecmath, "config", lambda: cfg)
+    assert vecmath.vector_math_functions(FLAGS) == ()
+    arts = build_c([_math_kernel()])
+    assert arts[0].metadata["cflags"] == FLAGS
+    assert b"declare simd" not in arts[0].content
+    assert b"expf(" in arts[0].content
+
+
+def test_a_corrupt_cache_file_is_probed_again(private_cache: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(vecmath, "probe", lambda cflags, cc: ("exp",))
+    path = vecmath._cache_path(FLAGS, config().cc)
+    path.parent.mkdir(parents=True)
+    path.write_text("{not json")
+    assert vecmath.vector_math_functions(FLAGS) == ("exp",)
+    assert '"exp"' in path.read_text()
+
+
+def test_generated_c_declares_only_used_functions(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(vecmath, "_MEMO", {(config().cc, FLAGS): ("erf", "exp", "log")})
+    text = generate_source([_math_kernel()])
+    assert "#pragma omp declare simd notinbranch\nextern float expf(float);" in text
+    assert "extern float erff(float);" in text
+    assert "tanhf(float)" not in text  # not in the available set
+    assert "logf(float)" not in text  # available but unused
+    arts = build_c([_math_kernel()])
+    assert arts[0].metadata["cflags"] == FLAGS + " -lmvec"
+    off = build_c([_math_kernel()], {"vector_math": False})
+    assert off[0].metadata["cflags"] == FLAGS
+    assert b"declare simd" not in off[0].content
+
+
+def test_every_split_file_gets_lmvec(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(vecmath, "_MEMO", {(config().cc, FLAGS): ("exp",)})
+    a = te.placeholder((8,), "float32", "A")
+    plain = te.lower(te.create_schedule(te.compute((8,), lambda i: a[i] + 1.0, "P")), name="p")
+    arts = build_c([plain, _math_kernel(("exp",))], {"max_file_bytes": 100})
+    assert len(arts) == 2
+    assert b"declare simd" not in arts[0].content
+    assert all(art.metadata["cflags"] == FLAGS + " -lmvec" for art in arts)
+
+
+@pytest.mark.cc
+def test_kernels_call_the_vector_variants_and_stay_accurate(tmp_path: Path) -> None:
+    f = _math_kernel()
+    arts = ArtifactSet(build_c([f]))
+    x = np.linspace(-6, 6, 1000, dtype=np.float32)
+    want = np.exp(x) + np.tanh(x) + np.array([math.erf(v) for v in x]) + 1 / (1 + np.exp(-x))
+    for mod in (arts.load_module(), rt.load_module(str(arts.export_library(tmp_path / "m.so")))):
+        out = rt.array(np.zeros(1000, np.float32))
+        mod["ember_mathy"](rt.array(x), out)
+        np.testing.assert_allclose(out.numpy(), want, rtol=2e-6, atol=1e-6)
+    lib = (tmp_path / "m.so").read_bytes()
+    if {"exp", "tanh", "erf"} <= set(AVAILABLE):
+        assert b"_ZGV" in lib and b"libmvec" in lib  # vector variants, linked to libmvec
+    else:  # this machine cannot use libmvec: plain scalar calls, no dependency
+        assert b"libmvec" not in lib
