@@ -59,23 +59,32 @@ _C_RESERVED = (
     "main errno snprintf INFINITY NAN args type_codes num_args out_ret_value out_ret_tcode "
     "resource_handle msg"
 )
-_MATH_NAMES: tuple[str, ...] = (
-    "exp",
-    "log",
-    "sqrt",
-    "tanh",
-    "erf",
-    "fabs",
-    "floor",
-    "ceil",
-    "rint",
-    "trunc",
+#: <math.h> functions; each also has float (``f``) and long double (``l``) versions.
+_LIBM = (
+    "acos acosh asin asinh atan atan2 atanh cbrt ceil copysign cos cosh erf erfc exp "
+    "exp10 exp2 expm1 fabs fdim floor fma fmax fmin fmod frexp hypot ilogb ldexp lgamma "
+    "llrint llround log log10 log1p log2 logb lrint lround modf nan nearbyint nextafter "
+    "nexttoward pow remainder remquo rint round scalbln scalbn sin sincos sinh sqrt tan "
+    "tanh tgamma trunc"
 )
-_MATH_NAMES += ("sin", "cos", "pow", "fmod")
+LIBM_FUNCTIONS: tuple[str, ...] = tuple(_LIBM.split())
+_OTHER_LIBC = (
+    "HUGE_VAL HUGE_VALF isfinite isinf isnan isnormal signbit fpclassify M_PI M_E "
+    "memcpy memset memmove malloc calloc realloc free abort exit abs labs printf fprintf "
+    "puts stderr stdout size_t int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t "
+    "uint64_t intptr_t uintptr_t INT64_C UINT64_C INT64_MIN INT64_MAX INT32_MIN INT32_MAX "
+    "DLTensor DLDevice DLDataType kDLCPU EmberValue EMBER_DLL EmberAPISetLastError "
+    "EmberBackendAllocWorkspace EmberBackendFreeWorkspace EmberBackendGetNumThreads"
+)
+#: Identifiers a generated variable or buffer must never take: C keywords, libc and libm
+#: names (a buffer called ``tan`` would shadow the function), the runtime API and the
+#: packed wrapper's parameters.
 C_KEYWORDS: tuple[str, ...] = (
     *_C_RESERVED.split(),
-    *_MATH_NAMES,
-    *(name + "f" for name in _MATH_NAMES),
+    *_OTHER_LIBC.split(),
+    *LIBM_FUNCTIONS,
+    *(name + "f" for name in LIBM_FUNCTIONS),
+    *(name + "l" for name in LIBM_FUNCTIONS),
 )
 
 

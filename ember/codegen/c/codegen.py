@@ -23,7 +23,8 @@ from ember.codegen.c.expr_gen import ExprCodegen, FileContext
 from ember.errors import CompileError
 from ember.tir import dtype as dt
 from ember.tir.buffer import Buffer
-from ember.tir.expr import Cast, IntImm, PrimExpr, Var
+from ember.tir.expr import Call, Cast, IntImm, PrimExpr, Var
+from ember.tir.functor import post_order_visit
 from ember.tir.printer import NameTable
 from ember.tir.simplify import NON_NEGATIVE_MAX, Simplifier, simplify
 from ember.tir.stmt import (
@@ -41,7 +42,19 @@ from ember.tir.stmt import (
     StorageKind,
 )
 
-__all__ = ["CodeGenC", "FileContext", "Options"]
+__all__ = ["CodeGenC", "FileContext", "Options", "extern_names"]
+
+
+def extern_names(func: PrimFunc) -> list[str]:
+    """The C functions ``func`` reaches through call_extern (no local may take their names)."""
+    found: dict[str, None] = {}
+
+    def visit(node: object) -> None:
+        if isinstance(node, Call) and node.kind == "extern":
+            found.setdefault(node.op)
+
+    post_order_visit(func.body, visit)
+    return list(found)
 
 
 @dataclass
@@ -60,7 +73,7 @@ class CodeGenC(ExprCodegen):
         self.func = func
         self.ctx = ctx
         self.opts = opts
-        self.names = NameTable(tuple(C_KEYWORDS))
+        self.names = NameTable((*C_KEYWORDS, *extern_names(func)))
         self.lines: list[str] = []
         self.indent = 1
         self.bounds = Simplifier()
