@@ -5,7 +5,9 @@ separate stage computed once into a buffer, so the reduction's inner loop has no
 ``nn.conv_transpose`` is the convolution of the stride-dilated, padded input (one buffer,
 zeros included) with the flipped kernel. ``nn.dense`` is ``x @ w.T`` (legalized to
 ``nn.matmul`` with a transposed weight when the weight is a constant); ``nn.matmul``
-follows numpy (1-D operands promoted, batch dims broadcast). Schedules:
+follows numpy (1-D operands promoted, batch dims broadcast); its reduction stage sits behind
+an identity output stage so that ``schedule_matmul`` can register-tile it (mb rows x nb
+columns per iteration of the reduction) even without an epilogue. Other schedules:
 ``ember.ops.nn_schedule`` (one output row per parallel iteration, the reduction computed
 at that row with the row loop innermost, vectorised).
 
@@ -34,9 +36,9 @@ from ember.ops.common import out_tensor_type, scalar, static_shape
 from ember.ops.nn_common import check_dtype
 from ember.ops.nn_schedule import (
     MATERIALIZE,
-    schedule_anchor,
     schedule_conv_anchor,
     schedule_dot_anchor,
+    schedule_matmul,
     schedule_packed_conv,
 )
 from ember.ops.registry import register_compute, register_legalize, register_schedule
@@ -204,7 +206,10 @@ def matmul(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
         b_idx = [rk.var] if j is None else [*_batch_index(bshape[:-2], idx), rk.var, j]
         return te.sum(a[tuple(a_idx)] * b[tuple(b_idx)], axis=rk)
 
-    return te.compute(ty.shape, body, "matmul")
+    acc = te.compute(ty.shape, body, "matmul")
+    # an identity output stage (inlined into an epilogue), so that schedule_matmul can always
+    # compute the reduction at a tile of the group's output
+    return te.compute(ty.shape, lambda *i: acc[i], "matmul_out")
 
 
 @register_legalize("nn.dense")
@@ -222,7 +227,7 @@ def dense_to_matmul(node: Call) -> Expr:
 register_schedule("nn.conv")(schedule_conv_anchor)
 register_schedule("nn.conv_packed")(schedule_packed_conv)
 register_schedule("nn.conv_transpose")(schedule_conv_anchor)
-register_schedule("nn.matmul")(schedule_anchor)
+register_schedule("nn.matmul")(schedule_matmul)
 register_schedule("nn.dense")(schedule_dot_anchor)
 
 
