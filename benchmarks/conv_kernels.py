@@ -66,6 +66,7 @@ SHAPES: tuple[Shape, ...] = (
     Shape("r50.1x1.512-2048.7", "conv", 512, 2048, 7),
     Shape("r50.fc.matmul", "matmul", 2048, 1000, 1),
     Shape("matmul.64x1024x1000", "matmul", 1024, 1000, 64),
+    Shape("sq.1x1.512-1000.13", "conv", 512, 1000, 13),
     Shape("mv2.conv1.3x3s2", "conv", 3, 32, 224, 3, 2),
     Shape("mv2.dw.112", "conv", 32, 32, 112, 3, 1, 32),
     Shape("mv2.1x1.16-96.112", "conv", 16, 96, 112),

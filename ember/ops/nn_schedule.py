@@ -299,6 +299,14 @@ def _block(stage: te.Stage) -> int:
     return int(op.attrs.get("block", 0)) if op is not None else 0
 
 
+def _channels_last(acc: tuple[int, ...], out: tuple[int, ...], block: int) -> bool:
+    """Whether ``acc`` is ``out`` (N, C, *sp) channels-last with C padded to a block."""
+    if len(acc) != len(out) or len(out) < 2:
+        return False
+    same = acc[:1] == out[:1] and acc[1:-1] == out[2:]
+    return same and -(-out[1] // block) * block == acc[-1]
+
+
 def schedule_packed_conv(ctx: ScheduleContext) -> None:
     """nn.conv_packed (reduction stage ``conv`` with attribute ``block``, output channels
     innermost in its weight): the group's output is tiled as
@@ -314,8 +322,7 @@ def schedule_packed_conv(ctx: ScheduleContext) -> None:
     main = sch[outputs[0]]
     op = _compute_op(main)
     shape = static_shape(outputs[0])
-    last = (*shape[:1], *shape[2:], *shape[1:2])
-    rows = [r for r in reds if _stage_shape(r) == last and _block(r)]
+    rows = [r for r in reds if _block(r) and _channels_last(_stage_shape(r), shape, _block(r))]
     ok = len(outputs) == 1 and op is not None and not op.reduce_axis and len(rows) == 1
     if not ok or op is None or len(op.axis) < 3:
         schedule_anchor(ctx)

@@ -10,7 +10,13 @@ from ember import tir
 from ember.errors import IRError
 from ember.ir import Attrs, Constant, Function, TensorType, Var, call, const, evaluate
 from ember.lowering.lower_group import lower_group
-from ember.ops.nn_conv import PACK_BLOCKS, conv_to_packed, pack_conv_weight, unpack_conv_weight
+from ember.ops.nn_conv import (
+    PACK_BLOCKS,
+    conv_to_packed,
+    pack_block,
+    pack_conv_weight,
+    unpack_conv_weight,
+)
 from ember.ops.nn_schedule import MAX_TILE_COLS, _tile_cols
 
 
@@ -59,7 +65,35 @@ def test_legalizer_leaves_other_convolutions_alone():
     dynamic = call("nn.conv", x, v("w", (16, 4, 3, 3)))
     for node in (grouped, odd, dynamic):
         assert conv_to_packed(node) is node
-    assert 12 % min(PACK_BLOCKS) != 0
+
+
+def test_pack_block_pads_only_when_it_wastes_little():
+    assert PACK_BLOCKS == (16, 8)
+    assert pack_block(64) == 16 and pack_block(24) == 8 and pack_block(1000) == 16
+    assert pack_block(120) == 16 and pack_block(12) == 0 and pack_block(3) == 0
+    w = _weight((30, 2, 3))
+    wp = pack_conv_weight(w, 16)
+    assert wp.shape == (2, 2, 3, 16)
+    assert not wp[1, :, :, 14:].any()
+    np.testing.assert_array_equal(unpack_conv_weight(wp, 30), w)
+
+
+def test_padded_channels_legalize_and_match():
+    x = v("x", (1, 3, 5, 5))
+    node = call("nn.conv", x, const(_weight((120, 3, 3, 3), 7)), padding=(1, 1, 1, 1))
+    out = conv_to_packed(node)
+    assert out.args[1].data.shape == (8, 3, 3, 3, 16) and out.attrs["channels"] == 120
+    assert out.type == node.type
+    xs = [_weight((1, 3, 5, 5), 8)]
+    want = evaluate(Function((x,), node), xs)[0]
+    np.testing.assert_allclose(evaluate(Function((x,), out), xs)[0], want, rtol=1e-5, atol=1e-5)
+
+
+def test_packed_type_rule_checks_channels():
+    x, wp = v("x", (1, 4, 6, 6)), v("wp", (2, 4, 3, 3, 16))
+    assert call("nn.conv_packed", x, wp, channels=20).type.shape == (1, 20, 4, 4)
+    with pytest.raises(IRError, match="last block"):
+        call("nn.conv_packed", x, wp, channels=16).type  # noqa: B018
 
 
 def test_packed_type_rule_refuses_a_plain_weight():
@@ -100,6 +134,15 @@ def test_packed_conv_matches_reference(xshape, wshape, attrs):
     wp = v("wp", node.args[1].data.shape)
     text = _run([x, wp], call("nn.conv_packed", x, wp, **attrs))
     assert "unrolled" in text and "vectorized" in text
+
+
+@pytest.mark.parametrize("epilogue", [False, True])
+def test_packed_conv_with_padded_channels(epilogue):
+    x, wp, b = v("x", (1, 3, 4, 9)), v("wp", (2, 3, 3, 3, 16)), v("b", (30, 1, 1))
+    conv = call("nn.conv_packed", x, wp, padding=(1, 1, 1, 1), channels=30)
+    body = call("relu", call("add", conv, b)) if epilogue else conv
+    text = _run([x, wp, b] if epilogue else [x, wp], body)
+    assert "vectorized(16)" in text
 
 
 def test_packed_conv_with_epilogue_is_one_tiled_nest():
@@ -153,6 +196,7 @@ def _conv_model(cin: int, cout: int, size: tuple[int, int], kernel: int, stride:
         (16, 32, (9, 13), 3, 1, True),  # tail tile (13 columns)
         (8, 24, (14, 14), 1, 1, False),  # block 8, 1x1
         (3, 16, (11, 12), 7, 2, True),  # stem-like: 7x7 stride 2
+        (8, 120, (6, 5), 3, 1, True),  # 120 channels padded to 128
         (32, 16, (7, 7), 3, 1, False),  # 7-wide rows
     ],
 )
