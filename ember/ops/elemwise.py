@@ -7,15 +7,16 @@ NaN propagates wherever numpy propagates it: relu, clip and friends are written 
 ``select(x < lo, lo, x)`` so a NaN input falls through unchanged.
 
 Unary ops are a table from the graph-IR op name to a function of one scalar expression
-(and the attributes). Math functions the loop IR has no intrinsic for (tan, the inverse
-and hyperbolic trig functions) call libm through ``call_extern``; the interpreter needs
-:data:`LIBM_EXTERNS` for them.
+(and the attributes). Every math function is a loop-IR intrinsic (tan, the inverse and
+hyperbolic trig functions included), so the C backend calls the float32 libm function
+(vectorized through libmvec where available) and the interpreter needs no externs.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -32,20 +33,9 @@ UnaryFn = Callable[[PrimExpr, Attrs], PrimExpr]
 #: 16-bit float types, computed in float32 like the numpy references.
 HALF_DTYPES = ("float16", "bfloat16")
 
-#: libm functions reached through call_extern (double precision), for the interpreter.
-LIBM_EXTERNS: dict[str, Callable[[float], float]] = {
-    "tan": math.tan,
-    "asin": lambda x: math.asin(x) if -1.0 <= x <= 1.0 else math.nan,
-    "acos": lambda x: math.acos(x) if -1.0 <= x <= 1.0 else math.nan,
-    "atan": math.atan,
-    "sinh": lambda x: float(np.sinh(x)),
-    "cosh": lambda x: float(np.cosh(x)),
-    "asinh": math.asinh,
-    "acosh": lambda x: math.acosh(x) if x >= 1.0 else math.nan,
-    "atanh": lambda x: float(np.arctanh(x)) if -1.0 <= x <= 1.0 else math.nan,
-    "expm1": lambda x: float(np.expm1(x)),
-    "log1p": lambda x: float(np.log1p(x)) if x >= -1.0 else math.nan,
-}
+#: Python versions of the libm functions the ops reach through call_extern, for the
+#: interpreter's ``externs``. Empty: every math function is an intrinsic now.
+LIBM_EXTERNS: dict[str, Callable[..., Any]] = {}
 
 
 def compute_dtype(dtype: str) -> str:
@@ -60,11 +50,6 @@ def as_dtype(e: PrimExpr, dtype: str) -> PrimExpr:
     if dtype == "bool":
         return tir.ne(e, tir.const(0, e.dtype))
     return tir.cast(dtype, e)
-
-
-def libm(name: str, x: PrimExpr) -> PrimExpr:
-    """``name(x)`` through libm in double precision, cast back to x's dtype."""
-    return tir.call_extern("float64", name, x.astype("float64")).astype(x.dtype)
 
 
 def is_nan(x: PrimExpr) -> PrimExpr:
@@ -84,16 +69,12 @@ def _leaky_relu(x: PrimExpr, attrs: Attrs) -> PrimExpr:
     return tir.if_then_else(x >= _const(x, 0), x, x * _const(x, attrs["alpha"]))
 
 
-def _expm1(x: PrimExpr) -> PrimExpr:
-    return tir.exp(x) - _const(x, 1)
-
-
 def _elu(x: PrimExpr, attrs: Attrs) -> PrimExpr:
-    return tir.if_then_else(x > _const(x, 0), x, _const(x, attrs["alpha"]) * _expm1(x))
+    return tir.if_then_else(x > _const(x, 0), x, _const(x, attrs["alpha"]) * tir.expm1(x))
 
 
 def _selu(x: PrimExpr, attrs: Attrs) -> PrimExpr:
-    inner = tir.if_then_else(x > _const(x, 0), x, _const(x, attrs["alpha"]) * _expm1(x))
+    inner = tir.if_then_else(x > _const(x, 0), x, _const(x, attrs["alpha"]) * tir.expm1(x))
     return _const(x, attrs["gamma"]) * inner
 
 
@@ -116,15 +97,9 @@ def _hard_swish(x: PrimExpr, attrs: Attrs) -> PrimExpr:
     return x * clamp(x / _const(x, 6) + _const(x, 0.5), _const(x, 0), _const(x, 1))
 
 
-def _sigmoid(x: PrimExpr, attrs: Attrs) -> PrimExpr:
-    # 1 / (1 + exp(-x)) spelled out (the C intrinsic's form) so NaN stays NaN everywhere
-    one = _const(x, 1)
-    return one / (one + tir.exp(_const(x, 0) - x))
-
-
 def _softplus(x: PrimExpr, attrs: Attrs) -> PrimExpr:
-    # log(1 + exp(x)) = max(x, 0) + log(1 + exp(-|x|)), no overflow
-    return _relu(x, attrs) + tir.log(_const(x, 1) + tir.exp(_const(x, 0) - tir.abs(x)))
+    # log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)), no overflow
+    return _relu(x, attrs) + tir.log1p(tir.exp(_const(x, 0) - tir.abs(x)))
 
 
 def _gelu(x: PrimExpr, attrs: Attrs) -> PrimExpr:
@@ -155,13 +130,9 @@ def _intrin(name: str) -> UnaryFn:
     return lambda x, attrs: fn(x)  # type: ignore[no-any-return]
 
 
-def _extern(name: str) -> UnaryFn:
-    return lambda x, attrs: libm(name, x)
-
-
 #: float-only unary ops; the argument is already in the compute dtype.
 FLOAT_UNARY: dict[str, UnaryFn] = {
-    "sigmoid": _sigmoid,
+    "sigmoid": _intrin("sigmoid"),
     "tanh": _intrin("tanh"),
     "softplus": _softplus,
     "softsign": lambda x, attrs: x / (_const(x, 1) + tir.abs(x)),
@@ -176,15 +147,15 @@ FLOAT_UNARY: dict[str, UnaryFn] = {
     "round": _intrin("round"),  # rint: half to even
     "sin": _intrin("sin"),
     "cos": _intrin("cos"),
-    "tan": _extern("tan"),
-    "asin": _extern("asin"),
-    "acos": _extern("acos"),
-    "atan": _extern("atan"),
-    "sinh": _extern("sinh"),
-    "cosh": _extern("cosh"),
-    "asinh": _extern("asinh"),
-    "acosh": _extern("acosh"),
-    "atanh": _extern("atanh"),
+    "tan": _intrin("tan"),
+    "asin": _intrin("asin"),
+    "acos": _intrin("acos"),
+    "atan": _intrin("atan"),
+    "sinh": _intrin("sinh"),
+    "cosh": _intrin("cosh"),
+    "asinh": _intrin("asinh"),
+    "acosh": _intrin("acosh"),
+    "atanh": _intrin("atanh"),
     "leaky_relu": _leaky_relu,
     "elu": _elu,
     "selu": _selu,
@@ -204,7 +175,7 @@ NUMERIC_UNARY: dict[str, UnaryFn] = {
 
 def _elementwise(x: te.Tensor, out_type: Type, name: str, fn: Callable[[PrimExpr], PrimExpr]):
     ty = out_tensor_type(out_type)
-    # "T_" keeps stage names (C buffer names) clear of libm functions such as tan
+    # "T_<op>" stage names (the C backend also reserves libm names such as tan)
     return te.compute(ty.shape, lambda *i: fn(x[i] if i else x[()]), f"T_{name}")
 
 

@@ -65,41 +65,63 @@ from ember.tir.stmt import (
 )
 
 
-def _safe(fn: Callable[[float], float]) -> Callable[[Any], Any]:
-    def run(x: Any) -> Any:
-        if isinstance(x, np.ndarray):
-            return np.vectorize(run)(x)
+def _safe(fn: Callable[..., float], ieee: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` (fast, from math) with C's IEEE results where math raises (``ieee``, numpy)."""
+
+    def run(*xs: Any) -> Any:
+        if any(isinstance(x, np.ndarray) for x in xs):
+            with np.errstate(all="ignore"):
+                return np.vectorize(run)(*xs)
         try:
-            return fn(float(x))
-        except OverflowError:
-            return math.inf
-        except ValueError:
-            return math.nan
+            return fn(*(float(x) for x in xs))
+        except (OverflowError, ValueError, ZeroDivisionError):
+            with np.errstate(all="ignore"):
+                return float(ieee(*(np.float64(x) for x in xs)))
 
     return run
 
 
-def _log(x: float) -> float:
-    return -math.inf if x == 0 else math.log(x)
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x))
+
+
+def _np_sigmoid(x: np.float64) -> np.float64:
+    return np.float64(1.0) / (np.float64(1.0) + np.exp(-x))
+
+
+def _exact(fn: Callable[[float], float]) -> Callable[[float], float]:
+    """floor/ceil/trunc as floats, infinities and NaN unchanged."""
+    return lambda x: float(fn(x)) if math.isfinite(x) else x
 
 
 MATH: dict[str, Callable[..., Any]] = {
-    "exp": _safe(math.exp),
-    "log": _safe(_log),
-    "sqrt": _safe(math.sqrt),
-    "rsqrt": _safe(lambda x: math.inf if x == 0 else 1.0 / math.sqrt(x)),
-    "tanh": _safe(math.tanh),
-    "sigmoid": _safe(lambda x: 1.0 / (1.0 + math.exp(-x)) if x > -700 else 0.0),
-    "erf": _safe(math.erf),
-    "fabs": _safe(math.fabs),
-    "floor": _safe(lambda x: float(math.floor(x)) if math.isfinite(x) else x),
-    "ceil": _safe(lambda x: float(math.ceil(x)) if math.isfinite(x) else x),
-    "round": _safe(lambda x: float(np.rint(x))),
-    "trunc": _safe(lambda x: float(math.trunc(x)) if math.isfinite(x) else x),
-    "sin": _safe(math.sin),
-    "cos": _safe(math.cos),
-    "pow": lambda x, y: float(np.power(np.float64(x), np.float64(y))),
-    "fmod": lambda x, y: math.fmod(x, y) if y != 0 else math.nan,
+    "exp": _safe(math.exp, np.exp),
+    "log": _safe(math.log, np.log),
+    "sqrt": _safe(math.sqrt, np.sqrt),
+    "rsqrt": _safe(lambda x: 1.0 / math.sqrt(x), lambda x: 1.0 / np.sqrt(x)),
+    "tanh": _safe(math.tanh, np.tanh),
+    "sigmoid": _safe(_sigmoid, _np_sigmoid),
+    "erf": _safe(math.erf, math.erf),
+    "fabs": _safe(math.fabs, np.fabs),
+    "floor": _safe(_exact(math.floor), np.floor),
+    "ceil": _safe(_exact(math.ceil), np.ceil),
+    "round": _safe(lambda x: float(np.rint(x)), np.rint),
+    "trunc": _safe(_exact(math.trunc), np.trunc),
+    "sin": _safe(math.sin, np.sin),
+    "cos": _safe(math.cos, np.cos),
+    "tan": _safe(math.tan, np.tan),
+    "asin": _safe(math.asin, np.arcsin),
+    "acos": _safe(math.acos, np.arccos),
+    "atan": _safe(math.atan, np.arctan),
+    "sinh": _safe(math.sinh, np.sinh),
+    "cosh": _safe(math.cosh, np.cosh),
+    "asinh": _safe(math.asinh, np.arcsinh),
+    "acosh": _safe(math.acosh, np.arccosh),
+    "atanh": _safe(math.atanh, np.arctanh),
+    "expm1": _safe(math.expm1, np.expm1),
+    "log1p": _safe(math.log1p, np.log1p),
+    "pow": _safe(math.pow, np.power),
+    "fmod": _safe(math.fmod, np.fmod),
 }
 
 

@@ -47,6 +47,17 @@ MATH_INTRINSICS: dict[str, int] = {
     "trunc": 1,
     "sin": 1,
     "cos": 1,
+    "tan": 1,
+    "asin": 1,
+    "acos": 1,
+    "atan": 1,
+    "sinh": 1,
+    "cosh": 1,
+    "asinh": 1,
+    "acosh": 1,
+    "atanh": 1,
+    "expm1": 1,
+    "log1p": 1,
     "pow": 2,
     "fmod": 2,
 }
@@ -177,6 +188,17 @@ round = _unary("round")  # noqa: A001 - TVM's name
 trunc = _unary("trunc")
 sin = _unary("sin")
 cos = _unary("cos")
+tan = _unary("tan")
+asin = _unary("asin")
+acos = _unary("acos")
+atan = _unary("atan")
+sinh = _unary("sinh")
+cosh = _unary("cosh")
+asinh = _unary("asinh")
+acosh = _unary("acosh")
+atanh = _unary("atanh")
+expm1 = _unary("expm1")
+log1p = _unary("log1p")
 
 
 def pow(x: ExprLike, y: ExprLike) -> PrimExpr:  # noqa: A001 - TVM's name

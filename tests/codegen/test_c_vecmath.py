@@ -145,3 +145,61 @@ def test_kernels_call_the_vector_variants_and_stay_accurate(tmp_path: Path) -> N
         assert b"_ZGV" in lib and b"libmvec" in lib  # vector variants, linked to libmvec
     else:  # this machine cannot use libmvec: plain scalar calls, no dependency
         assert b"libmvec" not in lib
+
+
+NUMPY = {
+    "exp": np.exp,
+    "log": np.log,
+    "sin": np.sin,
+    "cos": np.cos,
+    "tan": np.tan,
+    "asin": np.arcsin,
+    "acos": np.arccos,
+    "atan": np.arctan,
+    "sinh": np.sinh,
+    "cosh": np.cosh,
+    "tanh": np.tanh,
+    "asinh": np.arcsinh,
+    "acosh": np.arccosh,
+    "atanh": np.arctanh,
+    "expm1": np.expm1,
+    "log1p": np.log1p,
+    "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+}
+
+
+def _inputs(dtype: str) -> np.ndarray:
+    rng = np.random.default_rng(5)
+    special = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 1e-8, 100.0, -100.0, 0.999]
+    body = np.concatenate(
+        [rng.uniform(-1, 1, 1500), rng.standard_normal(1500) * 6, rng.uniform(1, 50, 1085)]
+    )
+    return np.concatenate([special, body]).astype(dtype)
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_every_intrinsic_in_vectorized_loops_matches_numpy(build, dtype: str) -> None:  # type: ignore[no-untyped-def]
+    n = 4096
+    a = te.placeholder((n,), dtype, "A")
+
+    def stage(name: str) -> te.Tensor:
+        fn = getattr(tir, name)
+        return te.compute((n,), lambda i: fn(a[i]), name)
+
+    outs = [stage(name) for name in NUMPY]
+    s = te.create_schedule(outs)
+    for out in outs:
+        s[out].vectorize(out.op.axis[0])
+    mod = build([te.lower(s, [a, *outs], name="every")])
+    x = _inputs(dtype)
+    results = [rt.array(np.zeros(n, dtype)) for _ in outs]
+    mod["ember_every"](rt.array(x), *results)
+    wide = x.astype(np.float64)
+    rtol = 3e-6 if dtype == "float32" else 1e-13
+    for name, got in zip(NUMPY, results, strict=True):
+        with np.errstate(all="ignore"):
+            want = NUMPY[name](wide).astype(dtype)
+        np.testing.assert_allclose(
+            got.numpy(), want, rtol=rtol, atol=rtol * 1e-3, equal_nan=True, err_msg=name
+        )

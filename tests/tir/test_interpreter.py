@@ -7,6 +7,7 @@ import pytest
 
 from ember import tir
 from ember.errors import EmberTypeError, EmberValueError
+from ember.tir import te
 
 
 def test_elementwise_math() -> None:
@@ -140,3 +141,58 @@ def test_out_of_bounds_accesses_raise_instead_of_wrapping() -> None:
     y = np.zeros(4, "float32")
     tir.interpret(shifted, [x, y], check_bounds=False)  # Python's wrap-around, on request
     assert y.tolist() == [3.0, 0.0, 1.0, 2.0]
+
+
+def _unary_kernel(name: str, n: int) -> tir.PrimFunc:
+    a = te.placeholder((n,), "float64", "A")
+    b = te.compute((n,), lambda i: getattr(tir, name)(a[i]), "B")
+    return te.lower(b, name=name)
+
+
+NEW_INTRINSICS = {
+    "tan": np.tan,
+    "asin": np.arcsin,
+    "acos": np.arccos,
+    "atan": np.arctan,
+    "sinh": np.sinh,
+    "cosh": np.cosh,
+    "asinh": np.arcsinh,
+    "acosh": np.arccosh,
+    "atanh": np.arctanh,
+    "expm1": np.expm1,
+    "log1p": np.log1p,
+}
+
+
+@pytest.mark.parametrize("name", sorted(NEW_INTRINSICS))
+def test_libm_intrinsics_follow_ieee_like_numpy(name: str) -> None:
+    x = np.array([-1000.0, -2.0, -1.0, -0.5, 0.0, 1e-9, 0.5, 1.0, 1.5, 800.0, np.inf, -np.inf])
+    x = np.append(x, np.nan)
+    out = np.zeros_like(x)
+    tir.interpret(_unary_kernel(name, len(x)), [x, out])
+    with np.errstate(all="ignore"):
+        want = NEW_INTRINSICS[name](x)
+    np.testing.assert_allclose(out, want, rtol=1e-15, equal_nan=True)
+
+
+def test_sigmoid_propagates_nan_and_saturates() -> None:
+    x = np.array([np.nan, -1000.0, 1000.0, 0.0, -np.inf, np.inf])
+    out = np.zeros_like(x)
+    tir.interpret(_unary_kernel("sigmoid", len(x)), [x, out])
+    np.testing.assert_array_equal(out, [np.nan, 0.0, 1.0, 0.5, 0.0, 1.0])
+
+
+def test_fmod_and_domain_errors_give_c_results() -> None:
+    a = te.placeholder((6,), "float64", "A")
+    b = te.placeholder((6,), "float64", "B")
+    c = te.compute((6,), lambda i: tir.truncmod(a[i], b[i]), "C")
+    p = te.compute((6,), lambda i: tir.pow(a[i], b[i]), "P")
+    x = np.array([np.inf, 5.0, 5.0, -5.5, 0.0, -8.0])
+    y = np.array([2.0, 0.0, np.inf, 2.0, -1.0, 3.0])
+    outs = [np.zeros(6), np.zeros(6)]
+    tir.interpret(te.lower([c, p], name="fm"), [x, y, *outs])
+    np.testing.assert_array_equal(outs[0], [np.nan, np.nan, 5.0, -1.5, 0.0, -2.0])
+    np.testing.assert_array_equal(outs[1][[0, 2, 4, 5]], [np.inf, np.inf, np.inf, -512.0])
+    log = np.zeros(3)
+    tir.interpret(_unary_kernel("log", 3), [np.array([0.0, -1.0, np.e]), log])
+    np.testing.assert_allclose(log, [-np.inf, np.nan, 1.0], equal_nan=True)
