@@ -81,6 +81,7 @@ class CodeGenC(ExprCodegen):
         self.heap: list[str] = []
         self.in_parallel = False
         self.in_simd = False
+        self.bound_vars: set[int] = set()
         self.where = f" of '{func.name}'"
         # error exits inside a parallel loop set this flag instead of returning
         self.perr: str | None = None
@@ -286,7 +287,8 @@ class CodeGenC(ExprCodegen):
     def let(self, s: LetStmt) -> None:
         """Emit a const binding (in its own block if the name is taken here)."""
         name = self.var(s.var)
-        ct = c_type(s.var.dtype, self.where)
+        ct = self.value_type(s.var.dtype)
+        self.bound_vars.add(id(s.var))
         fresh = self.declare(name)
         if not fresh:
             self.emit("{")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from ember.codegen.c.abi import c_string, c_type
 from ember.codegen.c.vecmath import simd_prototype
-from ember.codegen.c.vector import VectorMixin
+from ember.codegen.c.vector import VectorMixin, vector_type
 from ember.errors import CompileError
 from ember.tir import dtype as dt
 from ember.tir.buffer import Buffer
@@ -36,6 +36,7 @@ from ember.tir.expr import (
     FloorDiv,
     FloorMod,
     IntImm,
+    Let,
     Max,
     Min,
     Mod,
@@ -141,6 +142,8 @@ class ExprCodegen(VectorMixin):
     ctx: FileContext
     where: str
     bounds: Simplifier
+    #: ids of the variables bound by an enclosing Let or LetStmt
+    bound_vars: set[int]
 
     def var(self, v: Var) -> str:  # pragma: no cover - in CodeGenC
         """The C name of a variable (provided by CodeGenC)."""
@@ -153,6 +156,8 @@ class ExprCodegen(VectorMixin):
         return f"({text})" if own < prec else text
 
     def _expr(self, e: PrimExpr) -> tuple[str, int]:
+        if isinstance(e, Let):
+            return self.let_expr(e), 16
         if dt.lanes_of(e.dtype) != 1:
             return self.vector_expr(e)
         if isinstance(e, Var):
@@ -202,6 +207,32 @@ class ExprCodegen(VectorMixin):
         if isinstance(e, BufferLoad):
             return f"{self.buf(e.buffer)}[{self.expr(e.buffer.offset_of(e.indices))}]", 16
         raise CompileError(f"C codegen{self.where}: unsupported expression {type(e).__name__}")
+
+    def value_type(self, dtype: str) -> str:
+        """The C type of a value of ``dtype``: scalar type or vector typedef."""
+        if dt.lanes_of(dtype) != 1:
+            return vector_type(dtype, self.ctx, self.where)
+        return c_type(dtype, self.where)
+
+    def let_expr(self, e: Let) -> str:
+        """``let v = value in body`` as a GNU statement expression, evaluating value once.
+
+        ``({ const T v = value; body; })`` keeps the value where the Let is (under a
+        select branch it stays conditional) and is vectorized like any other expression.
+        """
+        name = self.var(e.var)
+        ct = self.value_type(e.var.dtype)
+        value = self.expr(e.value)
+        saved = self.bounds.ranges.get(e.var)
+        if dt.is_integral(e.var.dtype) and dt.lanes_of(e.var.dtype) == 1:
+            self.bounds.ranges[e.var] = self.bounds.bound(e.value)
+        self.bound_vars.add(id(e.var))
+        body = self.expr(e.body)
+        if saved is None:
+            self.bounds.ranges.pop(e.var, None)
+        else:
+            self.bounds.ranges[e.var] = saved
+        return f"({{ const {ct} {name} = {value}; {body}; }})"
 
     def int_literal(self, e: IntImm) -> str:
         """A C integer literal of the constant's type."""

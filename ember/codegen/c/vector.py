@@ -138,6 +138,11 @@ class VectorMixin:
 
     ctx: FileContext
     where: str
+    bound_vars: set[int]
+
+    def var(self, v: Var) -> str:  # pragma: no cover - in CodeGenC
+        """The C name of a variable (provided by CodeGenC)."""
+        raise NotImplementedError
 
     def expr(self, e: PrimExpr, prec: int = 0) -> str:  # pragma: no cover - in CodeGenC
         """C text of an expression (provided by CodeGenC)."""
@@ -204,7 +209,12 @@ class VectorMixin:
             fn = _lanewise(self.ctx, f"{vt}_{e.op}", vt, params, lanes, lane)
             return f"{fn}({', '.join(self.expr(a) for a in e.args)})", 16
         if isinstance(e, Var):
-            raise CompileError(f"C codegen{self.where}: vector variables are not supported")
+            if id(e) in self.bound_vars:
+                return self.var(e), 16
+            raise CompileError(
+                f"C codegen{self.where}: vector variable '{e.name}' is not bound by a Let; "
+                "vector parameters are not supported"
+            )
         raise CompileError(
             f"C codegen{self.where}: {type(e).__name__} on vector dtype {e.dtype} is not "
             "supported by the C backend; use a vectorized loop instead"
