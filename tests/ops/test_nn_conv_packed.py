@@ -214,3 +214,18 @@ def test_writeback_vectorises_over_channels_under_a_clip_epilogue():
     conv = call("nn.conv_packed", x, wp, padding=(1, 1, 1, 1))
     text = _run([x, wp], call("clip", conv, a_min=0.0, a_max=6.0))
     assert text.count("vectorized(16)") == 3 and "vectorized(6)" not in text  # init, update, out
+
+
+@pytest.mark.parametrize(
+    ("xshape", "wshape", "rows"),
+    [
+        ((1, 3, 7, 7), (1, 3, 3, 3, 16), 2),  # 7x7: 2 rows x 7 columns, the last tile guarded
+        ((1, 2, 3, 5, 4), (1, 2, 1, 3, 3, 8), 3),  # 3-D, rows of 4: 3 rows of the middle axis
+    ],
+)
+def test_narrow_rows_tile_several_rows(xshape, wshape, rows):
+    x, wp = v("x", xshape), v("wp", wshape)
+    nsp = len(xshape) - 2
+    conv = call("nn.conv_packed", x, wp, padding=(1,) * (2 * nsp))
+    text = _run([x, wp], call("relu", conv))
+    assert f"unrolled({rows})" in text
