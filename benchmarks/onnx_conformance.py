@@ -533,7 +533,7 @@ def print_progress(done: int, total: int) -> None:
 # whichever way it was reached.
 
 #: cases per compiled batch on the command line (1: every case alone).
-DEFAULT_BATCH = 8
+DEFAULT_BATCH = 16
 
 
 @dataclass(frozen=True)
