@@ -41,6 +41,8 @@ CASES: tuple[Case, ...] = (
     Case("gelu", ("Gelu",), opset=20),
     Case("tanh", ("Tanh",)),
     Case("exp", ("Exp",)),
+    Case("sqrt (half NaN)", ("Sqrt",)),
+    Case("elu", ("Elu",)),
     Case("softmax 1024x1024", ("Softmax",), attrs={"axis": -1}),
     Case("softmax 512x1000", ("Softmax",), (512, 1000), {"axis": -1}),
 )
