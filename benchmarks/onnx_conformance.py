@@ -677,16 +677,18 @@ def worker_main(mode: str) -> int:
     protocol = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # stray output (Python or compiled code) goes to stderr, not the protocol
     for line in sys.stdin:
-        cases: list[Case] = []
-        unread: list[Result] = []
-        for req in json.loads(line)["cases"]:
+        requests = json.loads(line)["cases"]
+        results: dict[int, Result] = {}
+        cases: dict[int, Case] = {}
+        for k, req in enumerate(requests):
             name, op = req["name"], req["op"]
             try:
-                cases.append(read_case(Path(req["dir"]), name, op, req["rtol"], req["atol"]))
+                cases[k] = read_case(Path(req["dir"]), name, op, req["rtol"], req["atol"])
             except Exception as err:  # a row of the table, never an abort
-                unread.append(Result(name, op, "error", f"cannot read the case: {err}"))
-        for result in [*run_batch(cases, mode), *unread]:
-            protocol.write(json.dumps(dataclasses.asdict(result), sort_keys=True) + "\n")
+                results[k] = Result(name, op, "error", f"cannot read the case: {err}")
+        results.update(zip(cases, run_batch(list(cases.values()), mode), strict=True))
+        for k in range(len(requests)):  # answers in the order of the request
+            protocol.write(json.dumps(dataclasses.asdict(results[k]), sort_keys=True) + "\n")
         protocol.flush()
     return 0
 
