@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -21,8 +20,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-from ember.errors import ToolchainError
 
 _RUNNER = Path(__file__).resolve().parents[2] / "benchmarks" / "onnx_conformance.py"
 
@@ -68,13 +65,9 @@ KNOWN_FAILURES: dict[str, str] = {
     "test_min_float16": _NO_HALF,
 }
 
-#: cases that fail with some C compilers only (tolerated, not required to fail).
-TOOLCHAIN_FAILURES: dict[str, str] = {
-    # LRN with beta 0.5 computes powf(x, 0.5f) in an omp simd loop; with powf declared
-    # 'omp declare simd' (libmvec, codegen/c/vecmath.py) gcc 12.2 dies with an internal
-    # compiler error. Reproduced below by test_power_one_half_compiles.
-    "test_lrn": "gcc 12 internal compiler error on powf(x, 0.5f) declared SIMD",
-}
+#: cases that fail with some C compilers only (tolerated, not required to fail); none now.
+#: (test_lrn was one between commits 8052974 and e7a64f1: see test_power_one_half_compiles.)
+TOOLCHAIN_FAILURES: dict[str, str] = {}
 
 #: a few cases per op family, compiled by the fast tier (names of onnx node test cases).
 FAST_CASES: tuple[str, ...] = (
@@ -100,7 +93,7 @@ FAST_CASES: tuple[str, ...] = (
     "test_averagepool_2d_ceil_last_window_starts_on_pad",
     "test_batchnorm_example",
     "test_layer_normalization_2d_axis1",
-    "test_lrn_default",
+    "test_lrn",
     "test_softmax_axis_0_expanded",
     "test_logsoftmax_axis_1",
     "test_gru_defaults",
@@ -312,46 +305,22 @@ def test_the_comparison_splits_unsupported_wrong_and_crashed():
     assert "  b [fail] output 0: max abs error 1" in table
 
 
-# -- reproductions of failures below the op computes --------------------------------------
-
-
-def _gcc_major() -> int | None:
-    from ember.support.toolchain import compiler
-
-    try:
-        info = subprocess.run(
-            [*compiler(), "--version"], capture_output=True, text=True, check=False
-        ).stdout
-        version = subprocess.run(
-            [*compiler(), "-dumpversion"], capture_output=True, text=True, check=False
-        ).stdout
-    except OSError:
-        return None
-    if "Free Software Foundation" not in info or not version.strip():
-        return None
-    return int(version.strip().split(".")[0])
+# -- failures the sweep found below the op computes (regressions, or xfail reproductions) --
 
 
 @pytest.mark.cc
-def test_power_one_half_compiles(request):
-    # Pow(x, 0.5) (LRN's default beta, and exported models) becomes powf(x, 0.5f) in an
-    # omp simd loop; with powf declared 'omp declare simd' for libmvec, gcc 12.2 crashes
-    # (internal compiler error in the cunroll/fre/cddce passes). The C codegen should not
-    # hand gcc 12 that combination (e.g. emit sqrtf for an exponent of 0.5, or leave pow
-    # out of the SIMD declarations); this is expected to fail until it does.
+def test_power_one_half_compiles():
+    # Regression: Pow(x, 0.5) (LRN's default beta, and exported models) is powf(x, 0.5f) in
+    # an omp simd loop. With powf declared 'omp declare simd' for libmvec (8052974) and
+    # errno-setting math, gcc 12.2 died with an internal compiler error (segfault in the
+    # cunroll/fre/cddce passes) and test_lrn failed; compiling with -fno-math-errno
+    # (e7a64f1) avoids it. Found by the compiled conformance sweep.
     import ember
     from ember.ir import Function, IRModule, TensorType, Var, call, const
 
     x = Var("x", TensorType((64,), "float32"))
     mod = IRModule.from_expr(Function((x,), call("power", x, const(np.float32(0.5)))))
     artifacts = ember.build(mod, target="c")
-    source = b"".join(a.content for a in artifacts if a.file_name.endswith(".c"))
-    if _gcc_major() == 12 and b"extern float powf(float, float);" in source:
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True, raises=ToolchainError, reason="gcc 12 ICE on SIMD powf(x, 0.5f)"
-            )
-        )
     xs = np.linspace(0.0, 4.0, 64, dtype=np.float32)
     dev = ember.cpu(0)
     executor = ember.GraphExecutor(ember.load_artifacts(artifacts, dev)["default"](dev))
