@@ -35,7 +35,7 @@ def _run(params: list[Var], body, tol: float = 1e-4) -> str:
     ("ashape", "bshape", "tile"),
     [
         ((16, 5), (5, 40), (8, 40)),
-        ((12, 3), (3, 20), (6, 20)),  # no multiple of 8 divides 20: the largest divisor
+        ((12, 3), (3, 20), (8, 20)),  # 20 columns: no multiple of 8 divides; 12 rows: a tail
         ((2, 8, 4), (4, 24), (8, 24)),
         ((2, 1, 8, 3), (3, 3, 16), (8, 16)),  # broadcast batch dims
         ((4, 6), (6, 7), (4, 7)),

@@ -160,7 +160,9 @@ def test_tile_columns():
     assert _tile_cols(7, 8) == 7
     assert _tile_cols(13, 8) == 8  # no useful divisor: a guarded tail tile
     assert _tile_cols(3, 8) == 3
-    assert _tile_cols(56, 14) == 14 and _tile_cols(16, 14) == 8
+    assert _tile_cols(56, 14) == 14 and _tile_cols(26, 14) == 13
+    assert _tile_cols(55, 14) == 14 and _tile_cols(27, 14) == 14 and _tile_cols(16, 14) == 14
+    assert _tile_cols(7, 2) == 2
 
 
 def _conv_model(cin: int, cout: int, size: tuple[int, int], kernel: int, stride: int, relu: bool):
