@@ -60,6 +60,16 @@ def test_probe_output_is_checked_against_python_math() -> None:
     assert not vecmath._check_output(["exp", "log"], f"exp {values}\n")  # log missing
 
 
+def test_probe_includes_the_pattern_that_crashed_gcc12() -> None:
+    # powf(x, 0.5f) in an omp simd loop with SIMD-declared powf and errno-setting math was an
+    # internal compiler error in gcc 12.2: a compiler that fails it gets no vector math
+    assert "yf[i] = powf(xf[i], 0.5f);" in vecmath.probe_source(["pow"])
+    pow_row = " ".join(f"{x**x:.9g} {x**x:.17g}" for x in (0.25, 0.5, 0.75))
+    half_row = " ".join(f"{math.sqrt(x):.9g}" for x in (0.25, 0.5, 0.75))
+    assert vecmath._check_output(["pow"], f"pow {pow_row}\npow_half {half_row}\n")
+    assert not vecmath._check_output(["pow"], f"pow {pow_row}\n")
+
+
 def test_no_openmp_means_no_vector_math() -> None:
     assert vecmath.vector_math_functions("-O3 -march=native") == ()
     assert c_options({"openmp": False}).simd_math() == ()
