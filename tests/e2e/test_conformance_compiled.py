@@ -170,6 +170,24 @@ def test_issue_op_cases_pass_compiled(op):
     assert not fixed, f"known failures that now pass; remove them from KNOWN_FAILURES: {fixed}"
 
 
+@pytest.mark.cc
+@pytest.mark.slow
+@pytest.mark.parametrize("suite", oc.MODEL_SUITES)
+def test_shipped_model_suites_pass_compiled(suite):
+    # PyTorch-exported models and small model tests onnx ships with their data.
+    cases = oc.collect_model_cases(suite)
+    reference = {r.case: r for r in oc.run(cases, "reference")}
+    compiled = oc.run(cases, "compiled")
+    bad = [
+        f"{r.case} [{r.status}] {r.detail}"
+        for r in compiled
+        if reference[r.case].status == "pass" and r.status != "pass"
+    ]
+    assert not bad, f"{len(bad)} {suite} cases pass in reference mode but not compiled:\n" + (
+        "\n".join(bad)
+    )
+
+
 def test_workers_give_the_in_process_results():
     # Two workers, reference mode (cheap): the same results in the order of the cases;
     # excluded and non-tensor cases (Identity of sequences) are settled in this process.
