@@ -855,9 +855,7 @@ def summarize(results: Sequence[Result]) -> tuple[int, int]:
 
 def format_table(results: Sequence[Result], verbose: bool = False) -> str:
     """A table of pass counts by op, failures (when verbose) and the overall rate."""
-    by_op: dict[str, list[Result]] = {}
-    for r in results:
-        by_op.setdefault(r.op, []).append(r)
+    by_op = _by_op(results)
     header = (
         f"{'op':<24}{'cases':>6}{'pass':>6}{'fail':>6}{'unsup':>6}{'error':>6}{'excl':>6}"
         f"{'rate':>8}"
@@ -882,11 +880,7 @@ def format_table(results: Sequence[Result], verbose: bool = False) -> str:
         f"overall: {passed}/{counted} passed ({overall:.1f}%), {len(results) - counted} excluded"
     )
     if verbose:
-        bad = [r for r in results if r.status not in ("pass", "excluded")]
-        if bad:
-            lines.append("")
-            lines.append("not passing:")
-            lines.extend(f"  {r.case} [{r.status}] {r.detail}" for r in bad)
+        lines.extend(_not_passing(results, "not passing:"))
     return "\n".join(lines)
 
 
@@ -909,9 +903,7 @@ def coverage_markdown(results: Sequence[Result]) -> str:
     import ember.frontend.onnx  # noqa: F401  (registers the handlers)
     from ember.frontend.onnx.registry import HANDLERS
 
-    by_op: dict[str, list[Result]] = {}
-    for r in results:
-        by_op.setdefault(r.op, []).append(r)
+    by_op = _by_op(results)
     lines = [
         "| ONNX op | handlers since opset | input dtypes | node tests passed |",
         "|---|---|---|---|",
@@ -998,7 +990,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--mode",
         default="reference",
-        choices=[*sorted(MODES), "both"],
+        choices=[*MODES, "both"],
         help="how cases run; 'both' prints reference and compiled side by side",
     )
     parser.add_argument(
