@@ -22,7 +22,8 @@ def test_artifacts_and_metadata() -> None:
     art = arts[0]
     assert isinstance(art, Artifact)
     assert (art.codegen_id, art.loader, art.file_name) == ("c", "native", "lib0.c")
-    assert art.metadata["cflags"] == "-O2 -march=skylake -fopenmp -fno-math-errno"
+    flags = "-O2 -march=skylake -fopenmp -fno-math-errno -fno-trapping-math"
+    assert art.metadata["cflags"] == flags
     assert art.metadata["functions"] == "ember_k0,ember_k1"
     assert art.metadata["num_functions"] == 2
     assert b"ember_k0(" in art.content and b"ember_k1(" in art.content
@@ -53,7 +54,7 @@ def test_options_from_dict_and_target() -> None:
 
     opts = c_options(Target.create("c -mcpu=znver3 -opt-level=1 -openmp=false"))
     assert (opts.mcpu, opts.opt_level, opts.openmp) == ("znver3", 1, False)
-    assert opts.cflags() == "-O1 -march=znver3 -fno-math-errno"
+    assert opts.cflags() == "-O1 -march=znver3 -fno-math-errno -fno-trapping-math"
     with pytest.raises(CompileError, match="unknown C target option 'fast'"):
         c_options({"fast": True})
     with pytest.raises(CompileError, match="opt_level must be 0-3"):

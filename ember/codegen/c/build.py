@@ -3,16 +3,17 @@
 Each function becomes its unpacked C function plus its packed wrapper (see ``abi``). The
 functions are laid out in the given order and cut into several files once a file passes
 ``max_file_bytes``, so a large model compiles in parallel. Every artifact records the
-compiler flags the target asks for (``-O3 -march=... -fopenmp -fno-math-errno``) under
-metadata ``cflags``, which the runtime's native link uses; ``-lmvec`` joins them when a file
-declares libm functions SIMD (``vecmath``: vectorized loops then call glibc's vector
-math; probed once per machine and flags, off with the option ``vector_math=False``).
+compiler flags the target asks for (``-O3 -march=... -fopenmp -fno-math-errno
+-fno-trapping-math``) under metadata ``cflags``, which the runtime's native link uses;
+``-lmvec`` joins them when a file declares libm functions SIMD (``vecmath``: vectorized
+loops then call glibc's vector math; probed once per machine and flags, off with the
+option ``vector_math=False``).
 
 Example::
 
     arts = build_c([func], {"mcpu": "native", "opt_level": 3, "openmp": True})
     arts[0].file_name          # "lib0.c"
-    arts[0].metadata["cflags"] # "-O3 -march=native -fopenmp -fno-math-errno" (+ " -lmvec")
+    arts[0].metadata["cflags"] # "-O3 -march=native -fopenmp -fno-math-errno ..." (+ " -lmvec")
 """
 
 from __future__ import annotations
@@ -76,9 +77,11 @@ class COptions:
             flags.append(f"-mcpu={self.mcpu}" if arm else f"-march={self.mcpu}")
         if self.openmp:
             flags.append("-fopenmp")
-        # kernels never read errno: math calls become pure, so sqrt is one instruction and
-        # calls under a select branch vectorize (results are unchanged)
-        flags.append("-fno-math-errno")
+        # kernels never read errno or the floating-point exception flags: math calls become
+        # pure and operations may be speculated, so sqrt is one instruction and floor,
+        # ceil, trunc and calls or divisions under a select branch vectorize (the values
+        # computed are unchanged)
+        flags += ["-fno-math-errno", "-fno-trapping-math"]
         return " ".join(flags)
 
 
