@@ -14,7 +14,10 @@ For every model of ``ember.examples.models.MODELS`` (or the ``--models`` filter)
 
 Outputs are checked against onnxruntime first (a wrong answer has no latency).
 ``--profile K`` also prints each model's K slowest ember kernels from the graph
-executor's ``profile()``. Nothing is asserted: the script only reports.
+executor's ``profile()``. ``--cpu-clock`` times single-threaded runs by the calling
+thread's CPU time, so that other processes preempting it do not count (a machine shared
+by many jobs); multi-threaded runs are always wall time. Nothing is asserted: the script
+only reports.
 """
 
 from __future__ import annotations
@@ -80,22 +83,34 @@ HEADER = [
 
 
 def interleaved_medians(
-    fns: Sequence[Callable[[], object]], repeat: int, warmup: int = 2
+    fns: Sequence[Callable[[], object]],
+    repeat: int,
+    warmup: int = 2,
+    clocks: Sequence[Callable[[], float]] | None = None,
 ) -> list[float]:
-    """Median wall time of each of ``fns`` over ``repeat`` rounds that call each once.
+    """Median time of each of ``fns`` over ``repeat`` rounds that call each once.
 
     Interleaving makes a burst of load from other processes hit every engine alike.
+    ``clocks`` gives each function its clock (default: wall time for all).
     """
+    timers = list(clocks) if clocks is not None else [time.perf_counter] * len(fns)
     for fn in fns:
         for _ in range(warmup):
             fn()
     times: list[list[float]] = [[] for _ in fns]
     for _ in range(repeat):
         for k, fn in enumerate(fns):
-            start = time.perf_counter()
+            clock = timers[k]
+            start = clock()
             fn()
-            times[k].append(time.perf_counter() - start)
+            times[k].append(clock() - start)
     return [statistics.median(t) for t in times]
+
+
+def clock_for(threads: int, cpu_clock: bool) -> Callable[[], float]:
+    """The calling thread's CPU time for a single-threaded engine when ``cpu_clock`` (so
+    that other processes preempting it do not count), else wall time."""
+    return time.thread_time if cpu_clock and threads == 1 else time.perf_counter
 
 
 def ort_session(model_bytes: bytes, threads: int) -> Any:
@@ -109,7 +124,7 @@ def ort_session(model_bytes: bytes, threads: int) -> Any:
     return ort.InferenceSession(model_bytes, opts, providers=["CPUExecutionProvider"])
 
 
-def measure(name: str, repeat: int, profile: int) -> Row:
+def measure(name: str, repeat: int, profile: int, cpu_clock: bool = False) -> Row:
     """Compile, check and time one example model with both engines."""
     import ember
     from ember.examples.models import make_model
@@ -137,7 +152,9 @@ def measure(name: str, repeat: int, profile: int) -> Row:
     max_err = max(float(np.max(np.abs(a - b))) for a, b in zip(ours, ref, strict=True))
 
     runners = [ge.run, _runner(sessions[1], case.inputs), _runner(sessions[2], case.inputs)]
-    ember_s, ort1_s, ort2_s = interleaved_medians(runners, repeat)
+    ember_threads = int(os.environ.get("EMBER_NUM_THREADS", "0")) or (os.cpu_count() or 1)
+    clocks = [clock_for(n, cpu_clock) for n in (ember_threads, 1, 2)]
+    ember_s, ort1_s, ort2_s = interleaved_medians(runners, repeat, clocks=clocks)
     if profile > 0:
         report = ge.profile(repeat=max(3, repeat // 4))
         print(f"\n{name}: {len(report.rows)} kernel calls, {report.total_us / 1e3:.2f} ms")
@@ -240,6 +257,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--threads", type=int, default=None, help="ember's worker threads (EMBER_NUM_THREADS)"
     )
     parser.add_argument(
+        "--cpu-clock",
+        action="store_true",
+        help="time single-threaded runs by the thread's CPU time (robust on a busy machine)",
+    )
+    parser.add_argument(
         "--keep-cache", action="store_true", help="reuse ember's artifact cache (faster loads)"
     )
     args = parser.parse_args(argv)
@@ -255,13 +277,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             MODELS.get(name)  # an unknown name fails before any work, listing the known ones
         warm_up()
         threads = os.environ.get("EMBER_NUM_THREADS", "0")
+        clock = "thread CPU time for 1-thread runs" if args.cpu_clock else "wall"
         print(
             f"machine: {machine()}; ember threads: {threads} (0: one per core); "
-            f"repeat {args.repeat}; load average {_load()}"
+            f"repeat {args.repeat}; clock: {clock}; load average {_load()}"
         )
         rows = []
         for name in names:
-            rows.append(measure(name, args.repeat, args.profile))
+            rows.append(measure(name, args.repeat, args.profile, args.cpu_clock))
             print(f"  done {name}", file=sys.stderr, flush=True)
         print(f"\n{format_table(rows)}\n\nload average at the end: {_load()}")
     return 0
