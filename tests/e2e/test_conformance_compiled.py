@@ -308,6 +308,29 @@ def test_both_modes_side_by_side(capsys):
     assert "compiled passes 4 of the 4 cases reference passes" in out
 
 
+def test_an_op_without_compute_counts_as_unsupported_not_as_a_crash():
+    from ember.errors import CompileError, OpNotSupportedError
+
+    (case,) = [c for c in oc.select_cases(["Relu"]) if c.name == "test_relu"]
+
+    def no_compute(model, inputs):
+        raise OpNotSupportedError(
+            "1 op(s) of model 'm' have no code generator implementation yet:\n"
+            "  relu: nodes test\nRegister one with ember.ops.register_compute."
+        )
+
+    def codegen_fails(model, inputs):
+        raise CompileError("C codegen of 'ember_relu': something\nmore")
+
+    unsupported = oc.run_case(case, no_compute)
+    assert (unsupported.status, unsupported.detail) == ("unsupported", "relu: nodes test")
+    crashed = oc.run_case(case, codegen_fails)
+    assert (crashed.status, crashed.detail) == (
+        "error",
+        "CompileError: C codegen of 'ember_relu': something",
+    )
+
+
 def test_the_comparison_splits_unsupported_wrong_and_crashed():
     R = oc.Result
     reference = [R("a", "Conv", "pass"), R("b", "Conv", "pass"), R("c", "Conv", "pass")]
