@@ -668,7 +668,8 @@ def _swap(table: Mapping[int, Any], node: Any, _new: object) -> Any:
 # hangs its worker is reported as that case's error while the sweep goes on: the rest of a
 # dead worker's batch is run again case by case in a fresh worker.
 
-#: seconds one case may take before its worker is killed and the case reported as an error.
+#: seconds one request (a batch, or a case alone) may take before its worker is killed; the
+#: rest of a batch then runs case by case, and a case alone is reported as an error.
 CASE_TIMEOUT = 300.0
 
 
@@ -719,14 +720,13 @@ class _Worker:
             {"dir": str(d), "name": c.name, "op": c.op, "rtol": c.rtol, "atol": c.atol}
             for c, d in stored
         ]
-        limit = timeout * len(stored)
         expired = threading.Event()
 
         def expire() -> None:
             expired.set()
             proc.kill()
 
-        timer = threading.Timer(limit, expire)
+        timer = threading.Timer(timeout, expire)
         timer.start()
         results: list[Result] = []
         try:
@@ -745,7 +745,7 @@ class _Worker:
             return results, ""
         code = proc.wait()
         self.proc = None
-        why = f"timed out after {limit:g} s" if expired.is_set() else _exit_reason(code)
+        why = f"timed out after {timeout:g} s" if expired.is_set() else _exit_reason(code)
         return results, f"worker {why}"
 
     def close(self) -> None:
