@@ -492,6 +492,7 @@ def select_cases(ops: Iterable[str] | None, cases: Sequence[Case] | None = None)
     return [c for c in cases if c.op in wanted]
 
 
+#: a progress callback: (cases done, cases in all).
 Progress = Callable[[int, int], None]
 
 
