@@ -261,9 +261,14 @@ def _packed_conv_type(types: Sequence[Type], attrs: Attrs) -> Type:
             f"nn.conv_packed: channels={channels} must lie in the last block of weight "
             f"{weight} ({padded - weight.shape[-1] + 1}..{padded})"
         )
+    if int(attrs["groups"]) > 1 and channels != padded:
+        raise IRError(
+            f"nn.conv_packed: a grouped convolution cannot have padded channels "
+            f"(channels={channels}, weight {weight})"
+        )
     plain = TensorType((channels, *weight.shape[1:-1]), weight.dtype)
     conv_attrs = {k: v for k, v in attrs.items() if k != "channels"}
-    return get_op("nn.conv").infer_type([data, plain], Attrs({**conv_attrs, "groups": 1}))
+    return get_op("nn.conv").infer_type([data, plain], Attrs(conv_attrs))
 
 
 def unpack_conv_weight(wp: np.ndarray, channels: int = 0) -> np.ndarray:
@@ -297,7 +302,7 @@ def _packed_conv_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
         spatial(attrs, "strides", nsp, 1),
         padding(attrs, nsp),
         spatial(attrs, "dilation", nsp, 1),
-        1,
+        int(attrs["groups"]),
     )
 
 
@@ -309,31 +314,39 @@ register_op(
         reference=_packed_conv_ref,
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         attrs={
-            **{k: a for k, a in get_op("nn.conv").attrs.items() if k != "groups"},
+            **get_op("nn.conv").attrs,
             "channels": Attr("int", 0, "output channels (0: all of the weight's blocks)"),
         },
-        doc="Ungrouped N-d convolution of (N, C, *sp) data with an (O/b, C, *k, b) weight "
-        "(b output channels innermost); produced by the nn.conv legalizer.",
+        doc="N-d convolution of (N, C, *sp) data with an (O/b, C/groups, *k, b) weight "
+        "(b output channels innermost, b dividing O/groups); produced by the nn.conv "
+        "legalizer.",
     )
 )
 
 
 @register_legalize("nn.conv")
 def conv_to_packed(node: Call) -> Expr:
-    """nn.conv with a constant weight and no groups -> nn.conv_packed with the weight
-    re-laid out at compile time (output channels innermost, in blocks of PACK_BLOCKS)."""
+    """nn.conv with a constant weight -> nn.conv_packed with the weight re-laid out at
+    compile time (output channels innermost, in blocks of PACK_BLOCKS; grouped convs when
+    a block divides the channels of a group), or nn.conv_depthwise_packed (one filter per
+    channel); anything else stays."""
     x, w = node.args
     if not isinstance(w, Constant):
         return node
     data = np.asarray(w.data)
     if data.dtype not in (np.float32, np.float64) or data.ndim < 3:
         return node
-    if int(node.attrs["groups"]) != 1:
+    groups = int(node.attrs["groups"])
+    if groups > 1 and data.shape[1] == 1 and data.shape[0] == groups:
         return _depthwise_to_packed(node, data)
-    block = pack_block(data.shape[0])
+    if groups > 1:
+        per_group = data.shape[0] // groups
+        block = next((b for b in PACK_BLOCKS if per_group % b == 0), 0)
+    else:
+        block = pack_block(data.shape[0])
     if not block:
         return node
-    attrs = {k: node.attrs[k] for k in ("strides", "padding", "dilation")}
+    attrs = {k: node.attrs[k] for k in ("strides", "padding", "dilation", "groups")}
     wp = const(pack_conv_weight(data, block))
     return call("nn.conv_packed", x, wp, name=node.name, channels=data.shape[0], **attrs)
 
@@ -361,6 +374,8 @@ def conv_packed(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Ten
     nsp = len(wshape) - 3
     strides, dilation, pad_begin, pad_end = _conv_attrs(attrs, nsp)
     block = wshape[-1]
+    groups = int(attrs["groups"])
+    blocks_per_group = wshape[0] // groups
     xp = pad_tensor(x, pad_begin, pad_end, materialize=True)
     rc = te.reduce_axis(wshape[1], "rc")
     rk = [te.reduce_axis(wshape[2 + k], f"rk{k}") for k in range(nsp)]
@@ -369,7 +384,10 @@ def conv_packed(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Ten
         *sp, o = rest
         src = [sp[k] * strides[k] + rk[k].var * dilation[k] for k in range(nsp)]
         taps = [r.var for r in rk]
-        prod = xp[(n, rc.var, *src)] * wp[(o // block, rc.var, *taps, o % block)]
+        # a block never straddles two groups, so the group is a function of the block index
+        # (uniform over the vector lanes once the tile's block is fixed)
+        chan = rc.var if groups == 1 else (o // block) // blocks_per_group * wshape[1] + rc.var
+        prod = xp[(n, chan, *src)] * wp[(o // block, rc.var, *taps, o % block)]
         return te.sum(prod, axis=[rc, *rk])
 
     # channels last, so that a tile's accumulators are ``block`` contiguous floats per column;

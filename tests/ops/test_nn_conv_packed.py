@@ -60,11 +60,26 @@ def test_legalizer_packs_constant_ungrouped_weights(xshape, wshape, attrs, block
 
 def test_legalizer_leaves_other_convolutions_alone():
     x = v("x", (1, 4, 6, 6))
-    grouped = call("nn.conv", x, const(_weight((16, 2, 3, 3))), groups=2)
+    grouped = call("nn.conv", x, const(_weight((12, 2, 3, 3))), groups=2)  # 6 per group
     odd = call("nn.conv", x, const(_weight((12, 4, 3, 3))))
     dynamic = call("nn.conv", x, v("w", (16, 4, 3, 3)))
     for node in (grouped, odd, dynamic):
         assert conv_to_packed(node) is node
+
+
+@pytest.mark.parametrize(
+    ("xshape", "wshape", "groups", "block"),
+    [((1, 4, 6, 7), (32, 2, 3, 3), 2, 16), ((2, 6, 5, 5), (24, 2, 1, 1), 3, 8)],
+)
+def test_legalizer_packs_grouped_convolutions(xshape, wshape, groups, block):
+    x = v("x", xshape)
+    node = call("nn.conv", x, const(_weight(wshape, 9)), groups=groups, padding=(1, 0, 0, 1))
+    out = conv_to_packed(node)
+    assert out.op.name == "nn.conv_packed" and out.attrs["groups"] == groups
+    assert out.args[1].data.shape[-1] == block and out.type == node.type
+    xs = [_weight(xshape, 10)]
+    want = evaluate(Function((x,), node), xs)[0]
+    np.testing.assert_allclose(evaluate(Function((x,), out), xs)[0], want, rtol=1e-5, atol=1e-5)
 
 
 def test_pack_block_pads_only_when_it_wastes_little():
@@ -125,12 +140,15 @@ def _run(params: list[Var], body, seed: int = 0, tol: float = 1e-4) -> str:
         ((1, 2, 7, 13), (8, 2, 2, 3), {"dilation": (2, 1)}),
         ((1, 3, 10), (16, 3, 3), {"padding": (1, 1)}),
         ((1, 2, 3, 4, 9), (8, 2, 2, 1, 3), {"padding": (1, 0, 0, 0, 1, 1)}),
+        ((1, 6, 5, 9), (48, 2, 3, 3), {"groups": 3, "padding": (1, 1, 1, 1)}),
+        ((2, 4, 6, 6), (16, 2, 3, 3), {"groups": 2, "strides": (2, 1)}),
     ],
 )
 def test_packed_conv_matches_reference(xshape, wshape, attrs):
     x = v("x", xshape)
     w = _weight(wshape, 3)
     node = conv_to_packed(call("nn.conv", x, const(w), **attrs))
+    assert node.op.name == "nn.conv_packed"
     wp = v("wp", node.args[1].data.shape)
     text = _run([x, wp], call("nn.conv_packed", x, wp, **attrs))
     assert "unrolled" in text and "vectorized" in text
@@ -165,15 +183,23 @@ def test_tile_columns():
     assert _tile_cols(7, 2) == 2
 
 
-def _conv_model(cin: int, cout: int, size: tuple[int, int], kernel: int, stride: int, relu: bool):
+def _conv_model(
+    cin: int, cout: int, size: tuple[int, int], kernel: int, stride: int, relu: bool, groups=1
+):
     from onnx import TensorProto, helper, numpy_helper
 
-    w = _weight((cout, cin, kernel, kernel), 4) / np.float32(np.sqrt(cin * kernel * kernel))
+    w = _weight((cout, cin // groups, kernel, kernel), 4) / np.float32(np.sqrt(cin * kernel**2))
     b = _weight((cout,), 5)
     pad = kernel // 2
     nodes = [
         helper.make_node(
-            "Conv", ["x", "w", "b"], ["c"], pads=[pad] * 4, strides=[stride] * 2, name="conv"
+            "Conv",
+            ["x", "w", "b"],
+            ["c"],
+            pads=[pad] * 4,
+            strides=[stride] * 2,
+            group=groups,
+            name="conv",
         )
     ]
     nodes.append(helper.make_node("Relu" if relu else "Identity", ["c"], ["y"]))
@@ -193,19 +219,21 @@ def _conv_model(cin: int, cout: int, size: tuple[int, int], kernel: int, stride:
 
 @pytest.mark.cc
 @pytest.mark.parametrize(
-    ("cin", "cout", "size", "kernel", "stride", "relu"),
+    ("cin", "cout", "size", "kernel", "stride", "relu", "groups"),
     [
-        (16, 32, (9, 13), 3, 1, True),  # tail tile (13 columns)
-        (8, 24, (14, 14), 1, 1, False),  # block 8, 1x1
-        (3, 16, (11, 12), 7, 2, True),  # stem-like: 7x7 stride 2
-        (8, 120, (6, 5), 3, 1, True),  # 120 channels padded to 128
-        (32, 16, (7, 7), 3, 1, False),  # 7-wide rows
+        (16, 32, (9, 13), 3, 1, True, 1),  # tail tile (13 columns)
+        (8, 24, (14, 14), 1, 1, False, 1),  # block 8, 1x1
+        (3, 16, (11, 12), 7, 2, True, 1),  # stem-like: 7x7 stride 2
+        (8, 120, (6, 5), 3, 1, True, 1),  # 120 channels padded to 128
+        (32, 16, (7, 7), 3, 1, False, 1),  # 7-wide rows
+        (12, 48, (7, 9), 1, 1, True, 3),  # grouped (shufflenet-like): 16 channels per group
+        (8, 32, (6, 6), 3, 2, False, 2),
     ],
 )
-def test_compiled_packed_conv_matches_onnxruntime(cin, cout, size, kernel, stride, relu):
+def test_compiled_packed_conv_matches_onnxruntime(cin, cout, size, kernel, stride, relu, groups):
     from ember.testing import assert_matches_onnxruntime
 
-    model = _conv_model(cin, cout, size, kernel, stride, relu)
+    model = _conv_model(cin, cout, size, kernel, stride, relu, groups)
     x = _weight((1, cin, *size), 6)
     assert_matches_onnxruntime(model, {"x": x}, rtol=1e-4, atol=1e-5)
 
