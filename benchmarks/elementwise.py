@@ -2,10 +2,11 @@
 
 Run: ``.venv/bin/python benchmarks/elementwise.py [--repeat 20] [--only sigmoid,softmax]
 [--threads 1]``. Each row is a one- or two-node ONNX model on 1M float32 values
-(1024 x 1024), plus a (512, 1000) softmax as in a classifier head. The speed of these
-rows is set by the vector math library: ember's C kernels reach glibc's libmvec through
-``#pragma omp declare simd`` prototypes (see ``ember.codegen.c.vecmath``), onnxruntime
-uses its own vectorised approximations. A cell is the best of ``--repeat`` interleaved
+(1024 x 1024), plus a (512, 1000) softmax as in a classifier head, once with every other
+logit masked to -1e4 as in attention. The speed of these rows is set by the vector math
+library: ember's C kernels reach glibc's libmvec through ``#pragma omp declare simd``
+prototypes (see ``ember.codegen.c.vecmath``), onnxruntime uses its own vectorised
+approximations. A cell is the best of ``--repeat`` interleaved
 runs (the machine is shared; the minimum is the least disturbed estimate). Outputs are
 checked against onnxruntime first (rtol 1e-5, atol 1e-6); nothing else is asserted.
 """
@@ -33,6 +34,8 @@ class Case:
     shape: tuple[int, ...] = (1024, 1024)
     attrs: dict[str, Any] = field(default_factory=dict)
     opset: int = 17
+    #: a value written to every other column of ``x`` (an attention mask), or None
+    masked: float | None = None
 
 
 CASES: tuple[Case, ...] = (
@@ -45,6 +48,7 @@ CASES: tuple[Case, ...] = (
     Case("elu", ("Elu",)),
     Case("softmax 1024x1024", ("Softmax",), attrs={"axis": -1}),
     Case("softmax 512x1000", ("Softmax",), (512, 1000), {"axis": -1}),
+    Case("softmax 512x1000 masked", ("Softmax",), (512, 1000), {"axis": -1}, masked=-1e4),
 )
 
 
@@ -54,6 +58,8 @@ def make_case(case: Case, seed: int = 0) -> tuple[Any, dict[str, np.ndarray]]:
 
     rng = np.random.default_rng(seed)
     x = rng.standard_normal(case.shape).astype(np.float32)
+    if case.masked is not None:
+        x[..., ::2] = case.masked
     nodes = []
     current = "x"
     for k, op in enumerate(case.ops):

@@ -213,3 +213,49 @@ def test_every_intrinsic_in_vectorized_loops_matches_numpy(build, dtype: str) ->
         np.testing.assert_allclose(
             got.numpy(), want, rtol=rtol, atol=rtol * 1e-3, equal_nan=True, err_msg=name
         )
+
+
+def test_float32_exp_goes_through_the_masking_safe_helper(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(vecmath, "_MEMO", {(config().cc, FLAGS): ("exp",)})
+    text = generate_source([_math_kernel(("exp", "sigmoid"))])
+    assert f"static inline float {vecmath.EXP_HELPER}(float x) {{" in text
+    assert "ember_vexp_f32(A[" in text and "(1.0f / (1.0f + ember_vexp_f32(-A[" in text
+    assert "expf(A[" not in text
+    d = te.placeholder((8,), "float64", "D")
+    e = te.compute((8,), lambda i: tir.exp(d[i]), "E")
+    assert "exp(D[i])" in generate_source([te.lower(e, name="e64")])  # float64: plain exp
+    monkeypatch.setattr(vecmath, "_MEMO", {(config().cc, FLAGS): ()})
+    assert vecmath.EXP_HELPER not in generate_source([_math_kernel(("exp",))])
+
+
+@pytest.mark.cc
+def test_masked_exp_lanes_flush_below_flt_min_and_keep_nan(build) -> None:  # type: ignore[no-untyped-def]
+    n = 64
+    a = te.placeholder((n,), "float32", "A")
+    b = te.compute((n,), lambda i: tir.exp(a[i]), "B")
+    c = te.compute((n,), lambda i: tir.sigmoid(a[i]), "S")
+    s = te.create_schedule([b, c])
+    s[b].vectorize(b.op.axis[0])
+    s[c].vectorize(c.op.axis[0])
+    mod = build([te.lower(s, [a, b, c], name="masked")])
+    low = np.float32(-87.33654022216797)
+    neg_nan = np.frombuffer(np.uint32(0xFFC00000).tobytes(), np.float32)[0]
+    special = [-1e4, -np.inf, -95.0, -103.9, low, np.nextafter(low, np.float32(0)), -87.0]
+    special += [np.nan, neg_nan, 0.0, -0.0, 1.0, 88.0, 88.8, np.inf, -1e30, 1e4]
+    x = np.resize(np.array(special, np.float32), n)
+    out_e, out_s = rt.array(np.zeros(n, np.float32)), rt.array(np.zeros(n, np.float32))
+    mod["ember_masked"](rt.array(x), out_e, out_s)
+    with np.errstate(all="ignore"):
+        want = np.exp(x.astype(np.float64)).astype(np.float32)
+        want_s = (1 / (1 + np.exp(-x.astype(np.float64)))).astype(np.float32)
+    tiny = np.finfo(np.float32).tiny
+    got = out_e.numpy()
+    flushed = want < tiny
+    if "exp" in AVAILABLE:  # results below FLT_MIN (and exp(low) itself) are exactly 0
+        assert np.all(got[flushed | (x == low)] == 0.0)
+    else:
+        assert np.all(got[flushed] <= tiny)
+    keep = ~flushed & (x != low)
+    np.testing.assert_allclose(got[keep], want[keep], rtol=2e-6, equal_nan=True)
+    assert np.isnan(got[np.isnan(x)]).all()
+    np.testing.assert_allclose(out_s.numpy(), want_s, rtol=2e-6, atol=1e-37, equal_nan=True)

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 
 from ember.codegen.c.abi import c_string, c_type
-from ember.codegen.c.vecmath import simd_prototype
+from ember.codegen.c.vecmath import EXP_HELPER, exp_helper, simd_prototype
 from ember.codegen.c.vector import VectorMixin, vector_type
 from ember.errors import CompileError
 from ember.tir import dtype as dt
@@ -112,6 +112,16 @@ class FileContext:
         """Note a call of libm's ``c_name`` (``base`` without the f suffix) of type ctype."""
         if base in self.simd_math:
             self.simd_decls.setdefault(c_name, simd_prototype(c_name, ctype))
+
+    def exp_function(self, ctype: str) -> str:
+        """The C function computing exp for ``ctype``: libm's, or for float32 with libmvec
+        the helper that keeps masked (very negative) lanes on the fast path."""
+        sfx = "f" if ctype == "float" else ""
+        self.use_math("exp", f"exp{sfx}", ctype)
+        if "exp" not in self.simd_math or ctype != "float":
+            return f"exp{sfx}"
+        self.helpers.setdefault("0_" + EXP_HELPER, exp_helper())  # before vector helpers
+        return EXP_HELPER
 
     def prelude(self) -> str:
         """SIMD and extern prototypes, static pools and helpers, in a deterministic order."""
@@ -305,8 +315,9 @@ class ExprCodegen(VectorMixin):
         if op == "rsqrt":
             return f"({one} / sqrt{sfx}({texts[0]}))"
         if op == "sigmoid":
-            self.ctx.use_math("exp", f"exp{sfx}", ct)
-            return f"({one} / ({one} + exp{sfx}(-{texts[0]})))"
+            return f"({one} / ({one} + {self.ctx.exp_function(ct)}(-{texts[0]})))"
+        if op == "exp":
+            return f"{self.ctx.exp_function(ct)}({texts[0]})"
         if op not in _FLOAT_FN:
             raise CompileError(f"C codegen{self.where}: unknown intrinsic '{op}'")
         self.ctx.use_math(_FLOAT_FN[op], _FLOAT_FN[op] + sfx, ct)

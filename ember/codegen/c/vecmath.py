@@ -80,6 +80,39 @@ def simd_prototype(name: str, dtype_c: str) -> str:
     return f"#pragma omp declare simd notinbranch\nextern {dtype_c} {name}({params});"
 
 
+#: float32 exp: arguments below ``_EXP_LOW`` (bits ``_EXP_LOW_BITS``) have results below
+#: FLT_MIN; ``_EXP_FLUSH`` lies between exp(_EXP_LOW) and exp of the next float up.
+_EXP_LOW = "-87.33654022216797f"
+_EXP_LOW_BITS = "0xc2aeac4fu"
+_EXP_FLUSH = "1.1755040e-38f"
+EXP_HELPER = "ember_vexp_f32"
+
+
+def exp_helper() -> str:
+    """The definition of the float32 exp used with libmvec (``ember_vexp_f32``).
+
+    libmvec's expf takes a slow scalar path for every lane whose result is subnormal or
+    zero: masked attention logits (-1e4, -inf) or saturated sigmoids in 10% of the lanes
+    made a vectorized exp 4-7x slower. The helper moves such arguments to the edge of the
+    fast range with integer operations (a select there would be folded back through the
+    call by gcc) and flushes results at or below that edge to 0: results under 1.2e-38
+    become 0, everything else, NaN included, is libmvec's. Overflowing lanes (x > 88.7)
+    still take the slow path.
+    """
+    return (
+        f"static inline float {EXP_HELPER}(float x) {{\n"
+        "  uint32_t u;\n"
+        "  memcpy(&u, &x, sizeof(u));\n"
+        f"  const uint32_t low = -(uint32_t)(x < {_EXP_LOW});\n"
+        f"  u = u ^ ((u ^ {_EXP_LOW_BITS}) & low);\n"
+        "  float c;\n"
+        "  memcpy(&c, &u, sizeof(c));\n"
+        "  const float r = expf(c);\n"
+        f"  return r <= {_EXP_FLUSH} ? 0.0f : r;\n"
+        "}"
+    )
+
+
 def probe_source(names: Sequence[str]) -> str:
     """A C program calling the float and double versions of ``names`` in ``omp simd`` loops.
 
