@@ -259,3 +259,17 @@ def test_masked_exp_lanes_flush_below_flt_min_and_keep_nan(build) -> None:  # ty
     np.testing.assert_allclose(got[keep], want[keep], rtol=2e-6, equal_nan=True)
     assert np.isnan(got[np.isnan(x)]).all()
     np.testing.assert_allclose(out_s.numpy(), want_s, rtol=2e-6, atol=1e-37, equal_nan=True)
+
+
+def test_files_without_math_never_probe(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    calls: list[str] = []
+    monkeypatch.setattr(vecmath, "_MEMO", {})
+    monkeypatch.setattr(vecmath, "_read_cache", lambda path: None)
+    monkeypatch.setattr(vecmath, "_write_cache", lambda path, funcs: None)
+    monkeypatch.setattr(vecmath, "probe", lambda cflags, cc: calls.append(cflags) or ("exp",))
+    a = te.placeholder((8,), "float32", "A")
+    plain = te.lower(te.create_schedule(te.compute((8,), lambda i: a[i] + 1.0, "P")), name="p")
+    assert build_c([plain])[0].metadata["cflags"] == FLAGS
+    assert calls == []
+    assert build_c([_math_kernel(("exp",))])[0].metadata["cflags"] == FLAGS + " -lmvec"
+    assert calls == [FLAGS]

@@ -64,7 +64,7 @@ class COptions:
 
     def new_file(self) -> FileContext:
         """An empty FileContext for one output file under these options."""
-        return FileContext(simd_math=self.simd_math())
+        return FileContext(simd_provider=self.simd_math)
 
     def cflags(self) -> str:
         """The compiler flags these options imply."""

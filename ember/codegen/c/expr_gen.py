@@ -10,6 +10,7 @@ and static workspace pools for the prelude of one output file.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ember.codegen.c.abi import c_string, c_type
@@ -103,10 +104,19 @@ class FileContext:
     helpers: dict[str, str] = field(default_factory=dict)
     externs: dict[str, str] = field(default_factory=dict)
     pools: dict[str, int] = field(default_factory=dict)
-    #: libm functions (double names) that may be declared SIMD (see ``vecmath``)
-    simd_math: tuple[str, ...] = ()
+    #: gives the libm functions (double names) that may be declared SIMD (``vecmath``);
+    #: asked on the first math call only, so a file without math never runs the probe
+    simd_provider: Callable[[], tuple[str, ...]] | None = None
+    _simd: tuple[str, ...] | None = field(default=None, repr=False)
     #: the SIMD prototypes this file uses, by C function name
     simd_decls: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def simd_math(self) -> tuple[str, ...]:
+        """The libm functions this file may declare SIMD (empty without vector math)."""
+        if self._simd is None:
+            self._simd = self.simd_provider() if self.simd_provider is not None else ()
+        return self._simd
 
     def use_math(self, base: str, c_name: str, ctype: str) -> None:
         """Note a call of libm's ``c_name`` (``base`` without the f suffix) of type ctype."""
