@@ -130,8 +130,25 @@ class FileContext:
         self.use_math("exp", f"exp{sfx}", ctype)
         if "exp" not in self.simd_math or ctype != "float":
             return f"exp{sfx}"
-        self.helpers.setdefault("0_" + EXP_HELPER, exp_helper())  # before vector helpers
+        self.helpers.setdefault("0a_" + EXP_HELPER, exp_helper())  # before its users
         return EXP_HELPER
+
+    def sigmoid_function(self, ctype: str) -> str:
+        """The C helper computing sigmoid for ``ctype`` (declared in this file's prelude).
+
+        ``t = exp(-|x|)`` never overflows, so saturated lanes on either side stay on the
+        vector path: ``x >= 0 ? 1 / (1 + t) : t / (1 + t)``; NaN stays NaN.
+        """
+        sfx = "f" if ctype == "float" else ""
+        one, zero = ("1.0f", "0.0f") if sfx else ("1.0", "0.0")
+        name = f"ember_sigmoid_{'f32' if sfx else 'f64'}"
+        exp = self.exp_function(ctype)
+        self.helpers.setdefault(
+            "0b_" + name,
+            f"static inline {ctype} {name}({ctype} x) {{ const {ctype} t = {exp}(-fabs{sfx}(x)); "
+            f"return (x >= {zero} ? {one} : t) / ({one} + t); }}",
+        )
+        return name
 
     def prelude(self) -> str:
         """SIMD and extern prototypes, static pools and helpers, in a deterministic order."""
@@ -325,7 +342,7 @@ class ExprCodegen(VectorMixin):
         if op == "rsqrt":
             return f"({one} / sqrt{sfx}({texts[0]}))"
         if op == "sigmoid":
-            return f"({one} / ({one} + {self.ctx.exp_function(ct)}(-{texts[0]})))"
+            return f"{self.ctx.sigmoid_function(ct)}({texts[0]})"
         if op == "exp":
             return f"{self.ctx.exp_function(ct)}({texts[0]})"
         if op not in _FLOAT_FN:
