@@ -124,8 +124,11 @@ class FileContext:
             self.simd_decls.setdefault(c_name, simd_prototype(c_name, ctype))
 
     def exp_function(self, ctype: str) -> str:
-        """The C function computing exp for ``ctype``: libm's, or for float32 with libmvec
-        the helper that keeps masked (very negative) lanes on the fast path."""
+        """The C function computing exp for ``ctype`` (libm's, or ``vecmath.exp_helper``).
+
+        With libmvec, float32 uses the helper that keeps masked (very negative) lanes on
+        the vector path.
+        """
         sfx = "f" if ctype == "float" else ""
         self.use_math("exp", f"exp{sfx}", ctype)
         if "exp" not in self.simd_math or ctype != "float":
