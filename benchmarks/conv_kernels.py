@@ -66,6 +66,8 @@ SHAPES: tuple[Shape, ...] = (
     Shape("r50.1x1.512-2048.7", "conv", 512, 2048, 7),
     Shape("r50.fc.matmul", "matmul", 2048, 1000, 1),
     Shape("matmul.64x1024x1000", "matmul", 1024, 1000, 64),
+    Shape("bert.128x256x1024", "matmul", 256, 1024, 128),
+    Shape("bert.128x1024x256", "matmul", 1024, 256, 128),
     Shape("sq.conv1.3x3s2", "conv", 3, 64, 224, 3, 2),
     Shape("sq.1x1.128-16.55", "conv", 128, 16, 55),
     Shape("sq.3x3.16-64.55", "conv", 16, 64, 55, 3),

@@ -370,9 +370,11 @@ def schedule_packed_conv(ctx: ScheduleContext) -> None:
 
 
 #: rows x columns of a matrix product's register tile (rows x columns/16 AVX-512 registers).
-#: Measured single thread, 64x1024 @ 1024x1000 (columns tile 40, the largest multiple of 8
-#: dividing 1000): 8 rows 2.05 ms, 4 rows 2.35 ms, 16 rows 4.5 ms; the row schedule 3.7 ms.
-MATMUL_TILE = (8, 48)
+#: Measured single thread, CPU time: 64x1024 @ 1024x1000 (columns tile 40, the largest
+#: multiple of 8 dividing 1000): 8 rows 2.05 ms, 4 rows 2.35 ms, 16 rows 4.5 ms, the row
+#: schedule 3.7 ms; 128x256 @ 256x1024 and 128x1024 @ 1024x256 (BERT): 8x64 0.76/0.75 ms,
+#: 8x48 (32 columns) 0.97/0.90, 6x64 0.83/0.78, 8x128 1.27/1.21, 16x64 1.33/1.63.
+MATMUL_TILE = (8, 64)
 #: fewer output rows than this keep the row schedule: a row-vector times a matrix is
 #: memory-bound, and reading the rhs row by row streams it (tiles would stride through it).
 MATMUL_MIN_ROWS = 4
