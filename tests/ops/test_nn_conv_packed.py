@@ -259,3 +259,23 @@ def test_narrow_rows_tile_several_rows(xshape, wshape, rows):
     conv = call("nn.conv_packed", x, wp, padding=(1,) * (2 * nsp))
     text = _run([x, wp], call("relu", conv))
     assert f"unrolled({rows})" in text
+
+
+@pytest.mark.cc
+def test_conv_kernels_benchmark_prints_a_checked_row(capsys, monkeypatch, tmp_path):
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).parents[2] / "benchmarks" / "conv_kernels.py"
+    spec = importlib.util.spec_from_file_location("conv_kernels_bench", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "conv_kernels_bench", bench)  # dataclasses look it up
+    spec.loader.exec_module(bench)
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("EMBER_NUM_THREADS", "1")  # main() sets it; restored afterwards
+    assert bench.main(["--only", "mv2.dw.7,bert.128x1024", "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "| mv2.dw.7 " in out and "| bert.128x1024x256 " in out
+    assert bench.main(["--only", "nothing"]) == 2
