@@ -125,6 +125,16 @@ MATH: dict[str, Callable[..., Any]] = {
 }
 
 
+def _fdiv(a: Any, b: Any) -> Any:
+    """IEEE float division: x / 0 is a signed infinity or NaN, vectors lane by lane."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        with np.errstate(all="ignore"):
+            return np.divide(a, b)
+    if b != 0:
+        return a / b
+    return math.copysign(math.inf, a) * math.copysign(1.0, b) if a else math.nan
+
+
 def _tdiv(a: int, b: int) -> int:
     q = abs(a) // abs(b)
     return q if (a < 0) == (b < 0) else -q
@@ -352,7 +362,7 @@ def _runtime(func: PrimFunc, externs: Mapping[str, Callable[..., Any]]) -> dict[
         "extern": extern,
         "tdiv": _tdiv,
         "tmod": _tmod,
-        "fdiv": lambda a, b: a / b if b != 0 else (math.copysign(math.inf, a) if a else math.nan),
+        "fdiv": _fdiv,
         "fmod": MATH["fmod"],
         "ffloordiv": lambda a, b: float(math.floor(a / b)) if b != 0 else math.nan,
         "ffloormod": lambda a, b: a - math.floor(a / b) * b if b != 0 else math.nan,

@@ -84,3 +84,23 @@ def test_lets_run_like_the_interpreter(build, tmp_path) -> None:  # type: ignore
     np.testing.assert_allclose(logistic.numpy(), 1 / (1 + np.exp(-x)), rtol=1e-6)
     if "exp" in vector_math_functions(c_options(None).cflags()):  # still vectorized
         assert b"_ZGV" in (tmp_path / "lib" / "kernels.so").read_bytes()
+
+
+@pytest.mark.cc
+def test_vectorized_lets_compile_like_the_scalar_loop(build) -> None:  # type: ignore[no-untyped-def]
+    from ember.tir.transform import vectorize_loops
+
+    a = tir.decl_buffer((4, 8), "float32", "A")
+    b = tir.decl_buffer((4, 8), "float32", "B")
+    i, j = tir.Var("i"), tir.Var("j")
+    t = tir.Var("t", "float32")
+    inner = tir.Let(t, tir.exp(a[i, j]), t / (1.0 + t))
+    body = tir.for_range(j, 8, tir.store(b, inner, i, j), tir.ForKind.VECTORIZED)
+    f = tir.PrimFunc("vlets", (a, b), tir.for_range(i, 4, body))
+    g = vectorize_loops(f)
+    assert "const ember_f32x8 t = " in generate_source([g])
+    x = np.random.default_rng(8).standard_normal((4, 8)).astype("float32")
+    out = rt.array(np.zeros((4, 8), "float32"))
+    build([g])["ember_vlets"](rt.array(x), out)
+    e = np.exp(x.astype(np.float64))
+    np.testing.assert_allclose(out.numpy(), e / (1 + e), rtol=1e-6)

@@ -196,3 +196,13 @@ def test_fmod_and_domain_errors_give_c_results() -> None:
     log = np.zeros(3)
     tir.interpret(_unary_kernel("log", 3), [np.array([0.0, -1.0, np.e]), log])
     np.testing.assert_allclose(log, [-np.inf, np.nan, 1.0], equal_nan=True)
+
+
+def test_float_division_by_signed_zero_follows_ieee() -> None:
+    a = te.placeholder((4,), "float64", "A")
+    b = te.placeholder((4,), "float64", "B")
+    c = te.compute((4,), lambda i: a[i] / b[i], "C")
+    out = np.zeros(4)
+    x, y = np.array([1.0, -1.0, 1.0, 0.0]), np.array([0.0, 0.0, -0.0, 0.0])
+    tir.interpret(te.lower(c, name="d"), [x, y, out])
+    np.testing.assert_array_equal(out, [np.inf, -np.inf, -np.inf, np.nan])

@@ -2,8 +2,9 @@
 
 A ``For`` of kind VECTORIZED with a constant power-of-two extent (2..64) whose body is only
 buffer stores becomes those stores on vectors: the loop variable becomes
-``Ramp(min, 1, lanes)``, loop-invariant operands become ``Broadcast``, and index arithmetic
-keeps ramps as ramps (``i * 8 + ramp(0, 1, 8)`` -> ``ramp(i * 8, 1, 8)``). Any loop it cannot
+``Ramp(min, 1, lanes)``, loop-invariant operands become ``Broadcast``, a ``Let`` whose value
+moves with the loop binds a vector variable, and index arithmetic keeps ramps as ramps
+(``i * 8 + ramp(0, 1, 8)`` -> ``ramp(i * 8, 1, 8)``). Any loop it cannot
 vectorize completely (nested loops, branches, floor division of vectors, extern calls,
 gathers along two dimensions, stores that do not move with the loop) is left as it was, so
 the pass never changes what a kernel computes. The LLVM backend relies on it; the C backend
@@ -27,6 +28,7 @@ from ember.tir.expr import (
     FloorDiv,
     FloorMod,
     IntImm,
+    Let,
     Mod,
     Mul,
     Not,
@@ -53,6 +55,8 @@ class _Vectorizer:
         self.var = var
         self.start = start
         self.lanes = lanes
+        # Let variables whose value moves with the loop, and their vector replacements
+        self.lets: dict[Var, Var] = {}
 
     def widen(self, e: PrimExpr) -> PrimExpr:
         """``e`` as a vector (a broadcast if it does not depend on the loop)."""
@@ -61,8 +65,12 @@ class _Vectorizer:
     def expr(self, e: PrimExpr) -> PrimExpr:
         if e is self.var:
             return Ramp(self.start, IntImm(e.dtype, 1), self.lanes)
-        if isinstance(e, Var | IntImm | FloatImm):
+        if isinstance(e, Var):
+            return self.lets.get(e, e)
+        if isinstance(e, IntImm | FloatImm):
             return e
+        if isinstance(e, Let):
+            return self.let(e)
         if isinstance(e, BinaryOp):
             return self.binary(e)
         if isinstance(e, CmpOp | And | Or):
@@ -99,6 +107,20 @@ class _Vectorizer:
             indices = self.indices(e.indices)
             return e if indices is None else BufferLoad(e.buffer, indices)
         raise _CannotVectorize
+
+    def let(self, e: Let) -> PrimExpr:
+        """A Let whose value moves with the loop binds a vector variable of its lanes."""
+        value = self.expr(e.value)
+        if value is e.value:  # invariant value: the scalar binding stays
+            body = self.expr(e.body)
+            return e if body is e.body else Let(e.var, e.value, body)
+        if isinstance(value, Ramp):
+            raise _CannotVectorize  # a vector index variable would hide the ramp
+        vvar = Var(e.var.name, value.dtype)
+        self.lets[e.var] = vvar
+        body = self.widen(self.expr(e.body))
+        del self.lets[e.var]
+        return Let(vvar, value, body)
 
     def binary(self, e: BinaryOp) -> PrimExpr:
         a, b = self.expr(e.a), self.expr(e.b)

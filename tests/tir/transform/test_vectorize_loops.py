@@ -75,3 +75,31 @@ def test_loops_it_cannot_vectorize_stay_as_they_are() -> None:
     assert "vectorized(8)" in str(vectorize_loops(same_slot))
     odd = tir.PrimFunc("o", (x,), tir.for_range(i, 6, tir.store(x, i, i), tir.ForKind.VECTORIZED))
     assert "vectorized(6)" in str(vectorize_loops(odd))
+
+
+def test_lets_bind_vector_variables() -> None:
+    a = tir.decl_buffer((4, 8), "float32", "A")
+    b = tir.decl_buffer((4, 8), "float32", "B")
+    i, j = tir.Var("i"), tir.Var("j")
+    t, s = tir.Var("t", "float32"), tir.Var("s", "float32")
+    inner = tir.Let(t, tir.exp(a[i, j]), t / (tir.Let(s, a[i, 0], s * s) + t))
+    body = tir.for_range(j, 8, tir.store(b, inner, i, j), tir.ForKind.VECTORIZED)
+    f = tir.PrimFunc("lets", (a, b), tir.for_range(i, 4, body))
+    g = vectorize_loops(f)
+    text = str(g)
+    assert "vectorized" not in text
+    assert "let(t = exp(A[i, ramp(0, 1, 8)])" in text  # a vector t, a scalar s
+    assert "let(s = A[i, 0], s * s)" in text
+    _same(f, g, (4, 8), (4, 8))
+
+
+def test_a_let_bound_index_keeps_the_loop_scalar() -> None:
+    a = tir.decl_buffer((8,), "float32", "A")
+    b = tir.decl_buffer((8,), "float32", "B")
+    j, k = tir.Var("j"), tir.Var("k")
+    value = tir.Let(k, 7 - j, a[k])
+    body = tir.for_range(j, 8, tir.store(b, value, j), tir.ForKind.VECTORIZED)
+    f = tir.PrimFunc("rev", (a, b), body)
+    g = vectorize_loops(f)
+    assert "vectorized" in str(g)
+    _same(f, g, (8,), (8,))
