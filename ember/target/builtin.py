@@ -9,6 +9,9 @@ C_OPTIONS = {
     "opt-level": TargetOption(int, 3, "C compiler optimisation level (-O<n>)"),
     "openmp": TargetOption(bool, True, "parallel loops use OpenMP"),
     "num-threads": TargetOption(int, 0, "threads for parallel loops (0: all cores)"),
+    "vector-math": TargetOption(
+        bool, True, "vectorised libm calls through glibc's libmvec when a probe says it works"
+    ),
 }
 
 register_target_kind(

@@ -16,7 +16,8 @@ from ember.target.kind import TARGET_KINDS
 def test_parse_defaults_and_options():
     t = Target.create("c")
     assert t.kind.name == "c"
-    assert t["opt-level"] == 3 and t["openmp"] is True
+    assert t["opt-level"] == 3 and t["openmp"] is True and t["vector-math"] is True
+    assert Target.create("c -vector-math=false")["vector-math"] is False
     t2 = Target.create("c -mcpu=skylake -opt-level=2 -openmp=false")
     assert t2["mcpu"] == "skylake" and t2["opt-level"] == 2 and t2["openmp"] is False
     assert str(t2) == "c -mcpu=skylake -openmp=false -opt-level=2"
