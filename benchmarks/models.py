@@ -156,7 +156,7 @@ def measure(name: str, repeat: int, profile: int, cpu_clock: bool = False) -> Ro
     clocks = [clock_for(n, cpu_clock) for n in (ember_threads, 1, 2)]
     ember_s, ort1_s, ort2_s = interleaved_medians(runners, repeat, clocks=clocks)
     if profile > 0:
-        report = ge.profile(repeat=max(3, repeat // 4))
+        report = ge.profile(repeat=max(5, repeat))
         print(f"\n{name}: {len(report.rows)} kernel calls, {report.total_us / 1e3:.2f} ms")
         shapes: dict[str, tuple[tuple[int, ...], ...]] = {}
         for row in report.rows:
