@@ -73,7 +73,9 @@ def from_onnx(
     used = {id(e) for e in post_order(body) if isinstance(e, Var)}
     params = [init_vars[n] for n in init_names if id(init_vars[n]) in used]
     func = Function(tuple(input_vars) + tuple(params), body)
-    return IRModule.from_expr(func), {p.name: init_values[p.name] for p in params}
+    return IRModule.from_expr(func, name=graph.name or "main"), {
+        p.name: init_values[p.name] for p in params
+    }
 
 
 def _check_output_dtypes(graph: onnx.GraphProto, outputs: Sequence[Expr], label: str) -> None:
