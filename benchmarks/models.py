@@ -8,8 +8,8 @@ For every model of ``ember.examples.models.MODELS`` (or the ``--models`` filter)
 * ember's median latency of ``run`` (the graph executor, EMBER_NUM_THREADS workers;
   inputs set beforehand, outputs left in place),
 * onnxruntime's median latency of ``run`` with ``intra_op_num_threads`` 1 and 2 (all
-  graph optimizations on, the CPU provider; this includes copying inputs and outputs),
-  timed in interleaved rounds with ember's,
+  graph optimizations on, the CPU provider, no spinning between runs; this includes
+  copying inputs and outputs), timed in interleaved rounds with ember's,
 * the ratios ember / onnxruntime (above 1: ember is slower).
 
 Outputs are checked against onnxruntime first (a wrong answer has no latency).
@@ -121,6 +121,9 @@ def ort_session(model_bytes: bytes, threads: int) -> Any:
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     opts.log_severity_level = 3
+    # onnxruntime's pool threads spin after a run by default, taking a core from whatever
+    # runs next: in interleaved rounds that doubled ember's resnet50 time (12x bert's).
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(model_bytes, opts, providers=["CPUExecutionProvider"])
 
 
