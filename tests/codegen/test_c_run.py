@@ -1,4 +1,11 @@
-"""Generated C compiled with the system compiler and called through the packed ABI."""
+"""Generated C compiled with the system compiler and called through the packed ABI.
+
+Scheduled te kernels (matmul, conv2d, fused elementwise, softmax, integer semantics, tiled
+and vectorized loops, explicit vector IR) against numpy and the interpreter, the packed
+ABI's argument checks (counts, shapes, dtypes, strides), artifact loading and thread
+counts. Workspaces, asserts and extern calls are in test_c_run_workspace.py; seeded random
+expressions and schedules in test_c_run_fuzz.py.
+"""
 
 from __future__ import annotations
 
@@ -173,100 +180,6 @@ def test_bad_arguments_return_errors_not_crashes(lib: rt.Module) -> None:
     f(a, b, c)  # still works after the failures
 
 
-def test_call_extern(build) -> None:  # type: ignore[no-untyped-def]
-    x = tir.decl_buffer((16,), "float32", "X")
-    y = tir.decl_buffer((16,), "float32", "Y")
-    alpha = tir.Var("alpha", "float32")
-    call = tir.call_extern("int32", "my_axpy", y.data, x.data, alpha, 16)
-    f = tir.PrimFunc("axpy_extern", (x, y, alpha), tir.Evaluate(call))
-    impl = (
-        "#include <stdint.h>\n"
-        "int32_t my_axpy(float* y, float* x, float a, int32_t n) {\n"
-        "  for (int32_t i = 0; i < n; ++i) y[i] += a * x[i];\n"
-        "  return 0;\n"
-        "}\n"
-    )
-    mod = build([f], extra_sources=[impl])
-    xv = RNG.random(16, dtype="float32")
-    yv = RNG.random(16, dtype="float32")
-    out = _nd(yv.copy())
-    mod["ember_axpy_extern"](_nd(xv), out, 0.5)
-    np.testing.assert_allclose(out.numpy(), yv + 0.5 * xv, rtol=1e-6)
-
-
-def test_symbolic_shape_scalar_param_and_heap_workspace(build) -> None:  # type: ignore[no-untyped-def]
-    n = tir.Var("n")
-    a = tir.decl_buffer((n,), "float32", "A")
-    b = tir.decl_buffer((n,), "float32", "B")
-    t = tir.decl_buffer((n,), "float32", "T", scope="local")
-    scale = tir.Var("scale", "float32")
-    i, j = tir.Var("i"), tir.Var("j")
-    body = tir.Allocate(
-        t,
-        tir.seq(
-            tir.for_range(i, n, tir.store(t, a[i] * scale, i), tir.ForKind.PARALLEL),
-            tir.for_range(j, n, tir.store(b, t[n - 1 - j] + 1.0, j)),
-        ),
-        tir.StorageKind.HEAP,
-    )
-    f = tir.PrimFunc("rev_scale", (a, b, scale), body)
-    mod = build([f])
-    for size in (1, 5, 1000):
-        x = RNG.random(size, dtype="float32")
-        out = _nd(np.zeros(size, "float32"))
-        mod["ember_rev_scale"](_nd(x), out, 2.0)
-        np.testing.assert_allclose(out.numpy(), (x * 2)[::-1] + 1, rtol=1e-6)
-    with pytest.raises(FFIError, match=r"dimension 0 of argument 1 \(B\) must equal 'n'"):
-        mod["ember_rev_scale"](_nd(np.zeros(3, "float32")), _nd(np.zeros(4, "float32")), 1.0)
-    with pytest.raises(FFIError, match=r"argument 2 \(scale\) must be a float"):
-        mod["ember_rev_scale"](_nd(np.zeros(3, "float32")), _nd(np.zeros(3, "float32")), None)
-
-
-def test_static_workspace_pool_and_stack(build) -> None:  # type: ignore[no-untyped-def]
-    a = tir.decl_buffer((8,), "int64", "A")
-    t1 = tir.decl_buffer((8,), "int64", "T1", scope="local")
-    t2 = tir.decl_buffer((8,), "int64", "T2", scope="local")
-    i, j, k = tir.Var("i"), tir.Var("j"), tir.Var("k")
-    body = tir.Allocate(
-        t1,
-        tir.Allocate(
-            t2,
-            tir.seq(
-                tir.for_range(i, 8, tir.store(t1, a[i] * 3, i)),
-                tir.for_range(
-                    j, 8, tir.store(t2, t1[j] + tir.const(1, "int64"), j), tir.ForKind.UNROLLED
-                ),
-                tir.for_range(k, 8, tir.store(a, t2[7 - k], k)),
-            ),
-            tir.StorageKind.STACK,
-        ),
-        tir.StorageKind.STATIC,
-        pool="scratch",
-        offset=128,
-    )
-    f = tir.PrimFunc("pooled", (a,), body)
-    mod = build([f])
-    x = np.arange(8, dtype="int64")
-    out = _nd(x.copy())
-    mod["ember_pooled"](out)
-    assert out.numpy().tolist() == (x * 3 + 1)[::-1].tolist()
-
-
-def test_assert_reports_error(build) -> None:  # type: ignore[no-untyped-def]
-    n = tir.Var("n")
-    a = tir.decl_buffer((n,), "float32", "A")
-    i = tir.Var("i")
-    body = tir.AssertStmt(
-        n > 2, "needs more than two elements", tir.for_range(i, n, tir.store(a, 1.0, i))
-    )
-    mod = build([tir.PrimFunc("checked", (a,), body)])
-    with pytest.raises(FFIError, match="checked: needs more than two elements"):
-        mod["ember_checked"](_nd(np.zeros(2, "float32")))
-    ok = _nd(np.zeros(3, "float32"))
-    mod["ember_checked"](ok)
-    assert ok.numpy().tolist() == [1.0, 1.0, 1.0]
-
-
 def test_symbolic_te_kernel_compiles_without_floor_helpers(build) -> None:  # type: ignore[no-untyped-def]
     n = tir.Var("n")
     a = te.placeholder((n, 4), "float32", "A")
@@ -333,92 +246,6 @@ def test_artifacts_load_through_the_runtime_loading_process(tmp_path) -> None:  
     np.testing.assert_allclose(out2.numpy(), out.numpy())
 
 
-def test_random_integer_expressions_match_interpreter(build) -> None:  # type: ignore[no-untyped-def]
-    import random
-
-    rng = random.Random(99)
-    inputs = tir.decl_buffer((3,), "int32", "V")
-    out = tir.decl_buffer((60,), "int32", "O")
-    leaves = [inputs[0], inputs[1], inputs[2]]
-
-    def rand(depth: int) -> tir.PrimExpr:
-        if depth == 0 or rng.random() < 0.2:
-            return tir.const(rng.randint(-9, 9)) if rng.random() < 0.4 else rng.choice(leaves)
-        a, b = rand(depth - 1), rand(depth - 1)
-        pick = rng.randrange(9)
-        div = tir.const(rng.choice([1, 2, 3, 5]))
-        options = [
-            lambda: a + b,
-            lambda: a - b,
-            lambda: a * b,
-            lambda: a // div,
-            lambda: a % div,
-            lambda: tir.min(a, b),
-            lambda: tir.max(a, -b),
-            lambda: tir.if_then_else(tir.logical_or(a < b, tir.logical_not(b >= 2)), a, b),
-            lambda: tir.truncdiv(a, div) - tir.truncmod(b, div),
-        ]
-        return options[pick]()
-
-    body = tir.seq([tir.store(out, rand(4), n) for n in range(60)])
-    f = tir.PrimFunc("rand_int", (inputs, out), body)
-    mod = build([f])
-    for values in ([3, -7, 2], [-1, 0, 9], [5, 5, -5]):
-        v = np.array(values, "int32")
-        want = np.zeros(60, "int32")
-        tir.interpret(f, [v.copy(), want])
-        got = _nd(np.zeros(60, "int32"))
-        mod["ember_rand_int"](_nd(v), got)
-        assert got.numpy().tolist() == want.tolist()
-
-
-def test_te_extern_stage_calls_c_library(build) -> None:  # type: ignore[no-untyped-def]
-    a = te.placeholder((5, 7), "float32", "A")
-    scaled = te.compute((5, 7), lambda i, j: a[i, j] * 3.0, "scaled")
-    sums = te.extern(
-        (5,),
-        [scaled],
-        lambda ins, outs: tir.call_extern("int32", "row_sums", outs[0].data, ins[0].data, 5, 7),
-        name="sums",
-    )
-    out = te.compute((5,), lambda i: sums[i] + 1.0, "out")
-    f = te.lower(out, name="extern_rows")
-    impl = (
-        "#include <stdint.h>\n"
-        "int32_t row_sums(float* out, float* x, int32_t rows, int32_t cols) {\n"
-        "  for (int32_t r = 0; r < rows; ++r) {\n"
-        "    out[r] = 0.0f;\n"
-        "    for (int32_t c = 0; c < cols; ++c) out[r] += x[r * cols + c];\n"
-        "  }\n"
-        "  return 0;\n"
-        "}\n"
-    )
-    mod = build([f], extra_sources=[impl])
-    x = RNG.random((5, 7), dtype="float32")
-    y = _nd(np.zeros(5, "float32"))
-    mod["ember_extern_rows"](_nd(x), y)
-    np.testing.assert_allclose(y.numpy(), (3 * x).sum(1) + 1, rtol=1e-5)
-
-
-def test_failure_inside_parallel_loop_is_reported(build) -> None:  # type: ignore[no-untyped-def]
-    a = tir.decl_buffer((64,), "float32", "A")
-    t = tir.decl_buffer((4096,), "float32", "T", scope="local")
-    i, k = tir.Var("i"), tir.Var("k")
-    fill = tir.for_range(k, 4096, tir.store(t, a[i] + tir.cast("float32", k), k))
-    check = tir.AssertStmt(a[i] >= 0.0, "negative input", tir.store(a, t[4095] - 4095.0, i))
-    body = tir.Allocate(t, tir.seq(fill, check), tir.StorageKind.HEAP)
-    f = tir.PrimFunc("par_checked", (a,), tir.for_range(i, 64, body, tir.ForKind.PARALLEL))
-    mod = build([f])
-    x = RNG.random(64, dtype="float32")
-    ok = _nd(x.copy())
-    mod["ember_par_checked"](ok)
-    np.testing.assert_allclose(ok.numpy(), x, rtol=1e-5, atol=1e-3)
-    bad = x.copy()
-    bad[17] = -1.0
-    with pytest.raises(FFIError, match="par_checked: negative input \\(in a parallel loop\\)"):
-        mod["ember_par_checked"](_nd(bad))
-
-
 def test_register_tiled_matmul_via_compute_at(build) -> None:  # type: ignore[no-untyped-def]
     n = 64
     a = te.placeholder((n, n), "float32", "A")
@@ -446,52 +273,6 @@ def test_register_tiled_matmul_via_compute_at(build) -> None:  # type: ignore[no
     np.testing.assert_allclose(out.numpy(), x @ y, rtol=1e-4)
 
 
-def test_aot_style_main_calls_unpacked_kernels_with_a_static_pool(build) -> None:  # type: ignore[no-untyped-def]
-    # Two kernels with the unpacked convention, and a "run_model" that chains them through
-    # an intermediate at a fixed offset of a workspace pool passed in by the caller.
-    x = te.placeholder((16,), "float32", "x")
-    y = te.compute((16,), lambda i: x[i] * 2.0, "y")
-    double = te.lower(y, name="double")
-    a = te.placeholder((16,), "float32", "a")
-    b = te.compute((16,), lambda i: a[i] + 1.0, "b")
-    inc = te.lower(b, name="inc")
-    guard = tir.decl_buffer((16,), "float32", "guard")
-    failing = tir.PrimFunc(
-        "failing",
-        (guard,),
-        tir.AssertStmt(tir.const(0) > 1, "always fails", tir.Evaluate(tir.const(0))),
-    )
-    inp = tir.decl_buffer((16,), "float32", "input")
-    out = tir.decl_buffer((16,), "float32", "output")
-    pool = tir.Var("workspace", "handle")
-    mid = tir.decl_buffer((16,), "float32", "mid", scope="local")
-    flag = tir.Var("flag")
-
-    def checked(call: tir.PrimExpr, rest: tir.Stmt) -> tir.Stmt:
-        return tir.AssertStmt(tir.eq(call, 0), "", rest)
-
-    chain = checked(
-        tir.call_extern("int32", "ember_double_unpacked", inp.data, mid.data),
-        checked(
-            tir.call_extern("int32", "ember_inc_unpacked", mid.data, out.data),
-            tir.IfThenElse(
-                flag > 0,
-                checked(tir.call_extern("int32", "ember_failing_unpacked", out.data), tir.seq()),
-            ),
-        ),
-    )
-    body = tir.Allocate(mid, chain, tir.StorageKind.STATIC, pool="workspace", offset=64)
-    run = tir.PrimFunc("run_model", (inp, out, pool, flag), body)
-    mod = build([double, inc, failing, run], {"export_unpacked": True, "max_file_bytes": 1 << 20})
-    xs = RNG.random(16, dtype="float32")
-    ws = _nd(np.zeros(64 + 64, "uint8"))
-    result = _nd(np.zeros(16, "float32"))
-    mod["ember_run_model"](_nd(xs), result, ws, 0)
-    np.testing.assert_allclose(result.numpy(), xs * 2 + 1, rtol=1e-6)
-    with pytest.raises(FFIError, match="failing: always fails"):
-        mod["ember_run_model"](_nd(xs), result, ws, 1)
-
-
 def test_float_floor_division_and_modulo(build) -> None:  # type: ignore[no-untyped-def]
     a = te.placeholder((6,), "float32", "A")
     b = te.placeholder((6,), "float32", "B")
@@ -508,90 +289,6 @@ def test_float_floor_division_and_modulo(build) -> None:  # type: ignore[no-unty
     build([f])["ember_fdivmod"](_nd(x), _nd(y), *outs)
     np.testing.assert_allclose(outs[0].numpy(), np.floor_divide(x, y))
     np.testing.assert_allclose(outs[1].numpy(), np.mod(x, y), atol=1e-6)
-
-
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_random_float_expressions_match_interpreter(build, dtype: str) -> None:  # type: ignore[no-untyped-def]
-    import random
-
-    rng = random.Random(7 if dtype == "float32" else 8)
-    inputs = tir.decl_buffer((3,), dtype, "V")
-    out = tir.decl_buffer((80,), dtype, "O")
-    leaves = [inputs[0], inputs[1], inputs[2]]
-    unary = [tir.exp, tir.log, tir.sqrt, tir.tanh, tir.sigmoid, tir.erf, tir.fabs, tir.floor]
-    unary += [tir.ceil, tir.round, tir.trunc, tir.sin, tir.cos, tir.rsqrt]
-
-    def rand(depth: int) -> tir.PrimExpr:
-        if depth == 0 or rng.random() < 0.2:
-            if rng.random() < 0.4:
-                return tir.const(rng.uniform(-3, 3), dtype)
-            return rng.choice(leaves)
-        a, b = rand(depth - 1), rand(depth - 1)
-        options = [
-            lambda: a + b,
-            lambda: a - b,
-            lambda: a * b,
-            lambda: a / (tir.fabs(b) + 1.0),
-            lambda: a // (tir.fabs(b) + 0.5),
-            lambda: a % (tir.fabs(b) + 0.5),
-            lambda: tir.min(a, b),
-            lambda: tir.max(a, b),
-            lambda: tir.if_then_else(a < b, a, b),
-            lambda: rng.choice(unary)(tir.fabs(a) * 0.5),
-            lambda: tir.pow(tir.fabs(a) + 0.5, tir.fabs(b) * 0.25),
-            lambda: tir.cast(dtype, tir.cast("int32", a * 3.0)),
-        ]
-        return rng.choice(options)()
-
-    body = tir.seq([tir.store(out, rand(4), n) for n in range(80)])
-    f = tir.PrimFunc("rand_float", (inputs, out), body)
-    mod = build([f])
-    for values in ([0.3, -1.7, 2.2], [-0.9, 0.0, 1.1]):
-        v = np.array(values, dtype)
-        want = np.zeros(80, dtype)
-        tir.interpret(f, [v.copy(), want])
-        got = _nd(np.zeros(80, dtype))
-        mod["ember_rand_float"](_nd(v), got)
-        rtol = 1e-4 if dtype == "float32" else 1e-10
-        np.testing.assert_allclose(got.numpy(), want, rtol=rtol, atol=rtol)
-
-
-def _fuzz_case(fuzz: object, rng: object, seed: int) -> tuple[tir.PrimFunc, int, int, int]:
-    import random
-
-    assert isinstance(rng, random.Random)
-    n, m, kk = rng.randint(3, 19), rng.randint(3, 19), rng.randint(2, 9)
-    a = te.placeholder((n, kk), "float32", "A")
-    b = te.placeholder((kk, m), "float32", "B")
-    k = te.reduce_axis(kk, "k")
-    mm = te.compute((n, m), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), "mm")
-    out = te.compute((n, m), lambda i, j: tir.max(mm[i, j], 0.0), "out")
-    s = te.create_schedule(out)
-    if rng.random() < 0.5:
-        s[mm].compute_at(s[out], rng.choice(s[out].leaf_iter_vars))
-    fuzz._random_schedule(rng, s, mm)  # type: ignore[attr-defined]
-    fuzz._random_schedule(rng, s, out)  # type: ignore[attr-defined]
-    return te.lower(s, [a, b, out], name=f"fuzz{seed}"), n, m, kk
-
-
-def test_random_schedules_compile_and_match_numpy(build) -> None:  # type: ignore[no-untyped-def]
-    import importlib.util
-    import random
-    from pathlib import Path
-
-    path = Path(__file__).parents[1] / "tir" / "te" / "test_te_random_schedules.py"
-    spec = importlib.util.spec_from_file_location("ember_random_schedules", path)
-    assert spec is not None and spec.loader is not None
-    fuzz = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fuzz)
-    cases = [_fuzz_case(fuzz, random.Random(1000 + seed), seed) for seed in range(10)]
-    mod = build([f for f, *_ in cases])
-    for f, n, m, kk in cases:
-        x = RNG.standard_normal((n, kk)).astype("float32")
-        y = RNG.standard_normal((kk, m)).astype("float32")
-        got = _nd(np.zeros((n, m), "float32"))
-        mod[f"ember_{f.name}"](_nd(x), _nd(y), got)
-        np.testing.assert_allclose(got.numpy(), np.maximum(x @ y, 0), rtol=1e-4, atol=1e-5)
 
 
 def test_parallel_loops_follow_the_runtime_thread_count(build) -> None:  # type: ignore[no-untyped-def]
