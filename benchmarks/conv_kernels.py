@@ -18,12 +18,18 @@ import argparse
 import os
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+# loaded by file path (the tests do), this folder is not on sys.path unless we put it there
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.append(str(Path(__file__).resolve().parent))
+
+from bench_common import best_times, markdown_table  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -126,25 +132,6 @@ def make_case(shape: Shape, seed: int = 0) -> tuple[Any, dict[str, np.ndarray]]:
     return model, {"x": x}
 
 
-def best_times(
-    fns: Sequence[Callable[[], object]], repeat: int, warmup: int = 2, cpu: bool = False
-) -> list[float]:
-    """The minimum time of each of ``fns`` over ``repeat`` interleaved rounds: wall time, or
-    with ``cpu`` the calling thread's CPU time (time.thread_time), which a loaded machine
-    does not inflate by preempting the thread (valid when all work runs on this thread)."""
-    clock = time.thread_time if cpu else time.perf_counter
-    for fn in fns:
-        for _ in range(warmup):
-            fn()
-    best = [float("inf")] * len(fns)
-    for _ in range(repeat):
-        for k, fn in enumerate(fns):
-            start = clock()
-            fn()
-            best[k] = min(best[k], clock() - start)
-    return best
-
-
 def measure(shape: Shape, repeat: int, threads: int) -> list[str]:
     """Compile, check and time one shape; return its table cells."""
     import onnxruntime as ort
@@ -187,15 +174,8 @@ HEADER = ["shape", "ember ms", "ort ms", "ember/ort", "ember GFLOP/s"]
 
 
 def format_table(rows: Sequence[Sequence[str]]) -> str:
-    """A markdown table (docs/performance.md takes it verbatim)."""
-    lines = [HEADER, *rows]
-    widths = [max(len(line[k]) for line in lines) for k in range(len(HEADER))]
-    out = []
-    for i, line in enumerate(lines):
-        out.append("| " + " | ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)) + " |")
-        if i == 0:
-            out.append("| " + " | ".join("-" * w for w in widths) + " |")
-    return "\n".join(out)
+    """A markdown table of the measured rows."""
+    return markdown_table(HEADER, rows)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

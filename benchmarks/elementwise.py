@@ -17,12 +17,18 @@ import argparse
 import os
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+# loaded by file path (the tests do), this folder is not on sys.path unless we put it there
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.append(str(Path(__file__).resolve().parent))
+
+from bench_common import best_times, markdown_table  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -79,20 +85,6 @@ def make_case(case: Case, seed: int = 0) -> tuple[Any, dict[str, np.ndarray]]:
     return model, {"x": x}
 
 
-def best_times(fns: Sequence[Callable[[], object]], repeat: int, warmup: int = 2) -> list[float]:
-    """The minimum wall time of each of ``fns`` over ``repeat`` interleaved rounds."""
-    for fn in fns:
-        for _ in range(warmup):
-            fn()
-    best = [float("inf")] * len(fns)
-    for _ in range(repeat):
-        for k, fn in enumerate(fns):
-            start = time.perf_counter()
-            fn()
-            best[k] = min(best[k], time.perf_counter() - start)
-    return best
-
-
 def measure(case: Case, repeat: int, threads: int) -> list[str]:
     """Compile, check and time one case; return its table cells."""
     import onnxruntime as ort
@@ -128,14 +120,7 @@ HEADER = ["case", "ember ms", "ort ms", "ember/ort"]
 
 def format_table(rows: Sequence[Sequence[str]]) -> str:
     """A markdown table of the measured rows."""
-    lines = [HEADER, *rows]
-    widths = [max(len(line[k]) for line in lines) for k in range(len(HEADER))]
-    out = []
-    for i, line in enumerate(lines):
-        out.append("| " + " | ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)) + " |")
-        if i == 0:
-            out.append("| " + " | ".join("-" * w for w in widths) + " |")
-    return "\n".join(out)
+    return markdown_table(HEADER, rows)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

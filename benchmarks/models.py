@@ -30,9 +30,16 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+# loaded by file path (the tests do), this folder is not on sys.path unless we put it there
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.append(str(Path(__file__).resolve().parent))
+
+from bench_common import markdown_table  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -210,14 +217,7 @@ def _runner(session: Any, inputs: dict[str, np.ndarray]) -> Callable[[], object]
 
 def format_table(rows: Sequence[Row]) -> str:
     """A markdown table of ``rows`` (so that docs/performance.md can take it verbatim)."""
-    lines = [HEADER] + [r.cells() for r in rows]
-    widths = [max(len(line[k]) for line in lines) for k in range(len(HEADER))]
-    out = []
-    for i, line in enumerate(lines):
-        out.append("| " + " | ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)) + " |")
-        if i == 0:
-            out.append("| " + " | ".join("-" * w for w in widths) + " |")
-    return "\n".join(out)
+    return markdown_table(HEADER, [r.cells() for r in rows])
 
 
 def machine() -> str:
