@@ -34,6 +34,8 @@ __version__ = "0.1.0"
 #: public compiler-side names: attribute -> (module, attribute or None for the module itself).
 _LAZY: dict[str, tuple[str, str | None]] = {
     "build": ("ember.driver", "build"),
+    "lower": ("ember.driver", "lower"),
+    "Lowered": ("ember.driver", "Lowered"),
     "Target": ("ember.target", "Target"),
     "register_target_kind": ("ember.target", "register_target_kind"),
     "import_onnx": ("ember.frontend", "from_onnx"),

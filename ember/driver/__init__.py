@@ -1,0 +1,7 @@
+"""The compiler driver: ``lower`` (stages 1-6) -> ``Lowered`` -> ``compile()``; ``build``
+composes them in one call."""
+
+from ember.driver.lowered import Lowered, generate_code
+from ember.driver.pipeline import EXECUTORS, build, lower
+
+__all__ = ["EXECUTORS", "Lowered", "build", "generate_code", "lower"]
