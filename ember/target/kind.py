@@ -80,6 +80,8 @@ class TargetKind:
     options: Mapping[str, TargetOption] = field(default_factory=dict)
     hooks: Mapping[str, str] = field(default_factory=dict)
     doc: str = ""
+    #: schedule keys of this kind, tried before the CPU's (e.g. ``("mylib",)``).
+    keys: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.hooks) - set(HOOKS))

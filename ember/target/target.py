@@ -71,9 +71,9 @@ class Target:
 
     @property
     def keys(self) -> tuple[str, ...]:
-        """Keys schedules are registered under, most specific first (e.g. ``x86-avx512``,
-        ``x86``, ``cpu``)."""
-        return self.cpu.keys
+        """Keys schedules are registered under, most specific first: the kind's own, then
+        the CPU's (e.g. ``x86-avx512``, ``x86``, ``cpu``)."""
+        return tuple(dict.fromkeys((*self.kind.keys, *self.cpu.keys)))
 
     def host_or_default(self) -> Target:
         """The host target, or the default host (``c``) when none was given."""

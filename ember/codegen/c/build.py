@@ -94,6 +94,11 @@ def c_options(target: Mapping[str, Any] | Target | None) -> COptions:
     """Read a ``c`` Target, or a dict of its options (``opt_level`` or ``opt-level``), or
     None for the defaults."""
     if isinstance(target, Target):
+        if target.kind.name != CODEGEN_ID:
+            raise CompileError(
+                f"build_c: target '{target}' is not of kind 'c'; pass Target.create('c ...') "
+                "or a dict of c options"
+            )
         return COptions(target)
     base = Target.create("c")
     if target is None:
