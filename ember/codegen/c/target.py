@@ -39,9 +39,7 @@ C_OPTIONS = {
     ),
     "opt-level": TargetOption(int, 3, "C compiler optimisation level (-O<n>)", _at_least(0, 3)),
     "openmp": TargetOption(bool, True, "parallel loops use OpenMP"),
-    "num-threads": TargetOption(
-        int, 0, "threads for parallel loops (0: all cores)", _at_least(0)
-    ),
+    "num-threads": TargetOption(int, 0, "threads for parallel loops (0: all cores)", _at_least(0)),
     "vector-math": TargetOption(
         bool, True, "vectorised libm calls through glibc's libmvec when a probe says it works"
     ),
