@@ -13,7 +13,7 @@ import importlib
 from typing import Any
 
 from ember import errors, executor, nd, runtime
-from ember.executor import GraphExecutor
+from ember.executor import AotExecutor, GraphExecutor
 from ember.runtime import (
     Device,
     cpu,
@@ -66,6 +66,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "AotExecutor",
     "Artifact",
     "ArtifactSet",
     "Device",

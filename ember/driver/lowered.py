@@ -17,10 +17,13 @@ from typing import Any
 
 from ember.errors import ArtifactError, CompileError
 from ember.executor import make_metadata_artifacts
+from ember.executor.aot_executor import make_aot_metadata_artifacts
 from ember.formats.graph_json import GraphJSON
 from ember.ir.module import IRModule
 from ember.ir.printer import astext
+from ember.lowering.aot import AotProgram
 from ember.lowering.graph_plan import GraphPlan
+from ember.lowering.memory_map import memory_map_json, memory_map_lines
 from ember.runtime.artifact import Artifact
 from ember.runtime.artifact_set import ArtifactSet
 from ember.runtime.registry import get_global_func
@@ -42,13 +45,33 @@ class Lowered:
     prim_funcs: tuple[PrimFunc, ...]
     external: tuple[Artifact, ...]
     pass_report: PassReport
+    aot: AotProgram | None = None
 
     def compile(self) -> ArtifactSet:
         """Code generation and metadata: PrimFuncs -> artifacts, plus graph/params/metadata."""
+        if self.aot is not None:
+            return self._compile_aot(self.aot)
         artifacts = list(self.external)
         if self.prim_funcs:
             artifacts += generate_code(self.prim_funcs, self.target)
         artifacts += make_metadata_artifacts(self.plan.graph, self.plan.params, self.mod_name)
+        return ArtifactSet(artifacts)
+
+    def _compile_aot(self, aot: AotProgram) -> ArtifactSet:
+        """The kernels and the run function (unpacked entries exported: the run function
+        calls them across files), then the AOT metadata with the memory map."""
+        target = self.target
+        if "export-unpacked" in target.kind.options:
+            target = target.with_attrs({"export-unpacked": True})
+        artifacts = generate_code((*aot.kernels, aot.run_func), target)
+        artifacts += make_aot_metadata_artifacts(
+            aot.graph,
+            self.plan.params,
+            self.mod_name,
+            aot.memory.size,
+            memory_map_json(aot),
+            aot.run_symbol,
+        )
         return ArtifactSet(artifacts)
 
     def as_text(self, show_params: bool = False) -> str:
@@ -67,6 +90,17 @@ class Lowered:
         ]
         for func in self.prim_funcs:
             parts += ["", f"## kernel {func.name}", func_to_str(func)]
+        if self.aot is not None:
+            mem = self.aot.memory
+            parts += [
+                "",
+                f"## AOT workspace: {mem.size} bytes (lower bound {mem.lower_bound}, "
+                f"{mem.algorithm}, alignment {mem.alignment})",
+                *memory_map_lines(self.aot),
+                "",
+                f"## run function {self.aot.run_symbol}",
+                func_to_str(self.aot.run_func),
+            ]
         return "\n".join(parts) + "\n"
 
     def __str__(self) -> str:

@@ -36,6 +36,7 @@ from ember.errors import EmberValueError
 from ember.ir.expr import Function
 from ember.ir.module import IRModule
 from ember.ir.verify import verify
+from ember.lowering.aot import build_aot
 from ember.lowering.graph_plan import plan_graph
 from ember.lowering.legalize import check_lowerable, legalize
 from ember.lowering.lower_group import lower_group
@@ -47,8 +48,8 @@ from ember.tir import PrimFunc
 from ember.transform import PassContext, Sequential, fold_constant, get_pass, optimize
 from ember.transform.fuse_ops import DEFAULT_MAX_DEPTH
 
-#: executors ``build`` can target (the AOT executor arrives with its own issue).
-EXECUTORS: tuple[str, ...] = ("graph",)
+#: executors ``build`` can target.
+EXECUTORS: tuple[str, ...] = ("graph", "aot")
 
 
 def lower(
@@ -76,7 +77,16 @@ def lower(
     mod = _fuse(mod, ctx)  # 4
     plan = plan_graph(mod)  # 5
     funcs, external = _lower_kernels(plan.kernels, tgt, progress)  # 6
-    return Lowered(tgt, executor, mod_name, mod, plan, funcs, external, ctx.report)
+    aot = None
+    if executor == "aot":
+        if external:
+            raise EmberValueError(
+                f"executor 'aot': target '{tgt}' compiled kernels through its relay_to_runtime "
+                "hook, which the AOT run function cannot call yet; use executor='graph'"
+            )
+        alignment = max(64, tgt.cpu.vector_bits // 8)
+        aot = build_aot(plan.graph, plan.params, funcs, mod_name, alignment)
+    return Lowered(tgt, executor, mod_name, mod, plan, funcs, external, ctx.report, aot)
 
 
 def build(

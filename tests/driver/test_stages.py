@@ -58,7 +58,7 @@ def test_fusion_depth_and_disabled_passes_come_from_the_pass_context():
 
 
 def test_bad_executor_and_mod_name():
-    with pytest.raises(EmberValueError, match="unknown executor 'vm'; known: graph"):
+    with pytest.raises(EmberValueError, match="unknown executor 'vm'; known: graph, aot"):
         ember.lower(_chain(), "c", executor="vm")
     with pytest.raises(EmberValueError, match="C identifier"):
         ember.lower(_chain(), "c", mod_name="a-b")

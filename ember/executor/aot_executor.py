@@ -1,0 +1,274 @@
+"""The AOT executor: a model's run is one native call into its generated run function.
+
+A build with ``executor="aot"`` holds the kernels, the run function (every intermediate at
+a fixed offset of one static workspace, see ``ember.lowering.aot``) and these metadata
+artifacts: ``metadata.json`` (executor ``aot``; its one function names the run symbol and
+carries the workspace size), ``params.bin``, ``graph.json`` (the same graph with the AOT
+kernel names, used only for per-operator profiles) and ``memory_map.json``. Loading goes
+through the ordinary process; ``factory["default"](dev)`` returns an
+:class:`AotExecutorModule`, and :class:`AotExecutor` is its Python face, with the graph
+executor's interface::
+
+    factory = ember.load_artifacts(ember.build(mod, "c", params, executor="aot"), dev)
+    aot = AotExecutor(factory["default"](dev))
+    aot.set_input("x", x)
+    aot.run()                       # one call: ember_default_run_model(x, y, constants...)
+    y = aot.get_output(0).numpy()
+
+The executor owns one array per input, output and constant (64-byte aligned); ``run``
+passes them to the run function, which checks every argument and reports a kernel's
+failure as an :class:`~ember.errors.ExecutorError`-style FFI error with its message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ember.errors import EmberTypeError, EmberValueError, ExecutorError
+from ember.executor.graph_executor import GraphExecutor
+from ember.executor.graph_runtime import GraphExecutorModule, find_kernel
+from ember.executor.metadata_module import (
+    EXECUTOR_FACTORIES,
+    METADATA_FILE,
+    MetadataModule,
+    make_metadata_artifacts,
+    register_executor_factory,
+)
+from ember.executor.profile import ProfileReport
+from ember.formats.dtypes import numpy_dtype
+from ember.formats.graph_json import GraphJSON
+from ember.formats.metadata import ModelMetadata, ParameterInfo
+from ember.formats.params import load_params as parse_params
+from ember.runtime import ndarray
+from ember.runtime.artifact import METADATA_LOADER, Artifact
+from ember.runtime.device import Device
+from ember.runtime.module import Module
+from ember.runtime.ndarray import NDArray
+from ember.runtime.packed_func import PackedFunc, as_packed_func
+
+#: the memory map artifact of an AOT build (``ember.lowering.memory_map`` writes it).
+MEMORY_MAP_FILE = "memory_map.json"
+CODEGEN_ID = "aot_executor"
+
+FUNCTIONS = (
+    "get_input",
+    "get_input_index",
+    "get_input_info",
+    "get_num_inputs",
+    "get_num_outputs",
+    "get_output",
+    "load_params",
+    "profile",
+    "run",
+    "set_input",
+)
+
+
+def make_aot_metadata_artifacts(
+    graph: GraphJSON,
+    params: Mapping[str, Any],
+    mod_name: str,
+    workspace_size: int,
+    memory_map: str,
+    run_symbol: str,
+) -> list[Artifact]:
+    """The metadata artifacts of an AOT build (graph, params, metadata, memory map)."""
+    arts = make_metadata_artifacts(graph, params, mod_name, codegen_id=CODEGEN_ID)
+    out = []
+    for art in arts:
+        if art.file_name == METADATA_FILE:
+            md = ModelMetadata.from_json(art.content)
+            run = dataclasses.replace(
+                md.functions[0], function_name=run_symbol, workspace_size_bytes=workspace_size
+            )
+            md = dataclasses.replace(md, executor="aot", functions=(run,))
+            art = Artifact(CODEGEN_ID, METADATA_LOADER, METADATA_FILE, md.to_json().encode())
+        out.append(art)
+    out.append(Artifact(CODEGEN_ID, METADATA_LOADER, MEMORY_MAP_FILE, memory_map.encode()))
+    return out
+
+
+class AotExecutorModule(Module):
+    """Inputs, outputs and constants of one AOT-compiled model, and its run function."""
+
+    type_key = "AotExecutor"
+
+    def __init__(self, top: MetadataModule, device: Device) -> None:
+        super().__init__()
+        self.top = top
+        self.device = device
+        md = top.metadata
+        self.metadata = md
+        self.run_info = md.functions[0]
+        self._run_fn: PackedFunc = find_kernel(top.host, self.run_info.function_name)
+        self._infos: list[ParameterInfo] = [*md.inputs, *md.params]
+        self._names = [p.name for p in self._infos]
+        self._index = {name: i for i, name in enumerate(self._names)}
+        self._param_names = {p.name for p in md.params}
+        self._arrays = [ndarray.empty(p.shape, p.dtype, device) for p in self._infos]
+        self._outputs = [ndarray.empty(p.shape, p.dtype, device) for p in md.outputs]
+        self._unset = {p.name for p in md.inputs}
+        self._args = [*self._arrays[: len(md.inputs)], *self._outputs]
+        self._args += self._arrays[len(md.inputs) :]
+        self._profiler: GraphExecutorModule | None = None
+        self.import_module(top.host)
+        for p in md.params:
+            self._arrays[self._index[p.name]].copyfrom(np.ascontiguousarray(top.params[p.name]))
+
+    def _get_function(self, name: str) -> PackedFunc | None:
+        return as_packed_func(getattr(self, name)) if name in FUNCTIONS else None
+
+    def function_names(self) -> list[str]:
+        """The model-interface functions this module exposes."""
+        return list(FUNCTIONS)
+
+    # ------------------------------------------------------------------ inputs
+    def get_num_inputs(self) -> int:
+        """Number of inputs and constants (TVM's convention, as the graph executor)."""
+        return len(self._names)
+
+    def get_input_index(self, name: str) -> int:
+        """Index of input ``name``, or -1."""
+        return self._index.get(name, -1)
+
+    def get_input_info(self) -> dict[str, dict[str, Any]]:
+        """``{"shape": {...}, "dtype": {...}}`` of the inputs that are not constants."""
+        inputs = self.metadata.inputs
+        return {
+            "shape": {p.name: p.shape for p in inputs},
+            "dtype": {p.name: p.dtype for p in inputs},
+        }
+
+    def _resolve(self, key: int | str, what: str) -> int:
+        if isinstance(key, str):
+            if key not in self._index:
+                known = ", ".join(repr(n) for n in self._names)
+                raise ExecutorError(f"{what}: the model has no input {key!r}; inputs: {known}")
+            return self._index[key]
+        if isinstance(key, bool) or not isinstance(key, int | np.integer):
+            raise ExecutorError(f"{what}: an input is named by str or int, got {key!r}")
+        if not 0 <= key < len(self._names):
+            raise ExecutorError(
+                f"{what}: input index {key} is out of range; the model has "
+                f"{len(self._names)} inputs"
+            )
+        return int(key)
+
+    def set_input(self, key: int | str, value: Any) -> None:
+        """Copy ``value`` into input ``key`` after checking its shape and dtype exactly."""
+        index = self._resolve(key, "set_input")
+        info = self._infos[index]
+        if not isinstance(value, NDArray | np.ndarray | np.generic):
+            try:
+                value = np.asarray(value, dtype=numpy_dtype(info.dtype))
+            except (TypeError, ValueError) as exc:
+                raise EmberValueError(
+                    f"set_input: cannot convert the value for input {info.name!r} to "
+                    f"{info.dtype}: {exc}"
+                ) from None
+        shape = tuple(int(d) for d in getattr(value, "shape", ()))
+        dtype = str(getattr(value, "dtype", "?"))
+        if shape != info.shape or dtype != info.dtype:
+            raise EmberValueError(
+                f"set_input: input {info.name!r} expects shape {info.shape} and dtype "
+                f"{info.dtype}, got shape {shape} and dtype {dtype}; convert it with "
+                f"np.asarray(x, dtype='{info.dtype}').reshape({info.shape})"
+            )
+        self._arrays[index].copyfrom(value)
+        self._unset.discard(info.name)
+
+    def get_input(self, key: int | str) -> NDArray:
+        """The executor's array of input ``key`` (a view: writing it changes the input)."""
+        return self._arrays[self._resolve(key, "get_input")]
+
+    def load_params(self, params: Mapping[str, Any] | bytes | bytearray) -> None:
+        """Set constants from a ``.params`` blob or a dict; unknown names are ignored."""
+        values = parse_params(params) if isinstance(params, bytes | bytearray) else params
+        for name in sorted(values):
+            if name in self._index:
+                self.set_input(name, values[name])
+
+    # ------------------------------------------------------------------ outputs, run
+    def get_num_outputs(self) -> int:
+        """Number of outputs."""
+        return len(self._outputs)
+
+    def get_output(self, index: int, out: Any = None) -> Any:
+        """Output ``index`` as a view of executor memory, or copied into ``out``."""
+        if isinstance(index, bool) or not isinstance(index, int | np.integer):
+            raise ExecutorError(f"get_output: expected an integer index, got {index!r}")
+        if not 0 <= index < len(self._outputs):
+            raise ExecutorError(
+                f"get_output: output index {index} is out of range; the model has "
+                f"{len(self._outputs)} outputs"
+            )
+        array = self._outputs[index]
+        if out is None:
+            return array
+        if isinstance(out, NDArray):
+            return out.copyfrom(array)
+        if isinstance(out, np.ndarray):
+            view = array.numpy()
+            if out.shape != view.shape or out.dtype != view.dtype:
+                raise EmberValueError(
+                    f"get_output: out has shape {out.shape} and dtype {out.dtype}; output "
+                    f"{index} has shape {view.shape} and dtype {view.dtype}"
+                )
+            np.copyto(out, view)
+            return out
+        raise ExecutorError(f"get_output: out must be an NDArray or numpy array, got {out!r}")
+
+    def run(self) -> None:
+        """One call of the run function over the inputs, outputs and constants."""
+        if self._unset:
+            raise ExecutorError(
+                f"run: input(s) {sorted(self._unset)} were never set; call set_input first"
+            )
+        self._run_fn(*self._args)
+
+    def profile(self, repeat: int = 10) -> ProfileReport:
+        """Per-operator times: the same kernels run one by one by a graph executor over the
+        model's graph (its own memory, allocated on the first profile)."""
+        if self._profiler is None:
+            if self.top.graph is None:
+                raise ExecutorError("profile: this AOT build has no graph.json to profile with")
+            self._profiler = GraphExecutorModule(
+                self.top.graph, self.top.host, self.device, dict(self.top.params)
+            )
+        for p in self.metadata.inputs:
+            self._profiler.set_input(p.name, self._arrays[self._index[p.name]])
+        return self._profiler.profile(repeat)
+
+    def __repr__(self) -> str:
+        return f"AotExecutorModule({self.metadata.mod_name!r}, {self.run_info.function_name})"
+
+
+class AotExecutor(GraphExecutor):
+    """The Python face of an AOT executor module (the graph executor's interface)."""
+
+    def __init__(self, module: Module) -> None:
+        if not isinstance(module, Module) or "run" not in module.function_names():
+            raise EmberTypeError(
+                "AotExecutor wraps the module factory['default'](dev) returns for an AOT "
+                f"build; got {type(module).__name__}"
+            )
+        super().__init__(module)
+
+    def __repr__(self) -> str:
+        return f"AotExecutor({self.module!r})"
+
+
+def _aot_factory(top: MetadataModule, device: Device, debug: bool) -> Module:
+    if debug:
+        raise ExecutorError("the AOT executor has no debug mode; use profile() for node times")
+    return AotExecutorModule(top, device)
+
+
+def register() -> None:
+    """Register the ``"aot"`` executor factory (once)."""
+    if "aot" not in EXECUTOR_FACTORIES:
+        register_executor_factory("aot", _aot_factory)

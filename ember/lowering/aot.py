@@ -1,0 +1,188 @@
+"""AOT lowering: a planned graph + its kernels -> one run function in loop IR.
+
+The run function ``ember_<mod>_run_model`` takes the model's inputs, then its outputs,
+then its constants (each a buffer, in the order of :class:`AotProgram`), and calls every
+kernel's unpacked C entry (``<symbol>_unpacked``, the runtime ABI) in graph order; each
+call's status is checked, so a kernel's error fails the run with its message. Every
+intermediate lives at a fixed offset of one static workspace (``pool="workspace"``),
+placed by :func:`ember.lowering.memory_plan.plan_memory`; nothing is allocated per run.
+An output that is not written by a kernel (an input or a constant returned as is, or one
+value returned twice) is copied by a loop in the run function.
+
+Name mangling, so that models built with different ``mod_name``s link into one program:
+kernel ``ember_fused_conv_relu`` of model ``net`` becomes ``ember_net_fused_conv_relu``;
+the run function is ``ember_net_run_model`` (packed) and ``ember_net_run_model_unpacked``
+(pointers only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from ember.errors import CompileError
+from ember.formats.graph_json import OP_NULL, GraphJSON, Node, OpAttrs
+from ember.lowering.graph_plan import KERNEL_PREFIX
+from ember.lowering.memory_plan import Buffer as Interval
+from ember.lowering.memory_plan import MemoryPlan, graph_buffers, plan_memory
+from ember.tir import PrimFunc, Var, call_extern, decl_buffer, eq, for_range, seq, store
+from ember.tir.buffer import Buffer
+from ember.tir.stmt import Allocate, AssertStmt, ForKind, Stmt, StorageKind
+
+#: suffix of a kernel's unpacked C entry (the runtime ABI; codegen.c.abi agrees, tested).
+UNPACKED_SUFFIX = "_unpacked"
+#: the static pool every intermediate of the run function lives in.
+WORKSPACE_POOL = "workspace"
+
+
+@dataclass(frozen=True)
+class AotProgram:
+    """The run function, the renamed kernels it calls and the plan of its workspace."""
+
+    run_func: PrimFunc
+    kernels: tuple[PrimFunc, ...]
+    memory: MemoryPlan
+    intervals: tuple[Interval, ...]
+    input_names: tuple[str, ...]
+    param_names: tuple[str, ...]
+    num_outputs: int
+    graph: GraphJSON
+
+    @property
+    def run_symbol(self) -> str:
+        """The packed symbol of the run function."""
+        return self.run_func.name
+
+
+def mangle(mod_name: str, kernel: str) -> str:
+    """The AOT symbol of ``kernel`` in model ``mod_name`` (see the module docstring)."""
+    return f"{KERNEL_PREFIX}{mod_name}_{kernel.removeprefix(KERNEL_PREFIX)}"
+
+
+def run_symbol(mod_name: str) -> str:
+    """The packed symbol of model ``mod_name``'s run function."""
+    return mangle(mod_name, "run_model")
+
+
+def build_aot(
+    graph: GraphJSON,
+    params: Mapping[str, object],
+    funcs: Sequence[PrimFunc],
+    mod_name: str,
+    alignment: int,
+) -> AotProgram:
+    """Plan the workspace and write the run function of ``graph`` (kernels in ``funcs``)."""
+    by_name = {f.name: f for f in funcs}
+    kernels = {name: replace(f, name=mangle(mod_name, name)) for name, f in by_name.items()}
+    intervals = graph_buffers(graph)
+    memory = plan_memory(intervals, alignment=alignment)
+    bufs: dict[int, Buffer] = {}
+    inputs: list[tuple[str, Buffer]] = []
+    consts: list[tuple[str, Buffer]] = []
+    for nid in graph.arg_nodes:
+        eid = graph.node_row_ptr[nid]
+        name = graph.nodes[nid].name
+        if name in params:
+            bufs[eid] = _buffer(graph, eid, f"c{len(consts)}")
+            consts.append((name, bufs[eid]))
+        else:
+            bufs[eid] = _buffer(graph, eid, f"in{len(inputs)}")
+            inputs.append((name, bufs[eid]))
+    outputs = [_buffer(graph, eid, f"out{i}") for i, eid in enumerate(graph.output_entry_ids())]
+    written_to_output: dict[int, Buffer] = {}
+    copies: list[tuple[Buffer, int]] = []
+    for out, eid in zip(outputs, graph.output_entry_ids(), strict=True):
+        producer = _producer(graph, eid)
+        if graph.nodes[producer].op == OP_NULL or eid in written_to_output:
+            copies.append((out, eid))
+        else:
+            written_to_output[eid] = out
+    bufs.update(written_to_output)
+    allocs: list[tuple[Buffer, int]] = []
+    for iv in intervals:
+        eid = int(iv.name[1:])
+        bufs[eid] = _buffer(graph, eid, iv.name, scope="local")
+        allocs.append((bufs[eid], memory.offset(iv.name)))
+    calls: list[Stmt] = []
+    for nid, node in enumerate(graph.nodes):
+        if node.op == OP_NULL:
+            continue
+        calls.append(_kernel_call(graph, nid, node, kernels, bufs))
+    for out, eid in copies:
+        calls.append(_copy(out, bufs[eid], graph, eid))
+    body: Stmt = seq(*calls)
+    for buf, offset in reversed(allocs):
+        body = Allocate(buf, body, StorageKind.STATIC, pool=WORKSPACE_POOL, offset=offset)
+    params_list = [b for _, b in inputs] + outputs + [b for _, b in consts]
+    run = PrimFunc(run_symbol(mod_name), tuple(params_list), body)
+    renamed = _renamed_graph(graph, mod_name)
+    return AotProgram(
+        run,
+        tuple(kernels[n] for n in sorted(kernels)),
+        memory,
+        tuple(intervals),
+        tuple(n for n, _ in inputs),
+        tuple(n for n, _ in consts),
+        len(outputs),
+        renamed,
+    )
+
+
+def _buffer(graph: GraphJSON, eid: int, name: str, scope: str = "global") -> Buffer:
+    return decl_buffer(graph.shape[eid], graph.dltype[eid], name, scope=scope)
+
+
+def _producer(graph: GraphJSON, eid: int) -> int:
+    for nid in range(len(graph.nodes)):
+        if graph.node_row_ptr[nid] <= eid < graph.node_row_ptr[nid + 1]:
+            return nid
+    raise CompileError(f"graph entry {eid} has no producing node")
+
+
+def _kernel_call(
+    graph: GraphJSON, nid: int, node: Node, kernels: Mapping[str, PrimFunc], bufs: dict[int, Buffer]
+) -> Stmt:
+    attrs = node.attrs
+    if attrs is None or attrs.func_name not in kernels:
+        raise CompileError(
+            f"AOT: node '{node.name}' calls '{attrs.func_name if attrs else '?'}', which is not a "
+            "kernel lowered to loop IR (a relay_to_runtime hook's kernels need the graph "
+            "executor for now); build with executor='graph'"
+        )
+    kernel = kernels[attrs.func_name]
+    eids = [graph.entry_id(e) for e in node.inputs]
+    eids += [graph.node_row_ptr[nid] + i for i in range(attrs.num_outputs)]
+    if len(eids) != len(kernel.params) or not all(isinstance(p, Buffer) for p in kernel.params):
+        raise CompileError(
+            f"AOT: kernel '{kernel.name}' takes {len(kernel.params)} parameters, node "
+            f"'{node.name}' passes {len(eids)} tensors (kernels with scalar parameters need "
+            "the graph executor)"
+        )
+    args = [bufs[e].data for e in eids]
+    status = call_extern("int32", kernel.name + UNPACKED_SUFFIX, *args)
+    return AssertStmt(eq(status, 0), "", seq())
+
+
+def _copy(dst: Buffer, src: Buffer, graph: GraphJSON, eid: int) -> Stmt:
+    """dst = src, element by element (nested loops, the innermost vectorized)."""
+    shape = graph.shape[eid]
+    idx = [Var(f"i{k}", "int64" if d >= 2**31 else "int32") for k, d in enumerate(shape)]
+    body: Stmt = store(dst, src[tuple(idx)] if idx else src[()], *idx)
+    for k in reversed(range(len(shape))):
+        kind = ForKind.VECTORIZED if k == len(shape) - 1 else ForKind.SERIAL
+        body = for_range(idx[k], shape[k], body, kind)
+    return body
+
+
+def _renamed_graph(graph: GraphJSON, mod_name: str) -> GraphJSON:
+    """The graph with every kernel node calling its AOT symbol (for per-operator profiles)."""
+    nodes = []
+    for node in graph.nodes:
+        if node.attrs is not None:
+            a = node.attrs
+            renamed = OpAttrs(
+                mangle(mod_name, a.func_name), a.num_inputs, a.num_outputs, a.flatten_data, a.extra
+            )
+            node = replace(node, attrs=renamed)
+        nodes.append(node)
+    return replace(graph, nodes=tuple(nodes))
