@@ -17,11 +17,12 @@ from typing import Any
 
 from ember.errors import ArtifactError, CompileError
 from ember.executor import make_metadata_artifacts
-from ember.executor.aot_executor import make_aot_metadata_artifacts
+from ember.executor.aot_executor import aot_metadata, make_aot_metadata_artifacts
 from ember.formats.graph_json import GraphJSON
+from ember.formats.metadata import ModelMetadata
 from ember.ir.module import IRModule
 from ember.ir.printer import astext
-from ember.lowering.aot import AotProgram
+from ember.lowering.aot import AotProgram, kernel_infos
 from ember.lowering.graph_plan import GraphPlan
 from ember.lowering.memory_map import memory_map_json, memory_map_lines
 from ember.runtime.artifact import Artifact
@@ -59,18 +60,23 @@ class Lowered:
 
     def _compile_aot(self, aot: AotProgram) -> ArtifactSet:
         """The kernels and the run function (unpacked entries exported: the run function
-        calls them across files), then the AOT metadata with the memory map."""
+        calls them across files), the metadata as C where the back end writes it
+        (``target.build.<kind>.metadata``), then the metadata artifacts and memory map."""
         target = self.target
         if "export-unpacked" in target.kind.options:
             target = target.with_attrs({"export-unpacked": True})
         artifacts = generate_code((*aot.kernels, aot.run_func), target)
-        artifacts += make_aot_metadata_artifacts(
+        md = aot_metadata(
             aot.graph,
             self.plan.params,
             self.mod_name,
             aot.memory.size,
-            memory_map_json(aot),
             aot.run_symbol,
+            kernel_infos(aot),
+        )
+        artifacts += generate_metadata(md, target)
+        artifacts += make_aot_metadata_artifacts(
+            md, aot.graph, self.plan.params, memory_map_json(aot)
         )
         return ArtifactSet(artifacts)
 
@@ -138,6 +144,15 @@ def generate_code(funcs: Sequence[PrimFunc], target: Target) -> list[Artifact]:
             "target such as 'c'"
         )
     return as_artifacts(get_global_func(hook)(list(funcs), codegen_target), hook)
+
+
+def generate_metadata(md: ModelMetadata, target: Target) -> list[Artifact]:
+    """The metadata as code, from ``target.build.<kind>.metadata`` of the code-generating
+    kind (the kind's, else its host's); none when the back end writes no such function."""
+    codegen_target = target if target.hook("tir_to_runtime") else target.host_or_default()
+    name = f"target.build.{codegen_target.kind.name}.metadata"
+    func = get_global_func(name, allow_missing=True)
+    return [] if func is None else as_artifacts(func(md, codegen_target), name)
 
 
 def as_artifacts(value: Any, hook: str) -> list[Artifact]:

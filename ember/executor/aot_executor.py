@@ -41,7 +41,7 @@ from ember.executor.metadata_module import (
 from ember.executor.profile import ProfileReport
 from ember.formats.dtypes import numpy_dtype
 from ember.formats.graph_json import GraphJSON
-from ember.formats.metadata import ModelMetadata, ParameterInfo
+from ember.formats.metadata import FunctionInfo, ModelMetadata, ParameterInfo, graph_metadata
 from ember.formats.params import load_params as parse_params
 from ember.runtime import ndarray
 from ember.runtime.artifact import METADATA_LOADER, Artifact
@@ -68,24 +68,30 @@ FUNCTIONS = (
 )
 
 
-def make_aot_metadata_artifacts(
+def aot_metadata(
     graph: GraphJSON,
     params: Mapping[str, Any],
     mod_name: str,
     workspace_size: int,
-    memory_map: str,
     run_symbol: str,
+    operators: tuple[FunctionInfo, ...] = (),
+) -> ModelMetadata:
+    """The unified metadata of an AOT build: the run function first, then the operators."""
+    arrays = {name: np.asarray(v) for name, v in params.items()}
+    md = graph_metadata(graph, arrays, mod_name)
+    run = dataclasses.replace(
+        md.functions[0], function_name=run_symbol, workspace_size_bytes=workspace_size
+    )
+    return dataclasses.replace(md, executor="aot", functions=(run, *operators))
+
+
+def make_aot_metadata_artifacts(
+    md: ModelMetadata, graph: GraphJSON, params: Mapping[str, Any], memory_map: str
 ) -> list[Artifact]:
     """The metadata artifacts of an AOT build (graph, params, metadata, memory map)."""
-    arts = make_metadata_artifacts(graph, params, mod_name, codegen_id=CODEGEN_ID)
     out = []
-    for art in arts:
+    for art in make_metadata_artifacts(graph, params, md.mod_name, codegen_id=CODEGEN_ID):
         if art.file_name == METADATA_FILE:
-            md = ModelMetadata.from_json(art.content)
-            run = dataclasses.replace(
-                md.functions[0], function_name=run_symbol, workspace_size_bytes=workspace_size
-            )
-            md = dataclasses.replace(md, executor="aot", functions=(run,))
             art = Artifact(CODEGEN_ID, METADATA_LOADER, METADATA_FILE, md.to_json().encode())
         out.append(art)
     out.append(Artifact(CODEGEN_ID, METADATA_LOADER, MEMORY_MAP_FILE, memory_map.encode()))

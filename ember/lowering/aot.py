@@ -21,12 +21,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ember.errors import CompileError
+from ember.formats.dtypes import numpy_dtype
 from ember.formats.graph_json import OP_NULL, GraphJSON, Node, OpAttrs
+from ember.formats.metadata import FunctionInfo, ParameterInfo
 from ember.lowering.graph_plan import KERNEL_PREFIX
 from ember.lowering.memory_plan import Buffer as Interval
 from ember.lowering.memory_plan import MemoryPlan, graph_buffers, plan_memory
 from ember.tir import PrimFunc, Var, call_extern, decl_buffer, eq, for_range, seq, store
 from ember.tir.buffer import Buffer
+from ember.tir.functor import post_order_visit
+from ember.tir.simplify import const_int
 from ember.tir.stmt import Allocate, AssertStmt, ForKind, Stmt, StorageKind
 
 #: suffix of a kernel's unpacked C entry (the runtime ABI; codegen.c.abi agrees, tested).
@@ -186,3 +190,39 @@ def _renamed_graph(graph: GraphJSON, mod_name: str) -> GraphJSON:
             node = replace(node, attrs=renamed)
         nodes.append(node)
     return replace(graph, nodes=tuple(nodes))
+
+
+def kernel_infos(aot: AotProgram) -> tuple[FunctionInfo, ...]:
+    """A FunctionInfo per operator function: arguments, and the bytes its own heap
+    allocations take (scratch a kernel allocates through the runtime per call)."""
+    arity: dict[str, tuple[int, int]] = {}
+    for node in aot.graph.nodes:
+        if node.attrs is not None:
+            arity[node.attrs.func_name] = (node.attrs.num_inputs, node.attrs.num_outputs)
+    infos = []
+    for func in aot.kernels:
+        n_in, n_out = arity.get(func.name, (len(func.params) - 1, 1))
+        params = tuple(
+            ParameterInfo(p.name, tuple(const_int(d) or 0 for d in p.shape), p.dtype, p.name)
+            for p in func.params
+            if isinstance(p, Buffer)
+        )
+        io = sum(p.nbytes for p in params)
+        infos.append(FunctionInfo(func.name, params, n_in, n_out, _heap_bytes(func), io, 0))
+    return tuple(infos)
+
+
+def _heap_bytes(func: PrimFunc) -> int:
+    total = 0
+
+    def visit(node: object) -> None:
+        nonlocal total
+        if isinstance(node, Allocate) and node.storage is StorageKind.HEAP:
+            count = 1
+            for d in node.buffer.shape:
+                value = const_int(d)
+                count *= value if value is not None else 0
+            total += count * numpy_dtype(node.buffer.dtype).itemsize
+
+    post_order_visit(func.body, visit)
+    return total

@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -89,8 +90,10 @@ def test_metadata_memory_map_and_mangled_names():
     files = {a.file_name: a for a in arts}
     md = ModelMetadata.from_json(files["metadata.json"].content)
     assert md.executor == "aot" and md.mod_name == "net"
-    (run,) = md.functions
+    run, *operators = md.functions
     assert run.function_name == "ember_net_run_model"
+    assert operators and all(f.function_name.startswith("ember_net_") for f in operators)
+    assert {f.function_name for f in operators} == {k.name for k in lowered.aot.kernels}
     assert run.workspace_size_bytes == lowered.aot.memory.size > 0
     mmap = json.loads(files["memory_map.json"].content)
     assert mmap["workspace_size_bytes"] == run.workspace_size_bytes
@@ -127,3 +130,77 @@ def test_models_are_bitwise_identical_under_both_executors(name):
     _, aot = _run(ember.build(mod, "c", params, executor="aot"), "aot", case.inputs)
     _, graph = _run(ember.build(mod, "c", params), "graph", case.inputs)
     assert all(np.array_equal(a, g) for a, g in zip(aot, graph, strict=True))
+
+
+MAIN_C = r"""
+#include <stdio.h>
+#include "ember/metadata.h"
+const EmberMetadata* ember_net_get_metadata(void);
+static void params(const char* what, const EmberParameterInfo* p, int n) {
+  for (int i = 0; i < n; ++i) {
+    printf("%s %s %s %s %d", what, p[i].relay_name_hint, p[i].tir_name_hint, p[i].dtype,
+           p[i].ndim);
+    for (int d = 0; d < p[i].ndim; ++d) printf(" %lld", (long long)p[i].shape[d]);
+    printf("\n");
+  }
+}
+int main(void) {
+  const EmberMetadata* md = ember_net_get_metadata();
+  printf("model %lld %s %s %s\n", (long long)md->version, md->module_name, md->executor,
+         md->interface_api);
+  params("input", md->inputs, md->num_inputs);
+  params("output", md->outputs, md->num_outputs);
+  params("constant", md->constants, md->num_constants);
+  for (int f = 0; f < md->num_functions; ++f) {
+    const EmberFunctionInfo* fn = &md->functions[f];
+    printf("function %s %d %d %lld %lld %lld\n", fn->function_name, fn->num_inputs,
+           fn->num_outputs, (long long)fn->workspace_size_bytes, (long long)fn->io_size_bytes,
+           (long long)fn->constant_size_bytes);
+    params("param", fn->params, fn->num_inputs + fn->num_outputs);
+  }
+  return 0;
+}
+"""
+
+
+def _expected_lines(md: ModelMetadata) -> list[str]:
+    def params(what, infos):
+        return [
+            " ".join([what, p.name, p.tir_name, p.dtype, str(len(p.shape)), *map(str, p.shape)])
+            for p in infos
+        ]
+
+    lines = [f"model {md.version} {md.mod_name} {md.executor} {md.interface_api}"]
+    lines += params("input", md.inputs) + params("output", md.outputs)
+    lines += params("constant", md.params)
+    for f in md.functions:
+        lines.append(
+            f"function {f.function_name} {f.num_inputs} {f.num_outputs} "
+            f"{f.workspace_size_bytes} {f.io_size_bytes} {f.constant_size_bytes}"
+        )
+        lines += params("param", f.params)
+    return lines
+
+
+def test_a_c_program_reads_the_same_metadata(tmp_path):
+    """The C accessor, the Python metadata and metadata.json agree field by field."""
+    mod, params = _module()
+    arts = ember.build(mod, "c", params, executor="aot", mod_name="net")
+    files = {a.file_name: a for a in arts}
+    header = files["ember_net.h"].content.decode()
+    assert "const EmberMetadata* ember_net_get_metadata(void);" in header
+    (tmp_path / "md.c").write_bytes(files["ember_net_metadata.c"].content)
+    (tmp_path / "main.c").write_text(MAIN_C)
+    include = Path(ember.__file__).parent / "runtime" / "include"
+    exe = tmp_path / "show"
+    subprocess.run(
+        ["cc", "-std=c99", "-Wall", "-Werror", f"-I{include}", "main.c", "md.c", "-o", str(exe)],
+        cwd=tmp_path,
+        check=True,
+    )
+    printed = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
+    from_json = ModelMetadata.from_json(files["metadata.json"].content)
+    top = ember.load_artifacts(arts, DEV)
+    from_python = top["get_metadata"]()
+    assert from_json == from_python
+    assert printed.splitlines() == _expected_lines(from_json)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ember.codegen.c.build import DEFAULT_MAX_FILE_BYTES, build_c
+from ember.codegen.c.metadata import metadata_sources
 from ember.runtime.registry import register_func
 from ember.target import TargetKind, TargetOption, register_target_kind
 from ember.target.kind import DEVICE_CPU
@@ -55,6 +56,7 @@ C_OPTIONS = {
 }
 
 register_func(BUILD_FUNC, build_c)
+register_func(BUILD_FUNC + ".metadata", metadata_sources)
 register_target_kind(
     TargetKind(
         "c",
