@@ -76,6 +76,7 @@ def _row(
 
 #: The table, in canonical order (bool, signed, unsigned, floats, handle).
 DTYPES: tuple[DTypeInfo, ...] = (
+    # name, class, bits, DLPack code, numpy type, C type, ONNX TensorProto code
     _row("bool", "bool", 8, DL_BOOL, np.bool_, "uint8_t", 9),
     _row("int8", "int", 8, DL_INT, np.int8, "int8_t", 3),
     _row("int16", "int", 16, DL_INT, np.int16, "int16_t", 5),
