@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ember.errors import CompileError, EmberTypeError, EmberValueError
+from ember.support.dtypes import numpy_dtype as _np_dtype
 from ember.tir import dtype as dt
 from ember.tir.buffer import Buffer
 from ember.tir.expr import (
@@ -376,16 +377,6 @@ def _runtime(func: PrimFunc, externs: Mapping[str, Callable[..., Any]]) -> dict[
         if dt.is_integral(name):
             rt[f"int_{name}"] = _to_int(dt.bits_of(name), dt.is_int(name))
     return rt
-
-
-def _np_dtype(dtype: str) -> np.dtype:
-    if dtype == "bool":
-        return np.dtype(np.bool_)
-    if dtype == "bfloat16":
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(dtype)
 
 
 def translate(func: PrimFunc, check_bounds: bool = True) -> str:

@@ -18,6 +18,7 @@ from onnx import numpy_helper
 from ember.errors import FrontendError, OpNotSupportedError
 from ember.frontend.onnx.context import onnx_elem_dtype, onnx_elem_name, sparse_to_dense
 from ember.frontend.onnx.registry import find_handler, supported_ops
+from ember.support.dtypes import numpy_dtype as _np_dtype
 
 #: the oldest default-domain opset the importer accepts.
 MIN_OPSET = 7
@@ -401,13 +402,3 @@ def infer_value_dtypes(model: onnx.ModelProto, input_dtypes: Mapping[str, str]) 
         except FrontendError:
             out[vi.name] = onnx_elem_name(tt.elem_type).lower()
     return out
-
-
-def _np_dtype(name: str) -> object:
-    import numpy as np
-
-    if name == "bfloat16":
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(name)

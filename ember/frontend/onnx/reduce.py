@@ -20,6 +20,7 @@ from ember.frontend.onnx.math import arg, scalar_const, ttype
 from ember.frontend.onnx.registry import ALL_TYPES, NUMERIC_TYPES, HandlerFn, onnx_op
 from ember.ir.expr import Expr, call
 from ember.ir.ops.common import normalize_axes, normalize_axis
+from ember.support.dtypes import is_half
 
 #: the first opset in which each reduction takes ``axes`` as an input.
 _AXES_INPUT_SINCE = {"ReduceSum": 13}
@@ -44,7 +45,7 @@ def _axes(ctx: ConvertContext, node: NodeView, ndim: int) -> tuple[int, ...] | N
 def _widen(x: Expr) -> tuple[Expr, str]:
     """``x`` cast to float32 when it is a 16-bit float, and its original dtype."""
     dtype = ttype(x).dtype
-    if dtype in ("float16", "bfloat16"):
+    if is_half(dtype):
         return call("cast", x, dtype="float32"), dtype
     return x, dtype
 

@@ -14,13 +14,14 @@ import numpy as np
 
 from ember.errors import IRError
 from ember.ir.types import TensorType, Type, as_tensor_type
+from ember.support import dtypes
 
-FLOAT_DTYPES: frozenset[str] = frozenset({"float16", "bfloat16", "float32", "float64"})
-SIGNED_DTYPES: frozenset[str] = frozenset({"int8", "int16", "int32", "int64"})
-UNSIGNED_DTYPES: frozenset[str] = frozenset({"uint8", "uint16", "uint32", "uint64"})
+FLOAT_DTYPES: frozenset[str] = frozenset(dtypes.names_of("float"))
+SIGNED_DTYPES: frozenset[str] = frozenset(dtypes.names_of("int"))
+UNSIGNED_DTYPES: frozenset[str] = frozenset(dtypes.names_of("uint"))
 INT_DTYPES: frozenset[str] = SIGNED_DTYPES | UNSIGNED_DTYPES
 NUMERIC_DTYPES: frozenset[str] = FLOAT_DTYPES | INT_DTYPES
-ALL_DTYPES: frozenset[str] = NUMERIC_DTYPES | {"bool"}
+ALL_DTYPES: frozenset[str] = frozenset(dtypes.names_of())
 INDEX_DTYPES: frozenset[str] = frozenset({"int32", "int64"})
 
 
@@ -83,18 +84,14 @@ def check_same_dtype(types: Sequence[TensorType], what: str) -> str:
 
 def compute_dtype(dtype: str) -> np.dtype:
     """The numpy dtype a reference computes in: float32 for 16-bit floats, else ``dtype``."""
-    if dtype in ("float16", "bfloat16"):
+    if dtypes.is_half(dtype):
         return np.dtype("float32")
     return np.dtype(dtype)
 
 
 def np_dtype(dtype: str) -> np.dtype:
     """The numpy dtype of a canonical dtype name (bfloat16 through ml_dtypes)."""
-    if dtype == "bfloat16":
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(dtype)
+    return dtypes.numpy_dtype(dtype)
 
 
 def float_map(fn: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np.ndarray:

@@ -10,9 +10,7 @@ import numpy as np
 from ember.errors import IRError
 from ember.ir.op import Attrs
 from ember.ir.types import TensorType, Type, as_tensor_type
-
-#: dtypes whose references accumulate in float32 (numpy would otherwise sum in half).
-_WIDEN = {"float16": np.float32, "bfloat16": np.float32}
+from ember.support.dtypes import is_float, is_half
 
 
 def tensor_arg(types: Sequence[Type], index: int, what: str) -> TensorType:
@@ -28,7 +26,7 @@ def check_same_dtype(ref: TensorType, other: TensorType, what: str) -> None:
 
 def check_float(ty: TensorType, what: str) -> None:
     """Raise IRError unless ``ty`` is a floating point tensor."""
-    if not ty.dtype.startswith(("float", "bfloat")):
+    if not is_float(ty.dtype):
         raise IRError(f"{what} must be a floating point tensor, got {ty.dtype}")
 
 
@@ -66,7 +64,8 @@ def padding(attrs: Attrs, nsp: int, name: str = "padding") -> tuple[tuple[int, i
 
 def acc_dtype(dtype: np.dtype) -> np.dtype:
     """The dtype a reference computes in: float32 for half types, else ``dtype`` itself."""
-    return np.dtype(_WIDEN.get(np.dtype(dtype).name, dtype))
+    npdt = np.dtype(dtype)
+    return np.dtype(np.float32) if is_half(npdt.name) else npdt
 
 
 def widen(x: np.ndarray) -> np.ndarray:
