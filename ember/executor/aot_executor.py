@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ember.errors import EmberTypeError, EmberValueError, ExecutorError
+from ember.errors import EmberTypeError, EmberValueError, ExecutorError, ModuleLoadError
 from ember.executor.graph_executor import GraphExecutor
 from ember.executor.graph_runtime import GraphExecutorModule, find_kernel
 from ember.executor.metadata_module import (
@@ -110,7 +110,13 @@ class AotExecutorModule(Module):
         md = top.metadata
         self.metadata = md
         self.run_info = md.functions[0]
-        self._run_fn: PackedFunc = find_kernel(top.host, self.run_info.function_name)
+        try:
+            self._run_fn: PackedFunc = find_kernel(top.host, self.run_info.function_name)
+        except LookupError:
+            raise ModuleLoadError(
+                f"the model's library has no run function '{self.run_info.function_name}' "
+                "that metadata.json names; rebuild the model with executor='aot'"
+            ) from None
         self._infos: list[ParameterInfo] = [*md.inputs, *md.params]
         self._names = [p.name for p in self._infos]
         self._index = {name: i for i, name in enumerate(self._names)}
