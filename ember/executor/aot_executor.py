@@ -12,12 +12,12 @@ executor's interface::
     factory = ember.load_artifacts(ember.build(mod, "c", params, executor="aot"), dev)
     aot = AotExecutor(factory["default"](dev))
     aot.set_input("x", x)
-    aot.run()                       # one call: ember_default_run_model(x, y, constants...)
+    aot.run()                       # one call: ember_default_run_model(x, y, constants, ws)
     y = aot.get_output(0).numpy()
 
-The executor owns one array per input, output and constant (64-byte aligned); ``run``
-passes them to the run function, which checks every argument and reports a kernel's
-failure as an :class:`~ember.errors.ExecutorError`-style FFI error with its message.
+The executor owns one array per input, output and constant and its workspace (64-byte
+aligned); ``run`` passes them to the run function, which checks every argument and
+reports a kernel's failure as an FFI error carrying the kernel's message.
 """
 
 from __future__ import annotations
@@ -126,6 +126,9 @@ class AotExecutorModule(Module):
         self._unset = {p.name for p in md.inputs}
         self._args = [*self._arrays[: len(md.inputs)], *self._outputs]
         self._args += self._arrays[len(md.inputs) :]
+        size = max(self.run_info.workspace_size_bytes, 1)
+        self.workspace = ndarray.empty((size,), "uint8", device)
+        self._args.append(self.workspace)
         self._profiler: GraphExecutorModule | None = None
         self.import_module(top.host)
         for p in md.params:

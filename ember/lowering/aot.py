@@ -1,10 +1,12 @@
 """AOT lowering: a planned graph + its kernels -> one run function in loop IR.
 
 The run function ``ember_<mod>_run_model`` takes the model's inputs, then its outputs,
-then its constants (each a buffer, in the order of :class:`AotProgram`), and calls every
+then its constants (each a buffer, in the order of :class:`AotProgram`), then the workspace
+(a handle to ``workspace_size_bytes`` bytes, so that each executor has its own and runs
+never share memory), and calls every
 kernel's unpacked C entry (``<symbol>_unpacked``, the runtime ABI) in graph order; each
 call's status is checked, so a kernel's error fails the run with its message. Every
-intermediate lives at a fixed offset of one static workspace (``pool="workspace"``),
+intermediate lives at a fixed offset of that workspace (``pool="workspace"``),
 placed by :func:`ember.lowering.memory_plan.plan_memory`; nothing is allocated per run.
 An output that is not written by a kernel (an input or a constant returned as is, or one
 value returned twice) is copied by a loop in the run function.
@@ -35,8 +37,11 @@ from ember.tir.stmt import Allocate, AssertStmt, ForKind, Stmt, StorageKind
 
 #: suffix of a kernel's unpacked C entry (the runtime ABI; codegen.c.abi agrees, tested).
 UNPACKED_SUFFIX = "_unpacked"
-#: the static pool every intermediate of the run function lives in.
+#: the pool every intermediate of the run function lives in: its last parameter, a handle.
 WORKSPACE_POOL = "workspace"
+#: kernel calls per segment of the run function; a segment declares the workspace buffers
+#: it touches, so nesting stays shallow however many intermediates a model has.
+SEGMENT_CALLS = 16
 
 
 @dataclass(frozen=True)
@@ -102,22 +107,22 @@ def build_aot(
         else:
             written_to_output[eid] = out
     bufs.update(written_to_output)
-    allocs: list[tuple[Buffer, int]] = []
+    offsets: dict[int, int] = {}
     for iv in intervals:
         eid = int(iv.name[1:])
         bufs[eid] = _buffer(graph, eid, iv.name, scope="local")
-        allocs.append((bufs[eid], memory.offset(iv.name)))
-    calls: list[Stmt] = []
+        offsets[eid] = memory.offset(iv.name)
+    calls: list[tuple[Stmt, list[int]]] = []
     for nid, node in enumerate(graph.nodes):
-        if node.op == OP_NULL:
-            continue
-        calls.append(_kernel_call(graph, nid, node, kernels, bufs))
+        if node.op != OP_NULL:
+            calls.append(_kernel_call(graph, nid, node, kernels, bufs))
     for out, eid in copies:
-        calls.append(_copy(out, bufs[eid], graph, eid))
-    body: Stmt = seq(*calls)
-    for buf, offset in reversed(allocs):
-        body = Allocate(buf, body, StorageKind.STATIC, pool=WORKSPACE_POOL, offset=offset)
-    params_list = [b for _, b in inputs] + outputs + [b for _, b in consts]
+        calls.append((_copy(out, bufs[eid], graph, eid), [eid]))
+    segments = [calls[k : k + SEGMENT_CALLS] for k in range(0, len(calls), SEGMENT_CALLS)]
+    body = seq(*(_declare(segment, bufs, offsets) for segment in segments))
+    workspace = Var(WORKSPACE_POOL, "handle")
+    params_list: list[Buffer | Var] = [*(b for _, b in inputs), *outputs]
+    params_list += [*(b for _, b in consts), workspace]
     run = PrimFunc(run_symbol(mod_name), tuple(params_list), body)
     renamed = _renamed_graph(graph, mod_name)
     return AotProgram(
@@ -130,6 +135,19 @@ def build_aot(
         len(outputs),
         renamed,
     )
+
+
+def _declare(
+    segment: Sequence[tuple[Stmt, list[int]]], bufs: dict[int, Buffer], offsets: dict[int, int]
+) -> Stmt:
+    """A segment of calls inside the declarations of the workspace buffers it touches."""
+    body: Stmt = seq(*(stmt for stmt, _ in segment))
+    used = sorted({e for _, eids in segment for e in eids if e in offsets}, reverse=True)
+    for eid in used:
+        body = Allocate(
+            bufs[eid], body, StorageKind.STATIC, pool=WORKSPACE_POOL, offset=offsets[eid]
+        )
+    return body
 
 
 def _buffer(graph: GraphJSON, eid: int, name: str, scope: str = "global") -> Buffer:
@@ -145,7 +163,7 @@ def _producer(graph: GraphJSON, eid: int) -> int:
 
 def _kernel_call(
     graph: GraphJSON, nid: int, node: Node, kernels: Mapping[str, PrimFunc], bufs: dict[int, Buffer]
-) -> Stmt:
+) -> tuple[Stmt, list[int]]:
     attrs = node.attrs
     if attrs is None or attrs.func_name not in kernels:
         raise CompileError(
@@ -164,7 +182,7 @@ def _kernel_call(
         )
     args = [bufs[e].data for e in eids]
     status = call_extern("int32", kernel.name + UNPACKED_SUFFIX, *args)
-    return AssertStmt(eq(status, 0), "", seq())
+    return AssertStmt(eq(status, 0), "", seq()), eids
 
 
 def _copy(dst: Buffer, src: Buffer, graph: GraphJSON, eid: int) -> Stmt:
