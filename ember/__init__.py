@@ -36,6 +36,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "build": ("ember.driver", "build"),
     "lower": ("ember.driver", "lower"),
     "Lowered": ("ember.driver", "Lowered"),
+    "Executor": ("ember.driver", "Executor"),
     "Target": ("ember.target", "Target"),
     "register_target_kind": ("ember.target", "register_target_kind"),
     "import_onnx": ("ember.frontend", "from_onnx"),

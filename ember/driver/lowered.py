@@ -11,10 +11,13 @@ PrimFuncs of the kernels ember lowered; the artifacts of kernels an external
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from ember.driver.executor import Executor
 from ember.errors import ArtifactError, CompileError
 from ember.executor import make_metadata_artifacts
 from ember.executor.aot_executor import aot_metadata, make_aot_metadata_artifacts
@@ -39,7 +42,7 @@ class Lowered:
     """A model lowered for one target and executor, ready to ``compile()``."""
 
     target: Target
-    executor: str
+    executor: Executor
     mod_name: str
     ir: IRModule
     plan: GraphPlan
@@ -73,8 +76,10 @@ class Lowered:
             aot.memory.size,
             aot.run_symbol,
             kernel_infos(aot),
+            self.executor.interface_api,
         )
-        artifacts += generate_metadata(md, target)
+        constants = self.plan.params if self.executor.link_params else None
+        artifacts += generate_metadata(md, target, constants)
         artifacts += make_aot_metadata_artifacts(
             md, aot.graph, self.plan.params, memory_map_json(aot)
         )
@@ -146,13 +151,24 @@ def generate_code(funcs: Sequence[PrimFunc], target: Target) -> list[Artifact]:
     return as_artifacts(get_global_func(hook)(list(funcs), codegen_target), hook)
 
 
-def generate_metadata(md: ModelMetadata, target: Target) -> list[Artifact]:
-    """The metadata as code, from ``target.build.<kind>.metadata`` of the code-generating
-    kind (the kind's, else its host's); none when the back end writes no such function."""
+def generate_metadata(
+    md: ModelMetadata, target: Target, constants: Mapping[str, np.ndarray] | None = None
+) -> list[Artifact]:
+    """The metadata (and, with linked constants, the C interface) as code, from
+    ``target.build.<kind>.metadata(md, target, constants)`` of the code-generating kind (the
+    kind's, else its host's); none when the back end has no such function, which is an
+    error when the build needs it (the ``c`` interface)."""
     codegen_target = target if target.hook("tir_to_runtime") else target.host_or_default()
     name = f"target.build.{codegen_target.kind.name}.metadata"
     func = get_global_func(name, allow_missing=True)
-    return [] if func is None else as_artifacts(func(md, codegen_target), name)
+    if func is None:
+        if md.interface_api == "c":
+            raise CompileError(
+                f"target '{codegen_target}' writes no {name}, which the c interface needs; "
+                "use -interface-api=packed or a back end that has it (c)"
+            )
+        return []
+    return as_artifacts(func(md, codegen_target, constants), name)
 
 
 def as_artifacts(value: Any, hook: str) -> list[Artifact]:

@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 from tqdm import tqdm
 
+from ember.driver.executor import Executor
 from ember.driver.lowered import Lowered, as_artifacts
 from ember.errors import EmberValueError
 from ember.ir.expr import Function
@@ -48,24 +49,21 @@ from ember.tir import PrimFunc
 from ember.transform import PassContext, Sequential, fold_constant, get_pass, optimize
 from ember.transform.fuse_ops import DEFAULT_MAX_DEPTH
 
-#: executors ``build`` can target.
-EXECUTORS: tuple[str, ...] = ("graph", "aot")
-
 
 def lower(
     mod: IRModule,
     target: str | Target = "c",
     params: Mapping[str, np.ndarray] | None = None,
-    executor: str = "graph",
+    executor: str | Executor | None = None,
     mod_name: str = "default",
     opt_level: int = 2,
     progress: bool = False,
     pass_context: PassContext | None = None,
 ) -> Lowered:
-    """Run stages 1-6 (see the module docstring); ``pass_context`` overrides ``opt_level``."""
+    """Run stages 1-6 (see the module docstring); ``pass_context`` overrides ``opt_level``;
+    ``executor`` defaults to the target's ``-executor`` option, else ``graph``."""
     tgt = Target.create(target)
-    if executor not in EXECUTORS:
-        raise EmberValueError(f"unknown executor {executor!r}; known: {', '.join(EXECUTORS)}")
+    ex = Executor.create(executor if executor is not None else tgt.attrs.get("executor", "graph"))
     if not mod_name.isidentifier():
         raise EmberValueError(f"mod_name must be a C identifier, got {mod_name!r}")
     ctx = pass_context if pass_context is not None else PassContext(opt_level=opt_level)
@@ -78,7 +76,7 @@ def lower(
     plan = plan_graph(mod)  # 5
     funcs, external = _lower_kernels(plan.kernels, tgt, progress)  # 6
     aot = None
-    if executor == "aot":
+    if ex.kind == "aot":
         if external:
             raise EmberValueError(
                 f"executor 'aot': target '{tgt}' compiled kernels through its relay_to_runtime "
@@ -86,14 +84,14 @@ def lower(
             )
         alignment = max(64, tgt.cpu.vector_bits // 8)
         aot = build_aot(plan.graph, plan.params, funcs, mod_name, alignment)
-    return Lowered(tgt, executor, mod_name, mod, plan, funcs, external, ctx.report, aot)
+    return Lowered(tgt, ex, mod_name, mod, plan, funcs, external, ctx.report, aot)
 
 
 def build(
     mod: IRModule,
     target: str | Target = "c",
     params: Mapping[str, np.ndarray] | None = None,
-    executor: str = "graph",
+    executor: str | Executor | None = None,
     mod_name: str = "default",
     opt_level: int = 2,
     progress: bool = False,

@@ -75,6 +75,7 @@ def aot_metadata(
     workspace_size: int,
     run_symbol: str,
     operators: tuple[FunctionInfo, ...] = (),
+    interface_api: str = "packed",
 ) -> ModelMetadata:
     """The unified metadata of an AOT build: the run function first, then the operators."""
     arrays = {name: np.asarray(v) for name, v in params.items()}
@@ -82,7 +83,9 @@ def aot_metadata(
     run = dataclasses.replace(
         md.functions[0], function_name=run_symbol, workspace_size_bytes=workspace_size
     )
-    return dataclasses.replace(md, executor="aot", functions=(run, *operators))
+    return dataclasses.replace(
+        md, executor="aot", functions=(run, *operators), interface_api=interface_api
+    )
 
 
 def make_aot_metadata_artifacts(

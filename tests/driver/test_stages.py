@@ -23,7 +23,7 @@ def _chain() -> IRModule:
 def test_lowered_holds_every_stage_and_prints_them():
     lowered = ember.lower(_chain(), "c")
     assert isinstance(lowered, ember.Lowered)
-    assert lowered.target == Target.create("c") and lowered.executor == "graph"
+    assert lowered.target == Target.create("c") and lowered.executor.kind == "graph"
     assert len(lowered.prim_funcs) == len(lowered.plan.kernels) >= 1
     assert not lowered.external
     text = lowered.as_text()

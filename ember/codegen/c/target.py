@@ -50,6 +50,12 @@ C_OPTIONS = {
         "start a new C file past this size, so large models compile on every core",
         _at_least(1),
     ),
+    "executor": TargetOption(
+        str,
+        "graph",
+        "executor of builds that name none: 'graph', 'aot' or a quoted spec such as "
+        "'aot -interface-api=c' (ember.Executor)",
+    ),
     "export-unpacked": TargetOption(
         bool, False, "export each kernel's unpacked C function too (not only its wrapper)"
     ),
