@@ -31,6 +31,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from ember.errors import EmberValueError, FrontendError
+from ember.examples.builder import IR_VERSION, OPSET
 from ember.examples.builder import GraphBuilder as _Graph
 from ember.examples.tiny import TINY_MODELS, tiny_case
 from ember.support.registry import Registry
@@ -491,3 +492,20 @@ def _bert_case(
 
 
 register_builtin_models()
+
+__all__ = [
+    "IR_VERSION",
+    "LIGHT_MODELS",
+    "MODELS",
+    "OPSET",
+    "ModelCase",
+    "bert_encoder",
+    "bert_inputs",
+    "calibrate_softmax",
+    "light_model",
+    "light_model_path",
+    "make_model",
+    "mobilenet_v2",
+    "mobilenet_v2_inputs",
+    "register_builtin_models",
+]
