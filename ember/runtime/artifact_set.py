@@ -226,7 +226,7 @@ class ArtifactSet:
 
     def inspect(self) -> str:
         """A table of every artifact: codegen, loader, file, size, sha256 prefix."""
-        from ember.runtime.inspectors import artifact_table
+        from ember.tools.inspectors import artifact_table
 
         return artifact_table(self._artifacts)
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from ember.errors import ArtifactError
 from ember.runtime.artifact_set import ArtifactSet
 from ember.runtime.blob import BLOB_SYMBOL, pack_artifacts, read_library_blob
-from ember.runtime.inspectors.elf import is_elf
+from ember.runtime.elf import is_elf
 from ember.runtime.library_module import LibraryModule
 from ember.runtime.loading import SOURCE_ATTR, check_loaders, link_native, load_groups
 from ember.runtime.module import Module

@@ -22,7 +22,7 @@ from ember.errors import ArtifactError
 from ember.runtime.artifact import NATIVE_LOADER, AnyArtifact, Artifact
 from ember.runtime.artifact_set import MANIFEST_NAME, ArtifactSet
 from ember.runtime.blob import read_library_blob
-from ember.runtime.inspectors.elf import is_elf
+from ember.runtime.elf import is_elf
 from ember.support.registry import Registry
 
 #: The codegen_id under which an exported library lists its own native code.

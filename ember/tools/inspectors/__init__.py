@@ -106,7 +106,7 @@ def _ensure_builtins() -> None:
     global _BUILTINS_REGISTERED
     if not _BUILTINS_REGISTERED:
         _BUILTINS_REGISTERED = True
-        from ember.runtime.inspectors.builtin import register_builtin_inspectors
+        from ember.tools.inspectors.builtin import register_builtin_inspectors
 
         register_builtin_inspectors()
 
