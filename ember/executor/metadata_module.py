@@ -41,11 +41,11 @@ from ember.runtime import ndarray
 from ember.runtime.artifact import METADATA_LOADER, AnyArtifact, Artifact
 from ember.runtime.device import Device, cpu
 from ember.runtime.device import device as to_device
+from ember.runtime.inspection import INSPECTORS, register_inspector
 from ember.runtime.module import Module
 from ember.runtime.packed_func import PackedFunc, as_packed_func
 from ember.runtime.registry import find_python_func, register_func
 from ember.support.registry import Registry
-from ember.tools.inspectors import INSPECTORS, register_inspector
 
 LOADER_FUNC = "runtime.module.loadbinary_metadata"
 GRAPH_JSON_FILE = "graph.json"
