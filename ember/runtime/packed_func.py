@@ -130,9 +130,11 @@ def _pack_slow(value: Any, i: int, buf: CallBuffers, keep: list[Any] | None) -> 
 IDENTITY_TYPES: Registry[tuple[type, TypeCode]] = Registry("class passed by identity")
 
 
-def register_identity_type(cls: type, code: TypeCode) -> None:
-    """Pass instances of ``cls`` to C by identity, under the type code ``code``."""
-    IDENTITY_TYPES.register(f"{cls.__module__}.{cls.__qualname__}", (cls, code), override=True)
+def register_identity_type(cls: type, code: TypeCode) -> str:
+    """Pass instances of ``cls`` to C by identity, under ``code``; returns the registry key."""
+    key = f"{cls.__module__}.{cls.__qualname__}"
+    IDENTITY_TYPES.register(key, (cls, code), override=True)
+    return key
 
 
 def _identity_code(value: Any) -> TypeCode | None:
