@@ -13,6 +13,10 @@ from a small pool, so threads and re-entrant calls never share one) filled throu
 memoryviews, one pointer passed to ``EmberFuncCallFrame``. An NDArray passes its cached
 DLTensor address. A Python exception raised in a callback called from C is re-raised
 (same object, same traceback) by :func:`ember.runtime.c_api.check_call`.
+
+The trampolines sit below this file: on import it registers the value codec they use
+(:func:`ember.runtime.callback.register_value_codec`). Classes passed to C by identity
+register here (:func:`register_identity_type`; module.py registers Module).
 """
 
 from __future__ import annotations
