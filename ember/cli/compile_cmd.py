@@ -1,7 +1,8 @@
 """``ember compile MODEL.onnx [--target c] [-o model.tar]``: compile a model into a package.
 
-The package (see ember.formats.package) holds the exported library and the readable
-artifact tree; ``ember run`` executes it and ``ember inspect`` lists it.
+The package (layout: ember.formats.package; written by ember.tools.package) holds the
+exported library and the readable artifact tree; ``ember run`` executes it and
+``ember inspect`` lists it.
 """
 
 from __future__ import annotations
@@ -10,6 +11,10 @@ import argparse
 import sys
 import time
 from pathlib import Path
+
+from ember.driver import build
+from ember.frontend import from_onnx
+from ember.tools.package import write_package
 
 
 def _shape_arg(text: str) -> tuple[str, tuple[int, ...]]:
@@ -46,10 +51,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Import, build and package the model; print what was written."""
-    from ember.driver import build
-    from ember.formats.package import write_package
-    from ember.frontend import from_onnx
-
     out = args.output or args.model.with_suffix(".tar")
     show = not args.quiet and sys.stderr.isatty()
     start = time.perf_counter()

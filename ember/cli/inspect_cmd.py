@@ -10,8 +10,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ember.runtime.inspectors import artifact_table, inspect_artifact
-from ember.runtime.inspectors.sources import read_artifact_source, select_artifact
+from ember.tools.inspectors import artifact_table, inspect_artifact
+from ember.tools.inspectors.sources import read_artifact_source, select_artifact
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -16,6 +16,10 @@ from typing import Any
 import numpy as np
 
 from ember.errors import EmberValueError
+from ember.executor import GraphExecutor
+from ember.runtime.device import cpu
+from ember.runtime.library_module import load_module
+from ember.tools.package import load_package
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,14 +63,10 @@ def _load_inputs(path: Path) -> dict[str, np.ndarray]:
 
 def run(args: argparse.Namespace) -> int:
     """Load the package, set inputs, run, print or save outputs and timings."""
-    import ember
-    from ember.executor import GraphExecutor
-    from ember.formats.package import load_package
-
-    dev = ember.cpu(0)
+    dev = cpu(0)
     with tempfile.TemporaryDirectory(prefix="ember-run-") as tmp:
         if args.package.suffix == ".so":
-            factory, mod_name = ember.load_module(str(args.package)), "default"
+            factory, mod_name = load_module(str(args.package)), "default"
         else:
             factory, meta = load_package(args.package, tmp)
             mod_name = meta.get("mod_name", "default")

@@ -21,8 +21,8 @@ from ember.examples import EXAMPLE_MODEL
 
 def main(model_path: Path = EXAMPLE_MODEL) -> int:
     """Run the demo; return a process exit code."""
-    from ember.formats.package import load_package, write_package
     from ember.ir import evaluate
+    from ember.tools.package import load_package, write_package
 
     print(f"ember {ember.__version__}: demo on {model_path.name}")
     start = time.perf_counter()

@@ -119,7 +119,7 @@ def test_refusals() -> None:
 
 
 def test_params_inspector() -> None:
-    from ember.runtime.inspectors import inspect_artifact
+    from ember.tools.inspectors import inspect_artifact
 
     arts = make_metadata_artifacts(three_node_graph(), {"w": W})
     text = inspect_artifact(arts[1])

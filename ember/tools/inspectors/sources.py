@@ -1,4 +1,4 @@
-"""Where inspectable artifacts come from: a saved directory, an exported library, later a package.
+"""Where inspectable artifacts come from: a saved directory, an exported library, a package.
 
 Each source reader is registered by name and probes a path: it returns the artifacts it
 found, or None when the path is not its kind. Readers are tried in name order; a new
@@ -22,8 +22,9 @@ from ember.errors import ArtifactError
 from ember.runtime.artifact import NATIVE_LOADER, AnyArtifact, Artifact
 from ember.runtime.artifact_set import MANIFEST_NAME, ArtifactSet
 from ember.runtime.blob import read_library_blob
-from ember.runtime.inspectors.elf import is_elf
+from ember.runtime.elf import is_elf
 from ember.support.registry import Registry
+from ember.tools.package import package_artifacts
 
 #: The codegen_id under which an exported library lists its own native code.
 LIBRARY_CODEGEN_ID = "library"
@@ -82,8 +83,6 @@ def read_package(path: Path) -> ArtifactSource | None:
     """A package tar written by ``ember compile`` (its saved artifact tree)."""
     if not (path.is_file() and tarfile.is_tarfile(path)):
         return None
-    from ember.formats.package import package_artifacts
-
     return ArtifactSource("ember package", tuple(package_artifacts(path)))
 
 

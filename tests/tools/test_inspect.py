@@ -11,23 +11,23 @@ from test_artifact_samples import C_SOURCE, c_artifact, sample_set
 from ember.errors import ArtifactError, RegistryError, SerializationError
 from ember.runtime.artifact import Artifact, InMemoryArtifact
 from ember.runtime.artifact_set import ArtifactSet
+from ember.runtime.elf import ElfFile
 from ember.runtime.export import export_library
-from ember.runtime.inspectors import (
+from ember.support.toolchain import compile_object
+from ember.tools.inspectors import (
     INSPECTORS,
     artifact_table,
     find_inspector,
     inspect_artifact,
     register_inspector,
 )
-from ember.runtime.inspectors.builtin import hex_dump, show_default
-from ember.runtime.inspectors.elf import ElfFile
-from ember.runtime.inspectors.sources import (
+from ember.tools.inspectors.builtin import hex_dump, show_default
+from ember.tools.inspectors.sources import (
     ArtifactSource,
     read_artifact_source,
     register_artifact_source,
     select_artifact,
 )
-from ember.support.toolchain import compile_object
 
 
 def test_c_source_is_shown_as_is() -> None:
@@ -173,7 +173,7 @@ def test_register_artifact_source(tmp_path: Path) -> None:
         (tmp_path / "n.txt").write_text("hello")
         assert read_artifact_source(tmp_path / "n.txt").kind == "text file"
     finally:
-        from ember.runtime.inspectors.sources import ARTIFACT_SOURCES
+        from ember.tools.inspectors.sources import ARTIFACT_SOURCES
 
         ARTIFACT_SOURCES.unregister("txt_test")
 

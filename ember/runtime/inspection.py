@@ -1,16 +1,17 @@
-"""Artifact inspectors: turn any artifact into text a person can read.
+"""The artifact inspector registry and the artifact table (the runtime owns both).
 
-Inspectors are registered per ``(codegen_id, file suffix)`` in one Registry. A lookup
-tries, in order: ``(codegen_id, suffix)``, ``("*", suffix)``, ``(codegen_id, "*")`` and
-``("*", "*")``, so a new codegen adds its own view without touching the others.
+Inspectors turn one artifact into text a person can read. They are registered per
+``(codegen_id, file suffix)`` in one Registry owned here, so that any layer (the executor's
+``params.bin`` view, a code generator, a user) registers through the same public call
+without importing the tools layer, where the built-in inspectors live
+(:mod:`ember.tools.inspectors`). A lookup tries, in order: ``(codegen_id, suffix)``,
+``("*", suffix)``, ``(codegen_id, "*")`` and ``("*", "*")``.
 
 Example::
 
     @inspector("mycodegen", ".bin")
     def show_bin(art: AnyArtifact) -> str:
         return decode_my_format(art.content)
-
-    print(inspect_artifact(art))
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ INSPECTORS: Registry[Inspector] = Registry("artifact inspector")
 ANY = "*"
 
 
-def _key(codegen_id: str, suffix: str) -> str:
+def inspector_key(codegen_id: str, suffix: str) -> str:
+    """The registry key of ``(codegen_id, suffix)``."""
     return f"{codegen_id}:{suffix}"
 
 
@@ -40,7 +42,7 @@ def register_inspector(
 
     ``suffix`` includes the dot (``".json"``) or is ``"*"`` for any file.
     """
-    return INSPECTORS.register(_key(codegen_id, suffix), func, override=override)
+    return INSPECTORS.register(inspector_key(codegen_id, suffix), func, override=override)
 
 
 def inspector(
@@ -54,25 +56,19 @@ def inspector(
     return wrap
 
 
-def find_inspector(art: AnyArtifact) -> Inspector:
-    """The most specific inspector for ``art`` (see the module docstring for the order)."""
-    _ensure_builtins()
+def lookup_inspector(art: AnyArtifact) -> Inspector | None:
+    """The most specific registered inspector for ``art`` (see the module docstring), or None."""
     suffix = file_suffix(art.file_name)
     for key in (
-        _key(art.codegen_id, suffix),
-        _key(ANY, suffix),
-        _key(art.codegen_id, ANY),
-        _key(ANY, ANY),
+        inspector_key(art.codegen_id, suffix),
+        inspector_key(ANY, suffix),
+        inspector_key(art.codegen_id, ANY),
+        inspector_key(ANY, ANY),
     ):
         found = INSPECTORS.find(key)
         if found is not None:
             return found
-    return INSPECTORS.get(_key(ANY, ANY))
-
-
-def inspect_artifact(art: AnyArtifact) -> str:
-    """Render one artifact for a person: source as is, JSON pretty-printed, binaries summarized."""
-    return find_inspector(art)(art)
+    return None
 
 
 def _size(art: AnyArtifact) -> str:
@@ -96,27 +92,3 @@ def artifact_table(artifacts: Iterable[AnyArtifact]) -> str:
         ]
         lines.append("  ".join(cells).rstrip())
     return "\n".join(lines) + "\n"
-
-
-_BUILTINS_REGISTERED = False
-
-
-def _ensure_builtins() -> None:
-    """Register the built-in inspectors on first use (through the public call)."""
-    global _BUILTINS_REGISTERED
-    if not _BUILTINS_REGISTERED:
-        _BUILTINS_REGISTERED = True
-        from ember.runtime.inspectors.builtin import register_builtin_inspectors
-
-        register_builtin_inspectors()
-
-
-__all__ = [
-    "INSPECTORS",
-    "Inspector",
-    "artifact_table",
-    "find_inspector",
-    "inspect_artifact",
-    "inspector",
-    "register_inspector",
-]

@@ -1,6 +1,6 @@
 """The built-in inspectors: text as is, JSON pretty-printed, libraries and objects summarized.
 
-Registered through :func:`ember.runtime.inspectors.register_inspector`, like a user's,
+Registered through :func:`ember.runtime.inspection.register_inspector`, like a user's,
 and only where nothing is registered yet (a user's earlier registration wins).
 """
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 from ember.errors import EmberError
 from ember.runtime.artifact import AnyArtifact, Artifact, InMemoryArtifact
-from ember.runtime.inspectors import ANY, INSPECTORS, Inspector, register_inspector
-from ember.runtime.inspectors.elf import ElfFile, is_elf
+from ember.runtime.elf import ElfFile, is_elf
+from ember.runtime.inspection import ANY, INSPECTORS, Inspector, inspector_key, register_inspector
 
 TEXT_SUFFIXES = (".c", ".cc", ".cpp", ".h", ".s", ".S", ".ll", ".txt", ".py", ".cl", ".tir")
 HEX_DUMP_BYTES = 256
@@ -142,5 +142,5 @@ def _builtin_table() -> dict[tuple[str, str], Inspector]:
 def register_builtin_inspectors() -> None:
     """Register every built-in inspector whose key is still free."""
     for (codegen_id, suffix), func in _builtin_table().items():
-        if f"{codegen_id}:{suffix}" not in INSPECTORS:
+        if inspector_key(codegen_id, suffix) not in INSPECTORS:
             register_inspector(codegen_id, suffix, func)
