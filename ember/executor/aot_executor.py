@@ -31,6 +31,7 @@ import numpy as np
 from ember.errors import EmberTypeError, EmberValueError, ExecutorError, ModuleLoadError
 from ember.executor.graph_executor import GraphExecutor
 from ember.executor.graph_runtime import GraphExecutorModule, find_kernel
+from ember.executor.interface import hand_out, output_index, resolve_input
 from ember.executor.metadata_module import (
     EXECUTOR_FACTORIES,
     METADATA_FILE,
@@ -162,19 +163,7 @@ class AotExecutorModule(Module):
         }
 
     def _resolve(self, key: int | str, what: str) -> int:
-        if isinstance(key, str):
-            if key not in self._index:
-                known = ", ".join(repr(n) for n in self._names)
-                raise ExecutorError(f"{what}: the model has no input {key!r}; inputs: {known}")
-            return self._index[key]
-        if isinstance(key, bool) or not isinstance(key, int | np.integer):
-            raise ExecutorError(f"{what}: an input is named by str or int, got {key!r}")
-        if not 0 <= key < len(self._names):
-            raise ExecutorError(
-                f"{what}: input index {key} is out of range; the model has "
-                f"{len(self._names)} inputs"
-            )
-        return int(key)
+        return resolve_input(key, self._names, self._index, what)
 
     def set_input(self, key: int | str, value: Any) -> None:
         """Copy ``value`` into input ``key`` after checking its shape and dtype exactly."""
@@ -217,28 +206,8 @@ class AotExecutorModule(Module):
 
     def get_output(self, index: int, out: Any = None) -> Any:
         """Output ``index`` as a view of executor memory, or copied into ``out``."""
-        if isinstance(index, bool) or not isinstance(index, int | np.integer):
-            raise ExecutorError(f"get_output: expected an integer index, got {index!r}")
-        if not 0 <= index < len(self._outputs):
-            raise ExecutorError(
-                f"get_output: output index {index} is out of range; the model has "
-                f"{len(self._outputs)} outputs"
-            )
-        array = self._outputs[index]
-        if out is None:
-            return array
-        if isinstance(out, NDArray):
-            return out.copyfrom(array)
-        if isinstance(out, np.ndarray):
-            view = array.numpy()
-            if out.shape != view.shape or out.dtype != view.dtype:
-                raise EmberValueError(
-                    f"get_output: out has shape {out.shape} and dtype {out.dtype}; output "
-                    f"{index} has shape {view.shape} and dtype {view.dtype}"
-                )
-            np.copyto(out, view)
-            return out
-        raise ExecutorError(f"get_output: out must be an NDArray or numpy array, got {out!r}")
+        array = self._outputs[output_index(index, len(self._outputs))]
+        return hand_out(array, array.numpy(), int(index), out)
 
     def run(self) -> None:
         """One call of the run function over the inputs, outputs and constants."""
