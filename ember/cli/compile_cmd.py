@@ -1,4 +1,5 @@
-"""``ember compile MODEL.onnx [--target c] [-o model.tar]``: compile a model into a package.
+"""``ember compile MODEL.onnx [--target c] [--executor aot] [-o model.tar]``: compile a model
+into a package.
 
 The package (layout: ember.formats.package; written by ember.tools.package) holds the
 exported library and the readable artifact tree; ``ember run`` executes it and
@@ -41,6 +42,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME:D1,D2,...",
         help="bind an input's symbolic dimensions (repeatable)",
     )
+    parser.add_argument(
+        "--executor",
+        default=None,
+        help="'graph' (default), 'aot' or an executor spec such as 'aot -interface-api=c'",
+    )
     parser.add_argument("--opt-level", type=int, default=2, help="graph optimisation level 0-3")
     parser.add_argument("--mod-name", default="default", help="name of the model's factory")
     parser.add_argument(
@@ -63,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
         mod,
         target=args.target,
         params=params,
+        executor=args.executor,
         mod_name=args.mod_name,
         opt_level=args.opt_level,
         progress=show,

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ember.errors import EmberValueError
-from ember.executor import GraphExecutor
+from ember.executor import AotExecutor, GraphExecutor
 from ember.runtime.device import cpu
 from ember.runtime.library_module import load_module
 from ember.tools.package import load_package
@@ -70,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             factory, meta = load_package(args.package, tmp)
             mod_name = meta.get("mod_name", "default")
-        ge = GraphExecutor(factory[mod_name](dev))
+        executor = AotExecutor if factory["get_metadata"]().executor == "aot" else GraphExecutor
+        ge = executor(factory[mod_name](dev))
         info = {
             p.name: {"shape": p.shape, "dtype": p.dtype} for p in factory["get_metadata"]().inputs
         }

@@ -27,7 +27,7 @@ from ember.ir.module import IRModule
 from ember.ir.printer import astext
 from ember.lowering.aot import AotProgram, kernel_infos
 from ember.lowering.graph_plan import GraphPlan
-from ember.lowering.memory_map import memory_map_json, memory_map_lines
+from ember.lowering.memory_map import memory_map
 from ember.runtime.artifact import Artifact
 from ember.runtime.artifact_set import ArtifactSet
 from ember.runtime.registry import get_global_func
@@ -81,7 +81,7 @@ class Lowered:
         constants = self.plan.params if self.executor.link_params else None
         artifacts += generate_metadata(md, target, constants)
         artifacts += make_aot_metadata_artifacts(
-            md, aot.graph, self.plan.params, memory_map_json(aot)
+            md, aot.graph, self.plan.params, memory_map(aot).to_json()
         )
         return ArtifactSet(artifacts)
 
@@ -102,12 +102,8 @@ class Lowered:
         for func in self.prim_funcs:
             parts += ["", f"## kernel {func.name}", func_to_str(func)]
         if self.aot is not None:
-            mem = self.aot.memory
+            parts += ["", "## AOT " + memory_map(self.aot).table().rstrip()]
             parts += [
-                "",
-                f"## AOT workspace: {mem.size} bytes (lower bound {mem.lower_bound}, "
-                f"{mem.algorithm}, alignment {mem.alignment})",
-                *memory_map_lines(self.aot),
                 "",
                 f"## run function {self.aot.run_symbol}",
                 func_to_str(self.aot.run_func),

@@ -23,12 +23,19 @@ reports a kernel's failure as an FFI error carrying the kernel's message.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from ember.errors import EmberTypeError, EmberValueError, ExecutorError, ModuleLoadError
+from ember.errors import (
+    EmberTypeError,
+    EmberValueError,
+    ExecutorError,
+    ModuleLoadError,
+    SerializationError,
+)
 from ember.executor.graph_executor import GraphExecutor
 from ember.executor.graph_runtime import GraphExecutorModule, find_kernel
 from ember.executor.interface import hand_out, output_index, resolve_input
@@ -42,17 +49,17 @@ from ember.executor.metadata_module import (
 from ember.executor.profile import ProfileReport
 from ember.formats.dtypes import numpy_dtype
 from ember.formats.graph_json import GraphJSON
+from ember.formats.memory_map import MEMORY_MAP_FILE, MemoryMap
 from ember.formats.metadata import FunctionInfo, ModelMetadata, ParameterInfo, graph_metadata
 from ember.formats.params import load_params as parse_params
 from ember.runtime import ndarray
-from ember.runtime.artifact import METADATA_LOADER, Artifact
+from ember.runtime.artifact import METADATA_LOADER, AnyArtifact, Artifact
 from ember.runtime.device import Device
+from ember.runtime.inspection import INSPECTORS, inspector_key, register_inspector
 from ember.runtime.module import Module
 from ember.runtime.ndarray import NDArray
 from ember.runtime.packed_func import PackedFunc, as_packed_func
 
-#: the memory map artifact of an AOT build (``ember.lowering.memory_map`` writes it).
-MEMORY_MAP_FILE = "memory_map.json"
 CODEGEN_ID = "aot_executor"
 
 FUNCTIONS = (
@@ -255,7 +262,21 @@ def _aot_factory(top: MetadataModule, device: Device, debug: bool) -> Module:
     return AotExecutorModule(top, device)
 
 
+def show_aot_json(art: AnyArtifact) -> str:
+    """Inspector for the AOT metadata files: the memory map as a table, others as JSON."""
+    if not isinstance(art, Artifact):
+        return f"{art.file_name}: in-memory artifact\n"
+    try:
+        if art.file_name == MEMORY_MAP_FILE:
+            return MemoryMap.from_json(art.content).table()
+        return json.dumps(json.loads(art.content), indent=1, sort_keys=True) + "\n"
+    except (SerializationError, ValueError) as exc:
+        return f"{art.file_name}: unreadable: {exc}\n"
+
+
 def register() -> None:
-    """Register the ``"aot"`` executor factory (once)."""
+    """Register the ``"aot"`` executor factory and the AOT files' inspector (once)."""
     if "aot" not in EXECUTOR_FACTORIES:
         register_executor_factory("aot", _aot_factory)
+    if inspector_key(CODEGEN_ID, ".json") not in INSPECTORS:
+        register_inspector(CODEGEN_ID, ".json", show_aot_json)
