@@ -123,7 +123,7 @@ def test_exported_aot_library_runs_in_a_fresh_process(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["mobilenet_v2_96", "squeezenet", "inception_v1"])
+@pytest.mark.parametrize("name", ["mobilenet_v2_96", "squeezenet", "inception_v1", "bert"])
 def test_models_are_bitwise_identical_under_both_executors(name):
     case = make_model(name)
     mod, params = ember.frontend.from_onnx(case.model, shape=case.shapes)
