@@ -26,11 +26,13 @@ from ember.errors import CompileError
 from ember.formats.dtypes import numpy_dtype
 from ember.formats.graph_json import OP_NULL, GraphJSON, Node, OpAttrs
 from ember.formats.metadata import FunctionInfo, ParameterInfo
+from ember.lowering.aot_scratch import ScratchKernel, plan_scratch
 from ember.lowering.graph_plan import KERNEL_PREFIX
 from ember.lowering.memory_plan import Buffer as Interval
 from ember.lowering.memory_plan import MemoryPlan, graph_buffers, plan_memory
 from ember.tir import PrimFunc, Var, call_extern, decl_buffer, eq, for_range, seq, store
 from ember.tir.buffer import Buffer
+from ember.tir.expr import Cast, PrimExpr
 from ember.tir.functor import post_order_visit
 from ember.tir.simplify import const_int
 from ember.tir.stmt import Allocate, AssertStmt, ForKind, Stmt, StorageKind
@@ -56,6 +58,7 @@ class AotProgram:
     param_names: tuple[str, ...]
     num_outputs: int
     graph: GraphJSON
+    scratch_bytes: Mapping[str, int]
 
     @property
     def run_symbol(self) -> str:
@@ -81,71 +84,77 @@ def build_aot(
     alignment: int,
 ) -> AotProgram:
     """Plan the workspace and write the run function of ``graph`` (kernels in ``funcs``)."""
-    by_name = {f.name: f for f in funcs}
-    kernels = {name: replace(f, name=mangle(mod_name, name)) for name, f in by_name.items()}
+    kernels: dict[str, ScratchKernel] = {}
+    for f in funcs:
+        kernels[f.name] = plan_scratch(replace(f, name=mangle(mod_name, f.name)), alignment)
     intervals = graph_buffers(graph)
+    step = 0
+    for nid, node in enumerate(graph.nodes):
+        if node.op == OP_NULL:
+            continue
+        name = node.attrs.func_name if node.attrs is not None else ""
+        if name in kernels and kernels[name].scratch_bytes:
+            intervals.append(Interval(f"s{nid}", kernels[name].scratch_bytes, step, step))
+        step += 1
     memory = plan_memory(intervals, alignment=alignment)
-    bufs: dict[int, Buffer] = {}
+    bufs: dict[str, Buffer] = {}
     inputs: list[tuple[str, Buffer]] = []
     consts: list[tuple[str, Buffer]] = []
     for nid in graph.arg_nodes:
         eid = graph.node_row_ptr[nid]
         name = graph.nodes[nid].name
-        if name in params:
-            bufs[eid] = _buffer(graph, eid, f"c{len(consts)}")
-            consts.append((name, bufs[eid]))
-        else:
-            bufs[eid] = _buffer(graph, eid, f"in{len(inputs)}")
-            inputs.append((name, bufs[eid]))
+        role = consts if name in params else inputs
+        bufs[f"e{eid}"] = _buffer(graph, eid, ("c" if role is consts else "in") + str(len(role)))
+        role.append((name, bufs[f"e{eid}"]))
     outputs = [_buffer(graph, eid, f"out{i}") for i, eid in enumerate(graph.output_entry_ids())]
-    written_to_output: dict[int, Buffer] = {}
     copies: list[tuple[Buffer, int]] = []
     for out, eid in zip(outputs, graph.output_entry_ids(), strict=True):
         producer = _producer(graph, eid)
-        if graph.nodes[producer].op == OP_NULL or eid in written_to_output:
+        if graph.nodes[producer].op == OP_NULL or f"e{eid}" in bufs:
             copies.append((out, eid))
         else:
-            written_to_output[eid] = out
-    bufs.update(written_to_output)
-    offsets: dict[int, int] = {}
+            bufs[f"e{eid}"] = out
+    offsets: dict[str, int] = {}
     for iv in intervals:
-        eid = int(iv.name[1:])
-        bufs[eid] = _buffer(graph, eid, iv.name, scope="local")
-        offsets[eid] = memory.offset(iv.name)
-    calls: list[tuple[Stmt, list[int]]] = []
+        if iv.name.startswith("e"):
+            bufs[iv.name] = _buffer(graph, int(iv.name[1:]), iv.name, scope="local")
+        else:
+            bufs[iv.name] = decl_buffer((iv.size,), "uint8", iv.name, scope="local")
+        offsets[iv.name] = memory.offset(iv.name)
+    calls: list[tuple[Stmt, list[str]]] = []
     for nid, node in enumerate(graph.nodes):
         if node.op != OP_NULL:
             calls.append(_kernel_call(graph, nid, node, kernels, bufs))
     for out, eid in copies:
-        calls.append((_copy(out, bufs[eid], graph, eid), [eid]))
+        calls.append((_copy(out, bufs[f"e{eid}"], graph, eid), [f"e{eid}"]))
     segments = [calls[k : k + SEGMENT_CALLS] for k in range(0, len(calls), SEGMENT_CALLS)]
     body = seq(*(_declare(segment, bufs, offsets) for segment in segments))
     workspace = Var(WORKSPACE_POOL, "handle")
     params_list: list[Buffer | Var] = [*(b for _, b in inputs), *outputs]
     params_list += [*(b for _, b in consts), workspace]
     run = PrimFunc(run_symbol(mod_name), tuple(params_list), body)
-    renamed = _renamed_graph(graph, mod_name)
     return AotProgram(
         run,
-        tuple(kernels[n] for n in sorted(kernels)),
+        tuple(kernels[n].func for n in sorted(kernels)),
         memory,
         tuple(intervals),
         tuple(n for n, _ in inputs),
         tuple(n for n, _ in consts),
         len(outputs),
-        renamed,
+        _renamed_graph(graph, mod_name),
+        {k.func.name: k.scratch_bytes for k in kernels.values()},
     )
 
 
 def _declare(
-    segment: Sequence[tuple[Stmt, list[int]]], bufs: dict[int, Buffer], offsets: dict[int, int]
+    segment: Sequence[tuple[Stmt, list[str]]], bufs: dict[str, Buffer], offsets: dict[str, int]
 ) -> Stmt:
     """A segment of calls inside the declarations of the workspace buffers it touches."""
     body: Stmt = seq(*(stmt for stmt, _ in segment))
-    used = sorted({e for _, eids in segment for e in eids if e in offsets}, reverse=True)
-    for eid in used:
+    used = sorted({n for _, names in segment for n in names if n in offsets}, reverse=True)
+    for name in used:
         body = Allocate(
-            bufs[eid], body, StorageKind.STATIC, pool=WORKSPACE_POOL, offset=offsets[eid]
+            bufs[name], body, StorageKind.STATIC, pool=WORKSPACE_POOL, offset=offsets[name]
         )
     return body
 
@@ -162,8 +171,12 @@ def _producer(graph: GraphJSON, eid: int) -> int:
 
 
 def _kernel_call(
-    graph: GraphJSON, nid: int, node: Node, kernels: Mapping[str, PrimFunc], bufs: dict[int, Buffer]
-) -> tuple[Stmt, list[int]]:
+    graph: GraphJSON,
+    nid: int,
+    node: Node,
+    kernels: Mapping[str, ScratchKernel],
+    bufs: dict[str, Buffer],
+) -> tuple[Stmt, list[str]]:
     attrs = node.attrs
     if attrs is None or attrs.func_name not in kernels:
         raise CompileError(
@@ -172,17 +185,23 @@ def _kernel_call(
             "executor for now); build with executor='graph'"
         )
     kernel = kernels[attrs.func_name]
-    eids = [graph.entry_id(e) for e in node.inputs]
-    eids += [graph.node_row_ptr[nid] + i for i in range(attrs.num_outputs)]
-    if len(eids) != len(kernel.params) or not all(isinstance(p, Buffer) for p in kernel.params):
+    tensors = [p for p in kernel.func.params if isinstance(p, Buffer)]
+    names = [f"e{graph.entry_id(e)}" for e in node.inputs]
+    names += [f"e{graph.node_row_ptr[nid] + i}" for i in range(attrs.num_outputs)]
+    scalars = len(kernel.func.params) - len(tensors) - (1 if kernel.scratch_bytes else 0)
+    if len(names) != len(tensors) or scalars:
         raise CompileError(
-            f"AOT: kernel '{kernel.name}' takes {len(kernel.params)} parameters, node "
-            f"'{node.name}' passes {len(eids)} tensors (kernels with scalar parameters need "
+            f"AOT: kernel '{kernel.func.name}' takes {len(kernel.func.params)} parameters, node "
+            f"'{node.name}' passes {len(names)} tensors (kernels with scalar parameters need "
             "the graph executor)"
         )
-    args = [bufs[e].data for e in eids]
-    status = call_extern("int32", kernel.name + UNPACKED_SUFFIX, *args)
-    return AssertStmt(eq(status, 0), "", seq()), eids
+    if kernel.scratch_bytes:
+        names.append(f"s{nid}")
+    args: list[PrimExpr] = [bufs[n].data for n in names]
+    if kernel.scratch_bytes:
+        args[-1] = Cast("handle", args[-1])  # the kernel's scratch parameter is a void*
+    status = call_extern("int32", kernel.func.name + UNPACKED_SUFFIX, *args)
+    return AssertStmt(eq(status, 0), "", seq()), names
 
 
 def _copy(dst: Buffer, src: Buffer, graph: GraphJSON, eid: int) -> Stmt:
@@ -211,8 +230,9 @@ def _renamed_graph(graph: GraphJSON, mod_name: str) -> GraphJSON:
 
 
 def kernel_infos(aot: AotProgram) -> tuple[FunctionInfo, ...]:
-    """A FunctionInfo per operator function: arguments, and the bytes its own heap
-    allocations take (scratch a kernel allocates through the runtime per call)."""
+    """A FunctionInfo per operator function: its tensor arguments, and the scratch bytes it
+    needs per call (planned in the workspace, plus any it still allocates in parallel
+    loops through the runtime)."""
     arity: dict[str, tuple[int, int]] = {}
     for node in aot.graph.nodes:
         if node.attrs is not None:
@@ -226,7 +246,8 @@ def kernel_infos(aot: AotProgram) -> tuple[FunctionInfo, ...]:
             if isinstance(p, Buffer)
         )
         io = sum(p.nbytes for p in params)
-        infos.append(FunctionInfo(func.name, params, n_in, n_out, _heap_bytes(func), io, 0))
+        scratch = aot.scratch_bytes.get(func.name, 0) + _heap_bytes(func)
+        infos.append(FunctionInfo(func.name, params, n_in, n_out, scratch, io, 0))
     return tuple(infos)
 
 

@@ -7,7 +7,8 @@ from ember.lowering.aot import AotProgram
 
 
 def memory_map(aot: AotProgram) -> MemoryMap:
-    """Every workspace buffer of ``aot``: offset, size, live steps and the node writing it."""
+    """Every workspace buffer of ``aot``: offset, size, live steps and the node writing it
+    (a kernel's scratch is listed as ``<node> scratch`` with the node's id as entry)."""
     graph = aot.graph
     owner = {}
     for nid, node in enumerate(graph.nodes):
@@ -15,9 +16,9 @@ def memory_map(aot: AotProgram) -> MemoryMap:
             owner[eid] = node.name
     rows = []
     for iv in sorted(aot.intervals, key=lambda b: (aot.memory.offset(b.name), b.start, b.name)):
-        eid = int(iv.name[1:])
-        rows.append(
-            BufferPlacement(eid, owner[eid], aot.memory.offset(iv.name), iv.size, iv.start, iv.end)
-        )
+        number = int(iv.name[1:])
+        writer = owner[number] if iv.name.startswith("e") else graph.nodes[number].name + " scratch"
+        offset = aot.memory.offset(iv.name)
+        rows.append(BufferPlacement(number, writer, offset, iv.size, iv.start, iv.end))
     mem = aot.memory
     return MemoryMap(mem.size, mem.lower_bound, mem.alignment, mem.algorithm, tuple(rows))
