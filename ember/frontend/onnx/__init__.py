@@ -6,13 +6,13 @@ registers the handlers through the public ``onnx_op`` decorator.
 
 from ember.frontend.onnx import (
     activation,  # noqa: F401  (registers handlers)
+    binary,  # noqa: F401  (registers handlers)
     constants,  # noqa: F401  (registers handlers)
-    indexing,  # noqa: F401  (registers handlers)
-    logic,  # noqa: F401  (registers handlers)
-    math,  # noqa: F401  (registers handlers)
+    elemwise,  # noqa: F401  (registers handlers)
+    index,  # noqa: F401  (registers handlers)
     nn,  # noqa: F401  (registers handlers)
     reduce,  # noqa: F401  (registers handlers)
-    tensor,  # noqa: F401  (registers handlers)
+    transform,  # noqa: F401  (registers handlers)
 )
 from ember.frontend.onnx.context import REQUIRED, ConvertContext, NodeView
 from ember.frontend.onnx.importer import from_onnx

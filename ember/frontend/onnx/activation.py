@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from ember.frontend.onnx.context import ConvertContext, NodeView
-from ember.frontend.onnx.math import arg, scalar_const, ttype
+from ember.frontend.onnx.elemwise import arg, scalar_const, ttype
 from ember.frontend.onnx.registry import FLOAT_TYPES, NUMERIC_TYPES, onnx_op
 from ember.ir.expr import Expr, call
 from ember.ir.ops.common import normalize_axis

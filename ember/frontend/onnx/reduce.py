@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ember.frontend.onnx.context import ConvertContext, NodeView
-from ember.frontend.onnx.math import arg, scalar_const, ttype
+from ember.frontend.onnx.elemwise import arg, scalar_const, ttype
 from ember.frontend.onnx.registry import ALL_TYPES, NUMERIC_TYPES, HandlerFn, onnx_op
 from ember.ir.expr import Expr, call
 from ember.ir.ops.common import normalize_axes, normalize_axis

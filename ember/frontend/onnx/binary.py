@@ -4,7 +4,7 @@ LessOrEqual GreaterOrEqual Not And Or Xor Where (all broadcasting, opset 7 on)."
 from __future__ import annotations
 
 from ember.frontend.onnx.context import ConvertContext, NodeView
-from ember.frontend.onnx.math import arg
+from ember.frontend.onnx.elemwise import arg
 from ember.frontend.onnx.registry import ALL_TYPES, NUMERIC_TYPES, HandlerFn, onnx_op
 from ember.ir.expr import Expr, call
 

@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from ember.frontend.onnx.context import ConvertContext, NodeView
-from ember.frontend.onnx.math import arg, ttype
+from ember.frontend.onnx.elemwise import arg, ttype
 from ember.frontend.onnx.registry import ALL_TYPES, onnx_op
 from ember.ir.expr import Constant, Expr, TupleGetItem, call
 from ember.ir.ops.common import broadcast_shapes, normalize_axes, normalize_axis

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from ember.frontend.onnx.context import ConvertContext, NodeView, onnx_elem_dtype
-from ember.frontend.onnx.math import arg, ttype
+from ember.frontend.onnx.elemwise import arg, ttype
 from ember.frontend.onnx.registry import ALL_TYPES, NUMERIC_TYPES, onnx_op
-from ember.frontend.onnx.tensor import const_ints
+from ember.frontend.onnx.transform import const_ints
 from ember.ir.expr import Constant, Expr, call
 from ember.ir.ops.common import normalize_axes, normalize_axis, np_dtype
 
