@@ -6,43 +6,16 @@ per model), compiles it for the C target and compares every output with onnxrunt
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper
 
-from ember.testing import assert_matches_onnxruntime
+from ember.testing import assert_matches_onnxruntime, build_model
 
 pytestmark = pytest.mark.cc
-
-_ELEM = {
-    "float32": TensorProto.FLOAT,
-    "float64": TensorProto.DOUBLE,
-    "int8": TensorProto.INT8,
-    "uint8": TensorProto.UINT8,
-    "int32": TensorProto.INT32,
-    "int64": TensorProto.INT64,
-}
-
-
-def build_model(
-    nodes: Sequence[Any],
-    inputs: Mapping[str, np.ndarray],
-    outputs: Mapping[str, str],
-    inits: Mapping[str, np.ndarray] | None = None,
-    opset: int = 17,
-) -> Any:
-    """A model of ``nodes`` with graph inputs typed like ``inputs`` (output name -> dtype)."""
-    graph = helper.make_graph(
-        list(nodes),
-        "nn_ops",
-        [helper.make_tensor_value_info(k, _ELEM[v.dtype.name], v.shape) for k, v in inputs.items()],
-        [helper.make_tensor_value_info(k, _ELEM[d], None) for k, d in outputs.items()],
-        initializer=[numpy_helper.from_array(v, k) for k, v in (inits or {}).items()],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
 def rand(rng: np.random.Generator, *shape: int, dtype: str = "float32") -> np.ndarray:
