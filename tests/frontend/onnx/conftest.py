@@ -16,16 +16,52 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
+from onnx import helper
 
 from ember.testing import build_model, run_onnx_reference, run_onnxruntime
 
 ModelFactory = Callable[..., onnx.ModelProto]
+#: the type of the compare_ort fixture.
+Compare = Callable[..., list[np.ndarray]]
+#: one generator per test process: tests draw their inputs from it in turn.
+RNG = np.random.default_rng(42)
+#: (rtol, atol) of float comparisons by dtype.
+TOL = {"float16": (2e-3, 2e-3), "float32": (1e-5, 1e-6), "float64": (1e-10, 1e-12)}
+
+
+def rand(shape: tuple[int, ...], dtype: str, low: float = -3.0, high: float = 3.0) -> np.ndarray:
+    """Random values of ``dtype`` (integers in [low, high], bools uniformly)."""
+    if dtype == "bool":
+        return RNG.integers(0, 2, shape).astype(bool)
+    if dtype.startswith(("int", "uint")):
+        lo = 0 if dtype.startswith("uint") else int(low)
+        return RNG.integers(lo, int(high) + 1, shape).astype(dtype)
+    return RNG.uniform(low, high, shape).astype(dtype)
 
 
 #: the helpers of ember.testing under the names these tests use.
 make_model = build_model
 ort_run = run_onnxruntime
 ember_run = run_onnx_reference
+
+
+def one(
+    op: str,
+    x: np.ndarray,
+    consts: dict[str, np.ndarray] | None = None,
+    opset: int = 17,
+    outputs: int = 1,
+    **attrs: Any,
+) -> Any:
+    """A single-node model on input ``x`` with constant extra inputs (initializers).
+
+    An empty-string key in ``consts`` stands for an omitted optional input.
+    """
+    names = ["x"] + [("" if k.startswith("_") else k) for k in (consts or {})]
+    inits = {k: v for k, v in (consts or {}).items() if not k.startswith("_")}
+    outs = [f"y{i}" for i in range(outputs)]
+    node = helper.make_node(op, names, outs, **attrs)
+    return make_model([node], {"x": (x.dtype.name, x.shape)}, outs, inits, opset=opset)
 
 
 def assert_close(
