@@ -38,12 +38,9 @@ NOT_FAMILIES = {
         "registry",
     },
 }
-#: test files of the layers' test folders that are not about one family: the importer's
-#: own tests, and two files that still test all the nn_* families together.
+#: test files of the layers' test folders that are not about one family (the importer's).
 NOT_FAMILY_TESTS = {
     "frontend/onnx": {"constants", "conformance", "errors", "importer", "light_models"},
-    "ir/ops": {"nn"},
-    "e2e": {"nn"},
 }
 
 # Records the module that registers each op, in a process that imports only ember.ir.

@@ -19,6 +19,7 @@ from ember.testing.onnx_models import (
     InputSpec,
     build_model,
     elem_type,
+    node,
     random_input,
 )
 from ember.testing.runners import (
@@ -37,6 +38,7 @@ __all__ = [
     "build_model",
     "compile_onnx",
     "elem_type",
+    "node",
     "random_input",
     "run_artifacts",
     "run_onnx_compiled",

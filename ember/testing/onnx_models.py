@@ -10,6 +10,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import onnx
@@ -68,17 +69,23 @@ def build_model(
     return model
 
 
+def node(op_type: str, inputs: Sequence[str], output: str, **attrs: Any) -> onnx.NodeProto:
+    """A node of ``op_type`` with one output, named like its output."""
+    return helper.make_node(op_type, list(inputs), [output], name=output, **attrs)
+
+
 def random_input(
     shape: Sequence[int],
     dtype: str = "float32",
-    seed: int = 0,
+    seed: int | np.random.Generator = 0,
     *,
     scale: float = 1.0,
     int_range: tuple[int, int] = (0, 100),
 ) -> np.ndarray:
     """A seeded random array: standard normal times ``scale`` for floats, uniform integers
-    in ``int_range`` (clipped at 0 for unsigned types) for ints, fair coin flips for bool."""
-    rng = np.random.default_rng(seed)
+    in ``int_range`` (clipped at 0 for unsigned types) for ints, fair coin flips for bool.
+    ``seed`` may be a Generator, to draw several inputs from one stream."""
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     shape = tuple(shape)
     if dtype == "bool":
         return rng.integers(0, 2, shape).astype(bool)

@@ -13,6 +13,7 @@ from ember.testing import (
     ORT_MAX_IR_VERSION,
     build_model,
     elem_type,
+    node,
     random_input,
     run_onnx_reference,
     run_onnxruntime,
@@ -65,3 +66,9 @@ def test_missing_onnxruntime_says_how_to_install(monkeypatch: pytest.MonkeyPatch
     model = build_model([helper.make_node("Relu", ["x"], ["y"])], {"x": x}, ["y"])
     with pytest.raises(EmberError, match="pip install onnxruntime"):
         run_onnxruntime(model, {"x": x})
+
+
+def test_node_has_one_output_named_like_it() -> None:
+    n = node("Conv", ["x", "w"], "y", strides=[2, 2])
+    assert list(n.input) == ["x", "w"] and list(n.output) == ["y"] and n.name == "y"
+    assert n.attribute[0].name == "strides" and list(n.attribute[0].ints) == [2, 2]
