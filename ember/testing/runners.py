@@ -19,14 +19,11 @@ from typing import Any
 import numpy as np
 import onnx
 
+from ember import ArtifactSet, GraphExecutor, cpu, load_artifacts
 from ember.driver import build
 from ember.errors import EmberError
-from ember.executor import GraphExecutor
 from ember.frontend import from_onnx
 from ember.ir import evaluate
-from ember.runtime.artifact_set import ArtifactSet
-from ember.runtime.device import cpu
-from ember.runtime.loading import load_artifacts
 from ember.testing.onnx_models import ORT_MAX_IR_VERSION
 
 
