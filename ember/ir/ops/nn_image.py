@@ -16,7 +16,7 @@ import numpy as np
 
 from ember.errors import IRError
 from ember.ir.op import Attr, Attrs, OpDef, OpPattern, register_op
-from ember.ir.ops.nn_util import tensor_arg, widen
+from ember.ir.ops.common import tensor_arg, widen
 from ember.ir.types import TensorType, Type
 from ember.support.dtypes import is_float
 

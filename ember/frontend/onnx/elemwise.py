@@ -1,14 +1,14 @@
-"""ONNX handlers for elementwise math: activations, unary functions, Clip, Cast, CastLike,
-broadcasting arithmetic (Add Sub Mul Div Pow PRelu) and the variadic Sum Mean Max Min.
-
-Binary arithmetic uses the opset-7 multidirectional broadcasting; the legacy
-``broadcast``/``axis`` attributes of opsets 1-6 are not supported (handlers start at 7).
-"""
+"""ONNX handlers of the elemwise family: activations, unary functions, Clip, Cast,
+CastLike, BitwiseNot, Not, and the activations composed of several IR ops (Celu, Mish,
+Swish, Shrink, ThresholdedRelu)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from ember.frontend.onnx.common import arg, scalar_const, ttype
 from ember.frontend.onnx.context import ConvertContext, NodeView, onnx_elem_dtype
 from ember.frontend.onnx.registry import (
     ALL_TYPES,
@@ -18,31 +18,7 @@ from ember.frontend.onnx.registry import (
     HandlerFn,
     onnx_op,
 )
-from ember.ir.expr import Constant, Expr, call
-from ember.ir.types import TensorType
-
-
-def arg(ctx: ConvertContext, node: NodeView, i: int, what: str = "") -> Expr:
-    """Input ``i`` of ``node`` as a tensor expression; FrontendError if omitted."""
-    expr = node.input(i)
-    if expr is None:
-        ctx.fail(node, f"{what or 'input'} (input {i}) is required but omitted")
-    if not isinstance(expr.type, TensorType):
-        ctx.fail(node, f"input {i} must be a tensor, got {expr.type}")
-    return expr
-
-
-def ttype(expr: Expr) -> TensorType:
-    """The tensor type of an expression known to be a tensor."""
-    return expr.tensor_type
-
-
-def scalar_const(value: float | int, dtype: str) -> Constant:
-    """A rank-0 constant of ``dtype``."""
-    from ember.ir.ops.common import np_dtype
-
-    return Constant(np.asarray(value).astype(np_dtype(dtype)))
-
+from ember.ir.expr import Expr, call
 
 _SELU_ALPHA = 1.67326319217681884765625
 _SELU_GAMMA = 1.05070102214813232421875
@@ -190,103 +166,67 @@ def cast_like(ctx: ConvertContext, node: NodeView) -> Expr:
     return call("cast", x, dtype=dtype, name=node.name)
 
 
-# -- binary and variadic ops ----------------------------------------------------------------
-
-_BINARY: dict[str, str] = {
-    "Add": "add",
-    "Sub": "subtract",
-    "Mul": "multiply",
-    "Div": "divide",
-    "Pow": "power",
-}
-
-_BITWISE: dict[str, str] = {
-    "BitwiseAnd": "bitwise_and",
-    "BitwiseOr": "bitwise_or",
-    "BitwiseXor": "bitwise_xor",
-}
-
-
-def _binary_handler(ir_op: str) -> HandlerFn:
-    def handler(ctx: ConvertContext, node: NodeView) -> Expr:
-        if node.has_attr("broadcast") and node.attr("broadcast"):
-            ctx.fail(node, "the legacy 'broadcast' attribute (opset < 7) is not supported")
-        return call(ir_op, arg(ctx, node, 0), arg(ctx, node, 1), name=node.name)
-
-    handler.__doc__ = f"ONNX broadcasting binary op -> IR '{ir_op}'."
-    return handler
-
-
-for _onnx, _ir in _BINARY.items():
-    onnx_op(_onnx, since=7, dtypes=NUMERIC_TYPES)(_binary_handler(_ir))
-
-
-for _onnx, _ir in _BITWISE.items():
-    onnx_op(_onnx, since=18, dtypes=INT_TYPES)(_binary_handler(_ir))
-
-
 @onnx_op("BitwiseNot", since=18, dtypes=INT_TYPES)
 def bitwise_not(ctx: ConvertContext, node: NodeView) -> Expr:
     """Bitwise complement of integers."""
     return call("bitwise_not", arg(ctx, node, 0), name=node.name)
 
 
-@onnx_op("BitShift", since=11, dtypes=INT_TYPES)
-def bit_shift(ctx: ConvertContext, node: NodeView) -> Expr:
-    """BitShift of unsigned integers, ``direction`` LEFT or RIGHT."""
-    direction = str(node.attr("direction"))
-    if direction not in ("LEFT", "RIGHT"):
-        ctx.fail(node, f"direction must be LEFT or RIGHT, got {direction!r}")
-    op = "left_shift" if direction == "LEFT" else "right_shift"
-    return call(op, arg(ctx, node, 0), arg(ctx, node, 1), name=node.name)
+@onnx_op("Not", since=1, dtypes=frozenset({"bool"}))
+def not_(ctx: ConvertContext, node: NodeView) -> Expr:
+    """Boolean negation."""
+    return call("logical_not", arg(ctx, node, 0), name=node.name)
 
 
-@onnx_op("Mod", since=10, dtypes=NUMERIC_TYPES)
-def mod(ctx: ConvertContext, node: NodeView) -> Expr:
-    """Mod: remainder with the divisor's sign, or C fmod (dividend's sign) when fmod=1."""
-    fmod = bool(node.attr("fmod", 0))
-    return call("mod", arg(ctx, node, 0), arg(ctx, node, 1), fmod=fmod, name=node.name)
+# -- activations composed of several IR ops ------------------------------------------------
 
 
-@onnx_op("PRelu", since=7, dtypes=FLOAT_TYPES | {"int32", "int64", "uint32", "uint64"})
-def prelu(ctx: ConvertContext, node: NodeView) -> Expr:
-    """PRelu: the slope broadcasts to the data (unidirectionally)."""
-    return call("prelu", arg(ctx, node, 0), arg(ctx, node, 1), name=node.name)
+@onnx_op("Celu", since=12, dtypes=FLOAT_TYPES)
+def celu(ctx: ConvertContext, node: NodeView) -> Expr:
+    """Celu: x if x > 0 else alpha * (exp(x / alpha) - 1)."""
+    x = arg(ctx, node, 0)
+    dtype = ttype(x).dtype
+    alpha = scalar_const(float(node.attr("alpha", 1.0)), dtype)
+    neg = call(
+        "multiply", alpha, call("subtract", call("exp", call("divide", x, alpha)), one(dtype))
+    )
+    return call("where", call("greater", x, scalar_const(0, dtype)), x, neg, name=node.name)
 
 
-def _variadic(ir_op: str, ctx: ConvertContext, node: NodeView) -> Expr:
-    """A left fold of the binary ``ir_op`` over all inputs."""
-    inputs = [arg(ctx, node, i) for i in range(len(node.inputs))]
-    if not inputs:
-        ctx.fail(node, "needs at least one input")
-    out = inputs[0]
-    for i, nxt in enumerate(inputs[1:]):
-        last = i == len(inputs) - 2
-        out = call(ir_op, out, nxt, name=node.name if last else "")
-    return out
+def one(dtype: str) -> Expr:
+    """The scalar 1 of ``dtype``."""
+    return scalar_const(1, dtype)
 
 
-@onnx_op("Sum", since=6, dtypes=NUMERIC_TYPES)
-def sum_(ctx: ConvertContext, node: NodeView) -> Expr:
-    """Sum of all inputs (broadcasting)."""
-    return _variadic("add", ctx, node)
+@onnx_op("Mish", since=18, dtypes=FLOAT_TYPES)
+def mish(ctx: ConvertContext, node: NodeView) -> Expr:
+    """Mish: x * tanh(softplus(x))."""
+    x = arg(ctx, node, 0)
+    return call("multiply", x, call("tanh", call("softplus", x)), name=node.name)
 
 
-@onnx_op("Max", since=6, dtypes=NUMERIC_TYPES)
-def max_(ctx: ConvertContext, node: NodeView) -> Expr:
-    """Elementwise maximum of all inputs (broadcasting)."""
-    return _variadic("maximum", ctx, node)
+@onnx_op("Swish", since=24, dtypes=FLOAT_TYPES)
+def swish(ctx: ConvertContext, node: NodeView) -> Expr:
+    """Swish: x * sigmoid(alpha * x)."""
+    x = arg(ctx, node, 0)
+    alpha = float(node.attr("alpha", 1.0))
+    scaled = x if alpha == 1.0 else call("multiply", x, scalar_const(alpha, ttype(x).dtype))
+    return call("multiply", x, call("sigmoid", scaled), name=node.name)
 
 
-@onnx_op("Min", since=6, dtypes=NUMERIC_TYPES)
-def min_(ctx: ConvertContext, node: NodeView) -> Expr:
-    """Elementwise minimum of all inputs (broadcasting)."""
-    return _variadic("minimum", ctx, node)
-
-
-@onnx_op("Mean", since=6, dtypes=FLOAT_TYPES)
-def mean(ctx: ConvertContext, node: NodeView) -> Expr:
-    """Mean of all inputs: their sum divided by the input count."""
-    total = _variadic("add", ctx, node)
-    count = scalar_const(len(node.inputs), ttype(total).dtype)
-    return call("divide", total, count, name=node.name)
+@onnx_op("Shrink", since=9, dtypes=NUMERIC_TYPES)
+def shrink(ctx: ConvertContext, node: NodeView) -> Expr:
+    """Shrink: x - bias above lambd, x + bias below -lambd, else 0."""
+    x = arg(ctx, node, 0)
+    dtype = ttype(x).dtype
+    lambd = float(node.attr("lambd", 0.5))
+    bias = scalar_const(float(node.attr("bias", 0.0)), dtype)
+    zero = scalar_const(0, dtype)
+    if dtype in FLOAT_TYPES:
+        hi, lo = scalar_const(lambd, dtype), scalar_const(-lambd, dtype)
+        above, below = call("greater", x, hi), call("less", x, lo)
+    else:  # integers compare exactly with the real threshold
+        above = call("greater", x, scalar_const(math.floor(lambd), dtype))
+        below = call("less", x, scalar_const(math.ceil(-lambd), dtype))
+    inner = call("where", below, call("add", x, bias), zero)
+    return call("where", above, call("subtract", x, bias), inner, name=node.name)

@@ -9,7 +9,7 @@ import numpy as np
 
 from ember.errors import IRError
 from ember.ir.op import Attr, Attrs, OpDef, OpPattern, register_op
-from ember.ir.ops.nn_util import broadcast_shapes, check_same_dtype, tensor_arg, widen
+from ember.ir.ops.common import broadcast_shapes, check_data_dtype, tensor_arg, widen
 from ember.ir.types import TensorType, Type
 
 
@@ -40,7 +40,7 @@ def parse_equation(equation: str, num_inputs: int) -> tuple[list[str], str]:
 def _einsum_type(types: Sequence[Type], attrs: Attrs) -> Type:
     tensors = [tensor_arg(types, i, f"input {i}") for i in range(len(types))]
     for i, t in enumerate(tensors[1:], start=1):
-        check_same_dtype(tensors[0], t, f"input {i}")
+        check_data_dtype(tensors[0], t, f"input {i}")
     terms, out = parse_equation(attrs["equation"], len(tensors))
     sizes: dict[str, int] = {}
     ellipsis: tuple[int, ...] = ()
@@ -51,7 +51,7 @@ def _einsum_type(types: Sequence[Type], attrs: Attrs) -> Type:
         dot = term.find(".")
         n_ell = ty.ndim - named
         if dot >= 0:
-            ellipsis = broadcast_shapes(ellipsis, ty.shape[dot : dot + n_ell], "ellipsis dims")
+            ellipsis = broadcast_shapes(ellipsis, ty.shape[dot : dot + n_ell], what="ellipsis dims")
         dims = list(ty.shape)
         if dot >= 0:
             dims[dot : dot + n_ell] = []

@@ -7,48 +7,33 @@ for the C target with ``ember.build`` and compares every output with onnxruntime
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pytest
 from onnx import helper
 
-from ember.testing import assert_matches_onnxruntime, run_onnx_compiled
+from ember.testing import (
+    assert_matches_onnxruntime,
+    build_model,
+    elem_type,
+    random_input,
+    run_onnx_compiled,
+)
 
 pytestmark = pytest.mark.cc
-
-
-def _elem(dtype: str) -> int:
-    return int(helper.np_dtype_to_tensor_dtype(np.dtype(dtype)))
-
-
-def build_model(
-    nodes: Sequence[Any], inputs: Mapping[str, np.ndarray], outputs: Sequence[str], opset: int
-) -> Any:
-    """A model of ``nodes`` with graph inputs typed like ``inputs`` and untyped outputs."""
-    graph = helper.make_graph(
-        list(nodes),
-        "math_ops",
-        [helper.make_tensor_value_info(k, _elem(v.dtype.name), v.shape) for k, v in inputs.items()],
-        [helper.make_empty_tensor_value_info(n) for n in outputs],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
 def unary_suite(ops: Sequence[tuple[str, dict]], x: np.ndarray, opset: int = 20) -> Any:
     """One model applying every (op, attrs) to ``x``; outputs y0, y1, ..."""
     nodes = [helper.make_node(op, ["x"], [f"y{k}"], **attrs) for k, (op, attrs) in enumerate(ops)]
-    return build_model(nodes, {"x": x}, [f"y{k}" for k in range(len(ops))], opset)
+    return build_model(nodes, {"x": x}, [f"y{k}" for k in range(len(ops))], opset=opset)
 
 
 def rand(shape: tuple[int, ...], dtype: str, seed: int, scale: float = 3.0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    if dtype == "bool":
-        return rng.integers(0, 2, shape).astype(bool)
-    if dtype.startswith(("int", "uint")):
-        return rng.integers(0 if dtype[0] == "u" else -20, 20, shape).astype(dtype)
-    return (rng.standard_normal(shape) * scale).astype(dtype)
+    """Seeded inputs: normal * ``scale`` for floats, integers in [-20, 20) ([0, 20) unsigned)."""
+    return random_input(shape, dtype, seed, scale=scale, int_range=(-20, 20))
 
 
 FLOAT_UNARY = [
@@ -92,7 +77,7 @@ def test_nan_and_infinities_through_compiled_kernels():
         helper.make_node("Constant", [], ["hi"], value=bounds[1]),
         helper.make_node("Clip", ["x", "lo", "hi"], ["y"]),
     ]
-    assert_matches_onnxruntime(build_model(nodes, {"x": x}, ["y"], 13), {"x": x})
+    assert_matches_onnxruntime(build_model(nodes, {"x": x}, ["y"], opset=13), {"x": x})
 
 
 @pytest.mark.parametrize("dtype", ["int32", "int64", "int8"])
@@ -112,13 +97,13 @@ def test_cast_to_every_dtype(src):
     x = rand((4, 6), src, 5, scale=20.0)
     if src == "float32":
         x[0, :3] = [0.0, -2.5, 2.5]
-    ops = [("Cast", {"to": _elem(d)}) for d in CASTS if d != src]
+    ops = [("Cast", {"to": elem_type(d)}) for d in CASTS if d != src]
     assert_matches_onnxruntime(unary_suite(ops, x, opset=13), {"x": x})
 
 
 def binary_suite(ops: Sequence[str], a: np.ndarray, b: np.ndarray, opset: int = 18) -> Any:
     nodes = [helper.make_node(op, ["a", "b"], [f"y{k}"]) for k, op in enumerate(ops)]
-    return build_model(nodes, {"a": a, "b": b}, [f"y{k}" for k in range(len(ops))], opset)
+    return build_model(nodes, {"a": a, "b": b}, [f"y{k}" for k in range(len(ops))], opset=opset)
 
 
 ARITH = ["Add", "Sub", "Mul", "Div", "Max", "Min"]
@@ -143,7 +128,7 @@ def test_logic_bitwise_shift_mod_pow_prelu_where():
         helper.make_node(op, ["a", "b"], [f"y{k}"]) for k, op in enumerate(["And", "Or", "Xor"])
     ]
     nodes.append(helper.make_node("Not", ["a"], ["y3"]))
-    model = build_model(nodes, {"a": p, "b": q}, ["y0", "y1", "y2", "y3"], 13)
+    model = build_model(nodes, {"a": p, "b": q}, ["y0", "y1", "y2", "y3"], opset=13)
     assert_matches_onnxruntime(model, {"a": p, "b": q})
 
     ia, ib = rand((3, 5), "int32", 10) * 37, rand((5,), "int32", 11) * 11
@@ -156,7 +141,7 @@ def test_logic_bitwise_shift_mod_pow_prelu_where():
         helper.make_node("BitShift", ["a", "b"], ["y0"], direction="LEFT"),
         helper.make_node("BitShift", ["a", "b"], ["y1"], direction="RIGHT"),
     ]
-    assert_matches_onnxruntime(build_model(nodes, {"a": ua, "b": ub}, ["y0", "y1"], 13),
+    assert_matches_onnxruntime(build_model(nodes, {"a": ua, "b": ub}, ["y0", "y1"], opset=13),
                                {"a": ua, "b": ub})  # fmt: skip
 
     sa = np.array([-8, -1, 5, -(2**31), 16, -3, 7], "int32")
@@ -169,7 +154,7 @@ def test_logic_bitwise_shift_mod_pow_prelu_where():
         helper.make_node("Mod", ["c", "d"], ["y2"], fmod=0),
     ]
     feeds = {"a": sa, "b": sb, "c": fc, "d": fd}
-    model = build_model(nodes, feeds, ["y0", "y1", "y2"], 13)
+    model = build_model(nodes, feeds, ["y0", "y1", "y2"], opset=13)
     # onnxruntime has neither signed BitShift nor float Mod with fmod=0: numpy is the spec
     with np.errstate(all="ignore"):
         want = [np.left_shift(sa, sb), np.right_shift(sa, sb), np.mod(fc, fd)]
@@ -188,5 +173,5 @@ def test_logic_bitwise_shift_mod_pow_prelu_where():
     ]
     c = np.abs(fa) + 0.5
     feeds = {"a": fa, "b": fb, "c": c}
-    model = build_model(nodes, feeds, ["y0", "y1", "y2", "y3"], 16)
+    model = build_model(nodes, feeds, ["y0", "y1", "y2", "y3"], opset=16)
     assert_matches_onnxruntime(model, feeds, rtol=1e-5, atol=1e-6)

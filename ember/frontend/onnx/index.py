@@ -1,21 +1,16 @@
-"""ONNX handlers for indexing and padding: Gather, GatherElements, GatherND, Scatter,
-ScatterElements, ScatterND, OneHot, EyeLike, Compress (constant condition), Pad, Trilu.
-
-Pad takes its pads as attributes before opset 11 and as a constant input after (plus
-``axes`` from 18 and ``wrap`` mode from 19); negative pads crop, which becomes a
-``strided_slice`` before the ``nn.pad``.
-"""
+"""ONNX handlers of the index family: Gather, GatherElements, GatherND, Scatter,
+ScatterElements, ScatterND, OneHot, EyeLike, Compress (constant condition), Trilu."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from ember.frontend.onnx.common import arg, ttype
 from ember.frontend.onnx.context import ConvertContext, NodeView, onnx_elem_dtype
-from ember.frontend.onnx.math import arg, ttype
 from ember.frontend.onnx.registry import ALL_TYPES, NUMERIC_TYPES, onnx_op
-from ember.frontend.onnx.tensor import const_ints
+from ember.frontend.onnx.transform import const_ints
 from ember.ir.expr import Constant, Expr, call
-from ember.ir.ops.common import normalize_axes, normalize_axis, np_dtype
+from ember.ir.ops.common import normalize_axis, np_dtype
 
 
 @onnx_op("Gather", since=1, dtypes=ALL_TYPES)
@@ -45,84 +40,6 @@ def gather_elements(ctx: ConvertContext, node: NodeView) -> Expr:
     indices = arg(ctx, node, 1, "indices")
     _check_static_indices(ctx, indices, ttype(data).shape[axis])
     return call("gather_elements", data, indices, axis=axis, name=node.name)
-
-
-_PAD_MODES = {"constant": "constant", "edge": "edge", "reflect": "reflect", "wrap": "wrap"}
-
-
-def _pads_and_value(
-    ctx: ConvertContext, node: NodeView, ndim: int
-) -> tuple[list[int], float | Expr]:
-    """Full-rank pads ``[begin..., end...]`` and the constant value (an Expr when it is
-    only known at run time), for every opset."""
-    if node.opset < 11:
-        name = "pads" if node.opset >= 2 else "paddings"
-        pads = [int(p) for p in node.attr(name)]
-        return pads, float(node.attr("value", 0.0))
-    given = const_ints(ctx, node, 1, "pads")
-    if given is None:
-        ctx.fail(node, "pads (input 1) are required")
-    value_expr = node.input(2)
-    value: float | Expr = 0.0
-    if value_expr is not None:
-        known = ctx.const_value(value_expr)
-        if known is None:
-            value = value_expr  # a run-time value: applied with a mask in ``pad``
-        else:
-            raw = np.asarray(known).reshape(-1)
-            value = float(raw[0]) if raw.size else 0.0
-    axes_given = const_ints(ctx, node, 3, "axes")
-    if axes_given is None:
-        return given, value
-    axes = normalize_axes(axes_given, ndim)
-    if len(given) != 2 * len(axes):
-        ctx.fail(node, f"{len(given)} pads do not match {len(axes)} axes (need twice as many)")
-    pads = [0] * (2 * ndim)
-    for j, a in enumerate(axes_given):
-        a = a + ndim if a < 0 else a
-        pads[a] = given[j]
-        pads[ndim + a] = given[len(axes) + j]
-    return pads, value
-
-
-@onnx_op("Pad", since=1, dtypes=ALL_TYPES)
-def pad(ctx: ConvertContext, node: NodeView) -> Expr:
-    """Pad in constant, edge, reflect or wrap mode; negative pads crop."""
-    x = arg(ctx, node, 0)
-    shape = ttype(x).shape
-    ndim = len(shape)
-    pads, value = _pads_and_value(ctx, node, ndim)
-    if len(pads) != 2 * ndim:
-        ctx.fail(node, f"{len(pads)} pads given for a rank-{ndim} input; need {2 * ndim}")
-    mode = str(node.attr("mode", "constant"))
-    if mode not in _PAD_MODES:
-        ctx.fail(node, f"pad mode {mode!r} is not supported; supported: {', '.join(_PAD_MODES)}")
-    if any(p < 0 for p in pads):
-        begin = [max(-p, 0) for p in pads[:ndim]]
-        end = [d - max(-p, 0) for d, p in zip(shape, pads[ndim:], strict=True)]
-        if any(e < b for b, e in zip(begin, end, strict=True)):
-            ctx.fail(node, f"negative pads {pads} crop more than the input shape {shape}")
-        x = call("strided_slice", x, begin=begin, end=end, strides=[1] * ndim)
-        pads = [max(p, 0) for p in pads]
-    if not any(pads):
-        return x
-    if isinstance(value, Expr) and mode == "constant":
-        return _pad_dynamic_value(x, pads, value, node.name)
-    fill = value if isinstance(value, float) else 0.0
-    return call(
-        "nn.pad", x, pad_width=pads, pad_value=fill, pad_mode=_PAD_MODES[mode], name=node.name
-    )
-
-
-def _pad_dynamic_value(x: Expr, pads: list[int], value: Expr, name: str) -> Expr:
-    """Constant padding with a run-time value: pad with 0, then select the value where a
-    (constant) mask marks the padding."""
-    shape = ttype(x).shape
-    inside = Constant(np.ones(shape, dtype=bool))
-    mask = call("nn.pad", inside, pad_width=pads, pad_value=0.0)
-    padded = call("nn.pad", x, pad_width=pads, pad_value=0.0)
-    scalar = call("reshape", value, newshape=())
-    return call("where", mask, padded, scalar, name=name)
 
 
 @onnx_op("Trilu", since=14, dtypes=ALL_TYPES)

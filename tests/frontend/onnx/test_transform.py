@@ -1,6 +1,6 @@
-"""Layout and indexing handlers against onnxruntime: Reshape Flatten Squeeze Unsqueeze
-Transpose Concat Split Slice Expand Tile Pad Gather GatherElements Trilu, across the
-opsets where attributes became inputs."""
+"""Transform handlers against onnxruntime: Reshape Flatten Squeeze Unsqueeze Transpose
+Concat Split Slice Expand Tile Pad CenterCropPad ReverseSequence, across the opsets where
+attributes became inputs."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from onnx import helper
 
 from ember.errors import FrontendError
 
-from .conftest import ember_run, make_model
+from .conftest import ember_run, make_model, one
 
 Compare = Callable[..., list[np.ndarray]]
 RNG = np.random.default_rng(7)
@@ -26,25 +26,6 @@ def rand(shape: tuple[int, ...], dtype: str = "float32") -> np.ndarray:
     if dtype.startswith("int"):
         return RNG.integers(-50, 50, shape).astype(dtype)
     return RNG.standard_normal(shape).astype(dtype)
-
-
-def one(
-    op: str,
-    x: np.ndarray,
-    consts: dict[str, np.ndarray] | None = None,
-    opset: int = 17,
-    outputs: int = 1,
-    **attrs: Any,
-) -> Any:
-    """A single-node model on input ``x`` with constant extra inputs (initializers).
-
-    An empty-string key in ``consts`` stands for an omitted optional input.
-    """
-    names = ["x"] + [("" if k.startswith("_") else k) for k in (consts or {})]
-    inits = {k: v for k, v in (consts or {}).items() if not k.startswith("_")}
-    outs = [f"y{i}" for i in range(outputs)]
-    node = helper.make_node(op, names, outs, **attrs)
-    return make_model([node], {"x": (x.dtype.name, x.shape)}, outs, inits, opset=opset)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "int64", "bool", "float16"])
@@ -229,89 +210,12 @@ def test_pad_runtime_value(compare_ort: Compare) -> None:
     compare_ort(model, {"x": x, "v": np.array(-4.0, np.float32)})
 
 
-@pytest.mark.parametrize("axis", [0, 1, -1])
-@pytest.mark.parametrize(
-    ("idx_dtype", "dtype"), [("int32", "float32"), ("int64", "bool"), ("int64", "int64")]
-)
-def test_gather(compare_ort: Compare, axis: int, idx_dtype: str, dtype: str) -> None:
-    x = rand((3, 4, 5), dtype)
-    dim = x.shape[axis]
-    for idx in (np.array([[0, -1], [dim - 1, 1]]), np.array(-2), np.array([1])):
-        node = helper.make_node("Gather", ["x", "i"], ["y"], axis=axis)
-        inputs = {"x": (dtype, x.shape), "i": (idx_dtype, idx.shape)}
-        model = make_model([node], inputs, ["y"], opset=13)
-        compare_ort(model, {"x": x, "i": idx.astype(idx_dtype)})
-
-
-@pytest.mark.parametrize("axis", [0, 1, -1])
-def test_gather_elements(compare_ort: Compare, axis: int) -> None:
-    x = rand((3, 4), "int64")
-    idx = RNG.integers(-x.shape[axis], x.shape[axis], (2, 3)).astype(np.int64)
-    node = helper.make_node("GatherElements", ["x", "i"], ["y"], axis=axis)
-    model = make_model(
-        [node], {"x": ("int64", x.shape), "i": ("int64", idx.shape)}, ["y"], opset=13
-    )
-    compare_ort(model, {"x": x, "i": idx})
-
-
-@pytest.mark.parametrize("upper", [0, 1])
-@pytest.mark.parametrize("k", [None, -1, 2, 10])
-def test_trilu(compare_ort: Compare, upper: int, k: int | None) -> None:
-    x = rand((2, 4, 5))
-    consts = {} if k is None else {"k": np.array(k, I64)}
-    compare_ort(one("Trilu", x, consts, opset=14, upper=upper), {"x": x})
-
-
 def test_dynamic_shape_argument_is_reported() -> None:
     x = rand((2, 3))
     node = helper.make_node("Reshape", ["x", "s"], ["y"], name="dyn")
     model = make_model([node], {"x": ("float32", x.shape), "s": ("int64", (2,))}, ["y"], opset=14)
     with pytest.raises(FrontendError, match="dyn.*the target shape must be constant"):
         ember_run(model, {"x": x, "s": np.array([3, 2], I64)})
-
-
-@pytest.mark.parametrize("batch_dims", [0, 1])
-def test_gather_nd(compare_ort: Compare, batch_dims: int) -> None:
-    x = rand((2, 3, 4))
-    idx = np.array([[[1, 2]], [[0, -1]]], I64) if batch_dims else np.array([[1, 2], [0, 0]], I64)
-    node = helper.make_node("GatherND", ["x", "i"], ["y"], batch_dims=batch_dims)
-    model = make_model([node], {"x": ("float32", x.shape), "i": ("int64", idx.shape)}, ["y"])
-    compare_ort(model, {"x": x, "i": idx})
-
-
-@pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
-def test_scatter(compare_ort: Compare, reduction: str) -> None:
-    x = rand((3, 4))
-    idx = np.array([[0, 2, 1, 0], [2, 0, 1, 1]], I64)
-    upd = rand((2, 4))
-    if reduction == "none":  # distinct targets only: duplicates are undefined in ONNX
-        idx = np.array([[0, 2, 1, 0], [2, 0, 0, 1]], I64)
-    node = helper.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=0, reduction=reduction)
-    inputs = {"x": ("float32", x.shape), "i": ("int64", idx.shape), "u": ("float32", upd.shape)}
-    compare_ort(make_model([node], inputs, ["y"], opset=18), {"x": x, "i": idx, "u": upd})
-    nidx = (
-        np.array([[1, 0], [2, 3], [1, 1]], I64)
-        if reduction == "none"
-        else np.array([[1, 0], [1, 0], [0, 3]], I64)
-    )
-    nupd = rand((3,))
-    node = helper.make_node("ScatterND", ["x", "i", "u"], ["y"], reduction=reduction)
-    inputs = {"x": ("float32", x.shape), "i": ("int64", nidx.shape), "u": ("float32", nupd.shape)}
-    compare_ort(make_model([node], inputs, ["y"], opset=18), {"x": x, "i": nidx, "u": nupd})
-
-
-@pytest.mark.parametrize("axis", [-1, 0, 1])
-def test_one_hot(compare_ort: Compare, axis: int) -> None:
-    idx = np.array([[0, 3], [-1, 7]], I64)
-    consts = {"d": np.array(5, I64), "v": np.array([-2.0, 3.0], np.float32)}
-    compare_ort(one("OneHot", idx, consts, opset=11, axis=axis), {"x": idx})
-
-
-@pytest.mark.parametrize("k", [0, 1, -2])
-def test_eye_like(compare_ort: Compare, k: int) -> None:
-    x = rand((3, 5))
-    compare_ort(one("EyeLike", x, opset=9, k=k), {"x": x})
-    compare_ort(one("EyeLike", x, opset=9, k=k, dtype=7), {"x": x})
 
 
 @pytest.mark.parametrize(
@@ -384,11 +288,3 @@ def test_reverse_sequence(compare_ort: Compare, batch_axis: int, time_axis: int)
     )
     inputs = {"x": ("float32", x.shape), "l": ("int64", lens.shape)}
     compare_ort(make_model([node], inputs, ["y"], opset=10), {"x": x, "l": lens})
-
-
-@pytest.mark.parametrize("axis", [None, 0, -1])
-def test_compress(compare_ort: Compare, axis: int | None) -> None:
-    x = rand((3, 4))
-    cond = np.array([True, False, True], bool)
-    attrs = {} if axis is None else {"axis": axis}
-    compare_ort(one("Compress", x, {"c": cond}, opset=11, **attrs), {"x": x})

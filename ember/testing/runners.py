@@ -1,6 +1,9 @@
-"""Testing helpers: compile an ONNX model with ember, run it, compare with onnxruntime.
+"""Run an ONNX model three ways: compiled by ember (build -> load_artifacts ->
+GraphExecutor), through ember's importer and reference evaluator, and in onnxruntime; and
+compare the first with the last.
 
-onnxruntime is a test-only dependency; it is imported inside the functions that need it.
+onnxruntime is a test-only dependency (``pip install ember[test]``): it is imported inside
+:func:`run_onnxruntime`, which says how to install it when it is missing.
 
 Example::
 
@@ -14,28 +17,26 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import onnx
 
-from ember.runtime.device import cpu
+from ember import ArtifactSet, GraphExecutor, cpu, load_artifacts
+from ember.driver import build
+from ember.errors import EmberError
+from ember.frontend import from_onnx
+from ember.ir import evaluate
+from ember.testing.onnx_models import ORT_MAX_IR_VERSION
 
-#: onnx may stamp models with an IR version newer than onnxruntime reads; the opsets we use
-#: are all readable at this version.
-ORT_MAX_IR_VERSION = 10
 
-
-def compile_onnx(model: Any, shape: Mapping[str, Sequence[int]] | None = None, **build_kw: Any):
+def compile_onnx(
+    model: Any, shape: Mapping[str, Sequence[int]] | None = None, **build_kw: Any
+) -> ArtifactSet:
     """Import ``model`` (ModelProto, path or bytes) and build it; return the ArtifactSet."""
-    from ember.driver import build
-    from ember.frontend import from_onnx
-
     mod, params = from_onnx(model, shape=shape)
     return build(mod, params=params, **build_kw)
 
 
 def run_artifacts(artifacts: Any, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
     """Load an ArtifactSet through the loading process and run it once with the graph executor."""
-    from ember.executor import GraphExecutor
-    from ember.runtime.loading import load_artifacts
-
     dev = cpu(0)
     factory = load_artifacts(artifacts, dev)
     ge = GraphExecutor(factory["default"](dev))
@@ -55,9 +56,13 @@ def run_onnx_compiled(
 
 def run_onnxruntime(model: Any, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
     """Run ``model`` with onnxruntime's CPU provider (the numerical reference)."""
-    import onnx
-    import onnxruntime as ort
-
+    try:
+        import onnxruntime as ort  # optional: a test-only dependency
+    except ImportError as err:
+        raise EmberError(
+            "ember.testing.run_onnxruntime needs onnxruntime, a test-only dependency; "
+            "install it with `pip install onnxruntime` (or `pip install ember[test]`)"
+        ) from err
     if isinstance(model, onnx.ModelProto) and model.ir_version > ORT_MAX_IR_VERSION:
         clamped = onnx.ModelProto()
         clamped.CopyFrom(model)
@@ -71,6 +76,14 @@ def run_onnxruntime(model: Any, inputs: Mapping[str, np.ndarray]) -> list[np.nda
         blob if blob is not None else str(model), opts, providers=["CPUExecutionProvider"]
     )
     return [np.asarray(o) for o in sess.run(None, dict(inputs))]
+
+
+def run_onnx_reference(
+    model: Any, inputs: Mapping[str, np.ndarray], shape: Mapping[str, Any] | None = None
+) -> list[np.ndarray]:
+    """Outputs of ember's importer and reference evaluator (no code generation)."""
+    mod, params = from_onnx(model, shape=shape)
+    return evaluate(mod, dict(inputs), params)
 
 
 def assert_matches_onnxruntime(
