@@ -136,6 +136,8 @@ def _fdiv(a: Any, b: Any) -> Any:
 
 
 def _tdiv(a: int, b: int) -> int:
+    if b == 0:  # as the C code generator defines it (numpy's result), never a trap
+        return 0
     q = abs(a) // abs(b)
     return q if (a < 0) == (b < 0) else -q
 

@@ -175,6 +175,19 @@ def _suffix(dtype: str) -> str:
     )
 
 
+def _divisor_guard(dtype: str, quotient: bool) -> str:
+    """C statements returning early where integer ``/`` or ``%`` would trap (see
+    ``ExprCodegen.checked_divmod``); the negation wraps through the unsigned type."""
+    guard = "if (b == 0) return 0; "
+    if dt.is_uint(dtype):
+        return guard
+    if not quotient:
+        return guard + "if (b == -1) return 0; "
+    ct = c_type(dtype, "")
+    ut = c_type(f"uint{dt.bits_of(dtype)}", "")
+    return guard + f"if (b == -1) return ({ct})(({ut})0 - ({ut})a); "
+
+
 class ExprCodegen(VectorMixin):
     """The expression half of CodeGenC (needs ``func``, ``ctx``, ``where``, ``bounds``)."""
 
@@ -214,6 +227,8 @@ class ExprCodegen(VectorMixin):
             assert isinstance(e, BinaryOp)
             if isinstance(e, Mod) and dt.is_float(e.dtype):
                 return self.call_math("fmod", e.dtype, [e.a, e.b]), 16
+            if isinstance(e, Div | Mod) and dt.is_integral(e.dtype) and not self.plain_div(e):
+                return self.checked_divmod(e), 16
             sym, p = _BINARY[type(e)]
             return f"{self.expr(e.a, p)} {sym} {self.expr(e.b, p + 1)}", p
         if isinstance(e, Min | Max):
@@ -321,14 +336,41 @@ class ExprCodegen(VectorMixin):
             sym = "/" if isinstance(e, FloorDiv) else "%"
             return f"{self.expr(e.a, 13)} {sym} {self.expr(e.b, 14)}", 13
         ct = c_type(e.dtype, self.where)
+        checked = not self.plain_div(e)  # a divisor that may trap: the checked helper
+        guard = _divisor_guard(e.dtype, isinstance(e, FloorDiv)) if checked else ""
+        tag = "_checked" if checked else ""
         if isinstance(e, FloorDiv):
-            name = f"ember_floordiv_{_suffix(e.dtype)}"
+            name = f"ember_floordiv{tag}_{_suffix(e.dtype)}"
             body = f"{ct} q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;"
         else:
-            name = f"ember_floormod_{_suffix(e.dtype)}"
+            name = f"ember_floormod{tag}_{_suffix(e.dtype)}"
             body = f"{ct} r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;"
-        self.ctx.helpers[name] = f"static inline {ct} {name}({ct} a, {ct} b) {{ {body} }}"
+        self.ctx.helpers[name] = (
+            f"static inline {ct} {name}({ct} a, {ct} b) {{ {guard}{body} }}"
+        )
         return f"{name}({self.expr(e.a)}, {self.expr(e.b)})", 16
+
+    def plain_div(self, e: Div | Mod | FloorDiv | FloorMod) -> bool:
+        """Whether C's ``/`` or ``%`` cannot trap: the divisor's range excludes 0, and -1
+        unless the dividend's range excludes the type's minimum (INT_MIN / -1 overflows)."""
+        b_lo, b_hi = self.bounds.bound(e.b)
+        if b_lo <= 0 <= b_hi:
+            return False
+        if dt.is_uint(e.dtype) or not b_lo <= -1 <= b_hi:
+            return True
+        return self.bounds.bound(e.a)[0] > -(1 << (dt.bits_of(e.dtype) - 1))
+
+    def checked_divmod(self, e: Div | Mod) -> str:
+        """C division or remainder through a helper that defines the trapping cases as
+        numpy does: ``x / 0`` and ``x % 0`` give 0, ``INT_MIN / -1`` gives INT_MIN (wraps),
+        ``INT_MIN % -1`` gives 0."""
+        ct = c_type(e.dtype, self.where)
+        div = isinstance(e, Div)
+        name = f"ember_{'div' if div else 'mod'}_{_suffix(e.dtype)}"
+        sym = "/" if div else "%"
+        body = f"{_divisor_guard(e.dtype, div)}return a {sym} b;"
+        self.ctx.helpers[name] = f"static inline {ct} {name}({ct} a, {ct} b) {{ {body} }}"
+        return f"{name}({self.expr(e.a)}, {self.expr(e.b)})"
 
     def call_math(self, op: str, dtype: str, args: list[PrimExpr]) -> str:
         """A <math.h> call (float variants for float32), rsqrt and sigmoid spelled out."""
