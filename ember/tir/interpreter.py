@@ -50,6 +50,7 @@ from ember.tir.expr import (
     Sub,
     Var,
 )
+from ember.tir.op import CHECK_KIND
 from ember.tir.printer import NameTable
 from ember.tir.stmt import (
     Allocate,
@@ -257,6 +258,8 @@ class _Translator:
             args = ", ".join(self.expr(a) for a in e.args)
             if e.kind == "extern":
                 return f"_rt['extern']({e.op!r})({args})"
+            if e.kind == CHECK_KIND:
+                return f"_rt['check']({args})"
             return f"_rt['math'][{e.op!r}]({args})"
         if isinstance(e, BufferLoad):
             off = self.expr(e.buffer.offset_of(e.indices))
@@ -359,8 +362,17 @@ def _runtime(func: PrimFunc, externs: Mapping[str, Callable[..., Any]]) -> dict[
             "outside the buffer; the loop IR indexes out of bounds"
         )
 
+    def check(index: int, extent: int, what: str) -> int:
+        if not -extent <= index < extent:
+            raise EmberValueError(
+                f"interpret: '{func.name}': index {index} out of range [{-extent}, {extent}) "
+                f"in {what}"
+            )
+        return index + extent if index < 0 else index
+
     rt: dict[str, Any] = {
         "math": MATH,
+        "check": check,
         "extern": extern,
         "tdiv": _tdiv,
         "tmod": _tmod,

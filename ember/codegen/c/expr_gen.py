@@ -50,6 +50,7 @@ from ember.tir.expr import (
     Sub,
     Var,
 )
+from ember.tir.op import CHECK_KIND
 from ember.tir.simplify import Simplifier
 from ember.tir.stmt import Allocate, PrimFunc
 
@@ -188,6 +189,21 @@ def _divisor_guard(dtype: str, quotient: bool) -> str:
     return guard + f"if (b == -1) return ({ct})(({ut})0 - ({ut})a); "
 
 
+KERNEL_ERROR_FLAG = "ember_kerr"
+INDEX_CHECK_HELPER = "ember_index_check"
+#: the index check; the last bad index and its extent are kept for the error message (a
+#: race between threads may only mix up the numbers the message shows)
+INDEX_CHECK_C = """static int64_t ember_bad_index[2];
+static inline int64_t ember_index_check(int64_t i, int64_t n, int32_t* flag, int32_t code) {
+  if (i >= 0 && i < n) return i;
+  if (i < 0 && i >= -n) return i + n;
+  __atomic_store_n(&ember_bad_index[0], i, __ATOMIC_RELAXED);
+  __atomic_store_n(&ember_bad_index[1], n, __ATOMIC_RELAXED);
+  __atomic_store_n(flag, code, __ATOMIC_RELAXED);
+  return 0;
+}"""
+
+
 class ExprCodegen(VectorMixin):
     """The expression half of CodeGenC (needs ``func``, ``ctx``, ``where``, ``bounds``)."""
 
@@ -197,6 +213,13 @@ class ExprCodegen(VectorMixin):
     bounds: Simplifier
     #: ids of the variables bound by an enclosing Let or LetStmt
     bound_vars: set[int]
+    #: the innermost parallel region's error flag and its messages (CodeGenC)
+    perr: str | None
+    perr_messages: list[str]
+    #: messages of index checks outside parallel loops, reported at the kernel's end
+    kernel_messages: list[str]
+    #: the messages that are printf formats of the bad index and its extent
+    formatted: set[str]
 
     def var(self, v: Var) -> str:  # pragma: no cover - in CodeGenC
         """The C name of a variable (provided by CodeGenC)."""
@@ -258,6 +281,8 @@ class ExprCodegen(VectorMixin):
         if isinstance(e, Call):
             if e.kind == "extern":
                 return self.call_extern(e), 16
+            if e.kind == CHECK_KIND:
+                return self.index_check(e)
             return self.call_math(e.op, e.dtype, list(e.args)), 16
         if isinstance(e, BufferLoad):
             return f"{self.buf(e.buffer)}[{self.expr(e.buffer.offset_of(e.indices))}]", 16
@@ -288,6 +313,57 @@ class ExprCodegen(VectorMixin):
         else:
             self.bounds.ranges[e.var] = saved
         return f"({{ const {ct} {name} = {value}; {body}; }})"
+
+    def index_check(self, e: Call) -> tuple[str, int]:
+        """A data-dependent index (``tir.index_check``): plain C where its range is proven
+        inside the axis, else a call that wraps it once and, out of range, records the error
+        (a flag the code after the parallel loop or at the function's end reports) and
+        gives 0, so that no memory outside the tensor is read."""
+        index, extent, what = e.args
+        lo, hi = self.bounds.bound(index)
+        n_lo = self.bounds.bound(extent)[0]
+        if lo >= 0 and hi < n_lo:
+            return self.expr(index, 16), 16
+        if lo >= -n_lo and hi < 0:
+            return f"{self.expr(index, 12)} + {self.expr(extent, 13)}", 12
+        text = what.value if isinstance(what, StringImm) else "an index"
+        message = (
+            f"{self.func.name}: index %lld out of range [-%lld, %lld) in "
+            f"{text.replace('%', '%%')}; pass indices inside the axis"
+        )
+        flag = self.perr if self.perr is not None else KERNEL_ERROR_FLAG
+        messages = self.perr_messages if self.perr is not None else self.kernel_messages
+        messages.append(message)
+        self.formatted.add(message)
+        self.ctx.helpers.setdefault("0c_" + INDEX_CHECK_HELPER, INDEX_CHECK_C)
+        args = f"{self.expr(index)}, {self.expr(extent)}, &{flag}, {len(messages)}"
+        return f"{INDEX_CHECK_HELPER}({args})", 16
+
+    def set_error(self, message: str) -> str:
+        """The C statement that reports ``message`` as the runtime's last error (formatted
+        with the recorded bad index and extent if it is an index-check message)."""
+        if message.split(" (in a ", 1)[0] not in self.formatted:
+            return f"EmberAPISetLastError({c_string(message)});"
+        return (
+            f"{{ char ember_msg[512]; snprintf(ember_msg, sizeof(ember_msg), {c_string(message)}, "
+            "(long long)ember_bad_index[0], (long long)ember_bad_index[1], "
+            "(long long)ember_bad_index[1]); EmberAPISetLastError(ember_msg); }"
+        )
+
+    def kernel_error_prologue(self) -> list[str]:
+        """Declares the kernel's error flag when an index check outside a parallel loop
+        uses it."""
+        return [f"  int32_t {KERNEL_ERROR_FLAG} = 0;"] if self.kernel_messages else []
+
+    def kernel_error_epilogue(self) -> list[str]:
+        """Reports a failed index check outside a parallel loop at the end of the kernel
+        (every workspace is freed by then)."""
+        if not self.kernel_messages:
+            return []
+        out = [f"  if ({KERNEL_ERROR_FLAG} != 0) {{"]
+        for code, message in enumerate(self.kernel_messages, start=1):
+            out.append(f"    if ({KERNEL_ERROR_FLAG} == {code}) {self.set_error(message)}")
+        return [*out, "    return -1;", "  }"]
 
     def int_literal(self, e: IntImm) -> str:
         """A C integer literal of the constant's type."""
