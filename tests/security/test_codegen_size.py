@@ -11,9 +11,12 @@ import numpy as np
 import pytest
 
 from ember import tir
+from ember.errors import CompileError
 from ember.testing import compile_onnx, run_artifacts, run_onnxruntime
 from ember.tir import te
 from ember.tir.te.inline import MAX_INLINE_DEPTH, too_big
+from ember.tir.te.tensor import MAX_COMPUTE_DEPTH
+from ember.tir.transform import vectorize_loops
 
 onnx = pytest.importorskip("onnx")
 helper = onnx.helper
@@ -120,3 +123,56 @@ def test_long_add_chain_compiles_and_matches(n: int) -> None:
     ours = run_artifacts(arts, {"x": x})[0]
     ref = run_onnxruntime(model, {"x": x})[0]
     np.testing.assert_allclose(ours, ref, rtol=1e-4, atol=1e-3)
+
+
+def test_too_deep_compute_is_refused_with_its_name() -> None:
+    x = te.placeholder((4,), "float32", "x")
+
+    def body(i: tir.PrimExpr) -> tir.PrimExpr:
+        e = x[i]
+        for _ in range(MAX_COMPUTE_DEPTH + 1):
+            e = e * 2.0
+        return e
+
+    with pytest.raises(CompileError, match="compute 'deep': its expression is deeper than"):
+        te.compute((4,), body, "deep")
+
+
+@pytest.mark.cc
+def test_concat_of_many_inputs_is_shallow_and_matches() -> None:
+    n = 300
+    inputs = [helper.make_tensor_value_info(f"x{k}", TensorProto.FLOAT, [1, 2]) for k in range(n)]
+    node = helper.make_node("Concat", [f"x{k}" for k in range(n)], ["y"], axis=0)
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, 2])
+    model = helper.make_model(
+        helper.make_graph([node], "concat", inputs, [out]),
+        opset_imports=[helper.make_opsetid("", 17)],
+    )
+    feeds = {f"x{k}": np.full((1, 2), k, "float32") for k in range(n)}
+    arts = compile_onnx(model, shape={k: (1, 2) for k in feeds})
+    np.testing.assert_array_equal(run_artifacts(arts, feeds)[0], run_onnxruntime(model, feeds)[0])
+
+
+def test_let_bound_chain_still_vectorizes() -> None:
+    x = te.placeholder((16,), "float32", "x")
+    t = x
+    for k in range(6):
+        t = relu(t, f"r{k}")
+    s = te.create_schedule(t)
+    for op in s.ops:
+        if op is not t.op and isinstance(op, te.ComputeOp):
+            s[op].compute_inline()
+    s[t].vectorize(t.op.axis[0])
+    func = vectorize_loops(te.lower(s, [x, t], name="relus_vec"))
+    kinds: list[tir.ForKind] = []
+    lets: list[tir.Let] = []
+    tir.post_order_visit(
+        func.body, lambda n: kinds.append(n.kind) if isinstance(n, tir.For) else None
+    )
+    tir.post_order_visit(func.body, lambda n: lets.append(n) if isinstance(n, tir.Let) else None)
+    assert tir.ForKind.VECTORIZED not in kinds  # the loop became vector code
+    assert lets and all(let.var.dtype == "float32x16" for let in lets)
+    data = np.linspace(-2, 2, 16).astype("float32")
+    out = np.zeros(16, "float32")
+    tir.interpret(func, [data, out])
+    np.testing.assert_array_equal(out, np.maximum(data, 0))

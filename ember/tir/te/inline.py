@@ -16,7 +16,7 @@ from dataclasses import fields, replace
 from typing import Any
 
 from ember.tir.expr import Let, PrimExpr, Var
-from ember.tir.functor import IRMutator, post_order_visit, substitute
+from ember.tir.functor import IRMutator, exceeds, post_order_visit, substitute
 from ember.tir.te.tensor import ComputeOp, Reduce, TensorLoad
 
 #: deepest expression an inlined stage may have before it is computed into a buffer
@@ -126,38 +126,5 @@ def _var_name(op_name: str) -> str:
 
 
 def too_big(e: PrimExpr) -> bool:
-    """Whether an inlined body exceeds ``MAX_INLINE_DEPTH`` or ``MAX_INLINE_NODES``.
-
-    Iterative, and linear in the number of distinct nodes (shared nodes counted once per
-    parent, as the printed text repeats them).
-    """
-    depth: dict[int, int] = {}
-    size: dict[int, int] = {}
-    stack: list[tuple[Any, bool]] = [(e, False)]
-    while stack:
-        node, done = stack.pop()
-        if id(node) in depth:
-            continue
-        kids = _children(node)
-        if not done:
-            stack.append((node, True))
-            stack.extend((k, False) for k in kids if id(k) not in depth)
-            continue
-        depth[id(node)] = 1 + max((depth[id(k)] for k in kids), default=0)
-        size[id(node)] = 1 + sum(size[id(k)] for k in kids)
-        if depth[id(node)] > MAX_INLINE_DEPTH or size[id(node)] > MAX_INLINE_NODES:
-            return True
-    return False
-
-
-def _children(node: Any) -> list[Any]:
-    if not isinstance(node, PrimExpr) or isinstance(node, Var):
-        return []
-    out: list[Any] = []
-    for f in fields(node):  # type: ignore[arg-type]
-        v = getattr(node, f.name)
-        if isinstance(v, PrimExpr):
-            out.append(v)
-        elif isinstance(v, tuple):
-            out.extend(x for x in v if isinstance(x, PrimExpr))
-    return out
+    """Whether an inlined body exceeds ``MAX_INLINE_DEPTH`` or ``MAX_INLINE_NODES``."""
+    return exceeds(e, MAX_INLINE_DEPTH, MAX_INLINE_NODES)
