@@ -144,7 +144,7 @@ def _tdiv(a: int, b: int) -> int:
 
 
 def _tmod(a: int, b: int) -> int:
-    return a - b * _tdiv(a, b)
+    return a - b * _tdiv(a, b) if b != 0 else 0
 
 
 def _wrap(bits: int, signed: bool) -> Callable[[Any], Any]:

@@ -83,3 +83,27 @@ def test_data_divisor_goes_through_the_checked_helper() -> None:
     for name in ("ember_div_i64", "ember_mod_i64", "ember_floordiv_checked_i64"):
         assert name in text
     assert "if (b == -1) return (int64_t)((uint64_t)0 - (uint64_t)a);" in text
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_interpreter_agrees(dtype: str) -> None:
+    a = tir.decl_buffer((4,), dtype, "A")
+    d = tir.decl_buffer((4,), dtype, "D")
+    q = tir.decl_buffer((4,), dtype, "Q")
+    r = tir.decl_buffer((4,), dtype, "R")
+    i = tir.Var("i")
+    body = tir.for_range(
+        i,
+        4,
+        tir.seq(
+            tir.store(q, tir.truncdiv(a[i], d[i]), i), tir.store(r, tir.truncmod(a[i], d[i]), i)
+        ),
+    )
+    lo = np.iinfo(dtype).min
+    av = np.array([lo, lo, 7, -7], dtype)
+    dv = np.array([-1, 0, 0, 2], dtype)
+    qv = np.zeros(4, dtype)
+    rv = np.zeros(4, dtype)
+    tir.interpret(tir.PrimFunc("qr", (a, d, q, r), body), [av, dv, qv, rv])
+    np.testing.assert_array_equal(qv, [lo, 0, 0, -3])
+    np.testing.assert_array_equal(rv, [0, 0, 0, -1])
