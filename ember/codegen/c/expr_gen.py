@@ -13,7 +13,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ember.codegen.c.abi import c_string, c_type
+from ember.codegen.c.abi import c_string, c_type, dtype_suffix
+from ember.codegen.c.checks import CheckMixin, divisor_guard
 from ember.codegen.c.vecmath import EXP_HELPER, exp_helper, simd_prototype
 from ember.codegen.c.vector import VectorMixin, vector_type
 from ember.errors import CompileError
@@ -169,42 +170,7 @@ class FileContext:
         return "\n".join(parts) + ("\n" if parts else "")
 
 
-def _suffix(dtype: str) -> str:
-    base = dt.element_of(dtype)
-    return {"float32": "f32", "float64": "f64"}.get(
-        base, base.replace("int", "i").replace("ui", "u")
-    )
-
-
-def _divisor_guard(dtype: str, quotient: bool) -> str:
-    """C statements returning early where integer ``/`` or ``%`` would trap (see
-    ``ExprCodegen.checked_divmod``); the negation wraps through the unsigned type."""
-    guard = "if (b == 0) return 0; "
-    if dt.is_uint(dtype):
-        return guard
-    if not quotient:
-        return guard + "if (b == -1) return 0; "
-    ct = c_type(dtype, "")
-    ut = c_type(f"uint{dt.bits_of(dtype)}", "")
-    return guard + f"if (b == -1) return ({ct})(({ut})0 - ({ut})a); "
-
-
-KERNEL_ERROR_FLAG = "ember_kerr"
-INDEX_CHECK_HELPER = "ember_index_check"
-#: the index check; the last bad index and its extent are kept for the error message (a
-#: race between threads may only mix up the numbers the message shows)
-INDEX_CHECK_C = """static int64_t ember_bad_index[2];
-static inline int64_t ember_index_check(int64_t i, int64_t n, int32_t* flag, int32_t code) {
-  if (i >= 0 && i < n) return i;
-  if (i < 0 && i >= -n) return i + n;
-  __atomic_store_n(&ember_bad_index[0], i, __ATOMIC_RELAXED);
-  __atomic_store_n(&ember_bad_index[1], n, __ATOMIC_RELAXED);
-  __atomic_store_n(flag, code, __ATOMIC_RELAXED);
-  return 0;
-}"""
-
-
-class ExprCodegen(VectorMixin):
+class ExprCodegen(VectorMixin, CheckMixin):
     """The expression half of CodeGenC (needs ``func``, ``ctx``, ``where``, ``bounds``)."""
 
     func: PrimFunc
@@ -213,13 +179,6 @@ class ExprCodegen(VectorMixin):
     bounds: Simplifier
     #: ids of the variables bound by an enclosing Let or LetStmt
     bound_vars: set[int]
-    #: the innermost parallel region's error flag and its messages (CodeGenC)
-    perr: str | None
-    perr_messages: list[str]
-    #: messages of index checks outside parallel loops, reported at the kernel's end
-    kernel_messages: list[str]
-    #: the messages that are printf formats of the bad index and its extent
-    formatted: set[str]
 
     def var(self, v: Var) -> str:  # pragma: no cover - in CodeGenC
         """The C name of a variable (provided by CodeGenC)."""
@@ -255,7 +214,7 @@ class ExprCodegen(VectorMixin):
             sym, p = _BINARY[type(e)]
             return f"{self.expr(e.a, p)} {sym} {self.expr(e.b, p + 1)}", p
         if isinstance(e, Min | Max):
-            name = f"ember_{type(e).__name__.lower()}_{_suffix(e.dtype)}"
+            name = f"ember_{type(e).__name__.lower()}_{dtype_suffix(e.dtype)}"
             ct = c_type(e.dtype, self.where)
             op = "<" if isinstance(e, Min) else ">"
             self.ctx.helpers[name] = (
@@ -314,57 +273,6 @@ class ExprCodegen(VectorMixin):
             self.bounds.ranges[e.var] = saved
         return f"({{ const {ct} {name} = {value}; {body}; }})"
 
-    def index_check(self, e: Call) -> tuple[str, int]:
-        """A data-dependent index (``tir.index_check``): plain C where its range is proven
-        inside the axis, else a call that wraps it once and, out of range, records the error
-        (a flag the code after the parallel loop or at the function's end reports) and
-        gives 0, so that no memory outside the tensor is read."""
-        index, extent, what = e.args
-        lo, hi = self.bounds.bound(index)
-        n_lo = self.bounds.bound(extent)[0]
-        if lo >= 0 and hi < n_lo:
-            return self.expr(index, 16), 16
-        if lo >= -n_lo and hi < 0:
-            return f"{self.expr(index, 12)} + {self.expr(extent, 13)}", 12
-        text = what.value if isinstance(what, StringImm) else "an index"
-        message = (
-            f"{self.func.name}: index %lld out of range [-%lld, %lld) in "
-            f"{text.replace('%', '%%')}; pass indices inside the axis"
-        )
-        flag = self.perr if self.perr is not None else KERNEL_ERROR_FLAG
-        messages = self.perr_messages if self.perr is not None else self.kernel_messages
-        messages.append(message)
-        self.formatted.add(message)
-        self.ctx.helpers.setdefault("0c_" + INDEX_CHECK_HELPER, INDEX_CHECK_C)
-        args = f"{self.expr(index)}, {self.expr(extent)}, &{flag}, {len(messages)}"
-        return f"{INDEX_CHECK_HELPER}({args})", 16
-
-    def set_error(self, message: str) -> str:
-        """The C statement that reports ``message`` as the runtime's last error (formatted
-        with the recorded bad index and extent if it is an index-check message)."""
-        if message.split(" (in a ", 1)[0] not in self.formatted:
-            return f"EmberAPISetLastError({c_string(message)});"
-        return (
-            f"{{ char ember_msg[512]; snprintf(ember_msg, sizeof(ember_msg), {c_string(message)}, "
-            "(long long)ember_bad_index[0], (long long)ember_bad_index[1], "
-            "(long long)ember_bad_index[1]); EmberAPISetLastError(ember_msg); }"
-        )
-
-    def kernel_error_prologue(self) -> list[str]:
-        """Declares the kernel's error flag when an index check outside a parallel loop
-        uses it."""
-        return [f"  int32_t {KERNEL_ERROR_FLAG} = 0;"] if self.kernel_messages else []
-
-    def kernel_error_epilogue(self) -> list[str]:
-        """Reports a failed index check outside a parallel loop at the end of the kernel
-        (every workspace is freed by then)."""
-        if not self.kernel_messages:
-            return []
-        out = [f"  if ({KERNEL_ERROR_FLAG} != 0) {{"]
-        for code, message in enumerate(self.kernel_messages, start=1):
-            out.append(f"    if ({KERNEL_ERROR_FLAG} == {code}) {self.set_error(message)}")
-        return [*out, "    return -1;", "  }"]
-
     def int_literal(self, e: IntImm) -> str:
         """A C integer literal of the constant's type."""
         v = e.value
@@ -402,7 +310,7 @@ class ExprCodegen(VectorMixin):
                 return self.call_math("floor", e.dtype, [Div(e.a, e.b)]), 16
             ct = c_type(e.dtype, self.where)
             sfx = "f" if dt.element_of(e.dtype) == "float32" else ""
-            name = f"ember_floormod_{_suffix(e.dtype)}"
+            name = f"ember_floormod_{dtype_suffix(e.dtype)}"
             body = f"return a - floor{sfx}(a / b) * b;"
             self.ctx.helpers[name] = f"static inline {ct} {name}({ct} a, {ct} b) {{ {body} }}"
             return f"{name}({self.expr(e.a)}, {self.expr(e.b)})", 16
@@ -413,40 +321,18 @@ class ExprCodegen(VectorMixin):
             return f"{self.expr(e.a, 13)} {sym} {self.expr(e.b, 14)}", 13
         ct = c_type(e.dtype, self.where)
         checked = not self.plain_div(e)  # a divisor that may trap: the checked helper
-        guard = _divisor_guard(e.dtype, isinstance(e, FloorDiv)) if checked else ""
+        guard = divisor_guard(e.dtype, isinstance(e, FloorDiv)) if checked else ""
         tag = "_checked" if checked else ""
         if isinstance(e, FloorDiv):
-            name = f"ember_floordiv{tag}_{_suffix(e.dtype)}"
+            name = f"ember_floordiv{tag}_{dtype_suffix(e.dtype)}"
             body = f"{ct} q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;"
         else:
-            name = f"ember_floormod{tag}_{_suffix(e.dtype)}"
+            name = f"ember_floormod{tag}_{dtype_suffix(e.dtype)}"
             body = f"{ct} r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;"
         self.ctx.helpers[name] = (
             f"static inline {ct} {name}({ct} a, {ct} b) {{ {guard}{body} }}"
         )
         return f"{name}({self.expr(e.a)}, {self.expr(e.b)})", 16
-
-    def plain_div(self, e: Div | Mod | FloorDiv | FloorMod) -> bool:
-        """Whether C's ``/`` or ``%`` cannot trap: the divisor's range excludes 0, and -1
-        unless the dividend's range excludes the type's minimum (INT_MIN / -1 overflows)."""
-        b_lo, b_hi = self.bounds.bound(e.b)
-        if b_lo <= 0 <= b_hi:
-            return False
-        if dt.is_uint(e.dtype) or not b_lo <= -1 <= b_hi:
-            return True
-        return self.bounds.bound(e.a)[0] > -(1 << (dt.bits_of(e.dtype) - 1))
-
-    def checked_divmod(self, e: Div | Mod) -> str:
-        """C division or remainder through a helper that defines the trapping cases as
-        numpy does: ``x / 0`` and ``x % 0`` give 0, ``INT_MIN / -1`` gives INT_MIN (wraps),
-        ``INT_MIN % -1`` gives 0."""
-        ct = c_type(e.dtype, self.where)
-        div = isinstance(e, Div)
-        name = f"ember_{'div' if div else 'mod'}_{_suffix(e.dtype)}"
-        sym = "/" if div else "%"
-        body = f"{_divisor_guard(e.dtype, div)}return a {sym} b;"
-        self.ctx.helpers[name] = f"static inline {ct} {name}({ct} a, {ct} b) {{ {body} }}"
-        return f"{name}({self.expr(e.a)}, {self.expr(e.b)})"
 
     def call_math(self, op: str, dtype: str, args: list[PrimExpr]) -> str:
         """A <math.h> call (float variants for float32), rsqrt and sigmoid spelled out."""
