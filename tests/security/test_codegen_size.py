@@ -66,15 +66,21 @@ def relu(t: te.Tensor, name: str) -> te.Tensor:
     return te.compute(t.shape, lambda i: tir.if_then_else(t[i] < 0.0, 0.0, t[i]), name)
 
 
+def inline_all(out: te.Tensor) -> te.Schedule:
+    """A schedule of ``out`` with every other compute inlined."""
+    s = te.create_schedule(out)
+    for op in s.ops:
+        if op is not out.op and isinstance(op, te.ComputeOp):
+            s[op].compute_inline()
+    return s
+
+
 def test_shared_producer_is_bound_once() -> None:
     x = te.placeholder((8,), "float32", "x")
     t = x
     for k in range(30):  # 2**30 copies without a Let
         t = relu(t, f"r{k}")
-    s = te.create_schedule(t)
-    for op in s.ops:
-        if op is not t.op and isinstance(op, te.ComputeOp):
-            s[op].compute_inline()
+    s = inline_all(t)
     func = te.lower(s, [x, t], name="relus")
     assert len(str(func)) < 20_000
     data = np.linspace(-2, 2, 8).astype("float32")
@@ -158,10 +164,7 @@ def test_let_bound_chain_still_vectorizes() -> None:
     t = x
     for k in range(6):
         t = relu(t, f"r{k}")
-    s = te.create_schedule(t)
-    for op in s.ops:
-        if op is not t.op and isinstance(op, te.ComputeOp):
-            s[op].compute_inline()
+    s = inline_all(t)
     s[t].vectorize(t.op.axis[0])
     func = vectorize_loops(te.lower(s, [x, t], name="relus_vec"))
     kinds: list[tir.ForKind] = []
