@@ -27,7 +27,7 @@ BAD = [-100, 4, -5, 10**12, 2**32 + 1, -(2**63)]
 
 
 def model(op: str, x_shape: list[int], i_shape: list[int], out_shape: list[int],
-          extra: tuple[str, list[int]] | None = None, **attrs: int) -> object:  # fmt: skip
+          extra: tuple[str, list[int]] | None = None, **attrs: int | str) -> object:  # fmt: skip
     """op(x, i[, u]) with float data, int64 indices given at run time."""
     inputs = [
         helper.make_tensor_value_info("x", TP.FLOAT, x_shape),
@@ -57,6 +57,11 @@ CASES = {
         [[0, 1, -1, 2]],
     ),
     "ScatterND": (model("ScatterND", [3, 4], [2, 1], [3, 4], ("u", [2, 4])), (2, 1), [[0], [-1]]),
+    "ScatterNDAdd": (
+        model("ScatterND", [3, 4], [2, 1], [3, 4], ("u", [2, 4]), reduction="add"),
+        (2, 1),
+        [[0], [-1]],
+    ),
 }
 
 
@@ -71,7 +76,7 @@ def feeds(name: str, idx: np.ndarray) -> dict[str, np.ndarray]:
 
 def model_shape(name: str) -> tuple[int, ...]:
     """The updates' shape of a scatter case."""
-    return (1, 4) if name == "ScatterElements" else (2, 4)
+    return (1, 4) if name.startswith("ScatterElements") else (2, 4)
 
 
 @pytest.mark.cc
