@@ -91,6 +91,14 @@ def c_type(dtype: str, where: str = "") -> str:
     return info.c_type
 
 
+def dtype_suffix(dtype: str) -> str:
+    """The short type tag of helper names: ``f32``, ``i64``, ``u8``."""
+    base = dt.element_of(dtype)
+    return {"float32": "f32", "float64": "f64"}.get(
+        base, base.replace("int", "i").replace("ui", "u")
+    )
+
+
 def symbol_name(func: PrimFunc | str) -> str:
     """The exported C symbol of a kernel: its name with the ``ember_`` prefix."""
     name = func if isinstance(func, str) else func.name

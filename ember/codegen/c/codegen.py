@@ -88,6 +88,8 @@ class CodeGenC(ExprCodegen):
         self.perr_messages: list[str] = []
         self.perr_kind = "parallel"
         self.perr_count = 0
+        self.kernel_messages: list[str] = []  # index checks outside parallel loops
+        self.formatted: set[str] = set()
 
     # -- names --------------------------------------------------------------------------
     def var(self, v: Var) -> str:
@@ -129,7 +131,8 @@ class CodeGenC(ExprCodegen):
         storage = "EMBER_DLL " if self.opts.export_unpacked else "static "
         signature = ", ".join(params) or "void"
         head = f"{storage}int32_t {symbol_name(func)}{UNPACKED_SUFFIX}({signature}) {{"
-        body = "\n".join(self.lines)
+        lines = [*self.kernel_error_prologue(), *self.lines, *self.kernel_error_epilogue()]
+        body = "\n".join(lines)
         text = f"{head}\n{body}\n  return 0;\n}}\n" if body else f"{head}\n  return 0;\n}}\n"
         return text, pnames
 
@@ -276,8 +279,8 @@ class CodeGenC(ExprCodegen):
         self.indent += 1
         for code, message in enumerate(messages, start=1):
             if message:
-                text = c_string(f"{message} (in a {self.perr_kind} loop)")
-                self.emit(f"if ({flag} == {code}) EmberAPISetLastError({text});")
+                text = self.set_error(f"{message} (in a {self.perr_kind} loop)")
+                self.emit(f"if ({flag} == {code}) {text}")
         for name in reversed(self.heap):
             self.emit(f"EmberBackendFreeWorkspace(1, 0, {name});")
         self.emit("return -1;")

@@ -13,7 +13,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ember.codegen.c.abi import c_string, c_type
+from ember.codegen.c.abi import c_string, c_type, dtype_suffix
+from ember.codegen.c.checks import CheckMixin, divisor_guard
 from ember.codegen.c.vecmath import EXP_HELPER, exp_helper, simd_prototype
 from ember.codegen.c.vector import VectorMixin, vector_type
 from ember.errors import CompileError
@@ -50,6 +51,7 @@ from ember.tir.expr import (
     Sub,
     Var,
 )
+from ember.tir.op import CHECK_KIND
 from ember.tir.simplify import Simplifier
 from ember.tir.stmt import Allocate, PrimFunc
 
@@ -168,14 +170,7 @@ class FileContext:
         return "\n".join(parts) + ("\n" if parts else "")
 
 
-def _suffix(dtype: str) -> str:
-    base = dt.element_of(dtype)
-    return {"float32": "f32", "float64": "f64"}.get(
-        base, base.replace("int", "i").replace("ui", "u")
-    )
-
-
-class ExprCodegen(VectorMixin):
+class ExprCodegen(VectorMixin, CheckMixin):
     """The expression half of CodeGenC (needs ``func``, ``ctx``, ``where``, ``bounds``)."""
 
     func: PrimFunc
@@ -214,10 +209,12 @@ class ExprCodegen(VectorMixin):
             assert isinstance(e, BinaryOp)
             if isinstance(e, Mod) and dt.is_float(e.dtype):
                 return self.call_math("fmod", e.dtype, [e.a, e.b]), 16
+            if isinstance(e, Div | Mod) and dt.is_integral(e.dtype) and not self.plain_div(e):
+                return self.checked_divmod(e), 16
             sym, p = _BINARY[type(e)]
             return f"{self.expr(e.a, p)} {sym} {self.expr(e.b, p + 1)}", p
         if isinstance(e, Min | Max):
-            name = f"ember_{type(e).__name__.lower()}_{_suffix(e.dtype)}"
+            name = f"ember_{type(e).__name__.lower()}_{dtype_suffix(e.dtype)}"
             ct = c_type(e.dtype, self.where)
             op = "<" if isinstance(e, Min) else ">"
             self.ctx.helpers[name] = (
@@ -243,6 +240,8 @@ class ExprCodegen(VectorMixin):
         if isinstance(e, Call):
             if e.kind == "extern":
                 return self.call_extern(e), 16
+            if e.kind == CHECK_KIND:
+                return self.index_check(e)
             return self.call_math(e.op, e.dtype, list(e.args)), 16
         if isinstance(e, BufferLoad):
             return f"{self.buf(e.buffer)}[{self.expr(e.buffer.offset_of(e.indices))}]", 16
@@ -311,7 +310,7 @@ class ExprCodegen(VectorMixin):
                 return self.call_math("floor", e.dtype, [Div(e.a, e.b)]), 16
             ct = c_type(e.dtype, self.where)
             sfx = "f" if dt.element_of(e.dtype) == "float32" else ""
-            name = f"ember_floormod_{_suffix(e.dtype)}"
+            name = f"ember_floormod_{dtype_suffix(e.dtype)}"
             body = f"return a - floor{sfx}(a / b) * b;"
             self.ctx.helpers[name] = f"static inline {ct} {name}({ct} a, {ct} b) {{ {body} }}"
             return f"{name}({self.expr(e.a)}, {self.expr(e.b)})", 16
@@ -321,13 +320,18 @@ class ExprCodegen(VectorMixin):
             sym = "/" if isinstance(e, FloorDiv) else "%"
             return f"{self.expr(e.a, 13)} {sym} {self.expr(e.b, 14)}", 13
         ct = c_type(e.dtype, self.where)
+        checked = not self.plain_div(e)  # a divisor that may trap: the checked helper
+        guard = divisor_guard(e.dtype, isinstance(e, FloorDiv)) if checked else ""
+        tag = "_checked" if checked else ""
         if isinstance(e, FloorDiv):
-            name = f"ember_floordiv_{_suffix(e.dtype)}"
+            name = f"ember_floordiv{tag}_{dtype_suffix(e.dtype)}"
             body = f"{ct} q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;"
         else:
-            name = f"ember_floormod_{_suffix(e.dtype)}"
+            name = f"ember_floormod{tag}_{dtype_suffix(e.dtype)}"
             body = f"{ct} r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;"
-        self.ctx.helpers[name] = f"static inline {ct} {name}({ct} a, {ct} b) {{ {body} }}"
+        self.ctx.helpers[name] = (
+            f"static inline {ct} {name}({ct} a, {ct} b) {{ {guard}{body} }}"
+        )
         return f"{name}({self.expr(e.a)}, {self.expr(e.b)})", 16
 
     def call_math(self, op: str, dtype: str, args: list[PrimExpr]) -> str:
