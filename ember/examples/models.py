@@ -35,6 +35,7 @@ from ember.examples.builder import IR_VERSION, OPSET
 from ember.examples.builder import GraphBuilder as _Graph
 from ember.examples.tiny import TINY_MODELS, tiny_case
 from ember.support.registry import Registry
+from ember.testing import run_onnxruntime  # imports onnxruntime only when called
 
 #: the nine ``light`` models of onnx's backend test data, by short name.
 LIGHT_MODELS: tuple[str, ...] = (
@@ -395,8 +396,6 @@ def calibrate_softmax(
     two nearest to ``target_std / std``, so the result does not depend on the last bits of
     that run. Returns ``model``; one without a final Softmax is left unchanged.
     """
-    from ember.testing import run_onnxruntime  # onnxruntime is a test-only dependency
-
     graph = model.graph
     producers = {o: n for n in graph.node for o in n.output}
     finals = [n for n in graph.node if n.op_type == "Softmax" and n.output[0] in _outputs(graph)]

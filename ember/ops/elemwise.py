@@ -22,6 +22,7 @@ import numpy as np
 
 from ember import tir
 from ember.ir.op import Attrs
+from ember.ir.ops.common import np_dtype
 from ember.ir.types import Type
 from ember.ops.common import out_tensor_type, scalar
 from ember.ops.registry import register_compute
@@ -257,7 +258,6 @@ def clip_bounds(attrs: Attrs, dtype: str) -> tuple[PrimExpr | None, PrimExpr | N
 
 def _round_to(value: float, dtype: str) -> float:
     """``value`` rounded to ``dtype`` (the reference casts its bounds to the input dtype)."""
-    from ember.ir.ops.common import np_dtype
 
     return float(np.asarray(value).astype(np_dtype(dtype)))
 

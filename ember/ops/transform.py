@@ -14,8 +14,11 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from ember import tir
 from ember.ir.op import Attrs
+from ember.ir.ops.common import np_dtype
 from ember.ir.types import Type
 from ember.ops.common import broadcast_index, out_tensor_type, static_shape
 from ember.ops.elemwise import as_dtype
@@ -253,10 +256,6 @@ def pad(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
 
 def _pad_value(value: float, dtype: str) -> float | int | bool:
     """The pad value as the reference casts it to the data dtype."""
-    import numpy as np
-
-    from ember.ir.ops.common import np_dtype
-
     with np.errstate(all="ignore"):
         out = np.asarray(value).astype(np_dtype(dtype))
     return out.item() if dtype != "bfloat16" else float(out)

@@ -51,6 +51,7 @@ from ember.tir.expr import (
     Sub,
     Var,
 )
+from ember.tir.functor import post_order_visit
 from ember.tir.op import CHECK_KIND
 from ember.tir.simplify import Simplifier
 from ember.tir.stmt import Allocate, PrimFunc
@@ -329,9 +330,7 @@ class ExprCodegen(VectorMixin, CheckMixin):
         else:
             name = f"ember_floormod{tag}_{dtype_suffix(e.dtype)}"
             body = f"{ct} r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;"
-        self.ctx.helpers[name] = (
-            f"static inline {ct} {name}({ct} a, {ct} b) {{ {guard}{body} }}"
-        )
+        self.ctx.helpers[name] = f"static inline {ct} {name}({ct} a, {ct} b) {{ {guard}{body} }}"
         return f"{name}({self.expr(e.a)}, {self.expr(e.b)})", 16
 
     def call_math(self, op: str, dtype: str, args: list[PrimExpr]) -> str:
@@ -387,7 +386,6 @@ class ExprCodegen(VectorMixin, CheckMixin):
 
     def _buffers(self) -> list[Buffer]:
         out = [p for p in self.func.params if isinstance(p, Buffer)]
-        from ember.tir.functor import post_order_visit
 
         post_order_visit(
             self.func.body, lambda n: out.append(n.buffer) if isinstance(n, Allocate) else None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import onnx
 
 from ember.frontend.onnx.common import arg, scalar_const, ttype
 from ember.frontend.onnx.context import ConvertContext, NodeView, onnx_elem_dtype
@@ -147,7 +148,6 @@ def cast(ctx: ConvertContext, node: NodeView) -> Expr:
 
 
 def _legacy_dtype(ctx: ConvertContext, node: NodeView, name: str) -> str:
-    import onnx
 
     try:
         elem = onnx.TensorProto.DataType.Value(name.upper())
