@@ -329,11 +329,12 @@ LAYERS: dict[str, frozenset[str]] = {
     "codegen": BASE | {"tir", "target", "runtime"},
     # all compiler layers but no code generator, plus the runtime side whose data
     # (ArtifactSet, metadata artifacts) a build returns
-    "driver": BASE | (COMPILER - {"codegen"}) | RUNTIME,
+    "driver": BASE | (COMPILER - {"codegen"}) | RUNTIME | {"tools"},
     "testing": BASE | COMPILER | RUNTIME | {"driver", "ember"},
     "cli": BASE | COMPILER | RUNTIME | {"driver", "tools", "ember"},
     "examples": BASE | COMPILER | RUNTIME | {"driver", "tools", "testing", "ember"},
-    "ember": BASE | RUNTIME | {"nd"},  # the public API; compiler names resolve lazily
+    # the public API; compiler names resolve lazily; tools.mlf registers the tar loader
+    "ember": BASE | RUNTIME | {"nd", "tools"},
     "__main__": frozenset({"cli"}),
 }
 
