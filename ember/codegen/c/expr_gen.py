@@ -14,6 +14,7 @@ import math
 from ember.codegen.c.abi import c_string, c_type, dtype_suffix
 from ember.codegen.c.checks import CheckMixin, divisor_guard
 from ember.codegen.c.file_context import FileContext
+from ember.codegen.c.packed_call import PackedCallMixin
 from ember.codegen.c.vector import VectorMixin, vector_type
 from ember.errors import CompileError
 from ember.tir import dtype as dt
@@ -50,7 +51,7 @@ from ember.tir.expr import (
     Var,
 )
 from ember.tir.functor import post_order_visit
-from ember.tir.op import CHECK_KIND
+from ember.tir.op import CHECK_KIND, CPACKED_KIND
 from ember.tir.simplify import Simplifier
 from ember.tir.stmt import Allocate, PrimFunc
 
@@ -98,7 +99,7 @@ _COMPARE: dict[type, tuple[str, int]] = {
 }
 
 
-class ExprCodegen(VectorMixin, CheckMixin):
+class ExprCodegen(VectorMixin, CheckMixin, PackedCallMixin):
     """The expression half of CodeGenC (needs ``func``, ``ctx``, ``where``, ``bounds``)."""
 
     func: PrimFunc
@@ -170,6 +171,8 @@ class ExprCodegen(VectorMixin, CheckMixin):
                 return self.call_extern(e), 16
             if e.kind == CHECK_KIND:
                 return self.index_check(e)
+            if e.kind == CPACKED_KIND:
+                return self.call_cpacked(e), 16
             return self.call_math(e.op, e.dtype, list(e.args)), 16
         if isinstance(e, BufferLoad):
             return f"{self.buf(e.buffer)}[{self.expr(e.buffer.offset_of(e.indices))}]", 16

@@ -16,6 +16,8 @@ class FileContext:
     helpers: dict[str, str] = field(default_factory=dict)
     externs: dict[str, str] = field(default_factory=dict)
     pools: dict[str, int] = field(default_factory=dict)
+    #: call_cpacked helpers by callee and signature -> helper name
+    cpacked: dict[str, str] = field(default_factory=dict)
     #: gives the libm functions (double names) that may be declared SIMD (``vecmath``);
     #: asked on the first math call only, so a file without math never runs the probe
     simd_provider: Callable[[], tuple[str, ...]] | None = None
