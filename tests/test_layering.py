@@ -157,8 +157,10 @@ def parse_imports(
             inner = scope
             if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
                 inner = "function"
-            elif isinstance(child, ast.If) and scope == "module" and "TYPE_CHECKING" in ast.unparse(
-                child.test
+            elif (
+                isinstance(child, ast.If)
+                and scope == "module"
+                and "TYPE_CHECKING" in ast.unparse(child.test)
             ):
                 inner = "type_checking"
             if isinstance(child, ast.Import | ast.ImportFrom):
