@@ -75,7 +75,7 @@ def build() -> Path:
     path = library_path()
     if not path.exists():
         compile_shared(
-            [source_path()], path, include_dirs=[include_dir()], flags=_FLAGS, openmp=True
+            [source_path()], path, include_dirs=[include_dir()], flags=_FLAGS, openmp=False
         )
     return path
 
