@@ -79,7 +79,6 @@ static int32_t ember_check_tensor(const char* fn, int32_t index, const char* nam
 }
 
 static int32_t ember_vector_add_unpacked(float* restrict A, float* restrict B, float* restrict C) {
-  #pragma omp parallel for num_threads(EmberBackendGetNumThreads())
   for (int32_t i_outer = 0; i_outer < 16; ++i_outer) {
     #pragma omp simd
     for (int32_t i_inner = 0; i_inner < 64; ++i_inner) {
