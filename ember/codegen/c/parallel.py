@@ -45,7 +45,7 @@ from ember.tir.stmt import (
 #: Estimated work (expression nodes executed, see :func:`stmt_cost`) of one chunk: about
 #: 5-20 us on a current core, many times the cost of handing a chunk to a spinning worker.
 #: A loop runs in parallel only when it has at least two chunks of work.
-WORK_PER_CHUNK = 16384
+WORK_PER_CHUNK = 131072
 #: Iterations assumed for a loop whose extent is not a constant.
 UNKNOWN_EXTENT = 64
 

@@ -274,9 +274,13 @@ int32_t EmberBackendFreeWorkspace(int32_t device_type, int32_t device_id, void* 
 #define POOL_OPEN ((uint64_t)1 << 32)
 #define POOL_COUNT_MASK (POOL_OPEN - 1)
 #define POOL_EPOCH_ONE ((uint64_t)1 << 33)
-#define POOL_SPIN 4000      /* pause iterations before an idle worker sleeps (~10-40 us) */
+#ifndef POOL_SPIN
+#define POOL_SPIN 4000 /* pause iterations before an idle worker sleeps (~10-40 us) */
+#endif
 #define POOL_MAX_THREADS 1024
+#ifndef CHUNKS_PER_THREAD
 #define CHUNKS_PER_THREAD 4 /* dynamic chunks per thread of a range job */
+#endif
 
 typedef struct {
   _Atomic int32_t count;
