@@ -103,7 +103,7 @@ static int32_t ember_parallel_rows_par0(int64_t ember_begin, int64_t ember_end, 
 static int32_t ember_parallel_rows_unpacked(float* restrict A, float* restrict C, float scale) {
   const float off = scale * 2.0f;
   ember_parallel_rows_par0_t ember_par0 = {.A = A, .C = C, .scale = scale, .off = off};
-  if (EmberBackendParallelFor(ember_parallel_rows_par0, &ember_par0, (int64_t)512, 5, 0) != 0) {
+  if (EmberBackendParallelFor(ember_parallel_rows_par0, &ember_par0, (int64_t)512, 40, 0) != 0) {
     return -1;
   }
   return 0;
