@@ -7,8 +7,7 @@ import pytest
 
 import ember.runtime as rt
 from ember import tir
-from ember.codegen.c import generate_source
-from ember.codegen.c import parallel
+from ember.codegen.c import generate_source, parallel
 from ember.codegen.c.parallel import grain_of, stmt_cost
 from ember.errors import FFIError
 
