@@ -52,6 +52,7 @@ def library_path() -> Path:
     """Where the C runtime for the current sources and compiler lives in the cache."""
     key = hash_bytes(
         source_path().read_bytes(),
+        (source_path().parent / "thread_pool.h").read_bytes(),  # included by runtime.c
         header_path().read_bytes(),
         config().cc.encode(),
         " ".join(_FLAGS).encode(),
