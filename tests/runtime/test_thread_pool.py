@@ -1,7 +1,8 @@
-"""ember's thread pool (runtime.c): range loops, group launches, nesting, errors, counts."""
+"""ember's thread pool (src/thread_pool.h): range loops, nesting, errors, counts, fork."""
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import warnings
 
@@ -11,6 +12,8 @@ from runtime_test_util import build_library
 import ember.runtime as rt
 from ember.config import ThreadCountWarning, config_from
 from ember.errors import EmberValueError, FFIError
+from ember.runtime import libruntime
+from ember.support.toolchain import compile_executable
 
 C_SOURCE = r"""
 #include <pthread.h>
@@ -194,3 +197,45 @@ def test_more_threads_than_cores_warns() -> None:
         warnings.simplefilter("error", ThreadCountWarning)
         rt.set_num_threads(cores)
         config_from({"EMBER_NUM_THREADS": str(cores)})
+
+
+FORK_MAIN = r"""
+#define _GNU_SOURCE
+#include <ember/runtime_api.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static int32_t task(int32_t id, EmberParallelGroupEnv* penv, void* cdata) {
+  EmberBackendParallelBarrier(id, penv);
+  __atomic_add_fetch((int*)cdata, 1, __ATOMIC_RELAXED);
+  return 0;
+}
+int main(void) {
+  int hits = 0;
+  if (EmberBackendParallelLaunch(task, &hits, 3) != 0) return 1;
+  pid_t pid = fork();
+  if (pid == 0) { /* the child has no workers of its own yet: the pool starts afresh */
+    int child_hits = 0;
+    _exit(EmberBackendParallelLaunch(task, &child_hits, 3) == 0 && child_hits == 3 ? 0 : 3);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  printf("%d %d\n", hits, WEXITSTATUS(status));
+  return 0;
+}
+"""
+
+
+@pytest.mark.cc
+def test_pool_works_in_a_forked_child(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    main = tmp_path / "fork.c"
+    main.write_text(FORK_MAIN)
+    exe = compile_executable(
+        [main, libruntime.source_path()],
+        tmp_path / "fork",
+        include_dirs=[libruntime.include_dir()],
+        flags=["-pthread"],
+        openmp=False,
+    )
+    out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.split() == ["3", "0"]

@@ -152,7 +152,23 @@ static void* worker_main(void* arg) {
 }
 
 /* Grow the pool to `n` workers (called under g_pool.launch); returns how many exist. */
+/* A forked child has none of the parent's workers: start from an empty pool. */
+static void pool_after_fork(void) {
+  pthread_mutex_init(&g_pool.launch, NULL);
+  pthread_mutex_init(&g_pool.lock, NULL);
+  pthread_cond_init(&g_pool.wake, NULL);
+  pthread_cond_init(&g_pool.done, NULL);
+  atomic_store(&g_pool.state, 0);
+  atomic_store(&g_pool.sleepers, 0);
+  g_pool.num_workers = 0;
+  g_in_pool = 0;
+}
+
+static pthread_once_t g_fork_once = PTHREAD_ONCE_INIT;
+static void pool_register_fork(void) { pthread_atfork(NULL, NULL, pool_after_fork); }
+
 static int32_t pool_grow(int32_t n) {
+  if (g_pool.num_workers < n) pthread_once(&g_fork_once, pool_register_fork);
   while (g_pool.num_workers < n) {
     WorkerStart* start = (WorkerStart*)malloc(sizeof(WorkerStart));
     if (start == NULL) break;
@@ -234,14 +250,18 @@ int32_t EmberBackendSetNumThreads(int32_t num_threads) {
   return 0;
 }
 
+static _Atomic int32_t g_default_threads = 0; /* EMBER_NUM_THREADS or the cores, once */
+
 int32_t EmberBackendGetNumThreads(void) {
   int32_t n = __atomic_load_n(&g_num_threads, __ATOMIC_RELAXED);
   if (n > 0) return n;
+  n = atomic_load_explicit(&g_default_threads, memory_order_relaxed);
+  if (n > 0) return n;
   const char* env = getenv("EMBER_NUM_THREADS");
-  if (env != NULL && atoi(env) > 0) {
-    return atoi(env) < POOL_MAX_THREADS ? (int32_t)atoi(env) : POOL_MAX_THREADS;
-  }
-  return count_cores();
+  n = env != NULL && atoi(env) > 0 ? atoi(env) : count_cores();
+  n = n < POOL_MAX_THREADS ? n : POOL_MAX_THREADS;
+  atomic_store_explicit(&g_default_threads, n, memory_order_relaxed);
+  return n;
 }
 
 int32_t EmberBackendNumCores(void) { return count_cores(); }
