@@ -5,9 +5,15 @@ from __future__ import annotations
 import pytest
 
 from ember import tir
-from ember.codegen.c import generate_source, symbol_name
+from ember.codegen.c import generate_source, parallel, symbol_name
 from ember.errors import CompileError
 from ember.tir import te
+
+
+@pytest.fixture
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small kernels pass the cost model, whatever WORK_PER_CHUNK is tuned to."""
+    monkeypatch.setattr(parallel, "WORK_PER_CHUNK", 4096)
 
 
 def _ew(kind: tir.ForKind, dtype: str = "float32", n: int = 64) -> tir.PrimFunc:
@@ -17,7 +23,7 @@ def _ew(kind: tir.ForKind, dtype: str = "float32", n: int = 64) -> tir.PrimFunc:
     return tir.PrimFunc("ew", (a, b), tir.for_range(i, n, tir.store(b, a[i] + a[i], i), kind))
 
 
-def test_loop_kinds_become_pragmas() -> None:
+def test_loop_kinds_become_pragmas(small_chunks: None) -> None:
     # a parallel loop worth threads becomes a range lambda run by ember's pool, never OpenMP
     big = generate_source([_ew(tir.ForKind.PARALLEL, n=1 << 16)])
     assert "EmberBackendParallelFor(ember_ew_par0, &ember_par0, (int64_t)65536, " in big
@@ -34,7 +40,7 @@ def test_loop_kinds_become_pragmas() -> None:
     assert ", 4) != 0) {" in threads
 
 
-def test_nested_parallel_loops_get_one_lambda() -> None:
+def test_nested_parallel_loops_get_one_lambda(small_chunks: None) -> None:
     a = tir.decl_buffer((256, 256), "float32", "A")
     i, j = tir.Var("i"), tir.Var("j")
     par = tir.ForKind.PARALLEL
@@ -123,7 +129,7 @@ def test_explicit_vector_code() -> None:
     assert "T[i + 28] = lanes_[7];" in src
 
 
-def test_error_exits_inside_parallel_loops_return_from_the_lambda() -> None:
+def test_error_exits_inside_parallel_loops_return_from_the_lambda(small_chunks: None) -> None:
     a = tir.decl_buffer((64,), "float32", "A")
     t = tir.decl_buffer((1024,), "float32", "T", scope="local")
     i, k = tir.Var("i"), tir.Var("k")

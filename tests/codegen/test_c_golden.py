@@ -65,13 +65,13 @@ def scaled_reverse() -> tir.PrimFunc:
 
 def parallel_rows() -> tir.PrimFunc:
     """A parallel loop worth threads: a range lambda with a closure of buffers and scalars."""
-    a = tir.decl_buffer((512, 256), "float32", "A")
-    c = tir.decl_buffer((512, 256), "float32", "C")
+    a = tir.decl_buffer((2048, 1024), "float32", "A")
+    c = tir.decl_buffer((2048, 1024), "float32", "C")
     scale = tir.Var("scale", "float32")
     i, j, off = tir.Var("i"), tir.Var("j"), tir.Var("off", "float32")
     value = a[i, j] * scale + tir.cast("float32", i) + off
-    row = tir.for_range(j, 256, tir.store(c, value, i, j), tir.ForKind.VECTORIZED)
-    body = tir.LetStmt(off, scale * 2.0, tir.for_range(i, 512, row, tir.ForKind.PARALLEL))
+    row = tir.for_range(j, 1024, tir.store(c, value, i, j), tir.ForKind.VECTORIZED)
+    body = tir.LetStmt(off, scale * 2.0, tir.for_range(i, 2048, row, tir.ForKind.PARALLEL))
     return tir.PrimFunc("parallel_rows", (a, c, scale), body)
 
 

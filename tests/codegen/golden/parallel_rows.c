@@ -93,8 +93,8 @@ static int32_t ember_parallel_rows_par0(int64_t ember_begin, int64_t ember_end, 
   const float off = ember_c->off;
   for (int32_t i = (int32_t)ember_begin; i < (int32_t)ember_end; ++i) {
     #pragma omp simd
-    for (int32_t j = 0; j < 256; ++j) {
-      C[i * 256 + j] = A[i * 256 + j] * scale + (float)i + off;
+    for (int32_t j = 0; j < 1024; ++j) {
+      C[i * 1024 + j] = A[i * 1024 + j] * scale + (float)i + off;
     }
   }
   return 0;
@@ -103,7 +103,7 @@ static int32_t ember_parallel_rows_par0(int64_t ember_begin, int64_t ember_end, 
 static int32_t ember_parallel_rows_unpacked(float* restrict A, float* restrict C, float scale) {
   const float off = scale * 2.0f;
   ember_parallel_rows_par0_t ember_par0 = {.A = A, .C = C, .scale = scale, .off = off};
-  if (EmberBackendParallelFor(ember_parallel_rows_par0, &ember_par0, (int64_t)512, 40, 0) != 0) {
+  if (EmberBackendParallelFor(ember_parallel_rows_par0, &ember_par0, (int64_t)2048, 128, 0) != 0) {
     return -1;
   }
   return 0;
@@ -121,12 +121,12 @@ EMBER_DLL int32_t ember_parallel_rows(EmberValue* args, int32_t* type_codes, int
     EmberAPISetLastError(msg);
     return -1;
   }
-  static const int64_t shape0[2] = {512, 256};
+  static const int64_t shape0[2] = {2048, 1024};
   DLTensor* t0 = NULL;
   if (ember_check_tensor("ember_parallel_rows", 0, "A", args, type_codes, 2, 2, 32, "float32", shape0, NULL, &t0) != 0) {
     return -1;
   }
-  static const int64_t shape1[2] = {512, 256};
+  static const int64_t shape1[2] = {2048, 1024};
   DLTensor* t1 = NULL;
   if (ember_check_tensor("ember_parallel_rows", 1, "C", args, type_codes, 2, 2, 32, "float32", shape1, NULL, &t1) != 0) {
     return -1;
