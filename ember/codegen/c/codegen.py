@@ -161,9 +161,10 @@ class CodeGenC(ParallelMixin, ExprCodegen):
     def fail(self, message: str) -> None:
         """Emit an error return that frees the live heap workspaces first.
 
-        Inside a parallel loop (where C cannot return) it sets the loop's error flag; the
-        code after the loop reports the error and returns. An empty message keeps the last
-        error already set (by a failed callee).
+        Inside a vectorized loop (where C cannot return) it sets the loop's error flag; the
+        code after the loop reports the error and returns. Inside a parallel loop's lambda
+        it returns from the lambda, the message marked "(in a parallel loop)". An empty
+        message keeps the last error already set (by a failed callee).
         """
         if self.perr is not None:
             self.perr_messages.append(message)

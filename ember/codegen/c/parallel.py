@@ -144,7 +144,7 @@ class ParallelMixin:
 
     def outline(self, s: For, ctype: str, symbol: str) -> None:
         """Emit ``s`` as a call of EmberBackendParallelFor on a new lambda (see module doc)."""
-        k = len(self.outlined)
+        k = sum(1 for text in self.outlined if text.startswith("static "))
         fn = f"{symbol}_par{k}"
         begin, end = self.names.get(object(), "ember_begin"), self.names.get(object(), "ember_end")
         cdata, clo = self.names.get(object(), "ember_cdata"), self.names.get(object(), "ember_c")
