@@ -28,8 +28,8 @@ def test_loop_kinds_become_pragmas(small_chunks: None) -> None:
     big = generate_source([_ew(tir.ForKind.PARALLEL, n=1 << 16)])
     assert "EmberBackendParallelFor(ember_ew_par0, &ember_par0, (int64_t)65536, " in big
     assert ", 0) != 0) {" in big and "omp parallel" not in big
-    small = generate_source([_ew(tir.ForKind.PARALLEL)])  # too little work: a plain loop
-    assert "EmberBackendParallelFor" not in small and "pragma" not in small
+    small = generate_source([_ew(tir.ForKind.PARALLEL)])  # too little work: grain > extent
+    assert "EmberBackendParallelFor(ember_ew_par0, &ember_par0, (int64_t)64, 1366, 0)" in small
     assert "#pragma omp simd\n" in generate_source([_ew(tir.ForKind.VECTORIZED)])
     assert "#pragma GCC unroll 64\n" in generate_source([_ew(tir.ForKind.UNROLLED)])
     no_omp = generate_source([_ew(tir.ForKind.VECTORIZED)], {"openmp": False})

@@ -295,10 +295,10 @@ int32_t EmberBackendParallelFor(FEmberParallelRange frange, void* cdata, int64_t
   if (extent <= 0) return 0;
   if (grain < 1) grain = 1;
   int32_t threads = num_threads > 0 ? num_threads : EmberBackendGetNumThreads();
-  int64_t most = (extent + grain - 1) / grain; /* no thread gets less than a grain */
+  int64_t most = extent / grain; /* no thread gets less than a grain */
   if (threads > most) threads = (int32_t)most;
   if (threads > POOL_MAX_THREADS) threads = POOL_MAX_THREADS;
-  /* nested, single-threaded, or another thread's launch is running: run inline */
+  /* under two grains, nested, one thread, or another thread's launch runs: inline */
   if (threads <= 1 || g_in_pool || pthread_mutex_trylock(&g_pool.launch) != 0) {
     return frange(0, extent, cdata);
   }

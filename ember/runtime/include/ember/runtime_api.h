@@ -200,7 +200,7 @@ EMBER_DLL int32_t EmberBackendParallelBarrier(int32_t task_id, EmberParallelGrou
  * by an atomic counter to the caller and the pool's workers (at most num_threads threads,
  * 0: the thread count); a worker that is late or descheduled finds no work left instead
  * of holding the others up. Runs frange(0, extent) inline when nested in a launch, when
- * one thread is asked for, when extent <= grain or while another thread's launch runs.
+ * one thread is asked for, when extent < 2 * grain or while another thread's launch runs.
  * After a failed chunk no new chunk starts; the first error is the caller's last error. */
 EMBER_DLL int32_t EmberBackendParallelFor(FEmberParallelRange frange, void* cdata, int64_t extent,
                                           int64_t grain, int32_t num_threads);
