@@ -5,8 +5,9 @@ For every model of ``ember.examples.models.MODELS`` (or the ``--models`` filter)
 
 * ember build seconds (graph IR -> artifacts) and load seconds (C compile + link + load,
   with a fresh artifact cache unless ``--keep-cache``, so the C compiler's time is counted),
-* ember's median latency of ``run`` (the graph executor, EMBER_NUM_THREADS workers;
-  inputs set beforehand, outputs left in place),
+* ember's median latency of ``run`` under the graph executor and under the AOT executor
+  (the same kernels, one native call; EMBER_NUM_THREADS workers; inputs set beforehand,
+  outputs left in place),
 * onnxruntime's median latency of ``run`` with ``intra_op_num_threads`` 1 and 2 (all
   graph optimizations on, the CPU provider, no spinning between runs; this includes
   copying inputs and outputs), timed in interleaved rounds with ember's,
@@ -50,6 +51,7 @@ class Row:
     build_s: float
     load_s: float
     ember_s: float
+    aot_s: float
     ort1_s: float
     ort2_s: float
     max_err: float
@@ -62,6 +64,7 @@ class Row:
             f"{self.build_s:.2f}",
             f"{self.load_s:.2f}",
             f"{self.ember_s * 1e3:.2f}",
+            f"{self.aot_s * 1e3:.2f}",
             f"{self.ort1_s * 1e3:.2f}",
             f"{self.ort2_s * 1e3:.2f}",
             f"{self.ember_s / self.ort1_s:.2f}",
@@ -78,6 +81,7 @@ HEADER = [
     "build s",
     "cc+load s",
     "ember ms",
+    "aot ms",
     "ort1 ms",
     "ort2 ms",
     "ember/ort1",
@@ -138,7 +142,7 @@ def measure(name: str, repeat: int, profile: int, cpu_clock: bool = False) -> Ro
     """Compile, check and time one example model with both engines."""
     import ember
     from ember.examples.models import make_model
-    from ember.executor import GraphExecutor
+    from ember.executor import AotExecutor, GraphExecutor
     from ember.testing import ORT_MAX_IR_VERSION, compile_onnx
 
     case = make_model(name)
@@ -152,8 +156,11 @@ def measure(name: str, repeat: int, profile: int, cpu_clock: bool = False) -> Ro
     factory = ember.load_artifacts(artifacts, dev)
     ge = GraphExecutor(factory["default"](dev))
     load_s = time.perf_counter() - start
+    aot_artifacts = compile_onnx(model, shape=case.shapes, target="c", executor="aot")
+    aot = AotExecutor(ember.load_artifacts(aot_artifacts, dev)["default"](dev))
     for key, value in case.inputs.items():
         ge.set_input(key, value)
+        aot.set_input(key, value)
 
     sessions = {n: ort_session(model.SerializeToString(), n) for n in (1, 2)}
     ge.run()
@@ -161,10 +168,11 @@ def measure(name: str, repeat: int, profile: int, cpu_clock: bool = False) -> Ro
     ref = sessions[1].run(None, case.inputs)
     max_err = max(float(np.max(np.abs(a - b))) for a, b in zip(ours, ref, strict=True))
 
-    runners = [ge.run, _runner(sessions[1], case.inputs), _runner(sessions[2], case.inputs)]
+    runners = [ge.run, aot.run, _runner(sessions[1], case.inputs)]
+    runners.append(_runner(sessions[2], case.inputs))
     ember_threads = int(os.environ.get("EMBER_NUM_THREADS", "0")) or (os.cpu_count() or 1)
-    clocks = [clock_for(n, cpu_clock) for n in (ember_threads, 1, 2)]
-    ember_s, ort1_s, ort2_s = interleaved_medians(runners, repeat, clocks=clocks)
+    clocks = [clock_for(n, cpu_clock) for n in (ember_threads, ember_threads, 1, 2)]
+    ember_s, aot_s, ort1_s, ort2_s = interleaved_medians(runners, repeat, clocks=clocks)
     if profile > 0:
         report = ge.profile(repeat=max(5, repeat))
         print(f"\n{name}: {len(report.rows)} kernel calls, {report.total_us / 1e3:.2f} ms")
@@ -175,7 +183,9 @@ def measure(name: str, repeat: int, profile: int, cpu_clock: bool = False) -> Ro
             out = " ".join("x".join(map(str, s)) for s in shapes[op])
             print(f"  {pct:5.1f}%  {us / 1e3:8.3f} ms  {calls:3d}x  {op} -> {out}")
         sys.stdout.flush()
-    return Row(name, build_s, load_s, ember_s, ort1_s, ort2_s, max_err, model_gflop(model))
+    return Row(
+        name, build_s, load_s, ember_s, aot_s, ort1_s, ort2_s, max_err, model_gflop(model)
+    )
 
 
 def model_gflop(model: Any) -> float:

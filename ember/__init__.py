@@ -13,7 +13,7 @@ import importlib
 from typing import Any
 
 from ember import errors, executor, nd, runtime
-from ember.executor import GraphExecutor
+from ember.executor import AotExecutor, GraphExecutor
 from ember.runtime import (
     Device,
     cpu,
@@ -28,12 +28,17 @@ from ember.runtime.artifact import Artifact, InMemoryArtifact
 from ember.runtime.artifact_set import ArtifactSet
 from ember.runtime.export import export_library
 from ember.runtime.loading import load_artifacts
+from ember.tools.mlf import TestVectors  # importing it registers the tar loader
 
 __version__ = "0.1.0"
 
 #: public compiler-side names: attribute -> (module, attribute or None for the module itself).
 _LAZY: dict[str, tuple[str, str | None]] = {
     "build": ("ember.driver", "build"),
+    "lower": ("ember.driver", "lower"),
+    "Lowered": ("ember.driver", "Lowered"),
+    "Executor": ("ember.driver", "Executor"),
+    "export_model_library_format": ("ember.driver.mlf", "export_model_library_format"),
     "Target": ("ember.target", "Target"),
     "register_target_kind": ("ember.target", "register_target_kind"),
     "import_onnx": ("ember.frontend", "from_onnx"),
@@ -64,6 +69,8 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "TestVectors",
+    "AotExecutor",
     "Artifact",
     "ArtifactSet",
     "Device",

@@ -1,7 +1,9 @@
-"""``ember compile MODEL.onnx [--target c] [-o model.tar]``: compile a model into a package.
+"""``ember compile MODEL.onnx [--target c] [--executor aot] [-o model.tar]``: compile a model
+into a package.
 
-The package (see ember.formats.package) holds the exported library and the readable
-artifact tree; ``ember run`` executes it and ``ember inspect`` lists it.
+The package (layout: ember.formats.package; written by ember.tools.package) holds the
+exported library and the readable artifact tree; ``ember run`` executes it and
+``ember inspect`` lists it.
 """
 
 from __future__ import annotations
@@ -10,6 +12,15 @@ import argparse
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
+
+from ember.cli.run_cmd import random_inputs
+from ember.driver import lower
+from ember.frontend import from_onnx
+from ember.ir import IRModule, TensorType, evaluate
+from ember.tools.mlf import TestVectors, write_mlf
+from ember.tools.package import write_package
 
 
 def _shape_arg(text: str) -> tuple[str, tuple[int, ...]]:
@@ -36,6 +47,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME:D1,D2,...",
         help="bind an input's symbolic dimensions (repeatable)",
     )
+    parser.add_argument(
+        "--format",
+        choices=("package", "mlf"),
+        default="package",
+        help="package (library + artifact tree, default) or mlf (Model Library Format: "
+        "sources, runtime, header, Makefile; executor defaults to 'aot -interface-api=c')",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the MLF test vectors' inputs")
+    parser.add_argument(
+        "--executor",
+        default=None,
+        help="'graph' (default), 'aot' or an executor spec such as 'aot -interface-api=c'",
+    )
     parser.add_argument("--opt-level", type=int, default=2, help="graph optimisation level 0-3")
     parser.add_argument("--mod-name", default="default", help="name of the model's factory")
     parser.add_argument(
@@ -44,12 +68,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
+def _test_vectors(mod: IRModule, params: dict[str, np.ndarray], seed: int) -> TestVectors:
+    """Seeded inputs and the reference evaluator's outputs for them (numpy, not the
+    compiled code), with the tolerance the compiled model tests use."""
+    info = {
+        v.name: {"shape": v.type.shape, "dtype": v.type.dtype}
+        for v in mod.main.params
+        if v.name not in params and isinstance(v.type, TensorType)
+    }
+    inputs = random_inputs(info, seed)
+    expected = [np.asarray(e) for e in evaluate(mod, inputs, params)]
+    return TestVectors(inputs, expected, rtol=1e-4, atol=1e-5)
+
+
 def run(args: argparse.Namespace) -> int:
     """Import, build and package the model; print what was written."""
-    from ember.driver import build
-    from ember.formats.package import write_package
-    from ember.frontend import from_onnx
-
     out = args.output or args.model.with_suffix(".tar")
     show = not args.quiet and sys.stderr.isatty()
     start = time.perf_counter()
@@ -58,19 +91,28 @@ def run(args: argparse.Namespace) -> int:
     mod, params = from_onnx(args.model, shape=dict(args.input_shape) or None)
     if not args.quiet:
         print(f"compiling for '{args.target}'", file=sys.stderr)
-    arts = build(
+    executor = args.executor
+    if args.format == "mlf" and executor is None:
+        executor = "aot -interface-api=c"
+    lowered = lower(
         mod,
         target=args.target,
         params=params,
+        executor=executor,
         mod_name=args.mod_name,
         opt_level=args.opt_level,
         progress=show,
     )
+    arts = lowered.compile()
     if args.save_artifacts:
         arts.save(args.save_artifacts)
     if not args.quiet:
         print("linking and packaging", file=sys.stderr)
-    write_package(arts, out, mod_name=args.mod_name, target=args.target)
+    if args.format == "mlf":
+        vectors = _test_vectors(mod, params, args.seed)
+        write_mlf(arts, out, target=args.target, ir_text=lowered.as_text(), test_vectors=vectors)
+    else:
+        write_package(arts, out, mod_name=args.mod_name, target=args.target)
     seconds = time.perf_counter() - start
     print(f"wrote {out} ({len(arts)} artifacts, {seconds:.1f} s)")
     return 0

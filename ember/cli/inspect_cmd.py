@@ -1,4 +1,5 @@
-"""``ember inspect PATH [--show FILE]``: list every artifact of a build output and show one.
+"""``ember inspect PATH [--show FILE] [--memory-svg OUT.svg]``: list every artifact of a
+build output, show one, or draw an AOT build's memory map.
 
 PATH is a directory written by ``ArtifactSet.save``, a library written by
 ``export_library`` or any other kind a registered artifact source recognizes.
@@ -10,8 +11,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from ember.runtime.inspectors import artifact_table, inspect_artifact
-from ember.runtime.inspectors.sources import read_artifact_source, select_artifact
+from ember.errors import ArtifactError
+from ember.formats.memory_map import MEMORY_MAP_FILE, MemoryMap
+from ember.runtime.artifact import Artifact
+from ember.tools.inspectors import artifact_table, inspect_artifact
+from ember.tools.inspectors.sources import read_artifact_source, select_artifact
+from ember.tools.memory_svg import memory_map_svg
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,11 +27,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="print one artifact (file_name or codegen_id/file_name) instead of the list",
     )
+    parser.add_argument(
+        "--memory-svg",
+        metavar="OUT.svg",
+        type=Path,
+        help="write the AOT memory map (memory_map.json) as an SVG timeline",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """List the artifacts at ``args.path``, or print the one named by ``--show``."""
     source = read_artifact_source(args.path)
+    if args.memory_svg is not None:
+        art = select_artifact(source, MEMORY_MAP_FILE)
+        if not isinstance(art, Artifact):
+            raise ArtifactError(f"{MEMORY_MAP_FILE} is an in-memory artifact; nothing to draw")
+        args.memory_svg.write_text(memory_map_svg(MemoryMap.from_json(art.content)))
+        sys.stdout.write(f"wrote {args.memory_svg}\n")
+        return 0
     if args.show:
         sys.stdout.write(inspect_artifact(select_artifact(source, args.show)))
         return 0

@@ -16,6 +16,11 @@ from typing import Any
 import numpy as np
 
 from ember.errors import EmberValueError
+from ember.executor import AotExecutor, GraphExecutor
+from ember.runtime.device import cpu
+from ember.runtime.library_module import load_module
+from ember.runtime.threads import set_num_threads
+from ember.tools.package import load_package
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -67,20 +72,17 @@ def _load_inputs(path: Path) -> dict[str, np.ndarray]:
 
 def run(args: argparse.Namespace) -> int:
     """Load the package, set inputs, run, print or save outputs and timings."""
-    import ember
-    from ember.executor import GraphExecutor
-    from ember.formats.package import load_package
-
     if args.threads:
-        ember.runtime.set_num_threads(args.threads)
-    dev = ember.cpu(0)
+        set_num_threads(args.threads)
+    dev = cpu(0)
     with tempfile.TemporaryDirectory(prefix="ember-run-") as tmp:
         if args.package.suffix == ".so":
-            factory, mod_name = ember.load_module(str(args.package)), "default"
+            factory, mod_name = load_module(str(args.package)), "default"
         else:
             factory, meta = load_package(args.package, tmp)
             mod_name = meta.get("mod_name", "default")
-        ge = GraphExecutor(factory[mod_name](dev))
+        executor = AotExecutor if factory["get_metadata"]().executor == "aot" else GraphExecutor
+        ge = executor(factory[mod_name](dev))
         info = {
             p.name: {"shape": p.shape, "dtype": p.dtype} for p in factory["get_metadata"]().inputs
         }

@@ -17,13 +17,12 @@ import numpy as np
 
 import ember
 from ember.examples import EXAMPLE_MODEL
+from ember.ir import evaluate
+from ember.tools.package import load_package, write_package
 
 
 def main(model_path: Path = EXAMPLE_MODEL) -> int:
     """Run the demo; return a process exit code."""
-    from ember.formats.package import load_package, write_package
-    from ember.ir import evaluate
-
     print(f"ember {ember.__version__}: demo on {model_path.name}")
     start = time.perf_counter()
     mod, params = ember.frontend.from_onnx(model_path)

@@ -25,20 +25,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from ember.errors import EmberValueError, FrontendError
+from ember.examples.builder import IR_VERSION, OPSET
+from ember.examples.builder import GraphBuilder as _Graph
+from ember.examples.tiny import TINY_MODELS, tiny_case
 from ember.support.registry import Registry
-
-#: the opset of the generated models (MobileNetV2, BERT).
-OPSET = 17
-#: their IR version: the first that opset 17 allows, so every onnxruntime since 1.11 reads
-#: them (onnx.helper would stamp its newest).
-IR_VERSION = 8
+from ember.testing import run_onnxruntime  # imports onnxruntime only when called
 
 #: the nine ``light`` models of onnx's backend test data, by short name.
 LIGHT_MODELS: tuple[str, ...] = (
@@ -77,41 +74,6 @@ class ModelCase:
     def shapes(self) -> dict[str, tuple[int, ...]]:
         """Input name -> static shape (what ``from_onnx(shape=...)`` takes)."""
         return {k: tuple(v.shape) for k, v in self.inputs.items()}
-
-
-class _Graph:
-    """A small builder: unique node names, float32 initializers from one seeded generator."""
-
-    def __init__(self, seed: int) -> None:
-        self.rng = np.random.default_rng(seed)
-        self.nodes: list[onnx.NodeProto] = []
-        self.inits: list[onnx.TensorProto] = []
-
-    def const(self, name: str, value: np.ndarray) -> str:
-        """Add an initializer; return its name."""
-        self.inits.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
-        return name
-
-    def weight(self, name: str, shape: Sequence[int], std: float) -> str:
-        """A float32 initializer drawn from N(0, std^2)."""
-        return self.const(name, self.rng.normal(0.0, std, size=tuple(shape)).astype(np.float32))
-
-    def node(self, op: str, inputs: Sequence[str], name: str, **attrs: Any) -> str:
-        """Add a one-output node named ``name`` whose output is also called ``name``."""
-        self.nodes.append(helper.make_node(op, list(inputs), [name], name=name, **attrs))
-        return name
-
-    def model(
-        self, name: str, inputs: list[onnx.ValueInfoProto], outputs: list[onnx.ValueInfoProto]
-    ) -> onnx.ModelProto:
-        """The finished model (opset 17, IR version 8, checked)."""
-        graph = helper.make_graph(self.nodes, name, inputs, outputs, initializer=self.inits)
-        model = helper.make_model(
-            graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="ember.examples"
-        )
-        model.ir_version = IR_VERSION
-        onnx.checker.check_model(model)
-        return model
 
 
 # ----------------------------------------------------------------------------- MobileNetV2
@@ -434,8 +396,6 @@ def calibrate_softmax(
     two nearest to ``target_std / std``, so the result does not depend on the last bits of
     that run. Returns ``model``; one without a final Softmax is left unchanged.
     """
-    from ember.testing import run_onnxruntime  # onnxruntime is a test-only dependency
-
     graph = model.graph
     producers = {o: n for n in graph.node for o in n.output}
     finals = [n for n in graph.node if n.op_type == "Softmax" and n.output[0] in _outputs(graph)]
@@ -503,7 +463,8 @@ def make_model(name: str) -> ModelCase:
 
 
 def register_builtin_models() -> None:
-    """Fill :data:`MODELS` (idempotent): the light models, MobileNetV2s and BERT encoders."""
+    """Fill :data:`MODELS` (idempotent): the light models, MobileNetV2s, BERT encoders and
+    the three MLPerf Tiny models."""
     builders = {name: partial(light_model, name) for name in LIGHT_MODELS}
     for size, width in ((224, 1.0), (96, 1.0), (64, 0.35)):
         name = "mobilenet_v2" + ("" if size == 224 else f"_{size}")
@@ -511,6 +472,8 @@ def register_builtin_models() -> None:
         builders[name] = partial(_mobilenet_case, size, width)
     builders["bert"] = partial(_bert_case, 2, 128, 4, 64)
     builders["bert_large"] = partial(_bert_case, 4, 256, 4, 128)
+    for name in TINY_MODELS:
+        builders[name] = partial(tiny_case, name)
     for name, build in builders.items():
         if name not in MODELS:
             MODELS.register(name, build)
@@ -528,3 +491,20 @@ def _bert_case(
 
 
 register_builtin_models()
+
+__all__ = [
+    "IR_VERSION",
+    "LIGHT_MODELS",
+    "MODELS",
+    "OPSET",
+    "ModelCase",
+    "bert_encoder",
+    "bert_inputs",
+    "calibrate_softmax",
+    "light_model",
+    "light_model_path",
+    "make_model",
+    "mobilenet_v2",
+    "mobilenet_v2_inputs",
+    "register_builtin_models",
+]

@@ -6,7 +6,8 @@ loader step 4 of the loading process calls for ``metadata`` artifacts), the ``"g
 executor factory and the ``params.bin`` artifact inspector.
 """
 
-from ember.executor import metadata_module
+from ember.executor import aot_executor, metadata_module
+from ember.executor.aot_executor import AotExecutor, AotExecutorModule
 from ember.executor.graph_executor import GraphExecutor, create
 from ember.executor.graph_runtime import GraphExecutorModule
 from ember.executor.metadata_module import (
@@ -19,8 +20,11 @@ from ember.executor.metadata_module import (
 from ember.executor.profile import ProfileReport, ProfileRow
 
 metadata_module.register()
+aot_executor.register()
 
 __all__ = [
+    "AotExecutor",
+    "AotExecutorModule",
     "EXECUTOR_FACTORIES",
     "GraphExecutor",
     "GraphExecutorModule",

@@ -26,6 +26,7 @@ import numpy as np
 
 from ember.errors import EmberTypeError, EmberValueError, ExecutorError
 from ember.executor.graph_plan import GraphPlan
+from ember.executor.interface import hand_out, output_index, resolve_input
 from ember.executor.profile import ProfileReport, make_report
 from ember.formats.graph_json import GraphJSON, load_graph_json
 from ember.formats.metadata import STORAGE_ALIGNMENT
@@ -141,20 +142,7 @@ class GraphExecutorModule(Module):
         return {"shape": shapes, "dtype": dtypes}
 
     def _resolve_input(self, key: int | str, what: str) -> int:
-        if isinstance(key, str):
-            index = self._input_index.get(key)
-            if index is None:
-                known = ", ".join(repr(n) for n in self._input_names)
-                raise ExecutorError(f"{what}: the graph has no input {key!r}; inputs: {known}")
-            return index
-        if isinstance(key, bool) or not isinstance(key, int | np.integer):
-            raise ExecutorError(f"{what}: an input is named by str or int, got {key!r}")
-        if not 0 <= key < len(self._input_names):
-            raise ExecutorError(
-                f"{what}: input index {key} is out of range; the graph has "
-                f"{len(self._input_names)} inputs"
-            )
-        return int(key)
+        return resolve_input(key, self._input_names, self._input_index, what)
 
     def set_input(self, key: int | str, value: Any) -> None:
         """Copy ``value`` (numpy array, NDArray, array-like) into input ``key`` after checks."""
@@ -247,28 +235,8 @@ class GraphExecutorModule(Module):
 
     def get_output(self, index: int, out: Any = None) -> Any:
         """Output ``index`` as a view of executor memory, or copied into ``out``."""
-        if isinstance(index, bool) or not isinstance(index, int | np.integer):
-            raise ExecutorError(f"get_output: expected an integer index, got {index!r}")
-        if not 0 <= index < len(self._output_eids):
-            raise ExecutorError(
-                f"get_output: output index {index} is out of range; the graph has "
-                f"{len(self._output_eids)} outputs"
-            )
-        eid = self._output_eids[index]
-        if out is None:
-            return self.plan.entries[eid]
-        if isinstance(out, NDArray):
-            return out.copyfrom(self.plan.entries[eid])
-        if isinstance(out, np.ndarray):
-            view = self.plan.arrays[eid]
-            if out.shape != view.shape or out.dtype != view.dtype:
-                raise EmberValueError(
-                    f"get_output: out has shape {out.shape} and dtype {out.dtype}; output "
-                    f"{index} has shape {view.shape} and dtype {self.graph.dltype[eid]}"
-                )
-            np.copyto(out, view)
-            return out
-        raise ExecutorError(f"get_output: out must be an NDArray or numpy array, got {out!r}")
+        eid = self._output_eids[output_index(index, len(self._output_eids))]
+        return hand_out(self.plan.entries[eid], self.plan.arrays[eid], int(index), out)
 
     # ------------------------------------------------------------------ running
     def run(self) -> None:

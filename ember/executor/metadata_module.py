@@ -41,7 +41,7 @@ from ember.runtime import ndarray
 from ember.runtime.artifact import METADATA_LOADER, AnyArtifact, Artifact
 from ember.runtime.device import Device, cpu
 from ember.runtime.device import device as to_device
-from ember.runtime.inspectors import INSPECTORS, register_inspector
+from ember.runtime.inspection import INSPECTORS, register_inspector
 from ember.runtime.module import Module
 from ember.runtime.packed_func import PackedFunc, as_packed_func
 from ember.runtime.registry import find_python_func, register_func

@@ -1,5 +1,8 @@
 """Data types shared by the formats: dtype name <-> numpy dtype <-> DLPack (code, bits, lanes).
 
+A view of the one dtype table, :mod:`ember.support.dtypes`; only the reading of older
+spellings lives here.
+
 The names are TVM's (``"float32"``, ``"bool"``, ``"bfloat16"``). DLPack type codes follow
 ``dlpack.h``: 0 int, 1 uint, 2 float, 4 bfloat, 6 bool. ``bool`` is written as DLPack's
 ``kDLBool`` with 8 bits (as ember's runtime and current TVM/tvm-ffi do) and also read in
@@ -10,16 +13,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 
 from ember.errors import SerializationError
+from ember.support import dtypes as table
+from ember.support.dtypes import DL_BFLOAT, DL_BOOL, DL_FLOAT, DL_INT, DL_UINT
 
-DL_INT = 0
-DL_UINT = 1
-DL_FLOAT = 2
-DL_BFLOAT = 4
-DL_BOOL = 6
+__all__ = [
+    "DL_BFLOAT",
+    "DL_BOOL",
+    "DL_FLOAT",
+    "DL_INT",
+    "DL_UINT",
+    "KNOWN_DTYPES",
+    "DLType",
+    "check_dtype",
+    "dltype_of",
+    "dtype_from_dltype",
+    "dtype_name",
+    "is_known_dtype",
+    "numpy_dtype",
+]
 
 
 @dataclass(frozen=True)
@@ -36,21 +50,11 @@ class DLType:
         return (self.bits * self.lanes + 7) // 8
 
 
-# name -> (DLPack type as written, numpy dtype)
+# name -> (DLPack type as written, numpy dtype): the tensor rows of the dtype table.
 _TABLE: dict[str, tuple[DLType, np.dtype]] = {
-    "bool": (DLType(DL_BOOL, 8), np.dtype(np.bool_)),
-    "int8": (DLType(DL_INT, 8), np.dtype(np.int8)),
-    "int16": (DLType(DL_INT, 16), np.dtype(np.int16)),
-    "int32": (DLType(DL_INT, 32), np.dtype(np.int32)),
-    "int64": (DLType(DL_INT, 64), np.dtype(np.int64)),
-    "uint8": (DLType(DL_UINT, 8), np.dtype(np.uint8)),
-    "uint16": (DLType(DL_UINT, 16), np.dtype(np.uint16)),
-    "uint32": (DLType(DL_UINT, 32), np.dtype(np.uint32)),
-    "uint64": (DLType(DL_UINT, 64), np.dtype(np.uint64)),
-    "float16": (DLType(DL_FLOAT, 16), np.dtype(np.float16)),
-    "bfloat16": (DLType(DL_BFLOAT, 16), np.dtype(ml_dtypes.bfloat16)),
-    "float32": (DLType(DL_FLOAT, 32), np.dtype(np.float32)),
-    "float64": (DLType(DL_FLOAT, 64), np.dtype(np.float64)),
+    info.name: (DLType(info.dl_code, info.bits), info.numpy)
+    for info in table.DTYPES
+    if info.numpy is not None
 }
 
 KNOWN_DTYPES: tuple[str, ...] = tuple(sorted(_TABLE))
@@ -84,9 +88,9 @@ def dtype_name(dtype: object) -> str:
         dt = np.dtype(dtype)  # type: ignore[call-overload]
     except TypeError as exc:
         raise SerializationError(f"cannot interpret {dtype!r} as a dtype: {exc}") from None
-    for name, (_, npdt) in _TABLE.items():
-        if npdt == dt:
-            return name
+    info = table.from_numpy(dt)
+    if info is not None and info.numpy == dt:  # the native byte order only
+        return info.name
     raise SerializationError(
         f"dtype {dt} has no ember equivalent; known dtypes: {', '.join(KNOWN_DTYPES)}"
     )

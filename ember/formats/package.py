@@ -9,20 +9,20 @@ Layout (format version :data:`PACKAGE_FORMAT_VERSION`)::
                           graph.json, params.bin, metadata.json, manifest.json)
 
 The library alone is enough to run; ``artifacts/`` is there to be read by people and tools.
-A future Model Library Format package will sit beside this one.
+This module is the pure (de)serialiser of that layout (bytes in, bytes out); exporting,
+loading and inspecting a package live in :mod:`ember.tools.package`. A future Model
+Library Format package will sit beside this one.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ember.errors import SerializationError
-from ember.runtime.artifact_set import ArtifactSet
-from ember.runtime.export import export_library
 from ember.support.tarball import read_tar, write_tar
 
 PACKAGE_FORMAT = "ember-package"
@@ -32,22 +32,21 @@ LIBRARY_NAME = "mod.so"
 ARTIFACTS_DIR = "artifacts"
 
 
-def write_package(
-    artifacts: ArtifactSet,
+def write_package_files(
     path: str | os.PathLike[str],
+    library: bytes,
+    artifact_files: Mapping[str, bytes],
     mod_name: str = "default",
     target: str = "",
 ) -> Path:
-    """Export ``artifacts`` and write the package tar to ``path``."""
-    files: dict[str, bytes] = {}
-    with tempfile.TemporaryDirectory(prefix="ember-package-") as tmp:
-        lib = export_library(artifacts, Path(tmp) / LIBRARY_NAME)
-        files[LIBRARY_NAME] = lib.read_bytes()
-        saved = Path(tmp) / ARTIFACTS_DIR
-        artifacts.save(saved)
-        for file in sorted(saved.rglob("*")):
-            if file.is_file():
-                files[f"{ARTIFACTS_DIR}/{file.relative_to(saved).as_posix()}"] = file.read_bytes()
+    """Write the package tar: ``library`` as mod.so, ``artifact_files`` under artifacts/.
+
+    ``artifact_files`` maps a path inside a saved ArtifactSet tree (``c/lib0.c``,
+    ``manifest.json``) to its bytes.
+    """
+    files = {LIBRARY_NAME: library}
+    for name in sorted(artifact_files):
+        files[f"{ARTIFACTS_DIR}/{name}"] = artifact_files[name]
     meta = {
         "format": PACKAGE_FORMAT,
         "version": PACKAGE_FORMAT_VERSION,
@@ -80,24 +79,7 @@ def read_package(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str
     return meta, files
 
 
-def load_package(path: str | os.PathLike[str], workdir: str | os.PathLike[str]) -> Any:
-    """Write the package's library into ``workdir`` and load it (the top-level module)."""
-    from ember.runtime.library_module import load_module
-
-    meta, files = read_package(path)
-    lib = Path(workdir) / LIBRARY_NAME
-    lib.write_bytes(files[LIBRARY_NAME])
-    return load_module(str(lib)), meta
-
-
-def package_artifacts(path: str | os.PathLike[str]) -> ArtifactSet:
-    """The ArtifactSet saved inside a package (for inspection)."""
-    _, files = read_package(path)
-    with tempfile.TemporaryDirectory(prefix="ember-package-") as tmp:
-        prefix = ARTIFACTS_DIR + "/"
-        for name, data in files.items():
-            if name.startswith(prefix):
-                dest = Path(tmp) / name[len(prefix) :]
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                dest.write_bytes(data)
-        return ArtifactSet.load(tmp)
+def artifact_files(files: Mapping[str, bytes]) -> dict[str, bytes]:
+    """The saved ArtifactSet tree inside a package's files: path below artifacts/ -> bytes."""
+    prefix = ARTIFACTS_DIR + "/"
+    return {name[len(prefix) :]: data for name, data in files.items() if name.startswith(prefix)}

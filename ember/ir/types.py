@@ -7,23 +7,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ember.errors import IRError
+from ember.support import dtypes
 
-#: dtypes the IR knows, by their canonical (numpy-style) names.
-DTYPES: tuple[str, ...] = (
-    "bool",
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "uint8",
-    "uint16",
-    "uint32",
-    "uint64",
-    "float16",
-    "bfloat16",
-    "float32",
-    "float64",
-)
+#: dtypes the IR knows, by their canonical (numpy-style) names: the tensor rows of the
+#: one dtype table, :mod:`ember.support.dtypes`.
+DTYPES: tuple[str, ...] = dtypes.TENSOR_DTYPES
 
 
 def canonical_dtype(dtype: object) -> str:
@@ -31,12 +19,13 @@ def canonical_dtype(dtype: object) -> str:
     if isinstance(dtype, str) and dtype in DTYPES:
         return dtype
     try:
-        name = np.dtype(dtype).name  # type: ignore[call-overload]
+        npdt = np.dtype(dtype)  # type: ignore[call-overload]
     except TypeError as err:
         raise IRError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}") from err
-    if name not in DTYPES:
-        raise IRError(f"unsupported dtype {name!r}; known: {', '.join(DTYPES)}")
-    return name
+    info = dtypes.from_numpy(npdt)
+    if info is None:
+        raise IRError(f"unsupported dtype {npdt.name!r}; known: {', '.join(DTYPES)}")
+    return info.name
 
 
 class Type:

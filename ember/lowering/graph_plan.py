@@ -37,6 +37,7 @@ from ember.ir.module import IRModule
 from ember.ir.op import Attrs, OpDef
 from ember.ir.structural import structural_equal, structural_hash
 from ember.ir.types import TensorType, TupleType, Type
+from ember.support.dtypes import dtype_info
 
 #: constants with at most this many elements stay inside kernels as immediates.
 MAX_INLINE_CONSTANT = 1
@@ -212,8 +213,7 @@ def plan_graph(mod: IRModule, params: Mapping[str, np.ndarray] | None = None) ->
 
 
 def _nbytes(ty: TensorType) -> int:
-    bits = 16 if ty.dtype == "bfloat16" else np.dtype(ty.dtype).itemsize * 8
-    return max(1, ty.size * bits // 8)
+    return max(1, ty.size * dtype_info(ty.dtype).bits // 8)
 
 
 def _plan_storage(

@@ -150,7 +150,7 @@ def lower_group(func: Function, name: str, target: Target | str = "c") -> PrimFu
     if builder.anchor is not None:
         call, op_outs = builder.anchor
         assert isinstance(call.op, OpDef)
-        anchor_sched = find_schedule(call.op.name)
+        anchor_sched = find_schedule(call.op.name, tgt)
         if anchor_sched is not None:
             ctx = ScheduleContext(
                 sch, op_outs, outputs, call.attrs, tgt, any(t in outputs for t in op_outs)

@@ -6,9 +6,9 @@ One line per family; a family adds its own line.
 import ember.ops.binary  # noqa: F401
 import ember.ops.einsum  # noqa: F401
 import ember.ops.elemwise
-import ember.ops.image  # noqa: F401
 import ember.ops.index  # noqa: F401
 import ember.ops.nn_conv  # noqa: F401
+import ember.ops.nn_image  # noqa: F401
 import ember.ops.nn_norm  # noqa: F401
 import ember.ops.nn_pool  # noqa: F401
 import ember.ops.nn_rnn  # noqa: F401

@@ -9,7 +9,7 @@ from typing import Any
 
 from ember.errors import CompileError
 from ember.ir.op import Attrs
-from ember.ir.ops.nn_einsum import parse_equation
+from ember.ir.ops.einsum import parse_equation
 from ember.ir.types import Type
 from ember.ops.common import out_tensor_type, static_shape
 from ember.ops.nn_common import check_dtype, prod_expr

@@ -22,16 +22,15 @@ import numpy as np
 
 from ember import tir
 from ember.ir.op import Attrs
+from ember.ir.ops.common import np_dtype
 from ember.ir.types import Type
 from ember.ops.common import out_tensor_type, scalar
 from ember.ops.registry import register_compute
+from ember.support.dtypes import is_half
 from ember.tir import PrimExpr, te
 from ember.tir import dtype as dt
 
 UnaryFn = Callable[[PrimExpr, Attrs], PrimExpr]
-
-#: 16-bit float types, computed in float32 like the numpy references.
-HALF_DTYPES = ("float16", "bfloat16")
 
 #: Python versions of the libm functions the ops reach through call_extern, for the
 #: interpreter's ``externs``. Empty: every math function is an intrinsic now.
@@ -40,7 +39,7 @@ LIBM_EXTERNS: dict[str, Callable[..., Any]] = {}
 
 def compute_dtype(dtype: str) -> str:
     """The dtype a float op computes in: float32 for 16-bit floats, else ``dtype``."""
-    return "float32" if dtype in HALF_DTYPES else dtype
+    return "float32" if is_half(dtype) else dtype
 
 
 def as_dtype(e: PrimExpr, dtype: str) -> PrimExpr:
@@ -259,7 +258,6 @@ def clip_bounds(attrs: Attrs, dtype: str) -> tuple[PrimExpr | None, PrimExpr | N
 
 def _round_to(value: float, dtype: str) -> float:
     """``value`` rounded to ``dtype`` (the reference casts its bounds to the input dtype)."""
-    from ember.ir.ops.common import np_dtype
 
     return float(np.asarray(value).astype(np_dtype(dtype)))
 
@@ -282,7 +280,7 @@ def cast(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
     target = out_tensor_type(out_type).dtype
 
     def fn(v: PrimExpr) -> PrimExpr:
-        if dt.is_integral(target) and v.dtype in HALF_DTYPES:
+        if dt.is_integral(target) and is_half(v.dtype):
             v = v.astype("float32")
         return as_dtype(v, target)
 

@@ -3,7 +3,7 @@ scatters (scatter_elements, scatter_nd).
 
 Contract: each compute matches the numpy reference of ember/ir/ops/index.py and
 scatter.py for in-range indices; a negative index counts from the end of its axis. Indices
-outside ``[-dim, dim)`` are undefined behaviour in ONNX and are not checked here.
+outside ``[-dim, dim)`` fail the kernel at run time (``tir.index_check``).
 
 The loop IR has no scatter store, so a scatter is written from the output's side: each
 output element searches the updates that land on it (a reduction over the scattered
@@ -30,9 +30,8 @@ from ember.tir import dtype as dt
 
 
 def wrap(index: PrimExpr, dim: int) -> PrimExpr:
-    """A possibly negative index into an axis of size ``dim``, as a non-negative int32."""
-    i = index.astype("int32")
-    return tir.if_then_else(i < tir.const(0, "int32"), i + dim, i)
+    """A possibly negative index into an axis of size ``dim``, checked at run time (int64)."""
+    return tir.index_check(index, dim, "an index")
 
 
 def _load(t: te.Tensor, idx: Sequence[Any]) -> PrimExpr:
@@ -49,7 +48,8 @@ def take(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
     ty = out_tensor_type(out_type)
 
     def body(*i: Any) -> PrimExpr:
-        pos = wrap(_load(indices, i[axis : axis + q]), dim)
+        what = f"Gather (take) indices along axis {axis}"
+        pos = tir.index_check(_load(indices, i[axis : axis + q]), dim, what)
         return _load(data, [*i[:axis], pos, *i[axis + q :]])
 
     return te.compute(ty.shape, body, "take")
@@ -65,7 +65,7 @@ def gather_elements(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te
 
     def body(*i: Any) -> PrimExpr:
         src = list(i)
-        src[axis] = wrap(indices[i], dim)
+        src[axis] = tir.index_check(indices[i], dim, f"GatherElements indices, axis {axis}")
         return data[tuple(src)]
 
     return te.compute(ty.shape, body, "gather_elements")
@@ -82,7 +82,10 @@ def gather_nd(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tenso
     ty = out_tensor_type(out_type)
 
     def body(*i: Any) -> PrimExpr:
-        cols = [wrap(indices[(*i[:q], j)], dshape[b + j]) for j in range(m)]
+        cols = [
+            tir.index_check(indices[(*i[:q], j)], dshape[b + j], f"GatherND indices, column {j}")
+            for j in range(m)
+        ]
         return _load(data, [*i[:b], *cols, *i[q:]])
 
     return te.compute(ty.shape, body, "gather_nd")
@@ -216,7 +219,8 @@ def scatter_elements(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> t
                      for d, (v, n) in enumerate(zip(src, ishape, strict=True)))  # fmt: skip
 
     def match(p: tuple[Any, ...], u: list[Any]) -> PrimExpr:
-        hit = tir.eq(wrap(indices[at(p, u)], dim), p[axis])
+        pos = tir.index_check(indices[at(p, u)], dim, f"ScatterElements indices, axis {axis}")
+        hit = tir.eq(pos, p[axis])
         cond = inside(p)
         return hit if cond is None else tir.logical_and(cond, hit)
 
@@ -244,7 +248,11 @@ def scatter_nd(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tens
         return [] if single else u
 
     def match(p: tuple[Any, ...], u: list[Any]) -> PrimExpr:
-        conds = [tir.eq(wrap(indices[(*row(u), j)], dshape[j]), p[j]) for j in range(k)]
+        what = "ScatterND indices, column {}"
+        conds = [
+            tir.eq(tir.index_check(indices[(*row(u), j)], dshape[j], what.format(j)), p[j])
+            for j in range(k)
+        ]
         return tir.logical_and(*conds) if conds else tir.const(True, "bool")
 
     return _scatter(

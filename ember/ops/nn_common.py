@@ -8,16 +8,14 @@ from typing import Any
 
 from ember import tir
 from ember.errors import CompileError
+from ember.support.dtypes import dtype_info
 from ember.tir import PrimExpr
 from ember.tir import dtype as dt
-
-#: dtypes the C code generator cannot compute in yet.
-HALF_DTYPES = ("float16", "bfloat16")
 
 
 def check_dtype(op: str, dtype: str) -> None:
     """Raise CompileError when ``op`` cannot be generated for ``dtype`` (half types)."""
-    if dtype in HALF_DTYPES:
+    if dtype_info(dtype).c_type is None:
         raise CompileError(
             f"{op}: {dtype} is not supported by the C code generator yet; convert the "
             "model's inputs and weights to float32 before compiling (the LLVM backend will "

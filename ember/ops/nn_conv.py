@@ -13,8 +13,8 @@ at that row with the row loop innermost, vectorised).
 
 An ``nn.conv`` whose weight is a constant at build time is legalized to ``nn.conv_packed``
 (ungrouped, or grouped with a block dividing the channels of a group) or to
-``nn.conv_depthwise_packed`` (one filter per channel); both ops are registered here, on
-import of ember.ops, and exist only after legalization. The weight is re-laid out once
+``nn.conv_depthwise_packed`` (one filter per channel); both ops are defined in
+ember.ir.ops.nn_conv and exist only after legalization. The weight is re-laid out once
 with b output channels innermost and the convolution runs register-tiled over b output
 channels (the vector lanes) times up to 14 output columns (schedule_packed_conv), 2-10x
 faster than the row schedule on ResNet-50's convolutions.
@@ -22,18 +22,16 @@ faster than the row schedule on ResNet-50's convolutions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from ember import tir
-from ember.errors import IRError
 from ember.ir.expr import Call, Constant, Expr, call, const
-from ember.ir.op import Attr, Attrs, OpDef, OpPattern, get_op, register_op
-from ember.ir.ops.nn_conv import conv_reference
-from ember.ir.ops.nn_util import padding, spatial, tensor_arg
-from ember.ir.types import TensorType, Type
+from ember.ir.op import Attrs
+from ember.ir.ops.common import padding, spatial
+from ember.ir.ops.nn_conv import pack_conv_weight
+from ember.ir.types import Type
 from ember.ops.common import out_tensor_type, scalar, static_shape
 from ember.ops.nn_common import check_dtype
 from ember.ops.nn_schedule import (
@@ -248,82 +246,6 @@ register_schedule("nn.dense")(schedule_dot_anchor)
 PACK_BLOCKS: tuple[int, ...] = (16, 8)
 
 
-def _packed_conv_type(types: Sequence[Type], attrs: Attrs) -> Type:
-    data = tensor_arg(types, 0, "data")
-    weight = tensor_arg(types, 1, "weight")
-    if weight.ndim != data.ndim + 1:
-        raise IRError(
-            f"nn.conv_packed: weight {weight} must be (O/b, I, *kernel, b), one rank more "
-            f"than data {data}"
-        )
-    padded = weight.shape[0] * weight.shape[-1]
-    channels = int(attrs["channels"]) or padded
-    if not padded - weight.shape[-1] < channels <= padded:
-        raise IRError(
-            f"nn.conv_packed: channels={channels} must lie in the last block of weight "
-            f"{weight} ({padded - weight.shape[-1] + 1}..{padded})"
-        )
-    if int(attrs["groups"]) > 1 and channels != padded:
-        raise IRError(
-            f"nn.conv_packed: a grouped convolution cannot have padded channels "
-            f"(channels={channels}, weight {weight})"
-        )
-    plain = TensorType((channels, *weight.shape[1:-1]), weight.dtype)
-    conv_attrs = {k: v for k, v in attrs.items() if k != "channels"}
-    return get_op("nn.conv").infer_type([data, plain], Attrs(conv_attrs))
-
-
-def unpack_conv_weight(wp: np.ndarray, channels: int = 0) -> np.ndarray:
-    """(ceil(O/b), I, *k, b) -> (O, I, *k) (O = ``channels``, or all of them when 0): the
-    inverse of pack_conv_weight."""
-    nk = wp.ndim - 3
-    order = (0, wp.ndim - 1, *range(1, wp.ndim - 1))
-    plain = np.transpose(wp, order).reshape(wp.shape[0] * wp.shape[-1], *wp.shape[1 : 2 + nk])
-    return np.ascontiguousarray(plain[: channels or plain.shape[0]])
-
-
-def pack_conv_weight(w: np.ndarray, block: int) -> np.ndarray:
-    """(O, I, *k) -> (ceil(O/b), I, *k, b), the output channels zero-padded to a multiple of
-    the block ``b``."""
-    o = w.shape[0]
-    padded = -(-o // block) * block
-    if padded != o:
-        w = np.concatenate([w, np.zeros((padded - o, *w.shape[1:]), w.dtype)])
-    blocked = w.reshape(padded // block, block, *w.shape[1:])
-    order = (0, *range(2, blocked.ndim), 1)
-    return np.ascontiguousarray(np.transpose(blocked, order))
-
-
-def _packed_conv_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
-    x, wp = xs
-    nsp = x.ndim - 2
-    w = unpack_conv_weight(wp, int(attrs["channels"]))
-    return conv_reference(
-        x,
-        w,
-        spatial(attrs, "strides", nsp, 1),
-        padding(attrs, nsp),
-        spatial(attrs, "dilation", nsp, 1),
-        int(attrs["groups"]),
-    )
-
-
-register_op(
-    OpDef(
-        name="nn.conv_packed",
-        num_inputs=2,
-        infer_type=_packed_conv_type,
-        reference=_packed_conv_ref,
-        pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
-        attrs={
-            **get_op("nn.conv").attrs,
-            "channels": Attr("int", 0, "output channels (0: all of the weight's blocks)"),
-        },
-        doc="N-d convolution of (N, C, *sp) data with an (O/b, C/groups, *k, b) weight "
-        "(b output channels innermost, b dividing O/groups); produced by the nn.conv "
-        "legalizer.",
-    )
-)
 
 
 @register_legalize("nn.conv")
@@ -426,47 +348,6 @@ def _depthwise_to_packed(node: Call, data: np.ndarray) -> Expr:
     return call("nn.conv_depthwise_packed", node.args[0], const(wp), name=node.name, **attrs)
 
 
-def unpack_depthwise_weight(wp: np.ndarray) -> np.ndarray:
-    """(C/b, *k, b) -> (C, 1, *k): the plain weight of a packed depthwise convolution."""
-    plain = np.moveaxis(wp, -1, 1)
-    return np.ascontiguousarray(plain.reshape(wp.shape[0] * wp.shape[-1], 1, *wp.shape[1:-1]))
-
-
-def _depthwise_type(types: Sequence[Type], attrs: Attrs) -> Type:
-    data = tensor_arg(types, 0, "data")
-    weight = tensor_arg(types, 1, "weight")
-    if weight.ndim != data.ndim:
-        raise IRError(
-            f"nn.conv_depthwise_packed: weight {weight} must be (C/b, *kernel, b), the rank "
-            f"of data {data}"
-        )
-    channels = weight.shape[0] * weight.shape[-1]
-    plain = TensorType((channels, 1, *weight.shape[1:-1]), weight.dtype)
-    attrs = Attrs({**dict(attrs), "groups": channels})
-    return get_op("nn.conv").infer_type([data, plain], attrs)
-
-
-def _depthwise_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
-    x, wp = xs
-    nsp = x.ndim - 2
-    w = unpack_depthwise_weight(wp)
-    strides = spatial(attrs, "strides", nsp, 1)
-    dilation = spatial(attrs, "dilation", nsp, 1)
-    return conv_reference(x, w, strides, padding(attrs, nsp), dilation, w.shape[0])
-
-
-register_op(
-    OpDef(
-        name="nn.conv_depthwise_packed",
-        num_inputs=2,
-        infer_type=_depthwise_type,
-        reference=_depthwise_ref,
-        pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
-        attrs={k: a for k, a in get_op("nn.conv").attrs.items() if k != "groups"},
-        doc="Depthwise N-d convolution (one filter per channel) with a (C/b, *k, b) weight; "
-        "produced by the nn.conv legalizer for narrow images.",
-    )
-)
 
 
 @register_compute("nn.conv_depthwise_packed")

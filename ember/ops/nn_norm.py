@@ -15,7 +15,7 @@ from typing import Any
 
 from ember import tir
 from ember.ir.op import Attrs
-from ember.ir.ops.nn_util import normalize_axis
+from ember.ir.ops.common import normalize_axis
 from ember.ir.types import Type
 from ember.ops.common import load_broadcast, scalar, static_shape
 from ember.ops.nn_common import check_dtype, product

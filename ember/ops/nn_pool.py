@@ -12,7 +12,7 @@ from typing import Any
 
 from ember import tir
 from ember.ir.op import Attrs
-from ember.ir.ops.nn_util import padding, spatial
+from ember.ir.ops.common import padding, spatial
 from ember.ir.types import Type
 from ember.ops.common import out_tensor_type, scalar, static_shape
 from ember.ops.nn_common import ceil_div, check_dtype, lowest, prod_expr, product

@@ -17,11 +17,12 @@ an elementwise output:
   row loaded serves 8 channels (schedule_channel_blocked);
 * packed-weight convolutions (``nn.conv_packed``, reduction stage channels-last with a
   ``block`` attribute) are register-tiled: per parallel iteration one tile of ``block``
-  output channels times up to MAX_TILE_COLS output columns, its accumulators a local
-  tile the C compiler keeps in vector registers (schedule_packed_conv);
+  output channels times up to ``register_tiles(target).conv_cols`` output columns (a
+  row of TILES per target key), its accumulators a local tile the C compiler keeps in
+  vector registers (schedule_packed_conv);
 * matrix products with at least MATMUL_MIN_ROWS rows are register-tiled the same way:
-  MATMUL_TILE rows x columns per tile, the rhs row segment loaded once per reduction step
-  serving every row of the tile (schedule_matmul);
+  ``register_tiles(target).matmul`` rows x columns per tile, the rhs row segment loaded
+  once per reduction step serving every row of the tile (schedule_matmul);
 * a non-reduction stage created with ``attrs={"materialize": True}`` (a convolution's
   padded input, softmax's exponentials, per-row statistics) gets its own buffer, computed
   once at root, instead of being inlined (``lower_group`` inlines every non-reduction
@@ -35,10 +36,12 @@ Example::
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ember.ops.common import static_shape
 from ember.ops.registry import ScheduleContext
+from ember.target import Target
 from ember.tir import te
 
 #: below this much work (output elements times reduction length) a nest runs on one thread.
@@ -279,11 +282,40 @@ def _reduction_readers(sch: te.Schedule, stages: list[te.Stage]) -> dict[int, bo
     return read
 
 
-#: the most output columns a packed convolution computes per tile (its accumulators are
-#: tile_cols x block floats, which must fit the vector registers: 14 x 16 floats are 14 of
-#: AVX-512's 32 registers). Measured single thread, chains of 3x3 convolutions, CPU time:
-#: 14 columns 2.26 ms vs 8 columns 2.78 ms at 64ch 56x56; 2.38 vs 2.77 at 256ch 14x14.
-MAX_TILE_COLS = 14
+@dataclass(frozen=True)
+class RegisterTiles:
+    """Register tile sizes of one kind of CPU: the output columns a packed convolution
+    computes per tile (its accumulators are columns x block floats, which must fit the
+    vector registers) and a matrix product's rows x columns."""
+
+    conv_cols: int
+    matmul: tuple[int, int]
+
+
+#: register tiles by target key (``Target.keys``: the most specific key present wins).
+#: ``x86-avx512`` (32 registers of 16 floats), measured single thread, CPU time: packed
+#: 3x3 conv chains 14 columns 2.26 ms vs 8 columns 2.78 ms at 64ch 56x56, 2.38 vs 2.77 at
+#: 256ch 14x14 (14 x 16 floats are 14 of the 32 registers); matmul 64x1024 @ 1024x1000
+#: 8 rows 2.05 ms, 4 rows 2.35, 16 rows 4.5; BERT's 128x256 @ 256x1024 and 128x1024 @
+#: 1024x256: 8x64 0.76/0.75 ms, 8x48 0.97/0.90, 6x64 0.83/0.78, 8x128 1.27/1.21.
+#: ``cpu`` keeps those sizes for CPUs without a row of their own. An AVX2 row was measured
+#: and not added: on a Zen 3 (16 registers of 8 floats), single thread, CPU time, these
+#: sizes beat every smaller tile tried (conv 6 cols / matmul 4x16, 6x16; conv 8 / 4x32):
+#: 3x3 64ch 56x56 4.0 ms vs 4.3-6.0, 3x3 256ch 14x14 3.6 vs 4.8-5.9, 1x1 1024->256 2.1 vs
+#: 2.1-2.6, matmul 64x1024x1000 3.1 vs 3.6-5.2, BERT 128x256x1024 1.5 vs 1.6-1.7 (results
+#: bitwise equal: tiles do not change the order of any reduction).
+TILES: dict[str, RegisterTiles] = {
+    "x86-avx512": RegisterTiles(14, (8, 64)),
+    "cpu": RegisterTiles(14, (8, 64)),
+}
+
+
+def register_tiles(target: Target) -> RegisterTiles:
+    """The register tiles for ``target`` (its most specific key with a row in TILES)."""
+    for key in target.keys:
+        if key in TILES:
+            return TILES[key]
+    return TILES["cpu"]
 
 
 def _tile_cols(width: int, limit: int) -> int:
@@ -316,7 +348,7 @@ def schedule_packed_conv(ctx: ScheduleContext) -> None:
     innermost in its weight): the group's output is tiled as
     ``n, o/b, spatial..., w/t | w%t, o%b`` with the outer loops fused and parallel; the
     reduction is computed at each tile into a t x b accumulator whose loops run
-    ``reduce..., w (unrolled), o (vectorised)``; rows narrower than MAX_TILE_COLS / 2 are
+    ``reduce..., w (unrolled), o (vectorised)``; rows narrower than half the tile are
     tiled by several rows as well (7x7: 2 rows x 7 columns, the last row tile guarded;
     3x3 512ch at 7x7 2.95 -> 2.38 ms, 1x1 1024ch 1.36 -> 1.25 ms in chains, one thread,
     CPU time). The tile is written through the epilogue with
@@ -341,11 +373,12 @@ def schedule_packed_conv(ctx: ScheduleContext) -> None:
     materialize_tagged(sch, outputs)
     axes = list(op.axis)
     oo, oi = main.split(axes[1], factor=block)
-    cols = _tile_cols(_extent(axes[-1]), MAX_TILE_COLS)
+    max_cols = register_tiles(ctx.target).conv_cols
+    cols = _tile_cols(_extent(axes[-1]), max_cols)
     wo, wi = main.split(axes[-1], factor=cols)
     middle = axes[2:-1]
     # narrow rows (ResNet's 7x7 stage): a tile spans several rows to fill the registers
-    nrows = _tile_cols(_extent(middle[-1]), MAX_TILE_COLS // cols) if middle else 1
+    nrows = _tile_cols(_extent(middle[-1]), max_cols // cols) if middle else 1
     if nrows > 1:
         ho, hi = main.split(middle[-1], factor=nrows)
         middle = [*middle[:-1], ho]
@@ -369,12 +402,6 @@ def schedule_packed_conv(ctx: ScheduleContext) -> None:
             schedule_root_reduction(stage)
 
 
-#: rows x columns of a matrix product's register tile (rows x columns/16 AVX-512 registers).
-#: Measured single thread, CPU time: 64x1024 @ 1024x1000 (columns tile 40, the largest
-#: multiple of 8 dividing 1000): 8 rows 2.05 ms, 4 rows 2.35 ms, 16 rows 4.5 ms, the row
-#: schedule 3.7 ms; 128x256 @ 256x1024 and 128x1024 @ 1024x256 (BERT): 8x64 0.76/0.75 ms,
-#: 8x48 (32 columns) 0.97/0.90, 6x64 0.83/0.78, 8x128 1.27/1.21, 16x64 1.33/1.63.
-MATMUL_TILE = (8, 64)
 #: fewer output rows than this keep the row schedule: a row-vector times a matrix is
 #: memory-bound, and reading the rhs row by row streams it (tiles would stride through it).
 MATMUL_MIN_ROWS = 4
@@ -415,8 +442,9 @@ def schedule_matmul(ctx: ScheduleContext) -> None:
     acc = rows[0]
     materialize_tagged(sch, outputs)
     axes = list(op.axis)
-    mb = _tile_cols(_extent(axes[-2]), MATMUL_TILE[0])
-    nb = _lane_tile(_extent(axes[-1]), MATMUL_TILE[1])
+    tile = register_tiles(ctx.target).matmul
+    mb = _tile_cols(_extent(axes[-2]), tile[0])
+    nb = _lane_tile(_extent(axes[-1]), tile[1])
     io, ii = main.split(axes[-2], factor=mb)
     jo, ji = main.split(axes[-1], factor=nb)
     main.reorder(*axes[:-2], jo, io, ii, ji)

@@ -6,7 +6,10 @@ Three tables, all keyed by the graph-IR op name:
   the op's tensor expression (the default path; stages of a fused group are inlined into
   each other by ``ember.lowering.lower_group``);
 * ``schedule``: ``fn(ctx: ScheduleContext) -> None`` for an *anchor* op (conv, dense,
-  reductions...): shapes the loops of the op's own stage and of the group's output;
+  reductions...): shapes the loops of the op's own stage and of the group's output. A
+  schedule is registered for a target key (``cpu`` by default; ``x86-avx512``, ``x86-avx2``,
+  ``arm-neon``... from ``Target.keys``) and the most specific key the target has wins;
+  ``ctx.target.cpu`` tells it the vector width and register count;
 * ``legalize``: ``fn(call: ir.Call) -> ir.Expr`` rewrites an op into simpler graph-IR ops
   before fusion (e.g. an LSTM unrolled into matmuls and elementwise ops).
 
@@ -68,11 +71,14 @@ def register_compute(op_name: str, override: bool = False) -> Callable[[ComputeF
     return wrap
 
 
-def register_schedule(op_name: str, override: bool = False) -> Callable[[ScheduleFn], ScheduleFn]:
-    """Decorator: the CPU schedule used when ``op_name`` is the anchor of a fused group."""
+def register_schedule(
+    op_name: str, key: str = "cpu", override: bool = False
+) -> Callable[[ScheduleFn], ScheduleFn]:
+    """Decorator: the schedule used on targets with ``key`` when ``op_name`` is the anchor of
+    a fused group (``key`` is a target key such as ``cpu`` or ``x86-avx512``)."""
 
     def wrap(fn: ScheduleFn) -> ScheduleFn:
-        return SCHEDULES.register(op_name, fn, override=override)
+        return SCHEDULES.register(_schedule_key(key, op_name), fn, override=override)
 
     return wrap
 
@@ -88,28 +94,29 @@ def register_legalize(op_name: str, override: bool = False) -> Callable[[Legaliz
 
 def get_compute(op_name: str) -> ComputeFn:
     """The compute of ``op_name`` (the error lists the ops that have one)."""
-    _ensure_builtin()
     return COMPUTES.get(op_name)
 
 
-def find_schedule(op_name: str) -> ScheduleFn | None:
-    """The anchor schedule of ``op_name``, if any."""
-    _ensure_builtin()
-    return SCHEDULES.find(op_name)
+def find_schedule(op_name: str, target: Target | None = None) -> ScheduleFn | None:
+    """The anchor schedule of ``op_name`` for the most specific of ``target``'s keys (only
+    ``cpu`` without a target), if any."""
+    keys = target.keys if target is not None else ("cpu",)
+    for key in keys:
+        fn = SCHEDULES.find(_schedule_key(key, op_name))
+        if fn is not None:
+            return fn
+    return None
+
+
+def _schedule_key(key: str, op_name: str) -> str:
+    return f"{key}/{op_name}"
 
 
 def find_legalizer(op_name: str) -> LegalizeFn | None:
     """The legalizer of ``op_name``, if any."""
-    _ensure_builtin()
     return LEGALIZERS.find(op_name)
 
 
 def has_compute(op_name: str) -> bool:
     """True when ``op_name`` can be lowered (it has a compute or is legalized away)."""
-    _ensure_builtin()
     return op_name in COMPUTES or op_name in LEGALIZERS
-
-
-def _ensure_builtin() -> None:
-    """Import the built-in implementations once (they register through the public calls)."""
-    import ember.ops.builtin  # noqa: F401

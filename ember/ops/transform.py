@@ -14,8 +14,11 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from ember import tir
 from ember.ir.op import Attrs
+from ember.ir.ops.common import np_dtype
 from ember.ir.types import Type
 from ember.ops.common import broadcast_index, out_tensor_type, static_shape
 from ember.ops.elemwise import as_dtype
@@ -102,7 +105,8 @@ def transpose(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tenso
 
 @register_compute("concatenate")
 def concatenate(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
-    """Join the inputs along axis: a chain of selects on the axis index."""
+    """Join the inputs along axis: a balanced tree of selects on the axis index (depth
+    log2 of the input count, so hundreds of inputs stay shallow)."""
     axis = attrs["axis"]
     ty = out_tensor_type(out_type)
     parts = [(t, static_shape(t)[axis]) for t in inputs]
@@ -114,17 +118,16 @@ def concatenate(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Ten
         for _, n in parts:
             offsets.append(start)
             start += n
-        t_last, _ = parts[-1]
-        idx = list(i)
-        idx[axis] = i[axis] - offsets[-1]
-        out = as_dtype(_load(t_last, idx), ty.dtype)  # a bool constant is stored as uint8
-        for k in range(len(parts) - 2, -1, -1):
-            t, _n = parts[k]
+
+        def pick(lo: int, hi: int) -> PrimExpr:  # parts[lo:hi] as a balanced tree of selects
+            if hi - lo > 1:
+                mid = (lo + hi) // 2
+                return tir.if_then_else(i[axis] < offsets[mid], pick(lo, mid), pick(mid, hi))
             idx = list(i)
-            idx[axis] = i[axis] - offsets[k] if offsets[k] else i[axis]
-            part = as_dtype(_load(t, idx), ty.dtype)
-            out = tir.if_then_else(i[axis] < offsets[k + 1], part, out)
-        return out
+            idx[axis] = i[axis] - offsets[lo] if offsets[lo] else i[axis]
+            return as_dtype(_load(parts[lo][0], idx), ty.dtype)  # bool constants are uint8
+
+        return pick(0, len(parts))
 
     return te.compute(ty.shape, body, "concatenate")
 
@@ -253,10 +256,6 @@ def pad(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
 
 def _pad_value(value: float, dtype: str) -> float | int | bool:
     """The pad value as the reference casts it to the data dtype."""
-    import numpy as np
-
-    from ember.ir.ops.common import np_dtype
-
     with np.errstate(all="ignore"):
         out = np.asarray(value).astype(np_dtype(dtype))
     return out.item() if dtype != "bfloat16" else float(out)

@@ -2,7 +2,10 @@
 
 PackedFunc and the global registry, NDArray/Device/DLPack, Module (Python and shared
 library), time_evaluator, the Object system and its JSON format, artifacts and the
-code-loading process (importing ``export`` registers the blob-aware library loader).
+code-loading process. The modules form an acyclic graph; where a lower one needs a higher
+one, the higher one registers itself on import, and this file imports them all (importing
+``export`` registers the blob-aware library loader and the ``export_library`` hook,
+``loading`` the ``load_module`` hook; see docs/runtime.md).
 Importing this package compiles nothing; the C runtime is built on first use. It must
 never import ember.ir, ember.transform, ember.tir, ember.codegen or ember.frontend
 (tests/test_layering.py).

@@ -31,6 +31,8 @@ from ember.runtime.artifact import (
     check_file_name,
     check_identifier,
 )
+from ember.runtime.hooks import EXPORT_LIBRARY, LOAD_ARTIFACTS, call_hook
+from ember.runtime.inspection import artifact_table
 
 if TYPE_CHECKING:
     from ember.runtime.module import Module
@@ -211,23 +213,19 @@ class ArtifactSet:
             arts.append(art)
         return cls(arts)
 
-    # -- bridges to loading, export and inspection ----------------------------------------
+    # -- loading and export (hooks registered by loading.py, export.py), inspection --
     def export_library(self, path: str | os.PathLike[str]) -> Path:
         """Link the set into one shared library; see :func:`ember.runtime.export.export_library`."""
-        from ember.runtime.export import export_library
-
-        return export_library(self, path)
+        exported: Path = call_hook(EXPORT_LIBRARY, self, path)
+        return exported
 
     def load_module(self, device: Any = None) -> Module:
         """Run the code-loading process; see :func:`ember.runtime.loading.load_artifacts`."""
-        from ember.runtime.loading import load_artifacts
-
-        return load_artifacts(self, device)
+        loaded: Module = call_hook(LOAD_ARTIFACTS, self, device)
+        return loaded
 
     def inspect(self) -> str:
         """A table of every artifact: codegen, loader, file, size, sha256 prefix."""
-        from ember.runtime.inspectors import artifact_table
-
         return artifact_table(self._artifacts)
 
 

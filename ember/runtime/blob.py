@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 from ember.errors import ArtifactError, SerializationError
 from ember.runtime.artifact import Artifact
-from ember.runtime.inspectors.elf import ElfFile
+from ember.runtime.elf import ElfFile
 
 #: The first 8 bytes of every blob.
 BLOB_MAGIC = b"EMBRBLOB"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import enum
 import threading
+from collections.abc import Callable
 from ctypes import (
     CFUNCTYPE,
     POINTER,
@@ -30,7 +31,10 @@ from ctypes import (
 )
 from typing import Any
 
+from ember.config import config
 from ember.errors import FFIError
+from ember.runtime import libruntime
+from ember.support.registry import Registry
 
 
 class TypeCode(enum.IntEnum):
@@ -239,6 +243,18 @@ ABI_VERSION = 1
 _LIB: list[ctypes.CDLL] = []
 _LIB_LOCK = threading.Lock()
 
+#: Called with the C runtime right after it is loaded, in name order. Modules above this one
+#: register here (registry.py installs the lookup of Python-registered global functions).
+LOAD_HOOKS: Registry[Callable[[ctypes.CDLL], None]] = Registry("C runtime load hook")
+
+
+def add_load_hook(name: str, hook: Callable[[ctypes.CDLL], None]) -> None:
+    """Run ``hook(lib)`` once the C runtime is loaded (at once when it already is)."""
+    with _LIB_LOCK:
+        LOAD_HOOKS.register(name, hook)
+        if _LIB:
+            hook(_LIB[0])
+
 
 def lib() -> ctypes.CDLL:
     """The C runtime with every prototype bound (built and loaded on first use)."""
@@ -246,9 +262,6 @@ def lib() -> ctypes.CDLL:
         return _LIB[0]
     with _LIB_LOCK:
         if not _LIB:
-            from ember.config import config
-            from ember.runtime import libruntime
-
             raw = libruntime.load()
             for name, (restype, argtypes) in PROTOTYPES.items():
                 fn = getattr(raw, name)
@@ -263,10 +276,8 @@ def lib() -> ctypes.CDLL:
             if config().num_threads > 0:
                 raw.EmberBackendSetNumThreads(config().num_threads)
             _LIB.append(raw)
-            # Python plugs into the C registry through the fallback lookup.
-            from ember.runtime import callback
-
-            callback.install_global_fallback(raw)
+            for hook_name in LOAD_HOOKS.names():
+                LOAD_HOOKS.get(hook_name)(raw)
     return _LIB[0]
 
 

@@ -2,98 +2,44 @@
 
 Zero-copy both ways for every dtype ember supports, bfloat16 included (numpy cannot export
 bfloat16 through DLPack, so numpy arrays without a working ``__dlpack__`` are viewed
-directly through their buffer). Producer: ``NDArray.__dlpack__`` returns a ``"dltensor"``
-capsule whose DLManagedTensor keeps the NDArray alive until the consumer calls the deleter.
+directly through their buffer). Producer (:mod:`ember.runtime.capsule`):
+``NDArray.__dlpack__`` returns a ``"dltensor"`` capsule whose DLManagedTensor keeps the
+NDArray alive until the consumer calls the deleter.
 Consumer: :func:`from_dlpack` renames the capsule ``"used_dltensor"`` and calls the
 producer's deleter when the resulting NDArray dies.
 """
 
 from __future__ import annotations
 
-import ctypes
-import threading
 from typing import Any
 
 import numpy as np
 
 from ember.errors import EmberTypeError, EmberValueError
-from ember.runtime.c_api import (
-    DLManagedTensor,
-    DLManagedTensorDeleter,
-    DLManagedTensorVersioned,
-    DLTensor,
+from ember.runtime.c_api import DLManagedTensor, DLManagedTensorVersioned, DLTensor
+from ember.runtime.capsule import (
+    LEGACY,
+    VERSIONED,
+    PyCapsule_GetPointer,
+    PyCapsule_IsValid,
+    PyCapsule_SetName,
+    export_capsule,
+    exported_count,
 )
 from ember.runtime.device import Device
 from ember.runtime.dtype import DataType
 from ember.runtime.ndarray import NDArray, from_numpy_view, view_from_pointer
 
-_LEGACY = b"dltensor"
-_VERSIONED = b"dltensor_versioned"
 _USED = b"used_dltensor"
 _USED_VERSIONED = b"used_dltensor_versioned"
 
 
-def _api(name: str, restype: Any, argtypes: list[Any]) -> Any:
-    fn = ctypes.pythonapi[name]  # a fresh function object: argtypes are ours alone
-    fn.restype = restype
-    fn.argtypes = argtypes
-    return fn
-
-
-_PyCapsule_New = _api(
-    "PyCapsule_New", ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-)
-_PyCapsule_GetPointer = _api(
-    "PyCapsule_GetPointer", ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-)
-_PyCapsule_SetName = _api("PyCapsule_SetName", ctypes.c_int, [ctypes.py_object, ctypes.c_char_p])
-_PyCapsule_IsValid = _api("PyCapsule_IsValid", ctypes.c_int, [ctypes.py_object, ctypes.c_char_p])
-# The destructor sees a capsule whose refcount is already zero: raw pointers only.
-_RawCapsule_IsValid = _api("PyCapsule_IsValid", ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p])
-_RawCapsule_GetPointer = _api(
-    "PyCapsule_GetPointer", ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_char_p]
-)
-
-# ---- producer ------------------------------------------------------------------
-# address of an exported DLManagedTensor -> what must stay alive until its deleter runs
-_EXPORTED: dict[int, tuple[DLManagedTensor, NDArray]] = {}
-_EXPORTED_LOCK = threading.Lock()
-
-
-def _managed_deleter(address: int | None) -> None:
-    if address:
-        with _EXPORTED_LOCK:
-            _EXPORTED.pop(address, None)
-
-
-_DELETER = DLManagedTensorDeleter(_managed_deleter)
-
-
-def _capsule_destructor(capsule: int | None) -> None:
-    # Called when the capsule dies; if nobody consumed it, release the export ourselves.
-    if capsule and _RawCapsule_IsValid(capsule, _LEGACY):
-        _managed_deleter(_RawCapsule_GetPointer(capsule, _LEGACY))
-
-
-_CAPSULE_DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(_capsule_destructor)
-_CAPSULE_DESTRUCTOR_ADDR = ctypes.cast(_CAPSULE_DESTRUCTOR, ctypes.c_void_p).value
-
-
 def to_dlpack_capsule(arr: NDArray) -> Any:
     """A legacy ``"dltensor"`` capsule sharing ``arr``'s memory (keeps ``arr`` alive)."""
-    managed = DLManagedTensor()
-    ctypes.pointer(managed.dl_tensor)[0] = arr._dlt  # copies the struct (shape ptr shared)
-    managed.manager_ctx = None
-    managed.deleter = _DELETER
-    address = ctypes.addressof(managed)
-    with _EXPORTED_LOCK:
-        _EXPORTED[address] = (managed, arr)
-    return _PyCapsule_New(address, _LEGACY, _CAPSULE_DESTRUCTOR_ADDR)
+    return export_capsule(arr._dlt, arr)
 
 
-def exported_count() -> int:
-    """How many exported capsules have not been released yet (for leak tests)."""
-    return len(_EXPORTED)
+__all__ = ["exported_count", "from_capsule", "from_dlpack", "to_dlpack_capsule", "to_numpy"]
 
 
 # ---- consumer ------------------------------------------------------------------
@@ -127,12 +73,12 @@ def _check_compact(dlt: DLTensor, shape: tuple[int, ...]) -> None:
 
 def from_capsule(capsule: Any) -> NDArray:
     """Consume a DLPack capsule (legacy or versioned) into an NDArray sharing its memory."""
-    if _PyCapsule_IsValid(capsule, _LEGACY):
-        address = _PyCapsule_GetPointer(capsule, _LEGACY)
+    if PyCapsule_IsValid(capsule, LEGACY):
+        address = PyCapsule_GetPointer(capsule, LEGACY)
         managed: Any = DLManagedTensor.from_address(address)
         used = _USED
-    elif _PyCapsule_IsValid(capsule, _VERSIONED):
-        address = _PyCapsule_GetPointer(capsule, _VERSIONED)
+    elif PyCapsule_IsValid(capsule, VERSIONED):
+        address = PyCapsule_GetPointer(capsule, VERSIONED)
         managed = DLManagedTensorVersioned.from_address(address)
         if managed.version.major > 1:
             raise EmberValueError(f"from_dlpack: DLPack version {managed.version.major} is unknown")
@@ -148,7 +94,7 @@ def from_capsule(capsule: Any) -> NDArray:
     device = Device(int(dlt.device.device_type), int(dlt.device.device_id))
     _check_compact(dlt, shape)
     data = int(dlt.data or 0) + int(dlt.byte_offset)
-    _PyCapsule_SetName(capsule, used)
+    PyCapsule_SetName(capsule, used)
     owner = _ManagedOwner(address, managed.deleter)
     return view_from_pointer(data, shape, dtype, device, owner)
 

@@ -2,6 +2,7 @@
 
 Strings follow TVM: ``"float32"``, ``"int8"``, ``"uint16"``, ``"bool"``, ``"bfloat16"``,
 ``"float32x4"`` (4 lanes), ``"handle"``. ``bfloat16`` maps to ``ml_dtypes.bfloat16``.
+Names, codes and numpy types come from the one dtype table, :mod:`ember.support.dtypes`.
 """
 
 from __future__ import annotations
@@ -14,26 +15,14 @@ from typing import Any
 import numpy as np
 
 from ember.errors import EmberTypeError, EmberValueError
+from ember.support import dtypes as table
 
-_CODE_NAMES = {0: "int", 1: "uint", 2: "float", 3: "handle", 4: "bfloat", 6: "bool"}
+_CODE_NAMES = table.DL_CODE_NAMES
 _NAME_CODES = {name: code for code, name in _CODE_NAMES.items()}
 _PATTERN = re.compile(r"^(int|uint|float|bfloat|handle|bool)(\d*)(?:x(\d+))?$")
 
-SUPPORTED = (
-    "bool",
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "uint8",
-    "uint16",
-    "uint32",
-    "uint64",
-    "float16",
-    "bfloat16",
-    "float32",
-    "float64",
-)
+#: The dtypes an NDArray can hold, in the table's order.
+SUPPORTED = table.TENSOR_DTYPES
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,9 +34,9 @@ class DataType:
     lanes: int = 1
 
     def __str__(self) -> str:
-        if self.code == 6:
+        if self.code == table.DL_BOOL:
             base = "bool"
-        elif self.code == 3:
+        elif self.code == table.DL_HANDLE:
             base = "handle"
         else:
             base = f"{_CODE_NAMES.get(self.code, f'custom{self.code}_')}{self.bits}"
@@ -74,30 +63,24 @@ class DataType:
 def _numpy_dtype(dt: DataType) -> np.dtype[Any]:
     if dt.lanes != 1:
         raise EmberValueError(f"data type {dt} has {dt.lanes} lanes; numpy holds only scalars")
-    if dt.code == 4 and dt.bits == 16:
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    if dt.code == 6:
-        return np.dtype(np.bool_)
-    kind = {0: "i", 1: "u", 2: "f"}.get(dt.code)
-    if kind is None or dt.bits not in (8, 16, 32, 64) or (kind == "f" and dt.bits == 8):
+    info = table.from_dl(dt.code, dt.bits)
+    if info is None or info.numpy is None:
         raise EmberValueError(f"data type {dt} has no numpy equivalent; use one of {SUPPORTED}")
-    return np.dtype(f"{kind}{dt.bits // 8}")
+    return info.numpy
 
 
 @cache
 def _parse(text: str) -> DataType:
     if text == "bool":
-        return DataType(6, 8, 1)
+        return DataType(*table.dtype_info("bool").dl_type)
     m = _PATTERN.match(text)
     if m is None:
         raise EmberValueError(f"cannot parse data type {text!r}; expected one like {SUPPORTED}")
     name, bits, lanes = m.group(1), m.group(2), m.group(3)
     if name == "bool":
-        return DataType(6, 8, int(lanes or 1))
+        return DataType(table.DL_BOOL, 8, int(lanes or 1))
     if name == "handle":
-        return DataType(3, int(bits or 64), int(lanes or 1))
+        return DataType(table.DL_HANDLE, int(bits or 64), int(lanes or 1))
     if not bits:
         raise EmberValueError(f"data type {text!r} lacks a bit width, e.g. '{name}32'")
     return DataType(_NAME_CODES[name], int(bits), int(lanes or 1))
@@ -105,13 +88,10 @@ def _parse(text: str) -> DataType:
 
 @cache
 def _from_numpy(dtype: np.dtype[Any]) -> DataType:
-    if dtype == np.bool_:
-        return DataType(6, 8, 1)
-    if dtype.kind in "iuf":
-        return DataType({"i": 0, "u": 1, "f": 2}[dtype.kind], dtype.itemsize * 8, 1)
-    if dtype.name == "bfloat16":
-        return DataType(4, 16, 1)
-    raise EmberTypeError(f"numpy dtype {dtype} is not supported; use one of {SUPPORTED}")
+    info = table.from_numpy(dtype)
+    if info is None:
+        raise EmberTypeError(f"numpy dtype {dtype} is not supported; use one of {SUPPORTED}")
+    return DataType(*info.dl_type)
 
 
 def dtype(value: Any) -> DataType:
@@ -127,8 +107,9 @@ def dtype(value: Any) -> DataType:
             except TypeError:
                 raise err from None
     try:
-        return _from_numpy(np.dtype(value))
+        npdt = np.dtype(value)
     except TypeError:
         raise EmberTypeError(
             f"cannot interpret {value!r} as a data type; pass a string such as 'float32'"
         ) from None
+    return _from_numpy(npdt)  # a numpy dtype outside the table says so

@@ -24,7 +24,8 @@ from pathlib import Path
 from ember.errors import ArtifactError
 from ember.runtime.artifact_set import ArtifactSet
 from ember.runtime.blob import BLOB_SYMBOL, pack_artifacts, read_library_blob
-from ember.runtime.inspectors.elf import is_elf
+from ember.runtime.elf import is_elf
+from ember.runtime.hooks import EXPORT_LIBRARY, register_hook
 from ember.runtime.library_module import LibraryModule
 from ember.runtime.loading import SOURCE_ATTR, check_loaders, link_native, load_groups
 from ember.runtime.module import Module
@@ -104,6 +105,10 @@ def load_exported_library(path: str | os.PathLike[str]) -> Module:
 def register_library_loader() -> None:
     """Make :func:`ember.runtime.load_module` rebuild exported libraries' module trees."""
     register_func(LOADFILE_SO, load_exported_library, override=True)
+
+
+# ArtifactSet.export_library and Module.export_library delegate here (both sit below).
+register_hook(EXPORT_LIBRARY, export_library, override=True)
 
 
 # The runtime's plain shared-library loader (ember.runtime.library_module) is imported

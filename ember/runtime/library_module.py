@@ -30,7 +30,8 @@ class LibraryModule(Module):
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         super().__init__()
-        self.path = Path(path)
+        # an absolute path, so that dlopen never searches LD_LIBRARY_PATH for a bare name
+        self.path = Path(path).absolute()
         c_api.lib()  # the backend API must be global before the library is opened
         try:
             self._lib = ctypes.CDLL(str(self.path))

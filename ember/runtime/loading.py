@@ -42,6 +42,7 @@ from ember.runtime.artifact import (
 from ember.runtime.artifact_set import ArtifactSet
 from ember.runtime.device import CPU, Device
 from ember.runtime.device import device as to_device
+from ember.runtime.hooks import LOAD_ARTIFACTS, register_hook
 from ember.runtime.library_module import LibraryModule
 from ember.runtime.libruntime import header_path, include_dir, library_suffix
 from ember.runtime.module import Module, PythonModule
@@ -220,3 +221,7 @@ def load_artifacts(artifact_set: ArtifactSet, device: Device | str | None = None
     top = load_groups(groups, host)
     setattr(top, SOURCE_ATTR, artifact_set)  # so that the module can be exported again
     return top
+
+
+# ArtifactSet.load_module delegates here (artifact_set.py sits below this file).
+register_hook(LOAD_ARTIFACTS, load_artifacts, override=True)

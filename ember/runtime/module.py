@@ -18,11 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ember.errors import EmberTypeError, RegistryError
-from ember.runtime.packed_func import PackedFunc, as_packed_func
+from ember.runtime.c_api import TypeCode
+from ember.runtime.hooks import EXPORT_LIBRARY, call_hook
+from ember.runtime.packed_func import PackedFunc, as_packed_func, register_identity_type
+from ember.runtime.time_evaluator import TimeEvaluator
 
 if TYPE_CHECKING:
     from ember.runtime.device import Device
-    from ember.runtime.time_evaluator import TimeEvaluator
 
 
 class Module:
@@ -59,9 +61,8 @@ class Module:
 
     def export_library(self, path: str | os.PathLike[str]) -> Path:
         """Export the artifacts this module was loaded from as one shared library."""
-        from ember.runtime.export import export_library
-
-        return export_library(self, path)
+        exported: Path = call_hook(EXPORT_LIBRARY, self, path)
+        return exported
 
     def implements_function(self, name: str, query_imports: bool = False) -> bool:
         """Whether the module (and, if asked, its imports) has the function ``name``."""
@@ -116,8 +117,6 @@ class Module:
         cooldown_interval_ms: int = 0,
     ) -> TimeEvaluator:
         """A callable timing ``func_name`` with TVM's time_evaluator semantics."""
-        from ember.runtime.time_evaluator import TimeEvaluator
-
         return TimeEvaluator(
             self.get_function(func_name),
             dev,
@@ -131,13 +130,8 @@ class Module:
         return f"Module({self.type_key})"
 
 
-def __getattr__(name: str) -> Any:
-    # LibraryModule lives in library_module.py (it imports this file); allow module.LibraryModule.
-    if name == "LibraryModule":
-        from ember.runtime.library_module import LibraryModule
-
-        return LibraryModule
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# Modules cross C by identity (a MODULE_HANDLE value pins the Python object).
+register_identity_type(Module, TypeCode.MODULE_HANDLE)
 
 
 def _transitive_imports(module: Module) -> list[Module]:

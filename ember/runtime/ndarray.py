@@ -3,7 +3,7 @@
 An NDArray owns (or borrows, with an owner kept alive) a buffer and a ctypes ``DLTensor``
 whose address is cached as an int (``handle``) so passing it to C costs nothing. Memory
 allocated by ember is 64-byte aligned. ``numpy()`` copies; zero-copy exchange goes through
-DLPack (see :mod:`ember.runtime.dlpack`). Example::
+DLPack (see :mod:`ember.runtime.dlpack`, producer in :mod:`ember.runtime.capsule`). Example::
 
     x = ember.nd.array(np.arange(6, dtype="float32").reshape(2, 3))
     x.shape, x.dtype      # (2, 3), 'float32'
@@ -20,6 +20,7 @@ import numpy as np
 
 from ember.errors import EmberTypeError, EmberValueError
 from ember.runtime.c_api import DLTensor
+from ember.runtime.capsule import export_capsule
 from ember.runtime.device import CPU, Device, cpu
 from ember.runtime.dtype import DataType
 from ember.runtime.dtype import dtype as as_dtype
@@ -152,14 +153,12 @@ class NDArray:
         copy: bool | None = None,
     ) -> Any:
         """Export as a DLPack capsule sharing this array's memory (a copy if ``copy``)."""
-        from ember.runtime.dlpack import to_dlpack_capsule
-
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
             raise EmberValueError(
                 f"cannot export to device {dl_device}; the array is on {self._device}"
             )
         source = empty(self._shape, self._dtype, self._device).copyfrom(self) if copy else self
-        return to_dlpack_capsule(source)
+        return export_capsule(source._dlt, source)
 
     def __dlpack_device__(self) -> tuple[int, int]:
         """The (device_type, device_id) pair of DLPack."""

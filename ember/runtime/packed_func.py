@@ -13,6 +13,10 @@ from a small pool, so threads and re-entrant calls never share one) filled throu
 memoryviews, one pointer passed to ``EmberFuncCallFrame``. An NDArray passes its cached
 DLTensor address. A Python exception raised in a callback called from C is re-raised
 (same object, same traceback) by :func:`ember.runtime.c_api.check_call`.
+
+The trampolines sit below this file: on import it registers the value codec they use
+(:func:`ember.runtime.callback.register_value_codec`). Classes passed to C by identity
+register here (:func:`register_identity_type`; module.py registers Module).
 """
 
 from __future__ import annotations
@@ -28,16 +32,21 @@ import numpy as np
 from ember.errors import EmberTypeError
 from ember.runtime import c_api
 from ember.runtime.c_api import (
+    DLTensor,
     EmberByteArray,
-    EmberCallFrame,
     EmberFinalizer,
     EmberPackedCFunc,
     TypeCode,
     check_call,
 )
+from ember.runtime.call_frame import CallBuffers, Pin, byte_array, c_string, pinned_object
+from ember.runtime.callback import python_handle, register_value_codec
 from ember.runtime.device import Device
 from ember.runtime.dtype import DataType
+from ember.runtime.fastcall import make_fast_func
 from ember.runtime.ndarray import NDArray, from_numpy_view, view_from_pointer
+from ember.runtime.object import is_registered_object
+from ember.support.registry import Registry
 
 _POOL_CAPACITY = 8
 _SUPPORTED = (
@@ -46,98 +55,7 @@ _SUPPORTED = (
 )
 
 
-class _CallBuffers:
-    """Argument and return storage of one in-flight call (an EmberCallFrame), reused."""
-
-    __slots__ = (
-        "capacity",
-        "frame",
-        "values",
-        "codes",
-        "ref",
-        "q",
-        "u",
-        "d",
-        "c",
-        "n",
-        "rq",
-        "values_addr",
-        "codes_addr",
-    )
-
-    def __init__(self, capacity: int, func: int = 0, resource: int = 0, handle: int = 0) -> None:
-        self.capacity = capacity
-        self.values = (ctypes.c_int64 * capacity)()
-        self.codes = (ctypes.c_int32 * capacity)()
-        self.values_addr = ctypes.addressof(self.values)
-        self.codes_addr = ctypes.addressof(self.codes)
-        frame = EmberCallFrame()
-        frame.func = func or None
-        frame.resource_handle = resource or None
-        frame.handle = handle or None
-        frame.args = self.values_addr
-        frame.type_codes = self.codes_addr
-        self.frame = frame
-        self.ref = ctypes.byref(frame)
-        raw = memoryview(self.values).cast("B")
-        self.q = raw.cast("q")
-        self.u = raw.cast("Q")
-        self.d = raw.cast("d")
-        self.c = memoryview(self.codes).cast("B").cast("i")
-        frame_raw = memoryview(frame).cast("B")
-        n_off = EmberCallFrame.num_args.offset
-        ret_off = EmberCallFrame.ret_value.offset
-        self.n = frame_raw[n_off : n_off + 4].cast("i")
-        self.rq = frame_raw[ret_off : ret_off + 8].cast("q")
-
-
-# ---- Python objects passed through C by identity (Module, Object) --------------------
-_PINNED: dict[int, list[Any]] = {}
-_PINNED_LOCK = threading.Lock()
-
-
-class _Pin:
-    """Keeps a Python object reachable by id() from C while the pin lives."""
-
-    __slots__ = ("key",)
-
-    def __init__(self, obj: Any) -> None:
-        self.key = id(obj)
-        with _PINNED_LOCK:
-            entry = _PINNED.setdefault(self.key, [obj, 0])
-            entry[1] += 1
-
-    def __del__(self) -> None:
-        with _PINNED_LOCK:
-            entry = _PINNED.get(self.key)
-            if entry is not None:
-                entry[1] -= 1
-                if entry[1] <= 0:
-                    del _PINNED[self.key]
-
-
-def _pinned_object(key: int, code: int) -> Any:
-    entry = _PINNED.get(key)
-    if entry is None:
-        raise EmberTypeError(
-            f"a value with type code {TypeCode(code).name} refers to no live Python object"
-        )
-    return entry[0]
-
-
-def _c_string(data: bytes) -> tuple[int, ctypes.c_char_p]:
-    keep = ctypes.c_char_p(data)
-    return ctypes.cast(keep, ctypes.c_void_p).value or 0, keep
-
-
-def _byte_array(data: bytes | bytearray | memoryview) -> tuple[int, Any]:
-    raw = bytes(data)
-    addr, keep_str = _c_string(raw)
-    arr = EmberByteArray(addr, len(raw))
-    return ctypes.addressof(arr), (arr, keep_str)
-
-
-def _pack_slow(value: Any, i: int, buf: _CallBuffers, keep: list[Any] | None) -> list[Any]:
+def _pack_slow(value: Any, i: int, buf: CallBuffers, keep: list[Any] | None) -> list[Any]:
     """Pack one argument of a less common type into slot ``i``; returns the keep-alive list."""
     if keep is None:
         keep = []
@@ -162,12 +80,12 @@ def _pack_slow(value: Any, i: int, buf: _CallBuffers, keep: list[Any] | None) ->
         buf.u[i] = value.handle
         code = TypeCode.NDARRAY_HANDLE
     elif isinstance(value, str):
-        addr, k = _c_string(value.encode("utf-8"))
+        addr, k = c_string(value.encode("utf-8"))
         buf.u[i] = addr
         keep.append(k)
         code = TypeCode.STR
     elif isinstance(value, bytes | bytearray | memoryview):
-        addr, k = _byte_array(value)
+        addr, k = byte_array(value)
         buf.u[i] = addr
         keep.append(k)
         code = TypeCode.BYTES
@@ -193,10 +111,10 @@ def _pack_slow(value: Any, i: int, buf: _CallBuffers, keep: list[Any] | None) ->
     elif isinstance(value, ctypes.c_void_p):
         buf.u[i] = value.value or 0
         code = TypeCode.OPAQUE_HANDLE
-    elif _is_module(value) or _is_object(value):
-        keep.append(_Pin(value))
+    elif _identity_code(value) is not None:
+        keep.append(Pin(value))
         buf.u[i] = id(value)
-        code = TypeCode.MODULE_HANDLE if _is_module(value) else TypeCode.OBJECT_HANDLE
+        code = _identity_code(value) or TypeCode.OBJECT_HANDLE
     elif callable(value):
         func = PyPackedFunc(value)
         keep.append(func)
@@ -211,19 +129,27 @@ def _pack_slow(value: Any, i: int, buf: _CallBuffers, keep: list[Any] | None) ->
     return keep
 
 
-def _is_module(value: Any) -> bool:
-    from ember.runtime.module import Module
-
-    return isinstance(value, Module)
-
-
-def _is_object(value: Any) -> bool:
-    from ember.runtime.object import is_registered_object
-
-    return is_registered_object(value)
+#: Classes whose instances cross C by identity (pinned while C holds them), with the type
+#: code they travel under. module.py registers Module: it sits above this file.
+IDENTITY_TYPES: Registry[tuple[type, TypeCode]] = Registry("class passed by identity")
 
 
-def _pack(args: tuple[Any, ...], buf: _CallBuffers) -> list[Any] | None:
+def register_identity_type(cls: type, code: TypeCode) -> str:
+    """Pass instances of ``cls`` to C by identity, under ``code``; returns the registry key."""
+    key = f"{cls.__module__}.{cls.__qualname__}"
+    IDENTITY_TYPES.register(key, (cls, code), override=True)
+    return key
+
+
+def _identity_code(value: Any) -> TypeCode | None:
+    for name in IDENTITY_TYPES.names():
+        cls, code = IDENTITY_TYPES.get(name)
+        if isinstance(value, cls):
+            return code
+    return TypeCode.OBJECT_HANDLE if is_registered_object(value) else None
+
+
+def _pack(args: tuple[Any, ...], buf: CallBuffers) -> list[Any] | None:
     """Write ``args`` into ``buf``; return the temporaries that must outlive the call."""
     keep: list[Any] | None = None
     for i, value in enumerate(args):
@@ -237,8 +163,6 @@ def _pack(args: tuple[Any, ...], buf: _CallBuffers) -> list[Any] | None:
 
 # ---- decoding values written by C ------------------------------------------------------
 def _tensor_view(address: int) -> NDArray:
-    from ember.runtime.c_api import DLTensor
-
     dlt = DLTensor.from_address(address)
     shape = tuple(int(dlt.shape[k]) for k in range(dlt.ndim))
     dt = DataType(int(dlt.dtype.code), int(dlt.dtype.bits), int(dlt.dtype.lanes))
@@ -280,7 +204,7 @@ def decode_value(raw: int, code: int, owned_handle: bool) -> Any:
     if code == TypeCode.DEVICE:
         return Device(addr & 0xFFFFFFFF, (addr >> 32) & 0xFFFFFFFF)
     if code in (TypeCode.MODULE_HANDLE, TypeCode.OBJECT_HANDLE):
-        return _pinned_object(addr, code)
+        return pinned_object(addr, code)
     raise EmberTypeError(f"unknown packed type code {code}; the callee wrote a corrupt value")
 
 
@@ -299,6 +223,28 @@ def _weak_slow_call(func: _CCallable) -> Callable[..., Any]:
 
 def _decode_owned(raw: int, code: int) -> Any:
     return decode_value(raw, code, owned_handle=True)
+
+
+# ---- the value codec of C -> Python calls (callback.py) ----------------------------------
+_RETURNS = threading.local()
+
+
+def _decode_arg(raw: int, code: int) -> Any:
+    return decode_value(raw, code, owned_handle=False)
+
+
+def _write_return(value: Any, ret_addr: int, ret_code_addr: int) -> None:
+    buf = CallBuffers(1)
+    keep = _pack((value,), buf)
+    code = buf.c[0]
+    if code == TypeCode.PACKED_FUNC_HANDLE:
+        check_call(c_api.lib().EmberFuncRetain(buf.u[0]))  # the caller owns a reference
+    _RETURNS.keep = (keep, value)  # alive until the next callback on this thread
+    ctypes.c_int64.from_address(ret_addr).value = buf.q[0]
+    ctypes.c_int32.from_address(ret_code_addr).value = code
+
+
+register_value_codec(_decode_arg, _write_return)
 
 
 # ---- the PackedFunc classes ---------------------------------------------------------
@@ -348,8 +294,6 @@ class PyPackedFunc(PackedFunc):
         return self.func(*args)
 
     def _make_handle(self) -> int:
-        from ember.runtime.callback import python_handle
-
         return python_handle(self.func)
 
     def __repr__(self) -> str:
@@ -363,14 +307,14 @@ class _CCallable(PackedFunc):
 
     def __init__(self, func: int, resource: int) -> None:
         super().__init__()
-        self._pool: list[_CallBuffers] = []  # frames for calls with arguments
-        self._pool0: list[_CallBuffers] = []  # frames whose num_args stays 0
+        self._pool: list[CallBuffers] = []  # frames for calls with arguments
+        self._pool0: list[CallBuffers] = []  # frames whose num_args stays 0
         self._call = c_api.frame_caller()
         self._frame_func = func
         self._frame_resource = resource
 
-    def _buffers(self, n: int) -> _CallBuffers:
-        return _CallBuffers(
+    def _buffers(self, n: int) -> CallBuffers:
+        return CallBuffers(
             max(n, _POOL_CAPACITY), self._frame_func, self._frame_resource, self._handle
         )
 
@@ -454,8 +398,6 @@ class CPackedFunc(_CCallable):
         self.name = name
         self._fast: Callable[..., Any] | None = None
         if accelerate:
-            from ember.runtime.fastcall import make_fast_func
-
             self._fast = make_fast_func(
                 address, resource_handle, _weak_slow_call(self), _decode_owned, NDArray
             )

@@ -1,10 +1,10 @@
 """The global function registry: Python-registered functions plus the C runtime's table.
 
 The Python registry is the source of truth for functions defined in Python; C code finds
-them through the C runtime's fallback lookup. :func:`get_global_func` also finds functions
-registered in C (by generated code or the runtime), and :func:`list_global_funcs` lists
-both. The C runtime is consulted only once it is loaded: a pure-Python lookup never
-compiles anything. Example::
+them through the C runtime's fallback lookup (installed when the C runtime loads).
+:func:`get_global_func` also finds functions registered in C (by generated code or the
+runtime), and :func:`list_global_funcs` lists both. The C runtime is consulted only once
+it is loaded: a pure-Python lookup never compiles anything. Example::
 
     @ember.register_func("demo.add_one")
     def add_one(x):
@@ -22,6 +22,7 @@ from typing import Any, TypeVar, overload
 
 from ember.errors import RegistryError
 from ember.runtime import c_api
+from ember.runtime.c_api import EmberGlobalFallback
 from ember.runtime.packed_func import HandlePackedFunc, PackedFunc, as_packed_func
 from ember.support.registry import Registry
 
@@ -102,3 +103,28 @@ def register_c_func(name: str, func: PackedFunc, override: bool = False) -> None
     c_api.check_call(
         c_api.lib().EmberFuncRegisterGlobal(name.encode("utf-8"), func.handle, int(override))
     )
+
+
+def _global_fallback(name: bytes | None, out: Any) -> int:
+    try:
+        out[0] = None
+        func = find_python_func((name or b"").decode("utf-8"))
+        if func is not None:
+            handle = func.handle
+            c_api.check_call(c_api.lib().EmberFuncRetain(handle))
+            out[0] = handle
+        return 0
+    except BaseException as exc:  # noqa: BLE001
+        c_api.set_pending_exception(exc, f"{type(exc).__name__}: {exc} (in the global lookup)")
+        return -1
+
+
+_FALLBACK = EmberGlobalFallback(_global_fallback)
+
+
+def install_global_fallback(lib: ctypes.CDLL) -> None:
+    """Let C lookups of unknown global names find functions registered from Python."""
+    lib.EmberFuncSetGlobalFallback(_FALLBACK)
+
+
+c_api.add_load_hook("global_fallback", install_global_fallback)

@@ -16,8 +16,9 @@ from typing import Any
 
 from ember.errors import EmberValueError
 from ember.runtime import c_api
+from ember.runtime.call_frame import CallBuffers
 from ember.runtime.device import Device
-from ember.runtime.packed_func import PackedFunc, _CallBuffers, _pack
+from ember.runtime.packed_func import PackedFunc, _pack
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ class TimeEvaluator:
         return self._time_in_python(args)
 
     def _time_in_c(self, args: tuple[Any, ...]) -> BenchmarkResult:
-        buf = _CallBuffers(max(len(args), 1))
+        buf = CallBuffers(max(len(args), 1))
         keep = _pack(args, buf)
         out = (ctypes.c_double * self.repeat)()
         ret = c_api.lib().EmberTimeEvaluate(

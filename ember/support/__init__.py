@@ -1,1 +1,2 @@
-"""Leaf utilities shared by every layer: the registry class, hashing, toolchain, tar."""
+"""Leaf utilities shared by every layer: the registry class, the dtype table, hashing, toolchain,
+tar."""

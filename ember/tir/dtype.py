@@ -1,29 +1,16 @@
 """Scalar data types of the loop IR: names, sizes and classification helpers.
 
 A dtype is a plain string such as ``"float32"``, ``"int64"``, ``"bool"`` or ``"handle"``;
-a vector type appends its lane count (``"float32x8"``). Every helper here is pure.
+a vector type appends its lane count (``"float32x8"``). Every helper here is pure and a
+view of the one dtype table, :mod:`ember.support.dtypes`.
 """
 
 from __future__ import annotations
 
 from ember.errors import IRError
+from ember.support import dtypes as table
 
-_BITS: dict[str, int] = {
-    "bool": 8,
-    "int8": 8,
-    "int16": 16,
-    "int32": 32,
-    "int64": 64,
-    "uint8": 8,
-    "uint16": 16,
-    "uint32": 32,
-    "uint64": 64,
-    "float16": 16,
-    "bfloat16": 16,
-    "float32": 32,
-    "float64": 64,
-    "handle": 64,
-}
+_BITS: dict[str, int] = {d.name: d.bits for d in table.DTYPES}
 
 SCALAR_DTYPES: tuple[str, ...] = tuple(sorted(_BITS))
 
@@ -75,17 +62,17 @@ def bytes_of(dtype: str) -> int:
 
 def is_float(dtype: str) -> bool:
     """True for float16/bfloat16/float32/float64 (and their vectors)."""
-    return element_of(dtype) in ("float16", "bfloat16", "float32", "float64")
+    return table.is_float(element_of(dtype))
 
 
 def is_int(dtype: str) -> bool:
     """True for signed integer types."""
-    return element_of(dtype).startswith("int")
+    return table.is_int(element_of(dtype))
 
 
 def is_uint(dtype: str) -> bool:
     """True for unsigned integer types."""
-    return element_of(dtype).startswith("uint")
+    return table.is_uint(element_of(dtype))
 
 
 def is_bool(dtype: str) -> bool:
@@ -100,20 +87,11 @@ def is_handle(dtype: str) -> bool:
 
 def is_integral(dtype: str) -> bool:
     """True for signed or unsigned integers (not bool)."""
-    return is_int(dtype) or is_uint(dtype)
+    return table.is_integral(element_of(dtype))
 
 
 def dlpack_code(dtype: str) -> tuple[int, int, int]:
     """The DLPack ``(code, bits, lanes)`` of ``dtype`` (bool is DLPack's kDLBool=6, 8 bits)."""
     base, lanes = split_lanes(dtype)
-    if base == "bool":
-        return 6, 8, lanes
-    if base == "bfloat16":
-        return 4, 16, lanes
-    if is_float(base):
-        return 2, _BITS[base], lanes
-    if is_uint(base):
-        return 1, _BITS[base], lanes
-    if is_int(base):
-        return 0, _BITS[base], lanes
-    return 3, 64, 1
+    info = table.dtype_info(base)
+    return info.dl_code, info.bits, 1 if base == "handle" else lanes

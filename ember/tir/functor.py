@@ -165,3 +165,42 @@ def free_vars(node: Node) -> set[Var]:
 
     post_order_visit(node, fn)
     return out
+
+
+def exceeds(e: PrimExpr, max_depth: int, max_nodes: int) -> bool:
+    """Whether expression ``e`` is deeper than ``max_depth`` or has more than ``max_nodes``
+    nodes as printed (a node shared by two parents counts twice).
+
+    Iterative, and linear in the number of distinct nodes: safe on any input, unlike the
+    recursive visitors it protects.
+    """
+    depth: dict[int, int] = {}
+    size: dict[int, int] = {}
+    stack: list[tuple[Any, bool]] = [(e, False)]
+    while stack:
+        node, done = stack.pop()
+        if id(node) in depth:
+            continue
+        kids = _expr_children(node)
+        if not done:
+            stack.append((node, True))
+            stack.extend((k, False) for k in kids if id(k) not in depth)
+            continue
+        depth[id(node)] = 1 + max((depth[id(k)] for k in kids), default=0)
+        size[id(node)] = 1 + sum(size[id(k)] for k in kids)
+        if depth[id(node)] > max_depth or size[id(node)] > max_nodes:
+            return True
+    return False
+
+
+def _expr_children(node: Any) -> list[PrimExpr]:
+    if not isinstance(node, PrimExpr) or isinstance(node, Var):
+        return []
+    out: list[PrimExpr] = []
+    for name in _children_fields(node):
+        v = getattr(node, name)
+        if isinstance(v, PrimExpr):
+            out.append(v)
+        elif isinstance(v, tuple):
+            out.extend(x for x in v if isinstance(x, PrimExpr))
+    return out

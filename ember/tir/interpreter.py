@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ember.errors import CompileError, EmberTypeError, EmberValueError
+from ember.support.dtypes import numpy_dtype as _np_dtype
 from ember.tir import dtype as dt
 from ember.tir.buffer import Buffer
 from ember.tir.expr import (
@@ -50,6 +51,7 @@ from ember.tir.expr import (
     Sub,
     Var,
 )
+from ember.tir.op import CHECK_KIND
 from ember.tir.printer import NameTable
 from ember.tir.stmt import (
     Allocate,
@@ -136,12 +138,14 @@ def _fdiv(a: Any, b: Any) -> Any:
 
 
 def _tdiv(a: int, b: int) -> int:
+    if b == 0:  # as the C code generator defines it (numpy's result), never a trap
+        return 0
     q = abs(a) // abs(b)
     return q if (a < 0) == (b < 0) else -q
 
 
 def _tmod(a: int, b: int) -> int:
-    return a - b * _tdiv(a, b)
+    return a - b * _tdiv(a, b) if b != 0 else 0
 
 
 def _wrap(bits: int, signed: bool) -> Callable[[Any], Any]:
@@ -255,6 +259,8 @@ class _Translator:
             args = ", ".join(self.expr(a) for a in e.args)
             if e.kind == "extern":
                 return f"_rt['extern']({e.op!r})({args})"
+            if e.kind == CHECK_KIND:
+                return f"_rt['check']({args})"
             return f"_rt['math'][{e.op!r}]({args})"
         if isinstance(e, BufferLoad):
             off = self.expr(e.buffer.offset_of(e.indices))
@@ -357,8 +363,17 @@ def _runtime(func: PrimFunc, externs: Mapping[str, Callable[..., Any]]) -> dict[
             "outside the buffer; the loop IR indexes out of bounds"
         )
 
+    def check(index: int, extent: int, what: str) -> int:
+        if not -extent <= index < extent:
+            raise EmberValueError(
+                f"interpret: '{func.name}': index {index} out of range [{-extent}, {extent}) "
+                f"in {what}"
+            )
+        return index + extent if index < 0 else index
+
     rt: dict[str, Any] = {
         "math": MATH,
+        "check": check,
         "extern": extern,
         "tdiv": _tdiv,
         "tmod": _tmod,
@@ -376,16 +391,6 @@ def _runtime(func: PrimFunc, externs: Mapping[str, Callable[..., Any]]) -> dict[
         if dt.is_integral(name):
             rt[f"int_{name}"] = _to_int(dt.bits_of(name), dt.is_int(name))
     return rt
-
-
-def _np_dtype(dtype: str) -> np.dtype:
-    if dtype == "bool":
-        return np.dtype(np.bool_)
-    if dtype == "bfloat16":
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(dtype)
 
 
 def translate(func: PrimFunc, check_bounds: bool = True) -> str:

@@ -19,6 +19,7 @@ from ember.tir.expr import (
     Call,
     Div,
     ExprLike,
+    IntImm,
     Max,
     Min,
     Mod,
@@ -160,6 +161,31 @@ def call_extern(dtype: str, name: str, *args: ExprLike | str) -> PrimExpr:
         raise IRError(f"call_extern needs a C identifier as function name, got {name!r}")
     exprs = tuple(StringImm(a) if isinstance(a, str) else convert(a) for a in args)
     return Call(dt.check_dtype(dtype), name, exprs, "extern")
+
+
+#: the Call kind of run-time checks (``index_check``): not math, not a C function
+CHECK_KIND = "check"
+
+
+def index_check(index: ExprLike, extent: ExprLike, what: str) -> PrimExpr:
+    """``index`` into an axis of ``extent``, wrapped once if negative (ONNX), as int64.
+
+    Checked at run time: outside ``[-extent, extent)`` the kernel fails with an error
+    naming ``what`` (the C code reads position 0 meanwhile, never outside the tensor). A
+    constant index is checked now and needs no run-time check; so does one whose range
+    the code generator proves inside ``[0, extent)``.
+    """
+    i = convert(index)
+    n = convert(extent)
+    if isinstance(i, IntImm) and isinstance(n, IntImm):
+        if not -n.value <= i.value < n.value:
+            raise IRError(
+                f"index {i.value} out of range [{-n.value}, {n.value}) in {what}; "
+                "fix the constant index in the model"
+            )
+        return IntImm("int64", i.value + n.value if i.value < 0 else i.value)
+    args = (i.astype("int64"), n.astype("int64"), StringImm(what))
+    return Call("int64", "index_check", args, CHECK_KIND)
 
 
 def _unary(name: str):  # type: ignore[no-untyped-def]

@@ -24,6 +24,7 @@ from ember.tir.expr import (
     Add,
     And,
     BinaryOp,
+    Call,
     Cast,
     CmpOp,
     Div,
@@ -43,6 +44,7 @@ from ember.tir.expr import (
     Var,
 )
 from ember.tir.functor import IRMutator
+from ember.tir.op import CHECK_KIND
 from ember.tir.stmt import For, IfThenElse, LetStmt, SeqStmt, Stmt, seq
 
 Bound = tuple[int, int]  # inclusive [lo, hi]; +-inf encoded as None-free big numbers
@@ -149,6 +151,8 @@ class Simplifier(IRMutator):
             return (max(a0, b0), max(a1, b1))
         if isinstance(e, Cast) and dt.is_integral(e.dtype) and dt.is_integral(e.value.dtype):
             return self.bound(e.value)
+        if isinstance(e, Call) and e.kind == CHECK_KIND:  # a checked index lands in [0, n)
+            return (0, max(0, self.bound(e.args[1])[1] - 1))
         return (-_INF, _INF)
 
     # -- statements that bind ranges ----------------------------------------------------

@@ -17,7 +17,8 @@ fold_constant              1
 dead_code_elimination      1
 eliminate_common_subexpr   2
 simplify                   2
-fuse_ops                   3  (run by the build driver right before lowering)
+fuse_ops                   3  (run by ember.lower at every level, config key
+                              ``fuse_ops.max_depth``; depth 1 at level 0 or when disabled)
 =========================  =====
 
 Register a new pass with ``register_pass(Pass("my_pass", 2, fn))``.

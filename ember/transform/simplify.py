@@ -31,10 +31,10 @@ from ember.ir.expr import Call, Constant, Expr, call
 from ember.ir.module import IRModule
 from ember.ir.op import OpDef
 from ember.ir.types import TensorType
+from ember.support.dtypes import is_float
 from ember.transform._util import map_bodies, rewrite_graph, use_counts
 
 _LINEAR_OPS = ("nn.conv", "nn.dense", "nn.matmul")
-_FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
 
 def _op_name(node: Expr) -> str:
@@ -110,7 +110,7 @@ def _const_operand(old: Call, node: Call) -> tuple[Expr, Expr, Constant] | None:
 def _linear_axis(x: Expr) -> int | None:
     """The channel axis of a linear op (conv: 1, dense/matmul: last), looking through one
     add; None when ``x`` is not one, or not floating point."""
-    if not isinstance(x, Call) or x.tensor_type.dtype not in _FLOAT_DTYPES:
+    if not isinstance(x, Call) or not is_float(x.tensor_type.dtype):
         return None
     linear: Expr = x
     if _op_name(x) == "add":

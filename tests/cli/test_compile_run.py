@@ -72,3 +72,24 @@ def test_run_random_inputs_and_errors(tmp_path, capsys):
     (tmp_path / "junk.tar").write_bytes(b"not a tar at all")
     assert main(["run", str(tmp_path / "junk.tar")]) == 1
     assert "not a readable tar" in capsys.readouterr().err
+
+
+def test_aot_package_runs_and_shows_its_memory_map(tmp_path, capsys):
+    src = tmp_path / "m.onnx"
+    onnx.save(_model(), src)
+    out = tmp_path / "m.tar"
+    shape = ["--input-shape", "x:3,6", "--quiet"]
+    assert main(["compile", str(src), "-o", str(out), "--executor", "aot", *shape]) == 0
+    x = np.random.default_rng(0).standard_normal((3, 6)).astype("float32")
+    np.savez(tmp_path / "in.npz", x=x)
+    args = ["run", str(out), "--inputs", str(tmp_path / "in.npz"), "--outputs"]
+    assert main([*args, str(tmp_path / "out.npz")]) == 0
+    got = np.load(tmp_path / "out.npz")["output_0"]
+    np.testing.assert_allclose(got, run_onnxruntime(_model(), {"x": x})[0], rtol=1e-5, atol=1e-6)
+    capsys.readouterr()
+    assert main(["inspect", str(out), "--show", "memory_map.json"]) == 0
+    assert "lower bound" in capsys.readouterr().out
+    svg = tmp_path / "mm.svg"
+    assert main(["inspect", str(out), "--memory-svg", str(svg)]) == 0
+    text = svg.read_text()
+    assert text.startswith("<svg") and "workspace" in text and text.endswith("</svg>\n")

@@ -57,7 +57,7 @@ def test_options_from_dict_and_target() -> None:
     assert opts.cflags() == "-O1 -march=znver3 -fno-math-errno -fno-trapping-math"
     with pytest.raises(CompileError, match="unknown C target option 'fast'"):
         c_options({"fast": True})
-    with pytest.raises(CompileError, match="opt_level must be 0-3"):
+    with pytest.raises(CompileError, match="opt-level must be 0-3"):
         c_options({"opt_level": 9})
     with pytest.raises(CompileError, match="not a CPU name"):
         c_options({"mcpu": "x; rm -rf /"})

@@ -75,7 +75,32 @@ def parallel_rows() -> tir.PrimFunc:
     return tir.PrimFunc("parallel_rows", (a, c, scale), body)
 
 
-KERNELS: list[Callable[[], tir.PrimFunc]] = [vector_add, dense_relu, scaled_reverse, parallel_rows]
+def _relu(t: te.Tensor, name: str) -> te.Tensor:
+    return te.compute(t.shape, lambda i: tir.if_then_else(t[i] < 0.0, 0.0, t[i]), name)
+
+
+def relu_chain() -> tir.PrimFunc:
+    """Inlined producers read twice (select ReLUs) bound once by Let; a checked gather."""
+    x = te.placeholder((64,), "float32", "X")
+    idx = te.placeholder((64,), "int64", "I")
+    t = te.compute((64,), lambda i: x[tir.index_check(idx[i], 64, "the test's indices")], "G")
+    for k in range(3):
+        t = _relu(t, f"R{k}")
+    s = te.create_schedule(t)
+    for op in s.ops:
+        if op is not t.op and isinstance(op, te.ComputeOp):
+            s[op].compute_inline()
+    s[t].vectorize(t.op.axis[0])
+    return te.lower(s, [x, idx, t], name="relu_chain")
+
+
+KERNELS: list[Callable[[], tir.PrimFunc]] = [
+    vector_add,
+    dense_relu,
+    scaled_reverse,
+    relu_chain,
+    parallel_rows,
+]
 
 
 @pytest.mark.parametrize("make", KERNELS, ids=lambda f: f.__name__)

@@ -206,7 +206,27 @@ def test_benchmark_script_prints_one_row_per_model(capsys, monkeypatch):
     rows = [line for line in out.splitlines() if line.startswith("| ")]
     assert rows[0].split("|")[1].strip() == "model" and len(rows) == 4
     assert [r.split("|")[1].strip() for r in rows[2:]] == ["bert", "squeezenet"]
-    ratios = [float(r.split("|")[7]) for r in rows[2:]]
+    ratios = [float(r.split("|")[8]) for r in rows[2:]]
     assert all(x > 0 for x in ratios)
     with pytest.raises(RegistryError, match="unknown example model"):
         bench.main(["--models", "nope", "--keep-cache"])
+
+
+def test_memory_benchmark_prints_plan_bound_and_ratio(capsys, monkeypatch):
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).parents[2] / "benchmarks" / "memory.py"
+    spec = importlib.util.spec_from_file_location("ember_bench_memory", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, bench)
+    spec.loader.exec_module(bench)
+    assert bench.main(["--models", "ds_cnn_kws,resnet8", "--no-ort"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    cells = [[c.strip() for c in r.split("|")[1:-1]] for r in rows[2:]]
+    assert [c[0] for c in cells] == ["ds_cnn_kws", "resnet8"]
+    for c in cells:
+        planned, bound, ratio = float(c[1]), float(c[2]), float(c[3])
+        assert 0 < bound <= planned and 1.0 <= ratio <= 1.1

@@ -4,20 +4,20 @@ MaxPool's Indices output. One model (one C compile) holds many nodes of one kind
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper
 
+from ember import testing
 from ember.frontend import from_onnx
 from ember.ir import evaluate
 from ember.testing import assert_matches_onnxruntime, run_onnx_compiled, run_onnxruntime
 
 pytestmark = pytest.mark.cc
 
-_ELEM = {"float32": TensorProto.FLOAT, "int64": TensorProto.INT64, "int32": TensorProto.INT32}
 COORD_MODES = [
     "half_pixel",
     "half_pixel_symmetric",
@@ -27,25 +27,9 @@ COORD_MODES = [
     "tf_half_pixel_for_nn",
     "tf_crop_and_resize",
 ]
+#: the models of this file default to opset 19 (Resize's antialias and keep_aspect_ratio).
+build_model = partial(testing.build_model, opset=19)
 NEAREST_MODES = ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]
-
-
-def build_model(
-    nodes: Sequence[Any],
-    inputs: Mapping[str, np.ndarray],
-    outputs: Mapping[str, str],
-    inits: Mapping[str, np.ndarray] | None = None,
-    opset: int = 19,
-) -> Any:
-    """A model of ``nodes`` with graph inputs typed like ``inputs`` (output name -> dtype)."""
-    graph = helper.make_graph(
-        list(nodes),
-        "nn_image_ops",
-        [helper.make_tensor_value_info(k, _ELEM[v.dtype.name], v.shape) for k, v in inputs.items()],
-        [helper.make_tensor_value_info(k, _ELEM[d], None) for k, d in outputs.items()],
-        initializer=[numpy_helper.from_array(v, k) for k, v in (inits or {}).items()],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
 def _resize_nodes(method: str, x: str, target: str, extra: dict[str, Any]) -> list[Any]:

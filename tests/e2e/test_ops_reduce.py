@@ -7,38 +7,19 @@ Each test builds one ONNX model holding several nodes (one C compile per model).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from functools import partial
 
 import numpy as np
 import pytest
-from onnx import helper, numpy_helper
+from onnx import helper
 
+from ember import testing
 from ember.testing import assert_matches_onnxruntime
 
 pytestmark = pytest.mark.cc
 
-
-def _elem(dtype: str) -> int:
-    return int(helper.np_dtype_to_tensor_dtype(np.dtype(dtype)))
-
-
-def build_model(
-    nodes: Sequence[Any],
-    inputs: Mapping[str, np.ndarray],
-    outputs: Sequence[str],
-    inits: Mapping[str, np.ndarray] | None = None,
-    opset: int = 18,
-) -> Any:
-    """A model of ``nodes``: typed graph inputs, initializers, untyped outputs."""
-    graph = helper.make_graph(
-        list(nodes),
-        "reduce_ops",
-        [helper.make_tensor_value_info(k, _elem(v.dtype.name), v.shape) for k, v in inputs.items()],
-        [helper.make_empty_tensor_value_info(n) for n in outputs],
-        initializer=[numpy_helper.from_array(np.asarray(v), k) for k, v in (inits or {}).items()],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+#: the models of this file default to opset 18.
+build_model = partial(testing.build_model, opset=18)
 
 
 REDUCE = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"]

@@ -9,8 +9,9 @@ import pytest
 from ember import tir
 from ember.errors import IRError
 from ember.ir import Attrs, Function, TensorType, Var, call, const, evaluate
+from ember.ir.ops.nn_conv import unpack_depthwise_weight
 from ember.lowering.lower_group import lower_group
-from ember.ops.nn_conv import conv_to_packed, unpack_depthwise_weight
+from ember.ops.nn_conv import conv_to_packed
 
 
 def v(name: str, shape: tuple[int, ...], dtype: str = "float32") -> Var:

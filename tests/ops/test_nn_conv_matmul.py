@@ -10,7 +10,7 @@ import pytest
 from ember import tir
 from ember.ir import Attrs, Function, TensorType, Var, call, evaluate
 from ember.lowering.lower_group import lower_group
-from ember.ops.nn_schedule import MATMUL_MIN_ROWS, MATMUL_TILE, _lane_tile
+from ember.ops.nn_schedule import MATMUL_MIN_ROWS, TILES, _lane_tile
 
 
 def v(name: str, shape: tuple[int, ...], dtype: str = "float32") -> Var:
@@ -69,7 +69,7 @@ def test_few_rows_and_vector_operands_keep_the_row_schedule(ashape, bshape):
 
 
 def test_lane_tile():
-    assert _lane_tile(1000, MATMUL_TILE[1]) == 40
+    assert _lane_tile(1000, TILES["x86-avx512"].matmul[1]) == 40
     assert _lane_tile(768, 48) == 48
     assert _lane_tile(20, 48) == 20
     assert _lane_tile(7, 48) == 7

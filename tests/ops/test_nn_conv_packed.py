@@ -9,15 +9,13 @@ import pytest
 from ember import tir
 from ember.errors import IRError
 from ember.ir import Attrs, Constant, Function, TensorType, Var, call, const, evaluate
+from ember.ir.ops.nn_conv import pack_conv_weight, unpack_conv_weight
 from ember.lowering.lower_group import lower_group
-from ember.ops.nn_conv import (
-    PACK_BLOCKS,
-    conv_to_packed,
-    pack_block,
-    pack_conv_weight,
-    unpack_conv_weight,
-)
-from ember.ops.nn_schedule import MAX_TILE_COLS, _tile_cols
+from ember.ops.nn_conv import PACK_BLOCKS, conv_to_packed, pack_block
+from ember.ops.nn_schedule import _tile_cols, register_tiles
+from ember.target import Target
+
+MAX_TILE_COLS = register_tiles(Target.create("c")).conv_cols
 
 
 def v(name: str, shape: tuple[int, ...], dtype: str = "float32") -> Var:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import re
 import subprocess
+import sys
 
 import pytest
 
@@ -206,3 +207,27 @@ def test_prebuilt_runtime_library_is_used_without_compiling(tmp_path):
     env["EMBER_RUNTIME_LIB"] = str(tmp_path / "missing.so")
     failed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert failed.returncode != 0 and "EMBER_RUNTIME_LIB points to" in failed.stderr
+
+
+def test_load_hook_runs_at_once_when_loaded() -> None:
+    seen: list[ctypes.CDLL] = []
+    lib = c_api.lib()
+    c_api.add_load_hook("test.seen", seen.append)
+    try:
+        assert seen == [lib]
+        assert "global_fallback" in c_api.LOAD_HOOKS  # registry.py installs the fallback
+    finally:
+        c_api.LOAD_HOOKS.unregister("test.seen")
+
+
+def test_load_hook_registered_before_load_runs_at_load() -> None:
+    code = (
+        "from ember.runtime import c_api\n"
+        "seen = []\n"
+        "c_api.add_load_hook('test.seen', seen.append)\n"
+        "print(len(seen), end=' ')\n"
+        "c_api.lib()\n"
+        "print(len(seen), seen[0] is c_api.lib())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["0", "1", "True"]

@@ -23,14 +23,14 @@ from ember.errors import ArtifactError, ModuleLoadError, SerializationError
 from ember.runtime.artifact import Artifact, InMemoryArtifact
 from ember.runtime.artifact_set import ArtifactSet
 from ember.runtime.blob import BLOB_FORMAT_VERSION, BLOB_MAGIC, BLOB_SYMBOL, read_library_blob
+from ember.runtime.elf import ElfFile
 from ember.runtime.export import blob_assembly, export_library
-from ember.runtime.inspectors.builtin import exported_functions
-from ember.runtime.inspectors.elf import ElfFile
 from ember.runtime.library_module import LibraryModule, load_module
 from ember.runtime.libruntime import include_dir
 from ember.runtime.loading import load_artifacts, loader_func_name
 from ember.runtime.registry import find_python_func, register_func, remove_global_func
 from ember.support.toolchain import compile_shared
+from ember.tools.inspectors.builtin import exported_functions
 
 META = Artifact("exec", "metadata", "graph.json", b'{"entry": "add_one"}')
 

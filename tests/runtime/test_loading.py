@@ -288,7 +288,7 @@ def test_artifact_set_load_module_is_load_artifacts(rec: Recorder) -> None:
 def test_loading_imports_no_compiler_layer() -> None:
     code = (
         "import sys, ember.runtime.loading, ember.runtime.export, ember.cli.main\n"
-        "import ember.runtime.inspectors.sources\n"
+        "import ember.tools.inspectors.sources\n"
         "bad = [m for m in sys.modules if m.split('.')[:2] in "
         "(['ember', 'ir'], ['ember', 'tir'], ['ember', 'codegen'], ['ember', 'transform'], "
         "['ember', 'frontend'])]\n"

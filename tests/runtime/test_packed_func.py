@@ -362,3 +362,22 @@ def test_registered_object_crosses_c_by_identity(lib):
     assert lib["arg_code"](box) == rt.TypeCode.OBJECT_HANDLE
     got = lib["call_with_tensor"](lambda b: b.value * 2, box)  # C forwards it to Python
     assert got == 6
+
+
+@pytest.mark.cc
+def test_registered_identity_type_crosses_c_by_identity(lib):
+    from ember.runtime.packed_func import IDENTITY_TYPES, register_identity_type
+
+    class Token:
+        pass
+
+    key = register_identity_type(Token, rt.TypeCode.OBJECT_HANDLE)
+    try:
+        token = Token()
+        assert lib["echo"](token) is token
+        assert lib["arg_code"](token) == rt.TypeCode.OBJECT_HANDLE
+        assert lib["arg_code"](rt.PythonModule({})) == rt.TypeCode.MODULE_HANDLE  # module.py's
+    finally:
+        IDENTITY_TYPES.unregister(key)
+    with pytest.raises(EmberTypeError, match="cannot be passed"):
+        lib["echo"](Token())

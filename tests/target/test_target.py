@@ -30,7 +30,7 @@ def test_unknown_kind_names_known():
 
 
 def test_bad_options():
-    with pytest.raises(EmberValueError, match="unknown option -mattr.*known: -mcpu"):
+    with pytest.raises(EmberValueError, match="unknown option -mattr.*known: .*-mcpu"):
         Target.create("c -mattr=+avx2")
     with pytest.raises(EmberValueError, match="as int"):
         Target.create("c -opt-level=high")

@@ -17,6 +17,7 @@ Symbols are ``SYMBOL_PREFIX + name`` (names already carrying the prefix keep it)
 from __future__ import annotations
 
 from ember.errors import CompileError
+from ember.support import dtypes
 from ember.tir import dtype as dt
 from ember.tir.buffer import Buffer
 from ember.tir.expr import IntImm, Var
@@ -35,21 +36,6 @@ TYPE_NULL = 4
 TYPE_DLTENSOR = 7
 TYPE_NDARRAY = 13
 DEVICE_CPU = 1
-
-_CTYPES = {
-    "bool": "uint8_t",
-    "int8": "int8_t",
-    "int16": "int16_t",
-    "int32": "int32_t",
-    "int64": "int64_t",
-    "uint8": "uint8_t",
-    "uint16": "uint16_t",
-    "uint32": "uint32_t",
-    "uint64": "uint64_t",
-    "float32": "float",
-    "float64": "double",
-    "handle": "void*",
-}
 
 _C_RESERVED = (
     "auto break case char const continue default do double else enum extern float for "
@@ -95,13 +81,22 @@ def c_type(dtype: str, where: str = "") -> str:
             f"C codegen{where}: vector dtype {dtype} is not supported yet; "
             "use a vectorized loop (ForKind.VECTORIZED) instead of Ramp/Broadcast"
         )
-    if dtype not in _CTYPES:
+    info = dtypes.lookup(dtype)
+    if info is None or info.c_type is None:
         raise CompileError(
             f"C codegen{where}: dtype {dtype} is not supported by the C backend yet; "
             "cast to float32 before the kernel (float16/bfloat16 support comes with "
             "the LLVM backend)"
         )
-    return _CTYPES[dtype]
+    return info.c_type
+
+
+def dtype_suffix(dtype: str) -> str:
+    """The short type tag of helper names: ``f32``, ``i64``, ``u8``."""
+    base = dt.element_of(dtype)
+    return {"float32": "f32", "float64": "f64"}.get(
+        base, base.replace("int", "i").replace("ui", "u")
+    )
 
 
 def symbol_name(func: PrimFunc | str) -> str:

@@ -89,6 +89,8 @@ class CodeGenC(ParallelMixin, ExprCodegen):
         self.perr_messages: list[str] = []
         self.perr_kind = "parallel"
         self.perr_count = 0
+        self.kernel_messages: list[str] = []  # index checks outside parallel loops
+        self.formatted: set[str] = set()
         # parallel loops become range lambdas (``parallel``): the C names in scope with
         # their declared types (the captures), the lambdas' text, and whether we are in one
         self.live: list[tuple[str, str]] = []
@@ -138,7 +140,8 @@ class CodeGenC(ParallelMixin, ExprCodegen):
         storage = "EMBER_DLL " if self.opts.export_unpacked else "static "
         signature = ", ".join(params) or "void"
         head = f"{storage}int32_t {symbol_name(func)}{UNPACKED_SUFFIX}({signature}) {{"
-        body = "\n".join(self.lines)
+        lines = [*self.kernel_error_prologue(), *self.lines, *self.kernel_error_epilogue()]
+        body = "\n".join(lines)
         text = f"{head}\n{body}\n  return 0;\n}}\n" if body else f"{head}\n  return 0;\n}}\n"
         return "\n".join([*self.outlined, text]), pnames
 

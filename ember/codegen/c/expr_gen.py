@@ -10,11 +10,10 @@ and static workspace pools for the prelude of one output file.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass, field
 
-from ember.codegen.c.abi import c_string, c_type
-from ember.codegen.c.vecmath import EXP_HELPER, exp_helper, simd_prototype
+from ember.codegen.c.abi import c_string, c_type, dtype_suffix
+from ember.codegen.c.checks import CheckMixin, divisor_guard
+from ember.codegen.c.file_context import FileContext
 from ember.codegen.c.vector import VectorMixin, vector_type
 from ember.errors import CompileError
 from ember.tir import dtype as dt
@@ -50,6 +49,8 @@ from ember.tir.expr import (
     Sub,
     Var,
 )
+from ember.tir.functor import post_order_visit
+from ember.tir.op import CHECK_KIND
 from ember.tir.simplify import Simplifier
 from ember.tir.stmt import Allocate, PrimFunc
 
@@ -97,85 +98,7 @@ _COMPARE: dict[type, tuple[str, int]] = {
 }
 
 
-@dataclass
-class FileContext:
-    """What the functions of one C file need from its prelude."""
-
-    helpers: dict[str, str] = field(default_factory=dict)
-    externs: dict[str, str] = field(default_factory=dict)
-    pools: dict[str, int] = field(default_factory=dict)
-    #: gives the libm functions (double names) that may be declared SIMD (``vecmath``);
-    #: asked on the first math call only, so a file without math never runs the probe
-    simd_provider: Callable[[], tuple[str, ...]] | None = None
-    _simd: tuple[str, ...] | None = field(default=None, repr=False)
-    #: the SIMD prototypes this file uses, by C function name
-    simd_decls: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def simd_math(self) -> tuple[str, ...]:
-        """The libm functions this file may declare SIMD (empty without vector math)."""
-        if self._simd is None:
-            self._simd = self.simd_provider() if self.simd_provider is not None else ()
-        return self._simd
-
-    def use_math(self, base: str, c_name: str, ctype: str) -> None:
-        """Note a call of libm's ``c_name`` (``base`` without the f suffix) of type ctype."""
-        if base in self.simd_math:
-            self.simd_decls.setdefault(c_name, simd_prototype(c_name, ctype))
-
-    def exp_function(self, ctype: str) -> str:
-        """The C function computing exp for ``ctype`` (libm's, or ``vecmath.exp_helper``).
-
-        With libmvec, float32 uses the helper that keeps masked (very negative) lanes on
-        the vector path.
-        """
-        sfx = "f" if ctype == "float" else ""
-        self.use_math("exp", f"exp{sfx}", ctype)
-        if "exp" not in self.simd_math or ctype != "float":
-            return f"exp{sfx}"
-        self.helpers.setdefault("0a_" + EXP_HELPER, exp_helper())  # before its users
-        return EXP_HELPER
-
-    def sigmoid_function(self, ctype: str) -> str:
-        """The C helper computing sigmoid for ``ctype`` (declared in this file's prelude).
-
-        ``t = exp(-|x|)`` never overflows, so saturated lanes on either side stay on the
-        vector path: ``x >= 0 ? 1 / (1 + t) : t / (1 + t)``; NaN stays NaN.
-        """
-        sfx = "f" if ctype == "float" else ""
-        one, zero = ("1.0f", "0.0f") if sfx else ("1.0", "0.0")
-        name = f"ember_sigmoid_{'f32' if sfx else 'f64'}"
-        exp = self.exp_function(ctype)
-        self.helpers.setdefault(
-            "0b_" + name,
-            f"static inline {ctype} {name}({ctype} x) {{ const {ctype} t = {exp}(-fabs{sfx}(x)); "
-            f"return (x >= {zero} ? {one} : t) / ({one} + t); }}",
-        )
-        return name
-
-    def prelude(self) -> str:
-        """SIMD and extern prototypes, static pools and helpers, in a deterministic order."""
-        parts: list[str] = [self.simd_decls[name] for name in sorted(self.simd_decls)]
-        for name in sorted(self.externs):
-            parts.append(self.externs[name])
-        for name in sorted(self.pools):
-            parts.append(
-                f"static uint8_t ember_pool_{name}[{self.pools[name]}] "
-                "__attribute__((aligned(64)));"
-            )
-        for name in sorted(self.helpers):
-            parts.append(self.helpers[name])
-        return "\n".join(parts) + ("\n" if parts else "")
-
-
-def _suffix(dtype: str) -> str:
-    base = dt.element_of(dtype)
-    return {"float32": "f32", "float64": "f64"}.get(
-        base, base.replace("int", "i").replace("ui", "u")
-    )
-
-
-class ExprCodegen(VectorMixin):
+class ExprCodegen(VectorMixin, CheckMixin):
     """The expression half of CodeGenC (needs ``func``, ``ctx``, ``where``, ``bounds``)."""
 
     func: PrimFunc
@@ -214,10 +137,12 @@ class ExprCodegen(VectorMixin):
             assert isinstance(e, BinaryOp)
             if isinstance(e, Mod) and dt.is_float(e.dtype):
                 return self.call_math("fmod", e.dtype, [e.a, e.b]), 16
+            if isinstance(e, Div | Mod) and dt.is_integral(e.dtype) and not self.plain_div(e):
+                return self.checked_divmod(e), 16
             sym, p = _BINARY[type(e)]
             return f"{self.expr(e.a, p)} {sym} {self.expr(e.b, p + 1)}", p
         if isinstance(e, Min | Max):
-            name = f"ember_{type(e).__name__.lower()}_{_suffix(e.dtype)}"
+            name = f"ember_{type(e).__name__.lower()}_{dtype_suffix(e.dtype)}"
             ct = c_type(e.dtype, self.where)
             op = "<" if isinstance(e, Min) else ">"
             self.ctx.helpers[name] = (
@@ -243,6 +168,8 @@ class ExprCodegen(VectorMixin):
         if isinstance(e, Call):
             if e.kind == "extern":
                 return self.call_extern(e), 16
+            if e.kind == CHECK_KIND:
+                return self.index_check(e)
             return self.call_math(e.op, e.dtype, list(e.args)), 16
         if isinstance(e, BufferLoad):
             return f"{self.buf(e.buffer)}[{self.expr(e.buffer.offset_of(e.indices))}]", 16
@@ -311,7 +238,7 @@ class ExprCodegen(VectorMixin):
                 return self.call_math("floor", e.dtype, [Div(e.a, e.b)]), 16
             ct = c_type(e.dtype, self.where)
             sfx = "f" if dt.element_of(e.dtype) == "float32" else ""
-            name = f"ember_floormod_{_suffix(e.dtype)}"
+            name = f"ember_floormod_{dtype_suffix(e.dtype)}"
             body = f"return a - floor{sfx}(a / b) * b;"
             self.ctx.helpers[name] = f"static inline {ct} {name}({ct} a, {ct} b) {{ {body} }}"
             return f"{name}({self.expr(e.a)}, {self.expr(e.b)})", 16
@@ -321,13 +248,16 @@ class ExprCodegen(VectorMixin):
             sym = "/" if isinstance(e, FloorDiv) else "%"
             return f"{self.expr(e.a, 13)} {sym} {self.expr(e.b, 14)}", 13
         ct = c_type(e.dtype, self.where)
+        checked = not self.plain_div(e)  # a divisor that may trap: the checked helper
+        guard = divisor_guard(e.dtype, isinstance(e, FloorDiv)) if checked else ""
+        tag = "_checked" if checked else ""
         if isinstance(e, FloorDiv):
-            name = f"ember_floordiv_{_suffix(e.dtype)}"
+            name = f"ember_floordiv{tag}_{dtype_suffix(e.dtype)}"
             body = f"{ct} q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;"
         else:
-            name = f"ember_floormod_{_suffix(e.dtype)}"
+            name = f"ember_floormod{tag}_{dtype_suffix(e.dtype)}"
             body = f"{ct} r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;"
-        self.ctx.helpers[name] = f"static inline {ct} {name}({ct} a, {ct} b) {{ {body} }}"
+        self.ctx.helpers[name] = f"static inline {ct} {name}({ct} a, {ct} b) {{ {guard}{body} }}"
         return f"{name}({self.expr(e.a)}, {self.expr(e.b)})", 16
 
     def call_math(self, op: str, dtype: str, args: list[PrimExpr]) -> str:
@@ -383,7 +313,6 @@ class ExprCodegen(VectorMixin):
 
     def _buffers(self) -> list[Buffer]:
         out = [p for p in self.func.params if isinstance(p, Buffer)]
-        from ember.tir.functor import post_order_visit
 
         post_order_visit(
             self.func.body, lambda n: out.append(n.buffer) if isinstance(n, Allocate) else None

@@ -27,7 +27,6 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ember.codegen.c.abi import c_string
 from ember.tir.expr import BufferLoad, IntImm, PrimExpr
 from ember.tir.functor import post_order_visit
 from ember.tir.simplify import simplify
@@ -131,6 +130,10 @@ class ParallelMixin:
     opts: Any
     in_lambda: bool
     in_simd: bool
+    kernel_messages: list[str]
+    set_error: Callable[[str], str]
+    kernel_error_prologue: Callable[[], list[str]]
+    kernel_error_epilogue: Callable[[], list[str]]
     live: list[tuple[str, str]]
     outlined: list[str]
     emit: Callable[[str], None]
@@ -150,13 +153,16 @@ class ParallelMixin:
         start = f"({ctype}){begin}" if lo == "0" else f"({ctype}){begin} + {lo}"
         stop = f"({ctype}){end}" if lo == "0" else f"({ctype}){end} + {lo}"
         saved = (self.lines, self.indent, self.scopes, self.heap, self.in_lambda)
+        saved_checks = self.kernel_messages
         self.lines, self.indent, self.scopes, self.heap = [], 1, [set()], []
-        self.in_lambda = True
+        self.in_lambda, self.kernel_messages = True, []
         self.emit(f"for ({ctype} {v} = {start}; {v} < {stop}; ++{v}) {{")
         self.block(s.body)
         self.emit("}")
-        body = self.lines
+        # index checks in the lambda use its own flag, reported when its chunk ends
+        body = [*self.kernel_error_prologue(), *self.lines, *self.kernel_error_epilogue()]
         self.lines, self.indent, self.scopes, self.heap, self.in_lambda = saved
+        self.kernel_messages = saved_checks
         captured = self.captures("\n".join(body))
         head = [f"static int32_t {fn}(int64_t {begin}, int64_t {end}, void* {cdata}) {{"]
         if captured:
@@ -195,8 +201,8 @@ class ParallelMixin:
         self.indent += 1
         for code, message in enumerate(messages, start=1):
             if message:
-                text = c_string(f"{message} (in a {self.perr_kind} loop)")
-                self.emit(f"if ({flag} == {code}) EmberAPISetLastError({text});")
+                text = self.set_error(f"{message} (in a {self.perr_kind} loop)")
+                self.emit(f"if ({flag} == {code}) {text}")
         for name in reversed(self.heap):
             self.emit(f"EmberBackendFreeWorkspace(1, 0, {name});")
         self.emit("return -1;")

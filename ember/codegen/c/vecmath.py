@@ -35,6 +35,7 @@ from pathlib import Path
 from ember.config import config
 from ember.errors import EmberError
 from ember.support.hashing import hash_strings
+from ember.support.toolchain import compile_executable
 
 #: The linker flag that brings in the SIMD variants.
 LIBMVEC_FLAG = "-lmvec"
@@ -183,7 +184,6 @@ def _check_output(names: Sequence[str], output: str) -> bool:
 
 def _try(names: Sequence[str], cflags: str, cc: str) -> bool:
     """Whether ``names`` link, vectorize and compute correctly with these flags."""
-    from ember.support.toolchain import compile_executable
 
     with tempfile.TemporaryDirectory(prefix="ember-vecmath-") as tmp:
         src = Path(tmp) / "probe.c"

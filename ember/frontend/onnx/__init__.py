@@ -1,18 +1,24 @@
 """ONNX frontend: ``from_onnx(model) -> (IRModule, params)``.
 
-Importing this package imports every handler module (one op family per file), which
-registers the handlers through the public ``onnx_op`` decorator.
+Importing this package imports every handler module (one op family per file, named like
+the family in ember/ir/ops; constants.py holds the handlers that make no op of their own),
+which registers the handlers through the public ``onnx_op`` decorator.
 """
 
 from ember.frontend.onnx import (
-    activation,  # noqa: F401  (registers handlers)
+    binary,  # noqa: F401  (registers handlers)
     constants,  # noqa: F401  (registers handlers)
-    indexing,  # noqa: F401  (registers handlers)
-    logic,  # noqa: F401  (registers handlers)
-    math,  # noqa: F401  (registers handlers)
-    nn,  # noqa: F401  (registers handlers)
+    einsum,  # noqa: F401  (registers handlers)
+    elemwise,  # noqa: F401  (registers handlers)
+    index,  # noqa: F401  (registers handlers)
+    nn_conv,  # noqa: F401  (registers handlers)
+    nn_image,  # noqa: F401  (registers handlers)
+    nn_norm,  # noqa: F401  (registers handlers)
+    nn_pool,  # noqa: F401  (registers handlers)
+    nn_rnn,  # noqa: F401  (registers handlers)
     reduce,  # noqa: F401  (registers handlers)
-    tensor,  # noqa: F401  (registers handlers)
+    scan,  # noqa: F401  (registers handlers)
+    transform,  # noqa: F401  (registers handlers)
 )
 from ember.frontend.onnx.context import REQUIRED, ConvertContext, NodeView
 from ember.frontend.onnx.importer import from_onnx

@@ -16,6 +16,7 @@ from ember.frontend.onnx.registry import ALL_TYPES, NUMERIC_TYPES, onnx_op
 from ember.ir.expr import Constant, Expr, call
 from ember.ir.op import list_ops
 from ember.ir.types import TensorType
+from ember.support.dtypes import numpy_dtype as _np
 
 #: ConstantOfShape results up to this many elements are plain constants; larger ones are a
 #: broadcast of the scalar so the module does not carry a huge literal.
@@ -160,14 +161,6 @@ def range_(ctx: ConvertContext, node: NodeView) -> Expr:
         delta
     ).reshape(())
     return Constant(values.astype(dtype, copy=False).reshape(count))
-
-
-def _np(dtype: str) -> np.dtype:
-    if dtype == "bfloat16":
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(dtype)
 
 
 def _filled(shape: tuple[int, ...], scalar: np.ndarray, node: NodeView) -> Expr:

@@ -22,7 +22,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from ember.errors import EmberError, FrontendError
+from ember.errors import FrontendError
 from ember.ir.expr import (
     Call,
     Constant,
@@ -33,7 +33,8 @@ from ember.ir.expr import (
     children,
 )
 from ember.ir.op import OpDef
-from ember.ir.types import TensorType, TupleType, canonical_dtype
+from ember.ir.types import TensorType, TupleType
+from ember.support import dtypes
 
 #: sentinel default of :meth:`NodeView.attr`: the attribute must be present.
 REQUIRED: Any = object()
@@ -41,15 +42,13 @@ REQUIRED: Any = object()
 
 def onnx_elem_dtype(elem_type: int, where: str) -> str:
     """The canonical ember dtype of an ONNX TensorProto element type, or FrontendError."""
-    try:
-        np_dtype = onnx.helper.tensor_dtype_to_np_dtype(elem_type)
-        return canonical_dtype(np_dtype)
-    except (KeyError, ValueError, TypeError, EmberError):
-        name = onnx_elem_name(elem_type)
+    info = dtypes.from_onnx(elem_type)
+    if info is None:
         raise FrontendError(
-            f"{where}: element type {name} is not supported by ember; supported element "
-            "types: bool, int8..int64, uint8..uint64, float16, bfloat16, float32, float64"
-        ) from None
+            f"{where}: element type {onnx_elem_name(elem_type)} is not supported by ember; "
+            f"supported element types: {', '.join(dtypes.TENSOR_DTYPES)}"
+        )
+    return info.name
 
 
 def onnx_elem_name(elem_type: int) -> str:

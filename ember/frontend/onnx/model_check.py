@@ -8,16 +8,19 @@ the complete list of unsupported operators (all of them at once, with their node
 
 from __future__ import annotations
 
+import heapq
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import onnx
-from onnx import numpy_helper
+from onnx import inliner, numpy_helper
+from onnx.external_data_helper import load_external_data_for_model, uses_external_data
 
 from ember.errors import FrontendError, OpNotSupportedError
 from ember.frontend.onnx.context import onnx_elem_dtype, onnx_elem_name, sparse_to_dense
 from ember.frontend.onnx.registry import find_handler, supported_ops
+from ember.support.dtypes import numpy_dtype as _np_dtype
 
 #: the oldest default-domain opset the importer accepts.
 MIN_OPSET = 7
@@ -108,7 +111,6 @@ def _parse(data: bytes, where: str) -> onnx.ModelProto:
 
 def _load_external(proto: onnx.ModelProto, base_dir: str, where: str) -> None:
     """Load tensors stored in external data files next to the model."""
-    from onnx.external_data_helper import load_external_data_for_model, uses_external_data
 
     tensors = list(proto.graph.initializer)
     if not any(uses_external_data(t) for t in tensors):
@@ -125,8 +127,6 @@ def _load_external(proto: onnx.ModelProto, base_dir: str, where: str) -> None:
 def normalize_model(model: onnx.ModelProto) -> onnx.ModelProto:
     """Inline model-local functions and densify sparse initializers (a copy if needed)."""
     if model.functions:
-        from onnx import inliner
-
         try:
             model = inliner.inline_local_functions(model)
         except Exception as err:
@@ -234,7 +234,6 @@ def topological_nodes(graph: onnx.GraphProto, input_names: Sequence[str]) -> lis
 
 def _kahn(graph: onnx.GraphProto, deps: list[set[int]], label: str) -> list[int]:
     """Stable topological order (smallest ready index first); FrontendError on a cycle."""
-    import heapq
 
     users: list[list[int]] = [[] for _ in deps]
     missing = [len(d) for d in deps]
@@ -401,13 +400,3 @@ def infer_value_dtypes(model: onnx.ModelProto, input_dtypes: Mapping[str, str]) 
         except FrontendError:
             out[vi.name] = onnx_elem_name(tt.elem_type).lower()
     return out
-
-
-def _np_dtype(name: str) -> object:
-    import numpy as np
-
-    if name == "bfloat16":
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(name)

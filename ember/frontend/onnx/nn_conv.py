@@ -1,5 +1,5 @@
-"""ONNX handlers for convolutions and matrix products: Conv, ConvTranspose, Gemm, MatMul,
-Einsum. A bias becomes ``add(y, reshape(B, (C, 1, ...)))``."""
+"""ONNX handlers for convolutions and matrix products: Conv, ConvTranspose, Gemm, MatMul.
+A bias becomes ``add(y, reshape(B, (C, 1, ...)))``."""
 
 from __future__ import annotations
 
@@ -137,10 +137,3 @@ def matmul(ctx: ConvertContext, node: NodeView) -> Expr:
     a = required(ctx, node, 0, "A")
     b = required(ctx, node, 1, "B")
     return call("nn.matmul", a, b, name=node.name)
-
-
-@onnx_op("Einsum", since=12, dtypes=NUMERIC_TYPES)
-def einsum(ctx: ConvertContext, node: NodeView) -> Expr:
-    """Einsum with numpy's equation syntax."""
-    inputs = [required(ctx, node, i, f"input {i}") for i in range(len(node.inputs))]
-    return call("einsum", *inputs, equation=node.attr("equation"), name=node.name)

@@ -1,12 +1,13 @@
 """ONNX handlers for normalisations: BatchNormalization (inference, and training mode by
 decomposition), InstanceNormalization, LayerNormalization (Mean/InvStdDev outputs by
-decomposition when used), LRN, Softmax and LogSoftmax (opset < 13 coerces to 2-D)."""
+decomposition when used), LRN, Softmax, LogSoftmax and Hardmax (opset < 13 coerces to 2-D)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 
+from ember.frontend.onnx import common
 from ember.frontend.onnx.context import ConvertContext, NodeView
 from ember.frontend.onnx.nn_common import (
     check_unused_outputs,
@@ -18,6 +19,7 @@ from ember.frontend.onnx.nn_common import (
 )
 from ember.frontend.onnx.registry import FLOAT_TYPES, onnx_op
 from ember.ir.expr import Expr, call
+from ember.ir.ops.common import normalize_axis
 
 
 def _as_dtype(ctx: ConvertContext, node: NodeView, expr: Expr, dtype: str) -> Expr:
@@ -150,3 +152,31 @@ def softmax(ctx: ConvertContext, node: NodeView) -> Expr:
 def log_softmax(ctx: ConvertContext, node: NodeView) -> Expr:
     """LogSoftmax."""
     return _softmax(ctx, node, "nn.log_softmax")
+
+
+@onnx_op("Hardmax", since=1, dtypes=FLOAT_TYPES)
+def hardmax(ctx: ConvertContext, node: NodeView) -> Expr:
+    """Hardmax: 1 at the first maximum along ``axis``, 0 elsewhere (2-D coercion < 13)."""
+    x = common.arg(ctx, node, 0)
+    shape = common.ttype(x).shape
+    dtype = common.ttype(x).dtype
+    legacy = node.opset < 13
+    axis = normalize_axis(int(node.attr("axis", 1 if legacy else -1)), len(shape))
+    work = x
+    if legacy:
+        rows = math.prod(shape[:axis])
+        work = call("reshape", x, newshape=(rows, math.prod(shape) // max(rows, 1)))
+        axis = 1
+    depth = common.ttype(work).shape[axis]
+    idx = call("argmax", work, axis=axis, keepdims=False)
+    out = call(
+        "one_hot",
+        idx,
+        common.scalar_const(1, dtype),
+        common.scalar_const(0, dtype),
+        depth=depth,
+        axis=axis,
+    )
+    if legacy:
+        out = call("reshape", out, newshape=shape)
+    return out

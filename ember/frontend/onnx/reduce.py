@@ -1,8 +1,6 @@
 """ONNX handlers for reductions: ReduceSum/Mean/Max/Min/Prod map to IR reductions;
 ReduceL1/L2/SumSquare/LogSum/LogSumExp are compositions (16-bit floats are computed in
-float32 and rounded once); ArgMax, ArgMin and TopK.
-
-CumSum and CumProd (running sums/products) live here too.
+float32 and rounded once); ArgMax and ArgMin (TopK, CumSum and CumProd: the scan family).
 
 ``axes`` is an attribute up to opset 12 (ReduceSum) or 17 (the others) and an optional
 input after; an empty/omitted ``axes`` reduces everything unless
@@ -13,13 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import numpy as np
-
+from ember.frontend.onnx.common import arg, scalar_const, ttype
 from ember.frontend.onnx.context import ConvertContext, NodeView
-from ember.frontend.onnx.math import arg, scalar_const, ttype
 from ember.frontend.onnx.registry import ALL_TYPES, NUMERIC_TYPES, HandlerFn, onnx_op
 from ember.ir.expr import Expr, call
 from ember.ir.ops.common import normalize_axes, normalize_axis
+from ember.support.dtypes import is_half
 
 #: the first opset in which each reduction takes ``axes`` as an input.
 _AXES_INPUT_SINCE = {"ReduceSum": 13}
@@ -44,7 +41,7 @@ def _axes(ctx: ConvertContext, node: NodeView, ndim: int) -> tuple[int, ...] | N
 def _widen(x: Expr) -> tuple[Expr, str]:
     """``x`` cast to float32 when it is a 16-bit float, and its original dtype."""
     dtype = ttype(x).dtype
-    if dtype in ("float16", "bfloat16"):
+    if is_half(dtype):
         return call("cast", x, dtype="float32"), dtype
     return x, dtype
 
@@ -154,46 +151,3 @@ def _arg_handler(ir_op: str) -> HandlerFn:
 
 onnx_op("ArgMax", since=1, dtypes=NUMERIC_TYPES)(_arg_handler("argmax"))
 onnx_op("ArgMin", since=1, dtypes=NUMERIC_TYPES)(_arg_handler("argmin"))
-
-
-@onnx_op("TopK", since=1, dtypes=NUMERIC_TYPES)
-def topk(ctx: ConvertContext, node: NodeView) -> Expr:
-    """TopK: K is an attribute before opset 10 and a constant input after."""
-    x = arg(ctx, node, 0)
-    if node.opset < 10:
-        k = int(node.attr("k"))
-    else:
-        k = int(np.asarray(ctx.require_const(node.input(1), "K")).reshape(-1)[0])
-    axis = normalize_axis(int(node.attr("axis", -1)), ttype(x).ndim)
-    return call(
-        "topk",
-        x,
-        k=k,
-        axis=axis,
-        largest=bool(node.attr("largest", 1)),
-        sorted=bool(node.attr("sorted", 1)),
-        name=node.name,
-    )
-
-
-def _scan_handler(ir_op: str) -> HandlerFn:
-    def handler(ctx: ConvertContext, node: NodeView) -> Expr:
-        x = arg(ctx, node, 0)
-        raw = np.asarray(ctx.require_const(node.input(1), "axis")).reshape(-1)
-        if raw.size != 1:
-            ctx.fail(node, f"axis must be a scalar, got {raw.size} values")
-        return call(
-            ir_op,
-            x,
-            axis=normalize_axis(int(raw[0]), ttype(x).ndim),
-            exclusive=bool(node.attr("exclusive", 0)),
-            reverse=bool(node.attr("reverse", 0)),
-            name=node.name,
-        )
-
-    handler.__doc__ = f"ONNX running reduction -> IR '{ir_op}' (constant axis input)."
-    return handler
-
-
-onnx_op("CumSum", since=11, dtypes=NUMERIC_TYPES)(_scan_handler("cumsum"))
-onnx_op("CumProd", since=26, dtypes=NUMERIC_TYPES)(_scan_handler("cumprod"))

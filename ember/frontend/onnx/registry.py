@@ -17,17 +17,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ember.support import dtypes
 from ember.support.registry import Registry
 
 if TYPE_CHECKING:
     from ember.ir.expr import Expr
 
-FLOAT_TYPES: frozenset[str] = frozenset({"float16", "float32", "float64", "bfloat16"})
-INT_TYPES: frozenset[str] = frozenset(
-    {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
-)
+FLOAT_TYPES: frozenset[str] = frozenset(dtypes.names_of("float"))
+INT_TYPES: frozenset[str] = frozenset(dtypes.names_of("int", "uint"))
 NUMERIC_TYPES: frozenset[str] = FLOAT_TYPES | INT_TYPES
-ALL_TYPES: frozenset[str] = NUMERIC_TYPES | {"bool"}
+ALL_TYPES: frozenset[str] = frozenset(dtypes.names_of())
 
 HandlerFn = Callable[[Any, Any], "Expr | Sequence[Expr | None]"]
 

@@ -1,5 +1,5 @@
 """Shared helpers of the built-in op families: broadcasting, axis normalisation, dtype
-checks, and the precision policy of the numpy references.
+checks, spatial attributes and padding, and the precision policy of the numpy references.
 
 Type rules use these to raise :class:`ember.errors.IRError` with precise messages;
 references use :func:`compute_dtype` so half-precision inputs are computed in float32 and
@@ -13,19 +13,22 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 
 from ember.errors import IRError
+from ember.ir.op import Attrs
 from ember.ir.types import TensorType, Type, as_tensor_type
+from ember.support import dtypes
 
-FLOAT_DTYPES: frozenset[str] = frozenset({"float16", "bfloat16", "float32", "float64"})
-SIGNED_DTYPES: frozenset[str] = frozenset({"int8", "int16", "int32", "int64"})
-UNSIGNED_DTYPES: frozenset[str] = frozenset({"uint8", "uint16", "uint32", "uint64"})
+FLOAT_DTYPES: frozenset[str] = frozenset(dtypes.names_of("float"))
+SIGNED_DTYPES: frozenset[str] = frozenset(dtypes.names_of("int"))
+UNSIGNED_DTYPES: frozenset[str] = frozenset(dtypes.names_of("uint"))
 INT_DTYPES: frozenset[str] = SIGNED_DTYPES | UNSIGNED_DTYPES
 NUMERIC_DTYPES: frozenset[str] = FLOAT_DTYPES | INT_DTYPES
-ALL_DTYPES: frozenset[str] = NUMERIC_DTYPES | {"bool"}
+ALL_DTYPES: frozenset[str] = frozenset(dtypes.names_of())
 INDEX_DTYPES: frozenset[str] = frozenset({"int32", "int64"})
 
 
-def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
-    """The numpy/ONNX multidirectional broadcast of ``shapes``; IRError if incompatible."""
+def broadcast_shapes(*shapes: Sequence[int], what: str = "") -> tuple[int, ...]:
+    """The numpy/ONNX multidirectional broadcast of ``shapes``; IRError (naming ``what``, when
+    given) if they are incompatible."""
     ndim = max((len(s) for s in shapes), default=0)
     out: list[int] = []
     for i in range(ndim):
@@ -34,8 +37,9 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
         if len(dims) > 1:
             listed = " and ".join(str(tuple(s)) for s in shapes)
             raise IRError(
-                f"cannot broadcast shapes {listed}: output dimension {i} would need sizes "
-                f"{sorted(dims)}; each dimension must match or be 1"
+                f"{what + ': ' if what else ''}cannot broadcast shapes {listed}: sizes "
+                f"{sorted(dims)} of output dimension {i} do not broadcast; each dimension "
+                "must match or be 1"
             )
         out.append(dims.pop() if dims else 1)
     return tuple(out)
@@ -83,18 +87,14 @@ def check_same_dtype(types: Sequence[TensorType], what: str) -> str:
 
 def compute_dtype(dtype: str) -> np.dtype:
     """The numpy dtype a reference computes in: float32 for 16-bit floats, else ``dtype``."""
-    if dtype in ("float16", "bfloat16"):
+    if dtypes.is_half(dtype):
         return np.dtype("float32")
     return np.dtype(dtype)
 
 
 def np_dtype(dtype: str) -> np.dtype:
     """The numpy dtype of a canonical dtype name (bfloat16 through ml_dtypes)."""
-    if dtype == "bfloat16":
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(dtype)
+    return dtypes.numpy_dtype(dtype)
 
 
 def float_map(fn: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np.ndarray:
@@ -113,3 +113,66 @@ def trunc_divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     fix = (r != 0) & ((a < 0) != (safe < 0))
     q = q + fix.astype(q.dtype)
     return np.where(b == 0, np.zeros_like(q), q)
+
+
+def tensor_arg(types: Sequence[Type], index: int, what: str) -> TensorType:
+    """The ``index``-th input type, which must be a tensor (``what`` names it in errors)."""
+    return as_tensor_type(types[index], what)
+
+
+def check_data_dtype(ref: TensorType, other: TensorType, what: str) -> None:
+    """Raise IRError unless ``other`` has the dtype of ``ref``."""
+    if other.dtype != ref.dtype:
+        raise IRError(f"{what} has dtype {other.dtype} but data has dtype {ref.dtype}")
+
+
+def check_float(ty: TensorType, what: str) -> None:
+    """Raise IRError unless ``ty`` is a floating point tensor."""
+    if not dtypes.is_float(ty.dtype):
+        raise IRError(f"{what} must be a floating point tensor, got {ty.dtype}")
+
+
+def spatial(attrs: Attrs, name: str, nsp: int, default: int) -> tuple[int, ...]:
+    """Attribute ``name`` as one value per spatial axis; an empty value means ``default``."""
+    value = tuple(attrs[name])
+    if not value:
+        return (default,) * nsp
+    if len(value) != nsp:
+        raise IRError(f"attribute '{name}' has {len(value)} values, expected {nsp} (one per axis)")
+    if name in ("strides", "dilation") and any(v < 1 for v in value):
+        raise IRError(f"attribute '{name}' must be positive, got {list(value)}")
+    return value
+
+
+def padding(attrs: Attrs, nsp: int, name: str = "padding") -> tuple[tuple[int, int], ...]:
+    """The ``(begin, end)`` padding of each spatial axis from ``begin..., end...``."""
+    value = tuple(attrs[name])
+    if not value:
+        return ((0, 0),) * nsp
+    if len(value) != 2 * nsp:
+        raise IRError(
+            f"attribute '{name}' has {len(value)} values, expected {2 * nsp} "
+            f"(begin then end for each of {nsp} spatial axes)"
+        )
+    return tuple((value[i], value[i + nsp]) for i in range(nsp))
+
+
+def widen(x: np.ndarray) -> np.ndarray:
+    """``x`` in its :func:`compute_dtype` (float32 for half types; no copy when it already is)."""
+    return x.astype(compute_dtype(x.dtype.name), copy=False)
+
+
+def pad_or_crop(
+    x: np.ndarray, pads: Sequence[tuple[int, int]], value: float | int = 0
+) -> np.ndarray:
+    """Pad the trailing ``len(pads)`` axes of ``x`` (negative amounts crop instead)."""
+    lead = x.ndim - len(pads)
+    crop = [slice(None)] * lead
+    grow = [(0, 0)] * lead
+    for size, (b, e) in zip(x.shape[lead:], pads, strict=True):
+        crop.append(slice(max(-b, 0), size - max(-e, 0)))
+        grow.append((max(b, 0), max(e, 0)))
+    x = x[tuple(crop)]
+    if any(g != (0, 0) for g in grow):
+        x = np.pad(x, grow, mode="constant", constant_values=value)
+    return x

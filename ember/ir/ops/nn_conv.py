@@ -1,4 +1,5 @@
-"""Convolution and matrix product ops: nn.conv, nn.conv_transpose, nn.dense, nn.matmul.
+"""Convolution and matrix product ops: nn.conv, nn.conv_transpose, nn.dense, nn.matmul and
+the post-legalization nn.conv_packed and nn.conv_depthwise_packed.
 
 Layouts are ONNX's: data ``(N, C, *spatial)``, conv weight ``(O, C/groups, *kernel)``,
 transposed-conv weight ``(C, O/groups, *kernel)``. Padding is ``(begin..., end...)``.
@@ -14,9 +15,9 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from ember.errors import IRError
 from ember.ir.op import Attr, Attrs, OpDef, OpPattern, register_op
-from ember.ir.ops.nn_util import (
+from ember.ir.ops.common import (
     broadcast_shapes,
-    check_same_dtype,
+    check_data_dtype,
     pad_or_crop,
     padding,
     spatial,
@@ -36,7 +37,7 @@ _CONV_ATTRS = {
 def _conv_operands(types: Sequence[Type]) -> tuple[TensorType, TensorType, int]:
     data = tensor_arg(types, 0, "data")
     weight = tensor_arg(types, 1, "weight")
-    check_same_dtype(data, weight, "weight")
+    check_data_dtype(data, weight, "weight")
     if data.ndim < 3:
         raise IRError(f"data must be (N, C, spatial...) with at least one spatial axis, got {data}")
     if weight.ndim != data.ndim:
@@ -185,7 +186,7 @@ def _conv_transpose_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
 def _dense_type(types: Sequence[Type], attrs: Attrs) -> Type:
     data = tensor_arg(types, 0, "data")
     weight = tensor_arg(types, 1, "weight")
-    check_same_dtype(data, weight, "weight")
+    check_data_dtype(data, weight, "weight")
     if data.ndim < 1 or weight.ndim != 2:
         raise IRError(f"dense needs data (..., K) and weight (N, K); got {data} and {weight}")
     if data.shape[-1] != weight.shape[1]:
@@ -204,7 +205,7 @@ def _dense_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
 def _matmul_type(types: Sequence[Type], attrs: Attrs) -> Type:
     a = tensor_arg(types, 0, "lhs")
     b = tensor_arg(types, 1, "rhs")
-    check_same_dtype(a, b, "rhs")
+    check_data_dtype(a, b, "rhs")
     if a.ndim == 0 or b.ndim == 0:
         raise IRError(f"matmul operands must have rank >= 1, got {a} and {b}")
     ashape = (1, *a.shape) if a.ndim == 1 else a.shape
@@ -213,7 +214,7 @@ def _matmul_type(types: Sequence[Type], attrs: Attrs) -> Type:
         raise IRError(
             f"reduction sizes differ: lhs {a} has K={ashape[-1]}, rhs {b} has K={bshape[-2]}"
         )
-    batch = broadcast_shapes(ashape[:-2], bshape[:-2], "matmul batch dimensions")
+    batch = broadcast_shapes(ashape[:-2], bshape[:-2], what="matmul batch dimensions")
     out = [*batch]
     if a.ndim > 1:
         out.append(ashape[-2])
@@ -273,5 +274,127 @@ register_op(
         reference=_matmul_ref,
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         doc="numpy matmul: 1-D operands are promoted and batch dimensions broadcast.",
+    )
+)
+
+
+# --- post-legalization: the nn.conv legalizer (ember.ops.nn_conv) makes these two ops ---
+def _packed_conv_type(types: Sequence[Type], attrs: Attrs) -> Type:
+    data = tensor_arg(types, 0, "data")
+    weight = tensor_arg(types, 1, "weight")
+    if weight.ndim != data.ndim + 1:
+        raise IRError(
+            f"nn.conv_packed: weight {weight} must be (O/b, I, *kernel, b), one rank more "
+            f"than data {data}"
+        )
+    padded = weight.shape[0] * weight.shape[-1]
+    channels = int(attrs["channels"]) or padded
+    if not padded - weight.shape[-1] < channels <= padded:
+        raise IRError(
+            f"nn.conv_packed: channels={channels} must lie in the last block of weight "
+            f"{weight} ({padded - weight.shape[-1] + 1}..{padded})"
+        )
+    if int(attrs["groups"]) > 1 and channels != padded:
+        raise IRError(
+            f"nn.conv_packed: a grouped convolution cannot have padded channels "
+            f"(channels={channels}, weight {weight})"
+        )
+    plain = TensorType((channels, *weight.shape[1:-1]), weight.dtype)
+    conv_attrs = {k: v for k, v in attrs.items() if k != "channels"}
+    return _conv_type([data, plain], Attrs(conv_attrs))
+
+
+def unpack_conv_weight(wp: np.ndarray, channels: int = 0) -> np.ndarray:
+    """(ceil(O/b), I, *k, b) -> (O, I, *k) (O = ``channels``, or all of them when 0): the
+    inverse of pack_conv_weight."""
+    nk = wp.ndim - 3
+    order = (0, wp.ndim - 1, *range(1, wp.ndim - 1))
+    plain = np.transpose(wp, order).reshape(wp.shape[0] * wp.shape[-1], *wp.shape[1 : 2 + nk])
+    return np.ascontiguousarray(plain[: channels or plain.shape[0]])
+
+
+def pack_conv_weight(w: np.ndarray, block: int) -> np.ndarray:
+    """(O, I, *k) -> (ceil(O/b), I, *k, b), the output channels zero-padded to a multiple of
+    the block ``b``."""
+    o = w.shape[0]
+    padded = -(-o // block) * block
+    if padded != o:
+        w = np.concatenate([w, np.zeros((padded - o, *w.shape[1:]), w.dtype)])
+    blocked = w.reshape(padded // block, block, *w.shape[1:])
+    order = (0, *range(2, blocked.ndim), 1)
+    return np.ascontiguousarray(np.transpose(blocked, order))
+
+
+def _packed_conv_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    x, wp = xs
+    nsp = x.ndim - 2
+    w = unpack_conv_weight(wp, int(attrs["channels"]))
+    return conv_reference(
+        x,
+        w,
+        spatial(attrs, "strides", nsp, 1),
+        padding(attrs, nsp),
+        spatial(attrs, "dilation", nsp, 1),
+        int(attrs["groups"]),
+    )
+
+
+register_op(
+    OpDef(
+        name="nn.conv_packed",
+        num_inputs=2,
+        infer_type=_packed_conv_type,
+        reference=_packed_conv_ref,
+        pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        attrs={
+            **_CONV_ATTRS,
+            "channels": Attr("int", 0, "output channels (0: all of the weight's blocks)"),
+        },
+        doc="N-d convolution of (N, C, *sp) data with an (O/b, C/groups, *k, b) weight "
+        "(b output channels innermost, b dividing O/groups); produced by the nn.conv "
+        "legalizer.",
+    )
+)
+
+
+def unpack_depthwise_weight(wp: np.ndarray) -> np.ndarray:
+    """(C/b, *k, b) -> (C, 1, *k): the plain weight of a packed depthwise convolution."""
+    plain = np.moveaxis(wp, -1, 1)
+    return np.ascontiguousarray(plain.reshape(wp.shape[0] * wp.shape[-1], 1, *wp.shape[1:-1]))
+
+
+def _depthwise_type(types: Sequence[Type], attrs: Attrs) -> Type:
+    data = tensor_arg(types, 0, "data")
+    weight = tensor_arg(types, 1, "weight")
+    if weight.ndim != data.ndim:
+        raise IRError(
+            f"nn.conv_depthwise_packed: weight {weight} must be (C/b, *kernel, b), the rank "
+            f"of data {data}"
+        )
+    channels = weight.shape[0] * weight.shape[-1]
+    plain = TensorType((channels, 1, *weight.shape[1:-1]), weight.dtype)
+    attrs = Attrs({**dict(attrs), "groups": channels})
+    return _conv_type([data, plain], attrs)
+
+
+def _depthwise_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    x, wp = xs
+    nsp = x.ndim - 2
+    w = unpack_depthwise_weight(wp)
+    strides = spatial(attrs, "strides", nsp, 1)
+    dilation = spatial(attrs, "dilation", nsp, 1)
+    return conv_reference(x, w, strides, padding(attrs, nsp), dilation, w.shape[0])
+
+
+register_op(
+    OpDef(
+        name="nn.conv_depthwise_packed",
+        num_inputs=2,
+        infer_type=_depthwise_type,
+        reference=_depthwise_ref,
+        pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        attrs={k: a for k, a in _CONV_ATTRS.items() if k != "groups"},
+        doc="Depthwise N-d convolution (one filter per channel) with a (C/b, *k, b) weight; "
+        "produced by the nn.conv legalizer for narrow images.",
     )
 )

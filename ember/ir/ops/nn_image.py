@@ -16,8 +16,9 @@ import numpy as np
 
 from ember.errors import IRError
 from ember.ir.op import Attr, Attrs, OpDef, OpPattern, register_op
-from ember.ir.ops.nn_util import tensor_arg, widen
+from ember.ir.ops.common import tensor_arg, widen
 from ember.ir.types import TensorType, Type
+from ember.support.dtypes import is_float
 
 #: coordinate_transformation_mode values image.resize understands.
 COORD_MODES = (
@@ -53,7 +54,7 @@ def _resize_type(types: Sequence[Type], attrs: Attrs) -> Type:
     ):
         if value not in known:
             raise IRError(f"unknown {name} {value!r}; known: {', '.join(known)}")
-    if attrs["method"] != "nearest" and not data.dtype.startswith(("float", "bfloat")):
+    if attrs["method"] != "nearest" and not is_float(data.dtype):
         raise IRError(f"{attrs['method']} resize needs a floating point tensor, got {data.dtype}")
     return TensorType(sizes, data.dtype)
 
@@ -194,12 +195,12 @@ def _resize_axis(x: np.ndarray, axis: int, n_out: int, attrs: Attrs) -> np.ndarr
 
 def _resize_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     x = xs[0]
-    is_float = x.dtype.kind == "f" or x.dtype.name == "bfloat16"
-    y = widen(x) if is_float else x
+    floating = is_float(x.dtype.name)
+    y = widen(x) if floating else x
     if attrs["method"] != "nearest" or attrs["coordinate_transformation_mode"] == (
         "tf_crop_and_resize"
     ):
-        y = y.astype(np.float64) if not is_float else y
+        y = y.astype(np.float64) if not floating else y
     scales = attrs["scales"]
     roi = attrs["roi"]
     for axis, n_out in enumerate(attrs["sizes"]):

@@ -9,10 +9,10 @@ import numpy as np
 
 from ember.errors import IRError
 from ember.ir.op import Attr, Attrs, OpDef, OpPattern, register_op
-from ember.ir.ops.nn_util import (
+from ember.ir.ops.common import (
     broadcast_shapes,
+    check_data_dtype,
     check_float,
-    check_same_dtype,
     normalize_axis,
     tensor_arg,
     widen,
@@ -24,7 +24,7 @@ def _per_channel(data: TensorType, types: Sequence[Type], names: Sequence[str], 
     """Check that inputs 1.. are 1-D vectors of the length of ``data``'s ``axis``."""
     for i, name in enumerate(names, start=1):
         ty = tensor_arg(types, i, name)
-        check_same_dtype(data, ty, name)
+        check_data_dtype(data, ty, name)
         if ty.shape != (data.shape[axis],):
             raise IRError(
                 f"{name} must have shape ({data.shape[axis]},) (the size of axis {axis} of "
@@ -87,8 +87,8 @@ def _layer_norm_type(types: Sequence[Type], attrs: Attrs) -> Type:
     inner = data.shape[axis:]
     for i, name in enumerate(("scale", "bias")[: len(types) - 1], start=1):
         ty = tensor_arg(types, i, name)
-        check_same_dtype(data, ty, name)
-        if broadcast_shapes(inner, ty.shape, name) != inner:
+        check_data_dtype(data, ty, name)
+        if broadcast_shapes(inner, ty.shape, what=name) != inner:
             raise IRError(
                 f"{name} {ty} must broadcast to the normalised shape {list(inner)} "
                 f"(axes {axis}.. of data {data})"

@@ -17,7 +17,7 @@ import numpy as np
 
 from ember.errors import IRError
 from ember.ir.op import Attr, Attrs, OpDef, OpPattern, register_op
-from ember.ir.ops.nn_util import pad_or_crop, padding, spatial, tensor_arg, widen
+from ember.ir.ops.common import pad_or_crop, padding, spatial, tensor_arg, widen
 from ember.ir.types import TensorType, Type
 
 _POOL_ATTRS = {

@@ -17,7 +17,7 @@ import numpy as np
 
 from ember.errors import IRError
 from ember.ir.op import Attr, Attrs, OpDef, OpPattern, register_op
-from ember.ir.ops.nn_util import check_float, check_same_dtype, tensor_arg, widen
+from ember.ir.ops.common import check_data_dtype, check_float, tensor_arg, widen
 from ember.ir.types import TensorType, TupleType, Type
 
 Activation = Callable[[np.ndarray], np.ndarray]
@@ -111,7 +111,7 @@ def _rnn_type(op: str) -> Callable[[Sequence[Type], Attrs], Type]:
         }
         for i, name in enumerate(names[1:], start=1):
             ty = tensor_arg(types, i, name)
-            check_same_dtype(x, ty, name)
+            check_data_dtype(x, ty, name)
             if ty.shape != want[name]:
                 raise IRError(f"{name} must have shape {want[name]}, got {ty}")
         if len(types) > len(names):

@@ -1,5 +1,5 @@
 """Reductions (pattern COMM_REDUCE): ``sum mean max min prod`` over ``axes``, ``argmax
-argmin`` along one ``axis``, and ``topk`` (OPAQUE, two outputs).
+argmin`` along one ``axis`` (``topk`` is in the scan family).
 
 ``axes`` are always explicit, sorted, unique and non-negative (``common.normalize_axes``);
 an empty tuple reduces nothing. 16-bit floats accumulate in float32; integer sums and
@@ -25,7 +25,7 @@ from ember.ir.ops.common import (
     compute_dtype,
     trunc_divide,
 )
-from ember.ir.types import TensorType, TupleType, Type
+from ember.ir.types import TensorType, Type
 
 _REDUCE_ATTRS = {
     "axes": Attr("ints", doc="reduced axes: sorted, unique, non-negative"),
@@ -115,32 +115,6 @@ def _arg_ref(name: str) -> Callable[[Sequence[np.ndarray], Attrs], np.ndarray]:
     return ref
 
 
-def _topk_type(types: Sequence[Type], attrs: Attrs) -> Type:
-    x = check_dtype(types[0], NUMERIC_DTYPES, "input of 'topk'")
-    axis = attrs["axis"]
-    check_normalized_axes((axis,), x.ndim, "topk")
-    k = attrs["k"]
-    if not 0 <= k <= x.shape[axis]:
-        raise IRError(f"k={k} is outside [0, {x.shape[axis]}] for axis {axis} of {x}")
-    shape = tuple(k if i == axis else d for i, d in enumerate(x.shape))
-    return TupleType((TensorType(shape, x.dtype), TensorType(shape, "int64")))
-
-
-def _topk_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> tuple[np.ndarray, np.ndarray]:
-    x = xs[0]
-    axis, k = attrs["axis"], attrs["k"]
-    n = x.shape[axis]
-    work = np.asarray(x, compute_dtype(x.dtype.name))
-    if attrs["largest"]:
-        # descending, ties by ascending index: stable ascending sort of the reversed axis
-        order = np.argsort(np.flip(work, axis), axis=axis, kind="stable")
-        idx = n - 1 - np.flip(order, axis)
-    else:
-        idx = np.argsort(work, axis=axis, kind="stable")
-    idx = np.take(idx, np.arange(k), axis=axis).astype(np.int64)
-    return np.take_along_axis(x, idx, axis=axis), idx
-
-
 def _register_all() -> None:
     for name, allowed in (
         ("sum", NUMERIC_DTYPES),
@@ -176,22 +150,6 @@ def _register_all() -> None:
                 doc=f"int64 index of the {name[3:]} along axis (first one on ties by default)",
             )
         )
-    register_op(
-        OpDef(
-            "topk",
-            1,
-            _topk_type,
-            _topk_ref,
-            OpPattern.OPAQUE,
-            {
-                "k": Attr("int"),
-                "axis": Attr("int", doc="non-negative axis"),
-                "largest": Attr("bool", True),
-                "sorted": Attr("bool", True, "results are always sorted; kept for ONNX"),
-            },
-            doc="(values, int64 indices) of the k largest/smallest along axis, ties by index",
-        )
-    )
 
 
 _register_all()

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ember.errors import IRError
+from ember.errors import CompileError, IRError
 from ember.tir import dtype as dt
 from ember.tir.buffer import Buffer, decl_buffer
 from ember.tir.expr import IntImm, Max, Min, PrimExpr, Var, const
@@ -30,6 +30,7 @@ from ember.tir.stmt import (
     StorageKind,
     seq,
 )
+from ember.tir.te.inline import MAX_INLINE_DEPTH, MAX_INLINE_NODES, inline_body, too_big
 from ember.tir.te.schedule import Fuse, Schedule, Split, Stage, create_schedule
 from ember.tir.te.tensor import (
     ComputeOp,
@@ -43,19 +44,6 @@ from ember.tir.te.tensor import (
 from ember.tir.verify import verify
 
 STACK_LIMIT_BYTES = 64 * 1024  # larger local tensors go to the runtime workspace (heap)
-
-
-class _Inliner(IRMutator):
-    def __init__(self, bodies: dict[ComputeOp, PrimExpr]) -> None:
-        self.bodies = bodies
-
-    def visit_TensorLoad(self, e: TensorLoad) -> PrimExpr:
-        e = self.generic_expr(e)  # type: ignore[assignment]
-        op = e.tensor.op
-        if isinstance(op, ComputeOp) and op in self.bodies:
-            vmap = {iv.var: i for iv, i in zip(op.axis, e.indices, strict=True)}
-            return substitute(self.bodies[op], vmap)  # type: ignore[no-any-return]
-        return e
 
 
 class _Materialize(IRMutator):
@@ -83,6 +71,8 @@ class _Lowerer:
         self.bodies: dict[ComputeOp, PrimExpr] = {}
         self.where: dict[Tensor, tuple[Buffer, tuple[PrimExpr, ...]]] = {}
         self.allocs: list[Buffer] = []
+        # inlined stages too big to inline: computed at root into a buffer of their own
+        self.materialized: set[Any] = set()
         self.children: dict[Stage, list[Stage]] = {}
         # per stage being emitted: iter var values and (region-adjusted) leaf loops
         self.nests: dict[Stage, tuple[dict[IterVar, PrimExpr], list[IterVar]]] = {}
@@ -111,16 +101,19 @@ class _Lowerer:
             buf = decl_buffer(t.shape, t.dtype, _identifier(t.name))
             params.append(buf)
             self.where[t] = (buf, tuple(const(0, s.dtype) for s in t.shape))
-        # 1. inline, producers first so chains collapse fully
+        # 1. inline, producers first so chains collapse fully (too big: into a buffer)
         inlined: dict[ComputeOp, PrimExpr] = {}
         for op in self.sch.ops:
             if isinstance(op, ComputeOp):
-                body = _Inliner(inlined).visit_expr(op.body)
+                body = inline_body(op.body, inlined)
                 self.bodies[op] = body
                 if self.sch[op].inlined:
                     if any(t.op is op for t in self.args):
                         raise IRError(f"lower: '{op.name}' is an argument and cannot be inlined")
-                    inlined[op] = body
+                    if too_big(body):
+                        self.materialized.add(op)
+                    else:
+                        inlined[op] = body
         # 2. stages to emit and where
         roots: list[Stage] = []
         for op in self.sch.ops:
@@ -134,7 +127,7 @@ class _Lowerer:
                 self._extern_buffers(op, inlined)
                 roots.append(stage)
                 continue
-            if stage.inlined:
+            if stage.inlined and op not in self.materialized:
                 continue
             t = self.tensor_of(op)
             if stage.attach is not None:
@@ -204,9 +197,17 @@ class _Lowerer:
                     f"lower: '{stage.op.name}' is computed at '{parent.op.name}' but also "
                     f"read by the extern stage '{op.name}'; compute it at root instead"
                 )
-            if not isinstance(op, ComputeOp) or op is parent.op or self.sch[op].inlined:
+            if not isinstance(op, ComputeOp) or op is parent.op:
+                continue
+            if self.sch[op].inlined and op not in self.materialized:
                 continue
             if any(x is t for x in _reads(self.bodies[op])):
+                if op in self.materialized:
+                    raise CompileError(
+                        f"lower: the fused expression of '{op.name}' exceeds "
+                        f"{MAX_INLINE_DEPTH} levels or {MAX_INLINE_NODES} nodes and would need "
+                        f"'{stage.op.name}' at root; split the fused group before '{op.name}'"
+                    )
                 raise IRError(
                     f"lower: '{stage.op.name}' is computed at '{parent.op.name}' but also "
                     f"read by '{op.name}'; compute it at root instead"

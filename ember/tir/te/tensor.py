@@ -16,13 +16,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ember.errors import IRError
+from ember.errors import CompileError, IRError
 from ember.tir import dtype as dt
 from ember.tir.expr import ExprLike, FloatImm, IntImm, PrimExpr, Var, const, convert
+from ember.tir.functor import exceeds
 
 if TYPE_CHECKING:
     from ember.tir.buffer import Buffer
     from ember.tir.stmt import Stmt
+
+#: the deepest (and largest) expression one compute may have: the recursive passes,
+#: printer and code generator stay far from Python's recursion limit below it, with room
+#: for the inlined producers (``te.inline.MAX_INLINE_DEPTH``) on top
+MAX_COMPUTE_DEPTH = 96
+MAX_COMPUTE_NODES = 20_000
 
 
 @dataclass(frozen=True, eq=False)
@@ -332,6 +339,12 @@ def compute(
         IterVar(Var(n, d.dtype), const(0, d.dtype), d) for n, d in zip(names, dims, strict=True)
     )
     body = convert(fcompute(*(iv.var for iv in axis)))
+    if exceeds(body, MAX_COMPUTE_DEPTH, MAX_COMPUTE_NODES):
+        raise CompileError(
+            f"compute '{name}': its expression is deeper than {MAX_COMPUTE_DEPTH} levels or "
+            f"larger than {MAX_COMPUTE_NODES} nodes, more than lowering handles; split the "
+            "operator (e.g. a Concat of many inputs into several) or report the model"
+        )
     if isinstance(body, Reduce):
         _check_reduce_top(body, name)
     else:

@@ -16,60 +16,52 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from onnx import helper, numpy_helper
+from onnx import helper
 
-from ember.frontend import from_onnx
-from ember.ir import evaluate
+from ember.testing import build_model, run_onnx_reference, run_onnxruntime
 
 ModelFactory = Callable[..., onnx.ModelProto]
+#: the type of the compare_ort fixture.
+Compare = Callable[..., list[np.ndarray]]
+#: one generator per test process: tests draw their inputs from it in turn.
+RNG = np.random.default_rng(42)
+#: (rtol, atol) of float comparisons by dtype.
+TOL = {"float16": (2e-3, 2e-3), "float32": (1e-5, 1e-6), "float64": (1e-10, 1e-12)}
 
 
-def _elem(dtype: str) -> int:
-    return int(helper.np_dtype_to_tensor_dtype(np.dtype(dtype)))
+def rand(shape: tuple[int, ...], dtype: str, low: float = -3.0, high: float = 3.0) -> np.ndarray:
+    """Random values of ``dtype`` (integers in [low, high], bools uniformly)."""
+    if dtype == "bool":
+        return RNG.integers(0, 2, shape).astype(bool)
+    if dtype.startswith(("int", "uint")):
+        lo = 0 if dtype.startswith("uint") else int(low)
+        return RNG.integers(lo, int(high) + 1, shape).astype(dtype)
+    return RNG.uniform(low, high, shape).astype(dtype)
 
 
-def make_model(
-    nodes: Sequence[onnx.NodeProto],
-    inputs: Mapping[str, tuple[str, Sequence[int | str | None] | None]],
-    outputs: Sequence[str],
-    initializers: Mapping[str, np.ndarray] | None = None,
+#: the helpers of ember.testing under the names these tests use.
+make_model = build_model
+ort_run = run_onnxruntime
+ember_run = run_onnx_reference
+
+
+def one(
+    op: str,
+    x: np.ndarray,
+    consts: dict[str, np.ndarray] | None = None,
     opset: int = 17,
-    name: str = "test_graph",
-    extra_opsets: Mapping[str, int] | None = None,
-) -> onnx.ModelProto:
-    """A model from nodes; ``inputs`` maps name -> (dtype, shape); outputs are untyped."""
-    graph = helper.make_graph(
-        list(nodes),
-        name,
-        [helper.make_tensor_value_info(n, _elem(dt), shp) for n, (dt, shp) in inputs.items()],
-        [helper.make_empty_tensor_value_info(n) for n in outputs],
-        [numpy_helper.from_array(np.asarray(v), n) for n, v in (initializers or {}).items()],
-    )
-    opsets = [helper.make_opsetid("", opset)]
-    opsets += [helper.make_opsetid(d, v) for d, v in (extra_opsets or {}).items()]
-    model = helper.make_model(graph, opset_imports=opsets)
-    model.ir_version = min(model.ir_version, 10)  # onnxruntime may lag behind onnx
-    return model
+    outputs: int = 1,
+    **attrs: Any,
+) -> Any:
+    """A single-node model on input ``x`` with constant extra inputs (initializers).
 
-
-def ort_run(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
-    """Outputs of onnxruntime (CPU) for ``feeds``."""
-    import onnxruntime
-
-    sess = onnxruntime.InferenceSession(
-        model.SerializeToString(), providers=["CPUExecutionProvider"]
-    )
-    return [np.asarray(v) for v in sess.run(None, dict(feeds))]
-
-
-def ember_run(
-    model: onnx.ModelProto | bytes | str,
-    feeds: Mapping[str, np.ndarray],
-    shape: Mapping[str, Any] | None = None,
-) -> list[np.ndarray]:
-    """Outputs of ember's importer + reference evaluator for ``feeds``."""
-    mod, params = from_onnx(model, shape=shape)
-    return evaluate(mod, dict(feeds), params)
+    An empty-string key in ``consts`` stands for an omitted optional input.
+    """
+    names = ["x"] + [("" if k.startswith("_") else k) for k in (consts or {})]
+    inits = {k: v for k, v in (consts or {}).items() if not k.startswith("_")}
+    outs = [f"y{i}" for i in range(outputs)]
+    node = helper.make_node(op, names, outs, **attrs)
+    return make_model([node], {"x": (x.dtype.name, x.shape)}, outs, inits, opset=opset)
 
 
 def assert_close(
@@ -89,7 +81,7 @@ def assert_close(
 
 @pytest.fixture
 def onnx_model() -> ModelFactory:
-    """Factory building an onnx.ModelProto (see ``make_model``)."""
+    """Factory building an onnx.ModelProto (``ember.testing.build_model``)."""
     return make_model
 
 

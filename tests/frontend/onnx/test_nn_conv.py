@@ -1,4 +1,4 @@
-"""Conv, ConvTranspose, Gemm, MatMul and Einsum against onnxruntime."""
+"""Conv, ConvTranspose, Gemm and MatMul against onnxruntime."""
 
 from __future__ import annotations
 
@@ -99,21 +99,3 @@ def test_matmul(ashape: Any, bshape: Any, dtype: str) -> None:
     b = (rand(bshape, seed=1) * 4).astype(dtype)
     tol = (2e-3, 2e-2) if dtype == "float16" else (1e-5, 1e-5)
     check_node("MatMul", {"a": a, "b": b}, tol=tol)
-
-
-@pytest.mark.parametrize(
-    "eq,shapes",
-    [
-        ("ij,jk->ik", [(3, 4), (4, 5)]),
-        ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
-        ("ij->ji", [(3, 4)]),
-        ("ijk->i", [(3, 4, 2)]),
-        ("i,j->ij", [(3,), (4,)]),
-        ("...ij,...jk->...ik", [(2, 3, 4), (2, 4, 2)]),
-        ("ii->i", [(3, 3)]),
-        ("ij,ij->", [(3, 4), (3, 4)]),
-    ],
-)
-def test_einsum(eq: str, shapes: list[tuple[int, ...]]) -> None:
-    inputs = {f"x{i}": rand(s, seed=i) for i, s in enumerate(shapes)}
-    check_node("Einsum", inputs, {"equation": eq}, opset=12)

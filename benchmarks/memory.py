@@ -1,0 +1,121 @@
+"""Memory of compiled models: the static plan against its bound, the graph executor, onnxruntime.
+
+For every model of ``ember.examples.models.MODELS`` (or ``--models``) it prints one row:
+the AOT workspace the static planner placed (``ember.lowering.memory_plan``), the lower
+bound (the largest total of intermediates live at one step), their ratio, the graph
+executor's storage total for the same intermediates (its storage-id plan), and
+onnxruntime's peak resident-set growth over one session creation and run, measured in a
+fresh process from its size just before (weights and arena included). Sizes in MiB; no
+timing is involved.
+
+    .venv/bin/python benchmarks/memory.py --models mobilenet_v2_96,squeezenet
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_common import markdown_table  # noqa: E402
+
+import ember  # noqa: E402
+from ember.examples.models import MODELS, make_model  # noqa: E402
+from ember.formats.metadata import storage_sizes  # noqa: E402
+from ember.lowering.memory_plan import graph_buffers, plan_memory  # noqa: E402
+
+MIB = 1 << 20
+
+_ORT_PROBE = """
+import json, os, resource, sys
+import numpy as np, onnxruntime as ort
+data = open(sys.argv[1], "rb").read()
+inputs = dict(np.load(sys.argv[2]))
+page = os.sysconf("SC_PAGE_SIZE")
+before = int(open("/proc/self/statm").read().split()[1]) * page // 1024
+opts = ort.SessionOptions(); opts.intra_op_num_threads = 1
+sess = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+sess.run(None, inputs)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"kib": peak - before}))
+"""
+
+
+def onnxruntime_peak_growth(model: bytes, inputs: dict[str, np.ndarray]) -> float:
+    """Peak RSS growth (MiB) of onnxruntime creating a session and running once, measured
+    from the resident size just before (a fresh process holding only the model bytes)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp)
+        (path / "m.onnx").write_bytes(model)
+        np.savez(path / "in.npz", **inputs)
+        out = subprocess.run(
+            [sys.executable, "-c", _ORT_PROBE, str(path / "m.onnx"), str(path / "in.npz")],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    return float(json.loads(out.stdout.strip().splitlines()[-1])["kib"]) / 1024
+
+
+def measure(name: str, with_ort: bool) -> list[str]:
+    """One table row for model ``name``."""
+    case = make_model(name)
+    mod, params = ember.frontend.from_onnx(case.model, shape=case.shapes)
+    graph = ember.lower(mod, "c", params).plan.graph
+    buffers = graph_buffers(graph)
+    plan = plan_memory(buffers)
+    planned = {int(b.name[1:]) for b in buffers}
+    sizes = storage_sizes(graph)
+    graph_total = sum(
+        sizes[graph.storage_id[e]] for e in {graph.storage_id[e]: e for e in planned}.values()
+    )
+    model = case.model.SerializeToString()
+    ort = f"{onnxruntime_peak_growth(model, case.inputs):.2f}" if with_ort else "-"
+    return [
+        name,
+        f"{plan.size / MIB:.2f}",
+        f"{plan.lower_bound / MIB:.2f}",
+        f"{plan.size / max(plan.lower_bound, 1):.3f}",
+        f"{graph_total / MIB:.2f}",
+        ort,
+        plan.algorithm,
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the memory table."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", default="", help="comma-separated names (default: all)")
+    parser.add_argument("--no-ort", action="store_true", help="skip the onnxruntime column")
+    args = parser.parse_args(argv)
+    names = [n for n in args.models.split(",") if n] or MODELS.names()
+    for name in names:
+        MODELS.get(name)  # an unknown name fails before any work, listing the known ones
+    header = [
+        "model",
+        "planned",
+        "bound",
+        "ratio",
+        "graph executor",
+        "onnxruntime peak",
+        "placement",
+    ]
+    rows = []
+    for name in names:
+        rows.append(measure(name, not args.no_ort))
+        print(f"measured {name}", file=sys.stderr, flush=True)
+    print("Intermediate memory, MiB (onnxruntime: peak RSS growth, whole session)\n")
+    print(markdown_table(header, rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,143 @@
+"""lower() and build(): the compilation pipeline, graph IR -> Lowered -> ArtifactSet.
+
+The stages, in order (each consumes the previous one's output and nothing else):
+
+1. optimize    bind parameters as constants, run the graph passes under the PassContext
+2. constants   the target's ``constant_updater`` hook may rewrite the bound constants
+3. legalize    rewrite ops that are lowered through simpler ops; fail listing every op
+               that has no implementation, before any lowering work
+4. fuse        group ops into primitive functions (the ``fuse_ops`` pass; its depth is the
+               context's config key ``fuse_ops.max_depth``; opt level 0 or a disabled
+               ``fuse_ops`` puts every op in its own group)
+5. plan        graph JSON, storage plan, lifted parameters, one kernel per distinct group
+6. lower       each kernel to loop IR (the target's ``relay_to_tir`` hook, or ember.ops'
+               computes with the schedules registered for the target's keys); a
+               ``relay_to_runtime`` hook compiles its kernels to artifacts itself
+   -> Lowered  (printable, reusable)
+7. codegen     ``Lowered.compile()``: loop IR to artifacts through ``tir_to_runtime``
+8. metadata    graph.json, params.bin and metadata.json as ``metadata`` artifacts
+
+Example::
+
+    lowered = ember.lower(mod, "c -mcpu=native", params)
+    print(lowered.as_text())          # fused IR, graph, every kernel's loop IR
+    artifacts = lowered.compile()     # the same as ember.build(mod, "c -mcpu=native", params)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+from tqdm import tqdm
+
+from ember.driver.executor import Executor
+from ember.driver.lowered import Lowered, as_artifacts
+from ember.errors import EmberValueError
+from ember.ir.expr import Function
+from ember.ir.module import IRModule
+from ember.ir.verify import verify
+from ember.lowering.aot import build_aot
+from ember.lowering.graph_plan import plan_graph
+from ember.lowering.legalize import check_lowerable, legalize
+from ember.lowering.lower_group import lower_group
+from ember.runtime.artifact import Artifact
+from ember.runtime.artifact_set import ArtifactSet
+from ember.runtime.registry import get_global_func
+from ember.target import Target
+from ember.tir import PrimFunc
+from ember.transform import PassContext, Sequential, fold_constant, get_pass, optimize
+from ember.transform.fuse_ops import DEFAULT_MAX_DEPTH
+
+
+def lower(
+    mod: IRModule,
+    target: str | Target = "c",
+    params: Mapping[str, np.ndarray] | None = None,
+    executor: str | Executor | None = None,
+    mod_name: str = "default",
+    opt_level: int = 2,
+    progress: bool = False,
+    pass_context: PassContext | None = None,
+) -> Lowered:
+    """Run stages 1-6 (see the module docstring); ``pass_context`` overrides ``opt_level``;
+    ``executor`` defaults to the target's ``-executor`` option, else ``graph``."""
+    tgt = Target.create(target)
+    ex = Executor.create(executor if executor is not None else tgt.attrs.get("executor", "graph"))
+    if not mod_name.isidentifier():
+        raise EmberValueError(f"mod_name must be a C identifier, got {mod_name!r}")
+    ctx = pass_context if pass_context is not None else PassContext(opt_level=opt_level)
+    verify(mod)
+    mod = optimize(mod, params, ctx=ctx)  # 1
+    mod = _update_constants(mod, tgt)  # 2
+    mod = fold_constant(legalize(mod))  # 3
+    check_lowerable(mod)
+    mod = _fuse(mod, ctx)  # 4
+    plan = plan_graph(mod)  # 5
+    funcs, external = _lower_kernels(plan.kernels, tgt, progress)  # 6
+    aot = None
+    if ex.kind == "aot":
+        if external:
+            raise EmberValueError(
+                f"executor 'aot': target '{tgt}' compiled kernels through its relay_to_runtime "
+                "hook, which the AOT run function cannot call yet; use executor='graph'"
+            )
+        alignment = max(64, tgt.cpu.vector_bits // 8)
+        aot = build_aot(plan.graph, plan.params, funcs, mod_name, alignment)
+    return Lowered(tgt, ex, mod_name, mod, plan, funcs, external, ctx.report, aot)
+
+
+def build(
+    mod: IRModule,
+    target: str | Target = "c",
+    params: Mapping[str, np.ndarray] | None = None,
+    executor: str | Executor | None = None,
+    mod_name: str = "default",
+    opt_level: int = 2,
+    progress: bool = False,
+    pass_context: PassContext | None = None,
+) -> ArtifactSet:
+    """Compile ``mod`` for ``target`` into an ArtifactSet: ``lower(...).compile()``."""
+    lowered = lower(mod, target, params, executor, mod_name, opt_level, progress, pass_context)
+    return lowered.compile()
+
+
+def _update_constants(mod: IRModule, target: Target) -> IRModule:
+    hook = target.hook("constant_updater")
+    if hook is None:
+        return mod
+    updated = get_global_func(hook)(mod, target)
+    if not isinstance(updated, IRModule):
+        raise EmberValueError(f"constant_updater hook {hook!r} must return an IRModule")
+    return updated
+
+
+def _fuse(mod: IRModule, ctx: PassContext) -> IRModule:
+    """Stage 4 through the registered ``fuse_ops`` pass, recorded in the context's report."""
+    off = ctx.opt_level == 0 or "fuse_ops" in ctx.disabled
+    depth = 1 if off else int(ctx.config.get("fuse_ops.max_depth", DEFAULT_MAX_DEPTH))
+    config = {**ctx.config, "fuse_ops.max_depth": depth}
+    fuse_ctx = PassContext(ctx.opt_level, ("fuse_ops",), (), ctx.debug, config, ctx.report)
+    return Sequential([get_pass("fuse_ops")])(mod, fuse_ctx)
+
+
+def _lower_kernels(
+    kernels: Mapping[str, Function], target: Target, progress: bool
+) -> tuple[tuple[PrimFunc, ...], tuple[Artifact, ...]]:
+    """Stage 6: kernels -> PrimFuncs (or artifacts), honouring the target's hooks."""
+    to_runtime = target.hook("relay_to_runtime")
+    to_tir = target.hook("relay_to_tir")
+    items: Iterable[tuple[str, Function]] = kernels.items()
+    if progress:
+        items = tqdm(items, total=len(kernels), desc="lowering", unit="kernel", leave=False)
+    funcs: list[PrimFunc] = []
+    external: list[Artifact] = []
+    for name, group in items:
+        if to_runtime is not None:
+            made = get_global_func(to_runtime)(group, name, target)
+            external.extend(as_artifacts(made, to_runtime))
+        elif to_tir is not None:
+            funcs.append(get_global_func(to_tir)(group, name, target))
+        else:
+            funcs.append(lower_group(group, name, target))
+    return tuple(funcs), tuple(external)

@@ -1,0 +1,51 @@
+"""GraphBuilder: a small ONNX graph builder for the example models (seeded weights)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+#: the opset of the generated models (MobileNetV2, BERT, MLPerf Tiny).
+OPSET = 17
+#: their IR version: the first that opset 17 allows, so every onnxruntime since 1.11 reads
+#: them (onnx.helper would stamp its newest).
+IR_VERSION = 8
+
+
+class GraphBuilder:
+    """A small builder: unique node names, float32 initializers from one seeded generator."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: list[onnx.TensorProto] = []
+
+    def const(self, name: str, value: np.ndarray) -> str:
+        """Add an initializer; return its name."""
+        self.inits.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
+        return name
+
+    def weight(self, name: str, shape: Sequence[int], std: float) -> str:
+        """A float32 initializer drawn from N(0, std^2)."""
+        return self.const(name, self.rng.normal(0.0, std, size=tuple(shape)).astype(np.float32))
+
+    def node(self, op: str, inputs: Sequence[str], name: str, **attrs: Any) -> str:
+        """Add a one-output node named ``name`` whose output is also called ``name``."""
+        self.nodes.append(helper.make_node(op, list(inputs), [name], name=name, **attrs))
+        return name
+
+    def model(
+        self, name: str, inputs: list[onnx.ValueInfoProto], outputs: list[onnx.ValueInfoProto]
+    ) -> onnx.ModelProto:
+        """The finished model (opset 17, IR version 8, checked)."""
+        graph = helper.make_graph(self.nodes, name, inputs, outputs, initializer=self.inits)
+        model = helper.make_model(
+            graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="ember.examples"
+        )
+        model.ir_version = IR_VERSION
+        onnx.checker.check_model(model)
+        return model

@@ -1,0 +1,282 @@
+"""The AOT executor: a model's run is one native call into its generated run function.
+
+A build with ``executor="aot"`` holds the kernels, the run function (every intermediate at
+a fixed offset of one static workspace, see ``ember.lowering.aot``) and these metadata
+artifacts: ``metadata.json`` (executor ``aot``; its one function names the run symbol and
+carries the workspace size), ``params.bin``, ``graph.json`` (the same graph with the AOT
+kernel names, used only for per-operator profiles) and ``memory_map.json``. Loading goes
+through the ordinary process; ``factory["default"](dev)`` returns an
+:class:`AotExecutorModule`, and :class:`AotExecutor` is its Python face, with the graph
+executor's interface::
+
+    factory = ember.load_artifacts(ember.build(mod, "c", params, executor="aot"), dev)
+    aot = AotExecutor(factory["default"](dev))
+    aot.set_input("x", x)
+    aot.run()                       # one call: ember_default_run_model(x, y, constants, ws)
+    y = aot.get_output(0).numpy()
+
+The executor owns one array per input, output and constant and its workspace (64-byte
+aligned); ``run`` passes them to the run function, which checks every argument and
+reports a kernel's failure as an FFI error carrying the kernel's message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ember.errors import (
+    EmberTypeError,
+    EmberValueError,
+    ExecutorError,
+    ModuleLoadError,
+    SerializationError,
+)
+from ember.executor.graph_executor import GraphExecutor
+from ember.executor.graph_runtime import GraphExecutorModule, find_kernel
+from ember.executor.interface import hand_out, output_index, resolve_input
+from ember.executor.metadata_module import (
+    EXECUTOR_FACTORIES,
+    METADATA_FILE,
+    MetadataModule,
+    make_metadata_artifacts,
+    register_executor_factory,
+)
+from ember.executor.profile import ProfileReport
+from ember.formats.dtypes import numpy_dtype
+from ember.formats.graph_json import GraphJSON
+from ember.formats.memory_map import MEMORY_MAP_FILE, MemoryMap
+from ember.formats.metadata import FunctionInfo, ModelMetadata, ParameterInfo, graph_metadata
+from ember.formats.params import load_params as parse_params
+from ember.runtime import ndarray
+from ember.runtime.artifact import METADATA_LOADER, AnyArtifact, Artifact
+from ember.runtime.device import Device
+from ember.runtime.inspection import INSPECTORS, inspector_key, register_inspector
+from ember.runtime.module import Module
+from ember.runtime.ndarray import NDArray
+from ember.runtime.packed_func import PackedFunc, as_packed_func
+
+CODEGEN_ID = "aot_executor"
+
+FUNCTIONS = (
+    "get_input",
+    "get_input_index",
+    "get_input_info",
+    "get_num_inputs",
+    "get_num_outputs",
+    "get_output",
+    "load_params",
+    "profile",
+    "run",
+    "set_input",
+)
+
+
+def aot_metadata(
+    graph: GraphJSON,
+    params: Mapping[str, Any],
+    mod_name: str,
+    workspace_size: int,
+    run_symbol: str,
+    operators: tuple[FunctionInfo, ...] = (),
+    interface_api: str = "packed",
+) -> ModelMetadata:
+    """The unified metadata of an AOT build: the run function first, then the operators."""
+    arrays = {name: np.asarray(v) for name, v in params.items()}
+    md = graph_metadata(graph, arrays, mod_name)
+    run = dataclasses.replace(
+        md.functions[0], function_name=run_symbol, workspace_size_bytes=workspace_size
+    )
+    return dataclasses.replace(
+        md, executor="aot", functions=(run, *operators), interface_api=interface_api
+    )
+
+
+def make_aot_metadata_artifacts(
+    md: ModelMetadata, graph: GraphJSON, params: Mapping[str, Any], memory_map: str
+) -> list[Artifact]:
+    """The metadata artifacts of an AOT build (graph, params, metadata, memory map)."""
+    out = []
+    for art in make_metadata_artifacts(graph, params, md.mod_name, codegen_id=CODEGEN_ID):
+        if art.file_name == METADATA_FILE:
+            art = Artifact(CODEGEN_ID, METADATA_LOADER, METADATA_FILE, md.to_json().encode())
+        out.append(art)
+    out.append(Artifact(CODEGEN_ID, METADATA_LOADER, MEMORY_MAP_FILE, memory_map.encode()))
+    return out
+
+
+class AotExecutorModule(Module):
+    """Inputs, outputs and constants of one AOT-compiled model, and its run function."""
+
+    type_key = "AotExecutor"
+
+    def __init__(self, top: MetadataModule, device: Device) -> None:
+        super().__init__()
+        self.top = top
+        self.device = device
+        md = top.metadata
+        self.metadata = md
+        self.run_info = md.functions[0]
+        try:
+            self._run_fn: PackedFunc = find_kernel(top.host, self.run_info.function_name)
+        except LookupError:
+            raise ModuleLoadError(
+                f"the model's library has no run function '{self.run_info.function_name}' "
+                "that metadata.json names; rebuild the model with executor='aot'"
+            ) from None
+        self._infos: list[ParameterInfo] = [*md.inputs, *md.params]
+        self._names = [p.name for p in self._infos]
+        self._index = {name: i for i, name in enumerate(self._names)}
+        self._param_names = {p.name for p in md.params}
+        self._arrays = [ndarray.empty(p.shape, p.dtype, device) for p in self._infos]
+        self._outputs = [ndarray.empty(p.shape, p.dtype, device) for p in md.outputs]
+        self._unset = {p.name for p in md.inputs}
+        self._args = [*self._arrays[: len(md.inputs)], *self._outputs]
+        self._args += self._arrays[len(md.inputs) :]
+        size = max(self.run_info.workspace_size_bytes, 1)
+        self.workspace = ndarray.empty((size,), "uint8", device)
+        self._args.append(self.workspace)
+        self._profiler: GraphExecutorModule | None = None
+        self.import_module(top.host)
+        for p in md.params:
+            self._arrays[self._index[p.name]].copyfrom(np.ascontiguousarray(top.params[p.name]))
+
+    def _get_function(self, name: str) -> PackedFunc | None:
+        return as_packed_func(getattr(self, name)) if name in FUNCTIONS else None
+
+    def function_names(self) -> list[str]:
+        """The model-interface functions this module exposes."""
+        return list(FUNCTIONS)
+
+    # ------------------------------------------------------------------ inputs
+    def get_num_inputs(self) -> int:
+        """Number of inputs and constants (TVM's convention, as the graph executor)."""
+        return len(self._names)
+
+    def get_input_index(self, name: str) -> int:
+        """Index of input ``name``, or -1."""
+        return self._index.get(name, -1)
+
+    def get_input_info(self) -> dict[str, dict[str, Any]]:
+        """``{"shape": {...}, "dtype": {...}}`` of the inputs that are not constants."""
+        inputs = self.metadata.inputs
+        return {
+            "shape": {p.name: p.shape for p in inputs},
+            "dtype": {p.name: p.dtype for p in inputs},
+        }
+
+    def _resolve(self, key: int | str, what: str) -> int:
+        return resolve_input(key, self._names, self._index, what)
+
+    def set_input(self, key: int | str, value: Any) -> None:
+        """Copy ``value`` into input ``key`` after checking its shape and dtype exactly."""
+        index = self._resolve(key, "set_input")
+        info = self._infos[index]
+        if not isinstance(value, NDArray | np.ndarray | np.generic):
+            try:
+                value = np.asarray(value, dtype=numpy_dtype(info.dtype))
+            except (TypeError, ValueError) as exc:
+                raise EmberValueError(
+                    f"set_input: cannot convert the value for input {info.name!r} to "
+                    f"{info.dtype}: {exc}"
+                ) from None
+        shape = tuple(int(d) for d in getattr(value, "shape", ()))
+        dtype = str(getattr(value, "dtype", "?"))
+        if shape != info.shape or dtype != info.dtype:
+            raise EmberValueError(
+                f"set_input: input {info.name!r} expects shape {info.shape} and dtype "
+                f"{info.dtype}, got shape {shape} and dtype {dtype}; convert it with "
+                f"np.asarray(x, dtype='{info.dtype}').reshape({info.shape})"
+            )
+        self._arrays[index].copyfrom(value)
+        self._unset.discard(info.name)
+
+    def get_input(self, key: int | str) -> NDArray:
+        """The executor's array of input ``key`` (a view: writing it changes the input)."""
+        return self._arrays[self._resolve(key, "get_input")]
+
+    def load_params(self, params: Mapping[str, Any] | bytes | bytearray) -> None:
+        """Set constants from a ``.params`` blob or a dict; unknown names are ignored."""
+        values = parse_params(params) if isinstance(params, bytes | bytearray) else params
+        for name in sorted(values):
+            if name in self._index:
+                self.set_input(name, values[name])
+
+    # ------------------------------------------------------------------ outputs, run
+    def get_num_outputs(self) -> int:
+        """Number of outputs."""
+        return len(self._outputs)
+
+    def get_output(self, index: int, out: Any = None) -> Any:
+        """Output ``index`` as a view of executor memory, or copied into ``out``."""
+        array = self._outputs[output_index(index, len(self._outputs))]
+        return hand_out(array, array.numpy(), int(index), out)
+
+    def run(self) -> None:
+        """One call of the run function over the inputs, outputs and constants."""
+        if self._unset:
+            raise ExecutorError(
+                f"run: input(s) {sorted(self._unset)} were never set; call set_input first"
+            )
+        self._run_fn(*self._args)
+
+    def profile(self, repeat: int = 10) -> ProfileReport:
+        """Per-operator times: the same kernels run one by one by a graph executor over the
+        model's graph (its own memory, allocated on the first profile)."""
+        if self._profiler is None:
+            if self.top.graph is None:
+                raise ExecutorError("profile: this AOT build has no graph.json to profile with")
+            self._profiler = GraphExecutorModule(
+                self.top.graph, self.top.host, self.device, dict(self.top.params)
+            )
+        for p in self.metadata.inputs:
+            self._profiler.set_input(p.name, self._arrays[self._index[p.name]])
+        return self._profiler.profile(repeat)
+
+    def __repr__(self) -> str:
+        return f"AotExecutorModule({self.metadata.mod_name!r}, {self.run_info.function_name})"
+
+
+class AotExecutor(GraphExecutor):
+    """The Python face of an AOT executor module (the graph executor's interface)."""
+
+    def __init__(self, module: Module) -> None:
+        if not isinstance(module, Module) or "run" not in module.function_names():
+            raise EmberTypeError(
+                "AotExecutor wraps the module factory['default'](dev) returns for an AOT "
+                f"build; got {type(module).__name__}"
+            )
+        super().__init__(module)
+
+    def __repr__(self) -> str:
+        return f"AotExecutor({self.module!r})"
+
+
+def _aot_factory(top: MetadataModule, device: Device, debug: bool) -> Module:
+    if debug:
+        raise ExecutorError("the AOT executor has no debug mode; use profile() for node times")
+    return AotExecutorModule(top, device)
+
+
+def show_aot_json(art: AnyArtifact) -> str:
+    """Inspector for the AOT metadata files: the memory map as a table, others as JSON."""
+    if not isinstance(art, Artifact):
+        return f"{art.file_name}: in-memory artifact\n"
+    try:
+        if art.file_name == MEMORY_MAP_FILE:
+            return MemoryMap.from_json(art.content).table()
+        return json.dumps(json.loads(art.content), indent=1, sort_keys=True) + "\n"
+    except (SerializationError, ValueError) as exc:
+        return f"{art.file_name}: unreadable: {exc}\n"
+
+
+def register() -> None:
+    """Register the ``"aot"`` executor factory and the AOT files' inspector (once)."""
+    if "aot" not in EXECUTOR_FACTORIES:
+        register_executor_factory("aot", _aot_factory)
+    if inspector_key(CODEGEN_ID, ".json") not in INSPECTORS:
+        register_inspector(CODEGEN_ID, ".json", show_aot_json)
