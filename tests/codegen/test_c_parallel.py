@@ -116,3 +116,26 @@ def test_target_thread_count_is_passed_to_the_pool(build) -> None:  # type: igno
     out = rt.array(np.zeros_like(x))
     build([f], {"num-threads": 3})["ember_rows"](rt.array(x), out, 1.0)
     np.testing.assert_allclose(out.numpy()[:, 0], np.arange(512) + 3.0)
+
+
+def test_index_check_inside_a_parallel_loop(build) -> None:  # type: ignore[no-untyped-def]
+    a = tir.decl_buffer((4,), "float32", "A")
+    idx = tir.decl_buffer((4096,), "int64", "I")
+    out = tir.decl_buffer((4096,), "float32", "B")
+    i = tir.Var("i")
+    load = a[tir.index_check(idx[i], 4, "the test's indices")]
+    f = tir.PrimFunc("gather", (a, idx, out), tir.for_range(i, 4096, tir.store(out, load, i), PAR))
+    src = generate_source([f])
+    lam = src[src.index("static int32_t ember_gather_par0(") : src.index("ember_gather_unpacked(")]
+    assert "int32_t ember_kerr = 0;" in lam  # the lambda's own flag, reported per chunk
+    mod = build([f])
+    data = np.arange(4, dtype="float32")
+    good = np.tile(np.array([3, -1, 0, 1], "int64"), 1024)
+    res = rt.array(np.zeros(4096, "float32"))
+    with rt.num_threads(2):
+        mod["ember_gather"](rt.array(data), rt.array(good), res)
+        np.testing.assert_array_equal(res.numpy()[:4], [3, 3, 0, 1])
+        bad = good.copy()
+        bad[3000] = 7
+        with pytest.raises(FFIError, match=r"gather: index 7 out of range \[-4, 4\)"):
+            mod["ember_gather"](rt.array(data), rt.array(bad), res)
