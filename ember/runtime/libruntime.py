@@ -52,6 +52,7 @@ def library_path() -> Path:
     """Where the C runtime for the current sources and compiler lives in the cache."""
     key = hash_bytes(
         source_path().read_bytes(),
+        (source_path().parent / "thread_pool.h").read_bytes(),  # included by runtime.c
         header_path().read_bytes(),
         config().cc.encode(),
         " ".join(_FLAGS).encode(),
@@ -75,7 +76,7 @@ def build() -> Path:
     path = library_path()
     if not path.exists():
         compile_shared(
-            [source_path()], path, include_dirs=[include_dir()], flags=_FLAGS, openmp=True
+            [source_path()], path, include_dirs=[include_dir()], flags=_FLAGS, openmp=False
         )
     return path
 
