@@ -51,8 +51,7 @@ def set_num_threads(n: int) -> None:
     cores = num_cores()
     if n > cores:
         warnings.warn(
-            f"{n} threads on {cores} cores: threads will wait for each other; "
-            f"use at most {cores}",
+            f"{n} threads on {cores} cores: threads will wait for each other; use at most {cores}",
             ThreadCountWarning,
             stacklevel=2,
         )
