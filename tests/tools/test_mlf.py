@@ -81,7 +81,20 @@ def test_standalone_make_test_passes(kws, tmp_path):
         tar.extractall(tmp_path, filter="data")
     out = subprocess.run(["make", "-s", "test"], cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert out.stdout.strip().startswith("PASS")
+    assert out.stdout.strip().startswith("PASS") and "guarded" in out.stdout
+    # one static arena of exactly the planned size (a guard after it stays untouched) ...
+    planned = kws[1].aot.memory.size
+    assert f"arena {planned} bytes" in out.stdout
+    header = (tmp_path / "include" / "ember_kws.h").read_text()
+    assert f"#define EMBER_KWS_WORKSPACE_SIZE {planned}" in header
+    # ... and no heap: none of the allocation functions is linked
+    symbols = subprocess.run(
+        ["nm", "-u", "run_model"], cwd=tmp_path, capture_output=True, text=True
+    )
+    linked = {
+        line.split()[-1].split("@")[0] for line in symbols.stdout.splitlines() if line.strip()
+    }
+    assert not linked & {"malloc", "calloc", "realloc", "free", "posix_memalign", "aligned_alloc"}
 
 
 def _tar(members: dict, links: tuple[str, ...] = ()) -> bytes:
