@@ -63,6 +63,8 @@ class Session:
         self.peer = peer
         self.index = next(_SESSION_INDEX) % 1000
         self.closed = False
+        #: What the server said about itself in the handshake (key, limits, process id).
+        self.info: dict[str, Any] = {}
         self._seq = itertools.count(1)
         self._lock = threading.RLock()
         self._to_free: list[int] = []
@@ -251,7 +253,7 @@ def connect(
     except OSError as exc:
         raise RPCError(f"rpc: cannot connect to {peer}: {exc}; is the server running?") from None
     try:
-        client_handshake(sock, key, max_frame, session_timeout)
+        info = client_handshake(sock, key, max_frame, session_timeout)
     except TimeoutError:
         sock.close()
         raise RPCError(f"rpc: call 'connect' timed out during the handshake with {peer}") from None
@@ -263,6 +265,7 @@ def connect(
         raise
     exchange = SocketExchange(sock, peer, timeout, max_frame)
     session = Session(exchange, exchange.close, peer)
+    session.info = info
     exchange.hooks = session.hooks
     return session
 

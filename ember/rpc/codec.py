@@ -17,6 +17,7 @@ length against the bytes left and limits nesting, so a malformed payload raises
 from __future__ import annotations
 
 import dataclasses
+import math
 import struct
 from collections.abc import Callable
 from enum import IntEnum
@@ -169,7 +170,7 @@ class _Encoder:
             )
 
     def tensor(self, arr: np.ndarray) -> None:
-        data = np.ascontiguousarray(arr)
+        data = arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
         if data.dtype.byteorder == ">":
             data = data.astype(data.dtype.newbyteorder("<"))
         self.out.append(bytes([Tag.TENSOR]))
@@ -276,7 +277,7 @@ class _Decoder:
         ndim = self.take(1)[0]
         shape = tuple(self.unpack(_I64)[0] for _ in range(ndim))
         (nbytes,) = self.unpack(_U64)
-        if any(d < 0 for d in shape) or int(np.prod(shape)) * dt.itemsize != nbytes:
+        if any(d < 0 for d in shape) or math.prod(shape) * dt.itemsize != nbytes:
             raise ProtocolError(f"rpc: tensor shape {shape} of {dt} does not hold {nbytes} bytes")
         raw = self.take(nbytes)
         return np.frombuffer(raw, dtype=dt.newbyteorder("<")).reshape(shape).copy()

@@ -202,6 +202,7 @@ def client_handshake(
         raise RPCError(_version_error(reply.body[1]))
     nonce, required = reply.body[2], reply.body[3]
     if required and not token:
+        send_frame(sock, Msg.AUTH, 0, (b"",))
         raise RPCError("rpc: the server requires a token; pass token=... (or --token-file)")
     send_frame(sock, Msg.AUTH, 0, (auth_mac(token, nonce) if token else b"",))
     reply = recv_frame(sock, max_frame)

@@ -56,10 +56,10 @@ def start(*args: str, lifetime: float = LIFETIME, wait: float = 60.0) -> Proc:
     while time.monotonic() < deadline and not line.endswith(b"\n"):
         ready, _, _ = select.select([proc.stdout], [], [], 0.5)
         if ready:
-            byte = proc.stdout.read(1)
-            if not byte:
+            chunk = os.read(proc.stdout.fileno(), 256)
+            if not chunk:
                 break
-            line += byte
+            line += chunk
     if b"listening on" not in line:
         proc.kill()
         proc.wait()
