@@ -102,13 +102,11 @@ def test_priority_then_arrival_order() -> None:
         threads[-1].start()
         time.sleep(0.05)
     assert state.status()["queue"] == {"k": 3}
-    started = 0
-    for _ in range(3):  # the server reports each session started and ended
+    for started in range(3):  # the server reports each session started and ended
         state.register(dict(info, active=0, started=started))
         deadline = time.monotonic() + 5
         while len(got) < started + 1 and time.monotonic() < deadline:
             time.sleep(0.01)
-        started += 1
     for t in threads:
         t.join(10)
     assert got == ["high", "low", "low2"]
