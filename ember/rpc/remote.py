@@ -16,7 +16,7 @@ request (no I/O happens in ``__del__``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -28,8 +28,21 @@ from ember.runtime.module import Module
 from ember.runtime.packed_func import PackedFunc
 from ember.runtime.time_evaluator import BenchmarkResult, TimeEvaluator
 
-if TYPE_CHECKING:
-    from ember.rpc.client import Session
+
+class Session(Protocol):
+    """What the stand-ins need of their session (:class:`ember.rpc.client.Session`)."""
+
+    closed: bool
+
+    def _release(self, ident: int) -> None: ...
+
+    def _simple(self, msg_name: str, body: tuple[Any, ...], what: str) -> Any: ...
+
+    def _request_ref(self, msg_name: str, arr: RemoteNDArray, what: str, *rest: Any) -> Any: ...
+
+    def _call(self, ident: int, args: tuple[Any, ...], name: str) -> Any: ...
+
+    def _get_function(self, mod_id: int, name: str) -> RemotePackedFunc | None: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,10 +20,10 @@ import socketserver
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ember.errors import RPCError
-from ember.rpc.client import connect
+from ember.rpc.client import Session, connect
 from ember.rpc.protocol import (
     DEFAULT_MAX_FRAME,
     Msg,
@@ -32,9 +32,6 @@ from ember.rpc.protocol import (
     send_frame,
     server_handshake,
 )
-
-if TYPE_CHECKING:
-    from ember.rpc.client import Session
 
 #: Seconds a handed-out server stays reserved while its client has not connected.
 LEASE_SECONDS = 10.0
