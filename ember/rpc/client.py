@@ -263,6 +263,7 @@ def connect(
     except RPCError:
         sock.close()
         raise
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     exchange = SocketExchange(sock, peer, timeout, max_frame)
     session = Session(exchange, exchange.close, peer)
     session.info = info

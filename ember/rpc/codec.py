@@ -97,13 +97,22 @@ _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 _DEV = struct.Struct("<ii")
 _REF = struct.Struct("<BQ")
+_PLAIN = (int, str, type(None))
+_INT_TAG = bytes([Tag.INT])
+_STR_TAG = bytes([Tag.STR])
+_NONE_TAG = bytes([Tag.NONE])
 
 
 def encode(value: Any, hooks: RefHooks | None = None) -> bytes:
     """The bytes of ``value``; raises RPCError naming a type that cannot cross."""
+    return b"".join(encode_parts(value, hooks))
+
+
+def encode_parts(value: Any, hooks: RefHooks | None = None) -> list[bytes]:
+    """The bytes of ``value`` as a list of pieces (large buffers are not copied)."""
     out: list[bytes] = []
     _Encoder(hooks or RefHooks(), out).value(value, 0)
-    return b"".join(out)
+    return out
 
 
 class _Encoder:
@@ -119,6 +128,18 @@ class _Encoder:
         if depth > MAX_DEPTH:
             raise RPCError(f"rpc: a value nests deeper than {MAX_DEPTH} levels")
         out = self.out
+        kind = type(v)
+        if kind in _PLAIN:  # the common scalars first, without the hooks
+            if kind is int and -(2**63) <= v < 2**63:
+                out += [_INT_TAG, _I64.pack(v)]
+                return
+            if kind is str:
+                data = v.encode("utf-8")
+                out += [_STR_TAG, _U32.pack(len(data)), data]
+                return
+            if v is None:
+                out.append(_NONE_TAG)
+                return
         ref = self.hooks.to_ref(v)
         if ref is not None:
             out += [bytes([Tag.REF]), _REF.pack(int(ref[0]), ref[1])]
@@ -137,7 +158,7 @@ class _Encoder:
             out.append(bytes([Tag.STR]))
             self.str_(v)
         elif isinstance(v, bytes | bytearray | memoryview):
-            data = bytes(v)
+            data = v if isinstance(v, bytes) else bytes(v)
             out += [bytes([Tag.BYTES]), _U32.pack(len(data)), data]
         elif isinstance(v, np.ndarray | NDArray):
             self.tensor(v.numpy() if isinstance(v, NDArray) else v)
@@ -181,7 +202,7 @@ class _Encoder:
         self.out += [_U64.pack(len(raw)), raw]
 
 
-def decode(data: bytes | memoryview, hooks: RefHooks | None = None) -> Any:
+def decode(data: bytes | bytearray | memoryview, hooks: RefHooks | None = None) -> Any:
     """The value encoded in ``data`` (all of it); raises ProtocolError when malformed."""
     reader = _Decoder(memoryview(data), hooks or RefHooks())
     value = reader.value(0)
@@ -226,6 +247,10 @@ class _Decoder:
         if depth > MAX_DEPTH:
             raise ProtocolError(f"rpc: a value nests deeper than {MAX_DEPTH} levels")
         tag = self.take(1)[0]
+        if tag == Tag.INT:
+            return self.unpack(_I64)[0]
+        if tag == Tag.STR:
+            return self.str_()
         if tag == Tag.NONE:
             return None
         if tag in (Tag.FALSE, Tag.TRUE):

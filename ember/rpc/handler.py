@@ -138,7 +138,7 @@ class SessionHandler:
             os.close(fd)
 
     # ---- dispatch -----------------------------------------------------------------------
-    def handle_frame(self, frame: bytes | memoryview) -> bytes | None:
+    def handle_frame(self, frame: bytes | bytearray | memoryview) -> bytes | None:
         """The reply frame to one request frame (None for messages without a reply)."""
         try:
             msg = unpack_frame(frame, self.hooks)

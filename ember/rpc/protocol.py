@@ -29,7 +29,7 @@ from enum import IntEnum
 from typing import Any
 
 from ember.errors import RPCError
-from ember.rpc.codec import ProtocolError, RefHooks, decode, encode
+from ember.rpc.codec import ProtocolError, RefHooks, decode, encode_parts
 
 MAGIC = "ember-rpc"
 #: The protocol version; bump on any incompatible change of frames, messages or values.
@@ -115,11 +115,12 @@ class Message:
 
 def pack_frame(msg: Msg, seq: int, body: tuple[Any, ...], hooks: RefHooks | None = None) -> bytes:
     """The frame bytes of a message (length prefix included)."""
-    payload = encode(tuple(body), hooks)
-    return _HEADER.pack(len(payload) + 5, int(msg), seq & 0xFFFFFFFF) + payload
+    parts = encode_parts(tuple(body), hooks)
+    size = sum(len(p) for p in parts)
+    return b"".join([_HEADER.pack(size + 5, int(msg), seq & 0xFFFFFFFF), *parts])
 
 
-def unpack_frame(data: bytes | memoryview, hooks: RefHooks | None = None) -> Message:
+def unpack_frame(data: bytes | bytearray | memoryview, hooks: RefHooks | None = None) -> Message:
     """Decode and type-check a frame without its length prefix (type, seq, body)."""
     if len(data) < 5:
         raise ProtocolError(f"rpc: a frame of {len(data)} bytes is shorter than its header")
@@ -146,7 +147,7 @@ def _short(value: Any) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-def recv_exact(sock: socket.socket, n: int) -> bytes:
+def recv_exact(sock: socket.socket, n: int) -> bytearray:
     """Exactly ``n`` bytes; raises ConnectionError when the peer closes first."""
     buf = bytearray(n)
     view = memoryview(buf)
@@ -156,7 +157,7 @@ def recv_exact(sock: socket.socket, n: int) -> bytes:
         if k == 0:
             raise ConnectionError(f"peer closed the connection ({got} of {n} bytes read)")
         got += k
-    return bytes(buf)
+    return buf
 
 
 def recv_frame(sock: socket.socket, max_frame: int, hooks: RefHooks | None = None) -> Message:

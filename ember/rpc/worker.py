@@ -88,6 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     die_with_parent(args.parent)
     token = sys.stdin.buffer.read() if args.auth else None
     sock = socket.socket(fileno=args.fd)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     handler = SessionHandler(args.dir, max_upload=args.max_upload)
     info: dict[str, object] = {"key": args.key, "max_frame": args.max_frame, "pid": os.getpid()}
     try:
