@@ -97,8 +97,9 @@ class Session:
         if reply is None or reply.seq != seq:
             raise RPCError(f"rpc: call '{what}': reply out of order from {self.peer}")
         if reply.type == Msg.ERROR:
-            raise RPCError(f"rpc: call '{what}' failed on {self.peer}: {reply.body[0]}: "
-                           f"{reply.body[1]}")
+            raise RPCError(
+                f"rpc: call '{what}' failed on {self.peer}: {reply.body[0]}: {reply.body[1]}"
+            )
         return reply.body[0]
 
     def _simple(self, msg_name: str, body: tuple[Any, ...], what: str) -> Any:

@@ -153,7 +153,8 @@ class SessionHandler:
         """Run one decoded request; exceptions become ERROR replies."""
         if msg.type == Msg.FREE:
             for ident in msg.body[0]:
-                self.objects.pop(ident, None)
+                if isinstance(ident, int):
+                    self.objects.pop(ident, None)
             return None
         try:
             value = self._dispatch(msg)

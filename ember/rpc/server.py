@@ -126,7 +126,13 @@ class Server:
                 with contextlib.suppress(OSError):
                     send_frame(conn, Msg.ERROR, 0, ("RPCError", self._busy_message()))
                 return
-            self._spawn(conn)
+            try:
+                self._spawn(conn)
+            except OSError as exc:  # e.g. out of processes or disk: refuse this one only
+                print(f"ember rpc server: cannot start a session: {exc}", file=sys.stderr)
+                conn.settimeout(1.0)
+                with contextlib.suppress(OSError):
+                    send_frame(conn, Msg.ERROR, 0, ("RPCError", f"server: {exc}"))
 
     def _busy_message(self) -> str:
         return (
@@ -147,13 +153,17 @@ class Server:
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH", "")) if p
         )
-        proc = subprocess.Popen(
-            cmd,
-            pass_fds=[conn.fileno()],
-            stdin=subprocess.PIPE if cfg.token else subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            env=env,
-        )
+        try:
+            proc = subprocess.Popen(
+                cmd,
+                pass_fds=[conn.fileno()],
+                stdin=subprocess.PIPE if cfg.token else subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                env=env,
+            )
+        except OSError:
+            shutil.rmtree(directory, ignore_errors=True)
+            raise
         if proc.stdin is not None:
             try:
                 proc.stdin.write(cfg.token or b"")

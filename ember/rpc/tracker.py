@@ -124,8 +124,13 @@ class TrackerState:
         now = time.monotonic()
         with self.lock:
             servers = [
-                {"key": e.key, "host": e.host, "port": e.port, "state": e.state(now),
-                 "sessions": e.started}
+                {
+                    "key": e.key,
+                    "host": e.host,
+                    "port": e.port,
+                    "state": e.state(now),
+                    "sessions": e.started,
+                }
                 for _, e in sorted(self.servers.items())
             ]
             queue: dict[str, int] = {}

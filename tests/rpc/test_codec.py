@@ -43,8 +43,12 @@ def test_values_round_trip(value: object) -> None:
 
 
 def test_tensors_round_trip_with_dtype_and_shape() -> None:
-    for arr in (np.arange(12, dtype="float32").reshape(3, 4), np.zeros((0, 2), "int64"),
-                np.array(True), np.arange(6, dtype=">i4")):
+    for arr in (
+        np.arange(12, dtype="float32").reshape(3, 4),
+        np.zeros((0, 2), "int64"),
+        np.array(True),
+        np.arange(6, dtype=">i4"),
+    ):
         out = decode(encode(arr))
         assert out.shape == arr.shape and np.array_equal(out, arr)
         assert out.dtype == arr.dtype.newbyteorder("<")
@@ -82,13 +86,23 @@ def test_nesting_is_limited_both_ways() -> None:
         bytes([Tag.STR]) + struct.pack("<I", 10) + b"abc",
         bytes([Tag.STR]) + struct.pack("<I", 2) + b"\xff\xfe",
         bytes([Tag.LIST]) + struct.pack("<I", 2**32 - 1),
-        bytes([Tag.DICT]) + struct.pack("<I", 1) + bytes([Tag.LIST]) + struct.pack("<I", 0)
+        bytes([Tag.DICT])
+        + struct.pack("<I", 1)
+        + bytes([Tag.LIST])
+        + struct.pack("<I", 0)
         + bytes([Tag.NONE]),
-        bytes([Tag.TENSOR]) + struct.pack("<I", 7) + b"float32" + bytes([1])
-        + struct.pack("<q", 2**40) + struct.pack("<Q", 4),
+        bytes([Tag.TENSOR])
+        + struct.pack("<I", 7)
+        + b"float32"
+        + bytes([1])
+        + struct.pack("<q", 2**40)
+        + struct.pack("<Q", 4),
         bytes([Tag.TENSOR]) + struct.pack("<I", 4) + b"nope" + bytes([0]) + struct.pack("<Q", 0),
         bytes([Tag.REF, 1]) + struct.pack("<Q", 5) + bytes([Tag.NONE]),
-        bytes([Tag.RECORD]) + struct.pack("<I", 4) + b"Evil" + bytes([Tag.DICT])
+        bytes([Tag.RECORD])
+        + struct.pack("<I", 4)
+        + b"Evil"
+        + bytes([Tag.DICT])
         + struct.pack("<I", 0),
         bytes([Tag.OBJECT]) + struct.pack("<I", 2) + b"{}",
         bytes([Tag.NONE, Tag.NONE]),

@@ -36,8 +36,19 @@ def fuzz_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Proc
     (base / "token").write_text(TOKEN)
     work = base / "work"
     work.mkdir()
-    proc = start("server", "--token-file", str(base / "token"), "--work-dir", str(work),
-                 "--max-frame", "65536", "--max-sessions", "8", "--idle-timeout", "5")
+    proc = start(
+        "server",
+        "--token-file",
+        str(base / "token"),
+        "--work-dir",
+        str(work),
+        "--max-frame",
+        "65536",
+        "--max-sessions",
+        "8",
+        "--idle-timeout",
+        "60",
+    )
     yield proc, base
     proc.stop()
 
@@ -153,12 +164,28 @@ def test_malformed_frames_after_the_handshake(fuzz_server: tuple[Proc, Path]) ->
 def test_path_traversal_is_refused_and_nothing_escapes(fuzz_server: tuple[Proc, Path]) -> None:
     proc, base = fuzz_server
     before = _settled(base)
-    names = ["../escape", "../../escape", "/tmp/escape", "a/b", "..", ".", "sub/../x",
-             "x\0y", "..\\escape", "\u2215etc", "~", "escape/"]
+    names = [
+        "../escape",
+        "../../escape",
+        "/tmp/escape",
+        "a/b",
+        "..",
+        ".",
+        "sub/../x",
+        "x\0y",
+        "..\\escape",
+        "\u2215etc",
+        "~",
+        "escape/",
+    ]
     with connect("127.0.0.1", proc.port, token=TOKEN, timeout=20) as sess:
         for name in names:
-            for call in (lambda n=name: sess.upload(b"evil", n), lambda n=name: sess.download(n),
-                         lambda n=name: sess.remove(n), lambda n=name: sess.load_module(n)):
+            for call in (
+                lambda n=name: sess.upload(b"evil", n),
+                lambda n=name: sess.download(n),
+                lambda n=name: sess.remove(n),
+                lambda n=name: sess.load_module(n),
+            ):
                 try:
                     call()
                 except RPCError:

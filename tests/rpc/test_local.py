@@ -51,8 +51,12 @@ def test_symlinks_in_the_session_directory_are_refused(tmp_path: Path) -> None:
     outside.write_text("keep")
     with LocalSession() as sess:
         os.symlink(outside, Path(sess.directory) / "link")
-        for call in (lambda: sess.download("link"), lambda: sess.remove("link"),
-                     lambda: sess.upload(b"evil", "link"), lambda: sess.load_module("link")):
+        for call in (
+            lambda: sess.download("link"),
+            lambda: sess.remove("link"),
+            lambda: sess.upload(b"evil", "link"),
+            lambda: sess.load_module("link"),
+        ):
             with pytest.raises(RPCError, match="not a regular file"):
                 call()
     assert outside.read_text() == "keep"
@@ -113,3 +117,10 @@ def test_remote_executors_match_a_local_run(kind: str, graph_lib: Path, aot_lib:
         assert ex.get_input_info()["shape"]["x"] in ([2, 64], (2, 64))
         result = ex.benchmark(dev, repeat=2, number=3)
         assert len(result.results) == 2 and result.mean > 0
+
+
+def test_free_ignores_handles_that_are_not_integers() -> None:
+    with LocalSession() as sess:
+        frame = ember.rpc.protocol.pack_frame(ember.rpc.protocol.Msg.FREE, 0, (["x", [1], 5],))
+        assert sess.handler.handle_frame(frame[4:]) is None
+        assert sess.get_function("rpc.echo")(2) == 2

@@ -33,8 +33,12 @@ def test_frame_round_trip_and_layout() -> None:
 
 @pytest.mark.parametrize(
     ("msg", "body"),
-    [(Msg.GET_FUNC, ("3", "run")), (Msg.GET_FUNC, (3,)), (Msg.CALL, (True, ())),
-     (Msg.UPLOAD, ("a", 0, "text"))],
+    [
+        (Msg.GET_FUNC, ("3", "run")),
+        (Msg.GET_FUNC, (3,)),
+        (Msg.CALL, (True, ())),
+        (Msg.UPLOAD, ("a", 0, "text")),
+    ],
 )
 def test_bodies_are_type_checked(msg: Msg, body: tuple[Any, ...]) -> None:
     with pytest.raises(ProtocolError, match=f"malformed {msg.name}"):

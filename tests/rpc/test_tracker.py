@@ -35,8 +35,15 @@ def _servers(tracker: Tracker, tmp_path: Path, keys: list[str]) -> list[Proc]:
         work = tmp_path / key
         work.mkdir()
         procs.append(
-            start("server", "--key", key, "--tracker", f"127.0.0.1:{tracker.port}",
-                  "--work-dir", str(work))
+            start(
+                "server",
+                "--key",
+                key,
+                "--tracker",
+                f"127.0.0.1:{tracker.port}",
+                "--work-dir",
+                str(work),
+            )
         )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and len(tracker.state.servers) < len(keys):
