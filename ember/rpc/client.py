@@ -29,7 +29,6 @@ from ember.errors import RPCError
 from ember.rpc.codec import RefHooks, RefKind
 from ember.rpc.protocol import (
     DEFAULT_MAX_FRAME,
-    HANDSHAKE_TIMEOUT,
     Message,
     Msg,
     client_handshake,
@@ -46,6 +45,8 @@ from ember.rpc.remote import (
 )
 from ember.runtime.device import RPC_SESS_MASK, Device
 
+#: Default seconds for connecting and the handshake (includes starting a session process).
+CONNECT_TIMEOUT = 30.0
 #: Bytes per UPLOAD/DOWNLOAD chunk (kept well under the frame limit).
 CHUNK = 4 << 20
 _SESSION_INDEX = itertools.count()
@@ -241,23 +242,28 @@ def connect(
     timeout: float = 60.0,
     session_timeout: float | None = None,
     max_frame: int = DEFAULT_MAX_FRAME,
+    connect_timeout: float = CONNECT_TIMEOUT,
 ) -> Session:
     """Open a session on the server at ``host:port`` (TVM's ``rpc.connect``).
 
-    ``timeout`` bounds every call (seconds); ``session_timeout`` asks the server to end the
-    session after that many seconds.
+    ``timeout`` bounds every call (seconds); ``connect_timeout`` bounds connecting and the
+    handshake (the server starts a session process first); ``session_timeout`` asks the
+    server to end the session after that many seconds.
     """
     peer = f"{host}:{port}"
     key = token.encode() if isinstance(token, str) else token
     try:
-        sock = socket.create_connection((host, port), timeout=min(timeout, HANDSHAKE_TIMEOUT))
+        sock = socket.create_connection((host, port), timeout=connect_timeout)
     except OSError as exc:
         raise RPCError(f"rpc: cannot connect to {peer}: {exc}; is the server running?") from None
     try:
         info = client_handshake(sock, key, max_frame, session_timeout)
     except TimeoutError:
         sock.close()
-        raise RPCError(f"rpc: call 'connect' timed out during the handshake with {peer}") from None
+        raise RPCError(
+            f"rpc: call 'connect' timed out after {connect_timeout:g} s during the handshake "
+            f"with {peer}; the server may be overloaded (raise connect_timeout=...)"
+        ) from None
     except (ConnectionError, OSError) as exc:
         sock.close()
         raise RPCError(f"rpc: call 'connect': {peer} closed the connection ({exc})") from None
