@@ -17,6 +17,8 @@ import ember
 from ember.errors import RPCError
 from ember.rpc import connect
 from ember.rpc.server import Server, ServerConfig, is_loopback
+from ember.runtime.libruntime import include_dir
+from ember.support.toolchain import compile_shared
 
 pytestmark = pytest.mark.cc
 
@@ -179,3 +181,31 @@ def test_session_timeout_ends_the_session(server: Proc) -> None:
     time.sleep(1.5)
     with pytest.raises(RPCError, match="lost|broken"):
         sess.listdir()
+
+
+CRASH_C = r"""
+#include <ember/runtime_api.h>
+EMBER_DLL int32_t crash(EmberValue* args, int32_t* codes, int32_t n, EmberValue* rv,
+                        int32_t* rc, void* rh) {
+  *(volatile int*)0 = 1;
+  return 0;
+}
+"""
+
+
+def test_a_crashing_kernel_ends_only_its_session(server: Proc, tmp_path: Path) -> None:
+    src = tmp_path / "crash.c"
+    src.write_text(CRASH_C)
+    lib = compile_shared([src], tmp_path / "crash.so", include_dirs=[include_dir()])
+    other = connect("127.0.0.1", server.port, timeout=30)
+    with connect("127.0.0.1", server.port, timeout=30) as sess:
+        sess.upload(lib)
+        crash = sess.load_module("crash.so")["crash"]
+        with pytest.raises(RPCError, match="call 'crash' failed: the connection .* was lost"):
+            crash()
+    assert other.get_function("rpc.echo")("still here") == "still here"
+    other.close()
+    with connect("127.0.0.1", server.port, timeout=30) as again:
+        assert again.listdir() == []
+    assert server.proc.poll() is None
+    assert _wait(lambda: not _sessions(tmp_path / "work"))

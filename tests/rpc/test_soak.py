@@ -85,6 +85,7 @@ def test_soak_leaks_nothing(tmp_path: Path) -> None:
         assert [p.name for p in work.rglob("*")] == [next(work.iterdir()).name]
         assert _fds(pid) == fds
         growth = _rss(pid) - rss
+        print(f"soak: {SESSIONS} sessions, server fds {fds}, RSS {rss} B, growth {growth} B")
         assert growth < MEMORY_BOUND, f"server memory grew by {growth} bytes"
     finally:
         assert proc.stop() == 0
