@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import threading
 from pathlib import Path
 from types import FrameType
 
@@ -75,6 +76,13 @@ def run(args: argparse.Namespace) -> int:
         if not is_loopback(args.host) and not token:
             raise EmberValueError("a tracker bound to a non-loopback address needs --token-file")
         tracker = Tracker(args.host, args.port, token)
+
+        def stop_tracker(signum: int, frame: FrameType | None) -> None:
+            # shutdown() waits for serve_forever, which runs in this (the main) thread
+            threading.Thread(target=tracker.shutdown, daemon=True).start()
+
+        signal.signal(signal.SIGTERM, stop_tracker)
+        signal.signal(signal.SIGINT, stop_tracker)
         print(f"ember rpc tracker listening on {args.host}:{tracker.port}", flush=True)
         tracker.serve(args.max_lifetime)
         return 0

@@ -6,10 +6,12 @@ import subprocess
 import sys
 
 import pytest
+from rpc_util import start
 
 from ember.cli.main import main
 from ember.cli.rpc_cmd import parse_address
 from ember.errors import EmberValueError
+from ember.rpc import connect_tracker
 
 
 def test_non_loopback_without_token_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
@@ -40,3 +42,13 @@ def test_rpc_server_imports_no_compiler_layer() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_tracker_command_serves_status(capsys: pytest.CaptureFixture[str]) -> None:
+    proc = start("tracker", "--host", "127.0.0.1")
+    try:
+        assert connect_tracker("127.0.0.1", proc.port).status() == {"servers": [], "queue": {}}
+        assert main(["rpc", "status", "--tracker", f"127.0.0.1:{proc.port}"]) == 0
+        assert "queue: empty" in capsys.readouterr().out
+    finally:
+        assert proc.stop() == 0
