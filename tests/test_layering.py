@@ -81,7 +81,7 @@ def test_runtime_side_import_statements_hold_the_layer_order():
         root = PACKAGE / layer
         files = sorted(root.rglob("*.py")) if root.is_dir() else [PACKAGE / f"{layer}.py"]
         for path in files:
-            bad = _imported_layers(path) - RUNTIME_ALLOWED
+            bad = _imported_layers(path) - RUNTIME_ALLOWED - {layer}
             if bad:
                 violations.append(f"{path.relative_to(PACKAGE)} imports {sorted(bad)}")
     assert not violations, "\n".join(violations)
@@ -272,7 +272,7 @@ def test_import_parser_sees_every_level() -> None:
 
 
 # ---- the runtime side: a DAG, no imports inside functions ------------------------------
-ACYCLIC_LAYERS = ("runtime", "formats", "executor", "tools")
+ACYCLIC_LAYERS = ("runtime", "formats", "executor", "tools", "rpc")
 
 #: Imports allowed inside function bodies on the runtime side: optional dependencies only,
 #: by top-level package name, each with the reason. Keep this list short.
@@ -320,6 +320,7 @@ LAYERS: dict[str, frozenset[str]] = {
     "formats": BASE,
     "executor": BASE | {"runtime", "formats"},
     "tools": BASE | RUNTIME,
+    "rpc": BASE | RUNTIME,
     "nd": BASE | {"runtime"},
     "ir": BASE,
     "frontend": BASE | {"ir"},
@@ -333,7 +334,7 @@ LAYERS: dict[str, frozenset[str]] = {
     # (ArtifactSet, metadata artifacts) a build returns
     "driver": BASE | (COMPILER - {"codegen"}) | RUNTIME | {"tools"},
     "testing": BASE | COMPILER | RUNTIME | {"driver", "ember"},
-    "cli": BASE | COMPILER | RUNTIME | {"driver", "tools", "ember"},
+    "cli": BASE | COMPILER | RUNTIME | {"driver", "tools", "ember", "rpc"},
     "examples": BASE | COMPILER | RUNTIME | {"driver", "tools", "testing", "ember"},
     # the public API; compiler names resolve lazily; tools.mlf registers the tar loader
     "ember": BASE | RUNTIME | {"nd", "tools"},
