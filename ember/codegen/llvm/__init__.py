@@ -8,7 +8,7 @@ the IR text, handy for reading.
 
 from __future__ import annotations
 
-from ember.codegen.llvm import target
+from ember.codegen.llvm import inspect, target
 from ember.codegen.llvm.build import (
     CODEGEN_ID,
     JIT_CODEGEN_ID,
@@ -25,5 +25,6 @@ __all__ = [
     "build_llvm",
     "build_llvmjit",
     "generate_ir",
+    "inspect",
     "target",
 ]

@@ -3,7 +3,8 @@
 ``llvm``: the optimised module becomes ``lib0.o`` (codegen_id ``llvm``, loader
 ``native``), which the ordinary loading process links with any C artifacts. The
 optimised bitcode is embedded in the object's ``.llvmbc`` section (the section
-``-fembed-bitcode`` uses; the linker drops it), so ``inspect`` shows its IR and assembly.
+``-fembed-bitcode`` uses; not allocated, so never mapped at run time), so ``inspect``
+shows its IR and assembly.
 ``llvmjit``: the same module compiled in this process by MCJIT into an
 ``InMemoryArtifact`` that loads itself (no file, no linker, no C compiler); the bitcode
 stays in the artifact for inspection. Equal inputs give byte-identical objects.
@@ -156,6 +157,8 @@ def embed_bitcode(mod: llvm.ModuleRef) -> bytes:
     holder = llvm.parse_assembly(
         f'@{BITCODE_GLOBAL} = private constant [{len(code)} x i8] c"{escaped}", '
         f'section "{BITCODE_SECTION}", align 1\n'
+        f"@llvm.compiler.used = appending global [1 x ptr] [ptr @{BITCODE_GLOBAL}], "
+        'section "llvm.metadata"\n'
     )
     holder.triple = mod.triple
     holder.data_layout = mod.data_layout
@@ -177,6 +180,8 @@ def build_llvm(funcs: Sequence[PrimFunc], target: Target) -> list[Artifact]:
         "mcpu": spec.cpu,
         "opt_level": spec.opt_level,
     }
+    if len(spec.features) <= 4000:
+        meta["mattr"] = spec.features
     listed = ",".join(symbol_name(f) for f in funcs)
     if len(listed) <= 4000:
         meta["functions"] = listed

@@ -9,21 +9,19 @@ operands the enclosing loop ranges prove non-negative is a plain ``sdiv``.
 
 from __future__ import annotations
 
-from ember.codegen.c.vector import flat_access
 from ember.codegen.llvm.ir_text import (
     FunctionWriter,
     Val,
     float_literal,
     int_literal,
-    memory_type,
     scalar_type,
     splat,
     value_type,
 )
 from ember.codegen.llvm.mathfn import math_call
+from ember.codegen.llvm.memory import MemoryLowering
 from ember.errors import CompileError
 from ember.tir import dtype as dt
-from ember.tir.buffer import Buffer
 from ember.tir.expr import (
     EQ,
     GE,
@@ -58,7 +56,7 @@ from ember.tir.expr import (
     Var,
 )
 from ember.tir.functor import post_order_visit
-from ember.tir.simplify import Simplifier, simplify
+from ember.tir.simplify import Simplifier
 
 _FCMP = {EQ: "oeq", NE: "une", LT: "olt", LE: "ole", GT: "ogt", GE: "oge"}
 _SCMP = {EQ: "eq", NE: "ne", LT: "slt", LE: "sle", GT: "sgt", GE: "sge"}
@@ -80,15 +78,13 @@ def may_fault(e: PrimExpr) -> bool:
     return bool(found)
 
 
-class ExprLowering:
+class ExprLowering(MemoryLowering):
     """Lowers expressions into ``self.w``; statements live in the subclass."""
 
     w: FunctionWriter
     env: dict[Var, Val]
     bounds: Simplifier
     where: str
-    #: access-group metadata of the enclosing vectorized loops (tags every load/store)
-    groups: list[str]
 
     def const(self, dtype: str, value: int | float) -> Val:
         """A constant of (possibly vector) ``dtype``."""
@@ -100,32 +96,6 @@ class ExprLowering:
         else:
             lit = int_literal(int(value), dt.bits_of(dtype))
         return Val(ty, splat(ty, lit) if dt.lanes_of(dtype) > 1 else lit)
-
-    def access_tag(self) -> str:
-        """The metadata suffix of a load/store inside vectorized loops."""
-        if not self.groups:
-            return ""
-        if len(self.groups) == 1:
-            return f", !llvm.access.group {self.groups[0]}"
-        node = self.w.ctx.node("!{" + ", ".join(self.groups) + "}")
-        return f", !llvm.access.group {node}"
-
-    def pointer(self, buf: Buffer) -> Val:
-        """The data pointer of ``buf``."""
-        ptr = self.env.get(buf.data)
-        if ptr is None:
-            raise CompileError(f"LLVM codegen{self.where}: buffer '{buf.name}' is not in scope")
-        return ptr
-
-    def address(self, buf: Buffer, offset: PrimExpr) -> Val:
-        """A pointer to element ``offset`` of ``buf``."""
-        off = self.expr(offset)
-        if off.ty != "i64":
-            ext = "zext" if dt.is_uint(offset.dtype) else "sext"
-            off = self.w.inst("i64", f"{ext} {off.typed()} to i64")
-        mty = memory_type(buf.dtype, self.where)
-        base = self.pointer(buf)
-        return self.w.inst("ptr", f"getelementptr inbounds {mty}, ptr {base.ref}, {off.typed()}")
 
     # -- the dispatcher -----------------------------------------------------------------
     def expr(self, e: PrimExpr) -> Val:
@@ -312,6 +282,14 @@ class ExprLowering:
         if sf and df:
             op = "fpext" if dt.bits_of(dst) > dt.bits_of(src) else "fptrunc"
         elif sf:
+            bits = dt.bits_of(dst)
+            if bits < 64 and (bits < 32 or dt.is_uint(dst)):
+                # as C compilers do: through a wider signed integer, then truncate, so
+                # negative values wrap (-2.0 -> 254 for uint8) instead of being poison
+                wide = "i32" if bits < 32 else "i64"
+                wide_ty = ty.replace(scalar_type(dst), wide)
+                tmp = self.w.inst(wide_ty, f"fptosi {v.typed()} to {wide_ty}")
+                return self.w.inst(ty, f"trunc {tmp.typed()} to {ty}")
             op = "fptoui" if dt.is_uint(dst) else "fptosi"
         elif df:
             op = "uitofp" if dt.is_uint(src) or dt.is_bool(src) else "sitofp"
@@ -365,61 +343,3 @@ class ExprLowering:
             self.w.ctx.declare(e.op, f"declare {ret} @{e.op}({', '.join(a.ty for a in args)})")
         val = self.w.call(ret, e.op, args)
         return val if val is not None else Val("i32", "0")
-
-    # -- memory ---------------------------------------------------------------------------
-    def vector_base(self, buf: Buffer, indices: tuple[PrimExpr, ...]) -> tuple[PrimExpr, int]:
-        """(flat offset of lane 0, flat stride between lanes) of a vector access."""
-        return flat_access(buf, indices, self.where)
-
-    def load(self, e: BufferLoad) -> Val:
-        """A scalar load, a contiguous vector load, or a gather lane by lane."""
-        buf = e.buffer
-        lanes = dt.lanes_of(e.dtype)
-        elem = dt.element_of(buf.dtype)
-        mty = memory_type(elem, self.where)
-        align = dt.bytes_of(elem) if elem != "bool" else 1
-        tag = self.access_tag()
-        if lanes == 1:
-            ptr = self.address(buf, buf.offset_of(e.indices))
-            raw = self.w.inst(mty, f"load {mty}, ptr {ptr.ref}, align {align}{tag}")
-        else:
-            base, stride = self.vector_base(buf, e.indices)
-            vty = f"<{lanes} x {mty}>"
-            if stride == 1:
-                ptr = self.address(buf, base)
-                raw = self.w.inst(vty, f"load {vty}, ptr {ptr.ref}, align {align}{tag}")
-            else:
-                raw = Val(vty, "poison")
-                for k in range(lanes):
-                    ptr = self.address(buf, simplify(base + k * stride))
-                    one = self.w.inst(mty, f"load {mty}, ptr {ptr.ref}, align {align}{tag}")
-                    raw = self.w.inst(vty, f"insertelement {raw.typed()}, {one.typed()}, i32 {k}")
-        if elem == "bool":
-            return self.compare("icmp ne", raw, self.const(dt.with_lanes("uint8", lanes), 0))
-        return raw
-
-    def store_value(
-        self, buf: Buffer, value: Val, indices: tuple[PrimExpr, ...], dtype: str
-    ) -> None:
-        """Store ``value`` (scalar or vector of ``dtype``) at ``buf[indices]``."""
-        lanes = dt.lanes_of(dtype)
-        elem = dt.element_of(buf.dtype)
-        mty = memory_type(elem, self.where)
-        align = dt.bytes_of(elem) if elem != "bool" else 1
-        if elem == "bool":
-            wide = mty if lanes == 1 else f"<{lanes} x {mty}>"
-            value = self.w.inst(wide, f"zext {value.typed()} to {wide}")
-        tag = self.access_tag()
-        if lanes == 1:
-            ptr = self.address(buf, buf.offset_of(indices))
-            self.w.op(f"store {value.typed()}, ptr {ptr.ref}, align {align}{tag}")
-            return
-        base, stride = self.vector_base(buf, indices)
-        if stride == 1:
-            ptr = self.address(buf, base)
-            self.w.op(f"store {value.typed()}, ptr {ptr.ref}, align {align}{tag}")
-            return
-        for k in range(lanes):
-            one = self.w.inst(mty, f"extractelement {value.typed()}, i32 {k}")
-            ptr = self.address(buf, simplify(base + k * stride))
-            self.w.op(f"store {one.typed()}, ptr {ptr.ref}, align {align}{tag}")

@@ -16,7 +16,7 @@ from typing import Any
 
 import llvmlite.binding as llvm
 
-from ember.codegen.llvm.machine import MachineSpec, machine
+from ember.codegen.llvm.machine import MachineSpec, new_machine
 from ember.runtime import c_api
 from ember.runtime.artifact import InMemoryArtifact
 from ember.runtime.module import Module
@@ -80,13 +80,12 @@ def jit_loader(bitcode: bytes, spec: MachineSpec, names: tuple[str, ...]) -> Cal
     lock = threading.Lock()
 
     def load() -> Module:
-        from_machine = machine(spec)
         with lock:
             engine = state.get("engine")
             if engine is None:
                 _register_runtime_symbols()
                 mod = llvm.parse_bitcode(bitcode)
-                engine = llvm.create_mcjit_compiler(mod, from_machine)
+                engine = llvm.create_mcjit_compiler(mod, new_machine(spec))
                 engine.finalize_object()
                 engine.run_static_constructors()
                 state["engine"] = engine

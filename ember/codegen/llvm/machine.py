@@ -185,21 +185,27 @@ _MACHINES: dict[MachineSpec, llvm.TargetMachine] = {}
 
 
 def machine(spec: MachineSpec) -> llvm.TargetMachine:
-    """The (cached) TargetMachine of ``spec``: PIC objects, or JIT code for this process."""
+    """The (cached) TargetMachine of ``spec`` for optimising and emitting code."""
     with _LOCK:
         tm = _MACHINES.get(spec)
         if tm is None:
-            target = llvm.Target.from_triple(spec.triple)
-            tm = target.create_target_machine(
-                cpu=spec.cpu,
-                features=spec.features,
-                opt=spec.opt_level,
-                reloc="default" if spec.jit else "pic",
-                codemodel="jitdefault" if spec.jit else "default",
-                jit=spec.jit,
-            )
+            tm = new_machine(spec)
             _MACHINES[spec] = tm
         return tm
+
+
+def new_machine(spec: MachineSpec) -> llvm.TargetMachine:
+    """A fresh TargetMachine of ``spec``: PIC objects, or JIT code for this process (an
+    execution engine takes ownership of its machine, so it never gets a cached one)."""
+    target = llvm.Target.from_triple(spec.triple)
+    return target.create_target_machine(
+        cpu=spec.cpu,
+        features=spec.features,
+        opt=spec.opt_level,
+        reloc="default" if spec.jit else "pic",
+        codemodel="jitdefault" if spec.jit else "default",
+        jit=spec.jit,
+    )
 
 
 def parse(text: str, where: str) -> llvm.ModuleRef:

@@ -17,8 +17,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+import ember
 import ember.codegen.llvm  # noqa: F401 - registers the llvm and llvmjit kinds
+import ember.driver
 from ember.codegen.llvm import build_llvm, build_llvmjit
+from ember.driver import pipeline
 from ember.runtime.artifact import Artifact
 from ember.runtime.artifact_set import ArtifactSet
 from ember.runtime.loading import load_artifacts
@@ -70,6 +75,44 @@ def c_suite(module: str, skip: set[str] | frozenset[str] = frozenset()) -> dict[
         TESTS / "codegen" / f"{module}.py", f"llvm_copy_{module}", compile_funcs=compile_funcs
     )
     return {k: v for k, v in tests.items() if k not in skip}
+
+
+#: the kinds the compiled end-to-end suites run for here (``c`` runs in tests/e2e).
+E2E_KINDS = ("llvm", "llvmjit")
+
+
+def kind_fixture(kinds: Sequence[str]) -> Any:
+    """An autouse fixture over ``kinds``: every ``ember.build`` of a test compiles for the
+    kind instead of the default (or an explicit) ``c``."""
+
+    @pytest.fixture(params=list(kinds), autouse=True)
+    def compiled_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+        kind: str = request.param
+        original = pipeline.build
+
+        def build(mod: Any, target: Any = "c", *args: Any, **kwargs: Any) -> Any:
+            if str(target).split()[0] == "c":
+                target = kind + str(target)[1:]
+            return original(mod, target, *args, **kwargs)
+
+        monkeypatch.setattr(ember.driver, "build", build)
+        monkeypatch.setattr(ember, "build", build)
+        return kind
+
+    return compiled_kind
+
+
+def e2e_suite(
+    module: str,
+    kinds: Sequence[str] = E2E_KINDS,
+    skip: set[str] | frozenset[str] = frozenset(),
+    folder: str = "e2e",
+) -> dict[str, Any]:
+    """The tests of ``tests/<folder>/<module>.py``, each run for every kind of ``kinds``."""
+    tests = load_c_tests(TESTS / folder / f"{module}.py", f"llvm_copy_{module}")
+    found = {k: v for k, v in tests.items() if k not in skip}
+    found["compiled_kind"] = kind_fixture(kinds)
+    return found
 
 
 def _is_fixture(value: object) -> bool:
