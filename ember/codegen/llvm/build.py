@@ -99,6 +99,7 @@ def unpacked_function(func: PrimFunc, ctx: ModuleContext, opts: Options) -> list
         if isinstance(p, Buffer):
             params.append(f"ptr noalias {name}")
             gen.env[p.data] = Val("ptr", name)
+            gen.noalias.add(name)
             for e in p.shape:
                 if isinstance(e, Var):
                     gen.bounds.ranges[e] = (0, NON_NEGATIVE_MAX)

@@ -82,6 +82,8 @@ class FuncGen(ExprLowering):
         self.in_parallel = False
         self.in_simd = False
         self.lambda_suffix = ""
+        #: the references of values that are noalias pointers (the kernel's buffers)
+        self.noalias: set[str] = set()
 
     def runtime(self, name: str) -> str:
         """Declare a runtime API function and return its name."""
@@ -256,19 +258,22 @@ class FuncGen(ExprLowering):
         self.guard(ok, "")
 
     def lambda_text(self, name: str, s: For, captured: list[tuple[Var, Val]], sty: str) -> str:
-        """The lambda running chunk ``task_id`` of ``num_task`` of loop ``s``."""
-        inner = FuncGen(self.ctx, self.func, self.opts, self.scope)
-        inner.func_symbol = self.func_symbol
-        inner.in_parallel = True
-        inner.lambda_suffix = " (in a parallel loop)"
-        inner.bounds = Simplifier(dict(self.bounds.ranges))
-        w = inner.w
-        for k, (v, val) in enumerate(captured):
+        """The lambda computing chunk ``task_id`` of ``num_task`` of loop ``s``, and the
+        body function it calls: its pointer parameters are ``noalias`` where the kernel's
+        are, so the loop keeps the alias facts the outlining would lose (the inliner
+        turns them into scoped alias metadata)."""
+        w = FunctionWriter(self.ctx)
+        w.lines.append("entry:")
+        loaded = []
+        for k, (_, val) in enumerate(captured):
             slot = w.inst("ptr", f"getelementptr inbounds {sty}, ptr %cdata, i32 0, i32 {k}")
-            inner.env[v] = w.inst(val.ty, f"load {val.ty}, ptr {slot.ref}")
+            loaded.append(w.inst(val.ty, f"load {val.ty}, ptr {slot.ref}"))
+        outer = FuncGen(self.ctx, self.func, self.opts, self.scope)
+        outer.w = w
+        outer.env = {v: val for (v, _), val in zip(captured, loaded, strict=True)}
         ty = value_type(s.loop_var.dtype, self.where)
-        lo = inner.expr(s.min)
-        extent = inner.expr(s.extent)
+        lo = outer.expr(s.min)
+        extent = outer.expr(s.extent)
         nptr = w.inst("ptr", "getelementptr inbounds { ptr, i32 }, ptr %penv, i32 0, i32 1")
         ntask = w.inst("i32", f"load i32, ptr {nptr.ref}")
         task, num = Val("i32", "%task_id"), ntask
@@ -284,12 +289,33 @@ class FuncGen(ExprLowering):
         stop = w.inst(ty, f"select i1 {small.ref}, {ty} {stop.ref}, {ty} {extent.ref}")
         begin = w.inst(ty, f"add nsw {ty} {lo.ref}, {start.ref}")
         end = w.inst(ty, f"add nsw {ty} {lo.ref}, {stop.ref}")
-        inner.emit_loop(s.loop_var, begin, end, s, [])
-        w.op("ret i32 0")
-        return (
+        args = ", ".join(v.typed() for v in [*loaded, begin, end])
+        rc = w.inst("i32", f"call i32 @{name}_body({args})")
+        w.op(f"ret i32 {rc.ref}")
+        lam = (
             f"define internal i32 @{name}(i32 %task_id, ptr %penv, ptr %cdata) nounwind {{\n"
             f"{w.body()}\n}}"
         )
+        inner = FuncGen(self.ctx, self.func, self.opts, self.scope)
+        inner.func_symbol = self.func_symbol
+        inner.in_parallel = True
+        inner.lambda_suffix = " (in a parallel loop)"
+        inner.bounds = Simplifier(dict(self.bounds.ranges))
+        params = []
+        for k, (v, val) in enumerate(captured):
+            attr = " noalias" if val.ref in self.noalias else ""
+            params.append(f"{val.ty}{attr} %c{k}")
+            inner.env[v] = Val(val.ty, f"%c{k}")
+            if attr:
+                inner.noalias.add(f"%c{k}")
+        params += [f"{ty} %begin", f"{ty} %end"]
+        inner.emit_loop(s.loop_var, Val(ty, "%begin"), Val(ty, "%end"), s, [])
+        inner.w.op("ret i32 0")
+        body = (
+            f"define internal i32 @{name}_body({', '.join(params)}) alwaysinline nounwind {{\n"
+            f"{inner.w.body()}\n}}"
+        )
+        return lam + "\n" + body
 
     func_symbol = ""
 
