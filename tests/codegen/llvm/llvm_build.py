@@ -95,8 +95,10 @@ def kind_fixture(kinds: Sequence[str]) -> Any:
                 target = kind + str(target)[1:]
             return original(mod, target, *args, **kwargs)
 
-        monkeypatch.setattr(ember.driver, "build", build)
+        # ember.build may be resolved lazily from ember.driver: patch it first, so that
+        # the value restored afterwards is the real function, not this wrapper
         monkeypatch.setattr(ember, "build", build)
+        monkeypatch.setattr(ember.driver, "build", build)
         return kind
 
     return compiled_kind
@@ -107,10 +109,17 @@ def e2e_suite(
     kinds: Sequence[str] = E2E_KINDS,
     skip: set[str] | frozenset[str] = frozenset(),
     folder: str = "e2e",
+    only: set[str] | None = None,
 ) -> dict[str, Any]:
-    """The tests of ``tests/<folder>/<module>.py``, each run for every kind of ``kinds``."""
-    tests = load_c_tests(TESTS / folder / f"{module}.py", f"llvm_copy_{module}")
-    found = {k: v for k, v in tests.items() if k not in skip}
+    """The tests of ``tests/<folder>/<module>.py`` (all but ``skip``, or ``only`` these),
+    each run for every kind of ``kinds``."""
+    tag = "_".join(kinds)
+    tests = load_c_tests(TESTS / folder / f"{module}.py", f"llvm_copy_{module}_{tag}")
+    found = {
+        k: v
+        for k, v in tests.items()
+        if k not in skip and (only is None or k in only or not k.startswith("test_"))
+    }
     found["compiled_kind"] = kind_fixture(kinds)
     return found
 
