@@ -21,7 +21,11 @@ from ember.codegen.llvm.jit import LLVMJitArtifact
 from ember.codegen.llvm.machine import MachineSpec, emit_assembly, init_llvm
 from ember.errors import ArtifactError
 from ember.runtime.artifact import AnyArtifact, Artifact
-from ember.runtime.inspectors import INSPECTORS, register_inspector
+
+try:  # the registry's module after the runtime restructuring (engineer A), else before it
+    from ember.runtime.inspection import INSPECTORS, register_inspector
+except ImportError:  # pragma: no cover - depends on the merge order
+    from ember.runtime.inspectors import INSPECTORS, register_inspector  # type: ignore[no-redef]
 
 
 def object_bitcode(data: bytes) -> bytes | None:
