@@ -3,6 +3,7 @@ determinism, in-memory artifacts, inspection and the fast math polynomials."""
 
 from __future__ import annotations
 
+import math
 import struct
 from pathlib import Path
 
@@ -179,7 +180,7 @@ def test_polynomial_math_matches_numpy_over_the_whole_range(op: str) -> None:
     out = rt.array(np.zeros(n, "float32"))
     mod[f"ember_u_{op}"](rt.array(x), out)
     xd = x.astype("float64")
-    erf = np.vectorize(__import__("math").erf)
+    erf = np.vectorize(math.erf)
     with np.errstate(over="ignore"):
         want = {
             "exp": lambda: np.exp(xd),
@@ -187,7 +188,8 @@ def test_polynomial_math_matches_numpy_over_the_whole_range(op: str) -> None:
             "erf": lambda: erf(xd),
             "sigmoid": lambda: 1 / (1 + np.exp(-xd)),
         }[op]()
-    np.testing.assert_allclose(out.numpy(), want.astype("float32"), rtol=2e-6, atol=1e-7)
+        want32 = want.astype("float32")  # exp(89) overflows float32: inf, as ours
+    np.testing.assert_allclose(out.numpy(), want32, rtol=2e-6, atol=1e-7)
 
 
 def test_ir_text_is_readable_and_vectorized_loops_carry_metadata() -> None:
