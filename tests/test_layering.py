@@ -341,12 +341,18 @@ LAYERS: dict[str, frozenset[str]] = {
     "__main__": frozenset({"cli"}),
 }
 
-#: Imports of a layer narrower than the layer: codegen needs Artifact data and register_func.
+#: Imports of a layer narrower than the layer: codegen needs Artifact data and register_func,
+#: the inspector registry for its views, and (llvmjit) what an in-memory artifact needs to
+#: load itself into a module: the C API, Module and PackedFunc.
 NARROW = {
     ("codegen", "runtime"): (
         "ember.runtime.artifact",
         "ember.runtime.artifact_set",
         "ember.runtime.registry",
+        "ember.runtime.inspection",
+        "ember.runtime.c_api",
+        "ember.runtime.module",
+        "ember.runtime.packed_func",
     )
 }
 

@@ -133,6 +133,12 @@ class ExprLowering(MemoryLowering):
         if isinstance(e, Call):
             if e.kind == "extern":
                 return self.call_extern(e)
+            if e.kind != "intrin":
+                raise CompileError(
+                    f"LLVM codegen{self.where}: '{e.kind}' calls ({e.op}) are not supported by "
+                    "the llvm back end yet (run-time index checks, call_cpacked); use target 'c' "
+                    "for this model, or the unpacked calling convention"
+                )
             args = [self.expr(a) for a in e.args]
             return math_call(self.w, e.op, e.dtype, args, self.where)
         if isinstance(e, BufferLoad):
