@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from ember.driver import build
+from ember.errors import EmberValueError, FrontendError
 from ember.frontend import from_onnx
 from ember.tools.package import write_package
 
@@ -58,6 +59,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Import, build and package the model; print what was written."""
     out = args.output or args.model.with_suffix(".tar")
+    if out.is_dir():
+        raise EmberValueError(f"-o {out} is a directory; pass the path of the package to write")
+    if not args.model.is_file():
+        raise FrontendError(
+            f"{args.model}: not a regular file (missing, a directory, FIFO or device); pass an "
+            ".onnx model file"
+        )
     show = not args.quiet and sys.stderr.isatty()
     start = time.perf_counter()
     if not args.quiet:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -146,6 +147,11 @@ class AotExecutorModule(Module):
         self.import_module(top.host)
         for p in md.params:
             self._arrays[self._index[p.name]].copyfrom(np.ascontiguousarray(top.params[p.name]))
+
+    def lock(self) -> threading.RLock:
+        """The executor's lock: hold it (``with mod.lock():``) around set_input/run/get_output
+        to make the sequence atomic when threads share this executor."""
+        return self._exec_lock
 
     def _get_function(self, name: str) -> PackedFunc | None:
         return as_packed_func(getattr(self, name)) if name in FUNCTIONS else None

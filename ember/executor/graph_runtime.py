@@ -19,6 +19,7 @@ memory is touched, and ``run`` refuses to start while an input has never been se
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -117,6 +118,11 @@ class GraphExecutorModule(Module):
             self.load_params(params)
 
     # ------------------------------------------------------------------ Module
+    def lock(self) -> threading.RLock:
+        """The executor's lock: hold it (``with mod.lock():``) around set_input/run/get_output
+        to make the sequence atomic when threads share this executor."""
+        return self._exec_lock
+
     def _get_function(self, name: str) -> PackedFunc | None:
         if name not in FUNCTIONS:
             return None

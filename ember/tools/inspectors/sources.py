@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ember.errors import ArtifactError
+from ember.formats.package import read_package as read_package_files
 from ember.runtime.artifact import NATIVE_LOADER, AnyArtifact, Artifact
 from ember.runtime.artifact_set import MANIFEST_NAME, ArtifactSet
 from ember.runtime.blob import read_library_blob
 from ember.runtime.elf import is_elf
 from ember.support.registry import Registry
-from ember.formats.package import read_package as read_package_files
 from ember.tools.package import package_artifacts, verify_package_library
 
 #: The codegen_id under which an exported library lists its own native code.
