@@ -24,7 +24,9 @@ from ember.errors import (
     ModuleLoadError,
     SerializationError,
 )
+from ember.executor import GraphExecutor
 from ember.formats.package import read_package
+from ember.runtime import cpu, load_artifacts
 from ember.runtime.artifact_set import ArtifactSet
 from ember.runtime.library_module import LibraryModule
 from ember.support.tarball import read_tar, write_tar
@@ -122,9 +124,6 @@ def test_a_fifo_is_never_opened(tmp_path: Path, capsys: pytest.CaptureFixture[st
 
 
 def test_benchmark_arguments_are_checked_before_c(small_artifacts: ArtifactSet) -> None:
-    from ember.executor import GraphExecutor  # noqa: PLC0415
-    from ember.runtime import cpu, load_artifacts  # noqa: PLC0415
-
     ge = GraphExecutor(load_artifacts(small_artifacts)["default"](cpu(0)))
     ge.set_input("x", np.ones((2, 3), np.float32))
     for kw in ({"min_repeat_ms": 10**15}, {"number": 2**40}, {"repeat": -1}):
@@ -150,7 +149,9 @@ def test_sparse_initializer_dims_are_bounded() -> None:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     with pytest.raises(FrontendError, match="sparse"):
         from_onnx(model)
-    bad_index = helper.make_sparse_tensor(values, helper.make_tensor("w_i", tp.INT64, [1], [9]), [4])
+    bad_index = helper.make_sparse_tensor(
+        values, helper.make_tensor("w_i", tp.INT64, [1], [9]), [4]
+    )
     graph.ClearField("sparse_initializer")
     graph.sparse_initializer.append(bad_index)
     graph.output[0].CopyFrom(helper.make_tensor_value_info("y", tp.FLOAT, [4]))
