@@ -22,7 +22,7 @@ from ember.executor import AotExecutor, GraphExecutor
 from ember.runtime.device import cpu
 from ember.runtime.library_module import load_module
 from ember.runtime.module import Module
-from ember.support.tarball import write_file_atomic
+from ember.support.files import write_file_atomic
 from ember.tools.package import load_package
 
 #: Limits of ``--inputs``: the total bytes its arrays may inflate to, and the member count.
