@@ -99,11 +99,21 @@ def object_file(address: int) -> str | None:
 
 
 def elf_exported_functions(path: str | os.PathLike[str]) -> list[str]:
-    """Names of the defined global function symbols in an ELF64 file's dynamic symbol table."""
+    """Names of the defined global function symbols in an ELF64 file's dynamic symbol table.
+
+    A malformed or truncated file gives no names, never an error.
+    """
     try:
         data = Path(path).read_bytes()
     except OSError:
         return []
+    try:
+        return _dynamic_function_names(data)
+    except (struct.error, IndexError):
+        return []
+
+
+def _dynamic_function_names(data: bytes) -> list[str]:
     if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
         return []  # only little-endian ELF64 is read; other formats give no names
     (shoff,) = struct.unpack_from("<Q", data, 0x28)
