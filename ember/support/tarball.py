@@ -106,14 +106,16 @@ def read_tar(
                 total += member.size
                 if total > max_total_bytes:
                     raise SerializationError(
-                        f"{where}: entries declare more than {max_total_bytes} bytes (the "
-                        "archive size or the limit max_total_bytes); refusing to read"
+                        f"{where}: entries exceed {max_total_bytes} bytes (the archive size "
+                        "or the limit max_total_bytes); refusing to read"
                     )
                 handle = tar.extractfile(member)
                 data = handle.read() if handle is not None else b""
                 if len(data) != member.size:
                     raise SerializationError(f"{where}: entry {name!r} is truncated")
                 files[name] = data
+    except SerializationError:
+        raise
     except (tarfile.TarError, EOFError, OSError, ValueError, RecursionError) as exc:
         raise SerializationError(f"{where}: not a readable tar archive: {exc}") from None
     return files
