@@ -18,6 +18,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check ember tests benchmarks
+	$(VENV)/bin/ruff format --check ember tests benchmarks
 	$(VENV)/bin/mypy ember
 	$(PY) -m pytest -n auto -q
 

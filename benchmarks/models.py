@@ -183,9 +183,7 @@ def measure(name: str, repeat: int, profile: int, cpu_clock: bool = False) -> Ro
             out = " ".join("x".join(map(str, s)) for s in shapes[op])
             print(f"  {pct:5.1f}%  {us / 1e3:8.3f} ms  {calls:3d}x  {op} -> {out}")
         sys.stdout.flush()
-    return Row(
-        name, build_s, load_s, ember_s, aot_s, ort1_s, ort2_s, max_err, model_gflop(model)
-    )
+    return Row(name, build_s, load_s, ember_s, aot_s, ort1_s, ort2_s, max_err, model_gflop(model))
 
 
 def model_gflop(model: Any) -> float:

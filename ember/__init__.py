@@ -28,6 +28,7 @@ from ember.runtime.artifact import Artifact, InMemoryArtifact
 from ember.runtime.artifact_set import ArtifactSet
 from ember.runtime.export import export_library
 from ember.runtime.loading import load_artifacts
+from ember.tools.mlf import TestVectors  # importing it registers the tar loader
 
 __version__ = "0.1.0"
 
@@ -37,6 +38,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "lower": ("ember.driver", "lower"),
     "Lowered": ("ember.driver", "Lowered"),
     "Executor": ("ember.driver", "Executor"),
+    "export_model_library_format": ("ember.driver.mlf", "export_model_library_format"),
     "Target": ("ember.target", "Target"),
     "register_target_kind": ("ember.target", "register_target_kind"),
     "import_onnx": ("ember.frontend", "from_onnx"),
@@ -67,6 +69,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "TestVectors",
     "AotExecutor",
     "Artifact",
     "ArtifactSet",

@@ -14,10 +14,15 @@ import dataclasses
 import os
 import pwd
 import threading
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ember.errors import EmberValueError
+
+
+class ThreadCountWarning(UserWarning):
+    """More threads were asked for than this process has cores."""
 
 
 @dataclass(frozen=True)
@@ -49,7 +54,8 @@ SETTINGS: dict[str, Setting] = {
     "num_threads": Setting(
         "EMBER_NUM_THREADS",
         "0",
-        "worker threads of EmberBackendParallelLaunch; 0 means one per core",
+        "threads of ember's thread pool (parallel loops, EmberBackendParallelLaunch), the "
+        "caller's included; 0 means one per core",
     ),
 }
 
@@ -76,6 +82,14 @@ def _parse(env: dict[str, str]) -> Config:
         ) from None
     if num_threads < 0:
         raise EmberValueError(f"EMBER_NUM_THREADS must be >= 0, got {num_threads}")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if cores and num_threads > cores:
+        warnings.warn(
+            f"EMBER_NUM_THREADS={num_threads} is more than the {cores} cores of this process: "
+            f"threads will wait for each other; set it to at most {cores}",
+            ThreadCountWarning,
+            stacklevel=2,
+        )
     return Config(
         cache_dir=_cache_dir(raw["cache_dir"], env),
         cc=raw["cc"] or "cc",

@@ -81,7 +81,7 @@ def test_runtime_side_import_statements_hold_the_layer_order():
         root = PACKAGE / layer
         files = sorted(root.rglob("*.py")) if root.is_dir() else [PACKAGE / f"{layer}.py"]
         for path in files:
-            bad = _imported_layers(path) - RUNTIME_ALLOWED
+            bad = _imported_layers(path) - RUNTIME_ALLOWED - {layer}
             if bad:
                 violations.append(f"{path.relative_to(PACKAGE)} imports {sorted(bad)}")
     assert not violations, "\n".join(violations)
@@ -157,8 +157,10 @@ def parse_imports(
             inner = scope
             if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
                 inner = "function"
-            elif isinstance(child, ast.If) and scope == "module" and "TYPE_CHECKING" in ast.unparse(
-                child.test
+            elif (
+                isinstance(child, ast.If)
+                and scope == "module"
+                and "TYPE_CHECKING" in ast.unparse(child.test)
             ):
                 inner = "type_checking"
             if isinstance(child, ast.Import | ast.ImportFrom):
@@ -270,7 +272,7 @@ def test_import_parser_sees_every_level() -> None:
 
 
 # ---- the runtime side: a DAG, no imports inside functions ------------------------------
-ACYCLIC_LAYERS = ("runtime", "formats", "executor", "tools")
+ACYCLIC_LAYERS = ("runtime", "formats", "executor", "tools", "rpc")
 
 #: Imports allowed inside function bodies on the runtime side: optional dependencies only,
 #: by top-level package name, each with the reason. Keep this list short.
@@ -318,6 +320,7 @@ LAYERS: dict[str, frozenset[str]] = {
     "formats": BASE,
     "executor": BASE | {"runtime", "formats"},
     "tools": BASE | RUNTIME,
+    "rpc": BASE | RUNTIME,
     "nd": BASE | {"runtime"},
     "ir": BASE,
     "frontend": BASE | {"ir"},
@@ -329,11 +332,12 @@ LAYERS: dict[str, frozenset[str]] = {
     "codegen": BASE | {"tir", "target", "runtime"},
     # all compiler layers but no code generator, plus the runtime side whose data
     # (ArtifactSet, metadata artifacts) a build returns
-    "driver": BASE | (COMPILER - {"codegen"}) | RUNTIME,
+    "driver": BASE | (COMPILER - {"codegen"}) | RUNTIME | {"tools"},
     "testing": BASE | COMPILER | RUNTIME | {"driver", "ember"},
-    "cli": BASE | COMPILER | RUNTIME | {"driver", "tools", "ember"},
+    "cli": BASE | COMPILER | RUNTIME | {"driver", "tools", "ember", "rpc"},
     "examples": BASE | COMPILER | RUNTIME | {"driver", "tools", "testing", "ember"},
-    "ember": BASE | RUNTIME | {"nd"},  # the public API; compiler names resolve lazily
+    # the public API; compiler names resolve lazily; tools.mlf registers the tar loader
+    "ember": BASE | RUNTIME | {"nd", "tools"},
     "__main__": frozenset({"cli"}),
 }
 
@@ -388,8 +392,6 @@ def test_every_module_obeys_the_layer_order() -> None:
 KNOWN_CYCLES: dict[str, tuple[str, ...]] = {
     # expr/stmt/buffer <-> printer, simplify, functor (function-level imports)
     "tir core": ("ember.tir.*",),
-    # the C expression generator and the vector helpers call each other
-    "codegen.c": ("ember.codegen.c.expr_gen", "ember.codegen.c.vector"),
     # ir.op loads the built-in op families (ir.ops.*), which register through ir.op
     "ir ops": ("ember.ir.op", "ember.ir.ops", "ember.ir.ops.*"),
     # IRModule.__str__ uses the printer, which prints IRModules

@@ -13,9 +13,14 @@ import sys
 import time
 from pathlib import Path
 
-from ember.driver import build
+import numpy as np
+
+from ember.cli.run_cmd import random_inputs
+from ember.driver import lower
 from ember.errors import EmberValueError, FrontendError
 from ember.frontend import from_onnx
+from ember.ir import IRModule, TensorType, evaluate
+from ember.tools.mlf import TestVectors, write_mlf
 from ember.tools.package import write_package
 
 
@@ -44,6 +49,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="bind an input's symbolic dimensions (repeatable)",
     )
     parser.add_argument(
+        "--format",
+        choices=("package", "mlf"),
+        default="package",
+        help="package (library + artifact tree, default) or mlf (Model Library Format: "
+        "sources, runtime, header, Makefile; executor defaults to 'aot -interface-api=c')",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the MLF test vectors' inputs")
+    parser.add_argument(
         "--executor",
         default=None,
         help="'graph' (default), 'aot' or an executor spec such as 'aot -interface-api=c'",
@@ -54,6 +67,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--save-artifacts", type=Path, help="also save the artifacts as a directory tree"
     )
     parser.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+def _test_vectors(mod: IRModule, params: dict[str, np.ndarray], seed: int) -> TestVectors:
+    """Seeded inputs and the reference evaluator's outputs for them (numpy, not the
+    compiled code), with the tolerance the compiled model tests use."""
+    info = {
+        v.name: {"shape": v.type.shape, "dtype": v.type.dtype}
+        for v in mod.main.params
+        if v.name not in params and isinstance(v.type, TensorType)
+    }
+    inputs = random_inputs(info, seed)
+    expected = [np.asarray(e) for e in evaluate(mod, inputs, params)]
+    return TestVectors(inputs, expected, rtol=1e-4, atol=1e-5)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -73,20 +99,28 @@ def run(args: argparse.Namespace) -> int:
     mod, params = from_onnx(args.model, shape=dict(args.input_shape) or None)
     if not args.quiet:
         print(f"compiling for '{args.target}'", file=sys.stderr)
-    arts = build(
+    executor = args.executor
+    if args.format == "mlf" and executor is None:
+        executor = "aot -interface-api=c"
+    lowered = lower(
         mod,
         target=args.target,
         params=params,
-        executor=args.executor,
+        executor=executor,
         mod_name=args.mod_name,
         opt_level=args.opt_level,
         progress=show,
     )
+    arts = lowered.compile()
     if args.save_artifacts:
         arts.save(args.save_artifacts)
     if not args.quiet:
         print("linking and packaging", file=sys.stderr)
-    write_package(arts, out, mod_name=args.mod_name, target=args.target)
+    if args.format == "mlf":
+        vectors = _test_vectors(mod, params, args.seed)
+        write_mlf(arts, out, target=args.target, ir_text=lowered.as_text(), test_vectors=vectors)
+    else:
+        write_package(arts, out, mod_name=args.mod_name, target=args.target)
     seconds = time.perf_counter() - start
     print(f"wrote {out} ({len(arts)} artifacts, {seconds:.1f} s)")
     return 0

@@ -40,6 +40,7 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     "compile": ("ember.cli.compile_cmd", "compile an ONNX model into a package"),
     "inspect": ("ember.cli.inspect_cmd", "list the artifacts of a build output and show one"),
     "run": ("ember.cli.run_cmd", "run a compiled package on inputs, time and profile it"),
+    "rpc": ("ember.cli.rpc_cmd", "RPC: serve sessions, run a tracker, print its status"),
 }
 
 #: Every command known to :func:`main`.

@@ -1,4 +1,4 @@
-"""``ember run model.tar [--inputs in.npz] [--outputs out.npz] [--print-time] [--profile]``.
+"""``ember run model.tar [--inputs in.npz] [--outputs out.npz] [--print-time] [--threads N]``.
 
 Runs a package written by ``ember compile`` (or an exported library) with the graph
 executor. Without ``--inputs`` every input gets seeded random data of its shape and dtype.
@@ -22,6 +22,7 @@ from ember.executor import AotExecutor, GraphExecutor
 from ember.runtime.device import cpu
 from ember.runtime.library_module import load_module
 from ember.runtime.module import Module
+from ember.runtime.threads import set_num_threads
 from ember.support.files import write_file_atomic
 from ember.tools.package import load_package
 
@@ -47,6 +48,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="print the K largest values of output 0",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        metavar="N",
+        help="threads for parallel loops, this one included (default: EMBER_NUM_THREADS, "
+        "else one per core)",
+    )
 
 
 def random_inputs(info: dict[str, dict[str, Any]], seed: int) -> dict[str, np.ndarray]:
@@ -119,6 +128,8 @@ def load_factory(package: Path) -> tuple[Module, str]:
 def run(args: argparse.Namespace) -> int:
     """Load the package, set inputs, run, print or save outputs and timings."""
     _check_args(args)
+    if args.threads:
+        set_num_threads(args.threads)
     dev = cpu(0)
     factory, mod_name = load_factory(args.package)
     executor = AotExecutor if factory["get_metadata"]().executor == "aot" else GraphExecutor

@@ -10,9 +10,10 @@ option              values                      meaning
 interface-api       packed (default), c         the run function as a PackedFunc, or a typed
                                                 C entry ``ember_<mod>_run(inputs*, outputs*,
                                                 workspace*)`` with a header (AOT only)
-calling-convention  unpacked (default)          how the run function calls operators: their
-                                                unpacked C entry (``cpacked`` and ``packed``,
-                                                through their packed symbol, are named but
+calling-convention  unpacked (default),         how the run function calls operators: their
+                    cpacked                     unpacked C entry, or their packed symbol
+                                                directly with DLTensor arguments (``packed``,
+                                                a lookup through the runtime, is named but
                                                 not implemented yet)
 link-params         false (default; true for c) constants compiled into the library
 ==================  ==========================  =========================================
@@ -116,11 +117,13 @@ class Executor:
                 f"{where}: -calling-convention={self.calling_convention} is unknown; known: "
                 f"{', '.join(CALLING_CONVENTIONS)}"
             )
-        if self.calling_convention != "unpacked":
+        if self.calling_convention == "packed":
             raise EmberValueError(
-                f"{where}: -calling-convention={self.calling_convention} is not implemented "
-                "yet; the AOT run function calls operators unpacked"
+                f"{where}: -calling-convention=packed (lookup through the runtime) is not "
+                "implemented yet; use unpacked or cpacked"
             )
+        if self.kind == "aot" and self.calling_convention not in ("unpacked", "cpacked"):
+            raise EmberValueError(f"{where}: unknown calling convention")
         if self.kind == "graph" and self != Executor("graph"):
             raise EmberValueError(
                 f"{where}: the graph executor takes no interface options (it calls every "

@@ -28,7 +28,7 @@ from ember.ir.printer import astext
 from ember.lowering.aot import AotProgram, kernel_infos
 from ember.lowering.graph_plan import GraphPlan
 from ember.lowering.memory_map import memory_map
-from ember.runtime.artifact import Artifact
+from ember.runtime.artifact import AnyArtifact, Artifact, InMemoryArtifact
 from ember.runtime.artifact_set import ArtifactSet
 from ember.runtime.registry import get_global_func
 from ember.target import Target
@@ -55,7 +55,7 @@ class Lowered:
         """Code generation and metadata: PrimFuncs -> artifacts, plus graph/params/metadata."""
         if self.aot is not None:
             return self._compile_aot(self.aot)
-        artifacts = list(self.external)
+        artifacts: list[AnyArtifact] = list(self.external)
         if self.prim_funcs:
             artifacts += generate_code(self.prim_funcs, self.target)
         artifacts += make_metadata_artifacts(self.plan.graph, self.plan.params, self.mod_name)
@@ -131,7 +131,7 @@ def graph_lines(graph: GraphJSON) -> list[str]:
     return lines
 
 
-def generate_code(funcs: Sequence[PrimFunc], target: Target) -> list[Artifact]:
+def generate_code(funcs: Sequence[PrimFunc], target: Target) -> list[AnyArtifact]:
     """Stage 7: PrimFuncs -> artifacts through ``tir_to_runtime`` (the kind's, else the host's)."""
     codegen_target = target
     hook = target.hook("tir_to_runtime")
@@ -144,7 +144,11 @@ def generate_code(funcs: Sequence[PrimFunc], target: Target) -> list[Artifact]:
             "nothing can turn the loop IR into code; register one on the kind or give a host "
             "target such as 'c'"
         )
-    return as_artifacts(get_global_func(hook)(list(funcs), codegen_target), hook)
+    made = get_global_func(hook)(list(funcs), codegen_target)
+    in_memory = list(made) if isinstance(made, list | tuple) else [made]
+    if in_memory and all(isinstance(a, InMemoryArtifact) for a in in_memory):
+        return in_memory  # e.g. llvmjit: code that exists only in this process
+    return list(as_artifacts(made, hook))
 
 
 def generate_metadata(

@@ -83,7 +83,7 @@ def lower(
                 "hook, which the AOT run function cannot call yet; use executor='graph'"
             )
         alignment = max(64, tgt.cpu.vector_bits // 8)
-        aot = build_aot(plan.graph, plan.params, funcs, mod_name, alignment)
+        aot = build_aot(plan.graph, plan.params, funcs, mod_name, alignment, ex.calling_convention)
     return Lowered(tgt, ex, mod_name, mod, plan, funcs, external, ctx.report, aot)
 
 

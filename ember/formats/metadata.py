@@ -268,3 +268,69 @@ def graph_metadata(
         const_size,
     )
     return ModelMetadata(mod_name, "graph", tuple(inputs), tuple(outputs), tuple(consts), (main,))
+
+
+#: C's keywords: a struct field of the c interface must not be one.
+C_KEYWORDS = frozenset(
+    [
+        "auto",
+        "break",
+        "case",
+        "char",
+        "const",
+        "continue",
+        "default",
+        "do",
+        "double",
+        "else",
+        "enum",
+        "extern",
+        "float",
+        "for",
+        "goto",
+        "if",
+        "inline",
+        "int",
+        "long",
+        "register",
+        "restrict",
+        "return",
+        "short",
+        "signed",
+        "sizeof",
+        "static",
+        "struct",
+        "switch",
+        "typedef",
+        "union",
+        "unsigned",
+        "void",
+        "volatile",
+        "while",
+        "_Bool",
+        "_Complex",
+        "_Imaginary",
+        "_Alignas",
+        "_Alignof",
+        "_Atomic",
+        "_Generic",
+        "_Noreturn",
+        "_Static_assert",
+        "_Thread_local",
+    ]
+)
+
+
+def c_field_names(params: tuple[ParameterInfo, ...]) -> list[str]:
+    """The c interface's struct field names of tensors: their model names made C
+    identifiers (``input:0`` -> ``input_0``; a leading digit gets ``t_``), unique."""
+    out: list[str] = []
+    for p in params:
+        name = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in p.name) or "t"
+        if not (name[0].isalpha() or name[0] == "_"):
+            name = "t_" + name
+        base, k = name, 1
+        while name in out or name in C_KEYWORDS:
+            name, k = f"{base}_{k}", k + 1
+        out.append(name)
+    return out

@@ -30,7 +30,17 @@ from ember.lowering.aot_scratch import ScratchKernel, plan_scratch
 from ember.lowering.graph_plan import KERNEL_PREFIX
 from ember.lowering.memory_plan import Buffer as Interval
 from ember.lowering.memory_plan import MemoryPlan, graph_buffers, plan_memory
-from ember.tir import PrimFunc, Var, call_extern, decl_buffer, eq, for_range, seq, store
+from ember.tir import (
+    PrimFunc,
+    Var,
+    call_cpacked,
+    call_extern,
+    decl_buffer,
+    eq,
+    for_range,
+    seq,
+    store,
+)
 from ember.tir.buffer import Buffer
 from ember.tir.expr import Cast, PrimExpr
 from ember.tir.functor import post_order_visit
@@ -82,8 +92,10 @@ def build_aot(
     funcs: Sequence[PrimFunc],
     mod_name: str,
     alignment: int,
+    calling_convention: str = "unpacked",
 ) -> AotProgram:
-    """Plan the workspace and write the run function of ``graph`` (kernels in ``funcs``)."""
+    """Plan the workspace and write the run function of ``graph`` (kernels in ``funcs``);
+    operators are called through their unpacked entry or (``cpacked``) their packed one."""
     kernels: dict[str, ScratchKernel] = {}
     for f in funcs:
         kernels[f.name] = plan_scratch(replace(f, name=mangle(mod_name, f.name)), alignment)
@@ -124,7 +136,7 @@ def build_aot(
     calls: list[tuple[Stmt, list[str]]] = []
     for nid, node in enumerate(graph.nodes):
         if node.op != OP_NULL:
-            calls.append(_kernel_call(graph, nid, node, kernels, bufs))
+            calls.append(_kernel_call(graph, nid, node, kernels, bufs, calling_convention))
     for out, eid in copies:
         calls.append((_copy(out, bufs[f"e{eid}"], graph, eid), [f"e{eid}"]))
     segments = [calls[k : k + SEGMENT_CALLS] for k in range(0, len(calls), SEGMENT_CALLS)]
@@ -176,6 +188,7 @@ def _kernel_call(
     node: Node,
     kernels: Mapping[str, ScratchKernel],
     bufs: dict[str, Buffer],
+    calling_convention: str,
 ) -> tuple[Stmt, list[str]]:
     attrs = node.attrs
     if attrs is None or attrs.func_name not in kernels:
@@ -200,7 +213,10 @@ def _kernel_call(
     args: list[PrimExpr] = [bufs[n].data for n in names]
     if kernel.scratch_bytes:
         args[-1] = Cast("handle", args[-1])  # the kernel's scratch parameter is a void*
-    status = call_extern("int32", kernel.func.name + UNPACKED_SUFFIX, *args)
+    if calling_convention == "cpacked":
+        status = call_cpacked(kernel.func.name, *args)
+    else:
+        status = call_extern("int32", kernel.func.name + UNPACKED_SUFFIX, *args)
     return AssertStmt(eq(status, 0), "", seq()), names
 
 

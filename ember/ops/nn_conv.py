@@ -246,8 +246,6 @@ register_schedule("nn.dense")(schedule_dot_anchor)
 PACK_BLOCKS: tuple[int, ...] = (16, 8)
 
 
-
-
 @register_legalize("nn.conv")
 def conv_to_packed(node: Call) -> Expr:
     """nn.conv with a constant weight -> nn.conv_packed with the weight re-laid out at
@@ -346,8 +344,6 @@ def _depthwise_to_packed(node: Call, data: np.ndarray) -> Expr:
     wp = np.ascontiguousarray(np.moveaxis(blocked, 1, -1))
     attrs = {k: node.attrs[k] for k in ("strides", "padding", "dilation")}
     return call("nn.conv_depthwise_packed", node.args[0], const(wp), name=node.name, **attrs)
-
-
 
 
 @register_compute("nn.conv_depthwise_packed")

@@ -40,6 +40,7 @@ from ember.runtime.registry import (
     register_func,
     remove_global_func,
 )
+from ember.runtime.threads import get_num_threads, num_threads, set_num_threads
 from ember.runtime.time_evaluator import BenchmarkResult, TimeEvaluator
 
 __all__ = [
@@ -71,17 +72,20 @@ __all__ = [
     "empty",
     "from_dlpack",
     "get_global_func",
+    "get_num_threads",
     "get_type",
     "include_dir",
     "list_fields",
     "list_global_funcs",
     "load_json",
     "load_module",
+    "num_threads",
     "register_c_func",
     "register_func",
     "register_object",
     "remove_global_func",
     "save_json",
+    "set_num_threads",
     "to_numpy",
     "type_index_of",
     "type_key_of",

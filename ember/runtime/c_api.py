@@ -187,6 +187,7 @@ EmberPackedCFunc = CFUNCTYPE(c_int32, c_void_p, c_void_p, c_int32, c_void_p, c_v
 EmberGlobalFallback = CFUNCTYPE(c_int32, c_char_p, POINTER(c_void_p))
 EmberFinalizer = CFUNCTYPE(None, c_void_p)
 FEmberParallelLambda = CFUNCTYPE(c_int32, c_int32, POINTER(EmberParallelGroupEnv), c_void_p)
+FEmberParallelRange = CFUNCTYPE(c_int32, c_int64, c_int64, c_void_p)
 
 # name -> (restype, argtypes); the header declares exactly these functions.
 PROTOTYPES: dict[str, tuple[Any, tuple[Any, ...]]] = {
@@ -215,6 +216,11 @@ PROTOTYPES: dict[str, tuple[Any, tuple[Any, ...]]] = {
     "EmberBackendParallelBarrier": (c_int32, (c_int32, POINTER(EmberParallelGroupEnv))),
     "EmberBackendSetNumThreads": (c_int32, (c_int32,)),
     "EmberBackendGetNumThreads": (c_int32, ()),
+    "EmberBackendParallelFor": (
+        c_int32,
+        (FEmberParallelRange, c_void_p, c_int64, c_int64, c_int32),
+    ),
+    "EmberBackendNumCores": (c_int32, ()),
     "EmberTimeEvaluate": (
         c_int32,
         (

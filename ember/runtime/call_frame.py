@@ -108,5 +108,3 @@ def byte_array(data: bytes | bytearray | memoryview) -> tuple[int, Any]:
     addr, keep_str = c_string(raw)
     arr = EmberByteArray(addr, len(raw))
     return ctypes.addressof(arr), (arr, keep_str)
-
-

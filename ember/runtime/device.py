@@ -10,6 +10,8 @@ _TYPE_NAMES = {1: "cpu", 2: "cuda", 3: "cuda_host", 4: "opencl", 7: "vulkan", 8:
 _NAME_TYPES = {name: code for code, name in _TYPE_NAMES.items()}
 
 CPU = 1
+#: Device types at or above this mark name a device of an RPC session (as in TVM).
+RPC_SESS_MASK = 128
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,8 @@ from ember.support.registry import Registry
 EXPORT_LIBRARY = "export_library"
 #: ``load_artifacts(ArtifactSet, device) -> Module``, registered by loading.py.
 LOAD_ARTIFACTS = "load_artifacts"
+#: ``(kind "array"|"empty", source|shape, device, dtype) -> remote array``, by ember.rpc.
+REMOTE_NDARRAY = "remote_ndarray"
 
 #: The registered implementations, by name.
 RUNTIME_HOOKS: Registry[Callable[..., Any]] = Registry("runtime hook")

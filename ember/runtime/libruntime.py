@@ -53,6 +53,7 @@ def library_path() -> Path:
     """Where the C runtime for the current sources and compiler lives in the cache."""
     key = hash_bytes(
         source_path().read_bytes(),
+        (source_path().parent / "thread_pool.h").read_bytes(),  # included by runtime.c
         header_path().read_bytes(),
         config().cc.encode(),
         " ".join(_FLAGS).encode(),
@@ -76,7 +77,7 @@ def build() -> Path:
 
     def compile_runtime(path: Path) -> Path:
         return compile_shared(
-            [source_path()], path, include_dirs=[include_dir()], flags=_FLAGS, openmp=True
+            [source_path()], path, include_dirs=[include_dir()], flags=_FLAGS, openmp=False
         )
 
     # a cached build is loaded only while it matches the hash recorded when it was built

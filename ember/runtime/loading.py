@@ -178,13 +178,13 @@ def link_native(
         # codegen splits big outputs into several files: compile them on every core
         def compile_one(src: Path) -> Path:
             obj = src.with_suffix(".o")
-            return compile_object(src, obj, include_dirs=include_dirs, flags=flags, openmp=True)
+            return compile_object(src, obj, include_dirs=include_dirs, flags=flags, openmp=False)
 
         workers = min(len(sources), os.cpu_count() or 1)
         with ThreadPoolExecutor(max_workers=workers) as pool:
             objects = dict(zip(sources, pool.map(compile_one, sources), strict=True))
         inputs = [objects.get(p, p) for p in inputs]
-    return compile_shared(inputs, output, include_dirs=include_dirs, flags=flags, openmp=True)
+    return compile_shared(inputs, output, include_dirs=include_dirs, flags=flags, openmp=False)
 
 
 def native_cache_path(artifacts: Sequence[Artifact]) -> Path:

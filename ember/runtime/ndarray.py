@@ -21,9 +21,10 @@ import numpy as np
 from ember.errors import EmberTypeError, EmberValueError
 from ember.runtime.c_api import DLTensor
 from ember.runtime.capsule import export_capsule
-from ember.runtime.device import CPU, Device, cpu
+from ember.runtime.device import CPU, RPC_SESS_MASK, Device, cpu
 from ember.runtime.dtype import DataType
 from ember.runtime.dtype import dtype as as_dtype
+from ember.runtime.hooks import REMOTE_NDARRAY, call_hook
 
 ALIGNMENT = 64
 _UINT_TYPESTR = {1: "|u1", 2: "<u2", 4: "<u4", 8: "<u8"}
@@ -187,6 +188,8 @@ def empty(
     device: Device | None = None,
 ) -> NDArray:
     """A new uninitialized, 64-byte-aligned array."""
+    if device is not None and device.device_type >= RPC_SESS_MASK:
+        return call_hook(REMOTE_NDARRAY, "empty", shape, device, dtype)
     dims = (int(shape),) if isinstance(shape, int) else tuple(int(d) for d in shape)
     if any(d < 0 for d in dims):
         raise EmberValueError(f"empty: negative dimension in shape {dims}")
@@ -205,6 +208,8 @@ def empty(
 
 def array(source: Any, device: Device | None = None, dtype: Any = None) -> NDArray:
     """A new aligned array holding a copy of ``source`` (numpy array, NDArray or array-like)."""
+    if device is not None and device.device_type >= RPC_SESS_MASK:
+        return call_hook(REMOTE_NDARRAY, "array", source, device, dtype)
     if isinstance(source, NDArray):
         src = source._np
     else:

@@ -164,6 +164,18 @@ def call_extern(dtype: str, name: str, *args: ExprLike | str) -> PrimExpr:
 
 
 #: the Call kind of run-time checks (``index_check``): not math, not a C function
+#: the kind of a call to another kernel's packed symbol, linked into the same library.
+CPACKED_KIND = "cpacked"
+
+
+def call_cpacked(name: str, *args: ExprLike) -> PrimExpr:
+    """A call of kernel ``name``'s packed entry (TVM's ``call_cpacked``): each buffer data
+    argument is passed as a DLTensor, any other handle as an opaque handle; int32 status."""
+    if not name.isidentifier():
+        raise IRError(f"call_cpacked needs a C identifier as function name, got {name!r}")
+    return Call("int32", name, tuple(convert(a) for a in args), CPACKED_KIND)
+
+
 CHECK_KIND = "check"
 
 

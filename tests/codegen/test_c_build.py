@@ -22,7 +22,7 @@ def test_artifacts_and_metadata() -> None:
     art = arts[0]
     assert isinstance(art, Artifact)
     assert (art.codegen_id, art.loader, art.file_name) == ("c", "native", "lib0.c")
-    flags = "-O2 -march=skylake -fopenmp -fno-math-errno -fno-trapping-math"
+    flags = "-O2 -march=skylake -fopenmp-simd -fno-math-errno -fno-trapping-math"
     assert art.metadata["cflags"] == flags
     assert art.metadata["functions"] == "ember_k0,ember_k1"
     assert art.metadata["num_functions"] == 2

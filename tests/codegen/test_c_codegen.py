@@ -5,36 +5,48 @@ from __future__ import annotations
 import pytest
 
 from ember import tir
-from ember.codegen.c import generate_source, symbol_name
+from ember.codegen.c import generate_source, parallel, symbol_name
 from ember.errors import CompileError
 from ember.tir import te
 
 
-def _ew(kind: tir.ForKind, dtype: str = "float32") -> tir.PrimFunc:
-    a = tir.decl_buffer((64,), dtype, "A")
-    b = tir.decl_buffer((64,), dtype, "B")
+@pytest.fixture
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small kernels pass the cost model, whatever WORK_PER_CHUNK is tuned to."""
+    monkeypatch.setattr(parallel, "WORK_PER_CHUNK", 4096)
+
+
+def _ew(kind: tir.ForKind, dtype: str = "float32", n: int = 64) -> tir.PrimFunc:
+    a = tir.decl_buffer((n,), dtype, "A")
+    b = tir.decl_buffer((n,), dtype, "B")
     i = tir.Var("i")
-    return tir.PrimFunc("ew", (a, b), tir.for_range(i, 64, tir.store(b, a[i] + a[i], i), kind))
+    return tir.PrimFunc("ew", (a, b), tir.for_range(i, n, tir.store(b, a[i] + a[i], i), kind))
 
 
-def test_loop_kinds_become_pragmas() -> None:
-    default = generate_source([_ew(tir.ForKind.PARALLEL)])
-    assert "#pragma omp parallel for num_threads(EmberBackendGetNumThreads())\n" in default
+def test_loop_kinds_become_pragmas(small_chunks: None) -> None:
+    # a parallel loop worth threads becomes a range lambda run by ember's pool, never OpenMP
+    big = generate_source([_ew(tir.ForKind.PARALLEL, n=1 << 16)])
+    assert "EmberBackendParallelFor(ember_ew_par0, &ember_par0, (int64_t)65536, " in big
+    assert ", 0) != 0) {" in big and "omp parallel" not in big
+    small = generate_source([_ew(tir.ForKind.PARALLEL)])  # too little work: grain > extent
+    assert "EmberBackendParallelFor(ember_ew_par0, &ember_par0, (int64_t)64, 1366, 0)" in small
     assert "#pragma omp simd\n" in generate_source([_ew(tir.ForKind.VECTORIZED)])
     assert "#pragma GCC unroll 64\n" in generate_source([_ew(tir.ForKind.UNROLLED)])
     no_omp = generate_source([_ew(tir.ForKind.VECTORIZED)], {"openmp": False})
     assert "#pragma GCC ivdep" in no_omp and "pragma omp" not in no_omp
-    assert "pragma" not in generate_source([_ew(tir.ForKind.PARALLEL)], {"openmp": False})
-    threads = generate_source([_ew(tir.ForKind.PARALLEL)], {"num-threads": 4})
-    assert "#pragma omp parallel for num_threads(4)" in threads
+    serial = generate_source([_ew(tir.ForKind.PARALLEL, n=1 << 16)], {"openmp": False})
+    assert "pragma" not in serial and "EmberBackendParallelFor" not in serial
+    threads = generate_source([_ew(tir.ForKind.PARALLEL, n=1 << 16)], {"num-threads": 4})
+    assert ", 4) != 0) {" in threads
 
 
-def test_nested_parallel_loops_get_one_pragma() -> None:
-    a = tir.decl_buffer((4, 4), "float32", "A")
+def test_nested_parallel_loops_get_one_lambda(small_chunks: None) -> None:
+    a = tir.decl_buffer((256, 256), "float32", "A")
     i, j = tir.Var("i"), tir.Var("j")
     par = tir.ForKind.PARALLEL
-    body = tir.for_range(i, 4, tir.for_range(j, 4, tir.store(a, 0.0, i, j), par), par)
-    assert generate_source([tir.PrimFunc("p", (a,), body)]).count("omp parallel for") == 1
+    body = tir.for_range(i, 256, tir.for_range(j, 256, tir.store(a, 0.0, i, j), par), par)
+    src = generate_source([tir.PrimFunc("p", (a,), body)])
+    assert src.count("EmberBackendParallelFor(") == 1 and "omp parallel" not in src
 
 
 def test_restrict_pointers_and_types() -> None:
@@ -117,19 +129,20 @@ def test_explicit_vector_code() -> None:
     assert "T[i + 28] = lanes_[7];" in src
 
 
-def test_error_exits_inside_parallel_loops_use_a_flag() -> None:
-    a = tir.decl_buffer((4,), "float32", "A")
+def test_error_exits_inside_parallel_loops_return_from_the_lambda(small_chunks: None) -> None:
+    a = tir.decl_buffer((64,), "float32", "A")
     t = tir.decl_buffer((1024,), "float32", "T", scope="local")
-    i = tir.Var("i")
+    i, k = tir.Var("i"), tir.Var("k")
+    fill = tir.for_range(k, 1024, tir.store(t, a[i], k))
     checked = tir.AssertStmt(t[0] > -1.0, "negative", tir.store(a, t[0], i))
-    body = tir.Allocate(t, checked, tir.StorageKind.HEAP)
-    f = tir.PrimFunc("h", (a,), tir.for_range(i, 4, body, tir.ForKind.PARALLEL))
+    body = tir.Allocate(t, tir.seq(fill, checked), tir.StorageKind.HEAP)
+    f = tir.PrimFunc("h", (a,), tir.for_range(i, 64, body, tir.ForKind.PARALLEL))
     src = generate_source([f])
-    assert "int32_t ember_perr0 = 0;\n  #pragma omp parallel for" in src
-    assert "#pragma omp atomic write\n      ember_perr0 = 1;\n    } else {" in src
-    assert 'if (ember_perr0 == 2) EmberAPISetLastError("h: negative (in a parallel loop)");' in src
+    lam = src[src.index("static int32_t ember_h_par0(") : src.index("ember_h_unpacked(")]
+    assert 'EmberAPISetLastError("h: negative (in a parallel loop)");' in lam
+    assert "EmberBackendFreeWorkspace(1, 0, T);\n      return -1;" in lam
     unpacked = src[src.index("ember_h_unpacked(") : src.index("EMBER_DLL")]
-    assert unpacked.count("return -1;") == 1
+    assert unpacked.count("return -1;") == 1 and "perr" not in src
 
 
 def test_invalid_ir_is_rejected_by_the_verifier() -> None:
@@ -206,7 +219,7 @@ def test_static_allocation_inside_parallel_loop_is_refused() -> None:
         generate_source([f])
 
 
-def test_openmp_regions_do_not_nest() -> None:
+def test_parallel_and_simd_regions_do_not_nest() -> None:
     a = tir.decl_buffer((4, 4, 4), "float32", "A")
     i, j, k = tir.Var("i"), tir.Var("j"), tir.Var("k")
     inner = tir.for_range(k, 4, tir.store(a, 0.0, i, j, k), tir.ForKind.VECTORIZED)
@@ -214,7 +227,7 @@ def test_openmp_regions_do_not_nest() -> None:
     src = generate_source(
         [tir.PrimFunc("n", (a,), tir.for_range(i, 4, mid, tir.ForKind.VECTORIZED))]
     )
-    assert src.count("#pragma omp simd") == 1 and "omp parallel" not in src
+    assert src.count("#pragma omp simd") == 1 and "EmberBackendParallelFor" not in src
     t = tir.decl_buffer((1024,), "float32", "T", scope="local")
     heap = tir.Allocate(t, tir.store(a, t[0], i, 0, 0), tir.StorageKind.HEAP)
     simd = generate_source(

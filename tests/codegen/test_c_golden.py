@@ -63,6 +63,18 @@ def scaled_reverse() -> tir.PrimFunc:
     return tir.PrimFunc("scaled_reverse", (a, b, scale), body)
 
 
+def parallel_rows() -> tir.PrimFunc:
+    """A parallel loop worth threads: a range lambda with a closure of buffers and scalars."""
+    a = tir.decl_buffer((2048, 1024), "float32", "A")
+    c = tir.decl_buffer((2048, 1024), "float32", "C")
+    scale = tir.Var("scale", "float32")
+    i, j, off = tir.Var("i"), tir.Var("j"), tir.Var("off", "float32")
+    value = a[i, j] * scale + tir.cast("float32", i) + off
+    row = tir.for_range(j, 1024, tir.store(c, value, i, j), tir.ForKind.VECTORIZED)
+    body = tir.LetStmt(off, scale * 2.0, tir.for_range(i, 2048, row, tir.ForKind.PARALLEL))
+    return tir.PrimFunc("parallel_rows", (a, c, scale), body)
+
+
 def _relu(t: te.Tensor, name: str) -> te.Tensor:
     return te.compute(t.shape, lambda i: tir.if_then_else(t[i] < 0.0, 0.0, t[i]), name)
 
@@ -82,7 +94,13 @@ def relu_chain() -> tir.PrimFunc:
     return te.lower(s, [x, idx, t], name="relu_chain")
 
 
-KERNELS: list[Callable[[], tir.PrimFunc]] = [vector_add, dense_relu, scaled_reverse, relu_chain]
+KERNELS: list[Callable[[], tir.PrimFunc]] = [
+    vector_add,
+    dense_relu,
+    scaled_reverse,
+    relu_chain,
+    parallel_rows,
+]
 
 
 @pytest.mark.parametrize("make", KERNELS, ids=lambda f: f.__name__)

@@ -291,27 +291,6 @@ def test_float_floor_division_and_modulo(build) -> None:  # type: ignore[no-unty
     np.testing.assert_allclose(outs[1].numpy(), np.mod(x, y), atol=1e-6)
 
 
-def test_parallel_loops_follow_the_runtime_thread_count(build) -> None:  # type: ignore[no-untyped-def]
-    from ember.runtime import c_api
-
-    out = tir.decl_buffer((8,), "int32", "threads")
-    i = tir.Var("i")
-    call = tir.call_extern("int32", "omp_get_num_threads")
-    f = tir.PrimFunc(
-        "count_threads", (out,), tir.for_range(i, 8, tir.store(out, call, i), tir.ForKind.PARALLEL)
-    )
-    mod = build([f])
-    raw = c_api.lib()
-    try:
-        for n in (1, 2):
-            assert raw.EmberBackendSetNumThreads(n) == 0
-            got = _nd(np.zeros(8, "int32"))
-            mod["ember_count_threads"](got)
-            assert got.numpy().tolist() == [n] * 8
-    finally:
-        raw.EmberBackendSetNumThreads(0)
-
-
 def test_explicit_vector_select_compare_and_math(build) -> None:  # type: ignore[no-untyped-def]
     a = tir.decl_buffer((32,), "float32", "A")
     b = tir.decl_buffer((32,), "float32", "B")

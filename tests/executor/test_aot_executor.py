@@ -67,6 +67,18 @@ def test_aot_matches_graph_bitwise_and_keeps_the_interface():
     assert aot.benchmark(DEV, repeat=2, number=2).median > 0
 
 
+@pytest.mark.parametrize("convention", ["unpacked", "cpacked"])
+def test_every_allowed_calling_convention_matches_the_graph_executor(convention):
+    mod, params = _module()
+    spec = f"aot -calling-convention={convention}"
+    arts = ember.build(mod, "c", params, executor=spec)
+    _, outs = _run(arts, "aot", _inputs())
+    _, want = _run(ember.build(mod, "c", params), "graph", _inputs())
+    assert all(np.array_equal(a, b) for a, b in zip(outs, want, strict=True))
+    source = b"".join(a.content for a in arts if a.file_name.endswith(".c")).decode()
+    assert ("ember_cpacked_0(" in source) == (convention == "cpacked")
+
+
 def test_aot_refuses_bad_inputs_like_the_graph_executor():
     mod, params = _module()
     top = ember.load_artifacts(ember.build(mod, "c", params, executor="aot"), DEV)
@@ -127,7 +139,8 @@ def test_exported_aot_library_runs_in_a_fresh_process(tmp_path):
 def test_models_are_bitwise_identical_under_both_executors(name):
     case = make_model(name)
     mod, params = ember.frontend.from_onnx(case.model, shape=case.shapes)
-    _, aot = _run(ember.build(mod, "c", params, executor="aot"), "aot", case.inputs)
+    spec = "aot -calling-convention=cpacked" if name == "squeezenet" else "aot"
+    _, aot = _run(ember.build(mod, "c", params, executor=spec), "aot", case.inputs)
     _, graph = _run(ember.build(mod, "c", params), "graph", case.inputs)
     assert all(np.array_equal(a, g) for a, g in zip(aot, graph, strict=True))
 

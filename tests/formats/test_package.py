@@ -44,4 +44,3 @@ def test_refusals(tmp_path) -> None:
     del files[LIBRARY_NAME]
     with pytest.raises(SerializationError, match=f"has no {LIBRARY_NAME}"):
         read_package(write_tar(tmp_path / "nolib.tar", files))
-

@@ -36,7 +36,7 @@ def test_runtime_alone_has_no_builtin_inspectors() -> None:
         "from ember.runtime.artifact import Artifact\n"
         "from ember.runtime.inspection import lookup_inspector\n"
         "print(lookup_inspector(Artifact('c', 'native', 'lib0.c', b'int x;')),"
-        " any(m.startswith('ember.tools') for m in sys.modules))\n"
+        " any(m.startswith('ember.tools.inspectors') for m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["None", "False"]

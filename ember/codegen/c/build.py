@@ -3,7 +3,7 @@
 Each function becomes its unpacked C function plus its packed wrapper (see ``abi``). The
 functions are laid out in the given order and cut into several files once a file passes
 ``max_file_bytes``, so a large model compiles in parallel. Every artifact records the
-compiler flags the target asks for (``-O3 -march=... -fopenmp -fno-math-errno
+compiler flags the target asks for (``-O3 -march=... -fopenmp-simd -fno-math-errno
 -fno-trapping-math``) under metadata ``cflags``, which the runtime's native link uses;
 ``-lmvec`` joins them when a file declares libm functions SIMD (``vecmath``: vectorized
 loops then call glibc's vector math; probed once per machine and flags, off with the
@@ -13,7 +13,7 @@ Example::
 
     arts = build_c([func], Target.create("c -mcpu=native -opt-level=3"))  # or a dict
     arts[0].file_name          # "lib0.c"
-    arts[0].metadata["cflags"] # "-O3 -march=native -fopenmp -fno-math-errno ..." (+ " -lmvec")
+    arts[0].metadata["cflags"] # "-O3 -march=native -fopenmp-simd -fno-math-errno ..." (+ " -lmvec")
 """
 
 from __future__ import annotations
@@ -80,8 +80,8 @@ class COptions:
                 "arm64",
             )
             flags.append(f"-mcpu={self.mcpu}" if arm else f"-march={self.mcpu}")
-        if self.openmp:
-            flags.append("-fopenmp")
+        if self.openmp:  # `omp simd` pragmas only: parallel loops use ember's thread pool
+            flags.append("-fopenmp-simd")
         # kernels never read errno or the floating-point exception flags: math calls become
         # pure and operations may be speculated, so sqrt is one instruction and floor,
         # ceil, trunc and calls or divisions under a select branch vectorize (the values

@@ -10,16 +10,12 @@ docs/security.md.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ember.codegen.c.abi import c_string, c_type, dtype_suffix
+from ember.codegen.c.file_context import FileContext
 from ember.tir import dtype as dt
 from ember.tir.expr import Call, Div, FloorDiv, FloorMod, Mod, PrimExpr, StringImm
 from ember.tir.simplify import Simplifier
 from ember.tir.stmt import PrimFunc
-
-if TYPE_CHECKING:
-    from ember.codegen.c.expr_gen import FileContext
 
 
 def divisor_guard(dtype: str, quotient: bool) -> str:

@@ -20,6 +20,7 @@ from ember.codegen.c.abi import (
     symbolic_extents,
 )
 from ember.codegen.c.expr_gen import ExprCodegen, FileContext
+from ember.codegen.c.parallel import ParallelMixin
 from ember.errors import CompileError
 from ember.tir import dtype as dt
 from ember.tir.buffer import Buffer
@@ -66,7 +67,7 @@ class Options:
     export_unpacked: bool = False
 
 
-class CodeGenC(ExprCodegen):
+class CodeGenC(ParallelMixin, ExprCodegen):
     """Generates the unpacked C function of one PrimFunc."""
 
     def __init__(self, func: PrimFunc, ctx: FileContext, opts: Options) -> None:
@@ -90,6 +91,11 @@ class CodeGenC(ExprCodegen):
         self.perr_count = 0
         self.kernel_messages: list[str] = []  # index checks outside parallel loops
         self.formatted: set[str] = set()
+        # parallel loops become range lambdas (``parallel``): the C names in scope with
+        # their declared types (the captures), the lambdas' text, and whether we are in one
+        self.live: list[tuple[str, str]] = []
+        self.outlined: list[str] = []
+        self.in_lambda = False
 
     # -- names --------------------------------------------------------------------------
     def var(self, v: Var) -> str:
@@ -122,6 +128,9 @@ class CodeGenC(ExprCodegen):
             pnames[id(p)] = name
         for v in symbolic_extents(func):
             params.append(f"{c_type(v.dtype, self.where)} {self.var(v)}")
+        for decl in params:
+            ctype, _, name = decl.rpartition(" ")
+            self.live.append((name, ctype if "*" in ctype else f"const {ctype}"))
         for p in func.params:  # tensor extents are never negative
             if isinstance(p, Buffer):
                 for e in p.shape:
@@ -134,7 +143,7 @@ class CodeGenC(ExprCodegen):
         lines = [*self.kernel_error_prologue(), *self.lines, *self.kernel_error_epilogue()]
         body = "\n".join(lines)
         text = f"{head}\n{body}\n  return 0;\n}}\n" if body else f"{head}\n  return 0;\n}}\n"
-        return text, pnames
+        return "\n".join([*self.outlined, text]), pnames
 
     # -- statements ---------------------------------------------------------------------
     def declare(self, name: str) -> bool:
@@ -155,16 +164,17 @@ class CodeGenC(ExprCodegen):
     def fail(self, message: str) -> None:
         """Emit an error return that frees the live heap workspaces first.
 
-        Inside a parallel loop (where C cannot return) it sets the loop's error flag; the
-        code after the loop reports the error and returns. An empty message keeps the last
-        error already set (by a failed callee).
+        Inside a vectorized loop (where C cannot return) it sets the loop's error flag; the
+        code after the loop reports the error and returns. Inside a parallel loop's lambda
+        it returns from the lambda, the message marked "(in a parallel loop)". An empty
+        message keeps the last error already set (by a failed callee).
         """
         if self.perr is not None:
             self.perr_messages.append(message)
-            if self.opts.openmp:
-                self.emit("#pragma omp atomic write")
             self.emit(f"{self.perr} = {len(self.perr_messages)};")
             return
+        if message and self.in_lambda:
+            message += " (in a parallel loop)"
         if message:
             self.emit(f"EmberAPISetLastError({c_string(message)});")
         for name in reversed(self.heap):
@@ -216,9 +226,10 @@ class CodeGenC(ExprCodegen):
     def loop(self, s: For) -> None:
         """Emit a for loop with the pragma its kind asks for.
 
-        OpenMP regions do not nest here: a parallel or vectorized loop inside a vectorized
-        one, or a parallel loop inside a parallel one, runs as a plain loop. Inside the
-        outermost region, error exits set a flag instead of returning (``fail``).
+        A parallel loop worth a thread becomes a range lambda run by the runtime's pool
+        (``parallel``); one inside a lambda or a vectorized loop, or too small, runs as a
+        plain loop. Vectorized regions do not nest; inside the outermost one, error exits
+        set a flag instead of returning (``fail``).
         """
         v = self.var(s.loop_var)
         ct = c_type(s.loop_var.dtype, self.where)
@@ -227,12 +238,8 @@ class CodeGenC(ExprCodegen):
         was_parallel, was_simd = self.in_parallel, self.in_simd
         pragma = ""
         omp = self.opts.openmp
+        outline = self.parallel_kind(s)
         if s.kind is ForKind.PARALLEL:
-            if omp and not self.in_parallel and not self.in_simd:
-                # the target's count, else the runtime's (EMBER_NUM_THREADS / SetNumThreads)
-                count = self.opts.num_threads or "EmberBackendGetNumThreads()"
-                threads = f" num_threads({count})"
-                pragma = f"#pragma omp parallel for{threads}"
             self.in_parallel = True
         elif s.kind is ForKind.VECTORIZED:
             if omp and not self.in_simd:
@@ -249,43 +256,28 @@ class CodeGenC(ExprCodegen):
             self.perr = f"ember_perr{self.perr_count}"
             self.perr_count += 1
             self.perr_messages = []
-            self.perr_kind = "parallel" if s.kind is ForKind.PARALLEL else "vectorized"
-        if pragma:
-            self.emit(pragma)
-        self.emit(f"for ({ct} {v} = {lo}; {v} < {end}; ++{v}) {{")
+            self.perr_kind = "vectorized"
         saved = self.bounds.ranges.get(s.loop_var)
         lo_b = self.bounds.bound(s.min)[0]
         hi_b = self.bounds.bound(s.min)[1] + self.bounds.bound(s.extent)[1] - 1
         self.bounds.ranges[s.loop_var] = (lo_b, hi_b)
-        self.block(s.body)
+        if outline:
+            self.outline(s, ct, symbol_name(self.func))
+        else:
+            if pragma:
+                self.emit(pragma)
+            self.emit(f"for ({ct} {v} = {lo}; {v} < {end}; ++{v}) {{")
+            self.live.append((v, f"const {ct}"))
+            self.block(s.body)
+            self.live.pop()
+            self.emit("}")
         if saved is None:
             del self.bounds.ranges[s.loop_var]
         else:
             self.bounds.ranges[s.loop_var] = saved
         self.in_parallel, self.in_simd = was_parallel, was_simd
-        self.emit("}")
         if flag_at >= 0:
             self.close_parallel(flag_at)
-
-    def close_parallel(self, flag_at: int) -> None:
-        """Declare the loop's error flag before it and check it after, if it was used."""
-        flag, messages = self.perr, self.perr_messages
-        self.perr = None
-        self.perr_messages = []
-        if not messages or flag is None:
-            return
-        self.lines.insert(flag_at, "  " * self.indent + f"int32_t {flag} = 0;")
-        self.emit(f"if ({flag} != 0) {{")
-        self.indent += 1
-        for code, message in enumerate(messages, start=1):
-            if message:
-                text = self.set_error(f"{message} (in a {self.perr_kind} loop)")
-                self.emit(f"if ({flag} == {code}) {text}")
-        for name in reversed(self.heap):
-            self.emit(f"EmberBackendFreeWorkspace(1, 0, {name});")
-        self.emit("return -1;")
-        self.indent -= 1
-        self.emit("}")
 
     def let(self, s: LetStmt) -> None:
         """Emit a const binding (in its own block if the name is taken here)."""
@@ -300,7 +292,9 @@ class CodeGenC(ExprCodegen):
         self.emit(f"const {ct} {name} = {self.expr(s.value)};")
         if dt.is_integral(s.var.dtype):
             self.bounds.ranges[s.var] = self.bounds.bound(s.value)
+        self.live.append((name, f"const {ct}"))
         self.stmt(s.body)
+        self.live.pop()
         self.bounds.ranges.pop(s.var, None)
         if not fresh:
             self.scopes.pop()
@@ -327,7 +321,9 @@ class CodeGenC(ExprCodegen):
                     f"size, got {count}; use StorageKind.HEAP"
                 )
             self.emit(f"{ct} {name}[{count.value}] __attribute__((aligned({b.align})));")
+            self.live.append((name, f"{ct}*"))
             self.stmt(s.body)
+            self.live.pop()
         elif s.storage is StorageKind.HEAP:
             code, bits, _ = dt.dlpack_code(b.dtype)
             size = self.expr(nbytes, 15)
@@ -346,7 +342,9 @@ class CodeGenC(ExprCodegen):
             else:
                 self.emit("}")
             self.heap.append(name)
+            self.live.append((name, f"{ct}*"))
             self.stmt(s.body)
+            self.live.pop()
             self.heap.pop()
             self.emit(f"if (EmberBackendFreeWorkspace(1, 0, {name}) != 0) {{")
             self.indent += 1
@@ -398,4 +396,6 @@ class CodeGenC(ExprCodegen):
             self.ctx.pools[pool] = need
             base = f"ember_pool_{pool}"
         self.emit(f"{ct}* restrict {name} = ({ct}*)({base} + {s.offset});")
+        self.live.append((name, f"{ct}* restrict"))
         self.stmt(s.body)
+        self.live.pop()

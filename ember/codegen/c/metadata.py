@@ -21,12 +21,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ember.codegen.c.abi import C_KEYWORDS, UNPACKED_SUFFIX, c_string, c_type
+from ember.codegen.c.abi import UNPACKED_SUFFIX, c_string, c_type
 from ember.errors import CompileError
-from ember.formats.metadata import FunctionInfo, ModelMetadata, ParameterInfo
+from ember.formats.metadata import FunctionInfo, ModelMetadata, ParameterInfo, c_field_names
 from ember.runtime.artifact import Artifact
-
-C_KEYWORD_SET = frozenset(C_KEYWORDS)
 
 CODEGEN_ID = "c"
 METADATA_HEADER = "ember/metadata.h"
@@ -101,20 +99,6 @@ def metadata_c(md: ModelMetadata) -> str:
         "",
     ]
     return "\n".join(lines)
-
-
-def c_field_names(params: tuple[ParameterInfo, ...]) -> list[str]:
-    """C identifiers for the tensors' model names (``input:0`` -> ``input_0``), unique."""
-    out: list[str] = []
-    for p in params:
-        name = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in p.name) or "t"
-        if not (name[0].isalpha() or name[0] == "_"):
-            name = "t_" + name
-        base, k = name, 1
-        while name in out or name in C_KEYWORD_SET:
-            name, k = f"{base}_{k}", k + 1
-        out.append(name)
-    return out
 
 
 def model_header(md: ModelMetadata) -> str:

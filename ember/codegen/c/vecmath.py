@@ -16,7 +16,7 @@ build on one machine. Any failure falls back silently to plain scalar calls.
 
 Example::
 
-    vector_math_functions("-O3 -march=native -fopenmp")   # ("acos", ..., "tanh") or ()
+    vector_math_functions("-O3 -march=native -fopenmp-simd")   # ("acos", ..., "tanh") or ()
 """
 
 from __future__ import annotations
@@ -191,7 +191,7 @@ def _try(names: Sequence[str], cflags: str, cc: str) -> bool:
         exe = Path(tmp) / "probe"
         flags = [*shlex.split(cflags), LIBMVEC_FLAG]
         try:
-            compile_executable([src], exe, flags=flags, openmp=True, cc=cc)
+            compile_executable([src], exe, flags=flags, openmp=False, cc=cc)
             if b"_ZGV" not in exe.read_bytes():  # the compiler ignored the declarations
                 return False
             proc = subprocess.run(
@@ -248,9 +248,9 @@ def vector_math_functions(cflags: str, cc: str | None = None) -> tuple[str, ...]
     """The libm functions (double names, sorted) that may be declared SIMD with these flags.
 
     Empty when the compiler, the libc or the flags do not support libmvec (or the flags
-    lack ``-fopenmp``). Probed once per compiler and flags, then cached.
+    lack ``-fopenmp-simd`` or ``-fopenmp``). Probed once per compiler and flags, then cached.
     """
-    if "-fopenmp" not in shlex.split(cflags):
+    if not {"-fopenmp", "-fopenmp-simd"} & set(shlex.split(cflags)):
         return ()
     compiler = cc or config().cc
     key = (compiler, cflags)

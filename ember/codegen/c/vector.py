@@ -10,9 +10,8 @@ what register-tiled micro-kernels are written in.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ember.codegen.c.abi import c_type
+from ember.codegen.c.file_context import FileContext
 from ember.errors import CompileError
 from ember.tir import dtype as dt
 from ember.tir.buffer import Buffer
@@ -44,9 +43,6 @@ from ember.tir.expr import (
     Var,
 )
 from ember.tir.simplify import simplify
-
-if TYPE_CHECKING:
-    from ember.codegen.c.expr_gen import FileContext
 
 _OPS: dict[type, str] = {Add: "+", Sub: "-", Mul: "*", Div: "/"}
 _CMP: dict[type, tuple[str, str]] = {

@@ -1,23 +1,22 @@
 /*
  * ember C runtime: the implementation of include/ember/runtime_api.h.
  *
- * Contract: plain C11 + pthreads (+ OpenMP when compiled with -fopenmp), no Python.
+ * Contract: plain C11 + pthreads + C11 atomics, no OpenMP, no Python.
  * The same file is compiled into the Python process (loaded RTLD_GLOBAL so generated
  * libraries resolve the backend API at dlopen time) and into standalone programs.
  * Python plugs in only through EmberFuncSetGlobalFallback.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "ember/runtime_api.h"
 
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include <unistd.h>
 
 /* ---- last error (thread local) ------------------------------------------ */
 static _Thread_local char* g_err_buf = NULL;
@@ -265,74 +264,7 @@ int32_t EmberBackendFreeWorkspace(int32_t device_type, int32_t device_id, void* 
   return 0;
 }
 
-/* ---- parallel launch ----------------------------------------------------- */
-static int32_t g_num_threads = 0; /* 0: not decided yet */
-
-int32_t EmberBackendSetNumThreads(int32_t num_threads) {
-  if (num_threads < 0) return set_error("EmberBackendSetNumThreads: %s", "negative thread count");
-  __atomic_store_n(&g_num_threads, num_threads, __ATOMIC_RELAXED);
-  return 0;
-}
-
-int32_t EmberBackendGetNumThreads(void) {
-  int32_t n = __atomic_load_n(&g_num_threads, __ATOMIC_RELAXED);
-  if (n > 0) return n;
-  const char* env = getenv("EMBER_NUM_THREADS");
-  if (env != NULL && atoi(env) > 0) return (int32_t)atoi(env);
-#ifdef _OPENMP
-  return (int32_t)omp_get_num_procs();
-#else
-  return 1;
-#endif
-}
-
-int32_t EmberBackendParallelLaunch(FEmberParallelLambda flambda, void* cdata, int32_t num_task) {
-  if (flambda == NULL) return set_error("EmberBackendParallelLaunch: %s is NULL", "flambda");
-  int32_t want = num_task > 0 ? num_task : EmberBackendGetNumThreads();
-#ifdef _OPENMP
-  int32_t failed = 0;
-  char* first_error = NULL;
-  if (want > 1 && !omp_in_parallel()) {
-#pragma omp parallel num_threads(want)
-    {
-      EmberParallelGroupEnv env;
-      env.sync_handle = NULL;
-      env.num_task = (int32_t)omp_get_num_threads();
-      int32_t rc = flambda((int32_t)omp_get_thread_num(), &env, cdata);
-      if (rc != 0) {
-#pragma omp critical(ember_parallel_error)
-        {
-          if (!failed) {
-            failed = 1;
-            first_error = strdup(EmberGetLastError());
-          }
-        }
-      }
-    }
-    if (failed) {
-      EmberAPISetLastError(first_error != NULL ? first_error : "parallel task failed");
-      free(first_error);
-      return -1;
-    }
-    return 0;
-  }
-#else
-  (void)want;
-#endif
-  EmberParallelGroupEnv env;
-  env.sync_handle = NULL;
-  env.num_task = 1;
-  return flambda(0, &env, cdata);
-}
-
-int32_t EmberBackendParallelBarrier(int32_t task_id, EmberParallelGroupEnv* penv) {
-  (void)task_id;
-  if (penv == NULL || penv->num_task <= 1) return 0;
-#ifdef _OPENMP
-#pragma omp barrier
-#endif
-  return 0;
-}
+#include "thread_pool.h" /* the thread pool and parallel launches */
 
 /* ---- timing -------------------------------------------------------------- */
 static double now_ms(void) {

@@ -78,15 +78,32 @@ static int32_t ember_check_tensor(const char* fn, int32_t index, const char* nam
   return 0;
 }
 
-static int32_t ember_vector_add_unpacked(float* restrict A, float* restrict B, float* restrict C) {
-  #pragma omp parallel for num_threads(EmberBackendGetNumThreads())
-  for (int32_t i_outer = 0; i_outer < 16; ++i_outer) {
+typedef struct {
+  float* A;
+  float* B;
+  float* C;
+} ember_vector_add_par0_t;
+
+static int32_t ember_vector_add_par0(int64_t ember_begin, int64_t ember_end, void* ember_cdata) {
+  const ember_vector_add_par0_t* ember_c = (const ember_vector_add_par0_t*)ember_cdata;
+  float* restrict A = ember_c->A;
+  float* restrict B = ember_c->B;
+  float* restrict C = ember_c->C;
+  for (int32_t i_outer = (int32_t)ember_begin; i_outer < (int32_t)ember_end; ++i_outer) {
     #pragma omp simd
     for (int32_t i_inner = 0; i_inner < 64; ++i_inner) {
       if (i_outer * 64 + i_inner < 1000) {
         C[i_outer * 64 + i_inner] = A[i_outer * 64 + i_inner] + B[i_outer * 64 + i_inner];
       }
     }
+  }
+  return 0;
+}
+
+static int32_t ember_vector_add_unpacked(float* restrict A, float* restrict B, float* restrict C) {
+  ember_vector_add_par0_t ember_par0 = {.A = A, .B = B, .C = C};
+  if (EmberBackendParallelFor(ember_vector_add_par0, &ember_par0, (int64_t)16, 1639, 0) != 0) {
+    return -1;
   }
   return 0;
 }

@@ -139,6 +139,8 @@ typedef struct {
 } EmberParallelGroupEnv;
 
 typedef int32_t (*FEmberParallelLambda)(int32_t task_id, EmberParallelGroupEnv* penv, void* cdata);
+/* One chunk [begin, end) of a parallel loop; returns 0, or -1 with the last error set. */
+typedef int32_t (*FEmberParallelRange)(int64_t begin, int64_t end, void* cdata);
 
 /* One Python-friendly call: everything a packed call needs in one struct, so an FFI
  * passes a single pointer. func == NULL means "call through handle". */
@@ -187,12 +189,26 @@ EMBER_DLL int32_t EmberFuncSetGlobalFallback(EmberGlobalFallback fallback);
 EMBER_DLL void* EmberBackendAllocWorkspace(int32_t device_type, int32_t device_id, uint64_t nbytes,
                                            int32_t dtype_code_hint, int32_t dtype_bits_hint);
 EMBER_DLL int32_t EmberBackendFreeWorkspace(int32_t device_type, int32_t device_id, void* ptr);
-/* num_task == 0 means one task per worker thread (EMBER_NUM_THREADS or all cores). */
+/* Runs tasks 0..num_task-1 at once, each on its own thread of ember's pool (the caller
+ * runs one), so tasks may meet at EmberBackendParallelBarrier. num_task == 0 means the
+ * thread count (EmberBackendGetNumThreads). Inside a running launch it runs task 0 alone
+ * with num_task 1. The first failing task's error becomes the caller's last error. */
 EMBER_DLL int32_t EmberBackendParallelLaunch(FEmberParallelLambda flambda, void* cdata,
                                              int32_t num_task);
 EMBER_DLL int32_t EmberBackendParallelBarrier(int32_t task_id, EmberParallelGroupEnv* penv);
+/* A parallel loop over [0, extent): chunks of at least `grain` iterations are handed out
+ * by an atomic counter to the caller and the pool's workers (at most num_threads threads,
+ * 0: the thread count); a worker that is late or descheduled finds no work left instead
+ * of holding the others up. Runs frange(0, extent) inline when nested in a launch, when
+ * one thread is asked for, when extent < 2 * grain or while another thread's launch runs.
+ * After a failed chunk no new chunk starts; the first error is the caller's last error. */
+EMBER_DLL int32_t EmberBackendParallelFor(FEmberParallelRange frange, void* cdata, int64_t extent,
+                                          int64_t grain, int32_t num_threads);
+/* 0 restores the default: EMBER_NUM_THREADS, else one thread per core. */
 EMBER_DLL int32_t EmberBackendSetNumThreads(int32_t num_threads);
 EMBER_DLL int32_t EmberBackendGetNumThreads(void);
+/* The cores this process may run on (its CPU affinity). */
+EMBER_DLL int32_t EmberBackendNumCores(void);
 
 /* ---- timing ------------------------------------------------------------- */
 /* TVM's time_evaluator loop: one discarded warm-up call, then `repeat` rounds of `number`

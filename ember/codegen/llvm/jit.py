@@ -1,0 +1,94 @@
+"""llvmjit at run time: an in-memory artifact whose load() JIT-compiles its bitcode.
+
+The bitcode is compiled by MCJIT in this process on the first ``load()`` (later loads
+share the engine); the runtime API functions the kernels call are given to LLVM by
+address from the already loaded runtime library, libc and libm come from the process.
+The module's functions are the packed entry points, called like any library's.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import llvmlite.binding as llvm
+
+from ember.codegen.llvm.machine import MachineSpec, new_machine
+from ember.runtime import c_api
+from ember.runtime.artifact import InMemoryArtifact
+from ember.runtime.module import Module
+from ember.runtime.packed_func import CPackedFunc, PackedFunc
+
+#: the runtime API generated code calls (codegen.RUNTIME_DECLS and the wrapper).
+RUNTIME_SYMBOLS = (
+    "EmberAPISetLastError",
+    "EmberBackendAllocWorkspace",
+    "EmberBackendFreeWorkspace",
+    "EmberBackendParallelLaunch",
+)
+
+
+@dataclass(frozen=True, eq=False)
+class LLVMJitArtifact(InMemoryArtifact):
+    """An ``llvmjit`` artifact: loads itself, keeps its bitcode for inspection."""
+
+    bitcode: bytes = b""
+    triple: str = ""
+    cpu: str = ""
+
+
+class JitModule(Module):
+    """The packed functions of one MCJIT engine."""
+
+    type_key = "llvmjit"
+
+    def __init__(self, engine: Any, names: tuple[str, ...]) -> None:
+        super().__init__()
+        self._engine = engine
+        self._names = names
+
+    def _get_function(self, name: str) -> PackedFunc | None:
+        if name not in self._names:
+            return None
+        address = self._engine.get_function_address(name)
+        if not address:
+            return None
+        return CPackedFunc(address, owner=self, name=name)
+
+    def function_names(self) -> list[str]:
+        """The packed entry points this module exports."""
+        return sorted(self._names)
+
+    def __repr__(self) -> str:
+        return f"JitModule({len(self._names)} functions)"
+
+
+def _register_runtime_symbols() -> None:
+    lib = c_api.lib()
+    for name in RUNTIME_SYMBOLS:
+        address = ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+        if address:
+            llvm.add_symbol(name, address)
+
+
+def jit_loader(bitcode: bytes, spec: MachineSpec, names: tuple[str, ...]) -> Callable[[], Module]:
+    """A ``load()`` for the artifact: compile once, then a JitModule per call."""
+    state: dict[str, Any] = {}
+    lock = threading.Lock()
+
+    def load() -> Module:
+        with lock:
+            engine = state.get("engine")
+            if engine is None:
+                _register_runtime_symbols()
+                mod = llvm.parse_bitcode(bitcode)
+                engine = llvm.create_mcjit_compiler(mod, new_machine(spec))
+                engine.finalize_object()
+                engine.run_static_constructors()
+                state["engine"] = engine
+        return JitModule(engine, names)
+
+    return load

@@ -1,0 +1,11 @@
+"""tests/e2e/test_ops_nn_image.py for the ``llvm`` and ``llvmjit`` targets, with the same
+tolerances (``llvm_build.e2e_suite``: every ``ember.build`` of a test targets the kind)."""
+
+from __future__ import annotations
+
+import pytest
+from llvm_build import e2e_suite
+
+globals().update(e2e_suite("test_ops_nn_image"))
+
+pytestmark = pytest.mark.cc
