@@ -70,7 +70,8 @@ NATIVE_FLAGS = ("-fvisibility=hidden",)
 #: The only flags artifact metadata may put on a compiler command line (what the C back end
 #: emits); anything else (``-wrapper``, ``-save-temps``, ``-o``, ``@file``...) is refused.
 ALLOWED_FLAGS = frozenset(
-    ["-O0", "-O1", "-O2", "-O3", "-fopenmp", "-fno-math-errno", "-fno-trapping-math"]
+    ["-O0", "-O1", "-O2", "-O3", "-fopenmp", "-fopenmp-simd", "-fno-math-errno"]
+    + ["-fno-trapping-math"]
     + ["-lm", "-lmvec"]
 )
 #: Flags with a value: the value must match the pattern (a CPU name, a contraction mode).
