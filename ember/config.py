@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import pwd
 import threading
 import warnings
 from dataclasses import dataclass, field
@@ -90,12 +91,39 @@ def _parse(env: dict[str, str]) -> Config:
             stacklevel=2,
         )
     return Config(
-        cache_dir=Path(raw["cache_dir"]).expanduser(),
+        cache_dir=_cache_dir(raw["cache_dir"], env),
         cc=raw["cc"] or "cc",
         runtime_lib=Path(raw["runtime_lib"]).expanduser() if raw["runtime_lib"] else None,
         num_threads=num_threads,
         ffi_accel=raw["ffi_accel"].strip().lower() not in ("0", "false", "no", "off"),
     )
+
+
+def _cache_dir(value: str, env: dict[str, str]) -> Path:
+    """EMBER_CACHE_DIR expanded; empty means the default, and an empty HOME is refused."""
+    text = value.strip() or SETTINGS["cache_dir"].default
+    if text == "~" or text.startswith("~/"):
+        home = env.get("HOME", "").strip() or _account_home()
+        if not home or Path(home) == Path("/"):
+            raise EmberValueError(
+                "HOME is empty and the account has no home directory, so the ember cache has "
+                "no place; set EMBER_CACHE_DIR to an absolute directory"
+            )
+        text = home + text[1:]
+    path = Path(text).expanduser()
+    if not path.is_absolute():
+        raise EmberValueError(
+            f"EMBER_CACHE_DIR={value!r} is not an absolute path (the cache would follow the "
+            "current directory); set it to an absolute directory such as ~/.cache/ember"
+        )
+    return path
+
+
+def _account_home() -> str:
+    try:
+        return pwd.getpwuid(os.getuid()).pw_dir
+    except (KeyError, AttributeError):
+        return ""
 
 
 _LOCK = threading.Lock()

@@ -17,6 +17,7 @@ import numpy as np
 
 from ember.cli.run_cmd import random_inputs
 from ember.driver import lower
+from ember.errors import EmberValueError, FrontendError
 from ember.frontend import from_onnx
 from ember.ir import IRModule, TensorType, evaluate
 from ember.tools.mlf import TestVectors, write_mlf
@@ -84,6 +85,13 @@ def _test_vectors(mod: IRModule, params: dict[str, np.ndarray], seed: int) -> Te
 def run(args: argparse.Namespace) -> int:
     """Import, build and package the model; print what was written."""
     out = args.output or args.model.with_suffix(".tar")
+    if out.is_dir():
+        raise EmberValueError(f"-o {out} is a directory; pass the path of the package to write")
+    if not args.model.is_file():
+        raise FrontendError(
+            f"{args.model}: not a regular file (missing, a directory, FIFO or device); pass an "
+            ".onnx model file"
+        )
     show = not args.quiet and sys.stderr.isatty()
     start = time.perf_counter()
     if not args.quiet:

@@ -16,6 +16,7 @@ from ember.errors import ArtifactError
 from ember.formats.memory_map import MEMORY_MAP_FILE, MemoryMap
 from ember.runtime.artifact import Artifact
 from ember.runtime.inspection import INSPECTORS, inspector_key
+from ember.support.files import write_file_atomic
 from ember.tools.inspectors import artifact_table, inspect_artifact
 from ember.tools.inspectors.sources import ArtifactSource, read_artifact_source, select_artifact
 from ember.tools.memory_svg import memory_map_svg
@@ -48,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
         art = select_artifact(source, MEMORY_MAP_FILE)
         if not isinstance(art, Artifact):
             raise ArtifactError(f"{MEMORY_MAP_FILE} is an in-memory artifact; nothing to draw")
-        args.memory_svg.write_text(memory_map_svg(MemoryMap.from_json(art.content)))
+        svg = memory_map_svg(MemoryMap.from_json(art.content))
+        write_file_atomic(args.memory_svg, svg.encode())
         sys.stdout.write(f"wrote {args.memory_svg}\n")
         return 0
     if args.asm:

@@ -8,19 +8,27 @@ Input files are read with ``allow_pickle=False``.
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ember.errors import EmberValueError
+from ember.errors import EmberValueError, ModuleLoadError, SerializationError
 from ember.executor import AotExecutor, GraphExecutor
 from ember.runtime.device import cpu
 from ember.runtime.library_module import load_module
+from ember.runtime.module import Module
 from ember.runtime.threads import set_num_threads
+from ember.support.files import write_file_atomic
 from ember.tools.package import load_package
+
+#: Limits of ``--inputs``: the total bytes its arrays may inflate to, and the member count.
+MAX_INPUT_BYTES = 1 << 32
+MAX_INPUT_MEMBERS = 4096
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -65,51 +73,94 @@ def random_inputs(info: dict[str, dict[str, Any]], seed: int) -> dict[str, np.nd
     return out
 
 
-def _load_inputs(path: Path) -> dict[str, np.ndarray]:
-    with np.load(path, allow_pickle=False) as data:
-        return {k: data[k] for k in data.files}
+def _load_inputs(
+    path: Path, max_bytes: int = MAX_INPUT_BYTES, max_members: int = MAX_INPUT_MEMBERS
+) -> dict[str, np.ndarray]:
+    """Read an .npz of inputs, refusing one whose members would inflate past ``max_bytes``."""
+    if not path.is_file():
+        raise SerializationError(f"--inputs {path}: not a regular file; pass an .npz file")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            infos = archive.infolist()
+            declared = sum(i.file_size for i in infos)
+        if len(infos) > max_members or declared > max_bytes:
+            raise SerializationError(
+                f"--inputs {path}: {len(infos)} members declaring {declared} bytes exceed the "
+                f"limits ({max_members} members, {max_bytes} bytes); pass smaller inputs"
+            )
+        with np.load(path, allow_pickle=False) as data:
+            return {k: data[k] for k in data.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, RecursionError) as err:
+        raise SerializationError(
+            f"--inputs {path}: not a readable .npz of arrays ({err!s:.200}); write it with "
+            "numpy.savez"
+        ) from None
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    if not 0 <= args.seed < 2**63:
+        raise EmberValueError(f"--seed {args.seed}: pass an integer in [0, 2**63)")
+    if args.repeat < 1 or args.number < 1 or args.print_top < 0:
+        raise EmberValueError("--repeat and --number must be >= 1 and --print-top >= 0")
+    if not args.package.is_file():
+        raise ModuleLoadError(
+            f"{args.package}: not a regular file (a directory, FIFO or device is refused); "
+            "pass a package from 'ember compile' or an exported .so"
+        )
+    if args.outputs is not None and args.outputs.is_dir():
+        raise EmberValueError(f"--outputs {args.outputs} is a directory; pass an .npz file path")
+
+
+def load_factory(package: Path) -> tuple[Module, str]:
+    """The model factory of a package or exported .so and its mod_name.
+
+    The library is written to a private temporary directory that is removed as soon as it
+    is loaded, so nothing is left under /tmp however the run ends; an .so is opened by its
+    absolute path (never searched on LD_LIBRARY_PATH).
+    """
+    if package.suffix == ".so":
+        return load_module(str(package.absolute())), "default"
+    with tempfile.TemporaryDirectory(prefix="ember-run-") as tmp:
+        factory, meta = load_package(package, tmp)
+    return factory, str(meta.get("mod_name", "default"))
 
 
 def run(args: argparse.Namespace) -> int:
     """Load the package, set inputs, run, print or save outputs and timings."""
+    _check_args(args)
     if args.threads:
         set_num_threads(args.threads)
     dev = cpu(0)
-    with tempfile.TemporaryDirectory(prefix="ember-run-") as tmp:
-        if args.package.suffix == ".so":
-            factory, mod_name = load_module(str(args.package)), "default"
-        else:
-            factory, meta = load_package(args.package, tmp)
-            mod_name = meta.get("mod_name", "default")
-        executor = AotExecutor if factory["get_metadata"]().executor == "aot" else GraphExecutor
-        ge = executor(factory[mod_name](dev))
-        info = {
-            p.name: {"shape": p.shape, "dtype": p.dtype} for p in factory["get_metadata"]().inputs
-        }
-        inputs = _load_inputs(args.inputs) if args.inputs else random_inputs(info, args.seed)
-        unknown = sorted(set(inputs) - set(info))
-        if unknown:
-            raise EmberValueError(f"inputs {unknown} are not model inputs; inputs: {sorted(info)}")
-        for name, value in inputs.items():
-            ge.set_input(name, value)
-        ge.run()
-        outputs = [ge.get_output(i).numpy() for i in range(ge.get_num_outputs())]
-        for i, out in enumerate(outputs):
-            print(f"output {i}: shape {list(out.shape)} dtype {out.dtype}")
-            if args.print_top and i == 0:
-                flat = out.reshape(-1)
-                top = np.argsort(-flat, kind="stable")[: args.print_top]
-                print("  top: " + ", ".join(f"[{j}] {flat[j]:.6g}" for j in top))
-        if args.outputs:
-            np.savez(args.outputs, **{f"output_{i}": o for i, o in enumerate(outputs)})
-            print(f"wrote {args.outputs}")
-        if args.print_time:
-            res = ge.benchmark(dev, repeat=args.repeat, number=args.number)
-            print(
-                f"latency ms: mean {res.mean * 1e3:.3f}  median {res.median * 1e3:.3f}  "
-                f"std {res.std * 1e3:.3f}  ({args.repeat} x {args.number} runs)"
-            )
-        if args.profile:
-            sys.stdout.write(str(ge.profile()))
-            sys.stdout.write("\n")
+    factory, mod_name = load_factory(args.package)
+    executor = AotExecutor if factory["get_metadata"]().executor == "aot" else GraphExecutor
+    ge = executor(factory[mod_name](dev))
+    info = {p.name: {"shape": p.shape, "dtype": p.dtype} for p in factory["get_metadata"]().inputs}
+    inputs = _load_inputs(args.inputs) if args.inputs else random_inputs(info, args.seed)
+    unknown = sorted(set(inputs) - set(info))
+    if unknown:
+        raise EmberValueError(f"inputs {unknown} are not model inputs; inputs: {sorted(info)}")
+    for name, value in inputs.items():
+        ge.set_input(name, value)
+    ge.run()
+    outputs = [ge.get_output(i).numpy() for i in range(ge.get_num_outputs())]
+    for i, out in enumerate(outputs):
+        print(f"output {i}: shape {list(out.shape)} dtype {out.dtype}")
+        if args.print_top and i == 0:
+            flat = out.reshape(-1)
+            top = np.argsort(-flat, kind="stable")[: args.print_top]
+            print("  top: " + ", ".join(f"[{j}] {flat[j]:.6g}" for j in top))
+    if args.outputs:
+        buf = io.BytesIO()
+        np.savez(buf, **{f"output_{i}": o for i, o in enumerate(outputs)})
+        write_file_atomic(args.outputs, buf.getvalue())
+        print(f"wrote {args.outputs}")
+    if args.print_time:
+        res = ge.benchmark(dev, repeat=args.repeat, number=args.number)
+        print(
+            f"latency ms: mean {res.mean * 1e3:.3f}  median {res.median * 1e3:.3f}  "
+            f"std {res.std * 1e3:.3f}  ({args.repeat} x {args.number} runs)"
+        )
+    if args.profile:
+        sys.stdout.write(str(ge.profile()))
+        sys.stdout.write("\n")
     return 0

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -39,6 +40,7 @@ from ember.errors import (
 from ember.executor.graph_executor import GraphExecutor
 from ember.executor.graph_runtime import GraphExecutorModule, find_kernel
 from ember.executor.interface import hand_out, output_index, resolve_input
+from ember.executor.locking import new_lock, synchronized
 from ember.executor.metadata_module import (
     EXECUTOR_FACTORIES,
     METADATA_FILE,
@@ -116,6 +118,7 @@ class AotExecutorModule(Module):
 
     def __init__(self, top: MetadataModule, device: Device) -> None:
         super().__init__()
+        self._exec_lock = new_lock()  # one run at a time (docs/executor.md)
         self.top = top
         self.device = device
         md = top.metadata
@@ -145,6 +148,11 @@ class AotExecutorModule(Module):
         for p in md.params:
             self._arrays[self._index[p.name]].copyfrom(np.ascontiguousarray(top.params[p.name]))
 
+    def lock(self) -> threading.RLock:
+        """The executor's lock: hold it (``with mod.lock():``) around set_input/run/get_output
+        to make the sequence atomic when threads share this executor."""
+        return self._exec_lock
+
     def _get_function(self, name: str) -> PackedFunc | None:
         return as_packed_func(getattr(self, name)) if name in FUNCTIONS else None
 
@@ -172,6 +180,7 @@ class AotExecutorModule(Module):
     def _resolve(self, key: int | str, what: str) -> int:
         return resolve_input(key, self._names, self._index, what)
 
+    @synchronized
     def set_input(self, key: int | str, value: Any) -> None:
         """Copy ``value`` into input ``key`` after checking its shape and dtype exactly."""
         index = self._resolve(key, "set_input")
@@ -195,10 +204,12 @@ class AotExecutorModule(Module):
         self._arrays[index].copyfrom(value)
         self._unset.discard(info.name)
 
+    @synchronized
     def get_input(self, key: int | str) -> NDArray:
         """The executor's array of input ``key`` (a view: writing it changes the input)."""
         return self._arrays[self._resolve(key, "get_input")]
 
+    @synchronized
     def load_params(self, params: Mapping[str, Any] | bytes | bytearray) -> None:
         """Set constants from a ``.params`` blob or a dict; unknown names are ignored."""
         values = parse_params(params) if isinstance(params, bytes | bytearray) else params
@@ -211,11 +222,13 @@ class AotExecutorModule(Module):
         """Number of outputs."""
         return len(self._outputs)
 
+    @synchronized
     def get_output(self, index: int, out: Any = None) -> Any:
         """Output ``index`` as a view of executor memory, or copied into ``out``."""
         array = self._outputs[output_index(index, len(self._outputs))]
         return hand_out(array, array.numpy(), int(index), out)
 
+    @synchronized
     def run(self) -> None:
         """One call of the run function over the inputs, outputs and constants."""
         if self._unset:
@@ -224,6 +237,7 @@ class AotExecutorModule(Module):
             )
         self._run_fn(*self._args)
 
+    @synchronized
     def profile(self, repeat: int = 10) -> ProfileReport:
         """Per-operator times: the same kernels run one by one by a graph executor over the
         model's graph (its own memory, allocated on the first profile)."""

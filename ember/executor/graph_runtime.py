@@ -19,6 +19,7 @@ memory is touched, and ``run`` refuses to start while an input has never been se
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,6 +28,7 @@ import numpy as np
 from ember.errors import EmberTypeError, EmberValueError, ExecutorError
 from ember.executor.graph_plan import GraphPlan
 from ember.executor.interface import hand_out, output_index, resolve_input
+from ember.executor.locking import new_lock, synchronized
 from ember.executor.profile import ProfileReport, make_report
 from ember.formats.graph_json import GraphJSON, load_graph_json
 from ember.formats.metadata import STORAGE_ALIGNMENT
@@ -40,7 +42,13 @@ from ember.runtime.packed_func import PackedFunc, as_packed_func
 
 
 def find_kernel(lib: Any, func_name: str) -> PackedFunc:
-    """The kernel ``func_name`` from ``lib`` or its imports; LookupError when none has it."""
+    """The kernel ``func_name`` from ``lib`` or its imports; LookupError when none has it.
+
+    A native kernel resolves only to a function defined in a loaded library itself: never
+    to libc's ``exit`` or the runtime's API (see :class:`~ember.runtime.LibraryModule`).
+    """
+    if not isinstance(func_name, str):
+        raise LookupError(repr(func_name))
     try:
         func = lib.get_function(func_name, query_imports=True)
     except (AttributeError, LookupError):
@@ -82,6 +90,7 @@ class GraphExecutorModule(Module):
         debug: bool = False,
     ) -> None:
         super().__init__()
+        self._exec_lock = new_lock()  # one run at a time (docs/executor.md)
         self.graph = graph if isinstance(graph, GraphJSON) else load_graph_json(graph)
         self.lib = lib
         self.device = to_device(device) if device is not None else cpu(0)
@@ -109,6 +118,11 @@ class GraphExecutorModule(Module):
             self.load_params(params)
 
     # ------------------------------------------------------------------ Module
+    def lock(self) -> threading.RLock:
+        """The executor's lock: hold it (``with mod.lock():``) around set_input/run/get_output
+        to make the sequence atomic when threads share this executor."""
+        return self._exec_lock
+
     def _get_function(self, name: str) -> PackedFunc | None:
         if name not in FUNCTIONS:
             return None
@@ -144,6 +158,7 @@ class GraphExecutorModule(Module):
     def _resolve_input(self, key: int | str, what: str) -> int:
         return resolve_input(key, self._input_names, self._input_index, what)
 
+    @synchronized
     def set_input(self, key: int | str, value: Any) -> None:
         """Copy ``value`` (numpy array, NDArray, array-like) into input ``key`` after checks."""
         index = self._resolve_input(key, "set_input")
@@ -183,6 +198,7 @@ class GraphExecutorModule(Module):
                 f"np.asarray(x, dtype='{dtype}').reshape({shape})"
             )
 
+    @synchronized
     def set_input_zero_copy(self, key: int | str, value: NDArray) -> None:
         """Let input ``key`` live in ``value`` itself (no copy; later writes to it are seen).
 
@@ -215,11 +231,13 @@ class GraphExecutorModule(Module):
         self.plan.rebind(eid, value)
         self._unset.discard(name)
 
+    @synchronized
     def get_input(self, key: int | str) -> NDArray:
         """The executor's array of input ``key`` (a view: writing it changes the input)."""
         index = self._resolve_input(key, "get_input")
         return self.plan.entries[self._input_eids[index]]
 
+    @synchronized
     def load_params(self, params: Mapping[str, Any] | bytes | bytearray) -> None:
         """Set parameters from a ``.params`` blob or a dict; unknown names are ignored."""
         values = parse_params(params) if isinstance(params, bytes | bytearray) else params
@@ -233,12 +251,14 @@ class GraphExecutorModule(Module):
         """Number of graph outputs."""
         return len(self._output_eids)
 
+    @synchronized
     def get_output(self, index: int, out: Any = None) -> Any:
         """Output ``index`` as a view of executor memory, or copied into ``out``."""
         eid = self._output_eids[output_index(index, len(self._output_eids))]
         return hand_out(self.plan.entries[eid], self.plan.arrays[eid], int(index), out)
 
     # ------------------------------------------------------------------ running
+    @synchronized
     def run(self) -> None:
         """Execute the graph once (in debug mode, also time every node)."""
         if self._unset:
@@ -248,6 +268,7 @@ class GraphExecutorModule(Module):
         else:
             self.plan.run()
 
+    @synchronized
     def debug_get_output(self, node: int | str, index: int = 0) -> NDArray:
         """Run the graph up to ``node`` (id or name) and return a copy of its output ``index``."""
         g = self.graph
@@ -284,6 +305,7 @@ class GraphExecutorModule(Module):
             self._timings[i] += t
         self._timed_runs += 1
 
+    @synchronized
     def profile(self, repeat: int = 10) -> ProfileReport:
         """Run ``repeat`` times timing each node; ``repeat=0`` reports the debug runs so far."""
         if repeat < 0:

@@ -53,6 +53,11 @@ def hand_out(array: NDArray, view: np.ndarray, index: int, out: Any) -> Any:
                 f"get_output: out has shape {out.shape} and dtype {out.dtype}; output "
                 f"{index} has shape {view.shape} and dtype {view.dtype}"
             )
+        if not out.flags.writeable:
+            raise EmberValueError(
+                f"get_output: out is a read-only numpy array; pass a writable array for output "
+                f"{index}, or omit out to get a view"
+            )
         np.copyto(out, view)
         return out
     raise ExecutorError(f"get_output: out must be an NDArray or numpy array, got {out!r}")

@@ -16,6 +16,7 @@ Library Format package will sit beside this one.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Mapping
@@ -53,6 +54,8 @@ def write_package_files(
         "library": LIBRARY_NAME,
         "mod_name": mod_name,
         "target": target,
+        # binds the readable tree to the library: ember inspect and ember run check it
+        "library_sha256": hashlib.sha256(library).hexdigest(),
     }
     files[PACKAGE_JSON] = (json.dumps(meta, sort_keys=True, indent=2) + "\n").encode()
     return write_tar(path, files)

@@ -243,7 +243,7 @@ def parse_manifest(data: bytes, where: str) -> dict[str, Any]:
     """Parse and shape-check manifest bytes; errors name ``where`` and the bad field."""
     try:
         manifest = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
         raise SerializationError(f"{where} is not valid JSON: {err}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != ARTIFACT_SET_FORMAT:
         raise SerializationError(f"{where} is not an {ARTIFACT_SET_FORMAT} manifest")

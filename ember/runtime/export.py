@@ -21,7 +21,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from ember.errors import ArtifactError
+from ember.errors import ArtifactError, ModuleLoadError
 from ember.runtime.artifact_set import ArtifactSet
 from ember.runtime.blob import BLOB_SYMBOL, pack_artifacts, read_library_blob
 from ember.runtime.elf import is_elf
@@ -93,6 +93,10 @@ def load_exported_library(path: str | os.PathLike[str]) -> Module:
     opened, so a corrupt file runs none of its code. Without a blob (a plain shared
     library, or a non-ELF platform) the LibraryModule is returned as is.
     """
+    if not Path(path).is_file():
+        raise ModuleLoadError(
+            f"cannot load {path}: not a regular file (a directory, FIFO or device is refused)"
+        )
     data = Path(path).read_bytes()
     embedded = read_library_blob(data, str(path)) if is_elf(data) else None
     if embedded is None:

@@ -22,6 +22,7 @@ from typing import Any
 from ember.config import config
 from ember.errors import EmberError
 from ember.runtime import c_api
+from ember.runtime.cache_entry import cache_subdir, cached_build
 from ember.runtime.libruntime import header_path, include_dir
 from ember.support.hashing import hash_bytes
 from ember.support.toolchain import compile_shared
@@ -42,7 +43,7 @@ def extension_path() -> Path:
     key = hash_bytes(
         _SOURCE.read_bytes(), header_path().read_bytes(), suffix.encode(), config().cc.encode()
     )
-    return config().cache_dir / "runtime" / f"{_MODULE_NAME}-{key}{suffix}"
+    return cache_subdir("runtime") / f"{_MODULE_NAME}-{key}{suffix}"
 
 
 def _build_and_load() -> ModuleType | None:
@@ -54,10 +55,12 @@ def _build_and_load() -> ModuleType | None:
         return None
     path = extension_path()
     try:
-        if not path.exists():
-            compile_shared(
-                [_SOURCE], path, include_dirs=[_python_include(), include_dir()], openmp=False
-            )
+        cached_build(  # a planted or altered extension is rebuilt, never imported
+            path,
+            lambda out: compile_shared(
+                [_SOURCE], out, include_dirs=[_python_include(), include_dir()], openmp=False
+            ),
+        )
         loader = importlib.machinery.ExtensionFileLoader(_MODULE_NAME, str(path))
         spec = importlib.util.spec_from_file_location(_MODULE_NAME, path, loader=loader)
         if spec is None:

@@ -33,21 +33,35 @@ class LibraryModule(Module):
         # an absolute path, so that dlopen never searches LD_LIBRARY_PATH for a bare name
         self.path = Path(path).absolute()
         c_api.lib()  # the backend API must be global before the library is opened
+        if not self.path.is_file():
+            raise ModuleLoadError(
+                f"could not load shared library {self.path}: not a regular file; pass the path "
+                "of a library built by ember"
+            )
         try:
-            self._lib = ctypes.CDLL(str(self.path))
-        except OSError as err:
-            raise ModuleLoadError(f"could not load shared library {self.path}: {err}") from err
+            # RTLD_LOCAL: the library's symbols never resolve names of later libraries
+            self._lib = ctypes.CDLL(str(self.path), mode=os.RTLD_LOCAL | os.RTLD_NOW)
+        except (OSError, UnicodeError) as err:  # dlerror() text may not be UTF-8
+            raise ModuleLoadError(
+                f"could not load shared library {self.path}: {err!s:.500}; rebuild it with ember"
+            ) from err
         self._names: list[str] | None = None
+        self._real = os.path.realpath(self.path)
 
     def _get_function(self, name: str) -> PackedFunc | None:
         try:
             symbol = self._lib[name]
-        except AttributeError:
+        except (AttributeError, ValueError):  # ValueError: a name holding a NUL byte
             return None
         address = ctypes.cast(symbol, ctypes.c_void_p).value
-        if not address:
+        if not address or not self._defines(address):
             return None
         return CPackedFunc(address, owner=self, name=name)
+
+    def _defines(self, address: int) -> bool:
+        """Whether ``address`` lies in this library, not in one it depends on (libc's exit)."""
+        found = object_file(address)
+        return found is not None and os.path.realpath(found) == self._real
 
     def function_names(self) -> list[str]:
         """Exported function symbols of the library (ELF only; otherwise empty)."""
@@ -59,12 +73,47 @@ class LibraryModule(Module):
         return f"LibraryModule({str(self.path)!r})"
 
 
+class _DlInfo(ctypes.Structure):
+    _fields_ = [
+        ("dli_fname", ctypes.c_char_p),
+        ("dli_fbase", ctypes.c_void_p),
+        ("dli_sname", ctypes.c_char_p),
+        ("dli_saddr", ctypes.c_void_p),
+    ]
+
+
+_DLADDR = getattr(ctypes.CDLL(None), "dladdr", None)
+if _DLADDR is not None:
+    _DLADDR.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+    _DLADDR.restype = ctypes.c_int
+
+
+def object_file(address: int) -> str | None:
+    """The file name of the shared object holding ``address`` (dladdr), or None."""
+    if _DLADDR is None:
+        return None
+    info = _DlInfo()
+    if not _DLADDR(address, ctypes.byref(info)) or not info.dli_fname:
+        return None
+    return os.fsdecode(info.dli_fname)
+
+
 def elf_exported_functions(path: str | os.PathLike[str]) -> list[str]:
-    """Names of the defined global function symbols in an ELF64 file's dynamic symbol table."""
+    """Names of the defined global function symbols in an ELF64 file's dynamic symbol table.
+
+    A malformed or truncated file gives no names, never an error.
+    """
     try:
         data = Path(path).read_bytes()
     except OSError:
         return []
+    try:
+        return _dynamic_function_names(data)
+    except (struct.error, IndexError):
+        return []
+
+
+def _dynamic_function_names(data: bytes) -> list[str]:
     if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
         return []  # only little-endian ELF64 is read; other formats give no names
     (shoff,) = struct.unpack_from("<Q", data, 0x28)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ember.config import config
 from ember.errors import ModuleLoadError
+from ember.runtime.cache_entry import cache_subdir, cached_build
 from ember.support.hashing import hash_bytes
 from ember.support.toolchain import compile_shared
 
@@ -57,7 +58,7 @@ def library_path() -> Path:
         config().cc.encode(),
         " ".join(_FLAGS).encode(),
     )
-    return config().cache_dir / "runtime" / f"libember_runtime-{key}{library_suffix()}"
+    return cache_subdir("runtime") / f"libember_runtime-{key}{library_suffix()}"
 
 
 def build() -> Path:
@@ -67,18 +68,20 @@ def build() -> Path:
     """
     prebuilt = config().runtime_lib
     if prebuilt is not None:
-        if not prebuilt.exists():
+        if not prebuilt.is_file():
             raise ModuleLoadError(
-                f"EMBER_RUNTIME_LIB points to {prebuilt}, which does not exist; build one with "
+                f"EMBER_RUNTIME_LIB points to {prebuilt}, which is not a file; build one with "
                 "ember.runtime.libruntime.build() on a host with a C compiler"
             )
         return prebuilt
-    path = library_path()
-    if not path.exists():
-        compile_shared(
+
+    def compile_runtime(path: Path) -> Path:
+        return compile_shared(
             [source_path()], path, include_dirs=[include_dir()], flags=_FLAGS, openmp=False
         )
-    return path
+
+    # a cached build is loaded only while it matches the hash recorded when it was built
+    return cached_build(library_path(), compile_runtime)
 
 
 def is_loaded() -> bool:
@@ -94,10 +97,10 @@ def load() -> ctypes.CDLL:
         if not _LOADED:
             path = build()
             try:
-                lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
-            except OSError as err:
+                lib = ctypes.CDLL(str(path.absolute()), mode=ctypes.RTLD_GLOBAL)
+            except (OSError, UnicodeError) as err:  # dlerror() text may not be UTF-8
                 raise ModuleLoadError(
-                    f"could not load the ember C runtime {path}: {err}; "
+                    f"could not load the ember C runtime {path}: {err!s:.500}; "
                     "delete the file to force a rebuild"
                 ) from err
             _LOADED.append(lib)

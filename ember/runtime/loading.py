@@ -22,6 +22,7 @@ the host (see :mod:`ember.runtime.export`).
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import tempfile
 from collections.abc import Sequence
@@ -40,6 +41,7 @@ from ember.runtime.artifact import (
     file_suffix,
 )
 from ember.runtime.artifact_set import ArtifactSet
+from ember.runtime.cache_entry import cache_subdir, cached_build
 from ember.runtime.device import CPU, Device
 from ember.runtime.device import device as to_device
 from ember.runtime.hooks import LOAD_ARTIFACTS, register_hook
@@ -65,6 +67,21 @@ SOURCE_ATTR = "artifact_set"
 HOST_TYPE_KEY = "host"
 #: Fixed flags of every native link (deterministic output, hidden internals).
 NATIVE_FLAGS = ("-fvisibility=hidden",)
+#: The only flags artifact metadata may put on a compiler command line (what the C back end
+#: emits); anything else (``-wrapper``, ``-save-temps``, ``-o``, ``@file``...) is refused.
+ALLOWED_FLAGS = frozenset(
+    ["-O0", "-O1", "-O2", "-O3", "-fopenmp", "-fopenmp-simd", "-fno-math-errno"]
+    + ["-fno-trapping-math"]
+    + ["-lm", "-lmvec"]
+)
+#: Flags with a value: the value must match the pattern (a CPU name, a contraction mode).
+ALLOWED_VALUE_FLAGS = {
+    "-march=": re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}"),
+    "-mcpu=": re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}"),
+    "-ffp-contract=": re.compile(r"off|on|fast"),
+    # a macro for the artifact's own C source (which is compiled anyway): a name, a plain value
+    "-D": re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}(=[A-Za-z0-9_.+-]{0,64})?"),
+}
 
 
 def loader_func_name(loader: str) -> str:
@@ -102,8 +119,33 @@ def native_flags(artifacts: Sequence[Artifact]) -> list[str]:
                 f"artifact {art.codegen_id}/{art.file_name}: metadata {CFLAGS_KEY!r} must be "
                 f"a string of compiler flags, got {extra!r}"
             )
-        flags += [f for f in shlex.split(extra) if f not in flags]
+        who = f"artifact {art.codegen_id}/{art.file_name}"
+        flags += [f for f in split_flags(extra, who) if f not in flags]
     return flags
+
+
+def split_flags(text: str, who: str) -> list[str]:
+    """Split metadata ``cflags`` and check each against the allow-list (ArtifactError if not)."""
+    try:
+        parts = shlex.split(text)
+    except ValueError as err:
+        raise ArtifactError(
+            f"{who}: metadata {CFLAGS_KEY!r} {text!r} cannot be split ({err}); rebuild the "
+            "artifact set"
+        ) from None
+    for flag in parts:
+        if flag in ALLOWED_FLAGS:
+            continue
+        prefix = next((p for p in ALLOWED_VALUE_FLAGS if flag.startswith(p)), None)
+        if prefix is not None and ALLOWED_VALUE_FLAGS[prefix].fullmatch(flag[len(prefix) :]):
+            continue
+        raise ArtifactError(
+            f"{who}: metadata {CFLAGS_KEY!r} holds the flag {flag!r}, which ember does not "
+            f"pass to the compiler; allowed: {', '.join(sorted(ALLOWED_FLAGS))}, "
+            f"{', '.join(p + '<value>' for p in ALLOWED_VALUE_FLAGS)}. Rebuild the artifact "
+            "set with ember, or remove the flag"
+        )
+    return parts
 
 
 def write_native_sources(artifacts: Sequence[Artifact], build_dir: Path) -> list[Path]:
@@ -151,21 +193,23 @@ def native_cache_path(artifacts: Sequence[Artifact]) -> Path:
     parts = [f"link-v{NATIVE_LINK_VERSION}", config().cc, *native_flags(artifacts)]
     parts += [f"{a.codegen_id}/{a.file_name}:{a.sha256}" for a in artifacts]
     key = hash_bytes(hash_strings(parts, length=64).encode(), header_path().read_bytes(), length=24)
-    return config().cache_dir / "artifacts" / f"native-{key}{library_suffix()}"
+    return cache_subdir("artifacts") / f"native-{key}{library_suffix()}"
 
 
 def link_native_cached(artifacts: Sequence[Artifact]) -> Path:
     """The shared library of ``artifacts``, linked once and reused from the cache after.
 
     Sources go to a private temporary directory and the library is renamed into place,
-    so processes linking the same set at the same time never see each other's files.
+    so processes linking the same set at the same time never see each other's files. A
+    cached library is loaded only while its content matches the hash recorded when it was
+    built (:mod:`ember.runtime.cache_entry`); otherwise it is linked again.
     """
-    output = native_cache_path(artifacts)
-    if output.exists():
-        return output
-    output.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".build-", dir=output.parent) as tmp:
-        return link_native(artifacts, Path(tmp), output)
+
+    def build(output: Path) -> Path:
+        with tempfile.TemporaryDirectory(prefix=".build-", dir=output.parent) as tmp:
+            return link_native(artifacts, Path(tmp), output)
+
+    return cached_build(native_cache_path(artifacts), build)
 
 
 def _as_artifacts(arts: Sequence[AnyArtifact]) -> list[Artifact]:

@@ -195,7 +195,13 @@ def empty(
         raise EmberValueError(f"empty: negative dimension in shape {dims}")
     dt = as_dtype(dtype)
     np_dtype = dt.numpy_dtype()
-    raw, window = _aligned_buffer(math.prod(dims) * np_dtype.itemsize)
+    nbytes = math.prod(dims) * np_dtype.itemsize
+    try:
+        raw, window = _aligned_buffer(nbytes)
+    except (MemoryError, ValueError):
+        raise EmberValueError(
+            f"empty: cannot allocate {nbytes} bytes for shape {dims} of {dt}; use a smaller shape"
+        ) from None
     view = window.view(np_dtype).reshape(dims)
     return NDArray(view, device or cpu(0), owner=raw)
 

@@ -59,6 +59,28 @@ class BenchmarkResult:
         )
 
 
+#: Upper bounds of the timing arguments, checked before they reach C (its counters are int32).
+MAX_NUMBER = MAX_REPEAT = 1 << 24
+MAX_INTERVAL_MS = 3_600_000
+
+
+def check_timing_args(number: int, repeat: int, min_repeat_ms: int, cooldown_ms: int) -> None:
+    """Refuse timing arguments that are not integers in range (EmberValueError saying which)."""
+    limits = {
+        "number": (number, 1, MAX_NUMBER),
+        "repeat": (repeat, 1, MAX_REPEAT),
+        "min_repeat_ms": (min_repeat_ms, 0, MAX_INTERVAL_MS),
+        "cooldown_interval_ms": (cooldown_ms, 0, MAX_INTERVAL_MS),
+    }
+    for name, (value, low, high) in limits.items():
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if not ok or not low <= value <= high:
+            raise EmberValueError(
+                f"time_evaluator: {name}={value!r} must be a number in [{low}, {high}]; "
+                "pass a smaller value"
+            )
+
+
 class TimeEvaluator:
     """Calling it with the function's arguments returns a :class:`BenchmarkResult`."""
 
@@ -71,11 +93,7 @@ class TimeEvaluator:
         min_repeat_ms: int = 0,
         cooldown_interval_ms: int = 0,
     ) -> None:
-        if number < 1 or repeat < 1 or min_repeat_ms < 0 or cooldown_interval_ms < 0:
-            raise EmberValueError(
-                f"time_evaluator: number={number} and repeat={repeat} must be >= 1, "
-                f"min_repeat_ms={min_repeat_ms} and cooldown_interval_ms must be >= 0"
-            )
+        check_timing_args(number, repeat, min_repeat_ms, cooldown_interval_ms)
         self.func = func
         self.dev = dev
         self.number = number

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import io
 import os
+import stat
 import tarfile
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
 from ember.errors import SerializationError
+from ember.support.files import write_file_atomic
 
 MAX_ENTRIES = 100_000
 MAX_TOTAL_BYTES = 1 << 34  # 16 GiB
@@ -55,12 +57,8 @@ def tar_bytes(files: Mapping[str, bytes]) -> bytes:
 
 
 def write_tar(path: str | os.PathLike[str], files: Mapping[str, bytes]) -> Path:
-    """Write the deterministic archive of ``files`` to ``path`` atomically."""
-    out = Path(path)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_bytes(tar_bytes(files))
-    os.replace(tmp, out)
-    return out
+    """Write the deterministic archive of ``files`` to ``path`` atomically and exclusively."""
+    return write_file_atomic(path, tar_bytes(files))
 
 
 def read_tar(
@@ -68,10 +66,23 @@ def read_tar(
     max_entries: int = MAX_ENTRIES,
     max_total_bytes: int = MAX_TOTAL_BYTES,
 ) -> dict[str, bytes]:
-    """Read every entry of a tar archive into memory, refusing anything unsafe."""
+    """Read every entry of a tar archive into memory, refusing anything unsafe.
+
+    Sparse members are refused, and the declared sizes may add up to no more than the
+    archive's own size (an uncompressed tar stores every byte) nor ``max_total_bytes``.
+    """
     where = str(path)
     files: dict[str, bytes] = {}
     total = 0
+    try:
+        st = os.stat(path)
+    except OSError as err:
+        raise SerializationError(f"{where}: cannot read the archive: {err.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise SerializationError(
+            f"{where}: not a regular file (a FIFO, device or directory is refused); pass a tar file"
+        )
+    max_total_bytes = min(max_total_bytes, st.st_size)
     try:
         with tarfile.open(path, mode="r:") as tar:
             for count, member in enumerate(tar, start=1):
@@ -80,6 +91,11 @@ def read_tar(
                 name = safe_member_name(member.name, where)
                 if member.isdir():
                     continue
+                if member.issparse():
+                    raise SerializationError(
+                        f"{where}: entry {name!r} is a sparse file; ember archives hold "
+                        "plain files only"
+                    )
                 if not member.isreg():
                     raise SerializationError(
                         f"{where}: entry {name!r} is not a regular file (links and devices "
@@ -90,13 +106,16 @@ def read_tar(
                 total += member.size
                 if total > max_total_bytes:
                     raise SerializationError(
-                        f"{where}: contents exceed {max_total_bytes} bytes; refusing to read"
+                        f"{where}: entries exceed {max_total_bytes} bytes (the archive size "
+                        "or the limit max_total_bytes); refusing to read"
                     )
                 handle = tar.extractfile(member)
                 data = handle.read() if handle is not None else b""
                 if len(data) != member.size:
                     raise SerializationError(f"{where}: entry {name!r} is truncated")
                 files[name] = data
-    except (tarfile.TarError, EOFError, OSError) as exc:
+    except SerializationError:
+        raise
+    except (tarfile.TarError, EOFError, OSError, ValueError, RecursionError) as exc:
         raise SerializationError(f"{where}: not a readable tar archive: {exc}") from None
     return files

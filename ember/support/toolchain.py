@@ -30,7 +30,14 @@ _BASE_FLAGS = ("-std=c11", "-fPIC", "-Wall", "-Wno-unused-variable", "-Wno-unuse
 
 def compiler(cc: str | None = None) -> list[str]:
     """The compiler command (possibly with arguments, as in CC="ccache cc") as a list."""
-    return shlex.split(cc or config().cc)
+    text = cc or config().cc
+    try:
+        return shlex.split(text)
+    except ValueError as err:
+        raise ToolchainError(
+            f"the C compiler command CC={text!r} cannot be split ({err}); fix its quoting, "
+            "for example CC='ccache cc'"
+        ) from None
 
 
 def compiler_available(cc: str | None = None) -> bool:
@@ -46,6 +53,11 @@ def _run(cmd: list[str], what: str) -> None:
         raise ToolchainError(
             f"{what}: the C compiler '{cmd[0]}' was not found; install one or set CC. "
             f"command: {shlex.join(cmd)}"
+        ) from None
+    except OSError as err:
+        raise ToolchainError(
+            f"{what}: the C compiler '{cmd[0]}' could not be run ({err.strerror}); set CC to "
+            f"an executable compiler. command: {shlex.join(cmd)}"
         ) from None
     if proc.returncode != 0:
         output = (proc.stderr + proc.stdout).splitlines()
@@ -74,10 +86,23 @@ def _build(
     missing = [str(s) for s in sources if not Path(s).exists()]
     if missing:
         raise ToolchainError(f"{what}: source files do not exist: {', '.join(missing)}")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    if out.is_dir():
+        raise ToolchainError(f"{what}: the output {out} is a directory; pass a file path")
+    cc_cmd = compiler(cc)
+    if not cc_cmd:
+        raise ToolchainError(f"{what}: the C compiler command is empty; set CC, e.g. CC=cc")
+    cmd = [*cc_cmd, opt, *_BASE_FLAGS, *mode]
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        # an O_EXCL temporary in the output's directory, renamed over the output: a link
+        # planted at a predictable name is never followed
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    except OSError as err:
+        raise ToolchainError(
+            f"{what}: cannot write into {out.parent} ({err.strerror}); pick a writable "
+            "output directory"
+        ) from None
     os.close(fd)
-    cmd = [*compiler(cc), opt, *_BASE_FLAGS, *mode]
     if openmp:
         cmd.append("-fopenmp")
     cmd += [f"-I{d}" for d in include_dirs]
@@ -87,7 +112,13 @@ def _build(
         cmd.append("-lm")
     try:
         _run(cmd, what)
-        os.replace(tmp_name, out)
+        try:
+            os.replace(tmp_name, out)
+        except OSError as err:
+            raise ToolchainError(
+                f"{what}: cannot move the result to {out} ({err.strerror}); pick a writable "
+                "file path"
+            ) from None
     finally:
         if os.path.exists(tmp_name):
             os.unlink(tmp_name)

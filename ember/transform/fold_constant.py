@@ -5,7 +5,9 @@ A folded call becomes a Constant (a tuple-valued call becomes a Tuple of Constan
 ``TupleGetItem`` of a Tuple becomes the field). Folding is skipped when the result would
 be large (more than :data:`MAX_FOLD_ELEMENTS` elements) and bigger than every input, so a
 ``broadcast_to`` or ``tile`` of a small constant does not blow up the parameters, while
-e.g. transposing a big weight is still folded.
+e.g. transposing a big weight is still folded. Whatever the inputs, a result of more than
+:data:`MAX_FOLD_OUTPUT_ELEMENTS` elements is never folded (it is computed at run time), so
+compile time and memory stay bounded however a model declares its constants.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from ember.transform._util import map_bodies, rewrite_graph
 
 #: folded results above this many elements are kept only if an input was as large.
 MAX_FOLD_ELEMENTS = 1_000_000
+#: no folded result is larger than this many elements (256 Mi), whatever its inputs.
+MAX_FOLD_OUTPUT_ELEMENTS = 1 << 28
 
 
 def _num_elements(ty: Type) -> int:
@@ -46,7 +50,7 @@ def _fold(old: Expr, node: Expr, new: Mapping[int, Expr]) -> Expr | None:
         return None
     size = _num_elements(node.type)
     biggest = max((a.tensor_type.size for a in node.args), default=0)
-    if size > MAX_FOLD_ELEMENTS and size > biggest:
+    if (size > MAX_FOLD_ELEMENTS and size > biggest) or size > MAX_FOLD_OUTPUT_ELEMENTS:
         return None
     with np.errstate(all="ignore"):  # same numerics as the evaluator; no warning noise
         value = evaluate_expr(node, {})

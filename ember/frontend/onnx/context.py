@@ -15,6 +15,7 @@ references, cached), so shape arguments computed by Shape/Gather/Concat chains a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
@@ -110,17 +111,39 @@ def _decode_attr(attr: onnx.AttributeProto, where: str) -> Any:
     raise FrontendError(f"{where}: attribute '{attr.name}' has an unknown kind {kind}")
 
 
+#: A sparse tensor densifies to at most this many elements (override by assigning it).
+MAX_SPARSE_DENSE_ELEMENTS = 1 << 28
+
+
 def sparse_to_dense(sparse: onnx.SparseTensorProto, where: str) -> np.ndarray:
-    """Densify a SparseTensorProto (COO indices, flat [NNZ] or [NNZ, rank]); named as its values."""
-    values = tensor_to_numpy(sparse.values, where)
-    indices = tensor_to_numpy(sparse.indices, where).astype(np.int64)
+    """Densify a SparseTensorProto (COO indices, flat [NNZ] or [NNZ, rank]); named as its values.
+
+    The dense size is bounded (:data:`MAX_SPARSE_DENSE_ELEMENTS`) and every index checked.
+    """
     shape = tuple(int(d) for d in sparse.dims)
+    count = math.prod(shape)
+    if any(d < 0 for d in shape) or count > MAX_SPARSE_DENSE_ELEMENTS:
+        raise FrontendError(
+            f"{where}: sparse tensor dims {list(shape)} give {count} elements; ember densifies "
+            f"at most {MAX_SPARSE_DENSE_ELEMENTS} (MAX_SPARSE_DENSE_ELEMENTS) and no negative "
+            "dims; fix the model or store the tensor dense"
+        )
+    values = tensor_to_numpy(sparse.values, where).reshape(-1)
+    indices = tensor_to_numpy(sparse.indices, where).astype(np.int64)
     dense = np.zeros(shape, dtype=values.dtype)
-    if indices.ndim == 2:
-        flat = np.ravel_multi_index(tuple(indices.T), shape) if indices.size else indices[:, 0]
-    else:
-        flat = indices
-    dense.reshape(-1)[flat] = values.reshape(-1)
+    try:
+        if indices.ndim == 2:
+            flat = np.ravel_multi_index(tuple(indices.T), shape) if indices.size else indices[:, 0]
+        else:
+            flat = indices.reshape(-1)
+        if flat.size != values.size or (flat.size and (flat.min() < 0 or flat.max() >= count)):
+            raise ValueError("indices do not match the values or the dims")
+        dense.reshape(-1)[flat] = values
+    except (ValueError, IndexError) as err:
+        raise FrontendError(
+            f"{where}: sparse tensor indices are invalid for dims {list(shape)} ({err}); fix "
+            "the model"
+        ) from None
     return dense
 
 

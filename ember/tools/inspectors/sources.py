@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ember.errors import ArtifactError
+from ember.formats.package import read_package as read_package_files
 from ember.runtime.artifact import NATIVE_LOADER, AnyArtifact, Artifact
 from ember.runtime.artifact_set import MANIFEST_NAME, ArtifactSet
 from ember.runtime.blob import read_library_blob
 from ember.runtime.elf import is_elf
 from ember.support.registry import Registry
-from ember.tools.package import package_artifacts
+from ember.tools.package import package_artifacts, verify_package_library
 
 #: The codegen_id under which an exported library lists its own native code.
 LIBRARY_CODEGEN_ID = "library"
@@ -66,7 +67,7 @@ def _library_file_name(path: Path) -> str:
 def read_exported_library(path: Path) -> ArtifactSource | None:
     """A shared library: its own code as one native artifact, plus its embedded blob."""
     if not path.is_file():
-        return None
+        return None  # directories go elsewhere; a FIFO or device is never opened
     with path.open("rb") as f:
         if not is_elf(f.read(4)):
             return None
@@ -83,7 +84,12 @@ def read_package(path: Path) -> ArtifactSource | None:
     """A package tar written by ``ember compile`` (its saved artifact tree)."""
     if not (path.is_file() and tarfile.is_tarfile(path)):
         return None
-    return ArtifactSource("ember package", tuple(package_artifacts(path)))
+    meta, files = read_package_files(path)
+    try:
+        verdict = verify_package_library(meta, files, str(path))
+    except ArtifactError as err:
+        verdict = f"MISMATCH: {err}"
+    return ArtifactSource(f"ember package; {verdict}", tuple(package_artifacts(path)))
 
 
 _BUILTIN_SOURCES: dict[str, SourceReader] = {
