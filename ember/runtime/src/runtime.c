@@ -291,12 +291,18 @@ int32_t EmberTimeEvaluate(EmberFunctionHandle func, EmberValue* args, int32_t* t
   if (obj->func(args, type_codes, num_args, &ret, &ret_code, obj->resource_handle) != 0) return -1;
   for (int32_t r = 0; r < repeat; ++r) {
     double duration_ms = 0.0;
+    int measured = 0;
     do {
-      if (duration_ms > 0.0) {
-        double grown = (double)min_repeat_ms / (duration_ms / number) + 1;
+      if (measured) {
+        /* grow toward min_repeat_ms (doubling when the clock saw nothing); the count is
+         * clamped so that it never overflows int32 */
+        double grown = duration_ms > 0.0 ? (double)min_repeat_ms / (duration_ms / number) + 1
+                                         : 2.0 * number;
         double golden = number * 1.618;
-        number = (int32_t)(grown > golden ? grown : golden);
+        double next = grown > golden ? grown : golden;
+        number = next >= (double)INT32_MAX ? INT32_MAX : (int32_t)next;
       }
+      measured = 1;
       double begin = now_ms();
       for (int32_t i = 0; i < number; ++i) {
         if (obj->func(args, type_codes, num_args, &ret, &ret_code, obj->resource_handle) != 0) {
