@@ -13,12 +13,17 @@ import pytest
 from llvm_build import E2E_KINDS, e2e_suite
 
 globals().update(
-    e2e_suite("test_conformance_compiled", skip={"test_fast_case_compiles_and_matches"})
+    e2e_suite(
+        "test_conformance_compiled",
+        skip={"test_fast_case_compiles_and_matches", "test_issue_op_cases_pass_compiled"},
+    )
 )
 C_TESTS = sys.modules["llvm_copy_test_conformance_compiled_" + "_".join(E2E_KINDS)]
 
 pytestmark = pytest.mark.cc
 
+#: ops whose kernels check data-dependent indices at run time.
+INDEX_CHECK_OPS = ("Gather", "GatherElements", "GatherND", "ScatterElements", "ScatterND")
 #: fast cases whose kernels check data-dependent indices at run time.
 NEEDS_INDEX_CHECKS = frozenset(
     n for n in C_TESTS.FAST_CASES if n.startswith(("test_gather", "test_scatter"))
@@ -33,3 +38,11 @@ def test_fast_case_compiles_and_matches(name):
         assert result.status != "pass" and "not supported by the llvm back end" in result.detail
     else:
         assert result.status == "pass", f"{name} [{result.status}] {result.detail}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op", [op for op in C_TESTS.oc.ISSUE_OPS if op not in INDEX_CHECK_OPS])
+def test_issue_op_cases_pass_compiled(op):
+    """The C suite's sweep of every case of ``op`` (the index-checking ops are left to the
+    fast tier above, which pins how they fail)."""
+    C_TESTS.test_issue_op_cases_pass_compiled(op)
