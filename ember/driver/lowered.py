@@ -131,13 +131,16 @@ def graph_lines(graph: GraphJSON) -> list[str]:
     return lines
 
 
+def code_generating_target(target: Target) -> Target:
+    """The target whose kind generates the code: ``target`` when its kind has a
+    ``tir_to_runtime`` hook, else its host (``c`` by default)."""
+    return target if target.hook("tir_to_runtime") else target.host_or_default()
+
+
 def generate_code(funcs: Sequence[PrimFunc], target: Target) -> list[AnyArtifact]:
     """Stage 7: PrimFuncs -> artifacts through ``tir_to_runtime`` (the kind's, else the host's)."""
-    codegen_target = target
-    hook = target.hook("tir_to_runtime")
-    if hook is None:
-        codegen_target = target.host_or_default()
-        hook = codegen_target.hook("tir_to_runtime")
+    codegen_target = code_generating_target(target)
+    hook = codegen_target.hook("tir_to_runtime")
     if hook is None:
         raise CompileError(
             f"target '{target}' and its host '{codegen_target}' have no tir_to_runtime hook: "
@@ -158,7 +161,7 @@ def generate_metadata(
     ``target.build.<kind>.metadata(md, target, constants)`` of the code-generating kind (the
     kind's, else its host's); none when the back end has no such function, which is an
     error when the build needs it (the ``c`` interface)."""
-    codegen_target = target if target.hook("tir_to_runtime") else target.host_or_default()
+    codegen_target = code_generating_target(target)
     name = f"target.build.{codegen_target.kind.name}.metadata"
     func = get_global_func(name, allow_missing=True)
     if func is None:

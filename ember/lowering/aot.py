@@ -23,10 +23,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ember.errors import CompileError
-from ember.formats.dtypes import numpy_dtype
 from ember.formats.graph_json import OP_NULL, GraphJSON, Node, OpAttrs
 from ember.formats.metadata import FunctionInfo, ParameterInfo
-from ember.lowering.aot_scratch import ScratchKernel, plan_scratch
+from ember.lowering.aot_scratch import ScratchKernel, plan_scratch, static_nbytes
 from ember.lowering.graph_plan import KERNEL_PREFIX
 from ember.lowering.memory_plan import Buffer as Interval
 from ember.lowering.memory_plan import MemoryPlan, graph_buffers, plan_memory
@@ -273,11 +272,7 @@ def _heap_bytes(func: PrimFunc) -> int:
     def visit(node: object) -> None:
         nonlocal total
         if isinstance(node, Allocate) and node.storage is StorageKind.HEAP:
-            count = 1
-            for d in node.buffer.shape:
-                value = const_int(d)
-                count *= value if value is not None else 0
-            total += count * numpy_dtype(node.buffer.dtype).itemsize
+            total += static_nbytes(node.buffer) or 0
 
     post_order_visit(func.body, visit)
     return total

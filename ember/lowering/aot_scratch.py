@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from ember.formats.dtypes import numpy_dtype
 from ember.lowering.memory_plan import align_up
 from ember.tir import PrimFunc, Var
+from ember.tir.buffer import Buffer
 from ember.tir.functor import IRMutator
 from ember.tir.simplify import const_int
 from ember.tir.stmt import Allocate, For, ForKind, Stmt, StorageKind
@@ -31,6 +32,17 @@ class ScratchKernel:
 
     func: PrimFunc
     scratch_bytes: int
+
+
+def static_nbytes(buffer: Buffer) -> int | None:
+    """Bytes of ``buffer`` when its shape is static, else None."""
+    count = 1
+    for d in buffer.shape:
+        value = const_int(d)
+        if value is None:
+            return None
+        count *= value
+    return count * numpy_dtype(buffer.dtype).itemsize
 
 
 class _ToStatic(IRMutator):
@@ -53,14 +65,11 @@ class _ToStatic(IRMutator):
         assert isinstance(new, Allocate)
         if op.storage is not StorageKind.HEAP or self.parallel:
             return new
-        count = 1
-        for d in op.buffer.shape:
-            value = const_int(d)
-            if value is None:
-                return new  # a symbolic size stays on the heap
-            count *= value
+        nbytes = static_nbytes(op.buffer)
+        if nbytes is None:
+            return new  # a symbolic size stays on the heap
         offset = align_up(self.size, self.alignment)
-        self.size = offset + count * numpy_dtype(op.buffer.dtype).itemsize
+        self.size = offset + nbytes
         return replace(new, storage=StorageKind.STATIC, pool=SCRATCH_PARAM, offset=offset)
 
 
