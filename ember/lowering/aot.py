@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ember.errors import CompileError
-from ember.formats.graph_json import OP_NULL, GraphJSON, Node, OpAttrs
+from ember.formats.graph_json import OP_NULL, SCRATCH_ATTR, GraphJSON, Node, OpAttrs
 from ember.formats.metadata import FunctionInfo, ParameterInfo
 from ember.lowering.aot_scratch import ScratchKernel, plan_scratch, static_nbytes
 from ember.lowering.graph_plan import KERNEL_PREFIX
@@ -157,7 +157,7 @@ def build_aot(
         tuple(n for n, _ in inputs),
         tuple(n for n, _ in consts),
         len(outputs),
-        _renamed_graph(graph, mod_name, set(kernels)),
+        _renamed_graph(graph, mod_name, kernels),
         {k.func.name: k.scratch_bytes for k in kernels.values()},
     )
 
@@ -237,16 +237,19 @@ def _copy(dst: Buffer, src: Buffer, graph: GraphJSON, eid: int) -> Stmt:
     return body
 
 
-def _renamed_graph(graph: GraphJSON, mod_name: str, ours: set[str]) -> GraphJSON:
-    """The graph with every node of a kernel in ``ours`` calling its AOT symbol (for
-    per-operator profiles); other modules' kernels keep their names."""
+def _renamed_graph(graph: GraphJSON, mod_name: str, ours: Mapping[str, ScratchKernel]) -> GraphJSON:
+    """The graph with every node of a kernel in ``ours`` calling its AOT symbol, and its
+    scratch size as attribute ``scratch_bytes`` (for per-operator profiles through a graph
+    executor); other modules' kernels keep their names."""
     nodes = []
     for node in graph.nodes:
-        if node.attrs is not None and node.attrs.func_name in ours:
-            a = node.attrs
-            renamed = OpAttrs(
-                mangle(mod_name, a.func_name), a.num_inputs, a.num_outputs, a.flatten_data, a.extra
-            )
+        a = node.attrs
+        if a is not None and a.func_name in ours:
+            kernel = ours[a.func_name]
+            extra = a.extra
+            if kernel.scratch_bytes:
+                extra = (*extra, (SCRATCH_ATTR, str(kernel.scratch_bytes)))
+            renamed = OpAttrs(kernel.func.name, a.num_inputs, a.num_outputs, a.flatten_data, extra)
             node = replace(node, attrs=renamed)
         nodes.append(node)
     return replace(graph, nodes=tuple(nodes))
