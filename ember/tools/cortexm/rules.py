@@ -82,7 +82,8 @@ def board_rules(cflags: str, have_vectors: bool) -> str:
             "",
             "board-test: $(B)/run_model.elf",
             "\ttimeout $(QEMU_TIMEOUT) $(QEMU) -machine $(BOARD) -cpu $(QEMU_CPU) -nographic "
-            "-monitor none -serial none -semihosting-config enable=on,target=native -kernel $<",
+            "-monitor none -serial none -chardev stdio,id=semihosting "
+            "-semihosting-config enable=on,target=native,chardev=semihosting -kernel $<",
             "",
             "size: $(B)/run_model.elf",
             *(
