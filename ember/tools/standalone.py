@@ -194,7 +194,7 @@ def makefile(mod: str, cflags: str) -> str:
             "\t./run_model test 10",
             "",
             "clean:",
-            "\trm -f run_model",
+            "\trm -rf run_model build",
             "",
             ".PHONY: test clean",
             "",

@@ -72,3 +72,13 @@ def test_exported_library_runs_from_c_with_only_the_header(tmp_path):
     ex.set_input(**case.inputs)
     ex.run()
     np.testing.assert_allclose(ex.get_output(0).numpy().reshape(-1), got, rtol=1e-5, atol=1e-6)
+
+
+def test_exported_graph_build_leaves_no_runtime_symbol_undefined(tmp_path):
+    case = make_model("dense_autoencoder")
+    mod, params = ember.frontend.from_onnx(case.model, shape=case.shapes)
+    library = ember.export_library(ember.build(mod, "c", params), tmp_path / "model.so")
+    undefined = subprocess.run(
+        ["nm", "-D", "--undefined-only", str(library)], capture_output=True, text=True, check=True
+    ).stdout
+    assert "Ember" not in undefined  # dlopen from C used to fail on EmberBackendGetNumThreads

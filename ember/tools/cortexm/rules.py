@@ -72,6 +72,11 @@ def board_rules(cflags: str, have_vectors: bool) -> str:
             "$(B):",
             "\tmkdir -p $@",
             "",
+            "# a new BOARD_RUNS rebuilds the runner",
+            "$(B)/board_main.o: $(B)/runs-$(BOARD_RUNS)",
+            "$(B)/runs-$(BOARD_RUNS): | $(B)",
+            "\trm -f $(B)/runs-* && touch $@",
+            "",
             "$(B)/run_model.elf: $(BOARD_OBJS) boards/$(BOARD)/link.ld",
             "\t$(ARM_CC) $(BOARD_CFLAGS) $(BOARD_LDFLAGS) -T boards/$(BOARD)/link.ld -o $@ "
             "$(BOARD_OBJS) $(BOARD_LDLIBS)",
