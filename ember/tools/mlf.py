@@ -198,7 +198,12 @@ def read_mlf(path: str | os.PathLike[str]) -> tuple[ArtifactSet, dict[str, Any]]
 
 def load_mlf(path: str | os.PathLike[str]) -> Module:
     """The executor factory of an MLF tar (its C sources compiled and linked, as any build)."""
-    artifacts, _ = read_mlf(path)
+    artifacts, top = read_mlf(path)
+    if "-mcpu=cortex-m" in top["target"]:
+        raise ModuleLoadError(
+            f"{path} was built for a microcontroller ({top['target']!r}) and does not load on "
+            "this host; unpack it and run `make board-test` (docs/deploy.md), or build for 'c'"
+        )
     return load_artifacts(artifacts, cpu(0))
 
 

@@ -234,6 +234,13 @@ def readme(md: ModelMetadata, target: str) -> str:
             f"call `ember_{md.mod_name}_run(&inputs, &outputs, &workspace)`.",
             "",
         ]
+    if "-mcpu=cortex-m" in target:
+        lines += [
+            "For the microcontroller (arm-none-eabi-gcc, qemu-system-arm): `make board-test`",
+            "runs the program on the board in `boards/` under QEMU and prints PASS or FAIL;",
+            "`make size` prints .text/.data/.bss of the runtime glue, kernels and model.",
+            "",
+        ]
     lines += [
         'From Python: `ember.load_module("model.tar")` returns the executor factory.',
         "`metadata.json` lists every file with its sha256; see ember's",

@@ -12,7 +12,7 @@ import pytest
 import ember
 from ember.cli.main import main
 from ember.codegen.c.build import c_options
-from ember.errors import EmberValueError
+from ember.errors import EmberValueError, ModuleLoadError
 from ember.examples.models import make_model
 from ember.target.cpu import cpu_info, is_microcontroller
 from ember.tools.cortexm import board_for, size_report
@@ -80,8 +80,14 @@ def test_a_microcontroller_tar_ships_the_board_and_still_builds_on_the_host(kws)
     assert "0x20000000" in (kws / "boards" / "mps2-an386" / "link.ld").read_text()
     makefile = (kws / "Makefile").read_text()
     assert "board-test:" in makefile and "BOARD ?= mps2-an386" in makefile
+    assert "make board-test" in (kws / "README.md").read_text()
     out = _make(kws, "test")  # the portable C runs on the host without the Arm flags
     assert out.returncode == 0 and out.stdout.startswith("PASS"), out.stdout + out.stderr
+
+
+def test_a_microcontroller_tar_does_not_load_on_the_host(kws):
+    with pytest.raises(ModuleLoadError, match="make board-test"):
+        ember.load_module(kws.with_suffix(".tar"))
 
 
 @needs_board
