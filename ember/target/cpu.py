@@ -43,9 +43,9 @@ X86_AVX2 = CpuInfo("x86-avx2", "x86", 256, 16)
 X86_SSE = CpuInfo("x86-sse", "x86", 128, 16)
 ARM_NEON = CpuInfo("arm-neon", "arm", 128, 32)
 GENERIC = CpuInfo("cpu", "cpu", 128, 16)
-#: microcontrollers: scalar FPU (DSP SIMD is 32 bits wide), or Helium (M-profile vectors)
+#: microcontrollers: a scalar FPU (DSP SIMD is 32 bits wide); cortex-m55/m85 (Helium,
+#: 128-bit vectors) keep the 128-bit "cortex-" record
 ARM_M = CpuInfo("arm-m", "arm-m", 32, 16)
-ARM_M_HELIUM = CpuInfo("arm-m-helium", "arm-m", 128, 8)
 
 #: named -mcpu values by family prefix (gcc's names); checked longest prefix first.
 _NAMED: dict[str, CpuInfo] = {
@@ -73,8 +73,8 @@ _NAMED: dict[str, CpuInfo] = {
     "x86-64": X86_SSE,
     "cortex-": ARM_NEON,
     "cortex-m": ARM_M,
-    "cortex-m55": ARM_M_HELIUM,
-    "cortex-m85": ARM_M_HELIUM,
+    "cortex-m55": ARM_NEON,
+    "cortex-m85": ARM_NEON,
     "neoverse-": ARM_NEON,
     "apple-": ARM_NEON,
     "armv8": ARM_NEON,
@@ -83,7 +83,7 @@ _NAMED: dict[str, CpuInfo] = {
 
 def is_microcontroller(mcpu: str) -> bool:
     """Whether ``mcpu`` names an M-profile Arm core (no OS, no threads, no libmvec)."""
-    return cpu_info(mcpu).arch == "arm-m"
+    return mcpu.startswith("cortex-m") and mcpu[len("cortex-m") :][:1].isdigit()
 
 
 def cpu_info(mcpu: str = "native") -> CpuInfo:
@@ -94,7 +94,11 @@ def cpu_info(mcpu: str = "native") -> CpuInfo:
         return _NAMED[mcpu]
     for prefix in sorted(_NAMED, key=len, reverse=True):
         rest = mcpu[len(prefix) :]
-        ok = prefix.endswith("-") or rest[:1] in ("-", ".") or (prefix == "cortex-m" and rest)
+        ok = (
+            prefix.endswith("-")
+            or rest[:1] in ("-", ".")
+            or (prefix == "cortex-m" and rest[:1].isdigit())
+        )
         if mcpu.startswith(prefix) and ok:
             return _NAMED[prefix]
     return GENERIC
