@@ -27,10 +27,13 @@ from ember.runtime.blob import BLOB_SYMBOL, pack_artifacts, read_library_blob
 from ember.runtime.elf import is_elf
 from ember.runtime.hooks import EXPORT_LIBRARY, register_hook
 from ember.runtime.library_module import LibraryModule
+from ember.runtime.libruntime import source_path
 from ember.runtime.loading import SOURCE_ATTR, check_loaders, link_native, load_groups
 from ember.runtime.module import Module
 from ember.runtime.registry import register_func
 
+#: The runtime source linked into every exported library (one thread, no heap).
+STANDALONE_RUNTIME = "standalone.c"
 #: The global function load_module uses for shared libraries.
 LOADFILE_SO = "runtime.module.loadfile_so"
 
@@ -71,7 +74,12 @@ def export_library(source: ArtifactSet | Module, path: str | os.PathLike[str]) -
         blob_path.write_bytes(pack_artifacts(artifact_set.non_native()))
         asm_path = build_dir / f"{BLOB_SYMBOL}.s"
         asm_path.write_text(blob_assembly(blob_path))
-        link_native(artifact_set.native(), build_dir, output, extra_inputs=[asm_path])
+        # the standalone runtime makes the library self-contained for C programs; loaded
+        # from Python, the process's runtime (RTLD_GLOBAL, opened first) interposes it
+        runtime = build_dir / STANDALONE_RUNTIME  # a copy: objects land next to sources
+        runtime.write_bytes(source_path().with_name(STANDALONE_RUNTIME).read_bytes())
+        extra = [asm_path, runtime]
+        link_native(artifact_set.native(), build_dir, output, extra_inputs=extra)
     return output
 
 

@@ -43,6 +43,9 @@ X86_AVX2 = CpuInfo("x86-avx2", "x86", 256, 16)
 X86_SSE = CpuInfo("x86-sse", "x86", 128, 16)
 ARM_NEON = CpuInfo("arm-neon", "arm", 128, 32)
 GENERIC = CpuInfo("cpu", "cpu", 128, 16)
+#: microcontrollers: a scalar FPU (DSP SIMD is 32 bits wide); cortex-m55/m85 (Helium,
+#: 128-bit vectors) keep the 128-bit "cortex-" record
+ARM_M = CpuInfo("arm-m", "arm-m", 32, 16)
 
 #: named -mcpu values by family prefix (gcc's names); checked longest prefix first.
 _NAMED: dict[str, CpuInfo] = {
@@ -69,10 +72,18 @@ _NAMED: dict[str, CpuInfo] = {
     "x86-64-v2": X86_SSE,
     "x86-64": X86_SSE,
     "cortex-": ARM_NEON,
+    "cortex-m": ARM_M,
+    "cortex-m55": ARM_NEON,
+    "cortex-m85": ARM_NEON,
     "neoverse-": ARM_NEON,
     "apple-": ARM_NEON,
     "armv8": ARM_NEON,
 }
+
+
+def is_microcontroller(mcpu: str) -> bool:
+    """Whether ``mcpu`` names an M-profile Arm core (no OS, no threads, no libmvec)."""
+    return mcpu.startswith("cortex-m") and mcpu[len("cortex-m") :][:1].isdigit()
 
 
 def cpu_info(mcpu: str = "native") -> CpuInfo:
@@ -83,7 +94,12 @@ def cpu_info(mcpu: str = "native") -> CpuInfo:
         return _NAMED[mcpu]
     for prefix in sorted(_NAMED, key=len, reverse=True):
         rest = mcpu[len(prefix) :]
-        if mcpu.startswith(prefix) and (prefix.endswith("-") or rest[:1] in ("-", ".")):
+        ok = (
+            prefix.endswith("-")
+            or rest[:1] in ("-", ".")
+            or (prefix == "cortex-m" and rest[:1].isdigit())
+        )
+        if mcpu.startswith(prefix) and ok:
             return _NAMED[prefix]
     return GENERIC
 

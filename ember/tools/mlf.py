@@ -38,6 +38,8 @@ from ember.runtime.loading import load_artifacts
 from ember.runtime.module import Module
 from ember.runtime.registry import find_python_func, register_func
 from ember.support.tarball import read_tar, write_tar
+from ember.tools.cortexm.boards import board_files
+from ember.tools.cortexm.rules import board_rules
 from ember.tools.package import load_package
 from ember.tools.standalone import main_c, makefile, readme
 
@@ -134,7 +136,10 @@ def mlf_files(
         rtol = test_vectors.rtol if test_vectors else 1e-5
         atol = test_vectors.atol if test_vectors else 1e-6
         files["main.c"] = main_c(md, rtol, atol).encode()
-        files["Makefile"] = makefile(mod, cflags).encode()
+        files["Makefile"] = (
+            makefile(mod, cflags) + board_rules(cflags, vectors is not None)
+        ).encode()
+        files.update(board_files(md, cflags, rtol, atol, vectors is not None))
     files["README.md"] = readme(md, target).encode()
     for name, data in files.items():
         listed.setdefault(name, {"codegen_id": "mlf", "loader": "none"})["sha256"] = _sha(data)
@@ -193,7 +198,12 @@ def read_mlf(path: str | os.PathLike[str]) -> tuple[ArtifactSet, dict[str, Any]]
 
 def load_mlf(path: str | os.PathLike[str]) -> Module:
     """The executor factory of an MLF tar (its C sources compiled and linked, as any build)."""
-    artifacts, _ = read_mlf(path)
+    artifacts, top = read_mlf(path)
+    if "-mcpu=cortex-m" in top["target"]:
+        raise ModuleLoadError(
+            f"{path} was built for a microcontroller ({top['target']!r}) and does not load on "
+            "this host; unpack it and run `make board-test` (docs/deploy.md), or build for 'c'"
+        )
     return load_artifacts(artifacts, cpu(0))
 
 

@@ -9,10 +9,74 @@ a number of runs, compares the outputs with ``test/expected.bin`` (``|got - want
 
 from __future__ import annotations
 
+import re
+
 from ember.formats.metadata import ModelMetadata, c_field_names
 from ember.support.dtypes import dtype_info, is_float
 
-__all__ = ["main_c", "makefile", "readme"]
+#: the flag that marks cflags of a microcontroller build (ember.codegen.c.build.mcu_flags)
+MCU_FLAG = re.compile(r"(^|\s)-mthumb(\s|$)")
+
+__all__ = ["buffer_lines", "check_lines", "main_c", "makefile", "readme", "struct_lines"]
+
+
+def buffer_lines(md: ModelMetadata, ins: tuple[str, ...], outs: tuple[str, ...]) -> list[str]:
+    """Static 64-byte aligned buffers ``<name><k>``: each of ``ins`` per input, each of
+    ``outs`` per output."""
+    lines = []
+    for names, params in ((ins, md.inputs), (outs, md.outputs)):
+        for k, p in enumerate(params):
+            lines += [
+                f"static uint8_t {name}{k}[{max(p.nbytes, 1)}] __attribute__((aligned(64)));"
+                for name in names
+            ]
+    return lines
+
+
+def struct_lines(md: ModelMetadata, inputs: str) -> list[str]:
+    """Declare the model's ``in``/``out``/``ws`` structs (inputs ``<inputs><k>``, outputs
+    ``out<k>``, workspace ``arena``) and fill the guard after the arena."""
+    mod, upper = md.mod_name, md.mod_name.upper()
+    in_fields, out_fields = c_field_names(md.inputs), c_field_names(md.outputs)
+    in_init = ", ".join(f".{f} = (void*){inputs}{k}" for k, f in enumerate(in_fields))
+    out_init = ", ".join(f".{f} = out{k}" for k, f in enumerate(out_fields))
+    return [
+        f"  struct ember_{mod}_inputs in = {{{in_init}}};",
+        f"  struct ember_{mod}_outputs out = {{{out_init}}};",
+        f"  struct ember_{mod}_workspace ws = {{arena}};",
+        f"  memset(arena + EMBER_{upper}_WORKSPACE_SIZE, 0xA5, GUARD_BYTES);",
+    ]
+
+
+def check_lines(md: ModelMetadata, rtol: float, atol: float, want: str) -> list[str]:
+    """Set ``ok`` (declared here): the guard after the arena is intact and, when
+    ``have_expected``, every output ``out<k>`` matches ``<want><k>`` within the tolerance."""
+    upper = md.mod_name.upper()
+    lines = [
+        "  int ok = 1;",
+        "  for (int i = 0; i < GUARD_BYTES; ++i)",
+        f"    if (arena[EMBER_{upper}_WORKSPACE_SIZE + i] != 0xA5) {{",
+        '      say("the run wrote past its planned workspace\\n");',
+        "      ok = 0;",
+        "      break;",
+        "    }",
+    ]
+    for k, p in enumerate(md.outputs):
+        ctype = dtype_info(p.dtype).c_type
+        count = p.nbytes // max(dtype_info(p.dtype).bits // 8, 1)
+        if is_float(p.dtype):
+            check = f"fabs((double)g[i] - (double)w[i]) > {atol!r} + {rtol!r} * fabs((double)w[i])"
+        else:
+            check = "g[i] != w[i]"
+        lines += [
+            "  {",
+            f"    const {ctype}* g = (const {ctype}*)out{k};",
+            f"    const {ctype}* w = (const {ctype}*){want}{k};",
+            f"    for (long i = 0; have_expected && i < {count}L; ++i)",
+            f"      if ({check}) {{ ok = 0; break; }}",
+            "  }",
+        ]
+    return lines
 
 
 def main_c(md: ModelMetadata, rtol: float, atol: float) -> str:
@@ -36,11 +100,7 @@ def main_c(md: ModelMetadata, rtol: float, atol: float) -> str:
         f"static uint8_t arena[EMBER_{upper}_WORKSPACE_SIZE + GUARD_BYTES] "
         "__attribute__((aligned(EMBER_" + upper + "_WORKSPACE_ALIGNMENT)));",
     ]
-    for k, p in enumerate(md.inputs):
-        lines.append(f"static uint8_t in{k}[{max(p.nbytes, 1)}] __attribute__((aligned(64)));")
-    for k, p in enumerate(md.outputs):
-        lines.append(f"static uint8_t out{k}[{max(p.nbytes, 1)}] __attribute__((aligned(64)));")
-        lines.append(f"static uint8_t want{k}[{max(p.nbytes, 1)}] __attribute__((aligned(64)));")
+    lines += buffer_lines(md, ("in",), ("out", "want"))
     lines += [
         "",
         "static void say(const char* text) { ssize_t n = write(1, text, strlen(text)); (void)n; }",
@@ -84,43 +144,16 @@ def main_c(md: ModelMetadata, rtol: float, atol: float) -> str:
         '  snprintf(path, sizeof(path), "%s/expected.bin", dir);',
         f"  int have_expected = read_all(path, wants, want_sizes, {n_out}) == 0;",
     ]
-    in_fields, out_fields = c_field_names(md.inputs), c_field_names(md.outputs)
-    in_init = ", ".join(f".{f} = in{k}" for k, f in enumerate(in_fields))
-    out_init = ", ".join(f".{f} = out{k}" for k, f in enumerate(out_fields))
+    lines += struct_lines(md, "in")
     lines += [
-        f"  struct ember_{mod}_inputs in = {{{in_init}}};",
-        f"  struct ember_{mod}_outputs out = {{{out_init}}};",
-        f"  struct ember_{mod}_workspace ws = {{arena}};",
-        f"  memset(arena + EMBER_{upper}_WORKSPACE_SIZE, 0xA5, GUARD_BYTES);",
         f'  if (ember_{mod}_run(&in, &out, &ws) != 0) {{ say("run failed\\n"); return 1; }}',
         "  struct timespec t0, t1;",
         "  clock_gettime(CLOCK_MONOTONIC, &t0);",
         f"  for (int r = 0; r < runs; ++r) if (ember_{mod}_run(&in, &out, &ws) != 0) return 1;",
         "  clock_gettime(CLOCK_MONOTONIC, &t1);",
         "  double us = ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / 1e3;",
-        "  int ok = 1;",
-        "  for (int i = 0; i < GUARD_BYTES; ++i)",
-        f"    if (arena[EMBER_{upper}_WORKSPACE_SIZE + i] != 0xA5) {{",
-        '      say("the run wrote past its planned workspace\\n");',
-        "      ok = 0;",
-        "      break;",
-        "    }",
     ]
-    for k, p in enumerate(md.outputs):
-        ctype = dtype_info(p.dtype).c_type
-        count = p.nbytes // max(dtype_info(p.dtype).bits // 8, 1)
-        if is_float(p.dtype):
-            check = f"fabs((double)g[i] - (double)w[i]) > {atol!r} + {rtol!r} * fabs((double)w[i])"
-        else:
-            check = "g[i] != w[i]"
-        lines += [
-            "  {",
-            f"    const {ctype}* g = (const {ctype}*)out{k};",
-            f"    const {ctype}* w = (const {ctype}*)want{k};",
-            f"    for (long i = 0; have_expected && i < {count}L; ++i)",
-            f"      if ({check}) {{ ok = 0; break; }}",
-            "  }",
-        ]
+    lines += check_lines(md, rtol, atol, "want")
     lines += [
         "  snprintf(line, sizeof(line),",
         '           "%s %.3f us per run (%d runs, arena %d bytes, guarded)\\n",',
@@ -139,7 +172,9 @@ def makefile(mod: str, cflags: str) -> str:
 
     It links ``runtime/src/standalone.c`` (one thread, no heap) by default;
     ``make RUNTIME=runtime/src/runtime.c`` links ember's full runtime and its thread pool."""
-    flags = " ".join(f for f in cflags.split() if not f.startswith("-l"))
+    # a microcontroller's portable C builds on the host too, without the Arm flags
+    arm_only = ("-l", "-mthumb", "-mfloat-abi=", "-mcpu=") if MCU_FLAG.search(cflags) else ("-l",)
+    flags = " ".join(f for f in cflags.split() if not f.startswith(arm_only))
     libs = " ".join(f for f in cflags.split() if f.startswith("-l"))
     return "\n".join(
         [
@@ -159,7 +194,7 @@ def makefile(mod: str, cflags: str) -> str:
             "\t./run_model test 10",
             "",
             "clean:",
-            "\trm -f run_model",
+            "\trm -rf run_model build",
             "",
             ".PHONY: test clean",
             "",
@@ -197,6 +232,13 @@ def readme(md: ModelMetadata, target: str) -> str:
             f"From your own C code: include `include/ember_{md.mod_name}.h`, compile",
             "`codegen/host/src/*.c` and `runtime/src/*.c` with the flags in the Makefile, and",
             f"call `ember_{md.mod_name}_run(&inputs, &outputs, &workspace)`.",
+            "",
+        ]
+    if "-mcpu=cortex-m" in target:
+        lines += [
+            "For the microcontroller (arm-none-eabi-gcc, qemu-system-arm): `make board-test`",
+            "runs the program on the board in `boards/` under QEMU and prints PASS or FAIL;",
+            "`make size` prints .text/.data/.bss of the runtime glue, kernels and model.",
             "",
         ]
     lines += [

@@ -182,6 +182,9 @@ def interface_c(md: ModelMetadata, constants: Mapping[str, np.ndarray]) -> str:
     lines += [
         f"int32_t {run}({', '.join(decl)});",
         "",
+        "#if defined(__GNUC__)",  # exported from a shared library built -fvisibility=hidden
+        '__attribute__((visibility("default")))',
+        "#endif",
         f"int32_t ember_{mod}_run(struct ember_{mod}_inputs* inputs, "
         f"struct ember_{mod}_outputs* outputs, struct ember_{mod}_workspace* workspace) {{",
         f"  return {run}(",

@@ -34,9 +34,33 @@ def _at_least(low: int, high: int | None = None) -> Any:
     return check
 
 
+def _float_abi(value: Any) -> str | None:
+    return (
+        None
+        if value in FLOAT_ABIS
+        else "must be 'hard', 'softfp', 'soft' or '' (the core's default)"
+    )
+
+
+#: -float-abi values: '' picks hard on a microcontroller with an FPU, soft on one without.
+FLOAT_ABIS = ("", "hard", "softfp", "soft")
+
 C_OPTIONS = {
     "mcpu": TargetOption(
-        str, "native", "CPU to tune for: passed as -march= (-mcpu= on Arm)", _cpu_name
+        str,
+        "native",
+        "CPU to tune for: passed as -march= (-mcpu= on Arm). An M-profile core "
+        "(cortex-m0 ... cortex-m85) makes the target portable C for a microcontroller: "
+        "-mthumb, no OpenMP pragmas, no libmvec, one thread (ignoring -openmp, -vector-math "
+        "and -num-threads), the vector width from ember.target.cpu",
+        _cpu_name,
+    ),
+    "float-abi": TargetOption(
+        str,
+        "",
+        "microcontrollers only: floating-point ABI, passed as -mfloat-abi= ('hard', "
+        "'softfp', 'soft'; default hard when the core has an FPU, else soft)",
+        _float_abi,
     ),
     "opt-level": TargetOption(int, 3, "C compiler optimisation level (-O<n>)", _at_least(0, 3)),
     "openmp": TargetOption(bool, True, "parallel loops use OpenMP"),
