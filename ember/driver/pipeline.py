@@ -4,9 +4,9 @@ The stages, in order (each consumes the previous one's output and nothing else):
 
 1. optimize    bind parameters as constants, run the graph passes under the PassContext
 2. constants   the target's ``constant_updater`` hook may rewrite the bound constants
-3. legalize    rewrite ops that are lowered through simpler ops; fail listing every op
-               that has no implementation, before any lowering work
    partition   a composite target's external kinds claim regions (ember.transform.partition)
+3. legalize    rewrite ops that are lowered through simpler ops; fail listing every op
+               that has no implementation, before any lowering work (regions untouched)
 4. fuse        group ops into primitive functions (the ``fuse_ops`` pass; its depth is the
                context's config key ``fuse_ops.max_depth``; opt level 0 or a disabled
                ``fuse_ops`` puts every op in its own group)
@@ -74,9 +74,9 @@ def lower(
     verify(mod)
     mod = optimize(mod, params, ctx=ctx)  # 1
     mod = _update_constants(mod, tgt)  # 2
+    mod = _partition(mod, tgt)  # before legalize: external kinds see the ops as imported
     mod = fold_constant(legalize(mod))  # 3
     check_lowerable(mod)
-    mod = _partition(mod, tgt)
     mod = _fuse(mod, ctx)  # 4
     plan = plan_graph(mod)  # 5
     funcs, external = _lower_kernels(plan.kernels, tgt, progress)  # 6

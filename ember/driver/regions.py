@@ -35,16 +35,16 @@ from ember.formats.params import save_params
 from ember.ir.expr import Function
 from ember.ir.types import TensorType, TupleType, Type
 from ember.lowering.lower_group import lower_group
-from ember.runtime.artifact import NATIVE_LOADER, Artifact
+from ember.runtime.artifact import (
+    CONSTANTS_SUFFIX,
+    KERNEL_KEY,
+    NATIVE_LOADER,
+    SYMBOL_KEY,
+    Artifact,
+)
 from ember.runtime.registry import get_global_func
 from ember.target import Target
 from ember.tir import AssertStmt, PrimFunc, call_cpacked, decl_buffer, eq, seq
-
-#: artifact metadata keys the driver sets on a region's non-native artifacts.
-SYMBOL_KEY = "symbol"
-KERNEL_KEY = "kernel"
-#: the file-name suffix of the constants a ``constant_updater`` hands to a loader.
-CONSTANTS_SUFFIX = ".constants"
 
 
 def lower_region(
