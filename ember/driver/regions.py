@@ -44,7 +44,7 @@ from ember.runtime.artifact import (
 )
 from ember.runtime.registry import get_global_func
 from ember.target import Target
-from ember.tir import AssertStmt, PrimFunc, call_cpacked, decl_buffer, eq, seq
+from ember.tir import AssertStmt, Buffer, PrimFunc, call_cpacked, decl_buffer, eq, seq
 
 
 def lower_region(
@@ -104,12 +104,7 @@ def _with_stub(group: Function, name: str, made: list[Artifact]) -> tuple[PrimFu
         )
         for a in made
     ]
-    types = [p.type for p in group.params] + _flat(group.ret_type)
-    bufs = []
-    for i, ty in enumerate(types):
-        if not isinstance(ty, TensorType):
-            raise CompileError(f"region '{name}': parameter {i} has type {ty}, not a tensor")
-        bufs.append(decl_buffer(ty.shape, ty.dtype, f"a{i}"))
+    bufs = region_buffers(group, name, "a")
     trampoline = f"ember_ext_{name}"
     body = AssertStmt(eq(call_cpacked(trampoline, *(b.data for b in bufs)), 0), "", seq())
     stub = PrimFunc(name, tuple(bufs), body)
@@ -118,6 +113,18 @@ def _with_stub(group: Function, name: str, made: list[Artifact]) -> tuple[PrimFu
     codegen_id = made[0].codegen_id
     c_file = Artifact(codegen_id, NATIVE_LOADER, f"{name}_stub.c", source.encode())
     return stub, [*tagged, c_file]
+
+
+def region_buffers(group: Function, name: str, prefix: str = "arg") -> list[Buffer]:
+    """One buffer per tensor of a region's kernel: its parameters, then its outputs
+    (``<prefix>0``, ``<prefix>1``...), the order the executors pass them in."""
+    types = [p.type for p in group.params] + _flat(group.ret_type)
+    bufs = []
+    for i, ty in enumerate(types):
+        if not isinstance(ty, TensorType):
+            raise CompileError(f"region '{name}': tensor {i} has type {ty}, not a tensor type")
+        bufs.append(decl_buffer(ty.shape, ty.dtype, f"{prefix}{i}"))
+    return bufs
 
 
 def _flat(ty: Type) -> list[Type]:
