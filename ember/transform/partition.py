@@ -129,7 +129,7 @@ def _merge(
                     continue
                 if arg is other.out and _can_merge(other, unit, users, unit_of, body):
                     unit.calls = sorted(other.calls + unit.calls, key=lambda c: _position(order, c))
-                    unit.names += [n for n in other.names if n not in unit.names]
+                    unit.names = other.names + [n for n in unit.names if n not in other.names]
                     for c in other.calls:
                         unit_of[id(c)] = unit
     seen: dict[int, _Unit] = {id(u): u for u in unit_of.values()}
