@@ -6,7 +6,8 @@ fusion. Three steps:
 1. **annotate**: for each external kind in priority order, each pattern of its table
    (:mod:`ember.transform.partition_patterns`, longest first) is matched at every op not
    yet claimed; a match becomes a unit of that kind.
-2. **merge**: a unit joins the unit of the same kind that consumes it when that is legal:
+2. **merge**: a unit joins the unit of the same kind that consumes it (unless the kind's
+   table says ``merge=False``: its hooks take one pattern per region) when that is legal:
    all its users are in the consumer (regions have one output) and no path leaves the
    pair and comes back (that would make a cycle between the region and the host; the
    diamond ``a -> host op -> b, a -> b`` is the case this refuses).
@@ -74,7 +75,7 @@ def _annotate(
 ) -> dict[int, _Unit]:
     unit_of: dict[int, _Unit] = {}
     for kind in kinds:
-        for pattern in get_pattern_table(kind):
+        for pattern in get_pattern_table(kind).patterns:
             for node in order:
                 if not isinstance(node, Call) or id(node) in unit_of:
                     continue
@@ -126,6 +127,8 @@ def _merge(
             for arg in call.args:
                 other = unit_of.get(id(arg))
                 if other is None or other is unit or other.kind != unit.kind:
+                    continue
+                if not get_pattern_table(unit.kind).merge:
                     continue
                 if arg is other.out and _can_merge(other, unit, users, unit_of, body):
                     unit.calls = sorted(other.calls + unit.calls, key=lambda c: _position(order, c))

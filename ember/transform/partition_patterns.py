@@ -46,20 +46,30 @@ class Pattern:
         return self.check is None or bool(self.check(calls))
 
 
-PATTERN_TABLES: Registry[tuple[Pattern, ...]] = Registry("pattern table")
+@dataclass(frozen=True)
+class PatternTable:
+    """A kind's patterns (longest first) and whether neighbouring matches merge into one
+    region (False when the kind's hooks take exactly one matched pattern per region)."""
+
+    patterns: tuple[Pattern, ...]
+    merge: bool = True
+
+
+PATTERN_TABLES: Registry[PatternTable] = Registry("pattern table")
 
 
 def register_pattern_table(
-    kind: str, patterns: Sequence[Pattern], override: bool = False
-) -> tuple[Pattern, ...]:
-    """Register the pattern table of target kind ``kind`` (longest patterns tried first)."""
-    table = tuple(sorted(patterns, key=lambda p: -len(p.ops)))
+    kind: str, patterns: Sequence[Pattern], override: bool = False, merge: bool = True
+) -> PatternTable:
+    """Register the pattern table of target kind ``kind`` (longest patterns tried first);
+    ``merge=False`` keeps every match a region of its own."""
+    table = PatternTable(tuple(sorted(patterns, key=lambda p: -len(p.ops))), merge)
     return PATTERN_TABLES.register(kind, table, override=override)
 
 
-def get_pattern_table(kind: str) -> tuple[Pattern, ...]:
-    """The pattern table of ``kind``; an empty table when it registered none."""
-    return PATTERN_TABLES.get(kind) if kind in PATTERN_TABLES else ()
+def get_pattern_table(kind: str) -> PatternTable:
+    """The pattern table of ``kind``; an empty one when it registered none."""
+    return PATTERN_TABLES.get(kind) if kind in PATTERN_TABLES else PatternTable(())
 
 
 def dtype_is(*dtypes: str) -> Check:

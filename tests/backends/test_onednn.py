@@ -8,7 +8,8 @@ import ember
 import ember.backends.onednn  # noqa: F401 - registers the kind
 from ember.formats.params import load_params
 from ember.frontend import from_onnx
-from ember.testing.runners import run_onnxruntime
+from ember.testing.onnx_models import build_model, node
+from ember.testing.runners import run_artifacts, run_onnxruntime
 
 from .conftest import mixed_model, needs_onednn, run_fresh
 
@@ -55,3 +56,25 @@ def test_missing_library_is_a_clear_error(built):
     proc = run_fresh(lib, feed, ["ember.backends.onednn"], prelude=hide)
     assert not isinstance(proc, np.ndarray)
     assert "ModuleLoadError" in proc.stderr and "pip install onednn" in proc.stderr
+
+
+def test_consecutive_primitives_stay_separate_regions(tmp_path):
+    # Gemm+bias feeding Gemm+bias: two onednn regions (one primitive each), not one
+    rng = np.random.default_rng(5)
+    inits = {
+        "w1": rng.standard_normal((16, 12)).astype("float32"),
+        "b1": rng.standard_normal((16,)).astype("float32"),
+        "w2": rng.standard_normal((8, 16)).astype("float32"),
+        "b2": rng.standard_normal((8,)).astype("float32"),
+    }
+    nodes = [
+        node("Gemm", ["x", "w1", "b1"], "h", transB=1),
+        node("Gemm", ["h", "w2", "b2"], "y", transB=1),
+    ]
+    model = build_model(nodes, {"x": ("float32", (4, 12))}, ["y"], inits)
+    feed = {"x": rng.standard_normal((4, 12)).astype("float32")}
+    mod, params = from_onnx(model)
+    lowered = ember.lower(mod, "onednn, c", params)
+    assert sum(k.startswith("ember_onednn") for k in lowered.plan.kernels) == 2
+    got = run_artifacts(lowered.compile(), feed)[0]
+    np.testing.assert_allclose(got, run_onnxruntime(model, feed)[0], rtol=1e-4, atol=1e-4)

@@ -92,4 +92,17 @@ def test_no_kinds_or_no_table_is_identity(tables):
     mod = IRModule.from_expr(Function((x,), call("add", x, x)))
     assert partition(mod, []) is mod
     assert partition(mod, ["nobody"]) is mod
-    assert get_pattern_table("nobody") == ()
+    assert get_pattern_table("nobody").patterns == ()
+
+
+def test_merge_false_keeps_one_pattern_per_region(tables):
+    register_pattern_table(
+        "kz", [Pattern("kz.add", ("add",)), Pattern("kz.relu", ("relu",))], merge=False
+    )
+    try:
+        x = Var("x", T)
+        mod = IRModule.from_expr(Function((x,), call("relu", call("add", x, x))))
+        got = regions(partition(mod, ["kz"]))
+        assert [(k, ops) for k, ops, _ in got] == [("kz", ["add"]), ("kz", ["relu"])]
+    finally:
+        PATTERN_TABLES.unregister("kz")

@@ -30,6 +30,7 @@ register_pattern_table(
         Pattern("onednn.dense_bias", ("nn.dense", "add"), matmul_ok),
         Pattern("onednn.dense", ("nn.dense",), matmul_ok),
     ],
+    merge=False,  # the hook lowers one matched pattern per region
 )
 register_target_kind(
     TargetKind(

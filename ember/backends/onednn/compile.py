@@ -80,6 +80,11 @@ def relay_to_runtime(group: Function, name: str, target: Target) -> list[Artifac
         raise CompileError(f"onednn region '{name}': operand {e!r} is neither input nor constant")
 
     first = calls[0]
+    if ops[1:] not in ([], ["add"], ["relu"], ["add", "relu"]):
+        raise CompileError(
+            f"onednn region '{name}' holds {ops}; one primitive takes one op with an optional "
+            "bias add and relu (its pattern table is registered with merge=False)"
+        )
     desc: dict[str, Any] = {"relu": ops[-1] == "relu", "dst": {"param": len(group.params)}}
     bias = next((c for c in calls if isinstance(c.op, OpDef) and c.op.name == "add"), None)
     if bias is not None:

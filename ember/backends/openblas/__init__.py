@@ -57,6 +57,7 @@ register_pattern_table(
         Pattern("openblas.matmul", ("nn.matmul",), matmul_ok),
         Pattern("openblas.dense", ("nn.dense",), matmul_ok),
     ],
+    merge=False,  # the hook lowers one matched pattern per region
 )
 register_target_kind(
     TargetKind(
