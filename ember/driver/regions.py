@@ -28,7 +28,6 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ember.codegen.c.abi import RUNTIME_HEADER
 from ember.driver.lowered import as_artifacts
 from ember.errors import CompileError
 from ember.formats.params import save_params
@@ -42,6 +41,7 @@ from ember.runtime.artifact import (
     SYMBOL_KEY,
     Artifact,
 )
+from ember.runtime.libruntime import header_path, include_dir
 from ember.runtime.registry import get_global_func
 from ember.target import Target
 from ember.tir import AssertStmt, Buffer, PrimFunc, call_cpacked, decl_buffer, eq, seq
@@ -109,7 +109,8 @@ def _with_stub(group: Function, name: str, made: list[Artifact]) -> tuple[PrimFu
     body = AssertStmt(eq(call_cpacked(trampoline, *(b.data for b in bufs)), 0), "", seq())
     stub = PrimFunc(name, tuple(bufs), body)
     loader = next(a.loader for a in made if a.loader != NATIVE_LOADER)
-    source = _STUB_C.format(fn=trampoline, symbol=symbol, loader=loader, header=RUNTIME_HEADER)
+    header = header_path().relative_to(include_dir()).as_posix()
+    source = _STUB_C.format(fn=trampoline, symbol=symbol, loader=loader, header=header)
     codegen_id = made[0].codegen_id
     c_file = Artifact(codegen_id, NATIVE_LOADER, f"{name}_stub.c", source.encode())
     return stub, [*tagged, c_file]
