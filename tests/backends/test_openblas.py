@@ -83,3 +83,16 @@ def test_weights_stay_in_params_and_kernels_use_sgemm():
     assert "ember_openblas_sgemm" in text  # the call_extern in the kernels' loop IR
     shapes = {v.shape for v in lowered.plan.params.values()}
     assert (16, 24) in shapes  # relay_to_tir: constants planned with the rest
+
+
+def test_thread_count_option_reaches_the_loader():
+    model, feed = gemm_model()
+    mod, params = from_onnx(model)
+    arts = ember.build(mod, "openblas -num-threads=2, c", params)
+    marker = next(a for a in arts if a.loader == "openblas")
+    assert b"threads=2" in marker.content
+    ember.load_artifacts(arts, ember.cpu(0))
+    lib = ember.backends.openblas.load_library()
+    assert lib.scipy_openblas_get_num_threads() == 2
+    ember.load_artifacts(ember.build(mod, "openblas, c", params), ember.cpu(0))
+    assert lib.scipy_openblas_get_num_threads() == 1

@@ -14,7 +14,7 @@ from ember.errors import ModuleLoadError
 from ember.runtime.artifact import Artifact
 from ember.runtime.module import Module, PythonModule
 from ember.runtime.registry import register_func
-from ember.target import TargetKind, register_target_kind
+from ember.target import TargetKind, TargetOption, register_target_kind
 from ember.transform.partition_patterns import Pattern, register_pattern_table
 
 KIND = "openblas"
@@ -42,8 +42,13 @@ def load_library() -> ctypes.CDLL:
 
 
 def loadbinary(artifacts: list[Artifact]) -> Module:
-    """runtime.module.loadbinary_openblas: load the library; the kernels are native code."""
-    load_library()
+    """runtime.module.loadbinary_openblas: load the library (and set its thread count from
+    the marker artifact); the kernels themselves are native code."""
+    lib = load_library()
+    for art in artifacts:
+        for word in art.content.decode().split():
+            if word.startswith("threads="):
+                lib.scipy_openblas_set_num_threads(int(word.split("=", 1)[1]))
     return PythonModule({}, type_key=KIND)
 
 
@@ -63,6 +68,15 @@ register_target_kind(
     TargetKind(
         KIND,
         hooks={"relay_to_tir": "target.openblas.relay_to_tir"},
+        options={
+            "num-threads": TargetOption(
+                int,
+                1,
+                "OpenBLAS threads (1: ember's own pool runs the other kernels; more "
+                "oversubscribes a small machine)",
+                lambda v: None if v >= 1 else "must be at least 1",
+            )
+        },
         doc="float32 matmul/dense/batched matmul through OpenBLAS sgemm (scipy-openblas32)",
     )
 )

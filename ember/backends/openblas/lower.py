@@ -87,7 +87,7 @@ def lower(group: Function, name: str, target: Target) -> tuple[PrimFunc, list[Ar
         beta = 1.0
     stmts.append(_gemm(a, b, out, mm.op.name == "nn.dense", beta))
     params = tuple(bufs[id(p)] for p in group.params) + (out,)
-    return PrimFunc(name, params, seq(*stmts)), support_artifacts()
+    return PrimFunc(name, params, seq(*stmts)), support_artifacts(int(target["num-threads"]))
 
 
 def _buf(bufs: dict[int, Buffer], expr: object, name: str) -> Buffer:
@@ -128,10 +128,12 @@ def _gemm(a: Buffer, b: Buffer, out: Buffer, trans_b: bool, beta: float) -> Asse
     return AssertStmt(eq(call_extern("int32", SHIM_SYMBOL, *args), 0), "", seq())
 
 
-def support_artifacts() -> list[Artifact]:
-    """The shim (native C) and the marker whose loader brings the library into the process."""
+def support_artifacts(threads: int = 1) -> list[Artifact]:
+    """The shim (native C) and the marker whose loader brings the library into the process
+    (and sets OpenBLAS's thread count: ``threads``)."""
     shim = Artifact("openblas", NATIVE_LOADER, "openblas_shim.c", SHIM_C.encode())
-    marker = Artifact("openblas", LOADER, "openblas.requires", b"scipy_openblas32\n")
+    text = f"scipy_openblas32 threads={threads}\n".encode()
+    marker = Artifact("openblas", LOADER, "openblas.requires", text)
     return [shim, marker]
 
 
