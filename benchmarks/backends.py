@@ -37,10 +37,12 @@ BACKEND_MODULES = {
 
 
 def target_of(item: str, host: str) -> str:
-    """``c`` -> ``c``; ``openblas`` -> ``openblas, c``; ``openblas+onednn`` -> both."""
-    kinds = [k for k in item.split("+") if k != host]
+    """``c`` -> ``c``; ``openblas`` -> ``openblas, c``; ``openblas+onednn`` -> both; an
+    item may carry options (``openblas -num-threads=2``)."""
+    kinds = [k.strip() for k in item.split("+") if k.strip() != host]
     for kind in kinds:
-        importlib.import_module(BACKEND_MODULES.get(kind, kind))
+        name = kind.split()[0]
+        importlib.import_module(BACKEND_MODULES.get(name, name))
     return ", ".join([*kinds, host])
 
 
@@ -50,6 +52,8 @@ def _ort_session(model: Any, threads: int) -> Any:
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.log_severity_level = 3
+    # idle ORT threads would spin into the next build's timing (models.py does the same)
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
 
 

@@ -60,7 +60,7 @@ class Lowered:
         if self.prim_funcs:
             artifacts += generate_code(self.prim_funcs, self.target)
         artifacts += make_metadata_artifacts(self.plan.graph, self.plan.params, self.mod_name)
-        artifacts += partition_artifacts(self.plan, self.target)
+        artifacts += partition_artifacts(self.ir, self.plan, self.target)
         return ArtifactSet(artifacts)
 
     def _compile_aot(self, aot: AotProgram) -> ArtifactSet:
@@ -86,7 +86,7 @@ class Lowered:
         artifacts += make_aot_metadata_artifacts(
             md, aot.graph, self.plan.params, memory_map(aot).to_json()
         )
-        artifacts += partition_artifacts(self.plan, self.target)
+        artifacts += partition_artifacts(self.ir, self.plan, self.target)
         return ArtifactSet(artifacts)
 
     def as_text(self, show_params: bool = False) -> str:
@@ -105,7 +105,7 @@ class Lowered:
         ]
         if self.target.externals:
             parts += ["", "## partition: node op -> where pattern kernel"]
-            parts += partition_lines(self.plan, self.target)
+            parts += partition_lines(self.ir, self.plan, self.target)
         for func in self.prim_funcs:
             parts += ["", f"## kernel {func.name}", func_to_str(func)]
         if self.aot is not None:
