@@ -13,6 +13,7 @@ import onnx
 import pytest
 
 import ember
+from ember.backends.onednn import capi
 from ember.testing.onnx_models import build_model, node
 
 ROOT = Path(ember.__file__).resolve().parent.parent
@@ -65,8 +66,6 @@ def run_fresh(
 def onednn_available() -> bool:
     """Whether the onednn wheel's libdnnl can be loaded here."""
     try:
-        from ember.backends.onednn import capi
-
         capi.library()
     except ember.errors.EmberError:
         return False
