@@ -70,7 +70,9 @@ class Lowered:
         target = self.target
         if "export-unpacked" in target.kind.options:
             target = target.with_attrs({"export-unpacked": True})
-        artifacts: list[AnyArtifact] = list(self.external)  # external regions' artifacts
+        # external artifacts: regions' (called through their stubs) and a whole-target
+        # relay_to_runtime hook's (called through call_packed)
+        artifacts: list[AnyArtifact] = list(self.external)
         artifacts += generate_code((*aot.kernels, aot.run_func), target)
         md = aot_metadata(
             aot.graph,

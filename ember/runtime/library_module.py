@@ -11,16 +11,22 @@ from __future__ import annotations
 import ctypes
 import os
 import struct
+import weakref
 from pathlib import Path
 
 from ember.errors import ModuleLoadError
 from ember.runtime import c_api
 from ember.runtime.module import Module
-from ember.runtime.packed_func import CPackedFunc, PackedFunc
+from ember.runtime.packed_func import CPackedFunc, PackedFunc, PyPackedFunc
 from ember.runtime.registry import get_global_func, list_global_funcs, register_func
 
 LOADER_PREFIX = "runtime.module.loadfile_"
 _SUFFIX_FORMATS = {".so": "so", ".dylib": "so", ".dll": "so"}
+#: a library's slot for its module context (``call_packed`` looks functions up through it).
+MODULE_CTX_SYMBOL = "__ember_module_ctx"
+#: the lookup function installed in each library file's slot, by real path: alive as long
+#: as the slot may point at it (a library stays mapped; a newer module replaces the entry).
+_CONTEXTS: dict[str, PackedFunc] = {}
 
 
 class LibraryModule(Module):
@@ -47,6 +53,31 @@ class LibraryModule(Module):
             ) from err
         self._names: list[str] | None = None
         self._real = os.path.realpath(self.path)
+        self._install_context()
+
+    def _install_context(self) -> None:
+        """Point the library's ``__ember_module_ctx`` (if it has one) at a lookup through
+        this module and its imports, for the ``call_packed`` sites of its code."""
+        try:
+            slot = ctypes.c_void_p.in_dll(self._lib, MODULE_CTX_SYMBOL)
+        except ValueError:
+            return
+        if not self._defines(ctypes.addressof(slot)):
+            return
+        ref, path = weakref.ref(self), self.path  # no strong reference: the module may go
+
+        def lookup(name: str) -> PackedFunc:
+            module = ref()
+            if module is None:
+                raise ModuleLoadError(
+                    f"call_packed of '{name}': the module that loaded {path} is gone; "
+                    "keep the module (or the executor using it) alive while it runs"
+                )
+            return module.get_function(name)
+
+        func = PyPackedFunc(lookup)
+        slot.value = func.handle
+        _CONTEXTS[self._real] = func
 
     def _get_function(self, name: str) -> PackedFunc | None:
         try:
