@@ -7,6 +7,7 @@ import pytest
 import ember
 import ember.backends.openblas  # noqa: F401 - registers the kind
 from ember.frontend import from_onnx
+from ember.target import Target
 from ember.testing.onnx_models import build_model, node
 from ember.testing.runners import run_onnxruntime
 
@@ -96,3 +97,19 @@ def test_thread_count_option_reaches_the_loader():
     assert lib.scipy_openblas_get_num_threads() == 2
     ember.load_artifacts(ember.build(mod, "openblas, c", params), ember.cpu(0))
     assert lib.scipy_openblas_get_num_threads() == 1
+
+
+@pytest.mark.parametrize("executor", ["graph", "aot"])
+def test_llvm_host_compiles_the_regions_loop_ir(executor):
+    model, feed = gemm_model()
+    mod, params = from_onnx(model)
+    arts = ember.build(mod, Target(["openblas"], host="llvm"), params, executor=executor)
+    assert any(a.codegen_id == "llvm" for a in arts)  # the host kind generated the code
+    dev = ember.cpu(0)
+    run = ember.load_artifacts(arts, dev)["default"](dev)
+    ex = ember.GraphExecutor(run) if executor == "graph" else ember.AotExecutor(run)
+    for k, v in feed.items():
+        ex.set_input(k, v)
+    ex.run()
+    want = run_onnxruntime(model, feed)[0]
+    np.testing.assert_allclose(ex.get_output(0).numpy(), want, rtol=1e-4, atol=1e-4)
