@@ -119,6 +119,7 @@ def _match(
 def _merge(
     order: list[Expr], users: dict[int, list[Expr]], unit_of: dict[int, _Unit], body: Expr
 ) -> list[_Unit]:
+    position = {id(n): i for i, n in enumerate(order)}
     for node in order:
         unit = unit_of.get(id(node))
         if unit is None or node is not unit.out:
@@ -131,16 +132,12 @@ def _merge(
                 if not get_pattern_table(unit.kind).merge:
                     continue
                 if arg is other.out and _can_merge(other, unit, users, unit_of, body):
-                    unit.calls = sorted(other.calls + unit.calls, key=lambda c: _position(order, c))
+                    unit.calls = sorted(other.calls + unit.calls, key=lambda c: position[id(c)])
                     unit.names = other.names + [n for n in unit.names if n not in other.names]
                     for c in other.calls:
                         unit_of[id(c)] = unit
     seen: dict[int, _Unit] = {id(u): u for u in unit_of.values()}
     return list(seen.values())
-
-
-def _position(order: list[Expr], node: Expr) -> int:
-    return next(i for i, n in enumerate(order) if n is node)
 
 
 def _can_merge(
