@@ -336,6 +336,9 @@ LAYERS: dict[str, frozenset[str]] = {
     "testing": BASE | COMPILER | RUNTIME | {"driver", "ember"},
     "cli": BASE | COMPILER | RUNTIME | {"driver", "tools", "ember", "rpc"},
     "examples": BASE | COMPILER | RUNTIME | {"driver", "tools", "testing", "ember"},
+    # shipped external back ends: plug-ins over every compiler layer and the driver's
+    # region helpers, registered through the public calls
+    "backends": BASE | COMPILER | RUNTIME | {"driver"},
     # the public API; compiler names resolve lazily; tools.mlf registers the tar loader
     "ember": BASE | RUNTIME | {"nd", "tools"},
     "__main__": frozenset({"cli"}),

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ember.driver.executor import Executor
+from ember.driver.partition_report import partition_artifacts, partition_lines
 from ember.errors import ArtifactError, CompileError
 from ember.executor import make_metadata_artifacts
 from ember.executor.aot_executor import aot_metadata, make_aot_metadata_artifacts
@@ -59,6 +60,7 @@ class Lowered:
         if self.prim_funcs:
             artifacts += generate_code(self.prim_funcs, self.target)
         artifacts += make_metadata_artifacts(self.plan.graph, self.plan.params, self.mod_name)
+        artifacts += partition_artifacts(self.ir, self.plan, self.target)
         return ArtifactSet(artifacts)
 
     def _compile_aot(self, aot: AotProgram) -> ArtifactSet:
@@ -68,7 +70,9 @@ class Lowered:
         target = self.target
         if "export-unpacked" in target.kind.options:
             target = target.with_attrs({"export-unpacked": True})
-        artifacts: list[AnyArtifact] = list(self.external)  # called through call_packed
+        # external artifacts: regions' (called through their stubs) and a whole-target
+        # relay_to_runtime hook's (called through call_packed)
+        artifacts: list[AnyArtifact] = list(self.external)
         artifacts += generate_code((*aot.kernels, aot.run_func), target)
         md = aot_metadata(
             aot.graph,
@@ -84,6 +88,7 @@ class Lowered:
         artifacts += make_aot_metadata_artifacts(
             md, aot.graph, self.plan.params, memory_map(aot).to_json()
         )
+        artifacts += partition_artifacts(self.ir, self.plan, self.target)
         return ArtifactSet(artifacts)
 
     def as_text(self, show_params: bool = False) -> str:
@@ -100,6 +105,9 @@ class Lowered:
             "## graph: node = op(input entries) -> entry: shape dtype @storage",
             *graph_lines(self.plan.graph),
         ]
+        if self.target.externals:
+            parts += ["", "## partition: node op -> where pattern kernel"]
+            parts += partition_lines(self.ir, self.plan, self.target)
         for func in self.prim_funcs:
             parts += ["", f"## kernel {func.name}", func_to_str(func)]
         if self.aot is not None:

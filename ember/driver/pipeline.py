@@ -4,15 +4,17 @@ The stages, in order (each consumes the previous one's output and nothing else):
 
 1. optimize    bind parameters as constants, run the graph passes under the PassContext
 2. constants   the target's ``constant_updater`` hook may rewrite the bound constants
+   partition   a composite target's external kinds claim regions (ember.transform.partition)
 3. legalize    rewrite ops that are lowered through simpler ops; fail listing every op
-               that has no implementation, before any lowering work
+               that has no implementation, before any lowering work (regions untouched)
 4. fuse        group ops into primitive functions (the ``fuse_ops`` pass; its depth is the
                context's config key ``fuse_ops.max_depth``; opt level 0 or a disabled
                ``fuse_ops`` puts every op in its own group)
 5. plan        graph JSON, storage plan, lifted parameters, one kernel per distinct group
 6. lower       each kernel to loop IR (the target's ``relay_to_tir`` hook, or ember.ops'
                computes with the schedules registered for the target's keys); a
-               ``relay_to_runtime`` hook compiles its kernels to artifacts itself
+               ``relay_to_runtime`` hook compiles its kernels to artifacts itself; a
+               region of an external kind goes through that kind's hooks (ember.driver.regions)
    -> Lowered  (printable, reusable)
 7. codegen     ``Lowered.compile()``: loop IR to artifacts through ``tir_to_runtime``
 8. metadata    graph.json, params.bin and metadata.json as ``metadata`` artifacts
@@ -33,6 +35,7 @@ from tqdm import tqdm
 
 from ember.driver.executor import Executor
 from ember.driver.lowered import Lowered, as_artifacts
+from ember.driver.regions import lower_region
 from ember.errors import EmberValueError
 from ember.ir.expr import Function
 from ember.ir.module import IRModule
@@ -48,6 +51,7 @@ from ember.target import Target
 from ember.tir import PrimFunc
 from ember.transform import PassContext, Sequential, fold_constant, get_pass, optimize
 from ember.transform.fuse_ops import DEFAULT_MAX_DEPTH
+from ember.transform.partition import partition, region_kind
 
 
 def lower(
@@ -70,6 +74,7 @@ def lower(
     verify(mod)
     mod = optimize(mod, params, ctx=ctx)  # 1
     mod = _update_constants(mod, tgt)  # 2
+    mod = _partition(mod, tgt)  # before legalize: external kinds see the ops as imported
     mod = fold_constant(legalize(mod))  # 3
     check_lowerable(mod)
     mod = _fuse(mod, ctx)  # 4
@@ -77,7 +82,9 @@ def lower(
     funcs, external = _lower_kernels(plan.kernels, tgt, progress)  # 6
     aot = None
     if ex.kind == "aot":
-        if external and ex.interface_api == "c":
+        # regions' external kernels have host stubs (ordinary kernels); a whole-target
+        # relay_to_runtime hook's kernels are called through call_packed
+        if external and tgt.hook("relay_to_runtime") and ex.interface_api == "c":
             raise EmberValueError(
                 f"executor '{ex}': target '{tgt}' compiled kernels through its "
                 "relay_to_runtime hook; the run function calls them through the runtime "
@@ -113,6 +120,12 @@ def _update_constants(mod: IRModule, target: Target) -> IRModule:
     return updated
 
 
+def _partition(mod: IRModule, target: Target) -> IRModule:
+    kinds = [t.kind.name for t in target.externals]
+    own = [t.kind.name for t in target.externals if t.hook("constant_updater")]
+    return partition(mod, kinds, own)
+
+
 def _fuse(mod: IRModule, ctx: PassContext) -> IRModule:
     """Stage 4 through the registered ``fuse_ops`` pass, recorded in the context's report."""
     off = ctx.opt_level == 0 or "fuse_ops" in ctx.disabled
@@ -134,7 +147,14 @@ def _lower_kernels(
     funcs: list[PrimFunc] = []
     external: list[Artifact] = []
     for name, group in items:
-        if to_runtime is not None:
+        kind = region_kind(group)
+        ext = target.external(kind) if kind is not None else None
+        if ext is not None:
+            func, made = lower_region(group, name, ext, target)
+            funcs.extend([func] if func is not None else [])
+            known = {(a.key, a.sha256) for a in external}
+            external.extend(a for a in made if (a.key, a.sha256) not in known)
+        elif to_runtime is not None:
             made = get_global_func(to_runtime)(group, name, target)
             external.extend(as_artifacts(made, to_runtime))
         elif to_tir is not None:

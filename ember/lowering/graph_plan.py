@@ -77,6 +77,8 @@ def _group_of(call: Call) -> Function:
 def _lift_constants(func: Function) -> tuple[Function, list[Constant]]:
     """Move constants larger than MAX_INLINE_CONSTANT out of ``func`` into new parameters."""
     lifted: list[Constant] = []
+    if "ExternalConstants" in list(func.attrs):
+        return func, []  # a region whose external artifact owns its constants
     new_params: dict[int, Var] = {}
     for node in post_order(func.body):
         big = isinstance(node, Constant) and node.type.size > MAX_INLINE_CONSTANT
@@ -100,7 +102,8 @@ def _group_name(func: Function) -> str:
     stem = "_".join(names[:4]) or "copy"
     if len(names) > 4:
         stem += f"_{len(names) - 4}more"
-    return ("fused_" if len(names) > 1 else "") + stem
+    kind = dict(func.attrs).get("Compiler", "")  # a partitioned region: named after its kind
+    return f"{kind}_" * bool(kind) + ("fused_" if len(names) > 1 else "") + stem
 
 
 class _Planner:

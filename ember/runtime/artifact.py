@@ -37,6 +37,13 @@ METADATA_LOADER = "metadata"
 #: The pseudo loader of :class:`InMemoryArtifact`: each loads itself.
 IN_MEMORY_LOADER = "in_memory"
 
+#: Metadata keys the driver sets on an external region's artifacts: the global function
+#: their loader registers (the host stub calls it) and the kernel it implements; and the
+#: file-name suffix of the constants a ``constant_updater`` hands to that loader.
+SYMBOL_KEY = "symbol"
+KERNEL_KEY = "kernel"
+CONSTANTS_SUFFIX = ".constants"
+
 #: Metadata values are small scalars.
 MetadataValue = str | int | float | bool
 

@@ -1,4 +1,13 @@
-"""Target: a target kind plus option values, parsed from a string like ``"c -mcpu=skylake"``."""
+"""Target: a target kind plus option values, parsed from a string like ``"c -mcpu=skylake"``.
+
+A composite target adds external kinds in front of a host: ``"openblas, onednn, c"`` (the
+last item is the host, the others are external kinds in priority order) or, the same,
+``Target(["openblas", "onednn"], host="c")``. The composite's kind and options are the
+host's; ``externals`` lists the external kinds, whose pattern tables the partitioner
+(:mod:`ember.transform.partition`) uses to move parts of the graph to them. The host comes
+last as in TVM's ``"ethos-u, cmsisnn, llvm"``: everything nobody else claims falls through
+to it.
+"""
 
 from __future__ import annotations
 
@@ -22,12 +31,30 @@ class Target:
     kind: TargetKind
     attrs: Mapping[str, Any] = field(default_factory=dict)
     host: Target | None = None
+    #: external kinds of a composite target, in priority order (empty for a plain target).
+    externals: tuple[Target, ...] = ()
+
+    def __post_init__(self) -> None:
+        if isinstance(self.kind, TargetKind):
+            return
+        # Target("openblas, c"), Target("c -mcpu=x"), Target(["openblas"], host="c")
+        spec: Any = self.kind
+        parsed = Target.create(spec, self.host)  # type: ignore[arg-type]
+        for name in ("kind", "attrs", "host", "externals"):
+            object.__setattr__(self, name, getattr(parsed, name))
 
     @staticmethod
-    def create(spec: str | Target, host: str | Target | None = None) -> Target:
-        """Parse ``spec`` (``"<kind> -opt=value ..."``) into a Target with all defaults filled."""
+    def create(
+        spec: str | Target | list[str] | tuple[str, ...], host: str | Target | None = None
+    ) -> Target:
+        """Parse ``spec`` (``"<kind> -opt=value ..."``, ``"ext1, ext2, host"`` or a list of
+        external kinds with ``host``) into a Target with all defaults filled."""
+        if isinstance(spec, list | tuple) or (isinstance(spec, str) and "," in spec):
+            return _composite(spec, host)
         if isinstance(spec, Target):
-            return spec if host is None else Target(spec.kind, spec.attrs, Target.create(host))
+            if host is None:
+                return spec
+            return Target(spec.kind, spec.attrs, Target.create(host), spec.externals)
         if not isinstance(spec, str) or not spec.strip():
             raise EmberValueError(f"a target must be a non-empty string like 'c', got {spec!r}")
         try:
@@ -61,7 +88,7 @@ class Target:
                     f"target '{self}' option -{name} takes {opt.kind.__name__}, got {value!r}"
                 )
             values[name] = opt.validate(value, f"target '{self}' option -{name}")
-        return Target(self.kind, dict(sorted(values.items())), self.host)
+        return Target(self.kind, dict(sorted(values.items())), self.host, self.externals)
 
     @property
     def cpu(self) -> CpuInfo:
@@ -74,6 +101,10 @@ class Target:
         """Keys schedules are registered under, most specific first: the kind's own, then
         the CPU's (e.g. ``x86-avx512``, ``x86``, ``cpu``)."""
         return tuple(dict.fromkeys((*self.kind.keys, *self.cpu.keys)))
+
+    def external(self, name: str) -> Target | None:
+        """The external target of kind ``name`` in this composite target, if any."""
+        return next((t for t in self.externals if t.kind.name == name), None)
 
     def host_or_default(self) -> Target:
         """The host target, or the default host (``c``) when none was given."""
@@ -100,6 +131,10 @@ class Target:
         return self.kind.device_type
 
     def __str__(self) -> str:
+        own = self._own_str()
+        return ", ".join([*(str(t) for t in self.externals), own]) if self.externals else own
+
+    def _own_str(self) -> str:
         parts = [self.kind.name]
         for name, value in sorted(self.attrs.items()):
             default = self.kind.options[name].default if name in self.kind.options else None
@@ -110,6 +145,31 @@ class Target:
 
     def __repr__(self) -> str:
         return f"Target({str(self)!r})"
+
+
+def _composite(spec: str | list[str] | tuple[str, ...], host: str | Target | None) -> Target:
+    """``"a, b, host"`` or ``["a", "b"]`` with ``host``: the host Target with externals."""
+    items = [p.strip() for p in spec.split(",")] if isinstance(spec, str) else list(spec)
+    if isinstance(spec, str):
+        if host is not None:
+            raise EmberValueError(
+                f"target {spec!r} already names its host (the last item); drop host={host!r}"
+            )
+        host, items = items[-1], items[:-1]
+    if any(not isinstance(p, str) or not p for p in items):
+        raise EmberValueError(
+            f"composite target {spec!r}: every external kind must be a non-empty string, "
+            "e.g. 'openblas, c' or Target(['openblas'], host='c')"
+        )
+    base = Target.create(host if host is not None else DEFAULT_HOST)
+    externals = tuple(Target.create(p) for p in items)
+    names = [t.kind.name for t in externals]
+    if base.kind.name in names or len(set(names)) != len(names):
+        raise EmberValueError(
+            f"composite target {spec!r}: each kind may appear once, and the host "
+            f"'{base.kind.name}' not among the external kinds"
+        )
+    return Target(base.kind, base.attrs, base.host, externals)
 
 
 def _option(kind: TargetKind, name: str, where: str) -> TargetOption:

@@ -80,7 +80,7 @@ def fuse_body(body: Expr, max_depth: int = DEFAULT_MAX_DEPTH) -> Expr:
             )
             continue
         _check_single_output(nodes, group, body)
-        outer[id(node.expr)] = _make_group_call(exprs, value)
+        outer[id(node.expr)] = make_group_call(exprs, value)
     return value(body)
 
 
@@ -100,8 +100,14 @@ def _check_single_output(nodes: list[GraphNode], group: list[int], body: Expr) -
             )
 
 
-def _make_group_call(exprs: list[Expr], value: Callable[[Expr], Expr]) -> Call:
-    """Build the primitive function of one group and the call of it in the caller."""
+def make_group_call(
+    exprs: list[Expr],
+    value: Callable[[Expr], Expr],
+    attrs: Attrs | None = None,
+    inline_limit: int = MAX_INLINE_CONSTANT,
+) -> Call:
+    """Build the primitive function of one group (``exprs`` in order, the last one its
+    output; constants up to ``inline_limit`` elements stay inside) and its call."""
     member_ids = {id(e) for e in exprs}
     params: list[Var] = []
     args: list[Expr] = []
@@ -111,7 +117,7 @@ def _make_group_call(exprs: list[Expr], value: Callable[[Expr], Expr]) -> Call:
     def inside(arg: Expr) -> Expr:
         if id(arg) in member_ids:
             return inner[id(arg)]
-        if isinstance(arg, Constant) and arg.type.size <= MAX_INLINE_CONSTANT:
+        if isinstance(arg, Constant) and arg.type.size <= inline_limit:
             return arg
         p = param_of.get(id(arg))
         if p is None:
@@ -124,5 +130,5 @@ def _make_group_call(exprs: list[Expr], value: Callable[[Expr], Expr]) -> Call:
     for expr in exprs:
         inner[id(expr)] = with_children(expr, tuple(inside(c) for c in children(expr)))
     out = exprs[-1]
-    func = Function(tuple(params), inner[id(out)], Attrs({"Primitive": 1}))
+    func = Function(tuple(params), inner[id(out)], attrs or Attrs({"Primitive": 1}))
     return Call(func, tuple(args), name=out.name if isinstance(out, Call) else "")
