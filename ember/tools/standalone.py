@@ -65,7 +65,13 @@ def check_lines(md: ModelMetadata, rtol: float, atol: float, want: str) -> list[
         ctype = dtype_info(p.dtype).c_type
         count = p.nbytes // max(dtype_info(p.dtype).bits // 8, 1)
         if is_float(p.dtype):
-            check = f"fabs((double)g[i] - (double)w[i]) > {atol!r} + {rtol!r} * fabs((double)w[i])"
+            # equal (infinities too) or both NaN passes; an expected infinity needs equality;
+            # otherwise the tolerance, written so that a NaN difference fails
+            check = (
+                "g[i] != w[i] && !(isnan((double)g[i]) && isnan((double)w[i])) && "
+                "(isinf((double)w[i]) || !(fabs((double)g[i] - (double)w[i]) <= "
+                f"{atol!r} + {rtol!r} * fabs((double)w[i])))"
+            )
         else:
             check = "g[i] != w[i]"
         lines += [

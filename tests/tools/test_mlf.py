@@ -97,6 +97,21 @@ def test_standalone_make_test_passes(kws, tmp_path):
     assert not linked & {"malloc", "calloc", "realloc", "free", "posix_memalign", "aligned_alloc"}
 
 
+
+@pytest.mark.parametrize("value", [np.nan, np.inf])
+def test_standalone_check_fails_a_finite_output_against_nan_or_inf(kws, tmp_path, value):
+    """Regression: the tolerance check used to pass anything when the expected value was
+    NaN or infinite (the comparison with NaN is false)."""
+    path, _, _, _ = kws
+    with tarfile.open(path) as tar:
+        tar.extractall(tmp_path, filter="data")
+    expected = tmp_path / "test" / "expected.bin"
+    data = bytearray(expected.read_bytes())
+    data[:4] = np.float32(value).tobytes()  # the first output element (float32)
+    expected.write_bytes(bytes(data))
+    out = subprocess.run(["make", "-s", "test"], cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode != 0 and "FAIL" in out.stdout, out.stdout + out.stderr
+
 def _tar(members: dict, links: tuple[str, ...] = ()) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
