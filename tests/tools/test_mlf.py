@@ -97,7 +97,6 @@ def test_standalone_make_test_passes(kws, tmp_path):
     assert not linked & {"malloc", "calloc", "realloc", "free", "posix_memalign", "aligned_alloc"}
 
 
-
 @pytest.mark.parametrize("value", [np.nan, np.inf])
 def test_standalone_check_fails_a_finite_output_against_nan_or_inf(kws, tmp_path, value):
     """Regression: the tolerance check used to pass anything when the expected value was
@@ -111,6 +110,7 @@ def test_standalone_check_fails_a_finite_output_against_nan_or_inf(kws, tmp_path
     expected.write_bytes(bytes(data))
     out = subprocess.run(["make", "-s", "test"], cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode != 0 and "FAIL" in out.stdout, out.stdout + out.stderr
+
 
 def _tar(members: dict, links: tuple[str, ...] = ()) -> bytes:
     buf = io.BytesIO()
