@@ -71,6 +71,8 @@ FUNCTIONS = (
     "get_num_inputs",
     "get_num_outputs",
     "get_output",
+    "get_output_index",
+    "get_output_names",
     "load_params",
     "profile",
     "run",
@@ -222,11 +224,21 @@ class AotExecutorModule(Module):
         """Number of outputs."""
         return len(self._outputs)
 
+    def get_output_names(self) -> list[str]:
+        """The output names, in output order (the ONNX names for an imported model)."""
+        return [p.name for p in self.metadata.outputs]
+
+    def get_output_index(self, name: str) -> int:
+        """Index of output ``name``, or -1."""
+        names = self.get_output_names()
+        return names.index(name) if name in names else -1
+
     @synchronized
-    def get_output(self, index: int, out: Any = None) -> Any:
-        """Output ``index`` as a view of executor memory, or copied into ``out``."""
-        array = self._outputs[output_index(index, len(self._outputs))]
-        return hand_out(array, array.numpy(), int(index), out)
+    def get_output(self, index: int | str, out: Any = None) -> Any:
+        """Output ``index`` (or name) as a view of executor memory, or copied into ``out``."""
+        k = output_index(index, len(self._outputs), self.get_output_names())
+        array = self._outputs[k]
+        return hand_out(array, array.numpy(), k, out)
 
     @synchronized
     def run(self) -> None:

@@ -27,7 +27,7 @@ import numpy as np
 
 from ember.errors import EmberTypeError, EmberValueError, ExecutorError
 from ember.executor.graph_plan import GraphPlan
-from ember.executor.interface import hand_out, output_index, resolve_input
+from ember.executor.interface import hand_out, output_index, output_names, resolve_input
 from ember.executor.locking import new_lock, synchronized
 from ember.executor.profile import ProfileReport, make_report
 from ember.formats.graph_json import GraphJSON, load_graph_json
@@ -67,6 +67,8 @@ FUNCTIONS = (
     "get_num_inputs",
     "get_num_outputs",
     "get_output",
+    "get_output_index",
+    "get_output_names",
     "debug_get_output",
     "load_params",
     "profile",
@@ -108,6 +110,7 @@ class GraphExecutorModule(Module):
         self._input_index = {name: i for i, name in enumerate(self._input_names)}
         self._input_eids = [g.node_row_ptr[nid] for nid in g.arg_nodes]
         self._output_eids = g.output_entry_ids()
+        self._output_names = output_names(g.output_names, len(self._output_eids))
         self._param_names: set[str] = set()
         self._unset: set[str] = set(self._input_names)
         self._timings = [0] * len(self.plan.calls)
@@ -251,11 +254,20 @@ class GraphExecutorModule(Module):
         """Number of graph outputs."""
         return len(self._output_eids)
 
+    def get_output_names(self) -> list[str]:
+        """The output names, in output order (the ONNX names for an imported model)."""
+        return list(self._output_names)
+
+    def get_output_index(self, name: str) -> int:
+        """Index of output ``name``, or -1."""
+        return self._output_names.index(name) if name in self._output_names else -1
+
     @synchronized
-    def get_output(self, index: int, out: Any = None) -> Any:
-        """Output ``index`` as a view of executor memory, or copied into ``out``."""
-        eid = self._output_eids[output_index(index, len(self._output_eids))]
-        return hand_out(self.plan.entries[eid], self.plan.arrays[eid], int(index), out)
+    def get_output(self, index: int | str, out: Any = None) -> Any:
+        """Output ``index`` (or name) as a view of executor memory, or copied into ``out``."""
+        k = output_index(index, len(self._output_eids), self._output_names)
+        eid = self._output_eids[k]
+        return hand_out(self.plan.entries[eid], self.plan.arrays[eid], k, out)
 
     # ------------------------------------------------------------------ running
     @synchronized
