@@ -7,8 +7,8 @@ Compiles a model with ``ember compile`` (default: the onnx-shipped ``light`` VGG
   ``params.bin``), and of the ONNX model onnxruntime writes after its own constant folding
   (the weights materialised, as the package holds them), with the ratios;
 * the peak resident set (``ru_maxrss``) of ``ember run model.tar`` and of one onnxruntime
-  session creation and run (without writing the folded model), each in a fresh subprocess, and of a bare interpreter with
-  numpy for scale.
+  session creation and run (without writing the folded model), each in a fresh
+  subprocess, and of a bare interpreter with numpy for scale.
 
 Targets (issue 18): package within 5% of the ONNX file, ``ember run`` within 1.3x of
 onnxruntime's peak. Not a test: run it by hand::

@@ -153,7 +153,7 @@ class _FileReader(_Reader):
         self._check(len(target), what)
         done = 0
         while done < len(target):
-            got = self.file.readinto(target[done:])
+            got = self.file.readinto(target[done:])  # type: ignore[attr-defined]
             if not got:
                 raise SerializationError(f"params file ended early while reading {what}")
             done += got
@@ -258,7 +258,7 @@ def _decode_array(r: _Reader, name: str, alloc: Allocator | None = None) -> np.n
     if alloc is not None and (sys.byteorder == "little" or npdt.itemsize == 1):
         target = alloc(tuple(shape), npdt)
         raw = target.view(np.uint8) if dtype == "bool" else target
-        r.read_into(memoryview(raw).cast("B"), f"data of array {name!r}")
+        r.read_into(memoryview(raw).cast("B"), f"data of array {name!r}")  # type: ignore[arg-type]
         if dtype == "bool":
             np.not_equal(raw, 0, out=target)
         return target

@@ -223,8 +223,9 @@ class _Planner:
 def plan_graph(mod: IRModule, params: Mapping[str, np.ndarray] | None = None) -> GraphPlan:
     """Turn a fused module's ``main`` into graph JSON, parameters and kernels to lower."""
     main = mod.main
-    raw_types = mod.attrs.get("onnx_op_types") or []
-    op_types = {str(p[0]): str(p[1]) for p in raw_types if isinstance(p, list | tuple)}  # type: ignore[union-attr]
+    raw_types = mod.attrs.get("onnx_op_types")
+    pairs = raw_types if isinstance(raw_types, list | tuple) else []
+    op_types = {str(p[0]): str(p[1]) for p in pairs if isinstance(p, list | tuple) and len(p) == 2}
     planner = _Planner(params or {}, op_types)
     for var in main.params:
         ty = var.type
