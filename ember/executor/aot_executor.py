@@ -52,7 +52,13 @@ from ember.executor.profile import ProfileReport
 from ember.formats.dtypes import numpy_dtype
 from ember.formats.graph_json import GraphJSON
 from ember.formats.memory_map import MEMORY_MAP_FILE, MemoryMap
-from ember.formats.metadata import FunctionInfo, ModelMetadata, ParameterInfo, graph_metadata
+from ember.formats.metadata import (
+    STORAGE_ALIGNMENT,
+    FunctionInfo,
+    ModelMetadata,
+    ParameterInfo,
+    graph_metadata,
+)
 from ember.formats.params import load_params as parse_params
 from ember.runtime import ndarray
 from ember.runtime.artifact import METADATA_LOADER, AnyArtifact, Artifact
@@ -147,8 +153,9 @@ class AotExecutorModule(Module):
         self._args.append(self.workspace)
         self._profiler: GraphExecutorModule | None = None
         self.import_module(top.host)
+        self._shared: set[int] = set()  # constants living in the factory's arrays
         for p in md.params:
-            self._arrays[self._index[p.name]].copyfrom(np.ascontiguousarray(top.params[p.name]))
+            self._share(self._index[p.name], np.asarray(top.params[p.name]))
 
     def lock(self) -> threading.RLock:
         """The executor's lock: hold it (``with mod.lock():``) around set_input/run/get_output
@@ -203,8 +210,26 @@ class AotExecutorModule(Module):
                 f"{info.dtype}, got shape {shape} and dtype {dtype}; convert it with "
                 f"np.asarray(x, dtype='{info.dtype}').reshape({info.shape})"
             )
+        if index in self._shared:  # copy on write: the factory's array is never written
+            self._shared.discard(index)
+            self._rebind(index, ndarray.empty(info.shape, info.dtype, self.device))
         self._arrays[index].copyfrom(value)
         self._unset.discard(info.name)
+
+    def _share(self, index: int, value: np.ndarray) -> None:
+        """Run on the factory's array itself when it fits (no copy), else copy it."""
+        info = self._infos[index]
+        fits = value.shape == info.shape and str(value.dtype) == info.dtype
+        if fits and value.flags.c_contiguous and value.ctypes.data % STORAGE_ALIGNMENT == 0:
+            self._rebind(index, ndarray.from_numpy_view(value, self.device))
+            self._shared.add(index)
+        else:
+            self._arrays[index].copyfrom(np.ascontiguousarray(value))
+
+    def _rebind(self, index: int, array: NDArray) -> None:
+        old = self._arrays[index]
+        self._arrays[index] = array
+        self._args = [array if a is old else a for a in self._args]
 
     @synchronized
     def get_input(self, key: int | str) -> NDArray:

@@ -9,7 +9,7 @@ from names_models import two_output_model
 
 import ember
 from ember.cli.main import main
-from ember.executor import GraphExecutor
+from ember.executor import AotExecutor, GraphExecutor
 from ember.runtime.blob import read_library_blob
 
 pytestmark = pytest.mark.cc
@@ -62,3 +62,23 @@ def test_corrupt_external_weights_are_refused(package, tmp_path):
     bad.write_bytes(bytes(data))
     with pytest.raises(ember.errors.ArtifactError, match="does not match its manifest"):
         ember.load_module(str(bad))
+
+
+def test_aot_executors_share_the_package_weights(tmp_path):
+    src = tmp_path / "m.onnx"
+    onnx.save(two_output_model(), src)
+    out = tmp_path / "aot.tar"
+    assert main(["compile", str(src), "-o", str(out), "--executor", "aot", "--quiet"]) == 0
+    factory = ember.load_module(str(out))
+    a, b = (AotExecutor(factory["default"](ember.cpu(0))) for _ in range(2))
+    ptr = a.module.get_input("const_0").data_ptr
+    assert b.module.get_input("const_0").data_ptr == ptr
+    x = np.random.default_rng(2).random((1, 3, 8, 8), dtype="float32")
+    a.set_input("x", x)
+    a.run()
+    want = a.get_output("pooled").numpy()
+    a.set_input("const_0", np.zeros_like(factory["get_params"]()["const_0"].numpy()))
+    assert a.module.get_input("const_0").data_ptr != ptr  # copy on write
+    b.set_input("x", x)
+    b.run()
+    np.testing.assert_array_equal(b.get_output("pooled").numpy(), want)
