@@ -4,7 +4,8 @@ Layout (format version :data:`PACKAGE_FORMAT_VERSION`)::
 
     package.json          {"format": "ember-package", "version": 2, "library": "mod.so",
                            "mod_name": ..., "target": ..., "library_sha256": ...,
-                           "external_artifacts": ["graph_executor/params.bin"]}
+                           "external_artifacts": ["graph_executor/params.bin"],
+                           "inputs": ["x"], "outputs": ["probs"]}   (the ONNX names)
     mod.so                export_library of the build: native code + embedded artifacts,
                           except the external ones
     artifacts/...         the whole ArtifactSet saved as a readable tree (C sources,
@@ -47,12 +48,14 @@ def write_package_files(
     mod_name: str = "default",
     target: str = "",
     external: Sequence[str] = (),
+    interface: Mapping[str, list[str]] | None = None,
 ) -> Path:
     """Write the package tar: ``library`` as mod.so, ``artifact_files`` under artifacts/.
 
     ``artifact_files`` maps a path inside a saved ArtifactSet tree (``c/lib0.c``,
     ``manifest.json``) to its bytes; ``external`` names those of them (``codegen_id/
-    file_name``) the library does not embed.
+    file_name``) the library does not embed; ``interface`` the model's ``inputs`` and
+    ``outputs`` names, recorded in package.json for people and tools.
     """
     files = {LIBRARY_NAME: library}
     for name in sorted(artifact_files):
@@ -66,6 +69,7 @@ def write_package_files(
         # binds the readable tree to the library: ember inspect and ember run check it
         "library_sha256": hashlib.sha256(library).hexdigest(),
         "external_artifacts": sorted(external),
+        **dict(interface or {}),
     }
     files[PACKAGE_JSON] = (json.dumps(meta, sort_keys=True, indent=2) + "\n").encode()
     return write_tar(path, files)

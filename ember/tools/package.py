@@ -23,8 +23,9 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from ember.errors import ArtifactError, SerializationError
-from ember.executor.metadata_module import PARAMS_FILE, load_metadata_module
+from ember.executor.metadata_module import METADATA_FILE, PARAMS_FILE, load_metadata_module
 from ember.formats.dtypes import dtype_name
+from ember.formats.metadata import ModelMetadata
 from ember.formats.package import (
     ARTIFACTS_DIR,
     LIBRARY_NAME,
@@ -76,8 +77,23 @@ def write_package(
         }
     names = [f"{a.codegen_id}/{a.file_name}" for a in external]
     return write_package_files(
-        path, library, tree, mod_name=mod_name, target=target, external=names
+        path,
+        library,
+        tree,
+        mod_name=mod_name,
+        target=target,
+        external=names,
+        interface=_interface(artifacts),
     )
+
+
+def _interface(artifacts: ArtifactSet) -> dict[str, list[str]]:
+    """The model's input and output names (the ONNX names), from its metadata.json."""
+    for art in artifacts:
+        if isinstance(art, Artifact) and art.file_name == METADATA_FILE:
+            md = ModelMetadata.from_json(art.content)
+            return {"inputs": [p.name for p in md.inputs], "outputs": [p.name for p in md.outputs]}
+    return {}
 
 
 def load_package(

@@ -1,5 +1,6 @@
 """Packages hold each weight once; loading one reads the weights once; load_module takes tars."""
 
+import json
 import tarfile
 
 import numpy as np
@@ -82,3 +83,10 @@ def test_aot_executors_share_the_package_weights(tmp_path):
     b.set_input("x", x)
     b.run()
     np.testing.assert_array_equal(b.get_output("pooled").numpy(), want)
+
+
+def test_package_json_names_inputs_and_outputs(package):
+    with tarfile.open(package) as tar:
+        meta = json.loads(tar.extractfile("package.json").read())
+    assert meta["inputs"] == ["x"] and meta["outputs"] == ["probs", "pooled"]
+    assert meta["version"] == 2 and meta["external_artifacts"] == ["graph_executor/params.bin"]
