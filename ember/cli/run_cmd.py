@@ -174,9 +174,7 @@ def run(args: argparse.Namespace) -> int:
             top = np.argsort(-flat, kind="stable")[: args.print_top]
             print("  top: " + ", ".join(f"[{j}] {flat[j]:.6g}" for j in top))
     if args.outputs:
-        buf = io.BytesIO()
-        np.savez(buf, **dict(zip(names, outputs, strict=True)))
-        write_file_atomic(args.outputs, buf.getvalue())
+        write_file_atomic(args.outputs, npz_bytes(dict(zip(names, outputs, strict=True))))
         print(f"wrote {args.outputs}")
     if args.print_time:
         res = ge.benchmark(dev, repeat=args.repeat, number=args.number)
@@ -187,6 +185,17 @@ def run(args: argparse.Namespace) -> int:
     if args.profile or args.profile_json or args.trace:
         write_profile(ge.profile(), args.profile_json, args.trace)
     return 0
+
+
+def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
+    """An .npz of ``arrays`` by name, as ``numpy.savez`` writes it, for any name (an ONNX
+    output may be called ``file``, which ``savez(file, **arrays)`` cannot take)."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as archive:
+        for name, value in arrays.items():
+            with archive.open(name + ".npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=False)
+    return buf.getvalue()
 
 
 def write_profile(report: ProfileReport, json_path: Path | None, trace: Path | None) -> None:

@@ -1,5 +1,6 @@
 """Names end to end: ONNX output and node names in executors, npz files, profiles, traces."""
 
+import io
 import json
 
 import numpy as np
@@ -9,6 +10,7 @@ from names_models import two_output_model
 
 import ember
 from ember.cli.main import main
+from ember.cli.run_cmd import npz_bytes
 from ember.errors import ExecutorError
 from ember.executor import AotExecutor, GraphExecutor
 from ember.frontend.onnx import from_onnx
@@ -66,3 +68,10 @@ def test_run_writes_npz_by_name_and_profile_exports(tmp_path, capsys):
     ends = [e["ts"] + e["dur"] for e in complete]
     assert all(b["ts"] >= a - 1e-3 for a, b in zip(ends, complete[1:], strict=False))
     assert any("sig_a" in e["args"]["onnx_nodes"] for e in complete)
+
+
+def test_npz_keeps_names_numpy_savez_cannot_take():
+    arrays = {"file": np.arange(3), "allow_pickle": np.ones((2, 2), "float32")}
+    loaded = np.load(io.BytesIO(npz_bytes(arrays)))
+    assert sorted(loaded.files) == ["allow_pickle", "file"]
+    np.testing.assert_array_equal(loaded["file"], arrays["file"])
