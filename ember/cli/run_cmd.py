@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import sys
 import tempfile
 import zipfile
@@ -18,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ember.errors import EmberValueError, ModuleLoadError, SerializationError
-from ember.executor import AotExecutor, GraphExecutor
+from ember.executor import AotExecutor, GraphExecutor, ProfileReport
 from ember.runtime.device import cpu
 from ember.runtime.library_module import load_module
 from ember.runtime.module import Module
@@ -39,7 +40,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--print-time", action="store_true", help="time the model")
     parser.add_argument("--repeat", type=int, default=5, help="timing repeats (--print-time)")
     parser.add_argument("--number", type=int, default=10, help="runs per repeat (--print-time)")
-    parser.add_argument("--profile", action="store_true", help="print a per-node time table")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="print a per-kernel time table (with the ONNX nodes fused into each) and totals "
+        "per ONNX op type",
+    )
+    parser.add_argument(
+        "--profile-json",
+        type=Path,
+        metavar="OUT.json",
+        help="write the profile as JSON (rows, per-op-type and per-kernel totals); implies "
+        "--profile",
+    )
+    parser.add_argument(
+        "--trace",
+        type=Path,
+        metavar="OUT.json",
+        help="write the profile as a Chrome/Perfetto trace (Trace Event Format; open it in "
+        "ui.perfetto.dev or chrome://tracing); implies --profile",
+    )
     parser.add_argument(
         "--print-top",
         type=int,
@@ -107,8 +127,11 @@ def _check_args(args: argparse.Namespace) -> None:
             f"{args.package}: not a regular file (a directory, FIFO or device is refused); "
             "pass a package from 'ember compile' or an exported .so"
         )
-    if args.outputs is not None and args.outputs.is_dir():
-        raise EmberValueError(f"--outputs {args.outputs} is a directory; pass an .npz file path")
+    for flag, path in (("--outputs", args.outputs), ("--profile-json", args.profile_json)):
+        if path is not None and path.is_dir():
+            raise EmberValueError(f"{flag} {path} is a directory; pass a file path")
+    if args.trace is not None and args.trace.is_dir():
+        raise EmberValueError(f"--trace {args.trace} is a directory; pass a .json file path")
 
 
 def load_factory(package: Path) -> tuple[Module, str]:
@@ -143,16 +166,15 @@ def run(args: argparse.Namespace) -> int:
         ge.set_input(name, value)
     ge.run()
     outputs = [ge.get_output(i).numpy() for i in range(ge.get_num_outputs())]
+    names = ge.get_output_names()
     for i, out in enumerate(outputs):
-        print(f"output {i}: shape {list(out.shape)} dtype {out.dtype}")
+        print(f"output {i}: shape {list(out.shape)} dtype {out.dtype} name {names[i]!r}")
         if args.print_top and i == 0:
             flat = out.reshape(-1)
             top = np.argsort(-flat, kind="stable")[: args.print_top]
             print("  top: " + ", ".join(f"[{j}] {flat[j]:.6g}" for j in top))
     if args.outputs:
-        buf = io.BytesIO()
-        np.savez(buf, **{f"output_{i}": o for i, o in enumerate(outputs)})
-        write_file_atomic(args.outputs, buf.getvalue())
+        write_file_atomic(args.outputs, npz_bytes(dict(zip(names, outputs, strict=True))))
         print(f"wrote {args.outputs}")
     if args.print_time:
         res = ge.benchmark(dev, repeat=args.repeat, number=args.number)
@@ -160,7 +182,28 @@ def run(args: argparse.Namespace) -> int:
             f"latency ms: mean {res.mean * 1e3:.3f}  median {res.median * 1e3:.3f}  "
             f"std {res.std * 1e3:.3f}  ({args.repeat} x {args.number} runs)"
         )
-    if args.profile:
-        sys.stdout.write(str(ge.profile()))
-        sys.stdout.write("\n")
+    if args.profile or args.profile_json or args.trace:
+        write_profile(ge.profile(), args.profile_json, args.trace)
     return 0
+
+
+def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
+    """An .npz of ``arrays`` by name, as ``numpy.savez`` writes it, for any name (an ONNX
+    output may be called ``file``, which ``savez(file, **arrays)`` cannot take)."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as archive:
+        for name, value in arrays.items():
+            with archive.open(name + ".npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=False)
+    return buf.getvalue()
+
+
+def write_profile(report: ProfileReport, json_path: Path | None, trace: Path | None) -> None:
+    """Print the per-kernel table and the per-op-type totals; write the JSON exports."""
+    sys.stdout.write(report.table() + "\n\n" + report.op_type_table() + "\n")
+    if json_path is not None:
+        write_file_atomic(json_path, report.to_json().encode())
+        print(f"wrote {json_path}")
+    if trace is not None:
+        write_file_atomic(trace, json.dumps(report.chrome_trace(), indent=1).encode())
+        print(f"wrote {trace} (open it in ui.perfetto.dev or chrome://tracing)")

@@ -52,7 +52,13 @@ from ember.executor.profile import ProfileReport
 from ember.formats.dtypes import numpy_dtype
 from ember.formats.graph_json import GraphJSON
 from ember.formats.memory_map import MEMORY_MAP_FILE, MemoryMap
-from ember.formats.metadata import FunctionInfo, ModelMetadata, ParameterInfo, graph_metadata
+from ember.formats.metadata import (
+    STORAGE_ALIGNMENT,
+    FunctionInfo,
+    ModelMetadata,
+    ParameterInfo,
+    graph_metadata,
+)
 from ember.formats.params import load_params as parse_params
 from ember.runtime import ndarray
 from ember.runtime.artifact import METADATA_LOADER, AnyArtifact, Artifact
@@ -71,6 +77,8 @@ FUNCTIONS = (
     "get_num_inputs",
     "get_num_outputs",
     "get_output",
+    "get_output_index",
+    "get_output_names",
     "load_params",
     "profile",
     "run",
@@ -145,8 +153,9 @@ class AotExecutorModule(Module):
         self._args.append(self.workspace)
         self._profiler: GraphExecutorModule | None = None
         self.import_module(top.host)
+        self._shared: set[int] = set()  # constants living in the factory's arrays
         for p in md.params:
-            self._arrays[self._index[p.name]].copyfrom(np.ascontiguousarray(top.params[p.name]))
+            self._share(self._index[p.name], np.asarray(top.params[p.name]))
 
     def lock(self) -> threading.RLock:
         """The executor's lock: hold it (``with mod.lock():``) around set_input/run/get_output
@@ -201,8 +210,26 @@ class AotExecutorModule(Module):
                 f"{info.dtype}, got shape {shape} and dtype {dtype}; convert it with "
                 f"np.asarray(x, dtype='{info.dtype}').reshape({info.shape})"
             )
+        if index in self._shared:  # copy on write: the factory's array is never written
+            self._shared.discard(index)
+            self._rebind(index, ndarray.empty(info.shape, info.dtype, self.device))
         self._arrays[index].copyfrom(value)
         self._unset.discard(info.name)
+
+    def _share(self, index: int, value: np.ndarray) -> None:
+        """Run on the factory's array itself when it fits (no copy), else copy it."""
+        info = self._infos[index]
+        fits = value.shape == info.shape and str(value.dtype) == info.dtype
+        if fits and value.flags.c_contiguous and value.ctypes.data % STORAGE_ALIGNMENT == 0:
+            self._rebind(index, ndarray.from_numpy_view(value, self.device))
+            self._shared.add(index)
+        else:
+            self._arrays[index].copyfrom(np.ascontiguousarray(value))
+
+    def _rebind(self, index: int, array: NDArray) -> None:
+        old = self._arrays[index]
+        self._arrays[index] = array
+        self._args = [array if a is old else a for a in self._args]
 
     @synchronized
     def get_input(self, key: int | str) -> NDArray:
@@ -222,11 +249,21 @@ class AotExecutorModule(Module):
         """Number of outputs."""
         return len(self._outputs)
 
+    def get_output_names(self) -> list[str]:
+        """The output names, in output order (the ONNX names for an imported model)."""
+        return [p.name for p in self.metadata.outputs]
+
+    def get_output_index(self, name: str) -> int:
+        """Index of output ``name``, or -1."""
+        names = self.get_output_names()
+        return names.index(name) if name in names else -1
+
     @synchronized
-    def get_output(self, index: int, out: Any = None) -> Any:
-        """Output ``index`` as a view of executor memory, or copied into ``out``."""
-        array = self._outputs[output_index(index, len(self._outputs))]
-        return hand_out(array, array.numpy(), int(index), out)
+    def get_output(self, index: int | str, out: Any = None) -> Any:
+        """Output ``index`` (or name) as a view of executor memory, or copied into ``out``."""
+        k = output_index(index, len(self._outputs), self.get_output_names())
+        array = self._outputs[k]
+        return hand_out(array, array.numpy(), k, out)
 
     @synchronized
     def run(self) -> None:

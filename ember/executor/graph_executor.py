@@ -104,9 +104,18 @@ class GraphExecutor:
         arr: NDArray = self._get_input(index)
         return out.copyfrom(arr) if out is not None else arr
 
-    def get_output(self, index: int, out: Any = None) -> Any:
-        """Output ``index`` (a view overwritten by the next run), or copied into ``out``."""
+    def get_output(self, index: int | str, out: Any = None) -> Any:
+        """Output ``index`` or name (a view overwritten by the next run), or copied into
+        ``out``."""
         return self._get_output(index, out)
+
+    def get_output_index(self, name: str) -> int:
+        """Index of output ``name`` (its ONNX name for an imported model), or -1."""
+        return int(self.module["get_output_index"](name))
+
+    def get_output_names(self) -> list[str]:
+        """The output names in output order (``output0``... when the model had none)."""
+        return list(self.module["get_output_names"]())
 
     def get_num_inputs(self) -> int:
         """Number of argument nodes (inputs and parameters, as in TVM)."""

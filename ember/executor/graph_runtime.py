@@ -27,10 +27,10 @@ import numpy as np
 
 from ember.errors import EmberTypeError, EmberValueError, ExecutorError
 from ember.executor.graph_plan import GraphPlan
-from ember.executor.interface import hand_out, output_index, resolve_input
+from ember.executor.interface import hand_out, output_index, output_names, resolve_input
 from ember.executor.locking import new_lock, synchronized
-from ember.executor.profile import ProfileReport, make_report
-from ember.formats.graph_json import GraphJSON, load_graph_json
+from ember.executor.profile import ProfileReport, make_report, node_sources
+from ember.formats.graph_json import GraphJSON, OpAttrs, load_graph_json
 from ember.formats.metadata import STORAGE_ALIGNMENT
 from ember.formats.params import load_params as parse_params
 from ember.runtime import ndarray
@@ -67,6 +67,8 @@ FUNCTIONS = (
     "get_num_inputs",
     "get_num_outputs",
     "get_output",
+    "get_output_index",
+    "get_output_names",
     "debug_get_output",
     "load_params",
     "profile",
@@ -108,7 +110,9 @@ class GraphExecutorModule(Module):
         self._input_index = {name: i for i, name in enumerate(self._input_names)}
         self._input_eids = [g.node_row_ptr[nid] for nid in g.arg_nodes]
         self._output_eids = g.output_entry_ids()
+        self._output_names = output_names(g.output_names, len(self._output_eids))
         self._param_names: set[str] = set()
+        self._shared: set[int] = set()  # parameter entries living in a factory's arrays
         self._unset: set[str] = set(self._input_names)
         self._timings = [0] * len(self.plan.calls)
         self._timed_runs = 0
@@ -164,6 +168,7 @@ class GraphExecutorModule(Module):
         index = self._resolve_input(key, "set_input")
         name = self._input_names[index]
         eid = self._input_eids[index]
+        self._own(eid)
         view = self.plan.arrays[eid]
         if type(value) is np.ndarray and value.shape == view.shape and value.dtype == view.dtype:
             np.copyto(view, value)  # the common case, checked in full above
@@ -228,6 +233,7 @@ class GraphExecutorModule(Module):
                 f"set_input_zero_copy: input {name!r} shares storage {sid} with entries "
                 f"{sharing[:8]} of the graph, so it cannot move; use set_input"
             )
+        self._shared.discard(eid)
         self.plan.rebind(eid, value)
         self._unset.discard(name)
 
@@ -236,6 +242,41 @@ class GraphExecutorModule(Module):
         """The executor's array of input ``key`` (a view: writing it changes the input)."""
         index = self._resolve_input(key, "get_input")
         return self.plan.entries[self._input_eids[index]]
+
+    @synchronized
+    def share_params(self, params: Mapping[str, np.ndarray]) -> None:
+        """Let parameters live in the caller's arrays (no copy) where they can, else copy.
+
+        Shared arrays are only read by the kernels; a later ``set_input`` (or
+        ``load_params``) of a shared parameter first gives the entry memory of its own, so
+        the caller's array is never written.
+        """
+        for name in sorted(params):
+            index = self._input_index.get(name)
+            if index is None:
+                continue
+            value = np.asarray(params[name])
+            eid = self._input_eids[index]
+            sid = self.graph.storage_id[eid]
+            alone = sum(1 for s in self.graph.storage_id if s == sid) == 1
+            fits = (
+                value.shape == self.graph.shape[eid] and str(value.dtype) == self.graph.dltype[eid]
+            )
+            aligned = value.flags.c_contiguous and value.ctypes.data % STORAGE_ALIGNMENT == 0
+            if alone and fits and aligned and value.nbytes:
+                self.plan.rebind(eid, ndarray.from_numpy_view(value, self.device))
+                self._shared.add(eid)
+                self._unset.discard(name)
+            else:
+                self.set_input(name, value)
+            self._param_names.add(name)
+
+    def _own(self, eid: int) -> None:
+        """Give a shared parameter entry memory of its own before it is written."""
+        if eid in self._shared:
+            self._shared.discard(eid)
+            shape, dtype = self.graph.shape[eid], self.graph.dltype[eid]
+            self.plan.rebind(eid, ndarray.empty(shape, dtype, self.device))
 
     @synchronized
     def load_params(self, params: Mapping[str, Any] | bytes | bytearray) -> None:
@@ -251,11 +292,20 @@ class GraphExecutorModule(Module):
         """Number of graph outputs."""
         return len(self._output_eids)
 
+    def get_output_names(self) -> list[str]:
+        """The output names, in output order (the ONNX names for an imported model)."""
+        return list(self._output_names)
+
+    def get_output_index(self, name: str) -> int:
+        """Index of output ``name``, or -1."""
+        return self._output_names.index(name) if name in self._output_names else -1
+
     @synchronized
-    def get_output(self, index: int, out: Any = None) -> Any:
-        """Output ``index`` as a view of executor memory, or copied into ``out``."""
-        eid = self._output_eids[output_index(index, len(self._output_eids))]
-        return hand_out(self.plan.entries[eid], self.plan.arrays[eid], int(index), out)
+    def get_output(self, index: int | str, out: Any = None) -> Any:
+        """Output ``index`` (or name) as a view of executor memory, or copied into ``out``."""
+        k = output_index(index, len(self._output_eids), self._output_names)
+        eid = self._output_eids[k]
+        return hand_out(self.plan.entries[eid], self.plan.arrays[eid], k, out)
 
     # ------------------------------------------------------------------ running
     @synchronized
@@ -340,4 +390,9 @@ class GraphExecutorModule(Module):
             dtypes,
             totals,
             runs,
+            [node_sources(_extra(g.nodes[c.node_id].attrs)) for c in calls],
         )
+
+
+def _extra(attrs: OpAttrs | None) -> tuple[tuple[str, str], ...]:
+    return attrs.extra if attrs is not None else ()

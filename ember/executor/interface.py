@@ -29,15 +29,25 @@ def resolve_input(key: Any, names: Sequence[str], index: Mapping[str, int], what
     return int(key)
 
 
-def output_index(index: Any, count: int) -> int:
-    """Check an output index against ``count`` outputs."""
+def output_index(index: Any, count: int, names: Sequence[str] = ()) -> int:
+    """Check an output index against ``count`` outputs; a str is looked up in ``names``."""
+    if isinstance(index, str):
+        if index not in names:
+            known = ", ".join(repr(n) for n in names)
+            raise ExecutorError(f"get_output: the model has no output {index!r}; outputs: {known}")
+        return list(names).index(index)
     if isinstance(index, bool) or not isinstance(index, int | np.integer):
-        raise ExecutorError(f"get_output: expected an integer index, got {index!r}")
+        raise ExecutorError(f"get_output: expected an output name or index, got {index!r}")
     if not 0 <= index < count:
         raise ExecutorError(
             f"get_output: output index {index} is out of range; the model has {count} outputs"
         )
     return int(index)
+
+
+def output_names(names: Sequence[str] | None, count: int) -> list[str]:
+    """The model's output names (e.g. ONNX's), else ``output0``, ``output1``, ..."""
+    return list(names) if names else [f"output{i}" for i in range(count)]
 
 
 def hand_out(array: NDArray, view: np.ndarray, index: int, out: Any) -> Any:

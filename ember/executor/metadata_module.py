@@ -144,7 +144,9 @@ class MetadataModule(Module):
 def _graph_executor_factory(top: MetadataModule, device: Device, debug: bool) -> Module:
     """The built-in ``"graph"`` executor factory."""
     assert top.graph is not None  # load_metadata_module requires graph.json for "graph"
-    return GraphExecutorModule(top.graph, top.host, device, top.params, debug=debug)
+    module = GraphExecutorModule(top.graph, top.host, device, None, debug=debug)
+    module.share_params(top.params)  # one copy of the weights however many executors
+    return module
 
 
 def _by_file(artifacts: Sequence[Artifact]) -> dict[str, Artifact]:
@@ -194,8 +196,13 @@ def _check_consistent(
         )
 
 
-def load_metadata_module(artifacts: Sequence[Artifact], host: Module) -> MetadataModule:
-    """``runtime.module.loadbinary_metadata``: the metadata artifacts + host -> top module."""
+def load_metadata_module(
+    artifacts: Sequence[Artifact], host: Module, params: Mapping[str, np.ndarray] | None = None
+) -> MetadataModule:
+    """``runtime.module.loadbinary_metadata``: the metadata artifacts + host -> top module.
+
+    ``params`` are parameters read elsewhere (a package keeps them beside the library, read
+    straight into aligned arrays); they replace a ``params.bin`` artifact."""
     files = _by_file(list(artifacts))
     try:
         metadata = ModelMetadata.from_json(files[METADATA_FILE].content)
@@ -216,7 +223,8 @@ def load_metadata_module(artifacts: Sequence[Artifact], host: Module) -> Metadat
         graph = (
             load_graph_json(files[GRAPH_JSON_FILE].content) if GRAPH_JSON_FILE in files else None
         )
-        params = load_params(files[PARAMS_FILE].content) if PARAMS_FILE in files else {}
+        if params is None:
+            params = load_params(files[PARAMS_FILE].content) if PARAMS_FILE in files else {}
     except SerializationError as exc:
         raise ModuleLoadError(f"cannot load the model's metadata artifacts: {exc}") from exc
     _check_consistent(graph, params, metadata)

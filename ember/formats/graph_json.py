@@ -120,6 +120,8 @@ class GraphJSON:
     shape: tuple[tuple[int, ...], ...]
     dltype: tuple[str, ...]
     device_index: tuple[int, ...] | None = None
+    #: the model's output names (e.g. ONNX's), one per head; None: positional names
+    output_names: tuple[str, ...] | None = None
 
     @classmethod
     def create(
@@ -130,6 +132,7 @@ class GraphJSON:
         dltype: Sequence[str],
         storage_id: Sequence[int] | None = None,
         device_index: Sequence[int] | None = None,
+        output_names: Sequence[str] | None = None,
     ) -> GraphJSON:
         """Build and validate a graph, deriving ``arg_nodes`` and ``node_row_ptr`` from nodes.
 
@@ -147,6 +150,7 @@ class GraphJSON:
             shape=tuple(tuple(int(d) for d in s) for s in shape),
             dltype=tuple(dltype),
             device_index=tuple(device_index) if device_index is not None else None,
+            output_names=tuple(output_names) if output_names is not None else None,
         )
         return load_graph_json(graph.to_json())  # one validation path for built and read graphs
 
@@ -176,6 +180,8 @@ class GraphJSON:
         }
         if self.device_index is not None:
             attrs["device_index"] = ["list_int", list(self.device_index)]
+        if self.output_names is not None:
+            attrs["output_names"] = ["list_str", list(self.output_names)]
         return {
             "nodes": [n.to_json() for n in self.nodes],
             "arg_nodes": list(self.arg_nodes),
@@ -362,7 +368,7 @@ def load_graph_json(text: str | bytes) -> GraphJSON:
     if not heads:
         raise _fail("heads", "is empty; a graph needs at least one output")
     attrs = obj["attrs"]
-    _keys(attrs, "attrs", ("storage_id", "shape", "dltype"), ("device_index",))
+    _keys(attrs, "attrs", ("storage_id", "shape", "dltype"), ("device_index", "output_names"))
     storage = tuple(
         _int(s, "attrs.storage_id", 0, max(n - 1, 0))
         for s in _typed_list(attrs, "storage_id", "list_int", n)
@@ -381,8 +387,22 @@ def load_graph_json(text: str | bytes) -> GraphJSON:
             _int(d, "attrs.device_index", 0, 1 << 16)
             for d in _typed_list(attrs, "device_index", "list_int", n)
         )
+    output_names = None
+    if "output_names" in attrs:
+        raw = _typed_list(attrs, "output_names", "list_str", len(heads))
+        if not all(isinstance(x, str) and x for x in raw) or len(set(raw)) != len(raw):
+            raise _fail("attrs.output_names", "must be unique non-empty strings")
+        output_names = tuple(raw)
     return GraphJSON(
-        tuple(nodes), arg_nodes, heads, tuple(row_ptr), storage, shape, dltype, device_index
+        tuple(nodes),
+        arg_nodes,
+        heads,
+        tuple(row_ptr),
+        storage,
+        shape,
+        dltype,
+        device_index,
+        output_names,
     )
 
 

@@ -251,7 +251,9 @@ def graph_metadata(
             consts.append(ParameterInfo(node.name, arr.shape, dtype_name(arr.dtype), node.name))
         else:
             inputs.append(info(eid, node.name))
-    outputs = [info(eid, f"output{i}") for i, eid in enumerate(graph.output_entry_ids())]
+    eids = graph.output_entry_ids()
+    out_names = graph.output_names or tuple(f"output{i}" for i in range(len(eids)))
+    outputs = [info(eid, name) for eid, name in zip(eids, out_names, strict=True)]
     sizes = storage_sizes(graph)
     arg_sids = {graph.storage_id[graph.node_row_ptr[n]] for n in graph.arg_nodes}
     out_sids = {graph.storage_id[e] for e in graph.output_entry_ids()}

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import struct
 import sys
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -92,12 +92,20 @@ def _encode_array(name: str, arr: np.ndarray) -> bytes:
     return header + shape + struct.pack("<q", len(payload)) + payload
 
 
+#: Makes the array one parameter is read into: ``alloc(shape, numpy dtype) -> np.ndarray``.
+Allocator = Callable[[tuple[int, ...], np.dtype], np.ndarray]
+
+
 class _Reader:
     """A bounds-checked cursor over a byte string."""
 
-    def __init__(self, blob: bytes) -> None:
+    def __init__(self, blob: bytes | memoryview) -> None:
         self.blob = memoryview(blob)
         self.pos = 0
+
+    def read_into(self, target: memoryview, what: str) -> None:
+        """Copy the next ``len(target)`` bytes into ``target``."""
+        target[:] = self.take(len(target), what)
 
     def remaining(self) -> int:
         """Bytes not yet read."""
@@ -119,6 +127,46 @@ class _Reader:
         return fmt.unpack(self.take(fmt.size, what))
 
 
+class _FileReader(_Reader):
+    """The same cursor over ``size`` bytes of an open binary file, read as needed."""
+
+    def __init__(self, file: BinaryIO, size: int) -> None:
+        self.file = file
+        self.size = size
+        self.pos = 0
+
+    def remaining(self) -> int:
+        """Bytes not yet read."""
+        return self.size - self.pos
+
+    def take(self, n: int, what: str) -> memoryview:
+        """Read ``n`` bytes or raise naming ``what`` and the offset."""
+        self._check(n, what)
+        data = self.file.read(n)
+        if len(data) != n:
+            raise SerializationError(f"params file ended early while reading {what}")
+        self.pos += n
+        return memoryview(data)
+
+    def read_into(self, target: memoryview, what: str) -> None:
+        """Read the next ``len(target)`` bytes straight into ``target`` (no copy)."""
+        self._check(len(target), what)
+        done = 0
+        while done < len(target):
+            got = self.file.readinto(target[done:])  # type: ignore[attr-defined]
+            if not got:
+                raise SerializationError(f"params file ended early while reading {what}")
+            done += got
+        self.pos += done
+
+    def _check(self, n: int, what: str) -> None:
+        if n < 0 or n > self.remaining():
+            raise SerializationError(
+                f"params blob truncated: {what} at byte {self.pos} needs {n} bytes but only "
+                f"{self.remaining()} remain; the file is incomplete or not a .params file"
+            )
+
+
 _U64 = struct.Struct("<Q")
 _I64 = struct.Struct("<q")
 
@@ -129,7 +177,16 @@ def load_params(blob: bytes | bytearray | memoryview) -> dict[str, np.ndarray]:
         raise SerializationError(
             f"load_params expects bytes, got {type(blob).__name__}; read the file in binary mode"
         )
-    r = _Reader(bytes(blob))
+    return _parse(_Reader(bytes(blob)), None)
+
+
+def read_params(file: BinaryIO, size: int, alloc: Allocator) -> dict[str, np.ndarray]:
+    """Parse ``size`` bytes of ``.params`` from ``file``, reading each array's data straight
+    into ``alloc(shape, dtype)`` (e.g. a view of an aligned NDArray): no second copy."""
+    return _parse(_FileReader(file, size), alloc)
+
+
+def _parse(r: _Reader, alloc: Allocator | None) -> dict[str, np.ndarray]:
     (magic,) = r.unpack(_U64, "list magic")
     if magic != PARAMS_LIST_MAGIC:
         raise SerializationError(
@@ -162,7 +219,7 @@ def load_params(blob: bytes | bytearray | memoryview) -> dict[str, np.ndarray]:
     for name in names:
         if name in out:
             raise SerializationError(f"params blob names parameter {name!r} twice")
-        out[name] = _decode_array(r, name)
+        out[name] = _decode_array(r, name, alloc)
     if r.remaining():
         raise SerializationError(
             f"params blob has {r.remaining()} trailing bytes after the last array"
@@ -170,7 +227,7 @@ def load_params(blob: bytes | bytearray | memoryview) -> dict[str, np.ndarray]:
     return out
 
 
-def _decode_array(r: _Reader, name: str) -> np.ndarray:
+def _decode_array(r: _Reader, name: str, alloc: Allocator | None = None) -> np.ndarray:
     """Read one array record, checking magic, ndim, dtype, shape and byte size."""
     fields = r.unpack(_ARRAY_HEADER, f"header of array {name!r}")
     magic, _reserved, _dev_type, _dev_id, ndim, code, bits, lanes = fields
@@ -198,6 +255,13 @@ def _decode_array(r: _Reader, name: str) -> np.ndarray:
             f"array {name!r}: byte size {nbytes} does not match shape {list(shape)} of "
             f"{dtype} ({expected} bytes)"
         )
+    if alloc is not None and (sys.byteorder == "little" or npdt.itemsize == 1):
+        target = alloc(tuple(shape), npdt)
+        raw = target.view(np.uint8) if dtype == "bool" else target
+        r.read_into(memoryview(raw).cast("B"), f"data of array {name!r}")  # type: ignore[arg-type]
+        if dtype == "bool":
+            np.not_equal(raw, 0, out=target)
+        return target
     data = r.take(nbytes, f"data of array {name!r}")
     if dtype == "bool":  # any non-zero byte is True, as in C
         return (np.frombuffer(data, dtype=np.uint8) != 0).reshape(shape)

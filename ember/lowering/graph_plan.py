@@ -14,6 +14,7 @@ are never reused.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -106,10 +107,36 @@ def _group_name(func: Function) -> str:
     return f"{kind}_" * bool(kind) + ("fused_" if len(names) > 1 else "") + stem
 
 
+def source_attrs(func: Function, op_types: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """A kernel node's record of what it computes, as graph JSON string attributes (JSON
+    lists): ``onnx_nodes`` (the source node names fused into it, in order),
+    ``onnx_op_types`` (their op types, where the frontend recorded them) and ``ops`` (the IR
+    ops)."""
+    nodes: list[str] = []
+    ops: list[str] = []
+    for node in post_order(func.body):
+        if isinstance(node, Call) and isinstance(node.op, OpDef):
+            ops.append(node.op.name)
+            if node.name and node.name not in nodes:
+                nodes.append(node.name)
+    known = [n for n in nodes if n in op_types]
+    if known:  # names a handler derived (``conv_bias``) belong to a node already listed
+        nodes = known
+    types = [op_types[n] for n in known]
+    return (
+        ("onnx_nodes", json.dumps(nodes)),
+        ("onnx_op_types", json.dumps(types)),
+        ("ops", json.dumps(ops)),
+    )
+
+
 class _Planner:
     """Walks ``main`` once, building nodes, params and kernels in a deterministic order."""
 
-    def __init__(self, params: Mapping[str, np.ndarray]) -> None:
+    def __init__(
+        self, params: Mapping[str, np.ndarray], op_types: Mapping[str, str] | None = None
+    ) -> None:
+        self.op_types: Mapping[str, str] = op_types or {}
         self.params: dict[str, np.ndarray] = dict(params)
         self.nodes: list[Node] = []
         self.types: list[list[TensorType]] = []
@@ -158,7 +185,9 @@ class _Planner:
         name = self.kernel_name(func)
         func_name = self.shared_kernel(func, name)
         out_types = _flat_types(func.ret_type)
-        attrs = OpAttrs(func_name, num_inputs=len(inputs), num_outputs=len(out_types))
+        attrs = OpAttrs(
+            func_name, len(inputs), len(out_types), extra=source_attrs(func, self.op_types)
+        )
         self.nodes.append(Node(OP_KERNEL, name, tuple(inputs), attrs))
         self.types.append(out_types)
         nid = len(self.nodes) - 1
@@ -197,7 +226,10 @@ class _Planner:
 def plan_graph(mod: IRModule, params: Mapping[str, np.ndarray] | None = None) -> GraphPlan:
     """Turn a fused module's ``main`` into graph JSON, parameters and kernels to lower."""
     main = mod.main
-    planner = _Planner(params or {})
+    raw_types = mod.attrs.get("onnx_op_types")
+    pairs = raw_types if isinstance(raw_types, list | tuple) else []
+    op_types = {str(p[0]): str(p[1]) for p in pairs if isinstance(p, list | tuple) and len(p) == 2}
+    planner = _Planner(params or {}, op_types)
     for var in main.params:
         ty = var.type
         if not isinstance(ty, TensorType):
@@ -209,7 +241,13 @@ def plan_graph(mod: IRModule, params: Mapping[str, np.ndarray] | None = None) ->
     shapes = [t.shape for types in planner.types for t in types]
     dtypes = [t.dtype for types in planner.types for t in types]
     storage = _plan_storage(planner.nodes, planner.types, heads)
-    graph = GraphJSON.create(planner.nodes, heads, shapes, dtypes, storage_id=storage)
+    out_names = mod.attrs.get("output_names")
+    names = [str(n) for n in out_names] if isinstance(out_names, list | tuple) else None
+    if names is not None and (len(names) != len(heads) or len(set(names)) != len(names)):
+        names = None  # a tuple-valued output or a repeated name: keep the positional names
+    graph = GraphJSON.create(
+        planner.nodes, heads, shapes, dtypes, storage_id=storage, output_names=names
+    )
     used = {planner.nodes[i].name for i in graph.arg_nodes}
     kept = {k: v for k, v in sorted(planner.params.items()) if k in used}
     return GraphPlan(graph, kept, dict(planner.kernels))

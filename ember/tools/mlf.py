@@ -28,7 +28,7 @@ from ember.errors import ArtifactError, ModuleLoadError, SerializationError
 from ember.formats.memory_map import MEMORY_MAP_FILE
 from ember.formats.metadata import ModelMetadata
 from ember.formats.mlf import METADATA_JSON, MLF_VERSION, check_metadata, host_path, other_path
-from ember.formats.package import PACKAGE_JSON
+from ember.formats.package import PACKAGE_JSON, package_index
 from ember.runtime.artifact import NATIVE_LOADER, Artifact
 from ember.runtime.artifact_set import ArtifactSet
 from ember.runtime.device import cpu
@@ -209,7 +209,7 @@ def load_mlf(path: str | os.PathLike[str]) -> Module:
 
 def _load_tar(path: str) -> Module:
     """``runtime.module.loadfile_tar``: an MLF tar, or an ember package."""
-    members = read_tar(path)
+    members = package_index(path)  # names only: a package's weights are not read twice
     if METADATA_JSON in members and PACKAGE_JSON not in members:
         return load_mlf(path)
     if PACKAGE_JSON in members:

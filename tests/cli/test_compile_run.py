@@ -41,7 +41,7 @@ def test_compile_run_inspect(tmp_path, capsys):
     np.savez(tmp_path / "in.npz", x=x)
     args = ["run", str(out), "--inputs", str(tmp_path / "in.npz"), "--outputs"]
     assert main([*args, str(tmp_path / "out.npz"), "--print-time", "--repeat", "2"]) == 0
-    got = np.load(tmp_path / "out.npz")["output_0"]
+    got = np.load(tmp_path / "out.npz")["y"]
     np.testing.assert_allclose(got, run_onnxruntime(_model(), {"x": x})[0], rtol=1e-5, atol=1e-6)
     printed = capsys.readouterr().out
     assert "latency ms" in printed and "output 0: shape [3, 4]" in printed
@@ -84,7 +84,7 @@ def test_aot_package_runs_and_shows_its_memory_map(tmp_path, capsys):
     np.savez(tmp_path / "in.npz", x=x)
     args = ["run", str(out), "--inputs", str(tmp_path / "in.npz"), "--outputs"]
     assert main([*args, str(tmp_path / "out.npz")]) == 0
-    got = np.load(tmp_path / "out.npz")["output_0"]
+    got = np.load(tmp_path / "out.npz")["y"]
     np.testing.assert_allclose(got, run_onnxruntime(_model(), {"x": x})[0], rtol=1e-5, atol=1e-6)
     capsys.readouterr()
     assert main(["inspect", str(out), "--show", "memory_map.json"]) == 0

@@ -73,7 +73,9 @@ def from_onnx(
     used = {id(e) for e in post_order(body) if isinstance(e, Var)}
     params = [init_vars[n] for n in init_names if id(init_vars[n]) in used]
     func = Function(tuple(input_vars) + tuple(params), body)
-    return IRModule.from_expr(func, name=graph.name or "main"), {
+    op_types = [[n.name or f"{n.op_type}_{i}", n.op_type] for i, n in enumerate(graph.node)]
+    names = {"output_names": [o.name for o in graph.output], "onnx_op_types": op_types}
+    return IRModule.from_expr(func, name=graph.name or "main", **names), {
         p.name: init_values[p.name] for p in params
     }
 
