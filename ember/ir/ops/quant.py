@@ -1,0 +1,107 @@
+"""Linear quantization (pattern BROADCAST): ``quantize`` and ``dequantize``.
+
+Both take ``(x, scale, zero_point)`` with ``scale`` and ``zero_point`` already shaped to
+broadcast against ``x`` (the ONNX importer turns per-axis and blocked parameters into such
+shapes). The arithmetic is the ONNX spec's and onnxruntime's, in float32:
+
+* ``quantize``: ``y = saturate(rint(x / scale) + zero_point)``, rounding half to even and
+  saturating to the range of ``dtype`` (int8, uint8, int16, uint16, int32).
+* ``dequantize``: ``y = float(x - zero_point) * scale``, the difference taken in int32
+  (exact for every integer input type), the result in the dtype of ``scale``.
+
+A requantization (int32 accumulator to int8/uint8) is ``quantize(multiply(cast(acc,
+float32), m), 1, zero_point)`` with ``m = s_x * s_w / s_y`` computed in float32: the same
+float multiply, round-half-even and saturation as onnxruntime's ``MlasRequantizeOutput``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ember.errors import IRError
+from ember.ir.op import Attr, Attrs, OpDef, OpPattern, register_op
+from ember.ir.ops.common import FLOAT_DTYPES, broadcast_shapes, check_dtype, np_dtype
+from ember.ir.types import TensorType, Type, canonical_dtype
+
+#: the integer types quantize can produce (and dequantize read, int32 included).
+QUANT_DTYPES: frozenset[str] = frozenset({"int8", "uint8", "int16", "uint16"})
+DEQUANT_DTYPES: frozenset[str] = QUANT_DTYPES | {"int32"}
+
+
+def quant_range(dtype: str) -> tuple[int, int]:
+    """The smallest and largest value of the integer ``dtype``."""
+    info = np.iinfo(np_dtype(dtype))
+    return int(info.min), int(info.max)
+
+
+def _check_params(types: Sequence[Type], op: str, xt: TensorType) -> TensorType:
+    scale = check_dtype(types[1], FLOAT_DTYPES, f"scale of '{op}'")
+    zp = check_dtype(types[2], DEQUANT_DTYPES, f"zero point of '{op}'")
+    for what, t in (("scale", scale), ("zero point", zp)):
+        if broadcast_shapes(xt.shape, t.shape, what=f"{what} of '{op}'") != xt.shape:
+            raise IRError(
+                f"{what} of '{op}' has shape {t.shape}, which does not broadcast to the "
+                f"input shape {xt.shape}; reshape it to one value per element of the axis"
+            )
+    return scale
+
+
+def _quantize_type(types: Sequence[Type], attrs: Attrs) -> Type:
+    x = check_dtype(types[0], FLOAT_DTYPES | {"int32"}, "input of 'quantize'")
+    _check_params(types, "quantize", x)
+    dtype = canonical_dtype(attrs["dtype"])
+    if dtype not in QUANT_DTYPES:
+        raise IRError(
+            f"'quantize' to {dtype} is not supported; use one of {', '.join(sorted(QUANT_DTYPES))}"
+        )
+    return TensorType(x.shape, dtype)
+
+
+def quantize_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    """rint(x / scale) + zero_point, saturated, computed in float32."""
+    x, scale, zp = xs
+    lo, hi = quant_range(canonical_dtype(attrs["dtype"]))
+    with np.errstate(all="ignore"):
+        v = np.asarray(x, np.float32) / np.asarray(scale, np.float32)
+        v = np.rint(v) + np.asarray(zp, np.float32)
+        v = np.clip(np.nan_to_num(v, nan=0.0), lo, hi)
+    return v.astype(np_dtype(canonical_dtype(attrs["dtype"])))
+
+
+def _dequantize_type(types: Sequence[Type], attrs: Attrs) -> Type:
+    x = check_dtype(types[0], DEQUANT_DTYPES, "input of 'dequantize'")
+    scale = _check_params(types, "dequantize", x)
+    return TensorType(x.shape, scale.dtype)
+
+
+def dequantize_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    """float32(x - zero_point) * scale, in the dtype of scale."""
+    x, scale, zp = xs
+    diff = np.asarray(x, np.int32) - np.asarray(zp, np.int32)
+    out = diff.astype(np.float32) * np.asarray(scale, np.float32)
+    return out.astype(scale.dtype)
+
+
+register_op(
+    OpDef(
+        "quantize",
+        3,
+        _quantize_type,
+        quantize_ref,
+        OpPattern.BROADCAST,
+        {"dtype": Attr("dtype", doc="the quantized dtype (int8, uint8, int16, uint16)")},
+        doc="saturate(rint(x / scale) + zero_point), round half to even",
+    )
+)
+register_op(
+    OpDef(
+        "dequantize",
+        3,
+        _dequantize_type,
+        dequantize_ref,
+        OpPattern.BROADCAST,
+        doc="float(x - zero_point) * scale",
+    )
+)

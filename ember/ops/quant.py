@@ -1,0 +1,57 @@
+"""Computes of ``quantize`` and ``dequantize``: elementwise float32 arithmetic that fuses
+into the epilogue of the group that produces its input (a convolution's int32 accumulator
+becomes int8 in registers, never stored as int32).
+
+Contract: the numpy references of ember/ir/ops/quant.py, bit for bit: ``rint`` (the C
+``rintf``, round half to even in the default rounding mode), clamping in float32 before the
+conversion, so no out-of-range float is ever converted to an integer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ember import tir
+from ember.ir.op import Attrs
+from ember.ir.ops.quant import quant_range
+from ember.ir.types import Type
+from ember.ops.common import load_broadcast, out_tensor_type
+from ember.ops.elemwise import clamp
+from ember.ops.registry import register_compute
+from ember.tir import PrimExpr, te
+
+
+def _f32(e: PrimExpr) -> PrimExpr:
+    return e if e.dtype == "float32" else e.astype("float32")
+
+
+@register_compute("quantize")
+def quantize(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """saturate(rint(x / scale) + zero_point), in float32."""
+    x, scale, zp = inputs
+    ty = out_tensor_type(out_type)
+    lo, hi = quant_range(ty.dtype)
+
+    def body(*i: Any) -> PrimExpr:
+        v = _f32(load_broadcast(x, i))
+        s = _f32(load_broadcast(scale, i))
+        z = _f32(load_broadcast(zp, i))
+        q = tir.round(v / s) + z
+        q = clamp(q, tir.const(float(lo), "float32"), tir.const(float(hi), "float32"))
+        return q.astype(ty.dtype)
+
+    return te.compute(ty.shape, body, "T_quantize")
+
+
+@register_compute("dequantize")
+def dequantize(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """float32(x - zero_point) * scale (the difference in int32), in scale's dtype."""
+    x, scale, zp = inputs
+    ty = out_tensor_type(out_type)
+
+    def body(*i: Any) -> PrimExpr:
+        v = load_broadcast(x, i).astype("int32") - load_broadcast(zp, i).astype("int32")
+        y = v.astype("float32") * _f32(load_broadcast(scale, i))
+        return y if ty.dtype == "float32" else y.astype(ty.dtype)
+
+    return te.compute(ty.shape, body, "T_dequantize")
