@@ -23,8 +23,13 @@ from typing import Any
 
 import numpy as np
 import onnx
+from onnx import version_converter
 
 from ember.errors import EmberError
+
+#: the opset a float model is converted to before quantization when it is older (the
+#: quantizer writes per-axis DequantizeLinear nodes, which need opset 13).
+MIN_OPSET = 13
 
 
 def _ort_quantization() -> Any:
@@ -76,6 +81,9 @@ def _preprocessed(model: onnx.ModelProto, tmp: Path) -> Path:
     shapes inferred), written to ``tmp``: what its documentation asks before quantizing."""
     quant = _ort_quantization()
     raw, done = tmp / "raw.onnx", tmp / "float.onnx"
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if opset < MIN_OPSET:  # per-axis quantization needs opset 13
+        model = version_converter.convert_version(model, MIN_OPSET)
     onnx.save(model, raw)
     quant.quant_pre_process(str(raw), str(done), skip_symbolic_shape=True)
     return done

@@ -144,6 +144,48 @@ def _rewrite(q: Call, m: _Match, new: Mapping[int, Expr]) -> Expr | None:
     return call("quantize", scaled, one, Constant(zy.reshape(())), dtype=dtype, name=q.name)
 
 
+def _scalar_dq(expr: Expr, new: Mapping[int, Expr]) -> tuple[Expr, float, int] | None:
+    """(rewritten input, scale, zero point) of a per-tensor dequantize, else None."""
+    if _op(expr) != "dequantize":
+        return None
+    params = _consts(*expr.args[1:])  # type: ignore[attr-defined]
+    if params is None or any(p.size != 1 for p in params):
+        return None
+    x = new[id(expr.args[0])]  # type: ignore[attr-defined]
+    return x, float(params[0].reshape(())), int(params[1].reshape(()))
+
+
+def _rewrite_add(q: Call, new: Mapping[int, Expr]) -> Expr | None:
+    """quantize(add(dequantize(a), dequantize(b))) as onnxruntime's QLinearAdd computes it:
+    ``rint(fma(a, sa/sc, fma(b, sb/sc, zc - ((sa/sc) * za + (sb/sc) * zb))))``, the
+    ratios and the fixed part in float32, saturated to the output type."""
+    add = q.args[0]
+    if _op(add) != "add":
+        return None
+    lhs, rhs = (_scalar_dq(a, new) for a in add.args)  # type: ignore[attr-defined]
+    out = _consts(*q.args[1:])
+    if lhs is None or rhs is None or out is None or out[0].size != 1:
+        return None
+    f32 = np.float32
+    sc, zc = f32(out[0].reshape(())), f32(out[1].reshape(()))
+    r_a, r_b = f32(lhs[1]) / sc, f32(rhs[1]) / sc
+    fixed = zc - (r_a * f32(lhs[2]) + r_b * f32(rhs[2]))
+
+    def fma(x: Expr, ratio: np.float32, addend: Expr) -> Expr:
+        # x * ratio + addend rounded once to float32, like the fused multiply-add of the
+        # AVX2 kernel: the float64 product of an 8/16-bit integer and a float32 is exact,
+        # and so is its sum with a float32 of similar magnitude
+        wide = call("cast", x, dtype="float64")
+        prod = call("multiply", wide, Constant(np.asarray(ratio, np.float64)))
+        return call("cast", call("add", prod, addend), dtype="float32")
+
+    fixed64 = Constant(np.asarray(fixed, np.float64))
+    inner = fma(rhs[0], r_b, fixed64)
+    total = fma(lhs[0], r_a, call("cast", inner, dtype="float64"))
+    one, zero = Constant(np.ones((), f32)), Constant(np.zeros((), q.tensor_type.dtype))
+    return call("quantize", total, one, zero, dtype=q.tensor_type.dtype, name=q.name)
+
+
 def fuse_qdq(mod: IRModule) -> IRModule:
     """dequantize -> conv/dense/matmul [-> add bias] [-> relu] -> quantize chains as int32
     kernels with a requantizing epilogue."""
@@ -156,7 +198,9 @@ def fuse_qdq(mod: IRModule) -> IRModule:
                 return None
             assert isinstance(old, Call)
             m = _match(old, uses)
-            return None if m is None else _rewrite(old, m, new)
+            if m is not None:
+                return _rewrite(old, m, new)
+            return _rewrite_add(old, new) if uses.get(id(old.args[0])) == 1 else None
 
         return rewrite_graph(root, rule)
 
