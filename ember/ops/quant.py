@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ember import tir
 from ember.ir.op import Attrs
 from ember.ir.ops.quant import quant_range
@@ -55,3 +57,23 @@ def dequantize(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tens
         return y if ty.dtype == "float32" else y.astype(ty.dtype)
 
     return te.compute(ty.shape, body, "T_dequantize")
+
+
+@register_compute("quantized_add")
+def quantized_add(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """Two fused multiply-adds, each exact in float64 and rounded once to float32."""
+    a, b = inputs
+    ty = out_tensor_type(out_type)
+    lo, hi = quant_range(ty.dtype)
+    ratio_a = tir.const(float(np.float32(attrs["ratio_a"])), "float64")
+    ratio_b = tir.const(float(np.float32(attrs["ratio_b"])), "float64")
+    fixed = tir.const(float(np.float32(attrs["fixed"])), "float64")
+
+    def body(*i: Any) -> PrimExpr:
+        inner = (load_broadcast(b, i).astype("float64") * ratio_b + fixed).astype("float32")
+        wide = load_broadcast(a, i).astype("float64") * ratio_a + inner.astype("float64")
+        q = tir.round(wide.astype("float32"))
+        q = clamp(q, tir.const(float(lo), "float32"), tir.const(float(hi), "float32"))
+        return q.astype(ty.dtype)
+
+    return te.compute(ty.shape, body, "T_quantized_add")

@@ -32,6 +32,7 @@ import numpy as np
 from ember.ir.expr import Call, Constant, Expr, call
 from ember.ir.module import IRModule
 from ember.ir.op import OpDef
+from ember.ir.ops.quant import QUANT_DTYPES
 from ember.transform._util import map_bodies, rewrite_graph, use_counts
 
 _LINEAR = ("nn.conv", "nn.dense", "nn.matmul")
@@ -152,11 +153,14 @@ def _scalar_dq(expr: Expr, new: Mapping[int, Expr]) -> tuple[Expr, float, int] |
     if params is None or any(p.size != 1 for p in params):
         return None
     x = new[id(expr.args[0])]  # type: ignore[attr-defined]
+    if x.tensor_type.dtype not in QUANT_DTYPES:
+        return None
     return x, float(params[0].reshape(())), int(params[1].reshape(()))
 
 
 def _rewrite_add(q: Call, new: Mapping[int, Expr]) -> Expr | None:
-    """quantize(add(dequantize(a), dequantize(b))) as onnxruntime's QLinearAdd computes it:
+    """quantize(add(dequantize(a), dequantize(b))) -> ``quantized_add``, onnxruntime's
+    QLinearAdd arithmetic:
     ``rint(fma(a, sa/sc, fma(b, sb/sc, zc - ((sa/sc) * za + (sb/sc) * zb))))``, the
     ratios and the fixed part in float32, saturated to the output type."""
     add = q.args[0]
@@ -171,19 +175,17 @@ def _rewrite_add(q: Call, new: Mapping[int, Expr]) -> Expr | None:
     r_a, r_b = f32(lhs[1]) / sc, f32(rhs[1]) / sc
     fixed = zc - (r_a * f32(lhs[2]) + r_b * f32(rhs[2]))
 
-    def fma(x: Expr, ratio: np.float32, addend: Expr) -> Expr:
-        # x * ratio + addend rounded once to float32, like the fused multiply-add of the
-        # AVX2 kernel: the float64 product of an 8/16-bit integer and a float32 is exact,
-        # and so is its sum with a float32 of similar magnitude
-        wide = call("cast", x, dtype="float64")
-        prod = call("multiply", wide, Constant(np.asarray(ratio, np.float64)))
-        return call("cast", call("add", prod, addend), dtype="float32")
-
-    fixed64 = Constant(np.asarray(fixed, np.float64))
-    inner = fma(rhs[0], r_b, fixed64)
-    total = fma(lhs[0], r_a, call("cast", inner, dtype="float64"))
-    one, zero = Constant(np.ones((), f32)), Constant(np.zeros((), q.tensor_type.dtype))
-    return call("quantize", total, one, zero, dtype=q.tensor_type.dtype, name=q.name)
+    dtype = q.tensor_type.dtype
+    return call(
+        "quantized_add",
+        lhs[0],
+        rhs[0],
+        ratio_a=float(r_a),
+        ratio_b=float(r_b),
+        fixed=float(fixed),
+        dtype=dtype,
+        name=q.name,
+    )
 
 
 def fuse_qdq(mod: IRModule) -> IRModule:

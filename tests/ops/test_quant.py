@@ -58,3 +58,15 @@ def test_dequantize_int32() -> None:
     out, ref = _run(body, [v], [x])
     np.testing.assert_array_equal(out, ref)
     assert ref[1] == -1.25
+
+
+def test_quantized_add_broadcasts_and_saturates() -> None:
+    rng = np.random.default_rng(1)
+    a = rng.integers(0, 256, (2, 3, 4)).astype(np.uint8)
+    b = rng.integers(0, 256, (3, 1)).astype(np.uint8)
+    va, vb = Var("a", TensorType(a.shape, "uint8")), Var("b", TensorType(b.shape, "uint8"))
+    attrs = {"ratio_a": 0.7, "ratio_b": 1.3, "fixed": -120.25, "dtype": "uint8"}
+    out, ref = _run(call("quantized_add", va, vb, **attrs), [va, vb], [a, b])
+    np.testing.assert_array_equal(out, ref)
+    want = np.clip(np.rint(a * np.float32(0.7) + (b * np.float32(1.3) - 120.25)), 0, 255)
+    assert np.mean(ref == want) > 0.95 and ref.min() == 0

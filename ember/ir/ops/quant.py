@@ -84,6 +84,41 @@ def dequantize_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return out.astype(scale.dtype)
 
 
+def _quantized_add_type(types: Sequence[Type], attrs: Attrs) -> Type:
+    a = check_dtype(types[0], QUANT_DTYPES, "lhs of 'quantized_add'")
+    b = check_dtype(types[1], QUANT_DTYPES, "rhs of 'quantized_add'")
+    dtype = canonical_dtype(attrs["dtype"])
+    if dtype not in QUANT_DTYPES:
+        raise IRError(f"'quantized_add' to {dtype} is not supported")
+    return TensorType(broadcast_shapes(a.shape, b.shape, what="quantized_add"), dtype)
+
+
+def quantized_add_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    """saturate(rint(fma(a, ratio_a, fma(b, ratio_b, fixed)))), each fma rounded once to
+    float32 (computed exactly in float64, then rounded)."""
+    a, b = (np.asarray(x, np.float64) for x in xs)
+    inner = (b * np.float64(np.float32(attrs["ratio_b"])) + attrs["fixed"]).astype(np.float32)
+    total = (a * np.float64(np.float32(attrs["ratio_a"])) + inner).astype(np.float32)
+    lo, hi = quant_range(canonical_dtype(attrs["dtype"]))
+    return np.clip(np.rint(total), lo, hi).astype(np_dtype(canonical_dtype(attrs["dtype"])))
+
+
+register_op(
+    OpDef(
+        "quantized_add",
+        2,
+        _quantized_add_type,
+        quantized_add_ref,
+        OpPattern.BROADCAST,
+        {
+            "ratio_a": Attr("float", doc="scale of a / scale of the output (float32)"),
+            "ratio_b": Attr("float", doc="scale of b / scale of the output (float32)"),
+            "fixed": Attr("float", doc="zc - (ratio_a * za + ratio_b * zb), float32"),
+            "dtype": Attr("dtype", doc="the output's quantized dtype"),
+        },
+        doc="onnxruntime's QLinearAdd of two quantized tensors (two fused multiply-adds)",
+    )
+)
 register_op(
     OpDef(
         "quantize",
