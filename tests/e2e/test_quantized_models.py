@@ -76,3 +76,16 @@ def test_small_bert(mode: str) -> None:
 def test_full_size(name: str, mode: str) -> None:
     case = make_model(name)
     _check(case.model, case.inputs, mode)
+
+
+def test_portable_target_gives_the_same_integers() -> None:
+    """The integer kernels are plain C: built for a generic x86-64 (SSE2 only, no OpenMP,
+    no libmvec), what a microcontroller build also compiles, they give the native build's
+    outputs bit for bit."""
+    case = make_model("resnet8")
+    quantized = quantize_static(case.model, case.inputs)
+    native = run_onnx_compiled(quantized, case.inputs)
+    target = "c -mcpu=x86-64 -openmp=false -vector-math=false"
+    portable = run_onnx_compiled(quantized, case.inputs, target=target)
+    for a, b in zip(native, portable, strict=True):
+        np.testing.assert_array_equal(a, b)
