@@ -15,11 +15,14 @@ import numpy as np
 
 from ember import tir
 from ember.ir.op import Attrs
+from ember.ir.ops.common import padding, spatial
 from ember.ir.ops.quant import quant_range
 from ember.ir.types import Type
-from ember.ops.common import load_broadcast, out_tensor_type
+from ember.ops.common import load_broadcast, out_tensor_type, static_shape
 from ember.ops.elemwise import clamp
-from ember.ops.registry import register_compute
+from ember.ops.nn_conv import pad_tensor
+from ember.ops.nn_schedule import schedule_packed_conv
+from ember.ops.registry import register_compute, register_schedule
 from ember.tir import PrimExpr, te
 
 
@@ -77,3 +80,39 @@ def quantized_add(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.T
         return q.astype(ty.dtype)
 
     return te.compute(ty.shape, body, "T_quantized_add")
+
+
+@register_compute("quantized_conv_packed")
+def quantized_conv_packed(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """The packed convolution of ember.ops.nn_conv on integers: the input minus its zero
+    point as int16 in the padded buffer (so the producer stores 8 bits, and the padding is
+    the zero point), int16 x int16 products accumulated in int32, output channels innermost
+    (the vector lanes) in blocks of the packed weight."""
+    x, wp = inputs
+    ty = out_tensor_type(out_type)
+    wshape = static_shape(wp)
+    nsp = len(wshape) - 3
+    strides, dilation = spatial(attrs, "strides", nsp, 1), spatial(attrs, "dilation", nsp, 1)
+    pads = padding(attrs, nsp)
+    zp = tir.const(int(attrs["x_zero_point"]), "int16")
+    block = wshape[-1]
+    shifted = te.compute(static_shape(x), lambda *i: x[i].astype("int16") - zp, "shift")
+    begin, end = tuple(b for b, _ in pads), tuple(e for _, e in pads)
+    xp = pad_tensor(shifted, begin, end, materialize=True)
+    rc = te.reduce_axis(wshape[1], "rc")
+    rk = [te.reduce_axis(wshape[2 + k], f"rk{k}") for k in range(nsp)]
+
+    def body(n: Any, *rest: Any) -> PrimExpr:
+        *sp, o = rest
+        src = [sp[k] * strides[k] + rk[k].var * dilation[k] for k in range(nsp)]
+        taps = [r.var for r in rk]
+        a = xp[(n, rc.var, *src)].astype("int32")
+        w = wp[(o // block, rc.var, *taps, o % block)].astype("int32")
+        return te.sum(a * w, axis=[rc, *rk])
+
+    shape = (ty.shape[0], *ty.shape[2:], wshape[0] * block)
+    acc = te.compute(shape, body, "conv", attrs={"block": block})
+    return te.compute(ty.shape, lambda n, o, *sp: acc[(n, *sp, o)], "conv_out")
+
+
+register_schedule("quantized_conv_packed")(schedule_packed_conv)

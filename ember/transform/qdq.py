@@ -32,7 +32,8 @@ import numpy as np
 from ember.ir.expr import Call, Constant, Expr, call
 from ember.ir.module import IRModule
 from ember.ir.op import OpDef
-from ember.ir.ops.quant import QUANT_DTYPES
+from ember.ir.ops.nn_conv import pack_conv_weight
+from ember.ir.ops.quant import QUANT_DTYPES, quant_pack_block
 from ember.transform._util import map_bodies, rewrite_graph, use_counts
 
 _LINEAR = ("nn.conv", "nn.dense", "nn.matmul")
@@ -115,6 +116,28 @@ def _channel_shape(linear: Call, values: np.ndarray) -> tuple[int, ...]:
     return (values.size,)
 
 
+def _packed_conv(conv: Call, xq: Expr, zx: int, w: np.ndarray) -> Expr | None:
+    """``quantized_conv_packed`` of 8-bit data and the int16 weight packed at build time,
+    for an ungrouped ``nn.conv`` whose channels divide into blocks; else None."""
+    block = quant_pack_block(w.shape[0])
+    x_dtype = xq.tensor_type.dtype
+    if _op(conv) != "nn.conv" or int(conv.attrs["groups"]) != 1 or not block:
+        return None
+    if x_dtype not in ("int8", "uint8") or np.abs(w).max(initial=0) > np.iinfo(np.int16).max:
+        return None
+    attrs = {k: conv.attrs[k] for k in ("strides", "padding", "dilation")}
+    wp = Constant(pack_conv_weight(w.astype(np.int16), block))
+    return call(
+        "quantized_conv_packed",
+        xq,
+        wp,
+        name=conv.name,
+        channels=w.shape[0],
+        x_zero_point=zx,
+        **attrs,
+    )
+
+
 def _rewrite(q: Call, m: _Match, new: Mapping[int, Expr]) -> Expr | None:
     x_dq, w_dq = m.linear.args
     xq = new[id(x_dq.args[0])]  # type: ignore[attr-defined]
@@ -127,11 +150,13 @@ def _rewrite(q: Call, m: _Match, new: Mapping[int, Expr]) -> Expr | None:
     out_axis = {"nn.conv": 0, "nn.dense": 0, "nn.matmul": -1}[_op(m.linear)]
     if sw.size > 1 and (sw.ndim < 1 or sw.shape[out_axis] != sw.size):
         return None  # a weight quantized along its reduction axis
-    xi = call("cast", xq, dtype="int32")
-    if np.any(zx != 0):
-        xi = call("subtract", xi, Constant(np.asarray(zx, np.int32).reshape(())))
-    wi = Constant((wq.astype(np.int32) - zw.astype(np.int32)).astype(np.int32))
-    acc: Expr = call(_op(m.linear), xi, wi, name=m.linear.name, **dict(m.linear.attrs))
+    wi = (wq.astype(np.int32) - zw.astype(np.int32)).astype(np.int32)
+    acc = _packed_conv(m.linear, xq, int(zx.reshape(())), wi)
+    if acc is None:
+        xi: Expr = call("cast", xq, dtype="int32")
+        if np.any(zx != 0):
+            xi = call("subtract", xi, Constant(np.asarray(zx, np.int32).reshape(())))
+        acc = call(_op(m.linear), xi, Constant(wi), name=m.linear.name, **dict(m.linear.attrs))
     if m.bias is not None:
         acc = call("add", acc, Constant(m.bias))
     sw32 = np.asarray(sw, np.float32).reshape(-1)

@@ -6,6 +6,7 @@ import pytest
 
 from ember import tir
 from ember.ir import Attrs, Function, TensorType, Var, call, const, evaluate
+from ember.ir.ops.nn_conv import pack_conv_weight
 from ember.lowering.lower_group import lower_group
 
 
@@ -70,3 +71,21 @@ def test_quantized_add_broadcasts_and_saturates() -> None:
     np.testing.assert_array_equal(out, ref)
     want = np.clip(np.rint(a * np.float32(0.7) + (b * np.float32(1.3) - 120.25)), 0, 255)
     assert np.mean(ref == want) > 0.95 and ref.min() == 0
+
+
+@pytest.mark.parametrize("pads,strides", [((1, 1, 1, 1), (1, 1)), ((0, 0, 0, 0), (2, 1))])
+def test_quantized_conv_packed(pads: tuple, strides: tuple) -> None:
+    rng = np.random.default_rng(2)
+    x = rng.integers(0, 256, (1, 3, 6, 5)).astype(np.uint8)
+    w = rng.integers(-128, 128, (8, 3, 3, 3)).astype(np.int16)
+    wp = pack_conv_weight(w, 8)
+    vx, vw = Var("x", TensorType(x.shape, "uint8")), Var("w", TensorType(wp.shape, "int16"))
+    attrs = {"strides": strides, "padding": pads, "dilation": (1, 1), "channels": 8}
+    body = call("quantized_conv_packed", vx, vw, x_zero_point=100, **attrs)
+    out, ref = _run(body, [vx, vw], [x, wp])
+    np.testing.assert_array_equal(out, ref)
+    (plain,) = evaluate(
+        Function((vx,), call("nn.conv", call("subtract", call("cast", vx, dtype="int32"),
+             const(np.int32(100))), const(w.astype(np.int32)), strides=strides, padding=pads,
+             dilation=(1, 1), groups=1)), [x])  # fmt: skip
+    np.testing.assert_array_equal(ref, plain)

@@ -66,7 +66,7 @@ def test_conv_chain_becomes_int32_and_matches_onnxruntime(relu: bool, bias: bool
     model, feeds = _conv_model(relu, bias)
     mod, params = from_onnx(model)
     ops = _ops(optimize(mod, params))
-    assert ("nn.conv", "int32") in ops and ("nn.conv", "float32") not in ops
+    assert ("quantized_conv_packed", "int32") in ops and ("nn.conv", "float32") not in ops
     want = run_onnxruntime(model, feeds)[0]
     np.testing.assert_array_equal(run_onnx_reference(model, feeds)[0], want)
     np.testing.assert_array_equal(run_onnx_compiled(model, feeds)[0], want)

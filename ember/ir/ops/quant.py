@@ -21,8 +21,16 @@ from collections.abc import Sequence
 import numpy as np
 
 from ember.errors import IRError
-from ember.ir.op import Attr, Attrs, OpDef, OpPattern, register_op
-from ember.ir.ops.common import FLOAT_DTYPES, broadcast_shapes, check_dtype, np_dtype
+from ember.ir.op import Attr, Attrs, OpDef, OpPattern, get_op, register_op
+from ember.ir.ops.common import (
+    FLOAT_DTYPES,
+    broadcast_shapes,
+    check_dtype,
+    np_dtype,
+    padding,
+    spatial,
+)
+from ember.ir.ops.nn_conv import conv_reference, unpack_conv_weight
 from ember.ir.types import TensorType, Type, canonical_dtype
 
 #: the integer types quantize can produce (and dequantize read, int32 included).
@@ -103,6 +111,59 @@ def quantized_add_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return np.clip(np.rint(total), lo, hi).astype(np_dtype(canonical_dtype(attrs["dtype"])))
 
 
+def _quantized_conv_type(types: Sequence[Type], attrs: Attrs) -> Type:
+    x = check_dtype(types[0], QUANT_DTYPES, "data of 'quantized_conv_packed'")
+    w = check_dtype(types[1], frozenset({"int16"}), "weight of 'quantized_conv_packed'")
+    conv_attrs = {k: v for k, v in attrs.items() if k != "x_zero_point"}
+    out = get_op("nn.conv_packed").infer_type([TensorType(x.shape, "int16"), w], Attrs(conv_attrs))
+    if not isinstance(out, TensorType):
+        raise IRError(f"'quantized_conv_packed' expected a tensor type, got {out}")
+    return TensorType(out.shape, "int32")
+
+
+def quant_pack_block(channels: int) -> int:
+    """The output-channel block of a quantized packed convolution: 16 or 8 when it divides
+    ``channels`` (no padded channels), else 0 (not packed)."""
+    return next((b for b in (16, 8) if channels % b == 0), 0)
+
+
+def quantized_conv_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    """The int32 convolution of ``int32(x) - x_zero_point`` (padding counts as the zero
+    point) and the unpacked int16 weight."""
+    x, wp = xs
+    nsp = x.ndim - 2
+    shifted = np.asarray(x, np.int64) - int(attrs["x_zero_point"])
+    w = unpack_conv_weight(np.asarray(wp, np.int64), int(attrs["channels"]))
+    out = conv_reference(
+        shifted,
+        w,
+        spatial(attrs, "strides", nsp, 1),
+        padding(attrs, nsp),
+        spatial(attrs, "dilation", nsp, 1),
+        1,
+    )
+    return np.asarray(out).astype(np.int32)
+
+
+register_op(
+    OpDef(
+        "quantized_conv_packed",
+        2,
+        _quantized_conv_type,
+        quantized_conv_ref,
+        OpPattern.OUT_ELEMWISE_FUSABLE,
+        {
+            "strides": Attr("ints", ()),
+            "padding": Attr("ints", ()),
+            "dilation": Attr("ints", ()),
+            "groups": Attr("int", 1),
+            "channels": Attr("int", doc="output channels (the packed weight may pad them)"),
+            "x_zero_point": Attr("int", 0, "subtracted from the data (and the padding value)"),
+        },
+        doc="int32 convolution of 8-bit data minus its zero point and an int16 weight packed "
+        "(O/b, I, *k, b) at build time; made by the fuse_qdq pass",
+    )
+)
 register_op(
     OpDef(
         "quantized_add",
