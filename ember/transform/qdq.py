@@ -117,16 +117,16 @@ def _channel_shape(linear: Call, values: np.ndarray) -> tuple[int, ...]:
 
 
 def _packed_conv(conv: Call, xq: Expr, zx: int, w: np.ndarray) -> Expr | None:
-    """``quantized_conv_packed`` of 8-bit data and the int16 weight packed at build time,
+    """``quantized_conv_packed`` of 8-bit data and the int32 weight packed at build time,
     for an ungrouped ``nn.conv`` whose channels divide into blocks; else None."""
     block = quant_pack_block(w.shape[0])
     x_dtype = xq.tensor_type.dtype
     if _op(conv) != "nn.conv" or int(conv.attrs["groups"]) != 1 or not block:
         return None
-    if x_dtype not in ("int8", "uint8") or np.abs(w).max(initial=0) > np.iinfo(np.int16).max:
+    if x_dtype not in ("int8", "uint8"):
         return None
     attrs = {k: conv.attrs[k] for k in ("strides", "padding", "dilation")}
-    wp = Constant(pack_conv_weight(w.astype(np.int16), block))
+    wp = Constant(pack_conv_weight(w, block))
     return call(
         "quantized_conv_packed",
         xq,

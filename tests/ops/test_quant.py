@@ -77,9 +77,9 @@ def test_quantized_add_broadcasts_and_saturates() -> None:
 def test_quantized_conv_packed(pads: tuple, strides: tuple) -> None:
     rng = np.random.default_rng(2)
     x = rng.integers(0, 256, (1, 3, 6, 5)).astype(np.uint8)
-    w = rng.integers(-128, 128, (8, 3, 3, 3)).astype(np.int16)
+    w = rng.integers(-128, 128, (8, 3, 3, 3)).astype(np.int32)
     wp = pack_conv_weight(w, 8)
-    vx, vw = Var("x", TensorType(x.shape, "uint8")), Var("w", TensorType(wp.shape, "int16"))
+    vx, vw = Var("x", TensorType(x.shape, "uint8")), Var("w", TensorType(wp.shape, "int32"))
     attrs = {"strides": strides, "padding": pads, "dilation": (1, 1), "channels": 8}
     body = call("quantized_conv_packed", vx, vw, x_zero_point=100, **attrs)
     out, ref = _run(body, [vx, vw], [x, wp])

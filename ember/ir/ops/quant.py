@@ -113,9 +113,9 @@ def quantized_add_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
 
 def _quantized_conv_type(types: Sequence[Type], attrs: Attrs) -> Type:
     x = check_dtype(types[0], QUANT_DTYPES, "data of 'quantized_conv_packed'")
-    w = check_dtype(types[1], frozenset({"int16"}), "weight of 'quantized_conv_packed'")
+    w = check_dtype(types[1], frozenset({"int32"}), "weight of 'quantized_conv_packed'")
     conv_attrs = {k: v for k, v in attrs.items() if k != "x_zero_point"}
-    out = get_op("nn.conv_packed").infer_type([TensorType(x.shape, "int16"), w], Attrs(conv_attrs))
+    out = get_op("nn.conv_packed").infer_type([TensorType(x.shape, "int32"), w], Attrs(conv_attrs))
     if not isinstance(out, TensorType):
         raise IRError(f"'quantized_conv_packed' expected a tensor type, got {out}")
     return TensorType(out.shape, "int32")
@@ -129,7 +129,7 @@ def quant_pack_block(channels: int) -> int:
 
 def quantized_conv_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     """The int32 convolution of ``int32(x) - x_zero_point`` (padding counts as the zero
-    point) and the unpacked int16 weight."""
+    point) and the unpacked int32 weight."""
     x, wp = xs
     nsp = x.ndim - 2
     shifted = np.asarray(x, np.int64) - int(attrs["x_zero_point"])
@@ -160,7 +160,7 @@ register_op(
             "channels": Attr("int", doc="output channels (the packed weight may pad them)"),
             "x_zero_point": Attr("int", 0, "subtracted from the data (and the padding value)"),
         },
-        doc="int32 convolution of 8-bit data minus its zero point and an int16 weight packed "
+        doc="int32 convolution of 8-bit data minus its zero point and an int32 weight packed "
         "(O/b, I, *k, b) at build time; made by the fuse_qdq pass",
     )
 )
