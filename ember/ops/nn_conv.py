@@ -256,7 +256,7 @@ def conv_to_packed(node: Call) -> Expr:
     if not isinstance(w, Constant):
         return node
     data = np.asarray(w.data)
-    if data.dtype not in (np.float32, np.float64) or data.ndim < 3:
+    if data.dtype not in (np.float32, np.float64, np.int32) or data.ndim < 3:
         return node
     groups = int(node.attrs["groups"])
     if groups > 1 and data.shape[1] == 1 and data.shape[0] == groups:

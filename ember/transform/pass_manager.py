@@ -40,6 +40,7 @@ from ember.transform.dead_code_elimination import dead_code_elimination
 from ember.transform.eliminate_common_subexpr import eliminate_common_subexpr
 from ember.transform.fold_constant import fold_constant
 from ember.transform.fuse_ops import DEFAULT_MAX_DEPTH, fuse_ops
+from ember.transform.qdq import fuse_qdq
 from ember.transform.simplify import simplify
 
 PassFn = Callable[[IRModule, "PassContext"], IRModule]
@@ -186,10 +187,12 @@ FOLD_CONSTANT = _builtin(fold_constant, 1)
 DEAD_CODE_ELIMINATION = _builtin(dead_code_elimination, 1)
 ELIMINATE_COMMON_SUBEXPR = _builtin(eliminate_common_subexpr, 2)
 SIMPLIFY = _builtin(simplify, 2)
+FUSE_QDQ = _builtin(fuse_qdq, 1)
 FUSE_OPS = register_pass(Pass("fuse_ops", 3, _fuse, "operator fusion into Primitive functions"))
 
 #: the standard optimisation pipeline (without fusion), in order.
 STANDARD_PIPELINE: tuple[str, ...] = (
+    "fuse_qdq",
     "fold_constant",
     "simplify",
     "fold_constant",

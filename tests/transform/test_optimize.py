@@ -88,6 +88,7 @@ def test_optimize_reports_through_context_and_is_deterministic() -> None:
     ctx = PassContext(opt_level=2)
     out = optimize(mod, params, ctx=ctx)
     assert [r.name for r in ctx.report.records] == [
+        "fuse_qdq",
         "fold_constant",
         "simplify",
         "fold_constant",

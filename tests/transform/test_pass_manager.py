@@ -83,7 +83,8 @@ def test_report_is_deterministic_apart_from_timings() -> None:
         assert pm.report.total_seconds() >= 0
     assert tables[0] == tables[1]
     lines = tables[0].splitlines()
-    assert lines[1].split() == ["fold_constant", "yes", "5", "->", "4"]
+    assert lines[1].split() == ["fuse_qdq", "yes", "5", "->", "5"]  # nothing quantized
+    assert lines[2].split() == ["fold_constant", "yes", "5", "->", "4"]
     assert "seconds" in pm.report.table()
 
 

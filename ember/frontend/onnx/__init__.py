@@ -16,6 +16,7 @@ from ember.frontend.onnx import (
     nn_norm,  # noqa: F401  (registers handlers)
     nn_pool,  # noqa: F401  (registers handlers)
     nn_rnn,  # noqa: F401  (registers handlers)
+    quant,  # noqa: F401  (registers handlers)
     reduce,  # noqa: F401  (registers handlers)
     scan,  # noqa: F401  (registers handlers)
     transform,  # noqa: F401  (registers handlers)

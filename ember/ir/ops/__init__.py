@@ -18,6 +18,7 @@ from ember.ir.ops import (
     nn_norm,  # noqa: F401
     nn_pool,  # noqa: F401
     nn_rnn,  # noqa: F401
+    quant,  # noqa: F401
     reduce,  # noqa: F401
     scan,  # noqa: F401
     transform,  # noqa: F401
@@ -34,6 +35,7 @@ FAMILIES: tuple[str, ...] = (
     "nn_norm",
     "nn_pool",
     "nn_rnn",
+    "quant",
     "reduce",
     "scan",
     "transform",

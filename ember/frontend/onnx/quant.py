@@ -1,0 +1,233 @@
+"""ONNX handlers for linear quantization: QuantizeLinear, DequantizeLinear,
+DynamicQuantizeLinear, ConvInteger, MatMulInteger, QLinearConv and QLinearMatMul.
+
+Scales and zero points (per tensor, per axis, or blocked along one axis) are shaped to
+broadcast against the data: per-axis ones to ``(C, 1, ...)``, blocked ones expanded along
+their axis with a ``take`` of ``i // block_size``. The integer ops compute in int32 exactly
+as the spec: ``conv``/``matmul`` of ``int32(x) - x_zero_point`` and ``int32(w) -
+w_zero_point``; QLinearConv/QLinearMatMul requantize the accumulator like onnxruntime,
+``quantize(float32(acc) * (s_x * s_w / s_y), 1, y_zero_point)``. The 2- and 4-bit and float8
+forms are refused (ember's dtype table has no such type).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ember.frontend.onnx.context import ConvertContext, NodeView, onnx_elem_dtype
+from ember.frontend.onnx.nn_common import (
+    required,
+    reshape,
+    resolve_pads,
+    spatial_attr,
+    ttype,
+    unsupported,
+)
+from ember.frontend.onnx.registry import onnx_op
+from ember.ir.expr import Constant, Expr, call
+from ember.ir.ops.quant import DEQUANT_DTYPES, QUANT_DTYPES
+from ember.ir.types import TensorType
+
+
+def _shaped(
+    ctx: ConvertContext, node: NodeView, p: Expr, xt: TensorType, axis: int, block: int
+) -> Expr:
+    """A scale or zero point ``p`` shaped to broadcast against data of type ``xt``."""
+    pt = ttype(ctx, node, p)
+    if pt.size == 1 and (pt.ndim <= 1 or block == 0):
+        return reshape(ctx, p, ())
+    axis = axis + xt.ndim if axis < 0 else axis
+    if not 0 <= axis < xt.ndim:
+        ctx.fail(node, f"axis {axis} is out of range for an input of rank {xt.ndim}")
+    if block > 0:
+        if pt.ndim != xt.ndim:
+            ctx.fail(node, f"blocked scale of rank {pt.ndim} must have the input's rank")
+        index = np.arange(xt.shape[axis], dtype=np.int64) // block
+        if isinstance(p, Constant):
+            return Constant(np.take(p.data, index, axis=axis))
+        return call("take", p, Constant(index), axis=axis)
+    if pt.ndim != 1 or pt.shape[0] != xt.shape[axis]:
+        ctx.fail(
+            node,
+            f"per-axis scale/zero point of shape {pt.shape} must have {xt.shape[axis]} "
+            f"values (the size of axis {axis})",
+        )
+    return reshape(ctx, p, (pt.shape[0],) + (1,) * (xt.ndim - axis - 1))
+
+
+def _zero(dtype: str) -> Constant:
+    return Constant(np.zeros((), dtype=dtype))
+
+
+def _check_dtype(ctx: ConvertContext, node: NodeView, dtype: str, allowed: frozenset[str]) -> None:
+    if dtype not in allowed:
+        raise unsupported(ctx, node, f"quantized type {dtype}")
+
+
+@onnx_op("QuantizeLinear", since=10)
+def quantize_linear(ctx: ConvertContext, node: NodeView) -> Expr:
+    """QuantizeLinear: per tensor, per axis (13+) and blocked (21+); saturating."""
+    x = required(ctx, node, 0, "x")
+    scale = required(ctx, node, 1, "y_scale")
+    zp = node.input(2)
+    xt = ttype(ctx, node, x)
+    if zp is not None:
+        dtype = ttype(ctx, node, zp).dtype
+    elif node.attr("output_dtype", 0):
+        dtype = onnx_elem_dtype(int(node.attr("output_dtype")), ctx.where(node))
+    else:
+        dtype = "uint8"
+    _check_dtype(ctx, node, dtype, QUANT_DTYPES)
+    axis, block = int(node.attr("axis", 1)), int(node.attr("block_size", 0))
+    zp = _zero(dtype) if zp is None else zp
+    s = _shaped(ctx, node, scale, xt, axis, block)
+    z = _shaped(ctx, node, zp, xt, axis, block)
+    return call("quantize", x, s, z, dtype=dtype, name=node.name)
+
+
+@onnx_op("DequantizeLinear", since=10)
+def dequantize_linear(ctx: ConvertContext, node: NodeView) -> Expr:
+    """DequantizeLinear: per tensor, per axis (13+) and blocked (21+)."""
+    x = required(ctx, node, 0, "x")
+    scale = required(ctx, node, 1, "x_scale")
+    xt = ttype(ctx, node, x)
+    _check_dtype(ctx, node, xt.dtype, DEQUANT_DTYPES)
+    zp = node.input(2)
+    zp = _zero(xt.dtype) if zp is None else zp
+    axis, block = int(node.attr("axis", 1)), int(node.attr("block_size", 0))
+    s = _shaped(ctx, node, scale, xt, axis, block)
+    z = _shaped(ctx, node, zp, xt, axis, block)
+    y = call("dequantize", x, s, z, name=node.name)
+    out = node.attr("output_dtype", 0)
+    if out and onnx_elem_dtype(int(out), ctx.where(node)) != y.tensor_type.dtype:
+        y = call("cast", y, dtype=onnx_elem_dtype(int(out), ctx.where(node)))
+    return y
+
+
+@onnx_op("DynamicQuantizeLinear", since=11)
+def dynamic_quantize_linear(ctx: ConvertContext, node: NodeView) -> list[Expr]:
+    """DynamicQuantizeLinear: uint8 with scale (max(x, 0) - min(x, 0)) / 255."""
+    x = required(ctx, node, 0, "x")
+    xt = ttype(ctx, node, x)
+    axes = list(range(xt.ndim))
+    zero = Constant(np.zeros((), np.float32))
+    hi = call("maximum", call("max", x, axes=axes), zero)
+    lo = call("minimum", call("min", x, axes=axes), zero)
+    scale = call("divide", call("subtract", hi, lo), Constant(np.asarray(255.0, np.float32)))
+    zp = call("quantize", call("negative", lo), scale, _zero("uint8"), dtype="uint8")
+    y = call("quantize", x, scale, zp, dtype="uint8", name=node.name)
+    return [y, scale, zp]
+
+
+def _int32(ctx: ConvertContext, node: NodeView, x: Expr, zp: Expr | None, shape: tuple) -> Expr:
+    """int32(x) - zero_point, the zero point reshaped to ``shape`` (or () if scalar)."""
+    xi = call("cast", x, dtype="int32")
+    if zp is None:
+        return xi
+    zt = ttype(ctx, node, zp)
+    z = reshape(ctx, zp, () if zt.size == 1 else shape)
+    return call("subtract", xi, call("cast", z, dtype="int32"))
+
+
+def _conv_integer(ctx: ConvertContext, node: NodeView, idx: tuple[int, int, int, int]) -> Expr:
+    """int32 convolution of (x - x_zp) and (w - w_zp); inputs at indices ``idx``."""
+    x = required(ctx, node, idx[0], "x")
+    w = required(ctx, node, idx[2], "w")
+    xt, wt = ttype(ctx, node, x), ttype(ctx, node, w)
+    nsp = xt.ndim - 2
+    kernel = list(wt.shape[2:])
+    strides = spatial_attr(ctx, node, "strides", nsp, 1)
+    dilations = spatial_attr(ctx, node, "dilations", nsp, 1)
+    pads = resolve_pads(ctx, node, xt.shape[2:], kernel, strides, dilations)
+    xz = node.input(idx[1])
+    if xz is not None and ttype(ctx, node, xz).size != 1:
+        raise unsupported(ctx, node, "a per-channel input zero point")
+    xi = _int32(ctx, node, x, xz, ())
+    wi = _int32(ctx, node, w, node.input(idx[3]), (wt.shape[0],) + (1,) * (wt.ndim - 1))
+    return call(
+        "nn.conv",
+        xi,
+        wi,
+        strides=strides,
+        padding=pads,
+        dilation=dilations,
+        groups=node.attr("group", 1),
+        name=node.name,
+    )
+
+
+def _matmul_integer(ctx: ConvertContext, node: NodeView, idx: tuple[int, int, int, int]) -> Expr:
+    """int32 matmul of (a - a_zp) and (b - b_zp) (a_zp per row, b_zp per column)."""
+    a = required(ctx, node, idx[0], "A")
+    b = required(ctx, node, idx[2], "B")
+    at, bt = ttype(ctx, node, a), ttype(ctx, node, b)
+    ai = _int32(ctx, node, a, node.input(idx[1]), (at.shape[-2], 1) if at.ndim > 1 else ())
+    bi = _int32(ctx, node, b, node.input(idx[3]), (bt.shape[-1],))
+    return call("nn.matmul", ai, bi, name=node.name)
+
+
+@onnx_op("ConvInteger", since=10)
+def conv_integer(ctx: ConvertContext, node: NodeView) -> Expr:
+    """ConvInteger: int32 output."""
+    return _conv_integer(ctx, node, (0, 2, 1, 3))
+
+
+@onnx_op("MatMulInteger", since=10)
+def matmul_integer(ctx: ConvertContext, node: NodeView) -> Expr:
+    """MatMulInteger: int32 output."""
+    return _matmul_integer(ctx, node, (0, 2, 1, 3))
+
+
+def _f32(x: Expr) -> Expr:
+    return x if x.tensor_type.dtype == "float32" else call("cast", x, dtype="float32")
+
+
+def requantize(acc: Expr, multiplier: Expr, zp: Expr, dtype: str, name: str = "") -> Expr:
+    """quantize(float32(acc) * multiplier, 1, zp): onnxruntime's requantization."""
+    scaled = call("multiply", call("cast", acc, dtype="float32"), multiplier)
+    one = Constant(np.ones((), np.float32))
+    return call("quantize", scaled, one, zp, dtype=dtype, name=name)
+
+
+def _multiplier(
+    ctx: ConvertContext, node: NodeView, sx: Expr, sw: Expr, sy: Expr, shape: tuple
+) -> Expr:
+    """s_x * s_w / s_y in float32, s_w reshaped to ``shape`` when it has several values."""
+    swt = ttype(ctx, node, sw)
+    sw = reshape(ctx, sw, () if swt.size == 1 else shape)
+    sx, sy = reshape(ctx, sx, ()), reshape(ctx, sy, ())
+    return call("divide", call("multiply", _f32(sx), _f32(sw)), _f32(sy))
+
+
+@onnx_op("QLinearConv", since=10)
+def qlinear_conv(ctx: ConvertContext, node: NodeView) -> Expr:
+    """QLinearConv: int32 convolution + int32 bias, requantized."""
+    acc = _conv_integer(ctx, node, (0, 2, 3, 5))
+    ch = acc.tensor_type.shape[1]
+    nsp = acc.tensor_type.ndim - 2
+    bias = node.input(8)
+    if bias is not None:
+        acc = call("add", acc, reshape(ctx, bias, (ch,) + (1,) * nsp))
+    sx, sw, sy = (
+        required(ctx, node, i, n) for i, n in ((1, "x_scale"), (4, "w_scale"), (6, "y_scale"))
+    )
+    m = _multiplier(ctx, node, sx, sw, sy, (ch,) + (1,) * nsp)
+    zy = required(ctx, node, 7, "y_zero_point")
+    dtype = ttype(ctx, node, zy).dtype
+    _check_dtype(ctx, node, dtype, frozenset({"int8", "uint8"}))
+    return requantize(acc, m, reshape(ctx, zy, ()), dtype, node.name)
+
+
+@onnx_op("QLinearMatMul", since=10)
+def qlinear_matmul(ctx: ConvertContext, node: NodeView) -> Expr:
+    """QLinearMatMul: int32 matmul, requantized (b's scale may be per column)."""
+    acc = _matmul_integer(ctx, node, (0, 2, 3, 5))
+    sa, sb, sy = (
+        required(ctx, node, i, n) for i, n in ((1, "a_scale"), (4, "b_scale"), (6, "y_scale"))
+    )
+    bt = ttype(ctx, node, required(ctx, node, 3, "b"))
+    m = _multiplier(ctx, node, sa, sb, sy, (bt.shape[-1],))
+    zy = required(ctx, node, 7, "y_zero_point")
+    dtype = ttype(ctx, node, zy).dtype
+    _check_dtype(ctx, node, dtype, frozenset({"int8", "uint8"}))
+    return requantize(acc, m, reshape(ctx, zy, ()), dtype, node.name)

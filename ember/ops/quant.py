@@ -1,0 +1,118 @@
+"""Computes of ``quantize`` and ``dequantize``: elementwise float32 arithmetic that fuses
+into the epilogue of the group that produces its input (a convolution's int32 accumulator
+becomes int8 in registers, never stored as int32).
+
+Contract: the numpy references of ember/ir/ops/quant.py, bit for bit: ``rint`` (the C
+``rintf``, round half to even in the default rounding mode), clamping in float32 before the
+conversion, so no out-of-range float is ever converted to an integer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ember import tir
+from ember.ir.op import Attrs
+from ember.ir.ops.common import padding, spatial
+from ember.ir.ops.quant import quant_range
+from ember.ir.types import Type
+from ember.ops.common import load_broadcast, out_tensor_type, static_shape
+from ember.ops.elemwise import clamp
+from ember.ops.nn_conv import pad_tensor
+from ember.ops.nn_schedule import schedule_packed_conv
+from ember.ops.registry import register_compute, register_schedule
+from ember.tir import PrimExpr, te
+
+
+def _f32(e: PrimExpr) -> PrimExpr:
+    return e if e.dtype == "float32" else e.astype("float32")
+
+
+@register_compute("quantize")
+def quantize(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """saturate(rint(x / scale) + zero_point), in float32."""
+    x, scale, zp = inputs
+    ty = out_tensor_type(out_type)
+    lo, hi = quant_range(ty.dtype)
+
+    def body(*i: Any) -> PrimExpr:
+        v = _f32(load_broadcast(x, i))
+        s = _f32(load_broadcast(scale, i))
+        z = _f32(load_broadcast(zp, i))
+        q = tir.round(v / s) + z
+        q = clamp(q, tir.const(float(lo), "float32"), tir.const(float(hi), "float32"))
+        return q.astype(ty.dtype)
+
+    return te.compute(ty.shape, body, "T_quantize")
+
+
+@register_compute("dequantize")
+def dequantize(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """float32(x - zero_point) * scale (the difference in int32), in scale's dtype."""
+    x, scale, zp = inputs
+    ty = out_tensor_type(out_type)
+
+    def body(*i: Any) -> PrimExpr:
+        v = load_broadcast(x, i).astype("int32") - load_broadcast(zp, i).astype("int32")
+        y = v.astype("float32") * _f32(load_broadcast(scale, i))
+        return y if ty.dtype == "float32" else y.astype(ty.dtype)
+
+    return te.compute(ty.shape, body, "T_dequantize")
+
+
+@register_compute("quantized_add")
+def quantized_add(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """Two fused multiply-adds, each exact in float64 and rounded once to float32."""
+    a, b = inputs
+    ty = out_tensor_type(out_type)
+    lo, hi = quant_range(ty.dtype)
+    ratio_a = tir.const(float(np.float32(attrs["ratio_a"])), "float64")
+    ratio_b = tir.const(float(np.float32(attrs["ratio_b"])), "float64")
+    fixed = tir.const(float(np.float32(attrs["fixed"])), "float64")
+
+    def body(*i: Any) -> PrimExpr:
+        inner = (load_broadcast(b, i).astype("float64") * ratio_b + fixed).astype("float32")
+        wide = load_broadcast(a, i).astype("float64") * ratio_a + inner.astype("float64")
+        q = tir.round(wide.astype("float32"))
+        q = clamp(q, tir.const(float(lo), "float32"), tir.const(float(hi), "float32"))
+        return q.astype(ty.dtype)
+
+    return te.compute(ty.shape, body, "T_quantized_add")
+
+
+@register_compute("quantized_conv_packed")
+def quantized_conv_packed(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """The packed convolution of ember.ops.nn_conv on integers: the input minus its zero
+    point as int32 in the padded buffer (so the producer stores 8 bits, and the padding is
+    the zero point), int32 products and accumulators (vpmulld: int16 operands measured
+    1.4x slower on ResNet-50, the widening loads cost more than the halved bytes save),
+    output channels innermost (the vector lanes) in blocks of the packed weight."""
+    x, wp = inputs
+    ty = out_tensor_type(out_type)
+    wshape = static_shape(wp)
+    nsp = len(wshape) - 3
+    strides, dilation = spatial(attrs, "strides", nsp, 1), spatial(attrs, "dilation", nsp, 1)
+    pads = padding(attrs, nsp)
+    zp = tir.const(int(attrs["x_zero_point"]), "int32")
+    block = wshape[-1]
+    shifted = te.compute(static_shape(x), lambda *i: x[i].astype("int32") - zp, "shift")
+    begin, end = tuple(b for b, _ in pads), tuple(e for _, e in pads)
+    xp = pad_tensor(shifted, begin, end, materialize=True)
+    rc = te.reduce_axis(wshape[1], "rc")
+    rk = [te.reduce_axis(wshape[2 + k], f"rk{k}") for k in range(nsp)]
+
+    def body(n: Any, *rest: Any) -> PrimExpr:
+        *sp, o = rest
+        src = [sp[k] * strides[k] + rk[k].var * dilation[k] for k in range(nsp)]
+        taps = [r.var for r in rk]
+        prod = xp[(n, rc.var, *src)] * wp[(o // block, rc.var, *taps, o % block)]
+        return te.sum(prod, axis=[rc, *rk])
+
+    shape = (ty.shape[0], *ty.shape[2:], wshape[0] * block)
+    acc = te.compute(shape, body, "conv", attrs={"block": block})
+    return te.compute(ty.shape, lambda n, o, *sp: acc[(n, *sp, o)], "conv_out")
+
+
+register_schedule("quantized_conv_packed")(schedule_packed_conv)

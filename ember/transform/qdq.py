@@ -1,0 +1,234 @@
+"""fuse_qdq: IRModule -> IRModule, the QDQ pattern of quantized models as integer kernels.
+
+A quantized model in QDQ form computes each layer in float between a ``dequantize`` of its
+int8/uint8 inputs and a ``quantize`` of its output. Like onnxruntime's QDQ transformer
+(which makes QLinearConv, QLinearMatMul and QGemm of such chains), this pass rewrites::
+
+    quantize([relu](add(linear(dequantize(x, sx, zx), dequantize(W, sw, zw)), B)), sy, zy)
+
+where ``linear`` is ``nn.conv``, ``nn.dense`` or ``nn.matmul``, W is a constant, B an
+optional ``dequantize`` of a constant int32 bias with zero point 0, and every scale and
+zero point a constant (per tensor, or per output channel for W), into::
+
+    acc = linear(int32(x) - zx, W - zw) + B                      (int32)
+    quantize([relu](float32(acc) * (sx * sw / sy)), 1, zy)
+
+the int32 accumulation and float32 requantization of onnxruntime's kernels (the multiplier
+is computed in float32 in the same order). The relu is kept as a clamp of the scaled
+accumulator, which equals clamping the quantized value at ``zy``. ``fuse_ops`` then makes
+the whole chain one kernel with the requantization as its epilogue. Chains that do not
+match (an Add of two dequantized tensors, a pool) stay in float, as onnxruntime computes
+its QLinearAdd/QLinearAveragePool in float too. Runs before constant folding, which would
+otherwise fold the weights' ``dequantize`` into float constants.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from ember.ir.expr import Call, Constant, Expr, call
+from ember.ir.module import IRModule
+from ember.ir.op import OpDef
+from ember.ir.ops.nn_conv import pack_conv_weight
+from ember.ir.ops.quant import QUANT_DTYPES, quant_pack_block
+from ember.transform._util import map_bodies, rewrite_graph, use_counts
+
+_LINEAR = ("nn.conv", "nn.dense", "nn.matmul")
+
+
+def _op(node: Expr) -> str:
+    return node.op.name if isinstance(node, Call) and isinstance(node.op, OpDef) else ""
+
+
+def _value(expr: Expr) -> np.ndarray | None:
+    """The value of a Constant, possibly reshaped (how the importer shapes parameters)."""
+    if _op(expr) == "reshape":
+        inner = _value(expr.args[0])  # type: ignore[attr-defined]
+        return None if inner is None else inner.reshape(expr.tensor_type.shape)
+    return np.asarray(expr.data) if isinstance(expr, Constant) else None
+
+
+def _consts(*exprs: Expr) -> list[np.ndarray] | None:
+    values = [_value(e) for e in exprs]
+    if any(v is None for v in values):
+        return None
+    return [v for v in values if v is not None]
+
+
+@dataclass
+class _Match:
+    """The parts of one matched chain."""
+
+    linear: Call
+    bias: np.ndarray | None
+    relu: bool
+
+
+def _match(q: Call, uses: Mapping[int, int]) -> _Match | None:
+    """The chain ending at ``quantize`` node ``q``, or None."""
+    node, relu, bias = q.args[0], False, None
+    if isinstance(node, Call) and _op(node) == "relu" and uses.get(id(node)) == 1:
+        node, relu = node.args[0], True
+    if isinstance(node, Call) and _op(node) == "add" and uses.get(id(node)) == 1:
+        lhs, rhs = node.args
+        if _op(lhs) not in _LINEAR:
+            lhs, rhs = rhs, lhs
+        bias = _int32_bias(rhs)
+        if bias is None:
+            return None
+        node = lhs
+    if _op(node) not in _LINEAR or uses.get(id(node)) != 1:
+        return None
+    assert isinstance(node, Call)
+    x, w = node.args
+    if _op(x) != "dequantize" or _op(w) != "dequantize":
+        return None
+    if _consts(*x.args[1:]) is None or _consts(*w.args) is None:  # type: ignore[attr-defined]
+        return None
+    if any(np.asarray(p).size != 1 for p in _consts(*x.args[1:]) or []):  # type: ignore[attr-defined]
+        return None
+    return _Match(node, bias, relu)
+
+
+def _int32_bias(expr: Expr) -> np.ndarray | None:
+    """The int32 values of a (reshaped) dequantize of a constant int32 with zero point 0."""
+    shape = None
+    if _op(expr) == "reshape":
+        shape = expr.tensor_type.shape
+        expr = expr.args[0]  # type: ignore[attr-defined]
+    if _op(expr) != "dequantize":
+        return None
+    values = _consts(*expr.args)  # type: ignore[attr-defined]
+    if values is None or values[0].dtype != np.int32 or np.any(values[2] != 0):
+        return None
+    return values[0] if shape is None else values[0].reshape(shape)
+
+
+def _channel_shape(linear: Call, values: np.ndarray) -> tuple[int, ...]:
+    """Where per-output-channel values go in the linear op's output."""
+    if values.size == 1:
+        return ()
+    if _op(linear) == "nn.conv":
+        return (values.size,) + (1,) * (linear.tensor_type.ndim - 2)
+    return (values.size,)
+
+
+def _packed_conv(conv: Call, xq: Expr, zx: int, w: np.ndarray) -> Expr | None:
+    """``quantized_conv_packed`` of 8-bit data and the int32 weight packed at build time,
+    for an ungrouped ``nn.conv`` whose channels divide into blocks; else None."""
+    block = quant_pack_block(w.shape[0])
+    x_dtype = xq.tensor_type.dtype
+    if _op(conv) != "nn.conv" or int(conv.attrs["groups"]) != 1 or not block:
+        return None
+    if x_dtype not in ("int8", "uint8"):
+        return None
+    attrs = {k: conv.attrs[k] for k in ("strides", "padding", "dilation")}
+    wp = Constant(pack_conv_weight(w, block))
+    return call(
+        "quantized_conv_packed",
+        xq,
+        wp,
+        name=conv.name,
+        channels=w.shape[0],
+        x_zero_point=zx,
+        **attrs,
+    )
+
+
+def _rewrite(q: Call, m: _Match, new: Mapping[int, Expr]) -> Expr | None:
+    x_dq, w_dq = m.linear.args
+    xq = new[id(x_dq.args[0])]  # type: ignore[attr-defined]
+    sx, zx = _consts(*x_dq.args[1:])  # type: ignore[attr-defined, misc]
+    wq, sw, zw = _consts(*w_dq.args)  # type: ignore[attr-defined, misc]
+    out_params = _consts(*q.args[1:])
+    if out_params is None or out_params[0].size != 1:
+        return None
+    sy, zy = out_params
+    out_axis = {"nn.conv": 0, "nn.dense": 0, "nn.matmul": -1}[_op(m.linear)]
+    if sw.size > 1 and (sw.ndim < 1 or sw.shape[out_axis] != sw.size):
+        return None  # a weight quantized along its reduction axis
+    wi = (wq.astype(np.int32) - zw.astype(np.int32)).astype(np.int32)
+    acc = _packed_conv(m.linear, xq, int(zx.reshape(())), wi)
+    if acc is None:
+        xi: Expr = call("cast", xq, dtype="int32")
+        if np.any(zx != 0):
+            xi = call("subtract", xi, Constant(np.asarray(zx, np.int32).reshape(())))
+        acc = call(_op(m.linear), xi, Constant(wi), name=m.linear.name, **dict(m.linear.attrs))
+    if m.bias is not None:
+        acc = call("add", acc, Constant(m.bias))
+    sw32 = np.asarray(sw, np.float32).reshape(-1)
+    mult = (np.float32(sx.reshape(())) * sw32 / np.float32(sy.reshape(()))).astype(np.float32)
+    mult = mult.reshape(_channel_shape(m.linear, mult))
+    scaled: Expr = call("multiply", call("cast", acc, dtype="float32"), Constant(mult))
+    if m.relu:
+        scaled = call("relu", scaled)
+    one = Constant(np.ones((), np.float32))
+    dtype = q.tensor_type.dtype
+    return call("quantize", scaled, one, Constant(zy.reshape(())), dtype=dtype, name=q.name)
+
+
+def _scalar_dq(expr: Expr, new: Mapping[int, Expr]) -> tuple[Expr, float, int] | None:
+    """(rewritten input, scale, zero point) of a per-tensor dequantize, else None."""
+    if _op(expr) != "dequantize":
+        return None
+    params = _consts(*expr.args[1:])  # type: ignore[attr-defined]
+    if params is None or any(p.size != 1 for p in params):
+        return None
+    x = new[id(expr.args[0])]  # type: ignore[attr-defined]
+    if x.tensor_type.dtype not in QUANT_DTYPES:
+        return None
+    return x, float(params[0].reshape(())), int(params[1].reshape(()))
+
+
+def _rewrite_add(q: Call, new: Mapping[int, Expr]) -> Expr | None:
+    """quantize(add(dequantize(a), dequantize(b))) -> ``quantized_add``, onnxruntime's
+    QLinearAdd arithmetic:
+    ``rint(fma(a, sa/sc, fma(b, sb/sc, zc - ((sa/sc) * za + (sb/sc) * zb))))``, the
+    ratios and the fixed part in float32, saturated to the output type."""
+    add = q.args[0]
+    if _op(add) != "add":
+        return None
+    lhs, rhs = (_scalar_dq(a, new) for a in add.args)  # type: ignore[attr-defined]
+    out = _consts(*q.args[1:])
+    if lhs is None or rhs is None or out is None or out[0].size != 1:
+        return None
+    f32 = np.float32
+    sc, zc = f32(out[0].reshape(())), f32(out[1].reshape(()))
+    r_a, r_b = f32(lhs[1]) / sc, f32(rhs[1]) / sc
+    fixed = zc - (r_a * f32(lhs[2]) + r_b * f32(rhs[2]))
+
+    dtype = q.tensor_type.dtype
+    return call(
+        "quantized_add",
+        lhs[0],
+        rhs[0],
+        ratio_a=float(r_a),
+        ratio_b=float(r_b),
+        fixed=float(fixed),
+        dtype=dtype,
+        name=q.name,
+    )
+
+
+def fuse_qdq(mod: IRModule) -> IRModule:
+    """dequantize -> conv/dense/matmul [-> add bias] [-> relu] -> quantize chains as int32
+    kernels with a requantizing epilogue."""
+
+    def body_fn(root: Expr) -> Expr:
+        uses = use_counts(root)
+
+        def rule(old: Expr, rebuilt: Expr, new: Mapping[int, Expr]) -> Expr | None:
+            if _op(old) != "quantize":
+                return None
+            assert isinstance(old, Call)
+            m = _match(old, uses)
+            if m is not None:
+                return _rewrite(old, m, new)
+            return _rewrite_add(old, new) if uses.get(id(old.args[0])) == 1 else None
+
+        return rewrite_graph(root, rule)
+
+    return map_bodies(mod, body_fn)

@@ -1,0 +1,112 @@
+"""fuse_qdq: QDQ chains become int32 kernels with onnxruntime's requantization.
+
+Each model is a hand-built QDQ graph (the form onnxruntime's quantizer writes); after the
+pass no ``dequantize`` feeds the linear op, the accumulator is int32, and ember's result
+(reference evaluator and compiled) equals onnxruntime's (all graph optimizations on, so
+its QDQ transformer runs QLinearConv/QLinearMatMul/QGemm/QLinearAdd) element for element.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from ember.frontend import from_onnx
+from ember.ir import Call, post_order
+from ember.testing import build_model, run_onnx_compiled, run_onnx_reference, run_onnxruntime
+from ember.transform import optimize
+
+RNG = np.random.default_rng(0)
+
+
+def _ops(mod) -> list[tuple[str, str]]:
+    return [
+        (n.op.name, n.tensor_type.dtype)
+        for n in post_order(mod.main.body)
+        if isinstance(n, Call) and hasattr(n.op, "name")
+    ]
+
+
+def _dq(name: str, out: str) -> list:
+    return [helper.make_node("DequantizeLinear", [name, f"{name}_s", f"{name}_z"], [out])]
+
+
+def _qparams(name: str, scale, zp) -> dict[str, np.ndarray]:
+    return {f"{name}_s": np.asarray(scale, np.float32), f"{name}_z": np.asarray(zp)}
+
+
+def _conv_model(relu: bool, bias: bool):
+    w = RNG.integers(-64, 64, (8, 4, 3, 3)).astype(np.int8)
+    inits = {"w": w, **_qparams("w", RNG.uniform(1e-3, 1e-2, 8), np.zeros(8, np.int8))}
+    inits |= _qparams("x", 0.05, np.uint8(120)) | _qparams("y", 0.2, np.uint8(3))
+    nodes = [helper.make_node("QuantizeLinear", ["xf", "x_s", "x_z"], ["x"])]
+    nodes += _dq("x", "xd") + _dq("w", "wd")
+    nodes[-1].attribute.append(helper.make_attribute("axis", 0))
+    conv_in = ["xd", "wd"]
+    if bias:
+        inits["b"] = RNG.integers(-500, 500, 8).astype(np.int32)
+        inits |= {"b_s": np.asarray(0.05 * inits["w_s"], np.float32), "b_z": np.zeros(8, np.int32)}
+        nodes += _dq("b", "bd")
+        nodes[-1].attribute.append(helper.make_attribute("axis", 0))
+        conv_in.append("bd")
+    nodes.append(helper.make_node("Conv", conv_in, ["c"], pads=[1, 1, 1, 1]))
+    last = "c"
+    if relu:
+        nodes.append(helper.make_node("Relu", ["c"], ["r"]))
+        last = "r"
+    nodes.append(helper.make_node("QuantizeLinear", [last, "y_s", "y_z"], ["y"]))
+    nodes += _dq("y", "out")
+    feeds = {"xf": RNG.standard_normal((1, 4, 9, 9)).astype(np.float32) * 3}
+    return build_model(nodes, {"xf": ("float32", (1, 4, 9, 9))}, ["out"], inits, opset=17), feeds
+
+
+@pytest.mark.parametrize("relu,bias", [(False, False), (True, True), (False, True)])
+def test_conv_chain_becomes_int32_and_matches_onnxruntime(relu: bool, bias: bool) -> None:
+    model, feeds = _conv_model(relu, bias)
+    mod, params = from_onnx(model)
+    ops = _ops(optimize(mod, params))
+    assert ("quantized_conv_packed", "int32") in ops and ("nn.conv", "float32") not in ops
+    want = run_onnxruntime(model, feeds)[0]
+    np.testing.assert_array_equal(run_onnx_reference(model, feeds)[0], want)
+    np.testing.assert_array_equal(run_onnx_compiled(model, feeds)[0], want)
+
+
+def test_matmul_and_residual_add_match_onnxruntime() -> None:
+    """DQ -> MatMul (per-column weight scales) -> Q, then QLinearAdd of two quantized tensors
+    (ember computes it in onnxruntime's float order, so even ties agree)."""
+    w = RNG.integers(-64, 64, (16, 12)).astype(np.int8)
+    inits = {"w": w, **_qparams("w", RNG.uniform(1e-3, 1e-2, 12), np.zeros(12, np.int8))}
+    inits |= _qparams("x", 0.03, np.uint8(128)) | _qparams("m", 0.07, np.uint8(100))
+    inits |= _qparams("s", 0.1, np.uint8(90))
+    nodes = [helper.make_node("QuantizeLinear", ["xf", "x_s", "x_z"], ["x"])]
+    nodes += _dq("x", "xd") + _dq("w", "wd")
+    nodes[-1].attribute.append(helper.make_attribute("axis", 1))
+    nodes.append(helper.make_node("MatMul", ["xd", "wd"], ["mm"]))
+    nodes.append(helper.make_node("QuantizeLinear", ["mm", "m_s", "m_z"], ["m"]))
+    nodes += _dq("m", "md")
+    nodes.append(helper.make_node("QuantizeLinear", ["rf", "m_s", "m_z"], ["r"]))
+    nodes += [helper.make_node("DequantizeLinear", ["r", "m_s", "m_z"], ["rd"])]
+    nodes.append(helper.make_node("Add", ["md", "rd"], ["sum"]))
+    nodes.append(helper.make_node("QuantizeLinear", ["sum", "s_s", "s_z"], ["out"]))
+    spec = {"xf": ("float32", (3, 16)), "rf": ("float32", (3, 12))}
+    model = build_model(nodes, spec, ["out"], inits, opset=17)
+    feeds = {k: RNG.standard_normal(s).astype(np.float32) * 2 for k, (_, s) in spec.items()}
+    mod, params = from_onnx(model)
+    ops = _ops(optimize(mod, params))
+    assert ("nn.matmul", "int32") in ops and ("dequantize", "float32") not in ops
+    want = run_onnxruntime(model, feeds)[0]
+    np.testing.assert_array_equal(run_onnx_compiled(model, feeds)[0], want)
+
+
+def test_unquantized_output_stays_float() -> None:
+    """DQ -> Conv without a QuantizeLinear after it: nothing to requantize, no rewrite."""
+    model, feeds = _conv_model(False, False)
+    graph = model.graph
+    keep = [n for n in graph.node if n.output[0] not in ("y", "out")]
+    del graph.node[:]
+    graph.node.extend(keep)
+    graph.output[0].name = "c"
+    mod, params = from_onnx(model)
+    ops = _ops(optimize(mod, params))
+    assert ("nn.conv", "float32") in ops
