@@ -128,27 +128,15 @@ def _as_array(value: object) -> object:
     return value
 
 
-def _upgraded(model: onnx.ModelProto) -> tuple[onnx.ModelProto, str]:
-    """Models older than ember's minimum opset, converted the way ember's error advises."""
-    from ember.frontend.onnx.model_check import MIN_OPSET
-
-    version = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
-    if not version or version >= MIN_OPSET:
-        return model, ""
-    from onnx import version_converter
-
-    return version_converter.convert_version(model, MIN_OPSET), f" (converted from opset {version})"
-
-
 def prepare(
     case: Case, inputs: Sequence[object], all_static: bool = False
 ) -> tuple[onnx.ModelProto, dict[str, np.ndarray], str]:
-    """(model, runtime feeds, note) for one data set: the model upgraded to ember's minimum
-    opset, its shape-like inputs (or with ``all_static`` every input) baked in."""
+    """(model, runtime feeds, note) for one data set: the model with its shape-like inputs
+    (or with ``all_static`` every input) baked in."""
     inits = {t.name for t in case.model.graph.initializer}
     names = [vi.name for vi in case.model.graph.input if vi.name not in inits]
     feeds = {n: np.asarray(v) for n, v in zip(names, inputs, strict=False)}
-    source, note = _upgraded(case.model)
+    source, note = case.model, ""  # older opsets: the importer upgrades them itself
     baked = list(feeds) if all_static else static_inputs(source, feeds)
     model, runtime = bake_inputs(source, feeds, baked)
     return model, runtime, note + (" (all inputs static)" if all_static else "")

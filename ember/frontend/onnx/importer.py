@@ -18,7 +18,7 @@ import numpy as np
 import onnx
 
 from ember.errors import EmberError, FrontendError, OpNotSupportedError
-from ember.frontend.onnx import model_check
+from ember.frontend.onnx import model_check, upgrade
 from ember.frontend.onnx.context import (
     ConvertContext,
     NodeView,
@@ -47,6 +47,7 @@ def from_onnx(
     """
     proto = model_check.load_model(model)  # parse, external data, valid strings
     proto = model_check.normalize_model(proto)  # inline local functions, densify sparse
+    proto = upgrade.upgrade_model(proto, model_check.MIN_OPSET)  # opsets 1-6: converted
     graph = proto.graph
     label = model_check.graph_label(proto)
     opsets = model_check.read_opsets(proto)  # opset range
