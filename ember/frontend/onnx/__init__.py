@@ -11,6 +11,7 @@ from ember.frontend.onnx import (
     einsum,  # noqa: F401  (registers handlers)
     elemwise,  # noqa: F401  (registers handlers)
     index,  # noqa: F401  (registers handlers)
+    loss,  # noqa: F401  (registers handlers)
     nn_conv,  # noqa: F401  (registers handlers)
     nn_image,  # noqa: F401  (registers handlers)
     nn_norm,  # noqa: F401  (registers handlers)
