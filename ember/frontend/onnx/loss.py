@@ -55,6 +55,7 @@ def nll(
     index = call("reshape", safe, newshape=(tt.shape[0], 1, *tt.shape[1:]))
     picked = call("gather_elements", logp, index, axis=1, name=f"{name}_pick")
     picked = call("reshape", picked, newshape=tt.shape)
+    w: Expr
     if weight is not None:
         w = call("take", weight, safe, axis=0, name=f"{name}_w")
     else:
