@@ -18,7 +18,7 @@ import numpy as np
 import onnx
 
 from ember.errors import EmberError, FrontendError, OpNotSupportedError
-from ember.frontend.onnx import model_check, upgrade
+from ember.frontend.onnx import expand, model_check, upgrade
 from ember.frontend.onnx.context import (
     ConvertContext,
     NodeView,
@@ -48,6 +48,7 @@ def from_onnx(
     proto = model_check.load_model(model)  # parse, external data, valid strings
     proto = model_check.normalize_model(proto)  # inline local functions, densify sparse
     proto = upgrade.upgrade_model(proto, model_check.MIN_OPSET)  # opsets 1-6: converted
+    proto = expand.expand_functions(proto, _has_handler)  # handler-less function ops inlined
     graph = proto.graph
     label = model_check.graph_label(proto)
     opsets = model_check.read_opsets(proto)  # opset range
@@ -77,6 +78,10 @@ def from_onnx(
     return IRModule.from_expr(func, name=graph.name or "main"), {
         p.name: init_values[p.name] for p in params
     }
+
+
+def _has_handler(op_type: str, opset: int, domain: str) -> bool:
+    return find_handler(op_type, opset, domain) is not None
 
 
 def _check_output_dtypes(graph: onnx.GraphProto, outputs: Sequence[Expr], label: str) -> None:
