@@ -26,6 +26,8 @@ each case with every input fed at run time, and both counts are printed.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -194,6 +196,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "suite (one table each, then the totals)",
     )
     parser.add_argument(
+        "--json", help="with --suite every: write every result (suite, mode) to this file"
+    )
+    parser.add_argument(
         "--unfrozen",
         action="store_true",
         help="also run each mode with every input fed at run time and print both counts",
@@ -260,6 +265,7 @@ def _every_suite(args: argparse.Namespace, ops: Iterable[str] | None) -> int:
         modes += [f"{m}{UNFROZEN}" for m in modes if not m.endswith(UNFROZEN)]
     totals: dict[str, list[Result]] = {m: [] for m in modes}
     lines = []
+    rows: list[dict[str, object]] = []
     for suite in ("node", *MODEL_SUITES):
         cases = select_cases(ops) if suite == "node" else list(collect_model_cases(suite))
         if args.pattern:
@@ -268,10 +274,13 @@ def _every_suite(args: argparse.Namespace, ops: Iterable[str] | None) -> int:
             jobs = args.jobs if mode.startswith("compiled") else 0
             results = run(cases, mode, jobs=jobs, batch=args.batch)
             totals[mode] += results
+            rows += [{**dataclasses.asdict(r), "suite": suite, "mode": mode} for r in results]
             print(f"\n== suite {suite}, mode {mode}")
             print(format_table(results, args.verbose))
             lines.append(_overall_line(f"{suite} {mode}", results))
     print("\n".join(lines + [_overall_line(f"all suites {m}", totals[m]) for m in modes]))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1, sort_keys=True) + "\n")
     return 0 if all(summarize(r)[0] == summarize(r)[1] for r in totals.values()) else 1
 
 
