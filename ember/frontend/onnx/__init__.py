@@ -9,6 +9,7 @@ from ember.frontend.onnx import (
     binary,  # noqa: F401  (registers handlers)
     constants,  # noqa: F401  (registers handlers)
     control,  # noqa: F401  (registers handlers)
+    dynamic,  # noqa: F401  (registers handlers)
     einsum,  # noqa: F401  (registers handlers)
     elemwise,  # noqa: F401  (registers handlers)
     index,  # noqa: F401  (registers handlers)
