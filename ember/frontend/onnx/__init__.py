@@ -21,6 +21,7 @@ from ember.frontend.onnx import (
     nn_rnn,  # noqa: F401  (registers handlers)
     reduce,  # noqa: F401  (registers handlers)
     scan,  # noqa: F401  (registers handlers)
+    signal,  # noqa: F401  (registers handlers)
     transform,  # noqa: F401  (registers handlers)
 )
 from ember.frontend.onnx.context import REQUIRED, ConvertContext, NodeView
