@@ -3,8 +3,9 @@
 A DFT of length L along one axis is two products with constant (L, K) cosine and sine
 matrices, so it compiles to the existing matmul kernels: with ``a = sign * 2 pi t k / L``,
 ``Y_re = re @ cos(a) - im @ sin(a)`` and ``Y_im = re @ sin(a) + im @ cos(a)`` (scaled by
-1/L when inverse), accumulated in float64. ``onesided`` keeps the first L//2+1 frequencies; an inverse onesided
-DFT rebuilds the real signal from its half spectrum (Hermitian weights 1 or 2).
+1/L when inverse), accumulated in float64. ``onesided`` keeps the first L//2+1
+frequencies; an inverse onesided DFT rebuilds the real signal from its half spectrum
+(Hermitian weights 1 or 2).
 """
 
 from __future__ import annotations
@@ -54,6 +55,13 @@ def _resize_last(x: Expr, shape: tuple[int, ...], length: int) -> Expr:
     return call("nn.pad", x, pad_width=pads, pad_value=0.0)
 
 
+def _resize_both(
+    re: Expr, im: Expr | None, shape: tuple[int, ...], length: int
+) -> tuple[Expr, Expr | None]:
+    """Both parts (the imaginary one may be absent) resized along their last axis."""
+    return _resize_last(re, shape, length), None if im is None else _resize_last(im, shape, length)
+
+
 def _matrices(
     rows: int, cols: int, length: int, sign: float, scale: np.ndarray, dtype: str
 ) -> tuple[Constant, Constant]:
@@ -86,13 +94,15 @@ def dft(ctx: ConvertContext, node: NodeView) -> Expr:
     mshape = tuple(shape[i] for i in perm)
     n = mshape[-2]
     wide = "float64"  # accumulate in double: the sums cancel to near zero (inverse DFTs)
-    re = call("cast", _component(moved, mshape, 0), dtype=wide)
-    im = call("cast", _component(moved, mshape, 1), dtype=wide) if shape[-1] == 2 else None
+    re: Expr = call("cast", _component(moved, mshape, 0), dtype=wide)
+    im: Expr | None = None
+    if shape[-1] == 2:
+        im = call("cast", _component(moved, mshape, 1), dtype=wide)
     sign = 1.0 if inverse else -1.0
     if inverse and onesided:  # half spectrum -> real signal of length L
         total = length if length is not None else 2 * (n - 1)
         half = total // 2 + 1
-        re, im = (_resize_last(p, mshape[:-1], half) if p is not None else None for p in (re, im))
+        re, im = _resize_both(re, im, mshape[:-1], half)
         weights = np.full((half, 1), 2.0)
         weights[0] = 1.0
         if total % 2 == 0:
@@ -102,7 +112,7 @@ def dft(ctx: ConvertContext, node: NodeView) -> Expr:
         out_len, channels = total, 1
     else:
         total = length if length is not None else n
-        re, im = (_resize_last(p, mshape[:-1], total) if p is not None else None for p in (re, im))
+        re, im = _resize_both(re, im, mshape[:-1], total)
         out_len = total // 2 + 1 if onesided else total
         scale = np.full((total, 1), 1.0 / total if inverse else 1.0)
         cos, sin = _matrices(total, out_len, total, sign, scale, wide)
