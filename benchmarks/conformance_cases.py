@@ -139,9 +139,6 @@ EXCLUDED_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"^test_sequence_model", "sequence values are not tensors"),
     (r"^test_gradient_of_", "Gradient is a training op (ai.onnx.preview.training)"),
     (r"^test_strnorm_model", "string tensors are not supported"),
-    # Opset-6 PRelu broadcast a (C,) slope per channel; onnx's converter to opset 7 (numpy
-    # broadcasting) keeps the slope as is, so the upgraded model is invalid.
-    (r"^test_PReLU_\dd_multiparam$", "opset-6 PRelu; the opset converter breaks it"),
     # String tensors are not numeric.
     (r"(_string|STRING)", "string tensors are not supported"),
 )

@@ -15,11 +15,19 @@ or a crashed or hung worker.
     python benchmarks/onnx_conformance.py --ops Conv,Relu -v   # some ops, with failures
     python benchmarks/onnx_conformance.py --mode both          # reference | compiled
     python benchmarks/onnx_conformance.py --mode compiled --all --jobs 2 --batch 8
+    python benchmarks/onnx_conformance.py --mode compiled --all --suite every --unfrozen
+
+Every compiled case runs in a worker subprocess with a time limit (``CASE_TIMEOUT``) and is
+compared with onnx's own tolerances. "Frozen" (the default) bakes shape-like inputs (axes,
+pads, scales...) into initializers, as a deployed model has them; ``--unfrozen`` also runs
+each case with every input fed at run time, and both counts are printed.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -60,6 +68,7 @@ from conformance_report import (  # noqa: E402
 from conformance_run import (  # noqa: E402
     DEFAULT_BATCH,
     MODES,
+    UNFROZEN,
     ModeFn,
     _as_array,
     _import_alone,
@@ -86,6 +95,7 @@ __all__ = [
     "ISSUE_OPS",
     "MODEL_SUITES",
     "MODES",
+    "UNFROZEN",
     "Case",
     "ModeFn",
     "Progress",
@@ -181,8 +191,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--suite",
         default="node",
-        choices=["node", *MODEL_SUITES],
-        help="node tests (default) or one of the model suites onnx ships with data",
+        choices=["node", *MODEL_SUITES, "every"],
+        help="node tests (default), one of the model suites onnx ships with data, or every "
+        "suite (one table each, then the totals)",
+    )
+    parser.add_argument(
+        "--json", help="with --suite every: write every result (suite, mode) to this file"
+    )
+    parser.add_argument(
+        "--unfrozen",
+        action="store_true",
+        help="also run each mode with every input fed at run time and print both counts",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="list every failure")
     parser.add_argument(
@@ -199,16 +218,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         ops = [o.strip() for o in args.ops.split(",") if o.strip()]
     else:
         ops = ISSUE_OPS
+    if args.suite == "every":
+        return _every_suite(args, ops)
     node_suite = args.suite == "node"
     cases = select_cases(ops) if node_suite else list(collect_model_cases(args.suite))
     if args.pattern:
         cases = [c for c in cases if args.pattern in c.name]
     modes = ["reference", "compiled"] if args.mode == "both" else [args.mode]
+    if args.unfrozen:
+        modes += [f"{m}{UNFROZEN}" for m in modes if not m.endswith(UNFROZEN)]
     runs: dict[str, list[Result]] = {}
     timings = []
     for mode in modes:
         start = time.perf_counter()
-        jobs = args.jobs if mode == "compiled" else 0
+        jobs = args.jobs if mode.startswith("compiled") else 0
         progress = print_progress if sys.stderr.isatty() else None
         runs[mode] = run(cases, mode, jobs=jobs, batch=args.batch, progress=progress)
         seconds = time.perf_counter() - start
@@ -217,12 +240,48 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.coverage:
         print(coverage_markdown(runs[modes[0]]))
         return 0
-    if len(modes) == 2:
+    if modes == ["reference", "compiled"]:
         print(format_comparison(runs["reference"], runs["compiled"], args.verbose))
     else:
         print(format_table(runs[modes[0]], args.verbose))
+        for mode in modes[1:]:
+            print(f"\n== mode {mode}")
+            print(format_table(runs[mode], args.verbose))
     print("\n".join(timings))
+    print("\n".join(_overall_line(mode, runs[mode]) for mode in modes))
     return 0 if all(summarize(rs)[0] == summarize(rs)[1] for rs in runs.values()) else 1
+
+
+def _overall_line(label: str, results: Sequence[Result]) -> str:
+    passed, counted = summarize(results)
+    rate = 100.0 * passed / counted if counted else 0.0
+    return f"{label}: {passed}/{counted} passed ({rate:.1f}%)"
+
+
+def _every_suite(args: argparse.Namespace, ops: Iterable[str] | None) -> int:
+    """Every suite in turn (tables per suite), then the frozen/unfrozen totals over all."""
+    modes = [args.mode] if args.mode != "both" else ["reference", "compiled"]
+    if args.unfrozen:
+        modes += [f"{m}{UNFROZEN}" for m in modes if not m.endswith(UNFROZEN)]
+    totals: dict[str, list[Result]] = {m: [] for m in modes}
+    lines = []
+    rows: list[dict[str, object]] = []
+    for suite in ("node", *MODEL_SUITES):
+        cases = select_cases(ops) if suite == "node" else list(collect_model_cases(suite))
+        if args.pattern:
+            cases = [c for c in cases if args.pattern in c.name]
+        for mode in modes:
+            jobs = args.jobs if mode.startswith("compiled") else 0
+            results = run(cases, mode, jobs=jobs, batch=args.batch)
+            totals[mode] += results
+            rows += [{**dataclasses.asdict(r), "suite": suite, "mode": mode} for r in results]
+            print(f"\n== suite {suite}, mode {mode}")
+            print(format_table(results, args.verbose))
+            lines.append(_overall_line(f"{suite} {mode}", results))
+    print("\n".join(lines + [_overall_line(f"all suites {m}", totals[m]) for m in modes]))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1, sort_keys=True) + "\n")
+    return 0 if all(summarize(r)[0] == summarize(r)[1] for r in totals.values()) else 1
 
 
 if __name__ == "__main__":

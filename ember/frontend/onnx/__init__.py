@@ -8,9 +8,12 @@ which registers the handlers through the public ``onnx_op`` decorator.
 from ember.frontend.onnx import (
     binary,  # noqa: F401  (registers handlers)
     constants,  # noqa: F401  (registers handlers)
+    control,  # noqa: F401  (registers handlers)
+    dynamic,  # noqa: F401  (registers handlers)
     einsum,  # noqa: F401  (registers handlers)
     elemwise,  # noqa: F401  (registers handlers)
     index,  # noqa: F401  (registers handlers)
+    loss,  # noqa: F401  (registers handlers)
     nn_conv,  # noqa: F401  (registers handlers)
     nn_image,  # noqa: F401  (registers handlers)
     nn_norm,  # noqa: F401  (registers handlers)
@@ -19,6 +22,7 @@ from ember.frontend.onnx import (
     quant,  # noqa: F401  (registers handlers)
     reduce,  # noqa: F401  (registers handlers)
     scan,  # noqa: F401  (registers handlers)
+    signal,  # noqa: F401  (registers handlers)
     transform,  # noqa: F401  (registers handlers)
 )
 from ember.frontend.onnx.context import REQUIRED, ConvertContext, NodeView

@@ -16,7 +16,7 @@ references, cached), so shape arguments computed by Shape/Gather/Concat chains a
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
 import numpy as np
@@ -220,6 +220,11 @@ class ConvertContext:
         self.initializer_values: dict[Var, np.ndarray] = dict(initializer_values or {})
         #: the node being converted (set by the importer), used in error messages.
         self.node: NodeView | None = None
+        #: the values in scope by ONNX name (set by the importer; subgraphs extend it).
+        self.env: dict[str, Expr] = {}
+        #: converts a subgraph in the current scope, returning its outputs (set by the
+        #: importer; used by control-flow handlers such as If).
+        self.convert_subgraph: Callable[[ConvertContext, onnx.GraphProto], list[Expr]] | None = None
         self._cache: dict[int, tuple[Expr, np.ndarray | tuple[Any, ...] | None]] = {}
         self._folded: dict[int, tuple[Expr, Expr]] = {}
 

@@ -18,7 +18,7 @@ import numpy as np
 import onnx
 
 from ember.errors import EmberError, FrontendError, OpNotSupportedError
-from ember.frontend.onnx import model_check
+from ember.frontend.onnx import expand, model_check, upgrade
 from ember.frontend.onnx.context import (
     ConvertContext,
     NodeView,
@@ -26,7 +26,7 @@ from ember.frontend.onnx.context import (
     tensor_to_numpy,
 )
 from ember.frontend.onnx.registry import find_handler
-from ember.ir.expr import Expr, Function, Tuple, TupleGetItem, Var, post_order
+from ember.ir.expr import Constant, Expr, Function, Tuple, TupleGetItem, Var, post_order
 from ember.ir.module import IRModule
 from ember.ir.types import TensorType, TupleType, canonical_dtype
 
@@ -47,6 +47,8 @@ def from_onnx(
     """
     proto = model_check.load_model(model)  # parse, external data, valid strings
     proto = model_check.normalize_model(proto)  # inline local functions, densify sparse
+    proto = upgrade.upgrade_model(proto, model_check.MIN_OPSET)  # opsets 1-6: converted
+    proto = expand.expand_functions(proto, _has_handler)  # handler-less function ops inlined
     graph = proto.graph
     label = model_check.graph_label(proto)
     opsets = model_check.read_opsets(proto)  # opset range
@@ -63,8 +65,10 @@ def from_onnx(
     input_vars = _input_vars(input_protos, input_dtypes, shape, label)
     init_vars, init_values = _initializers(graph, label)
     ctx = ConvertContext(graph.name, opsets, {init_vars[n]: v for n, v in init_values.items()})
+    ctx.convert_subgraph = _convert_subgraph
     env: dict[str, Expr] = {v.name: v for v in input_vars}
     env.update(init_vars)
+    ctx.env = env
     for i in order:  # convert nodes in dependency order
         _convert_node(ctx, graph.node[i], i, env)
     outputs = [env[o.name] for o in graph.output]
@@ -78,6 +82,10 @@ def from_onnx(
     return IRModule.from_expr(func, name=graph.name or "main", **names), {
         p.name: init_values[p.name] for p in params
     }
+
+
+def _has_handler(op_type: str, opset: int, domain: str) -> bool:
+    return find_handler(op_type, opset, domain) is not None
 
 
 def _check_output_dtypes(graph: onnx.GraphProto, outputs: Sequence[Expr], label: str) -> None:
@@ -249,6 +257,7 @@ def _convert_node(
     handler = find_handler(proto.op_type, opset, domain)
     if handler is None:  # find_unsupported already reported these; keep the guard
         raise OpNotSupportedError(f"no handler for {proto.op_type} at opset {opset}")
+    outer = ctx.node  # a subgraph's nodes convert inside their If node's handler
     ctx.node = node
     try:
         result = handler.fn(ctx, node)
@@ -262,7 +271,7 @@ def _convert_node(
             f"{ctx.where(node)}: converting the node failed with {type(err).__name__}: {err}"
         ) from err
     finally:
-        ctx.node = None
+        ctx.node = outer
     for i in range(node.num_outputs):
         if not node.output_used(i):
             continue
@@ -270,6 +279,23 @@ def _convert_node(
         if out is None:
             ctx.fail(node, f"the handler gave no value for output {i} ('{proto.output[i]}')")
         env[proto.output[i]] = out
+
+
+def _convert_subgraph(ctx: ConvertContext, graph: onnx.GraphProto) -> list[Expr]:
+    """Convert a subgraph (an If branch) inline: its nodes see the enclosing scope
+    (``ctx.env``), its initializers are constants; returns its outputs."""
+    outer_env = ctx.env
+    env = dict(outer_env)
+    for t in graph.initializer:
+        env[t.name] = Constant(tensor_to_numpy(t, f"subgraph '{graph.name}': initializer"))
+    order = model_check.topological_nodes(graph, list(env))
+    ctx.env = env
+    try:
+        for i in order:
+            _convert_node(ctx, graph.node[i], i, env)
+    finally:
+        ctx.env = outer_env
+    return [env[o.name] for o in graph.output]
 
 
 def _split_outputs(ctx: ConvertContext, node: NodeView, result: Any) -> list[Expr | None]:

@@ -320,8 +320,7 @@ def find_unsupported(
 ) -> list[Unsupported]:
     """Every node without a usable handler, grouped by (op, domain, opset, reason)."""
     groups: dict[tuple[str, str, int, str], tuple[set[str], list[str]]] = {}
-    for i in order:
-        node = graph.node[i]
+    for i, node in _with_subgraph_nodes([(i, graph.node[i]) for i in order]):
         domain = "" if node.domain in ("", "ai.onnx") else node.domain
         opset = opsets.get(domain, 0)
         first = next((n for n in node.input if n), None)
@@ -343,6 +342,20 @@ def find_unsupported(
         Unsupported(op, dom, ver, tuple(sorted(dts)), reason, tuple(nodes))
         for (op, dom, ver, reason), (dts, nodes) in groups.items()
     ]
+
+
+def _with_subgraph_nodes(
+    nodes: Sequence[tuple[int, onnx.NodeProto]],
+) -> list[tuple[int, onnx.NodeProto]]:
+    """``nodes`` followed by the nodes of their subgraphs (If branches, ...), recursively,
+    indexed by their position in their own graph."""
+    out = list(nodes)
+    for _, node in nodes:
+        for attr in node.attribute:
+            graphs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+            for sub in graphs:
+                out += _with_subgraph_nodes(list(enumerate(sub.node)))
+    return out
 
 
 def raise_unsupported(label: str, problems: Sequence[Unsupported]) -> None:

@@ -1,6 +1,7 @@
 """ONNX handlers for normalisations: BatchNormalization (inference, and training mode by
 decomposition), InstanceNormalization, LayerNormalization (Mean/InvStdDev outputs by
-decomposition when used), LRN, Softmax, LogSoftmax and Hardmax (opset < 13 coerces to 2-D)."""
+decomposition when used), LRN, Softmax, LogSoftmax and Hardmax (opset < 13 coerces to
+2-D), LpNormalization."""
 
 from __future__ import annotations
 
@@ -180,3 +181,23 @@ def hardmax(ctx: ConvertContext, node: NodeView) -> Expr:
     if legacy:
         out = call("reshape", out, newshape=shape)
     return out
+
+
+@onnx_op("LpNormalization", since=1, dtypes=FLOAT_TYPES)
+def lp_normalization(ctx: ConvertContext, node: NodeView) -> Expr:
+    """LpNormalization: x divided by its L1 or L2 norm along ``axis`` (0 where the norm is 0,
+    whose elements are all 0: the norm is replaced by 1 there)."""
+    x = required(ctx, node, 0, "input")
+    xt = ttype(ctx, node, x)
+    p = int(node.attr("p", 2))
+    if p not in (1, 2):
+        ctx.fail(node, f"p must be 1 or 2, got {p}")
+    axis = normalize_axis(int(node.attr("axis", -1)), xt.ndim)
+    if p == 1:
+        norm = call("sum", call("abs", x), axes=(axis,), keepdims=True)
+    else:
+        square = call("multiply", x, x)
+        norm = call("sqrt", call("sum", square, axes=(axis,), keepdims=True))
+    zero = call("equal", norm, scalar(0.0, xt.dtype))
+    safe = call("where", zero, scalar(1.0, xt.dtype), norm)
+    return call("divide", x, safe, name=node.name)

@@ -1,9 +1,15 @@
 """ONNX handlers for pooling: MaxPool, AveragePool, LpPool (N-d, pads, auto_pad,
 dilations, ceil_mode, count_include_pad), GlobalAveragePool, GlobalMaxPool, GlobalLpPool.
-MaxPool's Indices output becomes a separate nn.max_pool_argmax call."""
+MaxPool's Indices output becomes a separate nn.max_pool_argmax call. MaxUnpool scatters
+into zeros."""
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
+from ember.frontend.onnx import common
 from ember.frontend.onnx.context import ConvertContext, NodeView
 from ember.frontend.onnx.nn_common import (
     required,
@@ -12,7 +18,7 @@ from ember.frontend.onnx.nn_common import (
     ttype,
 )
 from ember.frontend.onnx.registry import FLOAT_TYPES, onnx_op
-from ember.ir.expr import Expr, call
+from ember.ir.expr import Constant, Expr, call
 
 _MAXPOOL_TYPES = FLOAT_TYPES | {"int8", "uint8"}
 
@@ -86,3 +92,40 @@ def global_avg_pool(ctx: ConvertContext, node: NodeView) -> Expr:
 def global_max_pool(ctx: ConvertContext, node: NodeView) -> Expr:
     """GlobalMaxPool: max over all spatial axes."""
     return call("nn.global_max_pool", required(ctx, node, 0, "X"), name=node.name)
+
+
+@onnx_op("MaxUnpool", since=9, dtypes=FLOAT_TYPES)
+def max_unpool(ctx: ConvertContext, node: NodeView) -> Expr:
+    """MaxUnpool: the values scattered to their (flat, whole-tensor) MaxPool indices in a
+    zero tensor of the shape inferred from kernel, strides and pads (zero-padded at the end
+    to ``output_shape`` when given)."""
+    x = common.arg(ctx, node, 0, "X")
+    indices = common.arg(ctx, node, 1, "I")
+    xt = common.ttype(x)
+    nsp = xt.ndim - 2
+    kernel = [int(k) for k in node.attr("kernel_shape")]
+    strides = [int(s) for s in node.attr("strides", [1] * nsp)]
+    pads = [int(p) for p in node.attr("pads", [0] * (2 * nsp))]
+    spatial = [
+        (xt.shape[2 + i] - 1) * strides[i] - pads[i] - pads[nsp + i] + kernel[i] for i in range(nsp)
+    ]
+    inferred = (*xt.shape[:2], *spatial)
+    out_shape = inferred
+    given = node.input(2)
+    if given is not None:
+        out_shape = tuple(int(d) for d in ctx.require_const(given, "output_shape").reshape(-1))
+        if len(out_shape) != xt.ndim or any(
+            o < i for o, i in zip(out_shape, inferred, strict=True)
+        ):
+            ctx.fail(node, f"output_shape {out_shape} is smaller than the inferred {inferred}")
+    size = math.prod(xt.shape)
+    flat_x = call("reshape", x, newshape=(size,))
+    flat_i = call("reshape", indices, newshape=(size,))
+    zeros = Constant(np.zeros(math.prod(inferred), dtype=np.dtype(xt.dtype)))
+    y = call("reshape", call("scatter_elements", zeros, flat_i, flat_x, axis=0), newshape=inferred)
+    if out_shape == inferred:
+        return y
+    # As onnx's reference: indices address the inferred shape, placed at the origin of a
+    # larger output_shape (zeros after it).
+    pad_width = [0] * xt.ndim + [o - i for o, i in zip(out_shape, inferred, strict=True)]
+    return call("nn.pad", y, pad_width=pad_width, pad_value=0.0, name=node.name)

@@ -95,3 +95,16 @@ def test_shipped_model_suites_pass(suite):
         f"{r.case} [{r.status}] {r.detail}" for r in results if r.status not in ("pass", "excluded")
     ]
     assert not bad, f"{len(bad)} {suite} cases do not pass:\n" + "\n".join(bad)
+
+
+def test_unfrozen_mode_feeds_shape_operands_at_run_time():
+    cases = [c for c in oc.select_cases(["Slice"]) if c.name == "test_slice"]
+    frozen = oc.run(cases, "reference")
+    unfrozen = oc.run(cases, f"reference{oc.UNFROZEN}")
+    assert [r.status for r in frozen] == ["pass"]
+    assert unfrozen[0].status == "error" and "must be constant" in unfrozen[0].detail
+
+
+def test_tolerances_are_the_cases_own():
+    case = oc.select_cases(["Relu"])[0]
+    assert oc.tolerances(np.dtype("float32"), case) == (case.rtol, case.atol)

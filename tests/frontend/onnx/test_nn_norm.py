@@ -116,3 +116,10 @@ def test_softmax(op: str, opset: int, axis: int | None) -> None:
 @pytest.mark.parametrize("dtype", ["float64", "float16"])
 def test_softmax_dtypes(op: str, dtype: str) -> None:
     check_node(op, {"x": rand((3, 5), dtype)}, {"axis": 1}, opset=13)
+
+
+@pytest.mark.parametrize(("p", "axis"), [(1, -1), (2, 0), (2, 1)])
+def test_lp_normalization(p, axis):
+    x = rand((3, 4), "float32")
+    x[1] = 0.0  # a zero norm along axis -1/1 gives zeros, not NaN
+    check_node("LpNormalization", {"x": x}, {"p": p, "axis": axis})

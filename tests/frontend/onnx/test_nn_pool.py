@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
 try:  # a package when tests/ has __init__ files, plain modules otherwise
@@ -69,3 +70,10 @@ def test_lp_pool(shape: tuple[int, ...], attrs: dict[str, Any], p: int) -> None:
 @pytest.mark.parametrize("shape", [(2, 3, 5), (1, 4, 5, 6)])
 def test_global_lp_pool(shape: tuple[int, ...]) -> None:
     check_node("GlobalLpPool", {"x": rand(shape)}, {"p": 3}, opset=13)
+
+
+def test_max_unpool_scatters_to_the_pool_indices():
+    x = np.array([[[[5.0, 6.0], [7.0, 8.0]]]], np.float32)
+    idx = np.array([[[[5, 7], [13, 15]]]], np.int64)
+    attrs = {"kernel_shape": [2, 2], "strides": [2, 2]}
+    check_node("MaxUnpool", {"x": x}, attrs, params={"i": idx}, input_order=["x", "i"])
