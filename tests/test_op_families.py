@@ -53,9 +53,9 @@ NOT_FAMILIES = {
 #: test files of the layers' test folders that are not about one family (the importer's).
 NOT_FAMILY_TESTS = {
     "frontend/onnx": {
-        *"constants conformance errors importer light_models".split(),
+        *["constants", "conformance", "errors", "importer", "light_models"],
         *FRONTEND_ONLY,
-        *"expand upgrade onnx_support_doc".split(),
+        *["expand", "upgrade", "onnx_support_doc"],
     },
 }
 
