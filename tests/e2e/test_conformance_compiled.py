@@ -38,32 +38,9 @@ def _load_runner() -> ModuleType:
 
 oc = _load_runner()
 
-_NO_HALF = "the C backend has no float16/bfloat16 (they come with the LLVM backend)"
-
-#: cases that pass in reference mode but not compiled, with the reason (case -> reason).
-KNOWN_FAILURES: dict[str, str] = {
-    # Cast/CastLike to or from a half type: the C code generator refuses float16/bfloat16.
-    **{
-        f"test_{op}_{pair}{suffix}": _NO_HALF
-        for op, suffixes in (("cast", ("",)), ("castlike", ("", "_expanded")))
-        for pair in (
-            "BFLOAT16_to_FLOAT",
-            "DOUBLE_to_FLOAT16",
-            "FLOAT16_to_DOUBLE",
-            "FLOAT16_to_FLOAT",
-            "FLOAT_to_BFLOAT16",
-            "FLOAT_to_FLOAT16",
-        )
-        for suffix in suffixes
-    },
-    # Einsum on bfloat16 inputs: same limitation, raised by the einsum compute.
-    "test_einsum_batch_matmul_bfloat16": _NO_HALF,
-    "test_einsum_sum_bfloat16": _NO_HALF,
-    "test_einsum_transpose_bfloat16": _NO_HALF,
-    # Max/Min of float16 inputs: same limitation, raised by the C code generator.
-    "test_max_float16": _NO_HALF,
-    "test_min_float16": _NO_HALF,
-}
+#: cases that pass in reference mode but not compiled, with the reason (case -> reason);
+#: none now (the float16/bfloat16 ones pass since the C back end stores half types).
+KNOWN_FAILURES: dict[str, str] = {}
 
 #: cases that fail with some C compilers only (tolerated, not required to fail); none now.
 #: (test_lrn was one between commits 8052974 and e7a64f1: see test_power_one_half_compiles.)
