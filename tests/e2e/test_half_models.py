@@ -27,6 +27,7 @@ import onnx
 import pytest
 from onnx import TensorProto, numpy_helper
 
+import ember
 from ember.examples.models import make_model
 from ember.testing import run_onnx_compiled, run_onnxruntime
 
@@ -34,6 +35,7 @@ pytestmark = pytest.mark.cc
 
 #: share of the largest output that ember's float16 run may differ by (see the docstring).
 REL_SCALE_TOL = 2e-2
+DEV = ember.cpu(0)
 
 
 def _half(t: onnx.TensorProto) -> onnx.TensorProto:
@@ -95,3 +97,19 @@ def test_small_float16_model_matches_onnxruntime(name: str) -> None:
 @pytest.mark.parametrize("name", ["resnet50", "mobilenet_v2", "bert"])
 def test_float16_model_matches_onnxruntime(name: str) -> None:
     _check(name)
+
+
+def test_float16_model_runs_the_same_under_the_aot_executor() -> None:
+    case = make_model("squeezenet")
+    mod, params = ember.frontend.from_onnx(to_float16(case.model))
+    inputs = {k: v.astype(np.float16) for k, v in case.inputs.items()}
+    outs = []
+    for kind, executor in (("graph", ember.GraphExecutor), ("aot", ember.AotExecutor)):
+        top = ember.load_artifacts(ember.build(mod, "c", params, executor=kind), DEV)
+        ex = executor(top["default"](DEV))
+        for name, value in inputs.items():
+            ex.set_input(name, value)
+        ex.run()
+        outs.append(ex.get_output(0).numpy())
+    assert outs[0].dtype == np.float16
+    assert np.array_equal(outs[0].view(np.uint16), outs[1].view(np.uint16))
