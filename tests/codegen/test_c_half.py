@@ -25,7 +25,12 @@ from ember.errors import CompileError
 pytestmark = pytest.mark.cc
 
 N = 1 << 18
-NARROW = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16)}
+NARROW = {
+    "float16": np.dtype(np.float16),
+    "bfloat16": np.dtype(ml_dtypes.bfloat16),
+    **{t: np.dtype(getattr(ml_dtypes, t)) for t in ("float8_e4m3fn", "float8_e4m3fnuz")},
+    **{t: np.dtype(getattr(ml_dtypes, t)) for t in ("float8_e5m2", "float8_e5m2fnuz")},
+}
 #: this machine (F16C where the host has it) and the portable path.
 TARGETS = ["native", "x86-64"] if platform.machine() in ("x86_64", "amd64") else ["native"]
 
@@ -78,18 +83,24 @@ def _call(lib: rt.Module, name: str, *args: np.ndarray, out: np.dtype) -> np.nda
 
 
 def _bits(x: np.ndarray) -> np.ndarray:
-    return x.view(np.uint16 if x.dtype.itemsize == 2 else np.uint32)
+    return x.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[x.dtype.itemsize])
+
+
+def _codes(t: str) -> np.ndarray:
+    """Every bit pattern of ``t``, NaNs included."""
+    size = NARROW[t].itemsize
+    return np.arange(1 << (8 * size), dtype=f"u{size}").view(NARROW[t])
 
 
 def _every_narrow(t: str) -> np.ndarray:
-    """All 2^16 bit patterns of ``t`` (padded to N), NaNs included."""
-    return np.resize(np.arange(1 << 16, dtype=np.uint16).view(NARROW[t]), N)
+    """All bit patterns of ``t``, repeated to N values."""
+    return np.resize(_codes(t), N)
 
 
 def _rounding_cases(t: str) -> np.ndarray:
     """float32 values at and around every midpoint between two neighbouring narrow values,
     plus special values: where round-to-nearest-even decides."""
-    w = np.arange(1 << 16, dtype=np.uint16).view(NARROW[t]).astype(np.float32)
+    w = _codes(t).astype(np.float32)
     w = w[np.isfinite(w)]
     w = np.unique(w)
     mid = ((w[:-1].astype(np.float64) + w[1:]) / 2).astype(np.float32)
@@ -122,7 +133,7 @@ def test_float64_and_int32_to_narrow(lib: rt.Module, t: str) -> None:
     rng = np.random.default_rng(3)
     # doubles next to float16 midpoints: rounding through float32 would round twice
     with np.errstate(all="ignore"):
-        w = np.arange(1 << 16, dtype=np.uint16).view(NARROW[t]).astype(np.float64)
+        w = _codes(t).astype(np.float64)
     w = np.unique(w[np.isfinite(w)])
     mid = (w[:-1] + w[1:]) / 2
     x = np.resize(np.concatenate([mid + mid * 2.0**-40, mid - mid * 2.0**-40, w]), N)

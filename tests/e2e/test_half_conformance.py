@@ -1,6 +1,7 @@
-"""Every float16 and bfloat16 case of the ONNX node suite, compiled for C and run.
+"""Every float16, bfloat16 and float8 case of the ONNX node suite, compiled for C and run.
 
-A case is a half case when its model has a float16 or bfloat16 tensor anywhere: graph
+A case is a narrow-float case when its model has a float16, bfloat16 or float8 (e4m3fn,
+e4m3fnuz, e5m2, e5m2fnuz) tensor anywhere: graph
 inputs, outputs, value infos, initializers, constant attributes or a Cast ``to``. Each one
 that passes through importer + reference evaluator must pass compiled too (the cases whose
 op ember does not import count as unsupported in both modes, not here). The fast tier runs
@@ -24,7 +25,8 @@ import onnx_conformance as oc  # noqa: E402
 
 pytestmark = pytest.mark.cc
 
-HALF = {onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16}
+T = onnx.TensorProto
+HALF = {T.FLOAT16, T.BFLOAT16, T.FLOAT8E4M3FN, T.FLOAT8E4M3FNUZ, T.FLOAT8E5M2, T.FLOAT8E5M2FNUZ}
 
 #: the fast tier: the plain Cast/CastLike pairs and one case of each other op family.
 FAST_CASES: tuple[str, ...] = (
@@ -34,6 +36,10 @@ FAST_CASES: tuple[str, ...] = (
     "test_cast_FLOAT_to_BFLOAT16",
     "test_castlike_FLOAT16_to_FLOAT_expanded",
     "test_castlike_FLOAT_to_FLOAT16",
+    "test_cast_FLOAT_to_FLOAT8E4M3FN",
+    "test_cast_no_saturate_FLOAT16_to_FLOAT8E5M2",
+    "test_castlike_FLOAT8E5M2FNUZ_to_FLOAT16_expanded",
+    "test_cast_FLOAT8E4M3FNUZ_to_FLOAT",
     "test_celu_bfloat16",
     "test_einsum_batch_matmul_bfloat16",
     "test_isnan_float16",
@@ -57,7 +63,7 @@ def _elem_types(model: onnx.ModelProto) -> set[int]:
 
 
 def half_cases() -> list[Any]:
-    """The node cases with a float16/bfloat16 tensor, less those excluded by design."""
+    """The node cases with a narrow float tensor, less those excluded by design."""
     return [
         c
         for c in oc.collect_cases()
@@ -68,7 +74,7 @@ def half_cases() -> list[Any]:
 def test_fast_cases_are_half_cases() -> None:
     names = {c.name for c in half_cases()}
     assert set(FAST_CASES) <= names, sorted(set(FAST_CASES) - names)
-    assert len(names) >= 70
+    assert len(names) >= 140
 
 
 @pytest.mark.parametrize("name", FAST_CASES)

@@ -200,7 +200,7 @@ class ExprCodegen(VectorMixin, CheckMixin, PackedCallMixin):
     def half_expr(self, e: PrimExpr) -> tuple[str, int]:
         """A float16/bfloat16 expression as a float holding an exactly representable value:
         loads widen, arithmetic and intrinsics round their float32 result, casts convert."""
-        self.ctx.helpers.setdefault(half.HELPER_KEY, half.HALF_HELPERS)
+        half.use(self.ctx.helpers, e.dtype)
         if isinstance(e, BufferLoad):
             return half.load(e.dtype, self._expr_unhalved(e)), 16
         if isinstance(e, Cast):
@@ -212,7 +212,7 @@ class ExprCodegen(VectorMixin, CheckMixin, PackedCallMixin):
     def half_bits(self, e: PrimExpr) -> str:
         """The C text of the stored bits of the float16/bfloat16 value ``e``: a copied load
         keeps its bits, a value computed in float32 or cast from wider is converted once."""
-        self.ctx.helpers.setdefault(half.HELPER_KEY, half.HALF_HELPERS)
+        half.use(self.ctx.helpers, e.dtype)
         if isinstance(e, BufferLoad):
             return self._expr_unhalved(e)
         if isinstance(e, Cast) and not half.is_half(e.value.dtype):

@@ -1,6 +1,8 @@
-"""float16 and bfloat16 in C: 16-bit storage, float32 arithmetic, round-to-nearest-even.
+"""Narrow floats in C (float16, bfloat16, the float8s): stored as bits, computed in float32.
 
-A buffer of ``float16`` or ``bfloat16`` holds ``uint16_t`` bit patterns. A *value* of one
+A buffer of ``float16`` or ``bfloat16`` holds ``uint16_t`` bit patterns, one of a float8
+type (``float8_e4m3fn``, ``float8_e4m3fnuz``, ``float8_e5m2``, ``float8_e5m2fnuz``, as in
+ml_dtypes and ONNX) ``uint8_t`` ones; everything below holds for them alike. A *value* of one
 of these dtypes is a C ``float`` that is exactly representable in the narrow type: a load
 widens exactly (``ember_f16_to_f32``), every arithmetic result, intrinsic and cast into
 the narrow type is rounded back (``ember_round_f16``: float32 -> float16 -> float32), and a
@@ -21,11 +23,102 @@ keeps its bits. ``float64 -> float16`` rounds once (via a round-to-odd float32, 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ember.errors import CompileError
 from ember.tir import dtype as dt
 
 #: the narrow float dtypes this module handles, with the short tag of their helpers.
-HALF_TAGS: dict[str, str] = {"float16": "f16", "bfloat16": "bf16"}
+HALF_TAGS: dict[str, str] = {
+    "float16": "f16",
+    "bfloat16": "bf16",
+    "float8_e4m3fn": "f8e4m3fn",
+    "float8_e4m3fnuz": "f8e4m3fnuz",
+    "float8_e5m2": "f8e5m2",
+    "float8_e5m2fnuz": "f8e5m2fnuz",
+}
+
+
+@dataclass(frozen=True)
+class Float8:
+    """An 8-bit float format: exponent and mantissa bits, exponent bias, and how it spells
+    NaN (``fn``: all ones with the sign, no infinities; ``fnuz``: 0x80, no negative zero;
+    ``ieee``: infinities and NaNs as IEEE does)."""
+
+    mbits: int
+    bias: int
+    kind: str
+
+    @property
+    def max_code(self) -> int:
+        """The code of the largest finite value."""
+        return {"fn": 0x7E, "fnuz": 0x7F, "ieee": 0x7B}[self.kind]
+
+
+#: the float8 formats (ml_dtypes' and ONNX's), by dtype.
+FLOAT8: dict[str, Float8] = {
+    "float8_e4m3fn": Float8(3, 7, "fn"),
+    "float8_e4m3fnuz": Float8(3, 8, "fnuz"),
+    "float8_e5m2": Float8(2, 15, "ieee"),
+    "float8_e5m2fnuz": Float8(2, 16, "fnuz"),
+}
+
+
+def float8_helpers(dtype: str) -> str:
+    """C conversions float32 <-> the float8 ``dtype`` (round to nearest even, overflow and
+    NaN as ml_dtypes: NaN or infinity by format, never saturating)."""
+    f = FLOAT8[dtype]
+    tag = HALF_TAGS[dtype]
+    shift = 23 - f.mbits
+    min_normal = (1 - f.bias + 127) << 23
+    magic = (1 - f.bias - f.mbits + 23 + 127) << 23  # a float whose ulp is the subnormal step
+    rebias = ((127 - f.bias) << f.mbits) & 0xFFFFFFFF
+    nan = {"fn": "sign | 0x7fu", "fnuz": "0x80u", "ieee": "sign | 0x7eu"}[f.kind]
+    ovf = {"fn": "sign | 0x7fu", "fnuz": "0x80u", "ieee": "sign | 0x7cu"}[f.kind]
+    zero = "0u" if f.kind == "fnuz" else "sign"
+    e_max = (1 << (7 - f.mbits)) - 1
+    special = {
+        "fn": f"if (e == {e_max}u && m == {(1 << f.mbits) - 1}u) return sign ? -NAN : NAN;",
+        "fnuz": "if (h == 0x80u) return -NAN; /* ml_dtypes' bits */",
+        "ieee": f"if (e == {e_max}u) "
+        "return m ? (sign ? -NAN : NAN) : (sign ? -INFINITY : INFINITY);",
+    }[f.kind]
+    step = 2.0 ** (1 - f.bias - f.mbits)
+    return f"""static inline uint8_t ember_f32_to_{tag}(float f) {{
+  uint32_t x = ember_f32_bits(f);
+  const uint32_t sign = (x >> 24) & 0x80u;
+  uint32_t r;
+  x &= 0x7fffffffu;
+  if (x > 0x7f800000u) return (uint8_t)({nan});
+  if (x < {min_normal:#x}u) {{
+    r = ember_f32_bits(ember_f32_from_bits(x) + ember_f32_from_bits({magic:#x}u)) - {magic:#x}u;
+  }} else {{
+    x += {(1 << (shift - 1)) - 1:#x}u + ((x >> {shift}) & 1u);
+    r = (x >> {shift}) - {rebias:#x}u;
+  }}
+  if (r > {f.max_code:#x}u) return (uint8_t)({ovf});
+  return (uint8_t)(r ? sign | r : {zero});
+}}
+static inline float ember_{tag}_to_f32(uint8_t h) {{
+  const uint32_t sign = h & 0x80u, e = (h >> {f.mbits}) & {e_max}u, m = h & {(1 << f.mbits) - 1}u;
+  {special}
+  const float mag = e ? ember_f32_from_bits(((e + {127 - f.bias}u) << 23) | (m << {shift}))
+                      : (float)m * {step!r}f;
+  return sign ? -mag : mag;
+}}
+static inline float ember_round_{tag}(float f) {{
+  return ember_{tag}_to_f32(ember_f32_to_{tag}(f));
+}}
+static inline float ember_round_{tag}_f64(double d) {{ return ember_round_{tag}((float)d); }}"""
+
+
+def use(helpers: dict[str, str], dtype: str) -> None:
+    """Declare the conversions of the narrow float ``dtype`` in a file's helpers."""
+    helpers.setdefault(HELPER_KEY, HALF_HELPERS)
+    base = dt.element_of(dtype)
+    if base in FLOAT8:
+        helpers.setdefault(f"{HELPER_KEY}_{HALF_TAGS[base]}", float8_helpers(base))
+
 
 #: key of the helper block in a FileContext (sorted before helpers that call it).
 HELPER_KEY = "0c_ember_half"
@@ -125,8 +218,8 @@ def bits(dtype: str, src: str, text: str) -> str:
     """The bits of ``text`` (dtype ``src``: float32, float64 or an integer) rounded to the
     half ``dtype``, converted once."""
     if dt.element_of(src) == "float64":
-        if _tag(dtype) == "f16":
-            return f"ember_f32_to_f16(ember_f64_to_f32_odd({text}))"
+        if _tag(dtype) == "f16":  # rounded once; ml_dtypes' other types round via float32
+            return store(dtype, f"ember_f64_to_f32_odd({text})")
         text = f"(float)({text})"
     elif dt.is_integral(src) or dt.is_bool(src):
         return bits(dtype, "float64", f"(double)({text})")
