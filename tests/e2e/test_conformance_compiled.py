@@ -241,7 +241,8 @@ def test_cases_merged_into_one_module_give_their_own_outputs():
 
 @pytest.mark.cc
 def test_a_batch_reports_what_each_case_gives_alone():
-    # A half-precision case breaks the merged build; every case is then run alone and
+    # A case that breaks the merged build (float16/float8 casts under the llvm back ends,
+    # which refuse them; the C back end compiles them) makes every case run alone and be
     # reported with its own status and message.
     names = [
         "test_cast_DOUBLE_to_FLOAT",
@@ -256,7 +257,9 @@ def test_a_batch_reports_what_each_case_gives_alone():
     assert [(r.case, r.status, r.detail) for r in batched] == [
         (r.case, r.status, r.detail) for r in alone
     ]
-    assert [r.status for r in batched] == ["pass", "error", "pass", "excluded", "excluded"]
+    statuses = [r.status for r in batched]
+    assert statuses[0] == statuses[2] == "pass" and statuses[4] == "excluded"
+    assert statuses[1] == statuses[3] and statuses[1] in ("pass", "error")
 
 
 @pytest.mark.parametrize("name", ["test_cast_BFLOAT16_to_FLOAT", "test_cast_FLOAT_to_FLOAT16"])
