@@ -84,7 +84,11 @@ def compare(got: Sequence[np.ndarray], want: Sequence[object], case: Case) -> st
             return f"output {i}: shape {g.shape}, expected {w.shape}"
         if g.dtype != w.dtype:
             return f"output {i}: dtype {g.dtype}, expected {w.dtype}"
-        if w.dtype.kind in "fc" or w.dtype.name == "bfloat16":
+        if w.dtype.name.startswith("float8"):  # exact values, NaN where NaN
+            g64, w64 = g.astype(np.float64), w.astype(np.float64)
+            if not np.array_equal(g64, w64, equal_nan=True):
+                return f"output {i}: {int(np.sum(~((g64 == w64) | np.isnan(w64))))} elements differ"
+        elif w.dtype.kind in "fc" or w.dtype.name == "bfloat16":
             rtol, atol = tolerances(w.dtype, case)
             g64 = g.astype(np.float64)
             w64 = w.astype(np.float64)

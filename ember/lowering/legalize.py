@@ -7,6 +7,7 @@ from ember.errors import OpNotSupportedError
 from ember.ir.expr import Call, Expr, Function, post_order, rewrite
 from ember.ir.module import IRModule
 from ember.ir.op import OpDef
+from ember.lowering.widen_half import widen_half
 from ember.ops.registry import find_legalizer, has_compute
 
 #: legalizers may produce ops that are legalized again; this bounds the rounds.
@@ -30,9 +31,10 @@ def _legalize_once(body: Expr) -> tuple[Expr, bool]:
 
 
 def legalize(mod: IRModule) -> IRModule:
-    """Apply registered legalizers to ``main`` until none applies."""
+    """Apply registered legalizers to ``main`` until none applies (after ``widen_half``:
+    float16/bfloat16 anchors compute in float32)."""
     main = mod.main
-    body = main.body
+    body = widen_half(main.body)
     for _ in range(MAX_ROUNDS):
         body, changed = _legalize_once(body)
         if not changed:

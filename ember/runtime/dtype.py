@@ -38,8 +38,11 @@ class DataType:
             base = "bool"
         elif self.code == table.DL_HANDLE:
             base = "handle"
-        else:
-            base = f"{_CODE_NAMES.get(self.code, f'custom{self.code}_')}{self.bits}"
+        elif self.code in _CODE_NAMES:
+            base = f"{_CODE_NAMES[self.code]}{self.bits}"
+        else:  # a code whose names are whole (float8_e4m3fn), or an unknown one
+            info = table.from_dl(self.code, self.bits)
+            base = info.name if info is not None else f"custom{self.code}_{self.bits}"
         return base if self.lanes == 1 else f"{base}x{self.lanes}"
 
     def __repr__(self) -> str:
@@ -73,6 +76,11 @@ def _numpy_dtype(dt: DataType) -> np.dtype[Any]:
 def _parse(text: str) -> DataType:
     if text == "bool":
         return DataType(*table.dtype_info("bool").dl_type)
+    base, _, lanes_text = text.rpartition("x") if "_" in text else ("", "", "")
+    info = table.lookup(text) or table.lookup(base)
+    if info is not None and info.dl_code not in _CODE_NAMES:  # float8_e4m3fn[x4]
+        count = int(lanes_text) if info.name == base and lanes_text.isdigit() else 1
+        return DataType(info.dl_code, info.bits, count)
     m = _PATTERN.match(text)
     if m is None:
         raise EmberValueError(f"cannot parse data type {text!r}; expected one like {SUPPORTED}")

@@ -32,6 +32,12 @@ DL_FLOAT = 2
 DL_HANDLE = 3
 DL_BFLOAT = 4
 DL_BOOL = 6
+# DLPack 1.1 codes of the 8-bit floats (each name says its exponent and mantissa bits; ``fn``:
+# finite, no infinities; ``uz``: unsigned zero, the one NaN is 0x80).
+DL_FLOAT8_E4M3FN = 10
+DL_FLOAT8_E4M3FNUZ = 11
+DL_FLOAT8_E5M2 = 12
+DL_FLOAT8_E5M2FNUZ = 13
 
 #: DLPack type code -> the stem of a dtype name with that code (``bfloat`` + ``16``).
 DL_CODE_NAMES: dict[int, str] = {
@@ -86,6 +92,10 @@ DTYPES: tuple[DTypeInfo, ...] = (
     _row("uint16", "uint", 16, DL_UINT, np.uint16, "uint16_t", 4),
     _row("uint32", "uint", 32, DL_UINT, np.uint32, "uint32_t", 12),
     _row("uint64", "uint", 64, DL_UINT, np.uint64, "uint64_t", 13),
+    _row("float8_e4m3fn", "float", 8, DL_FLOAT8_E4M3FN, ml_dtypes.float8_e4m3fn, None, 17),
+    _row("float8_e4m3fnuz", "float", 8, DL_FLOAT8_E4M3FNUZ, ml_dtypes.float8_e4m3fnuz, None, 18),
+    _row("float8_e5m2", "float", 8, DL_FLOAT8_E5M2, ml_dtypes.float8_e5m2, None, 19),
+    _row("float8_e5m2fnuz", "float", 8, DL_FLOAT8_E5M2FNUZ, ml_dtypes.float8_e5m2fnuz, None, 20),
     _row("float16", "float", 16, DL_FLOAT, np.float16, None, 10),
     _row("bfloat16", "float", 16, DL_BFLOAT, ml_dtypes.bfloat16, None, 16),
     _row("float32", "float", 32, DL_FLOAT, np.float32, "float", 1),
@@ -160,8 +170,9 @@ def is_float(name: str) -> bool:
 
 
 def is_half(name: str) -> bool:
-    """True for the 16-bit floats (float16, bfloat16), which ops compute in float32."""
-    return is_float(name) and _BY_NAME[name].bits == 16
+    """True for the floats narrower than float32 (float16, bfloat16, the float8s), which
+    ops compute in float32."""
+    return is_float(name) and _BY_NAME[name].bits < 32
 
 
 def is_int(name: str) -> bool:

@@ -59,8 +59,8 @@ def test_row_agrees_with_numpy_and_ml_dtypes(info: dtypes.DTypeInfo) -> None:
     assert info.numpy is not None
     assert info.numpy.name == info.name
     assert info.numpy.itemsize == info.itemsize == info.bits // 8
-    if info.name == "bfloat16":
-        assert info.numpy == np.dtype(ml_dtypes.bfloat16)
+    if info.name == "bfloat16" or info.name.startswith("float8"):
+        assert info.numpy == np.dtype(getattr(ml_dtypes, info.name))
     else:
         assert info.numpy.kind == _NUMPY_KIND[info.kind]
         assert info.numpy == np.dtype(info.name)
@@ -88,9 +88,10 @@ def test_every_onnx_type_ember_can_hold_is_in_the_table() -> None:
 
 @pytest.mark.parametrize("info", TENSOR_ROWS, ids=_ids(TENSOR_ROWS))
 def test_row_agrees_with_dlpack(info: dtypes.DTypeInfo) -> None:
-    assert dtypes.DL_CODE_NAMES[info.dl_code] in info.name
+    assert dtypes.DL_CODE_NAMES.get(info.dl_code, info.name) in info.name  # float8: whole
     assert dtypes.from_dl(info.dl_code, info.bits) is info
-    if info.name != "bfloat16":  # numpy refuses to export ml_dtypes types
+    if info.name != "bfloat16" and not info.name.startswith("float8"):  # numpy refuses
+        # to export ml_dtypes types
         exported = from_capsule(np.zeros(3, info.numpy).__dlpack__()).data_type
         assert (exported.code, exported.bits, exported.lanes) == info.dl_type
 
@@ -116,8 +117,9 @@ def test_c_types_have_the_rows_width_and_sign(info: dtypes.DTypeInfo) -> None:
 
 
 def test_queries() -> None:
-    assert dtypes.names_of("float") == ("float16", "bfloat16", "float32", "float64")
-    assert [n for n in dtypes.TENSOR_DTYPES if dtypes.is_half(n)] == ["float16", "bfloat16"]
+    f8 = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz")
+    assert dtypes.names_of("float") == (*f8, "float16", "bfloat16", "float32", "float64")
+    assert [n for n in dtypes.TENSOR_DTYPES if dtypes.is_half(n)] == [*f8, "float16", "bfloat16"]
     assert dtypes.is_integral("uint8") and not dtypes.is_integral("bool")
     assert dtypes.is_int("int8") and not dtypes.is_uint("int8")
     assert not dtypes.is_float("float32x4") and not dtypes.is_float("nonsense")
@@ -199,7 +201,9 @@ def test_dtype_sets_of_the_ir_and_the_importer() -> None:
 
 @pytest.mark.parametrize("info", ROWS, ids=_ids(ROWS))
 def test_c_codegen_view(info: dtypes.DTypeInfo) -> None:
-    if info.c_type is None:
+    if dtypes.is_half(info.name):  # stored as bits, computed as float (codegen/c/half.py)
+        assert abi.c_type(info.name) == {16: "uint16_t", 8: "uint8_t"}[info.bits]
+    elif info.c_type is None:
         with pytest.raises(CompileError, match="not supported by the C backend"):
             abi.c_type(info.name)
     else:

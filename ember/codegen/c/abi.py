@@ -75,19 +75,26 @@ C_KEYWORDS: tuple[str, ...] = (
 )
 
 
+#: the C storage type of the floats narrower than float32, by bits (their values compute
+#: as float: ``half``).
+HALF_STORAGE = {16: "uint16_t", 8: "uint8_t"}
+
+
 def c_type(dtype: str, where: str = "") -> str:
-    """The C type of a scalar dtype (bool is uint8_t); float16/bfloat16 raise CompileError."""
+    """The C type of a scalar dtype in memory (bool is uint8_t, float16/bfloat16 and the
+    float8s their bits as uint16_t/uint8_t)."""
     if dt.lanes_of(dtype) != 1:
         raise CompileError(
             f"C codegen{where}: vector dtype {dtype} is not supported yet; "
             "use a vectorized loop (ForKind.VECTORIZED) instead of Ramp/Broadcast"
         )
     info = dtypes.lookup(dtype)
+    if info is not None and dtypes.is_half(dtype):
+        return HALF_STORAGE[info.bits]
     if info is None or info.c_type is None:
         raise CompileError(
-            f"C codegen{where}: dtype {dtype} is not supported by the C backend yet; "
-            "cast to float32 before the kernel (float16/bfloat16 support comes with "
-            "the LLVM backend)"
+            f"C codegen{where}: dtype {dtype} is not supported by the C backend; "
+            f"cast to one of {', '.join(d for d in dtypes.TENSOR_DTYPES)} first"
         )
     return info.c_type
 
@@ -95,7 +102,9 @@ def c_type(dtype: str, where: str = "") -> str:
 def dtype_suffix(dtype: str) -> str:
     """The short type tag of helper names: ``f32``, ``i64``, ``u8``."""
     base = dt.element_of(dtype)
-    return {"float32": "f32", "float64": "f64"}.get(
+    if base.startswith("float8_"):
+        return "f8" + base.removeprefix("float8_")
+    return {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16"}.get(
         base, base.replace("int", "i").replace("ui", "u")
     )
 

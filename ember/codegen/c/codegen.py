@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ember.codegen.c import half
 from ember.codegen.c.abi import (
     C_KEYWORDS,
     UNPACKED_SUFFIX,
@@ -192,7 +193,11 @@ class CodeGenC(ParallelMixin, ExprCodegen):
             self.vector_store(s.buffer, s.value, s.indices)
         elif isinstance(s, BufferStore):
             off = self.expr(s.buffer.offset_of(s.indices))
-            self.emit(f"{self.buf(s.buffer)}[{off}] = {self.expr(s.value, 2)};")
+            if half.is_half(s.buffer.dtype):
+                value = self.half_bits(s.value)
+            else:
+                value = self.expr(s.value, 2)
+            self.emit(f"{self.buf(s.buffer)}[{off}] = {value};")
         elif isinstance(s, LetStmt):
             self.let(s)
         elif isinstance(s, IfThenElse):

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import math
 
+from ember.codegen.c import half
 from ember.codegen.c.abi import c_string, c_type, dtype_suffix
 from ember.codegen.c.checks import CheckMixin, divisor_guard
 from ember.codegen.c.file_context import FileContext
 from ember.codegen.c.packed_call import PackedCallMixin
 from ember.codegen.c.vector import VectorMixin, vector_type
 from ember.errors import CompileError
+from ember.support.dtypes import numpy_dtype
 from ember.tir import dtype as dt
 from ember.tir.buffer import Buffer
 from ember.tir.expr import (
@@ -124,6 +126,14 @@ class ExprCodegen(VectorMixin, CheckMixin, PackedCallMixin):
             return self.let_expr(e), 16
         if dt.lanes_of(e.dtype) != 1:
             return self.vector_expr(e)
+        if half.is_half(e.dtype) and not isinstance(e, Var | FloatImm | Select):
+            return self.half_expr(e)
+        return self._expr_plain_prec(e)
+
+    def _expr_plain(self, e: PrimExpr) -> str:
+        return self._expr_plain_prec(e)[0]
+
+    def _expr_plain_prec(self, e: PrimExpr) -> tuple[str, int]:
         if isinstance(e, Var):
             return self.var(e), 16
         if isinstance(e, IntImm):
@@ -144,7 +154,7 @@ class ExprCodegen(VectorMixin, CheckMixin, PackedCallMixin):
             return f"{self.expr(e.a, p)} {sym} {self.expr(e.b, p + 1)}", p
         if isinstance(e, Min | Max):
             name = f"ember_{type(e).__name__.lower()}_{dtype_suffix(e.dtype)}"
-            ct = c_type(e.dtype, self.where)
+            ct = self.value_type(e.dtype)
             op = "<" if isinstance(e, Min) else ">"
             self.ctx.helpers[name] = (
                 f"static inline {ct} {name}({ct} a, {ct} b) {{ return a {op} b ? a : b; }}"
@@ -181,10 +191,54 @@ class ExprCodegen(VectorMixin, CheckMixin, PackedCallMixin):
         raise CompileError(f"C codegen{self.where}: unsupported expression {type(e).__name__}")
 
     def value_type(self, dtype: str) -> str:
-        """The C type of a value of ``dtype``: scalar type or vector typedef."""
+        """The C type of a value of ``dtype``: scalar type or vector typedef (float for
+        float16/bfloat16, see ``half``)."""
         if dt.lanes_of(dtype) != 1:
             return vector_type(dtype, self.ctx, self.where)
+        if half.is_half(dtype):
+            return "float"
         return c_type(dtype, self.where)
+
+    def half_expr(self, e: PrimExpr) -> tuple[str, int]:
+        """A float16/bfloat16 expression as a float holding an exactly representable value:
+        loads widen, arithmetic and intrinsics round their float32 result, casts convert."""
+        half.use(self.ctx.helpers, e.dtype)
+        if isinstance(e, BufferLoad):
+            return half.load(e.dtype, self._expr_unhalved(e)), 16
+        if isinstance(e, Cast):
+            return half.cast_to(e.dtype, e.value.dtype, self.expr(e.value), self.where), 16
+        if isinstance(e, Min | Max):
+            return self._expr_unhalved(e), 16  # one of the operands: exact
+        return half.round_value(e.dtype, self._expr_unhalved(e)), 16
+
+    def half_bits(self, e: PrimExpr) -> str:
+        """The C text of the stored bits of the float16/bfloat16 value ``e``: a copied load
+        keeps its bits, a value computed in float32 or cast from wider is converted once."""
+        half.use(self.ctx.helpers, e.dtype)
+        if isinstance(e, BufferLoad):
+            return self._expr_unhalved(e)
+        if isinstance(e, Cast) and not half.is_half(e.value.dtype):
+            return half.bits(e.dtype, e.value.dtype, self.expr(e.value))
+        if isinstance(e, Cast | Var | FloatImm | Select | Min | Max):
+            return half.store(e.dtype, self.expr(e))
+        return half.store(e.dtype, self._expr_unhalved(e))
+
+    def _expr_unhalved(self, e: PrimExpr) -> str:
+        """The C text of ``e`` computed in float32 (a half load: the stored bits)."""
+        if isinstance(e, BufferLoad):
+            return f"{self.buf(e.buffer)}[{self.expr(e.buffer.offset_of(e.indices))}]"
+        if isinstance(e, Call) and e.kind == "intrin":
+            return self.call_math(e.op, e.dtype, list(e.args))
+        if isinstance(e, FloorDiv | FloorMod):
+            return self.floor_divmod(e)[0]
+        if isinstance(e, Mod):
+            return self.call_math("fmod", e.dtype, [e.a, e.b])
+        if type(e) in _BINARY or isinstance(e, Min | Max):
+            return self._expr_plain(e)
+        raise CompileError(
+            f"C codegen{self.where}: {type(e).__name__} of dtype {e.dtype} is not supported "
+            "by the C backend; cast to float32 first"
+        )
 
     def let_expr(self, e: Let) -> str:
         """``let v = value in body`` as a GNU statement expression, evaluating value once.
@@ -225,7 +279,9 @@ class ExprCodegen(VectorMixin, CheckMixin, PackedCallMixin):
         """A C floating-point literal (``f`` suffix for float32, INFINITY/NAN)."""
         v = e.value
         c_type(e.dtype, self.where)
-        f32 = dt.element_of(e.dtype) == "float32"
+        f32 = dt.element_of(e.dtype) == "float32" or half.is_half(e.dtype)
+        if half.is_half(e.dtype):  # the value the narrow type holds
+            v = float(numpy_dtype(dt.element_of(e.dtype)).type(v))
         if math.isnan(v):
             return "NAN" if f32 else "((double)NAN)"
         if math.isinf(v):
@@ -241,8 +297,8 @@ class ExprCodegen(VectorMixin, CheckMixin, PackedCallMixin):
         if dt.is_float(e.dtype):
             if isinstance(e, FloorDiv):
                 return self.call_math("floor", e.dtype, [Div(e.a, e.b)]), 16
-            ct = c_type(e.dtype, self.where)
-            sfx = "f" if dt.element_of(e.dtype) == "float32" else ""
+            ct = self.value_type(e.dtype)
+            sfx = "f" if ct == "float" else ""
             name = f"ember_floormod_{dtype_suffix(e.dtype)}"
             body = f"return a - floor{sfx}(a / b) * b;"
             self.ctx.helpers[name] = f"static inline {ct} {name}({ct} a, {ct} b) {{ {body} }}"
@@ -274,8 +330,9 @@ class ExprCodegen(VectorMixin, CheckMixin, PackedCallMixin):
 
     def math_text(self, op: str, dtype: str, texts: list[str]) -> str:
         """The C text of intrinsic ``op`` on already printed (scalar) arguments."""
-        ct = c_type(dt.element_of(dtype), self.where)
-        sfx = "f" if dt.element_of(dtype) == "float32" else ""
+        elem = dt.element_of(dtype)
+        ct = "float" if half.is_half(elem) else c_type(elem, self.where)
+        sfx = "f" if ct == "float" else ""
         one = "1.0f" if sfx else "1.0"
         if op == "rsqrt":
             return f"({one} / sqrt{sfx}({texts[0]}))"

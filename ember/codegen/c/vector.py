@@ -13,6 +13,7 @@ from __future__ import annotations
 from ember.codegen.c.abi import c_type
 from ember.codegen.c.file_context import FileContext
 from ember.errors import CompileError
+from ember.support import dtypes
 from ember.tir import dtype as dt
 from ember.tir.buffer import Buffer
 from ember.tir.expr import (
@@ -68,6 +69,11 @@ def _lanewise(ctx: FileContext, name: str, ret: str, params: str, lanes: int, la
 def vector_type(dtype: str, ctx: FileContext, where: str) -> str:
     """The C typedef name of a vector dtype, declaring it (and its helpers) in the prelude."""
     base, lanes = dt.split_lanes(dtype)
+    if dtypes.is_half(base):
+        raise CompileError(
+            f"C codegen{where}: vector dtype {dtype} is not supported; vectorize float16 and "
+            "bfloat16 kernels with a vectorized loop over scalar code instead"
+        )
     if lanes & (lanes - 1):
         raise CompileError(f"C codegen{where}: vector lanes must be a power of two, got {dtype}")
     ct = c_type(base, where)

@@ -56,8 +56,9 @@ def scalar_type(dtype: str, where: str = "") -> str:
     ty = _SCALAR.get(base)
     if ty is None:
         raise CompileError(
-            f"LLVM codegen{where}: dtype {base} is not supported yet; cast to float32 "
-            "before the kernel"
+            f"LLVM codegen{where}: dtype {base} is not supported by the LLVM back end; "
+            "compile float16/bfloat16 models for the 'c' target (which stores them as 16 "
+            "bits and computes in float32), or cast to float32 before the kernel"
         )
     return ty
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 import onnx
 
@@ -20,6 +21,7 @@ from ember.frontend.onnx.registry import (
     onnx_op,
 )
 from ember.ir.expr import Expr, call
+from ember.ir.ops.common import np_dtype
 
 _SELU_ALPHA = 1.67326319217681884765625
 _SELU_GAMMA = 1.05070102214813232421875
@@ -144,7 +146,17 @@ def cast(ctx: ConvertContext, node: NodeView) -> Expr:
     x = arg(ctx, node, 0)
     if ttype(x).dtype == dtype:
         return x
-    return call("cast", x, dtype=dtype, name=node.name)
+    return _cast(x, dtype, bool(node.attr("saturate", 1)), node.name)
+
+
+def _cast(x: Expr, dtype: str, saturate: bool, name: str) -> Expr:
+    """``x`` cast to ``dtype``; into a float8 with ``saturate``, finite values beyond the
+    format's largest and infinities become that largest (NaN stays NaN): a clip first."""
+    src = ttype(x).dtype
+    if saturate and dtype.startswith("float8") and np_dtype(src).kind in "fV":
+        top = float(ml_dtypes.finfo(np_dtype(dtype)).max)
+        x = call("clip", x, a_min=-top, a_max=top, name=name)
+    return call("cast", x, dtype=dtype, name=name)
 
 
 def _legacy_dtype(ctx: ConvertContext, node: NodeView, name: str) -> str:
@@ -163,7 +175,7 @@ def cast_like(ctx: ConvertContext, node: NodeView) -> Expr:
     dtype = ttype(arg(ctx, node, 1, "the target_type tensor")).dtype
     if ttype(x).dtype == dtype:
         return x
-    return call("cast", x, dtype=dtype, name=node.name)
+    return _cast(x, dtype, bool(node.attr("saturate", 1)), node.name)
 
 
 @onnx_op("BitwiseNot", since=18, dtypes=INT_TYPES)

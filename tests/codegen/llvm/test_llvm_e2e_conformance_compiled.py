@@ -7,6 +7,7 @@ stays honest and shrinks when the lowering lands."""
 
 from __future__ import annotations
 
+import re
 import sys
 
 import pytest
@@ -21,6 +22,16 @@ globals().update(
 C_TESTS = sys.modules["llvm_copy_test_conformance_compiled_" + "_".join(E2E_KINDS)]
 
 pytestmark = pytest.mark.cc
+
+#: cases with float16, bfloat16 or float8 tensors: the llvm back ends refuse those dtypes
+#: with a CompileError (test_llvm_half.py), so the sweep counts them as known failures.
+C_TESTS.KNOWN_FAILURES.update(
+    {
+        c.name: "the llvm back ends refuse float16/bfloat16/float8"
+        for c in C_TESTS.oc.select_cases(C_TESTS.oc.ISSUE_OPS)
+        if re.search(r"(?i)(float16|bfloat16|float8)", c.name)
+    }
+)
 
 #: ops whose kernels check data-dependent indices at run time.
 INDEX_CHECK_OPS = ("Gather", "GatherElements", "GatherND", "ScatterElements", "ScatterND")
