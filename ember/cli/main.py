@@ -43,7 +43,7 @@ class Command:
 #: The built-in commands: name -> (module, one-line help). Other layers add a line here.
 BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     "compile": ("ember.cli.compile_cmd", "compile an ONNX model into a package"),
-    "inspect": ("ember.cli.inspect_cmd", "list the artifacts of a build output and show one"),
+    "inspect": ("ember.cli.inspect_cmd", "list or show what a package (.tar) or library holds"),
     "run": ("ember.cli.run_cmd", "run a compiled package on inputs, time and profile it"),
     "rpc": ("ember.cli.rpc_cmd", "RPC: serve sessions, run a tracker, print its status"),
 }

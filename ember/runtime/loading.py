@@ -250,13 +250,22 @@ def _checked(result: object, who: str) -> Module:
     return result
 
 
-def load_artifacts(artifact_set: ArtifactSet, device: Device | str | None = None) -> Module:
-    """Run the code-loading process on ``artifact_set`` and return the top-level Module."""
+def load_artifacts(
+    artifact_set: ArtifactSet | Sequence[AnyArtifact] | str | os.PathLike[str],
+    device: Device | str | None = None,
+) -> Module:
+    """Run the code-loading process on ``artifact_set`` and return the top-level Module.
+
+    A path names a directory written by ``ArtifactSet.save`` (relative to the working
+    directory, as typed).
+    """
     dev = to_device(device) if device is not None else None
     if dev is not None and dev.device_type != CPU:
         raise EmberValueError(
             f"load_artifacts: device {dev} is not supported yet; the host CPU (ember.cpu(0)) is"
         )
+    if isinstance(artifact_set, str | os.PathLike):
+        artifact_set = _saved_set(Path(artifact_set))
     if not isinstance(artifact_set, ArtifactSet):
         artifact_set = ArtifactSet(artifact_set)
     groups = artifact_set.by_loader()
@@ -265,6 +274,16 @@ def load_artifacts(artifact_set: ArtifactSet, device: Device | str | None = None
     top = load_groups(groups, host)
     setattr(top, SOURCE_ATTR, artifact_set)  # so that the module can be exported again
     return top
+
+
+def _saved_set(path: Path) -> ArtifactSet:
+    """The ArtifactSet saved in directory ``path`` (a file gets load_module's advice)."""
+    if path.is_file():
+        raise ModuleLoadError(
+            f"load_artifacts: {path} is a file; load an exported library (.so) with "
+            "ember.load_module, or pass a directory written by ArtifactSet.save"
+        )
+    return ArtifactSet.load(path.absolute())
 
 
 # ArtifactSet.load_module delegates here (artifact_set.py sits below this file).
