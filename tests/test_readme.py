@@ -137,3 +137,13 @@ def test_readme_links_exist() -> None:
             assert (ROOT / target).exists(), f"README links {target}, which does not exist"
     for name in re.findall(r"`(docs/[\w./]+\.md)`", prose):
         assert (ROOT / name).exists(), f"README names {name}, which does not exist"
+
+
+def test_getting_started_python_block_runs(tmp_path: Path) -> None:
+    (snippet,) = re.findall(
+        r"```python\n(.*?)```", (ROOT / "docs" / "getting_started.md").read_text(), flags=re.S
+    )
+    env = _workdir(tmp_path)
+    (tmp_path / "getting_started.py").write_text(snippet)
+    _run(".venv/bin/python getting_started.py", tmp_path, env)
+    assert (tmp_path / "model.so").exists() and (tmp_path / "model_artifacts").is_dir()

@@ -160,7 +160,7 @@ def _timed(ge: GraphExecutor, args: argparse.Namespace) -> str:
     number = max(1, min(args.number, int(args.max_seconds / (once * args.repeat))))
     note = f" (fewer than --number {args.number}: --max-seconds)" if number < args.number else ""
     print(
-        f"timing {args.repeat} x {number} runs, about {once * args.repeat * number:.1f} s{note}",
+        f"timing {args.repeat} x {number} runs, about {once * args.repeat * number:.3g} s{note}",
         file=sys.stderr,
     )
     res = ge.benchmark(dev, repeat=args.repeat, number=number)
