@@ -105,7 +105,9 @@ def _load_inputs(
     A single .npy array comes back under the key :data:`NPY_KEY` (the model's one input).
     """
     check_input_file(path, "--inputs", "an .npz file (numpy.savez) or a .npy array")
-    if path.read_bytes()[:6] == b"\x93NUMPY":
+    with path.open("rb") as head:
+        magic = head.read(6)
+    if magic == b"\x93NUMPY":
         try:
             return {NPY_KEY: np.load(path, allow_pickle=False)}
         except (OSError, ValueError, EOFError) as err:
@@ -157,16 +159,18 @@ def _timed(ge: GraphExecutor, args: argparse.Namespace) -> str:
     start = time.perf_counter()
     ge.run()
     once = max(time.perf_counter() - start, 1e-9)
-    number = max(1, min(args.number, int(args.max_seconds / (once * args.repeat))))
-    note = f" (fewer than --number {args.number}: --max-seconds)" if number < args.number else ""
+    repeat = max(1, min(args.repeat, int(args.max_seconds / once)))
+    number = max(1, min(args.number, int(args.max_seconds / (once * repeat))))
+    fewer = (repeat, number) != (args.repeat, args.number)
+    note = f" (fewer than {args.repeat} x {args.number}: --max-seconds)" if fewer else ""
     print(
-        f"timing {args.repeat} x {number} runs, about {once * args.repeat * number:.3g} s{note}",
+        f"timing {repeat} x {number} runs, about {once * repeat * number:.3g} s{note}",
         file=sys.stderr,
     )
-    res = ge.benchmark(dev, repeat=args.repeat, number=number)
+    res = ge.benchmark(dev, repeat=repeat, number=number)
     return (
         f"latency ms: mean {res.mean * 1e3:.3f}  median {res.median * 1e3:.3f}  "
-        f"std {res.std * 1e3:.3f}  ({args.repeat} x {number} runs)"
+        f"std {res.std * 1e3:.3f}  ({repeat} x {number} runs)"
     )
 
 

@@ -153,3 +153,9 @@ def test_help_is_not_a_traceback_and_inspect_mentions_tars(
     with pytest.raises(SystemExit):
         main(["inspect", "--help"])
     assert "package (.tar)" in capsys.readouterr().out
+
+
+def test_print_time_lowers_repeat_too(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["run", str(work / "m.tar"), "--print-time", "--repeat", "1000000", "--number", "1"]
+    assert main([*argv, "--max-seconds", "1e-7"]) == 0
+    assert "timing 1 x 1 runs" in capsys.readouterr().err
