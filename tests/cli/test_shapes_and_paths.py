@@ -92,10 +92,12 @@ def test_relative_paths_load_as_typed(tmp_path: Path, monkeypatch: pytest.Monkey
     arts = ember.build(mod, target="c", params=params)
     ember.export_library(arts, "m.so")
     arts.save("m_artifacts")
+    assert main(["compile", "m.onnx", "-o", "m.tar", "--quiet"]) == 0
     x = np.arange(6, dtype="float32").reshape(2, 3) - 3
     for top in (
         ember.load_module("m.so"),
         ember.load_module("./m.so"),
+        ember.load_module("m.tar"),
         ember.load_artifacts("m_artifacts"),
         ember.load_artifacts("./m_artifacts"),
     ):
@@ -103,7 +105,6 @@ def test_relative_paths_load_as_typed(tmp_path: Path, monkeypatch: pytest.Monkey
         gmod.set_input("x", x)
         gmod.run()
         np.testing.assert_array_equal(gmod.get_output(0).numpy(), np.maximum(x, 0))
-    assert main(["compile", "m.onnx", "-o", "m.tar", "--quiet"]) == 0
     for package in ("m.so", "./m.so", "m.tar", "./m.tar"):
         proc = subprocess.run(
             [sys.executable, "-m", "ember", "run", package], capture_output=True, text=True
