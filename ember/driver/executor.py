@@ -11,10 +11,10 @@ interface-api       packed (default), c         the run function as a PackedFunc
                                                 C entry ``ember_<mod>_run(inputs*, outputs*,
                                                 workspace*)`` with a header (AOT only)
 calling-convention  unpacked (default),         how the run function calls operators: their
-                    cpacked                     unpacked C entry, or their packed symbol
-                                                directly with DLTensor arguments (``packed``,
-                                                a lookup through the runtime, is named but
-                                                not implemented yet)
+                    cpacked, packed             unpacked C entry, their packed symbol
+                                                directly with DLTensor arguments, or
+                                                (``packed``) a function found once through
+                                                the runtime by name, then called packed
 link-params         false (default; true for c) constants compiled into the library
 ==================  ==========================  =========================================
 
@@ -30,7 +30,9 @@ The document's rule for TVM's C++ runtime ("unpacked may not be used with the AO
 executor, as the interface has not settled") does not apply: ember has one runtime, which
 loads C-ABI libraries like TVM's C runtime, and the unified metadata settles the
 interface; so ember's default is ``unpacked``. The rule that ``call_packed`` is needed
-when non-DSO-exportable modules exist is checked at build time (``check_artifacts``).
+when non-DSO-exportable modules exist holds by construction: a kernel of another module (a
+``relay_to_runtime`` artifact) is always called through ``call_packed``, whatever the
+convention of the host's kernels, and so cannot be combined with ``interface-api=c``.
 ``link-params`` with the packed interface is not implemented yet and is refused as such.
 """
 
@@ -117,13 +119,6 @@ class Executor:
                 f"{where}: -calling-convention={self.calling_convention} is unknown; known: "
                 f"{', '.join(CALLING_CONVENTIONS)}"
             )
-        if self.calling_convention == "packed":
-            raise EmberValueError(
-                f"{where}: -calling-convention=packed (lookup through the runtime) is not "
-                "implemented yet; use unpacked or cpacked"
-            )
-        if self.kind == "aot" and self.calling_convention not in ("unpacked", "cpacked"):
-            raise EmberValueError(f"{where}: unknown calling convention")
         if self.kind == "graph" and self != Executor("graph"):
             raise EmberValueError(
                 f"{where}: the graph executor takes no interface options (it calls every "

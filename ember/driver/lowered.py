@@ -68,7 +68,8 @@ class Lowered:
         target = self.target
         if "export-unpacked" in target.kind.options:
             target = target.with_attrs({"export-unpacked": True})
-        artifacts = generate_code((*aot.kernels, aot.run_func), target)
+        artifacts: list[AnyArtifact] = list(self.external)  # called through call_packed
+        artifacts += generate_code((*aot.kernels, aot.run_func), target)
         md = aot_metadata(
             aot.graph,
             self.plan.params,

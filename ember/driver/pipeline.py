@@ -77,10 +77,11 @@ def lower(
     funcs, external = _lower_kernels(plan.kernels, tgt, progress)  # 6
     aot = None
     if ex.kind == "aot":
-        if external:
+        if external and ex.interface_api == "c":
             raise EmberValueError(
-                f"executor 'aot': target '{tgt}' compiled kernels through its relay_to_runtime "
-                "hook, which the AOT run function cannot call yet; use executor='graph'"
+                f"executor '{ex}': target '{tgt}' compiled kernels through its "
+                "relay_to_runtime hook; the run function calls them through the runtime "
+                "(call_packed), which the C interface has not; use -interface-api=packed"
             )
         alignment = max(64, tgt.cpu.vector_bits // 8)
         aot = build_aot(plan.graph, plan.params, funcs, mod_name, alignment, ex.calling_convention)

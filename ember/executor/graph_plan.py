@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ember.errors import EmberError, ExecutorError
-from ember.formats.graph_json import COPY_FUNC, NOP_FUNC, OP_KERNEL, GraphJSON
+from ember.formats.graph_json import COPY_FUNC, NOP_FUNC, OP_KERNEL, SCRATCH_ATTR, GraphJSON
 from ember.formats.metadata import STORAGE_ALIGNMENT, storage_sizes
 from ember.runtime import c_api, ndarray
 from ember.runtime.device import Device
@@ -40,6 +40,7 @@ from ember.runtime.ndarray import NDArray
 from ember.runtime.packed_func import PackedFunc
 
 _TENSOR_CODE = int(c_api.TypeCode.DLTENSOR_HANDLE)
+_HANDLE_CODE = int(c_api.TypeCode.OPAQUE_HANDLE)
 
 KernelResolver = Callable[[str], PackedFunc]
 
@@ -159,8 +160,12 @@ class GraphPlan:
             keep_copy = (self.entries[out_eids[0]], self.entries[in_eids[0]])
             return _Call(nid, node.name, COPY_FUNC, tuple(eids), fn, (), keep_copy)
         kernel = resolve(node.attrs.func_name)
-        values = (c_api.EmberValue * len(eids))()
-        codes = (ctypes.c_int32 * len(eids))(*([_TENSOR_CODE] * len(eids)))
+        scratch = int(dict(node.attrs.extra).get(SCRATCH_ATTR, 0))
+        nargs = len(eids) + (1 if scratch else 0)
+        values = (c_api.EmberValue * nargs)()
+        codes = (ctypes.c_int32 * nargs)(
+            *([_TENSOR_CODE] * len(eids)), *[_HANDLE_CODE][: nargs - len(eids)]
+        )
         tensors = []
         for k, eid in enumerate(eids):
             tensor = self.entries[eid]
@@ -170,6 +175,9 @@ class GraphPlan:
                 )
             tensors.append(tensor)
             values[k].v_handle = tensor.handle
+        if scratch:  # the kernel's own scratch: one buffer per node, alive with the plan
+            tensors.append(ndarray.empty((scratch,), "uint8", self.device))
+            values[nargs - 1].v_handle = tensors[-1].data_ptr
         entry = kernel.c_entry()
         if entry is None:  # a kernel written in Python: call it through the PackedFunc
             py_fn = _python_call(kernel, tensors)
@@ -180,7 +188,7 @@ class GraphPlan:
         args = (
             ctypes.c_void_p(ctypes.addressof(values)),
             ctypes.c_void_p(ctypes.addressof(codes)),
-            ctypes.c_int32(len(eids)),
+            ctypes.c_int32(nargs),
             ctypes.c_void_p(ctypes.addressof(self._ret_value)),
             ctypes.c_void_p(ctypes.addressof(self._ret_code)),
             ctypes.c_void_p(resource) if resource else None,

@@ -55,6 +55,11 @@ class NodeEntry:
         return [self.node_id, self.index, self.version]
 
 
+#: node attribute of a kernel that takes a scratch buffer of that many bytes as its last
+#: argument (an AOT kernel whose scratch the AOT planner placed; see lowering.aot)
+SCRATCH_ATTR = "scratch_bytes"
+
+
 @dataclass(frozen=True)
 class OpAttrs:
     """Attributes of a ``tvm_op`` node; ``extra`` keeps other string attributes verbatim."""

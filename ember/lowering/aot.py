@@ -4,7 +4,9 @@ The run function ``ember_<mod>_run_model`` takes the model's inputs, then its ou
 then its constants (each a buffer, in the order of :class:`AotProgram`), then the workspace
 (a handle to ``workspace_size_bytes`` bytes, so that each executor has its own and runs
 never share memory), and calls every
-kernel's unpacked C entry (``<symbol>_unpacked``, the runtime ABI) in graph order; each
+kernel's unpacked C entry (``<symbol>_unpacked``, the runtime ABI; or its packed one,
+see ``calling_convention``) in graph order, and kernels of other modules (the artifacts of a
+``relay_to_runtime`` hook) by name through the runtime (``call_packed``); each
 call's status is checked, so a kernel's error fails the run with its message. Every
 intermediate lives at a fixed offset of that workspace (``pool="workspace"``),
 placed by :func:`ember.lowering.memory_plan.plan_memory`; nothing is allocated per run.
@@ -23,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ember.errors import CompileError
-from ember.formats.graph_json import OP_NULL, GraphJSON, Node, OpAttrs
+from ember.formats.graph_json import OP_NULL, SCRATCH_ATTR, GraphJSON, Node, OpAttrs
 from ember.formats.metadata import FunctionInfo, ParameterInfo
 from ember.lowering.aot_scratch import ScratchKernel, plan_scratch, static_nbytes
 from ember.lowering.graph_plan import KERNEL_PREFIX
@@ -34,6 +36,7 @@ from ember.tir import (
     Var,
     call_cpacked,
     call_extern,
+    call_packed,
     decl_buffer,
     eq,
     for_range,
@@ -94,7 +97,9 @@ def build_aot(
     calling_convention: str = "unpacked",
 ) -> AotProgram:
     """Plan the workspace and write the run function of ``graph`` (kernels in ``funcs``);
-    operators are called through their unpacked entry or (``cpacked``) their packed one."""
+    operators are called through their unpacked entry, (``cpacked``) their packed one, or
+    (``packed``) a lookup through the runtime; a node whose kernel is not in ``funcs`` (a
+    ``relay_to_runtime`` artifact's) is always called through a lookup."""
     kernels: dict[str, ScratchKernel] = {}
     for f in funcs:
         kernels[f.name] = plan_scratch(replace(f, name=mangle(mod_name, f.name)), alignment)
@@ -152,7 +157,7 @@ def build_aot(
         tuple(n for n, _ in inputs),
         tuple(n for n, _ in consts),
         len(outputs),
-        _renamed_graph(graph, mod_name),
+        _renamed_graph(graph, mod_name, kernels),
         {k.func.name: k.scratch_bytes for k in kernels.values()},
     )
 
@@ -190,16 +195,16 @@ def _kernel_call(
     calling_convention: str,
 ) -> tuple[Stmt, list[str]]:
     attrs = node.attrs
-    if attrs is None or attrs.func_name not in kernels:
-        raise CompileError(
-            f"AOT: node '{node.name}' calls '{attrs.func_name if attrs else '?'}', which is not a "
-            "kernel lowered to loop IR (a relay_to_runtime hook's kernels need the graph "
-            "executor for now); build with executor='graph'"
-        )
-    kernel = kernels[attrs.func_name]
-    tensors = [p for p in kernel.func.params if isinstance(p, Buffer)]
+    if attrs is None:
+        raise CompileError(f"AOT: node '{node.name}' calls no kernel")
     names = [f"e{graph.entry_id(e)}" for e in node.inputs]
     names += [f"e{graph.node_row_ptr[nid] + i}" for i in range(attrs.num_outputs)]
+    if attrs.func_name not in kernels:
+        # a kernel of another module (a relay_to_runtime artifact): found at run time
+        status = call_packed(attrs.func_name, *(bufs[n].data for n in names))
+        return AssertStmt(eq(status, 0), "", seq()), names
+    kernel = kernels[attrs.func_name]
+    tensors = [p for p in kernel.func.params if isinstance(p, Buffer)]
     scalars = len(kernel.func.params) - len(tensors) - (1 if kernel.scratch_bytes else 0)
     if len(names) != len(tensors) or scalars:
         raise CompileError(
@@ -214,6 +219,8 @@ def _kernel_call(
         args[-1] = Cast("handle", args[-1])  # the kernel's scratch parameter is a void*
     if calling_convention == "cpacked":
         status = call_cpacked(kernel.func.name, *args)
+    elif calling_convention == "packed":
+        status = call_packed(kernel.func.name, *args)
     else:
         status = call_extern("int32", kernel.func.name + UNPACKED_SUFFIX, *args)
     return AssertStmt(eq(status, 0), "", seq()), names
@@ -230,15 +237,19 @@ def _copy(dst: Buffer, src: Buffer, graph: GraphJSON, eid: int) -> Stmt:
     return body
 
 
-def _renamed_graph(graph: GraphJSON, mod_name: str) -> GraphJSON:
-    """The graph with every kernel node calling its AOT symbol (for per-operator profiles)."""
+def _renamed_graph(graph: GraphJSON, mod_name: str, ours: Mapping[str, ScratchKernel]) -> GraphJSON:
+    """The graph with every node of a kernel in ``ours`` calling its AOT symbol, and its
+    scratch size as attribute ``scratch_bytes`` (for per-operator profiles through a graph
+    executor); other modules' kernels keep their names."""
     nodes = []
     for node in graph.nodes:
-        if node.attrs is not None:
-            a = node.attrs
-            renamed = OpAttrs(
-                mangle(mod_name, a.func_name), a.num_inputs, a.num_outputs, a.flatten_data, a.extra
-            )
+        a = node.attrs
+        if a is not None and a.func_name in ours:
+            kernel = ours[a.func_name]
+            extra = a.extra
+            if kernel.scratch_bytes:
+                extra = (*extra, (SCRATCH_ATTR, str(kernel.scratch_bytes)))
+            renamed = OpAttrs(kernel.func.name, a.num_inputs, a.num_outputs, a.flatten_data, extra)
             node = replace(node, attrs=renamed)
         nodes.append(node)
     return replace(graph, nodes=tuple(nodes))

@@ -210,6 +210,7 @@ PROTOTYPES: dict[str, tuple[Any, tuple[Any, ...]]] = {
     "EmberFuncRemoveGlobal": (c_int32, (c_char_p,)),
     "EmberFuncListGlobalNames": (c_int32, (c_char_p, c_size_t, POINTER(c_size_t))),
     "EmberFuncSetGlobalFallback": (c_int32, (EmberGlobalFallback,)),
+    "EmberBackendGetFuncFromEnv": (c_int32, (c_void_p, c_char_p, POINTER(EmberFunctionHandle))),
     "EmberBackendAllocWorkspace": (c_void_p, (c_int32, c_int32, c_uint64, c_int32, c_int32)),
     "EmberBackendFreeWorkspace": (c_int32, (c_int32, c_int32, c_void_p)),
     "EmberBackendParallelLaunch": (c_int32, (FEmberParallelLambda, c_void_p, c_int32)),

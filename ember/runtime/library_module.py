@@ -11,17 +11,23 @@ from __future__ import annotations
 import ctypes
 import os
 import struct
+import weakref
 from pathlib import Path
 
 from ember.errors import ModuleLoadError
 from ember.runtime import c_api
 from ember.runtime.cpu_features import CPU_SYMBOL, FEATURES_SYMBOL, missing_features, refusal
 from ember.runtime.module import Module
-from ember.runtime.packed_func import CPackedFunc, PackedFunc
+from ember.runtime.packed_func import CPackedFunc, PackedFunc, PyPackedFunc
 from ember.runtime.registry import get_global_func, list_global_funcs, register_func
 
 LOADER_PREFIX = "runtime.module.loadfile_"
 _SUFFIX_FORMATS = {".so": "so", ".dylib": "so", ".dll": "so"}
+#: a library's slot for its module context (``call_packed`` looks functions up through it).
+MODULE_CTX_SYMBOL = "__ember_module_ctx"
+#: the lookup function installed in each library file's slot, by real path: alive as long
+#: as the slot may point at it (a library stays mapped; a newer module replaces the entry).
+_CONTEXTS: dict[str, PackedFunc] = {}
 
 
 class LibraryModule(Module):
@@ -49,6 +55,7 @@ class LibraryModule(Module):
         self._names: list[str] | None = None
         self._real = os.path.realpath(self.path)
         self._check_cpu()
+        self._install_context()
 
     def _string(self, name: str) -> str | None:
         """The NUL-terminated string the library exports as data symbol ``name``, if any."""
@@ -66,6 +73,30 @@ class LibraryModule(Module):
         missing = missing_features(required.split()) if required else ()
         if missing:
             raise ModuleLoadError(refusal(str(self.path), self._string(CPU_SYMBOL) or "", missing))
+
+    def _install_context(self) -> None:
+        """Point the library's ``__ember_module_ctx`` (if it has one) at a lookup through
+        this module and its imports, for the ``call_packed`` sites of its code."""
+        try:
+            slot = ctypes.c_void_p.in_dll(self._lib, MODULE_CTX_SYMBOL)
+        except ValueError:
+            return
+        if not self._defines(ctypes.addressof(slot)):
+            return
+        ref, path = weakref.ref(self), self.path  # no strong reference: the module may go
+
+        def lookup(name: str) -> PackedFunc:
+            module = ref()
+            if module is None:
+                raise ModuleLoadError(
+                    f"call_packed of '{name}': the module that loaded {path} is gone; "
+                    "keep the module (or the executor using it) alive while it runs"
+                )
+            return module.get_function(name)
+
+        func = PyPackedFunc(lookup)
+        slot.value = func.handle
+        _CONTEXTS[self._real] = func
 
     def _get_function(self, name: str) -> PackedFunc | None:
         try:

@@ -46,7 +46,7 @@ from ember.runtime.cpu_features import features_source, required_features
 from ember.runtime.device import CPU, Device
 from ember.runtime.device import device as to_device
 from ember.runtime.hooks import LOAD_ARTIFACTS, register_hook
-from ember.runtime.library_module import LibraryModule
+from ember.runtime.library_module import MODULE_CTX_SYMBOL, LibraryModule
 from ember.runtime.libruntime import header_path, include_dir, library_suffix
 from ember.runtime.module import Module, PythonModule
 from ember.runtime.registry import get_global_func, list_global_funcs
@@ -197,16 +197,18 @@ def link_native(
     return compile_shared(inputs, output, include_dirs=include_dirs, flags=flags, openmp=False)
 
 
-def native_cache_path(artifacts: Sequence[Artifact]) -> Path:
-    """Where the linked library of ``artifacts`` is cached: keyed by everything that shapes it."""
+def native_cache_path(artifacts: Sequence[Artifact], callees: Sequence[str] = ()) -> Path:
+    """Where the linked library of ``artifacts`` is cached: keyed by everything that shapes it
+    (``callees``: what its ``call_packed`` sites will find, see :func:`host_module`)."""
     flags = native_flags(artifacts)
     parts = [f"link-v{NATIVE_LINK_VERSION}", config().cc, *flags, *required_features(flags)]
     parts += [f"{a.codegen_id}/{a.file_name}:{a.sha256}" for a in artifacts]
+    parts += [f"calls:{c}" for c in callees]
     key = hash_bytes(hash_strings(parts, length=64).encode(), header_path().read_bytes(), length=24)
     return cache_subdir("artifacts") / f"native-{key}{library_suffix()}"
 
 
-def link_native_cached(artifacts: Sequence[Artifact]) -> Path:
+def link_native_cached(artifacts: Sequence[Artifact], callees: Sequence[str] = ()) -> Path:
     """The shared library of ``artifacts``, linked once and reused from the cache after.
 
     Sources go to a private temporary directory and the library is renamed into place,
@@ -219,18 +221,32 @@ def link_native_cached(artifacts: Sequence[Artifact]) -> Path:
         with tempfile.TemporaryDirectory(prefix=".build-", dir=output.parent) as tmp:
             return link_native(artifacts, Path(tmp), output)
 
-    return cached_build(native_cache_path(artifacts), build)
+    return cached_build(native_cache_path(artifacts, callees), build)
 
 
 def _as_artifacts(arts: Sequence[AnyArtifact]) -> list[Artifact]:
     return [a for a in arts if isinstance(a, Artifact)]
 
 
-def host_module(native: Sequence[Artifact]) -> Module:
-    """Step 2: the host LibraryModule of the linked native artifacts (empty without any)."""
+def host_module(native: Sequence[Artifact], others: Sequence[AnyArtifact] = ()) -> Module:
+    """Step 2: the host LibraryModule of the linked native artifacts (empty without any).
+
+    A library whose code looks functions up through the runtime (``call_packed``) caches
+    what it found in statics, and one file is mapped once per process: so its cache key
+    also names the artifacts of the other modules it may call (``others``), and a host
+    library is never shared by loads whose imports differ.
+    """
     if not native:
         return PythonModule({}, type_key=HOST_TYPE_KEY)
-    return LibraryModule(link_native_cached(native))
+    packed = any(MODULE_CTX_SYMBOL.encode() in a.content for a in native)
+    callees = sorted(_identity(a) for a in others if packed and a.loader != METADATA_LOADER)
+    return LibraryModule(link_native_cached(native, callees))
+
+
+def _identity(artifact: AnyArtifact) -> str:
+    if isinstance(artifact, Artifact):
+        return f"{artifact.loader}:{artifact.codegen_id}/{artifact.file_name}:{artifact.sha256}"
+    return f"{artifact.loader}:{artifact.codegen_id}/{artifact.file_name}:{id(artifact)}"
 
 
 # -- steps 3 and 4: other loaders, then metadata -----------------------------------------
@@ -280,7 +296,8 @@ def load_artifacts(
         artifact_set = ArtifactSet(artifact_set)
     groups = artifact_set.by_loader()
     check_loaders(groups)
-    host = host_module(artifact_set.native())
+    native = artifact_set.native()
+    host = host_module(native, [a for a in artifact_set if a.loader != NATIVE_LOADER])
     top = load_groups(groups, host)
     setattr(top, SOURCE_ATTR, artifact_set)  # so that the module can be exported again
     return top

@@ -176,6 +176,21 @@ def call_cpacked(name: str, *args: ExprLike) -> PrimExpr:
     return Call("int32", name, tuple(convert(a) for a in args), CPACKED_KIND)
 
 
+#: the kind of a call of a packed function found at run time through the module (by name).
+PACKED_KIND = "packed"
+
+
+def call_packed(name: str, *args: ExprLike) -> PrimExpr:
+    """A call of the packed function ``name``, looked up once through the runtime
+    (``EmberBackendGetFuncFromEnv``: the loading module and its imports, then the global
+    registry; TVM's ``call_packed``); arguments as for :func:`call_cpacked`; int32 status."""
+    if not name or not all(c.isalnum() or c in "_.-:/" for c in name) or not name.isascii():
+        raise IRError(
+            f"call_packed needs a function name of letters, digits and '_.-:/', got {name!r}"
+        )
+    return Call("int32", name, tuple(convert(a) for a in args), PACKED_KIND)
+
+
 CHECK_KIND = "check"
 
 

@@ -139,7 +139,7 @@ def test_mobilenet_runs_as_a_plain_c_program(tmp_path):
     [
         ("aot -interface-api=c -link-params=false", "needs -link-params=true"),
         ("aot -interface-api=c -calling-convention=cpacked", "needs -calling-convention=unpacked"),
-        ("aot -calling-convention=packed", "not implemented yet"),
+        ("aot -interface-api=c -calling-convention=packed", "needs -calling-convention=unpacked"),
         ("aot -link-params=true", "packed interface is not implemented yet"),
         ("graph -interface-api=c", "graph executor takes no interface options"),
         ("aot -interface-api=rust", "is unknown; known: packed, c"),

@@ -217,3 +217,26 @@ def test_a_c_program_reads_the_same_metadata(tmp_path):
     from_python = top["get_metadata"]()
     assert from_json == from_python
     assert printed.splitlines() == _expected_lines(from_json)
+
+
+def test_profile_passes_planned_scratch_to_kernels_that_take_it():
+    """Regression: kernels whose scratch the AOT planner placed take it as a last argument;
+    the per-operator profile (a graph executor over the AOT kernels) must pass one."""
+    case = make_model("resnet8")
+    mod, params = ember.frontend.from_onnx(case.model, shape=case.shapes)
+    top = ember.load_artifacts(ember.build(mod, "c", params, executor="aot"), DEV)
+    aot = ember.AotExecutor(top["default"](DEV))
+    with_scratch = [
+        n for n in top.graph.nodes if n.attrs and dict(n.attrs.extra).get("scratch_bytes")
+    ]
+    assert with_scratch, "resnet8 no longer has kernels with planned scratch: pick another model"
+    aot.set_input(**case.inputs)
+    report = aot.profile(1)
+    assert len(report.rows) == sum(1 for n in top.graph.nodes if n.attrs is not None)
+    aot.run()
+    ge = ember.GraphExecutor(
+        ember.load_artifacts(ember.build(mod, "c", params), DEV)["default"](DEV)
+    )
+    ge.set_input(**case.inputs)
+    ge.run()
+    np.testing.assert_array_equal(aot.get_output(0).numpy(), ge.get_output(0).numpy())

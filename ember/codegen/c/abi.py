@@ -60,7 +60,8 @@ _OTHER_LIBC = (
     "puts stderr stdout size_t int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t "
     "uint64_t intptr_t uintptr_t INT64_C UINT64_C INT64_MIN INT64_MAX INT32_MIN INT32_MAX "
     "DLTensor DLDevice DLDataType kDLCPU EmberValue EMBER_DLL EmberAPISetLastError "
-    "EmberBackendAllocWorkspace EmberBackendFreeWorkspace EmberBackendGetNumThreads"
+    "EmberBackendAllocWorkspace EmberBackendFreeWorkspace EmberBackendGetNumThreads "
+    "EmberBackendGetFuncFromEnv EmberFuncCall EmberFunctionHandle __ember_module_ctx"
 )
 #: Identifiers a generated variable or buffer must never take: C keywords, libc and libm
 #: names (a buffer called ``tan`` would shadow the function), the runtime API and the

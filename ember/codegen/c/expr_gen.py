@@ -51,7 +51,7 @@ from ember.tir.expr import (
     Var,
 )
 from ember.tir.functor import post_order_visit
-from ember.tir.op import CHECK_KIND, CPACKED_KIND
+from ember.tir.op import CHECK_KIND, CPACKED_KIND, PACKED_KIND
 from ember.tir.simplify import Simplifier
 from ember.tir.stmt import Allocate, PrimFunc
 
@@ -173,6 +173,8 @@ class ExprCodegen(VectorMixin, CheckMixin, PackedCallMixin):
                 return self.index_check(e)
             if e.kind == CPACKED_KIND:
                 return self.call_cpacked(e), 16
+            if e.kind == PACKED_KIND:
+                return self.call_packed(e), 16
             return self.call_math(e.op, e.dtype, list(e.args)), 16
         if isinstance(e, BufferLoad):
             return f"{self.buf(e.buffer)}[{self.expr(e.buffer.offset_of(e.indices))}]", 16

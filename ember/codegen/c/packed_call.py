@@ -1,4 +1,10 @@
-"""``call_cpacked`` in C: a call of another kernel's packed entry, linked into the library.
+"""``call_cpacked`` and ``call_packed`` in C: calls of packed functions from generated code.
+
+``call_cpacked`` calls another kernel's packed entry, linked into the same library.
+``call_packed`` finds the function at run time through the runtime, once per call site:
+``EmberBackendGetFuncFromEnv(__ember_module_ctx, name, &handle)``, where the library's
+weak symbol ``__ember_module_ctx`` holds the lookup function its loader installed (the
+module and its imports, e.g. a ``relay_to_runtime`` artifact), then ``EmberFuncCall``.
 
 Each distinct call shape gets one static helper in the file's prelude that wraps its
 pointer arguments into DLTensors (static shapes, compact, on the CPU) and opaque handles,
@@ -25,10 +31,12 @@ from ember.tir.expr import Call, PrimExpr, Var
 from ember.tir.simplify import const_int
 
 PACKED_SIGNATURE = "(EmberValue*, int32_t*, int32_t, EmberValue*, int32_t*, void*)"
+#: the library's module context: set by the loader to its lookup function (see runtime.c).
+MODULE_CTX = "__ember_module_ctx"
 
 
 class PackedCallMixin:
-    """C text of ``call_cpacked`` for ExprCodegen."""
+    """C text of ``call_cpacked`` and ``call_packed`` for ExprCodegen."""
 
     ctx: FileContext
     where: str
@@ -42,6 +50,45 @@ class PackedCallMixin:
 
     def call_cpacked(self, e: Call) -> str:
         """The call of the helper that packs ``e``'s arguments for ``e.op``'s packed entry."""
+        params, body, n = self._pack_arguments(e, "call_cpacked")
+        body.append(f"  return {e.op}(v, c, {n}, &rv, &rc, NULL);")
+        extern = f"extern int32_t {e.op}{PACKED_SIGNATURE};"
+        return self._helper_call(e, "cpacked", params, body, {e.op: extern})
+
+    def call_packed(self, e: Call) -> str:
+        """The call of the helper that looks ``e.op`` up once through the runtime
+        (``EmberBackendGetFuncFromEnv`` with this library's ``__ember_module_ctx``, which
+        the loader sets) and calls it with ``e``'s arguments packed."""
+        params, body, n = self._pack_arguments(e, "call_packed")
+        body += [
+            "  static EmberFunctionHandle f = NULL;",
+            "  EmberFunctionHandle h = __atomic_load_n(&f, __ATOMIC_ACQUIRE);",
+            "  if (h == NULL) {",
+            f'    if (EmberBackendGetFuncFromEnv({MODULE_CTX}, "{e.op}", &h) != 0) return -1;',
+            "    __atomic_store_n(&f, h, __ATOMIC_RELEASE);",
+            "  }",
+            f"  return EmberFuncCall(h, v, c, {n}, &rv, &rc);",
+        ]
+        ctx_decl = f"EMBER_DLL __attribute__((weak)) void* {MODULE_CTX} = NULL;"
+        return self._helper_call(e, "packed", params, body, {MODULE_CTX: ctx_decl})
+
+    def _helper_call(
+        self, e: Call, kind: str, params: list[str], body: list[str], externs: dict[str, str]
+    ) -> str:
+        """The call of the (shared, static) helper with ``body``, declared once per file."""
+        signature = f"({', '.join(params) or 'void'})"
+        key = f"{kind}:{e.op}{signature}" + "".join(body)
+        name = self.ctx.cpacked.get(key)
+        if name is None:
+            name = f"ember_{kind}_{len(self.ctx.cpacked)}"
+            self.ctx.cpacked[key] = name
+            self.ctx.externs.update(externs)
+            text = "\n".join([f"static int32_t {name}{signature} {{", *body, "}"])
+            self.ctx.helpers.setdefault(f"1_{name}", text)
+        return f"{name}({', '.join(self.expr(a) for a in e.args)})"
+
+    def _pack_arguments(self, e: Call, what: str) -> tuple[list[str], list[str], int]:
+        """The helper's parameters and the C lines packing them into ``v``/``c``."""
         owners = {id(b.data): b for b in self._buffers()}
         params, body, values = [], [], []
         for k, arg in enumerate(e.args):
@@ -51,7 +98,7 @@ class PackedCallMixin:
                 dims = [const_int(d) for d in buf.shape]
                 if any(d is None for d in dims) or buf.strides:
                     raise CompileError(
-                        f"C codegen{self.where}: call_cpacked of '{e.op}' needs buffers of static"
+                        f"C codegen{self.where}: {what} of '{e.op}' needs buffers of static"
                         f" shape and compact layout; '{buf.name}' is not"
                     )
                 info = dtype_info(buf.dtype)
@@ -67,7 +114,7 @@ class PackedCallMixin:
                 values.append((f"a{k}", "EMBER_OPAQUE_HANDLE"))
             else:
                 raise CompileError(
-                    f"C codegen{self.where}: call_cpacked of '{e.op}' takes buffers and "
+                    f"C codegen{self.where}: {what} of '{e.op}' takes buffers and "
                     f"handles, got {arg.dtype}"
                 )
         n = len(e.args)
@@ -78,14 +125,4 @@ class PackedCallMixin:
             body.append(f"  c[{k}] = {code};")
         body.append("  EmberValue rv;")
         body.append("  int32_t rc;")
-        body.append(f"  return {e.op}(v, c, {n}, &rv, &rc, NULL);")
-        signature = f"({', '.join(params) or 'void'})"
-        key = f"{e.op}{signature}" + "".join(body)
-        name = self.ctx.cpacked.get(key)
-        if name is None:
-            name = f"ember_cpacked_{len(self.ctx.cpacked)}"
-            self.ctx.cpacked[key] = name
-            self.ctx.externs[e.op] = f"extern int32_t {e.op}{PACKED_SIGNATURE};"
-            text = "\n".join([f"static int32_t {name}{signature} {{", *body, "}"])
-            self.ctx.helpers.setdefault(f"1_{name}", text)
-        return f"{name}({', '.join(self.expr(a) for a in e.args)})"
+        return params, body, n

@@ -235,6 +235,37 @@ int32_t EmberFuncSetGlobalFallback(EmberGlobalFallback fallback) {
   return 0;
 }
 
+/* ---- functions of the calling module (call_packed) ------------------------ */
+int32_t EmberBackendGetFuncFromEnv(void* mod_ctx, const char* name, EmberFunctionHandle* out) {
+  if (name == NULL || out == NULL) {
+    return set_error("EmberBackendGetFuncFromEnv: %s is NULL", "an argument");
+  }
+  *out = NULL;
+  if (mod_ctx != NULL) { /* the loader's lookup: the module, then its imports */
+    EmberValue arg;
+    int32_t code = EMBER_STR;
+    EmberValue ret;
+    int32_t ret_code = EMBER_NULL;
+    arg.v_str = name;
+    if (EmberFuncCall((EmberFunctionHandle)mod_ctx, &arg, &code, 1, &ret, &ret_code) != 0) {
+      return -1;
+    }
+    if (ret_code == EMBER_PACKED_FUNC_HANDLE && ret.v_handle != NULL) {
+      *out = ret.v_handle; /* a new reference, owned by the caller */
+      return 0;
+    }
+  }
+  if (EmberFuncGetGlobal(name, out) != 0) return -1;
+  if (*out == NULL) {
+    return set_error(
+        "function '%s' called through call_packed is defined neither by the calling module, "
+        "its imports nor the global registry; load the library through ember (which links "
+        "the modules it needs) or register the function",
+        name);
+  }
+  return 0;
+}
+
 /* ---- workspace ----------------------------------------------------------- */
 void* EmberBackendAllocWorkspace(int32_t device_type, int32_t device_id, uint64_t nbytes,
                                  int32_t dtype_code_hint, int32_t dtype_bits_hint) {

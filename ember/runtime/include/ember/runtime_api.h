@@ -185,6 +185,11 @@ EMBER_DLL int32_t EmberFuncListGlobalNames(char* buf, size_t buf_size, size_t* o
 EMBER_DLL int32_t EmberFuncSetGlobalFallback(EmberGlobalFallback fallback);
 
 /* ---- backend API called by generated code ------------------------------ */
+/* The function `name` as seen from a library: through mod_ctx (the library's
+ * __ember_module_ctx: a lookup function its loader installed, or NULL), then the global
+ * registry. On success *out is a new reference. Used by call_packed in generated code. */
+EMBER_DLL int32_t EmberBackendGetFuncFromEnv(void* mod_ctx, const char* name,
+                                             EmberFunctionHandle* out);
 /* 64-byte aligned; NULL (with last error set) on failure. */
 EMBER_DLL void* EmberBackendAllocWorkspace(int32_t device_type, int32_t device_id, uint64_t nbytes,
                                            int32_t dtype_code_hint, int32_t dtype_bits_hint);
