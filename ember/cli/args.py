@@ -82,3 +82,18 @@ def check_output_path(path: Path, flag: str) -> None:
         raise UsageError(f"{flag} {path}: the directory {parent} does not exist; create it first")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise UsageError(f"{flag} {path}: the directory {parent} is not writable")
+
+
+def existing_file(text: str) -> Path:
+    """An argparse type: the path of an existing regular file."""
+    path = Path(text)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{text}: no such regular file")
+    return path
+
+
+def existing_dir(text: str) -> str:
+    """An argparse type: the path of an existing directory."""
+    if not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: no such directory; create it first")
+    return text

@@ -109,6 +109,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except EmberError as err:
         print(f"ember {command.name}: error: {err}", file=sys.stderr)
         return EXIT_FAILURE
+    except OSError as err:  # the system refused (address in use, disk full, permissions)
+        print(f"ember {command.name}: error: {err}", file=sys.stderr)
+        return EXIT_FAILURE
     except KeyboardInterrupt:
         print(f"ember {command.name}: interrupted", file=sys.stderr)
         return 130
