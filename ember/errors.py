@@ -69,3 +69,7 @@ class ExecutorError(EmberError, RuntimeError):
 
 class RPCError(EmberError, ConnectionError):
     """A remote procedure call failed or a peer sent a malformed message."""
+
+
+class UsageError(EmberValueError):
+    """A command-line flag or file argument was refused; ``ember`` exits with code 2."""

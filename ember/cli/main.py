@@ -16,10 +16,15 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import cast
+from typing import NoReturn, cast
 
-from ember.errors import EmberError
+from ember import __version__
+from ember.errors import EmberError, UsageError
+from ember.support.advice import entry_point
 from ember.support.registry import Registry
+
+#: Exit codes: success, a failure on valid input, refused input (argparse's code).
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
 
 @dataclass(frozen=True)
@@ -38,7 +43,7 @@ class Command:
 #: The built-in commands: name -> (module, one-line help). Other layers add a line here.
 BUILTIN_COMMANDS: dict[str, tuple[str, str]] = {
     "compile": ("ember.cli.compile_cmd", "compile an ONNX model into a package"),
-    "inspect": ("ember.cli.inspect_cmd", "list the artifacts of a build output and show one"),
+    "inspect": ("ember.cli.inspect_cmd", "list or show what a package (.tar) or library holds"),
     "run": ("ember.cli.run_cmd", "run a compiled package on inputs, time and profile it"),
     "rpc": ("ember.cli.rpc_cmd", "RPC: serve sessions, run a tracker, print its status"),
 }
@@ -59,15 +64,24 @@ def _commands() -> list[Command]:
     return [COMMANDS.get(name) for name in COMMANDS.names()]
 
 
-def build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
-    """The argument parser; only the ``chosen`` command's arguments are loaded."""
-    parser = argparse.ArgumentParser(
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line on stderr and exit code 2, no usage dump."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``PROG: error: MESSAGE (see PROG --help)`` and exit with :data:`EXIT_USAGE`."""
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def build_parser(chosen: str | None = None, every: bool = False) -> argparse.ArgumentParser:
+    """The argument parser; only the ``chosen`` command's arguments are loaded (all: ``every``)."""
+    parser = Parser(
         prog="ember", description="ember: compile, run and inspect deep-learning models"
     )
+    parser.add_argument("--version", action="version", version=f"ember {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in _commands():
         child = sub.add_parser(command.name, help=command.help, description=command.help)
-        if command.name == chosen:
+        if every or command.name == chosen:
             add_arguments = cast(
                 Callable[[argparse.ArgumentParser], None], command.load().add_arguments
             )
@@ -83,14 +97,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(args_list)
     if args.command is None:
         parser.print_help()
-        return 2
+        return EXIT_USAGE
     command = COMMANDS.get(args.command)
     run = cast(Callable[[argparse.Namespace], int], command.load().run)
     try:
-        return run(args)
+        with entry_point("cli"):
+            return run(args)
+    except UsageError as err:
+        print(f"ember {command.name}: error: {_one_line(err)}", file=sys.stderr)
+        return EXIT_USAGE
     except EmberError as err:
         print(f"ember {command.name}: error: {err}", file=sys.stderr)
-        return 1
+        return EXIT_FAILURE
+    except OSError as err:  # the system refused (address in use, disk full, permissions)
+        print(f"ember {command.name}: error: {err}", file=sys.stderr)
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        print(f"ember {command.name}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _one_line(err: Exception) -> str:
+    """The error's message on one line (the lines of a multi-line message joined by '; ')."""
+    lines = [line for line in str(err).splitlines() if line.strip()]
+    if len(lines) <= 1:
+        return lines[0] if lines else type(err).__name__
+    return "; ".join(lines)
 
 
 def _command_names() -> list[str]:

@@ -17,10 +17,15 @@ import threading
 from pathlib import Path
 from types import FrameType
 
-from ember.errors import EmberValueError
+from ember.cli.args import existing_dir, existing_file, int_range, positive_float
+from ember.errors import EmberValueError, UsageError
 from ember.rpc.protocol import DEFAULT_MAX_FRAME, DEFAULT_MAX_UPLOAD
 from ember.rpc.server import Server, ServerConfig, is_loopback
 from ember.rpc.tracker import Tracker, connect_tracker
+
+#: Argument types: a TCP port (0: any free one) and a byte count.
+PORT = int_range(0, 65535)
+BYTES = int_range(1, 2**62)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,35 +34,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub.required = True
     server = sub.add_parser("server", help="serve RPC sessions on this machine")
     server.add_argument("--host", default="127.0.0.1")
-    server.add_argument("--port", type=int, default=9090, help="0 picks a free port")
+    server.add_argument("--port", type=PORT, default=9090, help="0 picks a free port")
     server.add_argument("--key", default="", help="device key announced to the tracker")
     server.add_argument("--tracker", help="HOST:PORT of a tracker to register with")
     server.add_argument("--advertise", help="address announced to the tracker (default --host)")
-    server.add_argument("--max-sessions", type=int, default=4)
-    server.add_argument("--max-frame", type=int, default=DEFAULT_MAX_FRAME, help="bytes")
-    server.add_argument("--max-upload", type=int, default=DEFAULT_MAX_UPLOAD, help="bytes")
-    server.add_argument("--idle-timeout", type=float, default=300.0, help="seconds")
-    server.add_argument("--work-dir", help="where session directories are made")
+    server.add_argument("--max-sessions", type=int_range(1, 4096), default=4)
+    server.add_argument("--max-frame", type=BYTES, default=DEFAULT_MAX_FRAME, help="bytes")
+    server.add_argument("--max-upload", type=BYTES, default=DEFAULT_MAX_UPLOAD, help="bytes")
+    server.add_argument("--idle-timeout", type=positive_float, default=300.0, help="seconds")
+    server.add_argument("--work-dir", type=existing_dir, help="where session directories are made")
     _common(server)
     tracker = sub.add_parser("tracker", help="run a tracker for a pool of servers")
     tracker.add_argument("--host", default="127.0.0.1")
-    tracker.add_argument("--port", type=int, default=9190, help="0 picks a free port")
+    tracker.add_argument("--port", type=PORT, default=9190, help="0 picks a free port")
     _common(tracker)
     status = sub.add_parser("status", help="print a tracker's servers and queue")
     status.add_argument("--tracker", default="127.0.0.1:9190", help="HOST:PORT")
-    status.add_argument("--token-file", type=Path, help="file holding the shared token")
+    status.add_argument("--token-file", type=existing_file, help="file holding the shared token")
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--token-file", type=Path, help="file holding the shared token")
-    parser.add_argument("--max-lifetime", type=float, help="stop after this many seconds")
+    parser.add_argument("--token-file", type=existing_file, help="file holding the shared token")
+    parser.add_argument("--max-lifetime", type=positive_float, help="stop after this many seconds")
 
 
 def parse_address(text: str) -> tuple[str, int]:
     """``"host:port"`` -> (host, port)."""
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit():
-        raise EmberValueError(f"expected HOST:PORT, got {text!r}")
+        raise UsageError(f"expected HOST:PORT, got {text!r}")
     return host.strip("[]"), int(port)
 
 

@@ -12,21 +12,27 @@ import io
 import json
 import sys
 import tempfile
+import time
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ember.errors import EmberValueError, ModuleLoadError, SerializationError
+from ember.cli.args import check_input_file, check_output_path, int_range, positive_float
+from ember.errors import EmberValueError, SerializationError, UsageError
 from ember.executor import AotExecutor, GraphExecutor, ProfileReport
 from ember.runtime.device import cpu
 from ember.runtime.library_module import load_module
 from ember.runtime.module import Module
-from ember.runtime.threads import set_num_threads
+from ember.runtime.threads import MAX_THREADS, set_num_threads
 from ember.support.files import write_file_atomic
 from ember.tools.package import load_package
 
+#: Default bound of ``--print-time``'s timing, in seconds.
+DEFAULT_MAX_SECONDS = 20.0
+#: The key under which a single ``.npy`` input is returned before it gets the input's name.
+NPY_KEY = ".npy"
 #: Limits of ``--inputs``: the total bytes its arrays may inflate to, and the member count.
 MAX_INPUT_BYTES = 1 << 32
 MAX_INPUT_MEMBERS = 4096
@@ -35,11 +41,27 @@ MAX_INPUT_MEMBERS = 4096
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the package, inputs, outputs and timing options."""
     parser.add_argument("package", type=Path, help="a package from 'ember compile' or a .so")
-    parser.add_argument("--inputs", type=Path, help=".npz file of inputs by name")
+    parser.add_argument(
+        "--inputs", type=Path, help=".npz file of inputs by name (a .npy: the one input)"
+    )
     parser.add_argument("--outputs", type=Path, help="write the outputs to this .npz file")
     parser.add_argument("--print-time", action="store_true", help="time the model")
-    parser.add_argument("--repeat", type=int, default=5, help="timing repeats (--print-time)")
-    parser.add_argument("--number", type=int, default=10, help="runs per repeat (--print-time)")
+    parser.add_argument(
+        "--repeat", type=int_range(1, 10**6), default=5, help="timing repeats (--print-time)"
+    )
+    parser.add_argument(
+        "--number",
+        type=int_range(1, 10**6),
+        default=10,
+        help="runs per repeat (--print-time); fewer when the runs would pass --max-seconds",
+    )
+    parser.add_argument(
+        "--max-seconds",
+        type=positive_float,
+        default=DEFAULT_MAX_SECONDS,
+        metavar="T",
+        help="bound on the timing of --print-time (default %(default)s s)",
+    )
     parser.add_argument(
         "--profile",
         action="store_true",
@@ -62,15 +84,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--print-top",
-        type=int,
+        type=int_range(0, 2**31 - 1),
         default=0,
         metavar="K",
         help="print the K largest values of output 0",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    parser.add_argument(
+        "--seed", type=int_range(0, 2**63 - 1), default=0, help="seed of the random inputs"
+    )
     parser.add_argument(
         "--threads",
-        type=int,
+        type=int_range(0, MAX_THREADS),
         default=0,
         metavar="N",
         help="threads for parallel loops, this one included (default: EMBER_NUM_THREADS, "
@@ -96,9 +120,20 @@ def random_inputs(info: dict[str, dict[str, Any]], seed: int) -> dict[str, np.nd
 def _load_inputs(
     path: Path, max_bytes: int = MAX_INPUT_BYTES, max_members: int = MAX_INPUT_MEMBERS
 ) -> dict[str, np.ndarray]:
-    """Read an .npz of inputs, refusing one whose members would inflate past ``max_bytes``."""
-    if not path.is_file():
-        raise SerializationError(f"--inputs {path}: not a regular file; pass an .npz file")
+    """Read an .npz of inputs, refusing one whose members would inflate past ``max_bytes``.
+
+    A single .npy array comes back under the key :data:`NPY_KEY` (the model's one input).
+    """
+    check_input_file(path, "--inputs", "an .npz file (numpy.savez) or a .npy array")
+    with path.open("rb") as head:
+        magic = head.read(6)
+    if magic == b"\x93NUMPY":
+        try:
+            return {NPY_KEY: np.load(path, allow_pickle=False)}
+        except (OSError, ValueError, EOFError) as err:
+            raise SerializationError(
+                f"--inputs {path}: not a readable .npy ({err!s:.200})"
+            ) from None
     try:
         with zipfile.ZipFile(path) as archive:
             infos = archive.infolist()
@@ -118,20 +153,50 @@ def _load_inputs(
 
 
 def _check_args(args: argparse.Namespace) -> None:
-    if not 0 <= args.seed < 2**63:
-        raise EmberValueError(f"--seed {args.seed}: pass an integer in [0, 2**63)")
-    if args.repeat < 1 or args.number < 1 or args.print_top < 0:
-        raise EmberValueError("--repeat and --number must be >= 1 and --print-top >= 0")
-    if not args.package.is_file():
-        raise ModuleLoadError(
-            f"{args.package}: not a regular file (a directory, FIFO or device is refused); "
-            "pass a package from 'ember compile' or an exported .so"
-        )
-    for flag, path in (("--outputs", args.outputs), ("--profile-json", args.profile_json)):
-        if path is not None and path.is_dir():
-            raise EmberValueError(f"{flag} {path} is a directory; pass a file path")
-    if args.trace is not None and args.trace.is_dir():
-        raise EmberValueError(f"--trace {args.trace} is a directory; pass a .json file path")
+    check_input_file(args.package, "package", "a package from 'ember compile' or an exported .so")
+    for flag, path in (
+        ("--outputs", args.outputs),
+        ("--profile-json", args.profile_json),
+        ("--trace", args.trace),
+    ):
+        if path is not None:
+            check_output_path(path, flag)
+
+
+def _named_inputs(inputs: dict[str, np.ndarray], names: list[str], path: Path) -> dict[str, Any]:
+    """Give a .npy's one array the model's one input name; refuse names the model lacks."""
+    if NPY_KEY in inputs:
+        if len(names) != 1:
+            raise UsageError(
+                f"--inputs {path} is one array, but the model has inputs {names}; pass an .npz "
+                "holding one array per input name (numpy.savez('in.npz', name=array, ...))"
+            )
+        return {names[0]: inputs[NPY_KEY]}
+    unknown = sorted(set(inputs) - set(names))
+    if unknown:
+        raise UsageError(f"inputs {unknown} are not model inputs; inputs: {sorted(names)}")
+    return inputs
+
+
+def _timed(ge: GraphExecutor, args: argparse.Namespace) -> str:
+    """Time the model within --max-seconds: fewer runs per repeat when one run is slow."""
+    dev = cpu(0)
+    start = time.perf_counter()
+    ge.run()
+    once = max(time.perf_counter() - start, 1e-9)
+    repeat = max(1, min(args.repeat, int(args.max_seconds / once)))
+    number = max(1, min(args.number, int(args.max_seconds / (once * repeat))))
+    fewer = (repeat, number) != (args.repeat, args.number)
+    note = f" (fewer than {args.repeat} x {args.number}: --max-seconds)" if fewer else ""
+    print(
+        f"timing {repeat} x {number} runs, about {once * repeat * number:.3g} s{note}",
+        file=sys.stderr,
+    )
+    res = ge.benchmark(dev, repeat=repeat, number=number)
+    return (
+        f"latency ms: mean {res.mean * 1e3:.3f}  median {res.median * 1e3:.3f}  "
+        f"std {res.std * 1e3:.3f}  ({repeat} x {number} runs)"
+    )
 
 
 def load_factory(package: Path) -> tuple[Module, str]:
@@ -158,12 +223,15 @@ def run(args: argparse.Namespace) -> int:
     executor = AotExecutor if factory["get_metadata"]().executor == "aot" else GraphExecutor
     ge = executor(factory[mod_name](dev))
     info = {p.name: {"shape": p.shape, "dtype": p.dtype} for p in factory["get_metadata"]().inputs}
-    inputs = _load_inputs(args.inputs) if args.inputs else random_inputs(info, args.seed)
-    unknown = sorted(set(inputs) - set(info))
-    if unknown:
-        raise EmberValueError(f"inputs {unknown} are not model inputs; inputs: {sorted(info)}")
+    if args.inputs:
+        inputs = _named_inputs(_load_inputs(args.inputs), list(info), args.inputs)
+    else:
+        inputs = random_inputs(info, args.seed)
     for name, value in inputs.items():
-        ge.set_input(name, value)
+        try:
+            ge.set_input(name, value)
+        except EmberValueError as err:
+            raise UsageError(f"--inputs {args.inputs}: {err}") from None
     ge.run()
     outputs = [ge.get_output(i).numpy() for i in range(ge.get_num_outputs())]
     names = ge.get_output_names()
@@ -177,11 +245,7 @@ def run(args: argparse.Namespace) -> int:
         write_file_atomic(args.outputs, npz_bytes(dict(zip(names, outputs, strict=True))))
         print(f"wrote {args.outputs}")
     if args.print_time:
-        res = ge.benchmark(dev, repeat=args.repeat, number=args.number)
-        print(
-            f"latency ms: mean {res.mean * 1e3:.3f}  median {res.median * 1e3:.3f}  "
-            f"std {res.std * 1e3:.3f}  ({args.repeat} x {args.number} runs)"
-        )
+        print(_timed(ge, args))
     if args.profile or args.profile_json or args.trace:
         write_profile(ge.profile(), args.profile_json, args.trace)
     return 0

@@ -39,6 +39,7 @@ from ember.errors import (
 )
 from ember.executor.graph_executor import GraphExecutor
 from ember.executor.graph_runtime import GraphExecutorModule, find_kernel
+from ember.executor.input_hint import mismatch_advice
 from ember.executor.interface import hand_out, output_index, resolve_input
 from ember.executor.locking import new_lock, synchronized
 from ember.executor.metadata_module import (
@@ -207,8 +208,8 @@ class AotExecutorModule(Module):
         if shape != info.shape or dtype != info.dtype:
             raise EmberValueError(
                 f"set_input: input {info.name!r} expects shape {info.shape} and dtype "
-                f"{info.dtype}, got shape {shape} and dtype {dtype}; convert it with "
-                f"np.asarray(x, dtype='{info.dtype}').reshape({info.shape})"
+                f"{info.dtype}, got shape {shape} and dtype {dtype}; "
+                + mismatch_advice(info.name, info.shape, info.dtype, shape, dtype)
             )
         if index in self._shared:  # copy on write: the factory's array is never written
             self._shared.discard(index)

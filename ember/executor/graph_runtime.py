@@ -27,6 +27,7 @@ import numpy as np
 
 from ember.errors import EmberTypeError, EmberValueError, ExecutorError
 from ember.executor.graph_plan import GraphPlan
+from ember.executor.input_hint import mismatch_advice
 from ember.executor.interface import hand_out, output_index, output_names, resolve_input
 from ember.executor.locking import new_lock, synchronized
 from ember.executor.profile import ProfileReport, make_report, node_sources
@@ -199,8 +200,8 @@ class GraphExecutorModule(Module):
         if given_shape != shape or given != dtype:
             raise EmberValueError(
                 f"{what}: input {name!r} expects shape {shape} and dtype {dtype}, got shape "
-                f"{given_shape} and dtype {given}; convert it with "
-                f"np.asarray(x, dtype='{dtype}').reshape({shape})"
+                f"{given_shape} and dtype {given}; "
+                + mismatch_advice(name, shape, dtype, given_shape, given)
             )
 
     @synchronized

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ember.errors import ModuleLoadError
 from ember.runtime import c_api
+from ember.runtime.cpu_features import CPU_SYMBOL, FEATURES_SYMBOL, missing_features, refusal
 from ember.runtime.module import Module
 from ember.runtime.packed_func import CPackedFunc, PackedFunc, PyPackedFunc
 from ember.runtime.registry import get_global_func, list_global_funcs, register_func
@@ -53,7 +54,25 @@ class LibraryModule(Module):
             ) from err
         self._names: list[str] | None = None
         self._real = os.path.realpath(self.path)
+        self._check_cpu()
         self._install_context()
+
+    def _string(self, name: str) -> str | None:
+        """The NUL-terminated string the library exports as data symbol ``name``, if any."""
+        try:
+            address = ctypes.cast(self._lib[name], ctypes.c_void_p).value
+        except (AttributeError, ValueError):
+            return None
+        if not address or not self._defines(address):
+            return None
+        return ctypes.string_at(address).decode("ascii", "replace")
+
+    def _check_cpu(self) -> None:
+        """Refuse a library that needs CPU features this machine lacks (before any call)."""
+        required = self._string(FEATURES_SYMBOL)
+        missing = missing_features(required.split()) if required else ()
+        if missing:
+            raise ModuleLoadError(refusal(str(self.path), self._string(CPU_SYMBOL) or "", missing))
 
     def _install_context(self) -> None:
         """Point the library's ``__ember_module_ctx`` (if it has one) at a lookup through

@@ -42,6 +42,7 @@ from ember.runtime.artifact import (
 )
 from ember.runtime.artifact_set import ArtifactSet
 from ember.runtime.cache_entry import cache_subdir, cached_build
+from ember.runtime.cpu_features import features_source, required_features
 from ember.runtime.device import CPU, Device
 from ember.runtime.device import device as to_device
 from ember.runtime.hooks import LOAD_ARTIFACTS, register_hook
@@ -53,7 +54,7 @@ from ember.support.hashing import hash_bytes, hash_strings
 from ember.support.toolchain import compile_object, compile_shared
 
 #: Bumped whenever the way native artifacts are linked changes (it keys the cache).
-NATIVE_LINK_VERSION = 2
+NATIVE_LINK_VERSION = 3
 #: The prefix of the registered global functions that load a group of artifacts.
 LOADBINARY_PREFIX = "runtime.module.loadbinary_"
 #: Artifact metadata key holding extra compiler flags for the native link (shell syntax).
@@ -67,6 +68,8 @@ SOURCE_ATTR = "artifact_set"
 HOST_TYPE_KEY = "host"
 #: Fixed flags of every native link (deterministic output, hidden internals).
 NATIVE_FLAGS = ("-fvisibility=hidden",)
+#: The generated source recording the CPU features a linked library needs.
+FEATURES_FILE = "ember_cpu_features.c"
 #: The only flags artifact metadata may put on a compiler command line (what the C back end
 #: emits); anything else (``-wrapper``, ``-save-temps``, ``-o``, ``@file``...) is refused.
 ALLOWED_FLAGS = frozenset(
@@ -170,10 +173,16 @@ def write_native_sources(artifacts: Sequence[Artifact], build_dir: Path) -> list
 def link_native(
     artifacts: Sequence[Artifact], build_dir: Path, output: Path, extra_inputs: Sequence[Path] = ()
 ) -> Path:
-    """Compile and link native artifacts (plus ``extra_inputs``) into the library ``output``."""
+    """Compile and link native artifacts (plus ``extra_inputs``) into the library ``output``.
+
+    The library also records the CPU features its code needs (:mod:`ember.runtime.cpu_features`).
+    """
     inputs = write_native_sources(artifacts, build_dir) + list(extra_inputs)
     include_dirs = [include_dir(), *sorted({build_dir / a.codegen_id for a in artifacts})]
     flags = native_flags(artifacts)
+    features = build_dir / FEATURES_FILE
+    features.write_text(features_source(flags))
+    inputs.append(features)
     sources = [p for p in inputs if p.suffix == ".c"]
     if len(sources) > 1:
         # codegen splits big outputs into several files: compile them on every core
@@ -191,7 +200,8 @@ def link_native(
 def native_cache_path(artifacts: Sequence[Artifact], callees: Sequence[str] = ()) -> Path:
     """Where the linked library of ``artifacts`` is cached: keyed by everything that shapes it
     (``callees``: what its ``call_packed`` sites will find, see :func:`host_module`)."""
-    parts = [f"link-v{NATIVE_LINK_VERSION}", config().cc, *native_flags(artifacts)]
+    flags = native_flags(artifacts)
+    parts = [f"link-v{NATIVE_LINK_VERSION}", config().cc, *flags, *required_features(flags)]
     parts += [f"{a.codegen_id}/{a.file_name}:{a.sha256}" for a in artifacts]
     parts += [f"calls:{c}" for c in callees]
     key = hash_bytes(hash_strings(parts, length=64).encode(), header_path().read_bytes(), length=24)
@@ -266,13 +276,22 @@ def _checked(result: object, who: str) -> Module:
     return result
 
 
-def load_artifacts(artifact_set: ArtifactSet, device: Device | str | None = None) -> Module:
-    """Run the code-loading process on ``artifact_set`` and return the top-level Module."""
+def load_artifacts(
+    artifact_set: ArtifactSet | Sequence[AnyArtifact] | str | os.PathLike[str],
+    device: Device | str | None = None,
+) -> Module:
+    """Run the code-loading process on ``artifact_set`` and return the top-level Module.
+
+    A path names a directory written by ``ArtifactSet.save`` (relative to the working
+    directory, as typed).
+    """
     dev = to_device(device) if device is not None else None
     if dev is not None and dev.device_type != CPU:
         raise EmberValueError(
             f"load_artifacts: device {dev} is not supported yet; the host CPU (ember.cpu(0)) is"
         )
+    if isinstance(artifact_set, str | os.PathLike):
+        artifact_set = _saved_set(Path(artifact_set))
     if not isinstance(artifact_set, ArtifactSet):
         artifact_set = ArtifactSet(artifact_set)
     groups = artifact_set.by_loader()
@@ -282,6 +301,16 @@ def load_artifacts(artifact_set: ArtifactSet, device: Device | str | None = None
     top = load_groups(groups, host)
     setattr(top, SOURCE_ATTR, artifact_set)  # so that the module can be exported again
     return top
+
+
+def _saved_set(path: Path) -> ArtifactSet:
+    """The ArtifactSet saved in directory ``path`` (a file gets load_module's advice)."""
+    if path.is_file():
+        raise ModuleLoadError(
+            f"load_artifacts: {path} is a file; load an exported library (.so) with "
+            "ember.load_module, or pass a directory written by ArtifactSet.save"
+        )
+    return ArtifactSet.load(path.absolute())
 
 
 # ArtifactSet.load_module delegates here (artifact_set.py sits below this file).

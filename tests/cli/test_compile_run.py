@@ -67,7 +67,7 @@ def test_run_random_inputs_and_errors(tmp_path, capsys):
     assert main(["run", str(out), "--profile"]) == 0
     assert "Total" in capsys.readouterr().out
     np.savez(tmp_path / "bad.npz", y=np.zeros((1, 6), "float32"))
-    assert main(["run", str(out), "--inputs", str(tmp_path / "bad.npz")]) == 1
+    assert main(["run", str(out), "--inputs", str(tmp_path / "bad.npz")]) == 2  # usage error
     assert "not model inputs" in capsys.readouterr().err
     (tmp_path / "junk.tar").write_bytes(b"not a tar at all")
     assert main(["run", str(tmp_path / "junk.tar")]) == 1

@@ -25,7 +25,9 @@ def test_run_with_threads(tmp_path, capsys):
     try:
         assert main(["run", str(out), "--threads", "1", "--print-time", "--repeat", "1"]) == 0
         assert rt.get_num_threads() == 1
-        assert main(["run", str(out), "--threads", "-2"]) == 1
-        assert "set_num_threads" in capsys.readouterr().err
+        with pytest.raises(SystemExit) as exc:  # refused by the parser: exit code 2
+            main(["run", str(out), "--threads", "-2"])
+        assert exc.value.code == 2
+        assert "--threads: expected an integer 0-1024" in capsys.readouterr().err
     finally:
         rt.set_num_threads(before)

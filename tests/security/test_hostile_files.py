@@ -115,8 +115,8 @@ def test_npz_bombs_are_refused(tmp_path: Path) -> None:
 def test_a_fifo_is_never_opened(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fifo = tmp_path / "model.tar"
     os.mkfifo(fifo)
-    assert main(["run", str(fifo)]) == 1
-    assert main(["run", str(fifo.with_suffix(".so"))]) == 1
+    assert main(["run", str(fifo)]) == 2  # refused as a bad argument, before any open
+    assert main(["run", str(fifo.with_suffix(".so"))]) == 2
     assert main(["inspect", str(fifo)]) == 1
     with pytest.raises(SerializationError, match="regular file"):
         read_tar(fifo)

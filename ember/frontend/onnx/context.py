@@ -36,6 +36,7 @@ from ember.ir.expr import (
 from ember.ir.op import OpDef
 from ember.ir.types import TensorType, TupleType
 from ember.support import dtypes
+from ember.support.advice import advice
 
 #: sentinel default of :meth:`NodeView.attr`: the attribute must be present.
 REQUIRED: Any = object()
@@ -255,7 +256,9 @@ class ConvertContext:
         raise FrontendError(
             f"{where}: {what} must be constant (static), but it depends on a model input at "
             "run time (a data-dependent shape); ember compiles static shapes only. Bind the "
-            "input shapes with from_onnx(..., shape={...}) or make this input an initializer"
+            "input shapes with "
+            + advice(python="from_onnx(..., shape={...})", cli="--input-shape NAME:D1,D2,...")
+            + " or make this input an initializer"
         )
 
     def _static_value(self, expr: Expr) -> np.ndarray | tuple[Any, ...] | None:

@@ -29,6 +29,7 @@ from ember.frontend.onnx.registry import find_handler
 from ember.ir.expr import Constant, Expr, Function, Tuple, TupleGetItem, Var, post_order
 from ember.ir.module import IRModule
 from ember.ir.types import TensorType, TupleType, canonical_dtype
+from ember.support.advice import advice
 
 ShapeArg = Mapping[str, Sequence[int] | int]
 DtypeArg = str | Mapping[str, str]
@@ -160,7 +161,6 @@ def _input_vars(
     label: str,
 ) -> list[Var]:
     """One Var per input, with every dim static (``shape`` binds the unknown ones)."""
-    shape = dict(shape or {})
     names = [vi.name for vi in inputs]
     dim_names = {
         d.dim_param
@@ -168,6 +168,7 @@ def _input_vars(
         for d in vi.type.tensor_type.shape.dim
         if d.HasField("dim_param") and d.dim_param
     }
+    shape = _dim_names_as_ints(dict(shape or {}), names, dim_names)
     unknown = sorted(k for k in shape if k not in names and k not in dim_names)
     if unknown:
         raise FrontendError(
@@ -183,15 +184,57 @@ def _input_vars(
             continue
         out.append(Var(vi.name, TensorType(tuple(dims), dtypes[vi.name])))
     if unresolved:
-        example = ", ".join(f"'{vi.name}': (...)" for vi in inputs)
-        hint = ""
-        if dim_names:
-            hint = f" or bind symbolic dims by name (shape={{'{sorted(dim_names)[0]}': 1}})"
         raise FrontendError(
             f"ONNX model {label}: inputs with unknown dims: {'; '.join(unresolved)}. ember "
-            f"compiles static shapes: pass shape={{{example}}} to from_onnx" + hint
+            f"compiles static shapes: {_binding_advice(inputs, shape)}"
         )
     return out
+
+
+def _dim_names_as_ints(
+    shape: dict[str, Sequence[int] | int], names: Sequence[str], dim_names: set[str]
+) -> dict[str, Sequence[int] | int]:
+    """A symbolic dim bound to a one-value sequence (``--input-shape N:7``) binds it to 7."""
+    for key, value in shape.items():
+        if key not in names and key in dim_names and not isinstance(value, int):
+            values = list(value)
+            if len(values) != 1:
+                raise FrontendError(
+                    f"symbolic dim '{key}' is bound to {values}; a symbolic dim takes one value"
+                )
+            shape[key] = int(values[0])
+    return shape
+
+
+def _binding_advice(inputs: Sequence[onnx.ValueInfoProto], shape: ShapeArg) -> str:
+    """How to bind the unknown dims, as the current entry point (Python or CLI) spells it."""
+    full: dict[str, list[int]] = {}
+    named: list[str] = []
+    for vi in inputs:
+        dims = []
+        for d in vi.type.tensor_type.shape.dim:
+            if d.HasField("dim_value") and d.dim_value >= 0:
+                dims.append(int(d.dim_value))
+            elif _is_named(d) and isinstance(shape.get(d.dim_param), int):
+                dims.append(int(shape[d.dim_param]))  # type: ignore[arg-type]
+            else:
+                dims.append(1)
+                if _is_named(d) and d.dim_param not in named:
+                    named.append(d.dim_param)
+        full[vi.name] = dims
+    py = ", ".join(f"'{k}': {tuple(v)}" for k, v in full.items())
+    cli = " ".join(f"--input-shape {k}:{','.join(map(str, v))}" for k, v in full.items())
+    python = f"pass each input's full shape by input name, e.g. from_onnx(..., shape={{{py}}})"
+    command = f"pass each input's full shape by input name, e.g. {cli}"
+    if named:
+        python += f", or bind a named dim, e.g. shape={{'{named[0]}': 1}}"
+        command += f", or bind a named dim, e.g. --input-shape {named[0]}:1"
+    return advice(python=python, cli=command)
+
+
+def _is_named(d: onnx.TensorShapeProto.Dimension) -> bool:
+    """A dim with a usable symbolic name (``?`` and empty names are anonymous)."""
+    return d.HasField("dim_param") and d.dim_param not in ("", "?")
 
 
 def _resolve_dims(
@@ -212,6 +255,14 @@ def _resolve_dims(
             )
         if any(d < 0 for d in dims):
             raise FrontendError(f"shape= for input '{vi.name}' has a negative dim: {dims}")
+        for axis, d in enumerate(declared or []):
+            bound = shape.get(d.dim_param) if d.HasField("dim_param") else None
+            if isinstance(bound, int) and bound != dims[axis]:
+                raise FrontendError(
+                    f"ONNX model {label}: the shape given for input '{vi.name}' has dim "
+                    f"{axis} = {dims[axis]}, but its symbolic dim '{d.dim_param}' is bound to "
+                    f"{bound}; give one value for both"
+                )
         return dims, []
     if declared is None:
         return [], ["all: the rank is unknown"]
@@ -222,7 +273,7 @@ def _resolve_dims(
             dims.append(int(d.dim_value))
         elif d.HasField("dim_param") and d.dim_param and isinstance(shape.get(d.dim_param), int):
             dims.append(int(shape[d.dim_param]))  # type: ignore[arg-type]
-        elif d.HasField("dim_param") and d.dim_param:
+        elif _is_named(d):
             missing.append(f"{axis}='{d.dim_param}'")
         else:
             missing.append(f"{axis}=?")
