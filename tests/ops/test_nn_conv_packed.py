@@ -307,3 +307,13 @@ def test_full_tiles_have_no_guard_in_the_reduction(size):
     full, partial = text.split("    else:\n", 1)
     assert " if " in full and "        if " not in full.split(" if ", 1)[1]
     assert partial.count("if ") >= 3  # init, update and write-back keep their guards
+
+
+def test_llvm_tiles_fit_the_registers_of_avx2():
+    from ember.ops.nn_schedule import LLVM_TILES, TILES
+
+    llvm, c = Target.create("llvm -mcpu=haswell"), Target.create("c -mcpu=haswell")
+    assert register_tiles(llvm) == LLVM_TILES["x86-avx2"]
+    assert register_tiles(c) == TILES["cpu"]  # gcc keeps its own tiles
+    # AVX-512: no LLVM row of its own, the shared one
+    assert register_tiles(Target.create("llvm -mcpu=skylake-avx512")) == TILES["x86-avx512"]
