@@ -44,6 +44,30 @@ from bench_common import markdown_table  # noqa: E402
 
 
 @dataclass(frozen=True)
+class TargetTimes:
+    """A further target's build, load and graph-executor latency (seconds)."""
+
+    target: str
+    build_s: float
+    load_s: float
+    ember_s: float
+
+    def cells(self, first_s: float) -> list[str]:
+        """Its printed cells: build, load, latency and latency over the first target's."""
+        return [
+            f"{self.build_s:.2f}",
+            f"{self.load_s:.2f}",
+            f"{self.ember_s * 1e3:.2f}",
+            f"{self.ember_s / first_s:.2f}",
+        ]
+
+
+def target_header(first: str, target: str) -> list[str]:
+    """The header cells of a further target's columns (see TargetTimes.cells)."""
+    return [f"{target} build s", f"{target} cc+load s", f"{target} ms", f"{target}/{first}"]
+
+
+@dataclass(frozen=True)
 class Row:
     """One model's measurements (seconds)."""
 
@@ -56,9 +80,11 @@ class Row:
     ort2_s: float
     max_err: float
     gflop: float
+    others: tuple[TargetTimes, ...] = ()
 
     def cells(self) -> list[str]:
         """The printed cells of this row."""
+        extra = [c for t in self.others for c in t.cells(self.ember_s)]
         return [
             self.name,
             f"{self.build_s:.2f}",
@@ -73,6 +99,7 @@ class Row:
             f"{self.gflop / self.ember_s:.1f}",
             f"{self.gflop / self.ort1_s:.1f}",
             f"{self.max_err:.1e}",
+            *extra,
         ]
 
 
@@ -138,52 +165,97 @@ def ort_session(model_bytes: bytes, threads: int) -> Any:
     return ort.InferenceSession(model_bytes, opts, providers=["CPUExecutionProvider"])
 
 
-def measure(name: str, repeat: int, profile: int, cpu_clock: bool = False) -> Row:
-    """Compile, check and time one example model with both engines."""
+def _build(model: Any, shapes: Any, target: str, executor: str = "graph") -> tuple[Any, float]:
+    """Artifacts of ``model`` for ``target`` and the seconds the build took."""
+    from ember.testing import compile_onnx
+
+    start = time.perf_counter()
+    artifacts = compile_onnx(model, shape=shapes, target=target, executor=executor)
+    return artifacts, time.perf_counter() - start
+
+
+def _graph_executor(artifacts: Any) -> tuple[Any, float]:
+    """A graph executor over loaded ``artifacts`` and the seconds loading took."""
+    import ember
+    from ember.executor import GraphExecutor
+
+    dev = ember.cpu(0)
+    start = time.perf_counter()
+    ge = GraphExecutor(ember.load_artifacts(artifacts, dev)["default"](dev))
+    return ge, time.perf_counter() - start
+
+
+def measure(
+    name: str,
+    repeat: int,
+    profile: int,
+    cpu_clock: bool = False,
+    targets: Sequence[str] = ("c",),
+) -> Row:
+    """Compile, check and time one example model with both engines (ember for every target
+    of ``targets``: the first with the graph and AOT executors, the others with the graph
+    executor, all interleaved with onnxruntime)."""
     import ember
     from ember.examples.models import make_model
-    from ember.executor import AotExecutor, GraphExecutor
-    from ember.testing import ORT_MAX_IR_VERSION, compile_onnx
+    from ember.executor import AotExecutor
+    from ember.testing import ORT_MAX_IR_VERSION
 
     case = make_model(name)
     model = case.model
     model.ir_version = min(model.ir_version, ORT_MAX_IR_VERSION)
-    start = time.perf_counter()
-    artifacts = compile_onnx(model, shape=case.shapes, target="c")
-    build_s = time.perf_counter() - start
+    first = targets[0]
+    artifacts, build_s = _build(model, case.shapes, first)
+    ge, load_s = _graph_executor(artifacts)
+    aot_artifacts, _ = _build(model, case.shapes, first, executor="aot")
     dev = ember.cpu(0)
-    start = time.perf_counter()
-    factory = ember.load_artifacts(artifacts, dev)
-    ge = GraphExecutor(factory["default"](dev))
-    load_s = time.perf_counter() - start
-    aot_artifacts = compile_onnx(model, shape=case.shapes, target="c", executor="aot")
     aot = AotExecutor(ember.load_artifacts(aot_artifacts, dev)["default"](dev))
+    others = []
+    for target in targets[1:]:
+        more, more_build_s = _build(model, case.shapes, target)
+        more_ge, more_load_s = _graph_executor(more)
+        others.append((target, more_build_s, more_load_s, more_ge))
+    executors = [ge, aot, *(o[3] for o in others)]
     for key, value in case.inputs.items():
-        ge.set_input(key, value)
-        aot.set_input(key, value)
+        for ex in executors:
+            ex.set_input(key, value)
 
     sessions = {n: ort_session(model.SerializeToString(), n) for n in (1, 2)}
-    ge.run()
-    ours = [ge.get_output(i).numpy() for i in range(ge.get_num_outputs())]
     ref = sessions[1].run(None, case.inputs)
-    max_err = max(float(np.max(np.abs(a - b))) for a, b in zip(ours, ref, strict=True))
+    max_err = 0.0
+    for ex in [ge, *(o[3] for o in others)]:
+        ex.run()
+        ours = [ex.get_output(i).numpy() for i in range(ex.get_num_outputs())]
+        err = max(float(np.max(np.abs(a - b))) for a, b in zip(ours, ref, strict=True))
+        max_err = max(max_err, err)
 
     runners = [ge.run, aot.run, _runner(sessions[1], case.inputs)]
     runners.append(_runner(sessions[2], case.inputs))
+    runners.extend(o[3].run for o in others)
     ember_threads = int(os.environ.get("EMBER_NUM_THREADS", "0")) or (os.cpu_count() or 1)
-    clocks = [clock_for(n, cpu_clock) for n in (ember_threads, ember_threads, 1, 2)]
-    ember_s, aot_s, ort1_s, ort2_s = interleaved_medians(runners, repeat, clocks=clocks)
+    threads = [ember_threads, ember_threads, 1, 2, *[ember_threads] * len(others)]
+    clocks = [clock_for(n, cpu_clock) for n in threads]
+    times = interleaved_medians(runners, repeat, clocks=clocks)
+    ember_s, aot_s, ort1_s, ort2_s = times[:4]
+    extra = tuple(
+        TargetTimes(t, b, ld, s) for (t, b, ld, _), s in zip(others, times[4:], strict=True)
+    )
     if profile > 0:
-        report = ge.profile(repeat=max(5, repeat))
-        print(f"\n{name}: {len(report.rows)} kernel calls, {report.total_us / 1e3:.2f} ms")
-        shapes: dict[str, tuple[tuple[int, ...], ...]] = {}
-        for row in report.rows:
-            shapes.setdefault(row.op, row.shape)
-        for op, calls, us, pct in report.by_op()[:profile]:
-            out = " ".join("x".join(map(str, s)) for s in shapes[op])
-            print(f"  {pct:5.1f}%  {us / 1e3:8.3f} ms  {calls:3d}x  {op} -> {out}")
-        sys.stdout.flush()
-    return Row(name, build_s, load_s, ember_s, aot_s, ort1_s, ort2_s, max_err, model_gflop(model))
+        print_profile(name, ge, profile, repeat)
+    gflop = model_gflop(model)
+    return Row(name, build_s, load_s, ember_s, aot_s, ort1_s, ort2_s, max_err, gflop, extra)
+
+
+def print_profile(name: str, ge: Any, top: int, repeat: int) -> None:
+    """Print the ``top`` slowest kernels of ``ge``'s per-operator profile."""
+    report = ge.profile(repeat=max(5, repeat))
+    print(f"\n{name}: {len(report.rows)} kernel calls, {report.total_us / 1e3:.2f} ms")
+    shapes: dict[str, tuple[tuple[int, ...], ...]] = {}
+    for row in report.rows:
+        shapes.setdefault(row.op, row.shape)
+    for op, calls, us, pct in report.by_op()[:top]:
+        out = " ".join("x".join(map(str, s)) for s in shapes[op])
+        print(f"  {pct:5.1f}%  {us / 1e3:8.3f} ms  {calls:3d}x  {op} -> {out}")
+    sys.stdout.flush()
 
 
 def model_gflop(model: Any) -> float:
@@ -223,9 +295,10 @@ def _runner(session: Any, inputs: dict[str, np.ndarray]) -> Callable[[], object]
     return run
 
 
-def format_table(rows: Sequence[Row]) -> str:
+def format_table(rows: Sequence[Row], targets: Sequence[str] = ("c",)) -> str:
     """A markdown table of ``rows`` (so that docs/performance.md can take it verbatim)."""
-    return markdown_table(HEADER, [r.cells() for r in rows])
+    header = HEADER + [c for t in targets[1:] for c in target_header(targets[0], t)]
+    return markdown_table(header, [r.cells() for r in rows])
 
 
 def machine() -> str:
@@ -273,9 +346,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="time single-threaded runs by the thread's CPU time (robust on a busy machine)",
     )
     parser.add_argument(
+        "--targets",
+        default="c",
+        help="comma-separated ember target strings (default: c); the first also runs AOT, "
+        "the others add columns, e.g. --targets c,llvm",
+    )
+    parser.add_argument(
         "--keep-cache", action="store_true", help="reuse ember's artifact cache (faster loads)"
     )
     args = parser.parse_args(argv)
+    targets = [t.strip() for t in args.targets.split(",") if t.strip()] or ["c"]
     with tempfile.TemporaryDirectory(prefix="ember-bench-") as tmp:
         if args.threads is not None:  # like the cache directory: read once, at first use
             os.environ["EMBER_NUM_THREADS"] = str(args.threads)
@@ -295,9 +375,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         rows = []
         for name in names:
-            rows.append(measure(name, args.repeat, args.profile, args.cpu_clock))
+            rows.append(measure(name, args.repeat, args.profile, args.cpu_clock, targets))
             print(f"  done {name}", file=sys.stderr, flush=True)
-        print(f"\n{format_table(rows)}\n\nload average at the end: {_load()}")
+        print(f"\n{format_table(rows, targets)}\n\nload average at the end: {_load()}")
     return 0
 
 

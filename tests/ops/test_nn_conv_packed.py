@@ -15,7 +15,10 @@ from ember.ops.nn_conv import PACK_BLOCKS, conv_to_packed, pack_block
 from ember.ops.nn_schedule import _tile_cols, register_tiles
 from ember.target import Target
 
-MAX_TILE_COLS = register_tiles(Target.create("c")).conv_cols
+#: the schedules' shapes below are those of the wide register tiles (AVX-512's row, also the
+#: default of CPUs without a row), whatever the host; AVX2's row is tested on its own
+WIDE_TILES = "c -mcpu=skylake-avx512"
+MAX_TILE_COLS = register_tiles(Target.create(WIDE_TILES)).conv_cols
 
 
 def v(name: str, shape: tuple[int, ...], dtype: str = "float32") -> Var:
@@ -121,7 +124,7 @@ def _run(params: list[Var], body, seed: int = 0, tol: float = 1e-4) -> str:
     xs = [rng.standard_normal(p.type.shape).astype(p.type.dtype) for p in params]
     func = Function(tuple(params), body, Attrs({"Primitive": 1}))
     refs = evaluate(Function(func.params, func.body), xs)
-    prim = lower_group(func, "kernel")
+    prim = lower_group(func, "kernel", WIDE_TILES)
     tir.verify(prim)
     outs = [np.zeros(r.shape, r.dtype) for r in refs]
     tir.interpret(prim, xs + outs)
@@ -241,7 +244,8 @@ def test_writeback_vectorises_over_channels_under_a_clip_epilogue():
     x, wp = v("x", (1, 4, 5, 6)), v("wp", (1, 4, 3, 3, 16))
     conv = call("nn.conv_packed", x, wp, padding=(1, 1, 1, 1))
     text = _run([x, wp], call("clip", conv, a_min=0.0, a_max=6.0))
-    assert text.count("vectorized(16)") == 3 and "vectorized(6)" not in text  # init, update, out
+    # init, update, out; twice: 2-row tiles of 5 rows, the full tiles and the partial one
+    assert text.count("vectorized(16)") == 6 and "vectorized(6)" not in text
 
 
 @pytest.mark.parametrize(
@@ -277,3 +281,41 @@ def test_conv_kernels_benchmark_prints_a_checked_row(capsys, monkeypatch, tmp_pa
     out = capsys.readouterr().out
     assert "| mv2.dw.7 " in out and "| bert.128x1024x256 " in out
     assert bench.main(["--only", "nothing"]) == 2
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("target", ["c", "llvm"])
+@pytest.mark.parametrize(
+    ("cin", "cout", "size", "kernel", "stride", "groups"),
+    [
+        (16, 32, (5, 20), 3, 1, 1),  # 14-column tiles: one full, one partial of 6
+        (8, 16, (3, 29), 1, 1, 1),  # two full tiles and a partial of 1
+        (8, 24, (9, 9), 3, 1, 1),  # 9-wide rows: one partial tile per row
+        (4, 16, (7, 7), 3, 1, 1),  # 2-row tiles of 7-row output: the last tile partial
+        (12, 48, (5, 31), 3, 2, 3),  # grouped, strided, 16 columns: 14 + partial 2
+    ],
+)
+def test_partial_tiles_match_onnxruntime(cin, cout, size, kernel, stride, groups, target):
+    from ember.testing import assert_matches_onnxruntime
+
+    model = _conv_model(cin, cout, size, kernel, stride, True, groups)
+    x = _weight((1, cin, *size), 7)
+    assert_matches_onnxruntime(model, {"x": x}, rtol=1e-4, atol=1e-5, target=target)
+
+
+@pytest.mark.parametrize("size", [(2, 20), (7, 7), (3, 29)])
+def test_full_tiles_have_no_guard_in_the_reduction(size):
+    x, wp = v("x", (1, 3, *size)), v("wp", (1, 3, 3, 3, 16))
+    text = _run([x, wp], call("relu", call("nn.conv_packed", x, wp, padding=(1, 1, 1, 1))))
+    full, partial = text.split("    else:\n", 1)
+    assert " if " in full and "        if " not in full.split(" if ", 1)[1]
+    assert partial.count("if ") >= 3  # init, update and write-back keep their guards
+
+
+def test_avx2_tiles_fit_its_registers_for_both_back_ends():
+    from ember.ops.nn_schedule import TILES
+
+    for kind in ("c", "llvm"):
+        assert register_tiles(Target.create(f"{kind} -mcpu=haswell")) == TILES["x86-avx2"]
+        assert register_tiles(Target.create(f"{kind} -mcpu=skylake-avx512")) == TILES["x86-avx512"]
+    assert TILES["x86-avx2"].conv_cols * 2 + 4 <= 16  # accumulators + operands in 16 registers

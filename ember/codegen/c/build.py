@@ -104,6 +104,10 @@ class COptions:
         # ceil, trunc and calls or divisions under a select branch vectorize (the values
         # computed are unchanged)
         flags += _NO_TRAPS
+        # a*b+c as one FMA (-std=c11 alone never contracts; LLVM's code does): with the
+        # AVX2 register tiles, 3x3 conv 64ch 56x56 4.9 -> 3.9 ms, matmul 128x256x1024 1.6
+        # -> 1.1 ms (one thread, Zen 3); results differ from unfused ones in the last bits
+        flags.append("-ffp-contract=fast")
         return " ".join(flags)
 
 

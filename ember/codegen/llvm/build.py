@@ -40,6 +40,7 @@ from ember.tir.buffer import Buffer
 from ember.tir.expr import Var
 from ember.tir.simplify import NON_NEGATIVE_MAX
 from ember.tir.stmt import PrimFunc
+from ember.tir.transform import unroll_loops, vectorize_loops
 from ember.tir.verify import verify
 
 CODEGEN_ID = "llvm"
@@ -90,6 +91,7 @@ def unpacked_function(func: PrimFunc, ctx: ModuleContext, opts: Options) -> list
     """The unpacked function of ``func`` and the lambdas of its parallel loops."""
     verify(func)
     sym = symbol_name(func)
+    func = unroll_loops(vectorize_loops(func))
     scope = Scope()
     gen = FuncGen(ctx, func, opts, scope)
     gen.func_symbol = sym

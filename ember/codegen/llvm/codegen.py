@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ember.codegen.llvm.checks import CheckLowering
 from ember.codegen.llvm.expr import ExprLowering
 from ember.codegen.llvm.ir_text import FunctionWriter, ModuleContext, Val, memory_type, value_type
 from ember.errors import CompileError
@@ -67,7 +68,7 @@ class Scope:
     functions: list[str] = field(default_factory=list)
 
 
-class FuncGen(ExprLowering):
+class FuncGen(ExprLowering, CheckLowering):
     """Emits the statements of one LLVM function (an unpacked kernel or a lambda)."""
 
     def __init__(self, ctx: ModuleContext, func: PrimFunc, opts: Options, scope: Scope) -> None:
@@ -87,6 +88,7 @@ class FuncGen(ExprLowering):
         self.lambda_suffix = ""
         #: the references of values that are noalias pointers (the kernel's buffers)
         self.noalias: set[str] = set()
+        self.local_buffers: dict[int, Buffer] = {}
 
     def runtime(self, name: str) -> str:
         """Declare a runtime API function and return its name."""
@@ -94,13 +96,13 @@ class FuncGen(ExprLowering):
         return name
 
     # -- errors ---------------------------------------------------------------------------
-    def fail(self, message: str) -> None:
-        """Report ``message`` (unless empty), free live heap workspaces, return -1."""
+    def fail(self, message: str, text: Val | None = None) -> None:
+        """Report ``message`` (unless empty; or the string at ``text``), free live heap
+        workspaces, return -1."""
         if message:
-            text = message + self.lambda_suffix
-            self.w.op(
-                f"call void @{self.runtime('EmberAPISetLastError')}(ptr {self.ctx.string(text)})"
-            )
+            text = Val("ptr", self.ctx.string(message + self.lambda_suffix))
+        if text is not None:
+            self.w.op(f"call void @{self.runtime('EmberAPISetLastError')}(ptr {text.ref})")
         free = self.runtime("EmberBackendFreeWorkspace")
         for ptr in reversed(self.heap):
             self.w.op(f"call i32 @{free}(i32 1, i32 0, {ptr.typed()})")
@@ -321,6 +323,7 @@ class FuncGen(ExprLowering):
     def allocate(self, s: Allocate) -> None:
         """Stack (entry-block alloca), runtime heap workspace or static pool slice."""
         b = s.buffer
+        self.local_buffers[id(b.data)] = b
         count = b.num_elements()
         mty = memory_type(b.dtype, self.where)
         elem_bytes = dt.bytes_of(b.dtype)

@@ -9,6 +9,8 @@ operands the enclosing loop ranges prove non-negative is a plain ``sdiv``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ember.codegen.llvm.ir_text import (
     FunctionWriter,
     Val,
@@ -56,6 +58,7 @@ from ember.tir.expr import (
     Var,
 )
 from ember.tir.functor import post_order_visit
+from ember.tir.op import CHECK_KIND, CPACKED_KIND
 from ember.tir.simplify import Simplifier
 
 _FCMP = {EQ: "oeq", NE: "une", LT: "olt", LE: "ole", GT: "ogt", GE: "oge"}
@@ -133,11 +136,14 @@ class ExprLowering(MemoryLowering):
         if isinstance(e, Call):
             if e.kind == "extern":
                 return self.call_extern(e)
+            if e.kind == CHECK_KIND:
+                return self.index_check(e)
+            if e.kind == CPACKED_KIND:
+                return self.call_cpacked(e)
             if e.kind != "intrin":
                 raise CompileError(
                     f"LLVM codegen{self.where}: '{e.kind}' calls ({e.op}) are not supported by "
-                    "the llvm back end yet (run-time index checks, call_cpacked); use target 'c' "
-                    "for this model, or the unpacked calling convention"
+                    "the llvm back end; use target 'c' for this kernel"
                 )
             args = [self.expr(a) for a in e.args]
             return math_call(self.w, e.op, e.dtype, args, self.where)
@@ -333,6 +339,14 @@ class ExprLowering(MemoryLowering):
         else:
             self.bounds.ranges[e.var] = saved
         return out
+
+    if TYPE_CHECKING:  # provided by checks.CheckLowering
+
+        def index_check(self, e: Call) -> Val:
+            """The checked index of ``tir.index_check``."""
+
+        def call_cpacked(self, e: Call) -> Val:
+            """The status of a ``tir.call_cpacked``."""
 
     def call_extern(self, e: Call) -> Val:
         """A call to an extern function, declaring it (or using its definition here)."""

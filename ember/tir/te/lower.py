@@ -17,8 +17,8 @@ from ember.errors import CompileError, IRError
 from ember.tir import dtype as dt
 from ember.tir.buffer import Buffer, decl_buffer
 from ember.tir.expr import IntImm, Max, Min, PrimExpr, Var, const
-from ember.tir.functor import IRMutator, free_vars, post_order_visit, substitute
-from ember.tir.simplify import NON_NEGATIVE_MAX, _collect, simplify
+from ember.tir.functor import IRMutator, post_order_visit, substitute
+from ember.tir.simplify import NON_NEGATIVE_MAX, simplify
 from ember.tir.stmt import (
     Allocate,
     BufferStore,
@@ -30,6 +30,7 @@ from ember.tir.stmt import (
     StorageKind,
     seq,
 )
+from ember.tir.te.full_tiles import range_of, split_full_tiles
 from ember.tir.te.inline import MAX_INLINE_DEPTH, MAX_INLINE_NODES, inline_body, too_big
 from ember.tir.te.schedule import Fuse, Schedule, Split, Stage, create_schedule
 from ember.tir.te.tensor import (
@@ -339,7 +340,7 @@ class _Lowerer:
             self.where[t] = (buf, tuple(m for m, _ in region))
             prods.append(self.stage_stmt(kid, region))
             bufs.append(buf)
-        out: Stmt = seq(*prods, body)
+        out: Stmt = split_full_tiles(seq(*prods, body))
         for buf in reversed(bufs):
             out = Allocate(buf, out, _storage(buf))
         return out
@@ -360,7 +361,7 @@ class _Lowerer:
             ok = True
             for acc in accesses:
                 e = simplify(substitute(acc.indices[d], vmap))
-                lohi = _range_of(e, rng)
+                lohi = range_of(e, rng)
                 if lohi is None:
                     ok = False
                     break
@@ -380,27 +381,6 @@ def _identifier(name: str) -> str:
     """A buffer name from a tensor name: ``conv.weight:0`` -> ``conv_weight_0``."""
     text = "".join(c if (c.isascii() and c.isalnum()) or c == "_" else "_" for c in name)
     return text if text and not text[0].isdigit() else "t_" + text
-
-
-def _range_of(
-    e: PrimExpr, rng: dict[Var, tuple[PrimExpr, PrimExpr]]
-) -> tuple[PrimExpr, PrimExpr] | None:
-    terms, k = _collect(e)
-    if terms is None:
-        return None
-    lo: PrimExpr = const(k, e.dtype)
-    hi: PrimExpr = const(k, e.dtype)
-    for term, coef in terms.items():
-        if isinstance(term, Var) and term in rng:
-            a, b = rng[term]
-            lo = lo + (a if coef > 0 else b) * coef
-            hi = hi + (b if coef > 0 else a) * coef
-            continue
-        if free_vars(term) & set(rng):
-            return None
-        lo = lo + term * coef
-        hi = hi + term * coef
-    return simplify(lo), simplify(hi)
 
 
 def _pick(options: list[PrimExpr], min_side: bool) -> PrimExpr | None:

@@ -29,12 +29,12 @@ from ember.tir import te
 pytestmark = pytest.mark.cc
 
 
-def _axpy(n: int = 1000) -> tir.PrimFunc:
+def _axpy(n: int = 1000, lanes: int = 8) -> tir.PrimFunc:
     a = te.placeholder((n,), "float32", "A")
     b = te.placeholder((n,), "float32", "B")
     c = te.compute((n,), lambda i: a[i] * 2.0 + b[i], "C")
     s = te.create_schedule(c)
-    outer, inner = s[c].split(c.op.axis[0], factor=8)
+    outer, inner = s[c].split(c.op.axis[0], factor=lanes)
     s[c].parallel(outer)
     s[c].vectorize(inner)
     return te.lower(s, [a, b, c], name="axpy")
@@ -196,5 +196,9 @@ def test_ir_text_is_readable_and_vectorized_loops_carry_metadata() -> None:
     text = generate_ir([_axpy()], Options())
     assert "define internal i32 @ember_axpy_unpacked(ptr noalias %p0" in text
     assert "EmberBackendParallelLaunch" in text and "omp" not in text
+    # 8 lanes: explicit vector code (tir.transform.vectorize_loops), no loop left to hint
+    assert "<8 x float>" in text and "llvm.loop.vectorize.enable" not in text
+    # 5 lanes (not a power of two) stay a loop, with LLVM's vectorizer hints
+    text = generate_ir([_axpy(lanes=5)], Options())
     assert '!"llvm.loop.vectorize.enable", i1 true' in text
     assert "llvm.loop.parallel_accesses" in text
