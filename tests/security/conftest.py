@@ -31,10 +31,11 @@ def small_artifacts() -> ArtifactSet:
 
 @pytest.fixture(scope="session")
 def other_artifacts() -> ArtifactSet:
-    """Another model of the same interface (scale 2): a different library."""
+    """Another model of the same interface (relu(x) - 2x): a different library (weights
+    alone would not do: a package keeps them outside its library)."""
     from ember.testing import compile_onnx  # noqa: PLC0415  (onnx is optional)
 
-    return compile_onnx(relu_add_model(2.0))
+    return compile_onnx(relu_add_model(2.0, "Sub"))
 
 
 @pytest.fixture

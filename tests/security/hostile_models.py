@@ -6,15 +6,16 @@ import numpy as np
 import pytest
 
 
-def relu_add_model(scale: float = 1.0) -> object:
-    """y = relu(x) + scale * x on float32[2, 3]: a small model every runtime test can build."""
+def relu_add_model(scale: float = 1.0, combine: str = "Add") -> object:
+    """y = relu(x) + scale * x on float32[2, 3]: a small model every runtime test can build
+    (``combine="Sub"``: relu(x) - scale * x, another library of the same interface)."""
     onnx = pytest.importorskip("onnx")
     helper, tp = onnx.helper, onnx.TensorProto
     k = onnx.numpy_helper.from_array(np.full((2, 3), scale, np.float32), "k")
     nodes = [
         helper.make_node("Relu", ["x"], ["r"]),
         helper.make_node("Mul", ["x", "k"], ["m"]),
-        helper.make_node("Add", ["r", "m"], ["y"]),
+        helper.make_node(combine, ["r", "m"], ["y"]),
     ]
     graph = helper.make_graph(
         nodes,

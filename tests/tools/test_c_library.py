@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
   if (f == NULL || fread(mfcc, sizeof(mfcc), 1, f) != 1) return 2;
   fclose(f);
   struct ember_kws_inputs in = {.mfcc = mfcc};
-  struct ember_kws_outputs out = {.output0 = scores};
+  struct ember_kws_outputs out = {.probs = scores};
   struct ember_kws_workspace ws = {arena};
   if (ember_kws_run(&in, &out, &ws) != 0) {
     fprintf(stderr, "run failed: %s\n", EmberGetLastError());
