@@ -304,16 +304,17 @@ class RegisterTiles:
 #: 3x3 64ch 56x56 4.0 ms vs 4.3-6.0, 3x3 256ch 14x14 3.6 vs 4.8-5.9, 1x1 1024->256 2.1 vs
 #: 2.1-2.6, matmul 64x1024x1000 3.1 vs 3.6-5.2, BERT 128x256x1024 1.5 vs 1.6-1.7 (results
 #: bitwise equal: tiles do not change the order of any reduction); see the x86-avx2 row.
-#: ``x86-avx2``: once kernels are compiled with FMA contraction (-ffp-contract=fast), tiles
-#: that fit AVX2's 16 registers win for gcc too (Zen 3, one thread, CPU time): 3x3 conv
+#: ``llvm`` (the llvm kinds' key, before the CPU's): with FMA contraction (-ffp-contract=fast)
+#: tiles that fit AVX2's 16 registers won for gcc too (Zen 3, one thread, CPU time): 3x3 conv
 #: 64ch 56x56 4 columns 3.9 ms vs 14 columns 4.9; matmul 128x256 @ 256x1024 6x16 1.14 ms
-#: vs 8x64 1.61 (without contraction the 14-column tile stayed best). The LLVM back end
+#: vs 8x64 1.61; but contraction broke int8 agreement with onnxruntime (codegen/c/build.py),
+#: and without it the 14-column tile stays best for C, so C keeps ``cpu``. The LLVM back end
 #: writes unrolled tiles out (tir.transform.unroll_loops) so SROA keeps them in registers,
 #: which needs tiles that fit: 14 columns 8.1 ms, 5 3.3, 4 3.1, 3 4.2 (c 4.4 at the time);
 #: matmul 6x16 0.97 ms, 4x16 1.28, 8x64 2.90.
 TILES: dict[str, RegisterTiles] = {
     "x86-avx512": RegisterTiles(14, (8, 64)),
-    "x86-avx2": RegisterTiles(4, (6, 16)),
+    "llvm": RegisterTiles(4, (6, 16)),
     "cpu": RegisterTiles(14, (8, 64)),
 }
 

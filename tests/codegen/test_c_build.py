@@ -23,7 +23,6 @@ def test_artifacts_and_metadata() -> None:
     assert isinstance(art, Artifact)
     assert (art.codegen_id, art.loader, art.file_name) == ("c", "native", "lib0.c")
     flags = "-O2 -march=skylake -fopenmp-simd -fno-math-errno -fno-trapping-math"
-    flags += " -ffp-contract=fast"
     assert art.metadata["cflags"] == flags
     assert art.metadata["functions"] == "ember_k0,ember_k1"
     assert art.metadata["num_functions"] == 2
@@ -55,7 +54,7 @@ def test_options_from_dict_and_target() -> None:
 
     opts = c_options(Target.create("c -mcpu=znver3 -opt-level=1 -openmp=false"))
     assert (opts.mcpu, opts.opt_level, opts.openmp) == ("znver3", 1, False)
-    flags = "-O1 -march=znver3 -fno-math-errno -fno-trapping-math -ffp-contract=fast"
+    flags = "-O1 -march=znver3 -fno-math-errno -fno-trapping-math"
     assert opts.cflags() == flags
     with pytest.raises(CompileError, match="unknown C target option 'fast'"):
         c_options({"fast": True})

@@ -3,16 +3,18 @@
 Every case of QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, ConvInteger,
 MatMulInteger, QLinearConv and QLinearMatMul that onnx 1.23 ships passes compiled, except:
 
-* the float8, float4 and int4/uint4 cases, excluded by the conformance runner (ember's dtype
+* the float4 and int4/uint4 cases, excluded by the conformance runner (ember's dtype
   table has no such element type), and the int2/uint2 ones in ``NO_DTYPE`` (same reason,
   new in onnx 1.23),
-* the QLinearMatMul cases with float16 scales in ``HALF_SCALES``: the C back end has no
-  float16 kernels yet (another part of issue 16); they may pass once it has.
+* quantization to and from the float8 types (``FLOAT8``): ember stores float8 tensors and
+  casts them, but QuantizeLinear/DequantizeLinear refuse them at compile time
+  (unsupported, never wrong numbers).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -32,9 +34,7 @@ QUANT_OPS = (
 NO_DTYPE = {
     f"test_{op}_{t}" for op in ("quantizelinear", "dequantizelinear") for t in ("int2", "uint2")
 }
-HALF_SCALES = {
-    f"test_qlinearmatmul_{d}_{t}_float16" for d in ("2D", "3D") for t in ("int8", "uint8")
-}
+FLOAT8 = re.compile(r"e4m3|e5m2|float8")
 
 
 def _runner() -> ModuleType:
@@ -61,7 +61,9 @@ def test_quantization_cases_pass_compiled(op: str) -> None:
     bad = [
         f"{r.case} [{r.status}] {r.detail}"
         for r in results
-        if r.status not in ("pass", "excluded") and r.case not in NO_DTYPE | HALF_SCALES
+        if r.status not in ("pass", "excluded")
+        and r.case not in NO_DTYPE
+        and not (r.status == "unsupported" and FLOAT8.search(r.case))
     ]
     assert not bad, "\n".join(bad)
     assert all(r.status != "pass" for r in results if r.case in NO_DTYPE)
