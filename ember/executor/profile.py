@@ -145,13 +145,15 @@ class ProfileReport:
         ]
         ts = 0.0
         for r in self.rows:
+            # rounded boundaries, so that each event ends exactly where the next starts
+            start, end = round(ts, 3), round(ts + r.time_us, 3)
             events.append(
                 {
                     "name": r.name,
                     "cat": r.op_type,
                     "ph": "X",
-                    "ts": round(ts, 3),
-                    "dur": round(r.time_us, 3),
+                    "ts": start,
+                    "dur": round(end - start, 3),
                     "pid": 0,
                     "tid": 0,
                     "args": {

@@ -75,3 +75,18 @@ def test_npz_keeps_names_numpy_savez_cannot_take():
     loaded = np.load(io.BytesIO(npz_bytes(arrays)))
     assert sorted(loaded.files) == ["allow_pickle", "file"]
     np.testing.assert_array_equal(loaded["file"], arrays["file"])
+
+
+def test_trace_events_end_where_the_next_begins():
+    """Regression: ts and dur were rounded separately, so an event could end up to 1 ns
+    after the next one began (the CLI test failed in CI on such a profile)."""
+    from ember.executor.profile import ProfileReport, ProfileRow
+
+    rng = np.random.default_rng(0)
+    rows = tuple(
+        ProfileRow(k, f"k{k}", f"k{k}", float(t), 0.0, ((1,),), "float32")
+        for k, t in enumerate(rng.uniform(0.0005, 50.0, 400))
+    )
+    events = [e for e in ProfileReport(rows, 1).chrome_trace()["traceEvents"] if e["ph"] == "X"]
+    for a, b in zip(events, events[1:], strict=False):
+        assert b["ts"] >= a["ts"] + a["dur"] - 1e-9
