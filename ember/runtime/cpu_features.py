@@ -19,8 +19,8 @@ import functools
 import platform
 import subprocess
 from collections.abc import Sequence
-from pathlib import Path
 
+from ember.support.cpuinfo import host_cpu_flags
 from ember.support.toolchain import compiler
 
 #: Exported data symbols of a linked library: the CPU flag and the features it needs.
@@ -100,18 +100,9 @@ def features_source(flags: Sequence[str]) -> str:
     )
 
 
-@functools.lru_cache(maxsize=1)
 def host_features() -> frozenset[str]:
     """This CPU's feature flags, as the kernel reports them (empty when unknown)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text(errors="replace")
-    except OSError:
-        return frozenset()
-    for line in text.splitlines():
-        key = line.partition(":")[0].strip()
-        if key in ("flags", "Features"):
-            return frozenset(line.partition(":")[2].split())
-    return frozenset()
+    return host_cpu_flags()
 
 
 def missing_features(required: Sequence[str]) -> tuple[str, ...]:

@@ -16,7 +16,8 @@ from __future__ import annotations
 import functools
 import platform
 from dataclasses import dataclass
-from pathlib import Path
+
+from ember.support.cpuinfo import host_cpu_flags
 
 
 @dataclass(frozen=True)
@@ -112,20 +113,9 @@ def host_cpu_info() -> CpuInfo:
         return ARM_NEON
     if machine not in ("x86_64", "amd64"):
         return GENERIC
-    flags = _x86_flags()
+    flags = host_cpu_flags()
     if "avx512f" in flags:
         return X86_AVX512
     if "avx2" in flags and "fma" in flags:
         return X86_AVX2
     return X86_SSE
-
-
-def _x86_flags() -> set[str]:
-    try:
-        text = Path("/proc/cpuinfo").read_text(errors="replace")
-    except OSError:
-        return set()
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            return set(line.partition(":")[2].split())
-    return set()
