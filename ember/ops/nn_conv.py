@@ -315,8 +315,62 @@ def conv_packed(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Ten
     # channels last, so that a tile's accumulators are ``block`` contiguous floats per column;
     # all the weight's channels (padding included), so that every tile is a whole block
     shape = (ty.shape[0], *ty.shape[2:], wshape[0] * block)
+    if _pointwise(wshape[2:-1], strides, pad_begin, pad_end) and nsp > 1:
+        return _flat_pointwise(x, wp, ty, shape, groups, blocks_per_group)
     acc = te.compute(shape, body, "conv", attrs={"block": block})
     return te.compute(ty.shape, lambda n, o, *sp: acc[(n, *sp, o)], "conv_out")
+
+
+def _pointwise(
+    kernel: tuple[int, ...],
+    strides: tuple[int, ...],
+    before: tuple[int, ...],
+    after: tuple[int, ...],
+) -> bool:
+    """Whether a convolution is 1x1, stride 1, unpadded: a matrix product over positions."""
+    return all(k == 1 for k in kernel) and all(s == 1 for s in strides) and not any(before + after)
+
+
+def _flat_pointwise(
+    x: te.Tensor,
+    wp: te.Tensor,
+    ty: Any,
+    shape: tuple[int, ...],
+    groups: int,
+    blocks_per_group: int,
+) -> te.Tensor:
+    """A 1x1 stride-1 unpadded packed convolution with its spatial positions flattened into
+    one axis, ``conv[n, p, o]`` (a matrix product, positions x channels): register tiles
+    run along all positions, so small images (14x14, 7x7) leave at most one partial tile
+    instead of one per row (schedule_packed_conv tiles the flattened axis)."""
+    block = static_shape(wp)[-1]
+    sp = [int(d) for d in ty.shape[2:]]
+    positions = int(np.prod(sp))
+    rc = te.reduce_axis(static_shape(wp)[1], "rc")
+
+    def body(n: Any, p: Any, o: Any) -> PrimExpr:
+        idx = []
+        rest = p
+        for k in range(len(sp) - 1, -1, -1):
+            idx.append(rest % sp[k] if k else rest)
+            rest = rest // sp[k]
+        chan = (
+            rc.var
+            if groups == 1
+            else (o // block) // blocks_per_group * static_shape(wp)[1] + rc.var
+        )
+        prod = x[(n, chan, *reversed(idx))] * wp[(o // block, rc.var, *([0] * len(sp)), o % block)]
+        return te.sum(prod, axis=rc)
+
+    acc = te.compute((shape[0], positions, shape[-1]), body, "conv", attrs={"block": block})
+
+    def out(n: Any, o: Any, *i: Any) -> PrimExpr:
+        flat = i[0]
+        for k in range(1, len(sp)):
+            flat = flat * sp[k] + i[k]
+        return acc[(n, flat, o)]
+
+    return te.compute(ty.shape, out, "conv_out")
 
 
 # --- depthwise convolutions ---------------------------------------------------------------

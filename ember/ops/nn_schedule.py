@@ -307,14 +307,18 @@ class RegisterTiles:
 #: ``llvm`` (the llvm kinds' key, before the CPU's): with FMA contraction (-ffp-contract=fast)
 #: tiles that fit AVX2's 16 registers won for gcc too (Zen 3, one thread, CPU time): 3x3 conv
 #: 64ch 56x56 4 columns 3.9 ms vs 14 columns 4.9; matmul 128x256 @ 256x1024 6x16 1.14 ms
-#: vs 8x64 1.61; but contraction broke int8 agreement with onnxruntime (codegen/c/build.py),
-#: and without it the 14-column tile stays best for C, so C keeps ``cpu``. The LLVM back end
+#: vs 8x64 1.61; contraction everywhere broke int8 agreement with onnxruntime, so C now
+#: contracts only reduction updates (codegen/c/contract.py) and ``x86-avx2`` takes the small
+#: tiles too (Zen 4, one thread, CPU time, ember/onnxruntime, 14 columns -> 4, both with
+#: contraction): 3x3 conv 64ch 56x56 2.07 -> 1.35, 128ch 28x28 -> 1.22, 1x1 1024->256 at
+#: 14x14 1.67 -> 1.45, matmul 128x256 @ 256x1024 (8x64 -> 6x16) 2.17 -> 1.21. The LLVM back end
 #: writes unrolled tiles out (tir.transform.unroll_loops) so SROA keeps them in registers,
 #: which needs tiles that fit: 14 columns 8.1 ms, 5 3.3, 4 3.1, 3 4.2 (c 4.4 at the time);
 #: matmul 6x16 0.97 ms, 4x16 1.28, 8x64 2.90.
 TILES: dict[str, RegisterTiles] = {
     "x86-avx512": RegisterTiles(14, (8, 64)),
     "llvm": RegisterTiles(4, (6, 16)),
+    "x86-avx2": RegisterTiles(4, (6, 16)),
     "cpu": RegisterTiles(14, (8, 64)),
 }
 
@@ -371,6 +375,10 @@ def schedule_packed_conv(ctx: ScheduleContext) -> None:
     op = _compute_op(main)
     shape = static_shape(outputs[0])
     rows = [r for r in reds if _block(r) and _channels_last(_stage_shape(r), shape, _block(r))]
+    flat = [r for r in reds if _block(r) and _flat_channels_last(_stage_shape(r), shape, _block(r))]
+    if len(outputs) == 1 and op is not None and not op.reduce_axis and len(flat) == 1 and not rows:
+        _schedule_flat_conv(ctx, main, flat[0], reds)
+        return
     ok = len(outputs) == 1 and op is not None and not op.reduce_axis and len(rows) == 1
     if not ok or op is None or len(op.axis) < 3:
         schedule_anchor(ctx)
@@ -406,6 +414,51 @@ def schedule_packed_conv(ctx: ScheduleContext) -> None:
         acc.unroll(a_axes[-3])
     acc.unroll(a_axes[-2])
     acc.vectorize(a_axes[-1])
+    for stage in reds:
+        if stage is not acc:
+            schedule_root_reduction(stage)
+
+
+def _flat_channels_last(acc: tuple[int, ...], out: tuple[int, ...], block: int) -> bool:
+    """Whether ``acc`` is ``out`` (N, C, *sp) as (N, positions, C padded to a block): a 1x1
+    convolution flattened over positions (nn_conv._flat_pointwise)."""
+    if len(acc) != 3 or len(out) < 4 or acc[0] != out[0]:
+        return False
+    positions = 1
+    for d in out[2:]:
+        positions *= d
+    return acc[1] == positions and -(-out[1] // block) * block == acc[2]
+
+
+def _schedule_flat_conv(
+    ctx: ScheduleContext, main: te.Stage, acc: te.Stage, reds: list[te.Stage]
+) -> None:
+    """schedule_packed_conv for a 1x1 convolution over flattened positions, a matrix product
+    (positions x channels) tiled as one: the output's spatial loops fused into one positions
+    loop, tiled ``n, o/b, p/t | p%t, o%b`` with t the matmul tile's rows. Measured on AVX2
+    (one thread, CPU time, against onnxruntime): 1x1 960->320 at 7x7 1.64x -> 1.27x, 2048->512
+    at 7x7 2.19x -> 1.59x with t = 6 instead of 4 (6 x 16 accumulators, two weight vectors
+    and a broadcast: 15 of 16 registers), while 3x3 rows keep 4 columns (1.35x vs 2.00x)."""
+    op = _compute_op(main)
+    acc_op = _compute_op(acc)
+    assert op is not None and acc_op is not None
+    block = _block(acc)
+    materialize_tagged(ctx.sch, list(ctx.group_outputs))
+    axes = list(op.axis)
+    positions = main.fuse(*axes[2:])
+    oo, oi = main.split(axes[1], factor=block)
+    cols = _tile_cols(_extent(positions), register_tiles(ctx.target).matmul[0])
+    po, pi = main.split(positions, factor=cols)
+    main.reorder(axes[0], oo, po, pi, oi)
+    outer = main.fuse(axes[0], oo, po)
+    if _size(axes) * _size(acc_op.reduce_axis) >= MIN_PARALLEL_WORK and _extent(outer) > 1:
+        main.parallel(outer)
+    main.vectorize(oi)
+    acc.compute_at(main, outer)
+    n, p, o = acc_op.axis
+    acc.reorder(n, *acc_op.reduce_axis, p, o)
+    acc.unroll(p)
+    acc.vectorize(o)
     for stage in reds:
         if stage is not acc:
             schedule_root_reduction(stage)

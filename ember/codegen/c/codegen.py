@@ -20,6 +20,7 @@ from ember.codegen.c.abi import (
     symbol_name,
     symbolic_extents,
 )
+from ember.codegen.c.contract import fma_macro, reduction_product
 from ember.codegen.c.expr_gen import ExprCodegen, FileContext
 from ember.codegen.c.parallel import ParallelMixin
 from ember.errors import CompileError
@@ -193,8 +194,14 @@ class CodeGenC(ParallelMixin, ExprCodegen):
             self.vector_store(s.buffer, s.value, s.indices)
         elif isinstance(s, BufferStore):
             off = self.expr(s.buffer.offset_of(s.indices))
+            fused = reduction_product(s)
             if half.is_half(s.buffer.dtype):
                 value = self.half_bits(s.value)
+            elif (
+                fused is not None and self.expr(fused[2].buffer.offset_of(fused[2].indices)) == off
+            ):
+                a, b, acc = (self.expr(x) for x in fused)
+                value = f"{fma_macro(self.ctx, s.value.dtype)}({a}, {b}, {acc})"
             else:
                 value = self.expr(s.value, 2)
             self.emit(f"{self.buf(s.buffer)}[{off}] = {value};")

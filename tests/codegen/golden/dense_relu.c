@@ -6,6 +6,13 @@
 #include <string.h>
 #include "ember/runtime_api.h"
 
+#if defined(__FMA__) || defined(__aarch64__) || defined(__ARM_FEATURE_FMA)
+#define EMBER_FMA_F32(a, b, c) fmaf((a), (b), (c))
+#define EMBER_FMA_F64(a, b, c) fma((a), (b), (c))
+#else
+#define EMBER_FMA_F32(a, b, c) ((a) * (b) + (c))
+#define EMBER_FMA_F64(a, b, c) ((a) * (b) + (c))
+#endif
 /* Checks packed argument `index` is a CPU DLTensor of the given rank, dtype, extents
  * (where shape[d] >= 0) and element strides (compact row-major when strides is NULL);
  * reports what is wrong otherwise. */
@@ -85,7 +92,7 @@ static int32_t ember_dense_relu_unpacked(float* restrict X, float* restrict W, f
     for (int32_t j = 0; j < 8; ++j) {
       dense[j] = 0.0f;
       for (int32_t k = 0; k < 16; ++k) {
-        dense[j] = dense[j] + X[i * 16 + k] * W[j * 16 + k];
+        dense[j] = EMBER_FMA_F32(X[i * 16 + k], W[j * 16 + k], dense[j]);
       }
     }
     for (int32_t j_1 = 0; j_1 < 8; ++j_1) {
