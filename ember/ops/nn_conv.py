@@ -17,7 +17,9 @@ An ``nn.conv`` whose weight is a constant at build time is legalized to ``nn.con
 ember.ir.ops.nn_conv and exist only after legalization. The weight is re-laid out once
 with b output channels innermost and the convolution runs register-tiled over b output
 channels (the vector lanes) times up to 14 output columns (schedule_packed_conv), 2-10x
-faster than the row schedule on ResNet-50's convolutions.
+faster than the row schedule on ResNet-50's convolutions. A 1x1, stride-1, unpadded
+convolution reduces over its positions flattened into one axis (a matrix product, positions
+x channels), so that its register tiles run along all positions (_flat_pointwise).
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ an elementwise output:
   ``block`` attribute) are register-tiled: per parallel iteration one tile of ``block``
   output channels times up to ``register_tiles(target).conv_cols`` output columns (a
   row of TILES per target key), its accumulators a local tile the C compiler keeps in
-  vector registers (schedule_packed_conv);
+  vector registers (schedule_packed_conv); a 1x1 convolution flattened over positions is
+  tiled as a matrix product, ``register_tiles(target).matmul[0]`` positions x ``block``;
 * matrix products with at least MATMUL_MIN_ROWS rows are register-tiled the same way:
   ``register_tiles(target).matmul`` rows x columns per tile, the rhs row segment loaded
   once per reduction step serving every row of the tile (schedule_matmul);
