@@ -86,15 +86,17 @@ def run_pipeline(mod: llvm.ModuleRef, m: MachineTuple) -> None:
     pb.getModulePassManager().run(mod, pb)
 
 
-def embed_bitcode(mod: llvm.ModuleRef) -> bytes:
-    """Add the module's own bitcode to it as ``.llvmbc``; returns that bitcode."""
+def embed_bitcode(mod: llvm.ModuleRef, context: llvm.ContextRef | None = None) -> bytes:
+    """Add the module's own bitcode to it as ``.llvmbc`` (``context``: the module's, if not
+    the global one); returns that bitcode."""
     code = bytes(mod.as_bitcode())
     escaped = "".join(f"\\{b:02X}" for b in code)
     holder = llvm.parse_assembly(
         f'@{BITCODE_GLOBAL} = private constant [{len(code)} x i8] c"{escaped}", '
         f'section "{BITCODE_SECTION}", align 1\n'
         f"@llvm.compiler.used = appending global [1 x ptr] [ptr @{BITCODE_GLOBAL}], "
-        'section "llvm.metadata"\n'
+        'section "llvm.metadata"\n',
+        context,
     )
     holder.triple = mod.triple
     holder.data_layout = mod.data_layout
@@ -102,20 +104,28 @@ def embed_bitcode(mod: llvm.ModuleRef) -> bytes:
     return code
 
 
-def parse_text(text: str) -> llvm.ModuleRef:
+def parse_text(text: str, context: llvm.ContextRef | None = None) -> llvm.ModuleRef:
     """Parse and verify LLVM IR text (RuntimeError with LLVM's complaint if invalid)."""
     init_llvm()
-    mod = llvm.parse_assembly(text)
+    mod = llvm.parse_assembly(text, context)
     mod.verify()
     return mod
 
 
 def compile_text(text: str, m: MachineTuple, embed: bool) -> tuple[bytes, bytes]:
-    """IR text -> (optimised bitcode, object code), the bitcode embedded when ``embed``."""
-    mod = parse_text(text)
+    """IR text -> (optimised bitcode, object code), the bitcode embedded when ``embed``.
+
+    Each module gets a context of its own: in the process-wide one, what earlier modules
+    had left there changed the machine code, so the bytes depended on the process's
+    history (after a build with a parallel loop, this process's object differed from a
+    fresh helper's)."""
+    context = llvm.create_context()
+    mod = parse_text(text, context)
     run_pipeline(mod, m)
-    code = embed_bitcode(mod) if embed else bytes(mod.as_bitcode())
-    return code, bytes(machine(m).emit_object(mod))
+    code = embed_bitcode(mod, context) if embed else bytes(mod.as_bitcode())
+    obj = bytes(machine(m).emit_object(mod))
+    del mod  # before its context
+    return code, obj
 
 
 def main() -> None:
