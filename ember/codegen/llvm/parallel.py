@@ -94,7 +94,8 @@ def compile_groups(
     """``worker.compile_text`` of every text, spread over ``jobs`` workers (0: one per
     usable core); results in the order of ``texts``."""
     jobs = min(len(texts), jobs or usable_cores())
-    if jobs <= 1:
+    # embedded in another program, sys.executable may not be a Python to start helpers with
+    if jobs <= 1 or not Path(sys.executable).name.startswith("python"):
         return [worker.compile_text(t, m, embed) for t in texts]
     work = assign([len(t) for t in texts], jobs)
     helpers = [(ks, Helper([texts[k] for k in ks], m, embed)) for ks in work[1:]]

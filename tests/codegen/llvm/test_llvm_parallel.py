@@ -105,3 +105,17 @@ def test_small_constant_nests_are_unrolled_fully_by_llvm() -> None:
     mod["ember_window3x3"](rt.array(a), out)
     want = [sum(a[i + r * 3 + q] for r in range(3) for q in range(3)) for i in range(64)]
     np.testing.assert_allclose(out.numpy(), want)
+
+
+def test_no_helpers_when_this_program_is_not_python(
+    small_groups, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    funcs = [_scale(k) for k in range(3)]
+    want = [a.content for a in build_llvm(funcs, Target.create("llvm -jobs=1"))]
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("no helper may start from a host program that is not Python")
+
+    monkeypatch.setattr(parallel.sys, "executable", "/usr/bin/uwsgi")
+    monkeypatch.setattr(parallel.subprocess, "run", refuse)
+    assert [a.content for a in build_llvm(funcs, Target.create("llvm -jobs=2"))] == want
