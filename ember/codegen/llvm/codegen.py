@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from ember.codegen.llvm.checks import CheckLowering
 from ember.codegen.llvm.expr import ExprLowering
 from ember.codegen.llvm.ir_text import FunctionWriter, ModuleContext, Val, memory_type, value_type
+from ember.codegen.llvm.loop_hints import unroll_fully
 from ember.errors import CompileError
 from ember.tir import dtype as dt
 from ember.tir.buffer import Buffer
@@ -189,6 +190,8 @@ class FuncGen(ExprLowering, CheckLowering):
             hints.append(self.ctx.node(f'!{{!"llvm.loop.parallel_accesses", {group}}}'))
             hints.append(self.ctx.node('!{!"llvm.loop.vectorize.enable", i1 true}'))
             self.in_simd = True
+        elif unroll_fully(s):
+            hints.append(self.ctx.node('!{!"llvm.loop.unroll.full"}'))
         if group:
             self.groups.append(group)
         self.emit_loop(

@@ -152,6 +152,8 @@ class ExprLowering(MemoryLowering):
         if isinstance(e, Let):
             return self.let_expr(e)
         if isinstance(e, Broadcast):
+            if isinstance(e.value, IntImm | FloatImm):  # a constant vector, no shuffles
+                return self.const(e.dtype, e.value.value)
             return self.broadcast(self.expr(e.value), e.lanes)
         if isinstance(e, Ramp):
             base = self.broadcast(self.expr(e.base), e.lanes)

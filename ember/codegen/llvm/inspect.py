@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import llvmlite.binding as llvm
 
-from ember.codegen.llvm.build import BITCODE_SECTION, CODEGEN_ID, JIT_CODEGEN_ID
+from ember.codegen.llvm.build import CODEGEN_ID, JIT_CODEGEN_ID
 from ember.codegen.llvm.jit import LLVMJitArtifact
-from ember.codegen.llvm.machine import MachineSpec, emit_assembly, init_llvm
+from ember.codegen.llvm.machine import MachineSpec, emit_assembly
+from ember.codegen.llvm.worker import BITCODE_SECTION, init_llvm
 from ember.errors import ArtifactError
 from ember.runtime.artifact import AnyArtifact, Artifact
 from ember.runtime.inspection import INSPECTORS, register_inspector

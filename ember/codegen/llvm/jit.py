@@ -1,9 +1,10 @@
-"""llvmjit at run time: an in-memory artifact whose load() JIT-compiles its bitcode.
+"""llvmjit at run time: an in-memory artifact whose load() maps its JIT object code.
 
-The bitcode is compiled by MCJIT in this process on the first ``load()`` (later loads
-share the engine); the runtime API functions the kernels call are given to LLVM by
-address from the already loaded runtime library, libc and libm come from the process.
-The module's functions are the packed entry points, called like any library's.
+The build emitted object code for this process (the JIT code model); the first
+``load()`` hands it to an MCJIT engine, which relocates it in memory (later loads share
+the engine); the runtime API functions the kernels call are given to LLVM by address
+from the already loaded runtime library, libc and libm come from the process. The
+module's functions are the packed entry points, called like any library's.
 """
 
 from __future__ import annotations
@@ -74,8 +75,8 @@ def _register_runtime_symbols() -> None:
             llvm.add_symbol(name, address)
 
 
-def jit_loader(bitcode: bytes, spec: MachineSpec, names: tuple[str, ...]) -> Callable[[], Module]:
-    """A ``load()`` for the artifact: compile once, then a JitModule per call."""
+def jit_loader(obj: bytes, spec: MachineSpec, names: tuple[str, ...]) -> Callable[[], Module]:
+    """A ``load()`` for the artifact: map the object code once, then a JitModule per call."""
     state: dict[str, Any] = {}
     lock = threading.Lock()
 
@@ -84,8 +85,10 @@ def jit_loader(bitcode: bytes, spec: MachineSpec, names: tuple[str, ...]) -> Cal
             engine = state.get("engine")
             if engine is None:
                 _register_runtime_symbols()
-                mod = llvm.parse_bitcode(bitcode)
-                engine = llvm.create_mcjit_compiler(mod, new_machine(spec))
+                empty = llvm.parse_assembly("")
+                empty.triple = spec.triple
+                engine = llvm.create_mcjit_compiler(empty, new_machine(spec))
+                engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
                 engine.finalize_object()
                 engine.run_static_constructors()
                 state["engine"] = engine

@@ -14,11 +14,12 @@ from __future__ import annotations
 import functools
 import subprocess
 import sys
-import threading
 from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 
+from ember.codegen.llvm import worker
+from ember.codegen.llvm.worker import MachineTuple, init_llvm
 from ember.errors import CompileError, EmberValueError
 
 #: architectures offered in the message for an unknown triple (those this LLVM has).
@@ -32,8 +33,6 @@ _ARCH_EXAMPLES = (
     "wasm32-unknown-unknown",
     "powerpc64le-linux-gnu",
 )
-_LOCK = threading.Lock()
-_READY = False
 
 _HELP_SCRIPT = """
 import llvmlite.binding as llvm
@@ -41,18 +40,6 @@ llvm.initialize_all_targets()
 llvm.initialize_all_asmprinters()
 llvm.Target.from_triple({triple!r}).create_target_machine(cpu="help", features="+help")
 """
-
-
-def init_llvm() -> None:
-    """Initialise every LLVM target and assembly printer once per process."""
-    global _READY
-    with _LOCK:
-        if not _READY:
-            llvm.initialize_all_targets()
-            llvm.initialize_all_asmprinters()
-            llvm.initialize_native_target()
-            llvm.initialize_native_asmprinter()
-            _READY = True
 
 
 def host_triple() -> str:
@@ -151,6 +138,10 @@ class MachineSpec:
         """True when code for this spec can run in this process."""
         return self.triple == host_triple()
 
+    def as_tuple(self) -> MachineTuple:
+        """The plain tuple the compile worker takes (``worker.MachineTuple``)."""
+        return (self.triple, self.cpu, self.features, self.opt_level, self.jit)
+
 
 def check_cpu(triple: str, cpu: str) -> None:
     """Raise naming the CPUs LLVM knows for ``triple`` unless ``cpu`` is one."""
@@ -181,39 +172,20 @@ def check_features(triple: str, mattr: str) -> None:
             )
 
 
-_MACHINES: dict[MachineSpec, llvm.TargetMachine] = {}
-
-
 def machine(spec: MachineSpec) -> llvm.TargetMachine:
     """The (cached) TargetMachine of ``spec`` for optimising and emitting code."""
-    with _LOCK:
-        tm = _MACHINES.get(spec)
-        if tm is None:
-            tm = new_machine(spec)
-            _MACHINES[spec] = tm
-        return tm
+    return worker.machine(spec.as_tuple())
 
 
 def new_machine(spec: MachineSpec) -> llvm.TargetMachine:
-    """A fresh TargetMachine of ``spec``: PIC objects, or JIT code for this process (an
-    execution engine takes ownership of its machine, so it never gets a cached one)."""
-    target = llvm.Target.from_triple(spec.triple)
-    return target.create_target_machine(
-        cpu=spec.cpu,
-        features=spec.features,
-        opt=spec.opt_level,
-        reloc="default" if spec.jit else "pic",
-        codemodel="jitdefault" if spec.jit else "default",
-        jit=spec.jit,
-    )
+    """A fresh TargetMachine of ``spec`` (for an execution engine, which owns it)."""
+    return worker.new_machine(spec.as_tuple())
 
 
 def parse(text: str, where: str) -> llvm.ModuleRef:
     """Parse and verify LLVM IR text; an error shows LLVM's complaint."""
-    init_llvm()
     try:
-        mod = llvm.parse_assembly(text)
-        mod.verify()
+        mod = worker.parse_text(text)
     except RuntimeError as err:
         raise CompileError(f"LLVM codegen{where}: the generated IR is invalid: {err}") from None
     return mod
@@ -221,17 +193,7 @@ def parse(text: str, where: str) -> llvm.ModuleRef:
 
 def optimize(mod: llvm.ModuleRef, spec: MachineSpec) -> None:
     """The default pipeline at the spec's opt level, loop and SLP vectorizers on."""
-    tm = machine(spec)
-    mod.triple = spec.triple
-    mod.data_layout = str(tm.target_data)
-    pto = llvm.create_pipeline_tuning_options(speed_level=spec.opt_level)
-    vectorize = spec.opt_level >= 2
-    pto.loop_vectorization = vectorize
-    pto.slp_vectorization = vectorize
-    pto.loop_interleaving = vectorize
-    pb = llvm.create_pass_builder(tm, pto)
-    pm = pb.getModulePassManager()
-    pm.run(mod, pb)
+    worker.run_pipeline(mod, spec.as_tuple())
 
 
 def emit_object(mod: llvm.ModuleRef, spec: MachineSpec) -> bytes:

@@ -13,7 +13,7 @@ from ember.codegen.llvm.ir_text import FunctionWriter, Val, memory_type
 from ember.errors import CompileError
 from ember.tir import dtype as dt
 from ember.tir.buffer import Buffer
-from ember.tir.expr import BufferLoad, PrimExpr, Var
+from ember.tir.expr import BufferLoad, IntImm, PrimExpr, Var
 from ember.tir.simplify import simplify
 
 
@@ -57,7 +57,9 @@ class MemoryLowering:
     def address(self, buf: Buffer, offset: PrimExpr) -> Val:
         """A pointer to element ``offset`` of ``buf``."""
         off = self.expr(offset)
-        if off.ty != "i64":
+        if isinstance(offset, IntImm):  # a literal index needs no extension
+            off = Val("i64", str(offset.value))
+        elif off.ty != "i64":
             ext = "zext" if dt.is_uint(offset.dtype) else "sext"
             off = self.w.inst("i64", f"{ext} {off.typed()} to i64")
         mty = memory_type(buf.dtype, self.where)

@@ -47,6 +47,12 @@ LLVM_OPTIONS = {
     "num-threads": TargetOption(
         int, 0, "threads for parallel loops (0: the runtime's)", _at_least(0)
     ),
+    "jobs": TargetOption(
+        int,
+        0,
+        "processes compiling a big build's modules (0: one per core; 1: only this one)",
+        _at_least(0),
+    ),
     "export-unpacked": TargetOption(
         bool, False, "export each kernel's unpacked function too (not only its wrapper)"
     ),
