@@ -6,6 +6,7 @@ which registers the handlers through the public ``onnx_op`` decorator.
 """
 
 from ember.frontend.onnx import (
+    attention,  # noqa: F401  (registers handlers)
     binary,  # noqa: F401  (registers handlers)
     constants,  # noqa: F401  (registers handlers)
     control,  # noqa: F401  (registers handlers)
@@ -19,6 +20,7 @@ from ember.frontend.onnx import (
     nn_norm,  # noqa: F401  (registers handlers)
     nn_pool,  # noqa: F401  (registers handlers)
     nn_rnn,  # noqa: F401  (registers handlers)
+    optimizer,  # noqa: F401  (registers handlers)
     quant,  # noqa: F401  (registers handlers)
     reduce,  # noqa: F401  (registers handlers)
     scan,  # noqa: F401  (registers handlers)

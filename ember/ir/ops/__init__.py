@@ -9,6 +9,7 @@ import line here.
 """
 
 from ember.ir.ops import (
+    attention,  # noqa: F401
     binary,  # noqa: F401
     einsum,  # noqa: F401
     elemwise,  # noqa: F401
@@ -26,6 +27,7 @@ from ember.ir.ops import (
 
 #: The op families, in the order above; each is a module name in every layer.
 FAMILIES: tuple[str, ...] = (
+    "attention",
     "binary",
     "einsum",
     "elemwise",
