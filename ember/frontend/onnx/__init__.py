@@ -8,6 +8,7 @@ which registers the handlers through the public ``onnx_op`` decorator.
 from ember.frontend.onnx import (
     attention,  # noqa: F401  (registers handlers)
     binary,  # noqa: F401  (registers handlers)
+    bitcast,  # noqa: F401  (registers handlers)
     constants,  # noqa: F401  (registers handlers)
     control,  # noqa: F401  (registers handlers)
     dynamic,  # noqa: F401  (registers handlers)

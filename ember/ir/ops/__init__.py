@@ -11,6 +11,7 @@ import line here.
 from ember.ir.ops import (
     attention,  # noqa: F401
     binary,  # noqa: F401
+    bitcast,  # noqa: F401
     einsum,  # noqa: F401
     elemwise,  # noqa: F401
     index,  # noqa: F401
@@ -29,6 +30,7 @@ from ember.ir.ops import (
 FAMILIES: tuple[str, ...] = (
     "attention",
     "binary",
+    "bitcast",
     "einsum",
     "elemwise",
     "index",
