@@ -16,6 +16,7 @@ from ember.frontend.onnx import (
     elemwise,  # noqa: F401  (registers handlers)
     index,  # noqa: F401  (registers handlers)
     loss,  # noqa: F401  (registers handlers)
+    ml,  # noqa: F401  (registers handlers)
     nn_conv,  # noqa: F401  (registers handlers)
     nn_image,  # noqa: F401  (registers handlers)
     nn_norm,  # noqa: F401  (registers handlers)

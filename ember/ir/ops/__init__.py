@@ -15,6 +15,7 @@ from ember.ir.ops import (
     einsum,  # noqa: F401
     elemwise,  # noqa: F401
     index,  # noqa: F401
+    ml,  # noqa: F401
     nn_conv,  # noqa: F401
     nn_image,  # noqa: F401
     nn_norm,  # noqa: F401
@@ -34,6 +35,7 @@ FAMILIES: tuple[str, ...] = (
     "einsum",
     "elemwise",
     "index",
+    "ml",
     "nn_conv",
     "nn_image",
     "nn_norm",
