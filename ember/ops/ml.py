@@ -88,6 +88,12 @@ def _walks(
         if aggregate == "average":
             with ib.for_range(0, n_targets, "t") as t:
                 ib.emit(tir.store(out, out[n, t] / tir.const(max(n_trees, 1), dtype), n, t))
+        elif aggregate in ("min", "max"):  # a target no leaf reached is 0, as onnxruntime
+            with ib.for_range(0, n_targets, "t") as t:
+                unset = tir.eq(out[n, t], init)
+                ib.emit(
+                    tir.store(out, tir.if_then_else(unset, tir.const(0, dtype), out[n, t]), n, t)
+                )
     return ib.get()
 
 

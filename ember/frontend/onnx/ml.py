@@ -206,9 +206,9 @@ def _ngram_tables(
     weights = np.asarray(node.attr("weights", []), np.float32).reshape(-1)
     if weights.size == 0:
         weights = np.ones(outputs, np.float32)
-    if weights.size != outputs:
+    if weights.size < outputs:
         ctx.fail(node, f"weights has {weights.size} values for {outputs} output columns")
-    return table, lengths, weights, outputs
+    return table, lengths, weights[:outputs], outputs  # indexed by column, as onnxruntime
 
 
 @onnx_op("TfIdfVectorizer", since=9, dtypes=INT_TYPES)

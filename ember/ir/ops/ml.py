@@ -9,7 +9,8 @@ attributes), so the compiled kernel reads arrays instead of unrolling the model 
 false next, missing-goes-true, first member, member count; a next (or a root) ``>= 0`` is
 an interior node, ``-(leaf + 1)`` a leaf. Modes: 0 ``<=``, 1 ``<``, 2 ``>=``, 3 ``>``,
 4 ``==``, 5 ``!=``, 6 member of ``members[first:first + count]``. Each tree adds its leaf's
-weight to its leaf's target (``aggregate`` sum, average, min or max); the result is
+weight to its leaf's target (``aggregate`` sum, average, min or max; a target no leaf
+reaches is 0, as in onnxruntime); the result is
 (N, n_targets) of x's dtype. ``depth`` bounds the steps of one walk.
 
 ``tfidf_vectorizer(x, pool, lengths, weights)``: ``x`` is (C,) or (B, C) tokens; output
@@ -99,6 +100,8 @@ def _tree_ensemble_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
                 out[n, t] = max(out[n, t], w)
     if aggregate == "average":
         out = (out / max(len(roots), 1)).astype(x.dtype)
+    elif aggregate in ("min", "max"):  # a target no leaf reached is 0, as onnxruntime
+        out[out == init] = 0
     return out
 
 
