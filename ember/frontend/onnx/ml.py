@@ -16,13 +16,16 @@ import numpy as np
 from ember.errors import OpNotSupportedError
 from ember.frontend.onnx.common import arg, scalar_const, ttype
 from ember.frontend.onnx.context import ConvertContext, NodeView
-from ember.frontend.onnx.registry import FLOAT_TYPES, INT_TYPES, NUMERIC_TYPES, onnx_op
+from ember.frontend.onnx.registry import INT_TYPES, NUMERIC_TYPES, onnx_op
 from ember.ir.expr import Constant, Expr, call
 from ember.ir.ops.common import np_dtype
 from ember.ir.ops.ml import AGGREGATES, TFIDF_MODES
 
 #: the domain of the classical ML ops.
 ML_DOMAIN = "ai.onnx.ml"
+#: TreeEnsemble post transforms ember applies, by ONNX number (3 SOFTMAX_ZERO and 4 PROBIT
+#: are refused).
+POST_TRANSFORMS = {0: "none", 1: "softmax", 2: "logistic"}
 
 
 @onnx_op("Binarizer", since=1, domain=ML_DOMAIN, dtypes=NUMERIC_TYPES)
@@ -78,7 +81,7 @@ def _walk_depth(ctx: ConvertContext, node: NodeView, nexts: np.ndarray, roots: l
     return max((memo.get(r, 0) for r in roots), default=0)
 
 
-@onnx_op("TreeEnsemble", since=5, domain=ML_DOMAIN, dtypes=FLOAT_TYPES)
+@onnx_op("TreeEnsemble", since=5, domain=ML_DOMAIN, dtypes={"float32", "float64"})
 def tree_ensemble(ctx: ConvertContext, node: NodeView) -> Expr:
     """TreeEnsemble: the forest as constant node tables walked by ``tree_ensemble``."""
     x = arg(ctx, node, 0)
@@ -86,10 +89,10 @@ def tree_ensemble(ctx: ConvertContext, node: NodeView) -> Expr:
     if ttype(x).ndim != 2:
         ctx.fail(node, f"X must be (N, F), got shape {ttype(x).shape}")
     post = int(node.attr("post_transform", 0))
-    if post != 0:
+    if post not in POST_TRANSFORMS:
         raise OpNotSupportedError(
-            f"{ctx.where(node)}: post_transform {post} is not supported (only 0, NONE); "
-            "apply Softmax or Sigmoid after the node instead"
+            f"{ctx.where(node)}: post_transform {post} is not supported (0 NONE, 1 SOFTMAX "
+            "and 2 LOGISTIC are); apply it to the raw scores after the node instead"
         )
     aggregate = int(node.attr("aggregate_function", 1))
     if not 0 <= aggregate < len(AGGREGATES):
@@ -134,7 +137,7 @@ def tree_ensemble(ctx: ConvertContext, node: NodeView) -> Expr:
         Constant(weights),
     ]
     depth = _walk_depth(ctx, node, ints[:, 2:4], roots)
-    return call(
+    scores = call(
         "tree_ensemble",
         x,
         *tables,
@@ -143,6 +146,11 @@ def tree_ensemble(ctx: ConvertContext, node: NodeView) -> Expr:
         depth=depth,
         name=node.name,
     )
+    if POST_TRANSFORMS[post] == "softmax":
+        return call("nn.softmax", scores, axis=1)
+    if POST_TRANSFORMS[post] == "logistic":
+        return call("sigmoid", scores)
+    return scores
 
 
 def _members(

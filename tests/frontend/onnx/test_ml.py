@@ -87,8 +87,25 @@ def test_tree_ensemble(compare_ort: Compare, dtype: str, aggregate: int) -> None
     _both(model, {"x": x}, compare_ort, 1e-6)
 
 
-def test_tree_ensemble_post_transform_is_refused(run_ember) -> None:
-    model = _ml_model(_forest("float32", 1, post_transform=2), {"x": ("float32", (2, 3))})
+@pytest.mark.parametrize(("post", "fn"), [(1, "softmax"), (2, "logistic")])
+def test_tree_ensemble_post_transform(run_ember, post: int, fn: str) -> None:
+    """The spec's numbering (1 SOFTMAX, 2 LOGISTIC) on top of the raw scores; onnxruntime
+    1.32 swaps the two and onnx's reference ignores the attribute, so the raw scores come
+    from onnxruntime and the transform from numpy."""
+    x = RNG.integers(-2, 3, (5, 3)).astype(np.float32)
+    raw = run_onnxruntime(_ml_model(_forest("float32", 1), {"x": ("float32", x.shape)}), {"x": x})
+    if fn == "softmax":
+        e = np.exp(raw[0] - raw[0].max(axis=1, keepdims=True))
+        want = e / e.sum(axis=1, keepdims=True)
+    else:
+        want = 1 / (1 + np.exp(-raw[0]))
+    model = _ml_model(_forest("float32", 1, post_transform=post), {"x": ("float32", x.shape)})
+    assert_close(run_ember(model, {"x": x}), [want.astype(np.float32)], 1e-6, 1e-6)
+    assert_close(run_onnx_compiled(model, {"x": x}), [want.astype(np.float32)], 1e-6, 1e-6)
+
+
+def test_tree_ensemble_probit_is_refused(run_ember) -> None:
+    model = _ml_model(_forest("float32", 1, post_transform=4), {"x": ("float32", (2, 3))})
     with pytest.raises(OpNotSupportedError, match="post_transform"):
         run_ember(model, {"x": np.zeros((2, 3), np.float32)})
 
