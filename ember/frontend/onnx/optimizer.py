@@ -100,7 +100,7 @@ def _adagrad(ctx: ConvertContext, node: NodeView, r: Expr, t: Expr, args: list[E
     x, g, h = args
     dtype = ttype(x).dtype
     decay = float(node.attr("decay_factor", 0.0))
-    eps = float(node.attr("epsilon", 0.0))
+    eps = float(node.attr("epsilon", 1e-6))
     one = scalar_const(1.0, dtype)
     rate = call("divide", r, _add(one, _mul(t, scalar_const(decay, dtype))))
     gr = _regularized(node, x, g, dtype)
@@ -133,7 +133,7 @@ def _adam(ctx: ConvertContext, node: NodeView, r: Expr, t: Expr, args: list[Expr
     a, b = float(node.attr("alpha", 0.9)), float(node.attr("beta", 0.999))
     alpha, beta = scalar_const(a, dtype), scalar_const(b, dtype)
     one = scalar_const(1.0, dtype)
-    eps = scalar_const(float(node.attr("epsilon", 0.0)), dtype)
+    eps = scalar_const(float(node.attr("epsilon", 1e-6)), dtype)
     post = float(node.attr("norm_coefficient_post", 0.0))
     gr = _regularized(node, x, g, dtype)
     v_new = _add(_mul(alpha, v), _mul(scalar_const(1.0 - a, dtype), gr))

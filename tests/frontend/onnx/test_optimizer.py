@@ -88,3 +88,12 @@ def test_uneven_groups_are_reported(run_ember) -> None:
     model = make_model([node], specs, ["X_new"], opset=21, extra_opsets={TRAINING: 1})
     with pytest.raises(FrontendError, match="groups"):
         run_ember(model, _feeds(specs))
+
+
+@pytest.mark.parametrize("op", ["Adagrad", "Adam"])
+def test_schema_defaults(run_ember, op: str) -> None:
+    model, specs = _model(op, [(5,)], {}, np.array(2, np.int64))
+    feeds = _feeds(specs)
+    feeds["H0"] = np.zeros(5, np.float32)  # a tiny state: the default epsilon shows
+    feeds["G0"] = feeds["G0"] * np.float32(1e-5)
+    assert_close(run_ember(model, feeds), _want(model, feeds), rtol=1e-4, atol=1e-6)
