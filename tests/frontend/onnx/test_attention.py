@@ -28,6 +28,7 @@ def _scatter_model(
     return make_model([node], specs, ["present"], inits, opset=24)
 
 
+@pytest.mark.cc
 @pytest.mark.parametrize(
     ("past", "update", "attrs", "write"),
     [

@@ -14,6 +14,8 @@ from ember.testing import run_onnx_compiled, run_onnxruntime
 
 from .conftest import Compare, assert_close, make_model
 
+#: nearly every test here also compiles the model.
+pytestmark = pytest.mark.cc
 RNG = np.random.default_rng(17)
 
 
