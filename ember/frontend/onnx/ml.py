@@ -114,9 +114,12 @@ def tree_ensemble(ctx: ConvertContext, node: NodeView) -> Expr:
     ints[:, 0], ints[:, 1], ints[:, 4] = features, modes, missing
     ints[:, 2] = [-(t + 1) if leaf else t for t, leaf in zip(true_ids, true_leaf, strict=True)]
     ints[:, 3] = [-(f + 1) if leaf else f for f, leaf in zip(false_ids, false_leaf, strict=True)]
+    root_ids = _ints(node, "tree_roots")
+    if ints[:, 2:4].max(initial=-1) >= count or any(not 0 <= r < count for r in root_ids):
+        ctx.fail(node, f"a node id (next node or tree root) is outside the {count} nodes")
     members = _members(ctx, node, modes, ints, dtype)
     roots = []
-    for r in _ints(node, "tree_roots"):
+    for r in root_ids:
         leaf_only = true_leaf[r] and false_leaf[r] and true_ids[r] == false_ids[r]
         roots.append(-(true_ids[r] + 1) if leaf_only else r)
     targets = np.asarray(_ints(node, "leaf_targetids"), np.int32)

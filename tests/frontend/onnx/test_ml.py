@@ -9,7 +9,7 @@ import pytest
 from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from ember.errors import OpNotSupportedError
+from ember.errors import FrontendError, OpNotSupportedError
 from ember.testing import run_onnx_compiled, run_onnxruntime
 
 from .conftest import Compare, assert_close, make_model
@@ -161,3 +161,13 @@ def test_tfidf_vectorizer_int64_and_shared_columns(run_ember) -> None:
     want = [np.asarray(v) for v in ReferenceEvaluator(model).run(None, {"x": x})]
     assert_close(run_ember(model, {"x": x}), want, 1e-6, 1e-6)
     assert_close(run_onnx_compiled(model, {"x": x}), want, 1e-6, 1e-6)
+
+
+def test_tree_ensemble_node_id_out_of_range_is_reported(run_ember) -> None:
+    node = _forest("float32", 1)
+    for attr in node.attribute:
+        if attr.name == "nodes_truenodeids":
+            attr.ints[0] = 9
+    model = _ml_model(node, {"x": ("float32", (2, 3))})
+    with pytest.raises(FrontendError, match="outside the 6 nodes"):
+        run_ember(model, {"x": np.zeros((2, 3), np.float32)})
