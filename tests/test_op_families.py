@@ -28,6 +28,7 @@ FRONTEND_ONLY = {
     "control",  # If with a condition known at build time: the taken branch
     "dynamic",  # NonZero, Unique, NonMaxSuppression evaluated at build time
     "loss",  # SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss by decomposition
+    "optimizer",  # Adagrad, Momentum, Adam (preview training) as their update formulas
     "signal",  # DFT as products with constant matrices
 }
 #: modules of each layer that are not op families (helpers, registries, infrastructure).

@@ -3,10 +3,13 @@
 One line per family; a family adds its own line.
 """
 
+import ember.ops.attention  # noqa: F401
 import ember.ops.binary  # noqa: F401
+import ember.ops.bitcast  # noqa: F401
 import ember.ops.einsum  # noqa: F401
 import ember.ops.elemwise
 import ember.ops.index  # noqa: F401
+import ember.ops.ml  # noqa: F401
 import ember.ops.nn_conv  # noqa: F401
 import ember.ops.nn_image  # noqa: F401
 import ember.ops.nn_norm  # noqa: F401

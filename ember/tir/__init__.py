@@ -49,6 +49,7 @@ from ember.tir.interpreter import interpret
 from ember.tir.ir_builder import IRBuilder
 from ember.tir.op import (
     MATH_INTRINSICS,
+    REINTERPRET_KIND,
     abs,
     acos,
     acosh,
@@ -81,6 +82,7 @@ from ember.tir.op import (
     min,
     ne,
     pow,
+    reinterpret,
     round,
     rsqrt,
     select,
@@ -117,7 +119,7 @@ from ember.tir.structural import structural_equal, structural_hash
 from ember.tir.verify import verify
 
 __all__ = [
-    "EQ", "GE", "GT", "LE", "LT", "NE", "MATH_INTRINSICS",
+    "EQ", "GE", "GT", "LE", "LT", "NE", "MATH_INTRINSICS", "REINTERPRET_KIND",
     "Add", "Allocate", "And", "AssertStmt", "BinaryOp", "Broadcast", "Buffer", "BufferLoad",
     "BufferStore", "Call", "Cast", "CmpOp", "Div", "Evaluate", "FloatImm", "FloorDiv",
     "FloorMod", "For", "ForKind", "IRBuilder", "IRMutator", "IRVisitor", "IfThenElse", "IntImm",
@@ -130,6 +132,7 @@ __all__ = [
     "expm1", "fabs", "floor", "for_range", "if_then_else", "index_check", "interpret", "log",
     "log1p",
     "logical_and", "logical_not", "logical_or", "max", "min", "ne", "post_order_visit", "pow",
+    "reinterpret",
     "round", "rsqrt", "select", "seq", "sigmoid", "simplify", "sin", "sinh", "sqrt", "store",
     "structural_equal", "structural_hash", "substitute", "tan", "tanh", "trunc", "truncdiv",
     "truncmod", "verify",

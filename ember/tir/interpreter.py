@@ -51,7 +51,7 @@ from ember.tir.expr import (
     Sub,
     Var,
 )
-from ember.tir.op import CHECK_KIND
+from ember.tir.op import CHECK_KIND, REINTERPRET_KIND
 from ember.tir.printer import NameTable
 from ember.tir.stmt import (
     Allocate,
@@ -261,6 +261,9 @@ class _Translator:
                 return f"_rt['extern']({e.op!r})({args})"
             if e.kind == CHECK_KIND:
                 return f"_rt['check']({args})"
+            if e.kind == REINTERPRET_KIND:
+                src, dst = e.args[0].dtype, e.dtype
+                return f"_rt['reinterpret']({args}, {src!r}, {dst!r})"
             return f"_rt['math'][{e.op!r}]({args})"
         if isinstance(e, BufferLoad):
             off = self.expr(e.buffer.offset_of(e.indices))
@@ -386,11 +389,17 @@ def _runtime(func: PrimFunc, externs: Mapping[str, Callable[..., Any]]) -> dict[
         "vstore": _vstore,
         "error": EmberValueError,
         "oob": oob,
+        "reinterpret": _reinterpret,
     }
     for name in dt.SCALAR_DTYPES:
         if dt.is_integral(name):
             rt[f"int_{name}"] = _to_int(dt.bits_of(name), dt.is_int(name))
     return rt
+
+
+def _reinterpret(value: Any, src: str, dst: str) -> Any:
+    """The bits of ``value`` (of dtype ``src``) read as ``dst``, as a Python scalar."""
+    return np.asarray(value, _np_dtype(src)).view(_np_dtype(dst)).item()
 
 
 def translate(func: PrimFunc, check_bounds: bool = True) -> str:

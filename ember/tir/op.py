@@ -215,6 +215,26 @@ def index_check(index: ExprLike, extent: ExprLike, what: str) -> PrimExpr:
     return Call("int64", "index_check", args, CHECK_KIND)
 
 
+#: the kind of a bit reinterpretation: the value's bits read as another dtype of their width.
+REINTERPRET_KIND = "reinterpret"
+
+
+def reinterpret(dtype: str, value: ExprLike) -> PrimExpr:
+    """The bits of scalar ``value`` read as ``dtype`` of the same width (ONNX BitCast)."""
+    e = convert(value)
+    dt.check_dtype(dtype)
+    if dt.lanes_of(e.dtype) != 1 or dt.lanes_of(dtype) != 1:
+        raise IRError(f"reinterpret takes scalars, got {e.dtype} -> {dtype}")
+    if dt.bits_of(e.dtype) != dt.bits_of(dtype):
+        raise IRError(
+            f"reinterpret needs dtypes of one width, got {e.dtype} ({dt.bits_of(e.dtype)} bits) "
+            f"-> {dtype} ({dt.bits_of(dtype)} bits)"
+        )
+    if e.dtype == dtype:
+        return e
+    return Call(dtype, "reinterpret", (e,), REINTERPRET_KIND)
+
+
 def _unary(name: str):  # type: ignore[no-untyped-def]
     def fn(x: ExprLike) -> PrimExpr:
         e = convert(x)

@@ -53,7 +53,7 @@ from ember.tir.expr import (
     Var,
 )
 from ember.tir.functor import post_order_visit
-from ember.tir.op import CHECK_KIND, CPACKED_KIND, PACKED_KIND
+from ember.tir.op import CHECK_KIND, CPACKED_KIND, PACKED_KIND, REINTERPRET_KIND
 from ember.tir.simplify import Simplifier
 from ember.tir.stmt import Allocate, PrimFunc
 
@@ -185,6 +185,8 @@ class ExprCodegen(VectorMixin, CheckMixin, PackedCallMixin):
                 return self.call_cpacked(e), 16
             if e.kind == PACKED_KIND:
                 return self.call_packed(e), 16
+            if e.kind == REINTERPRET_KIND:
+                return self.reinterpret(e), 16
             return self.call_math(e.op, e.dtype, list(e.args)), 16
         if isinstance(e, BufferLoad):
             return f"{self.buf(e.buffer)}[{self.expr(e.buffer.offset_of(e.indices))}]", 16
@@ -365,6 +367,22 @@ class ExprCodegen(VectorMixin, CheckMixin, PackedCallMixin):
             )
         self.ctx.externs[e.op] = proto
         return f"{e.op}({', '.join(self.expr(a) for a in e.args)})"
+
+    def reinterpret(self, e: Call) -> str:
+        """The bits of a scalar read as another dtype of their width (a memcpy helper)."""
+        src, dst = e.args[0].dtype, e.dtype
+        if half.is_half(src) or half.is_half(dst):
+            raise CompileError(
+                f"C codegen{self.where}: reinterpret {src} -> {dst}: 16-bit floats are not "
+                "supported; reinterpret their storage as uint16 instead"
+            )
+        name = f"ember_bits_{src}_{dst}"
+        sc, dc = c_type(src, self.where), c_type(dst, self.where)
+        self.ctx.helpers.setdefault(
+            f"1_{name}",
+            f"static inline {dc} {name}({sc} v) {{ {dc} r; memcpy(&r, &v, sizeof r); return r; }}",
+        )
+        return f"{name}({self.expr(e.args[0])})"
 
     def pointer_type(self, v: Var) -> str:
         """The C pointer type of a handle var: typed if it is a known buffer's data."""

@@ -6,7 +6,9 @@ which registers the handlers through the public ``onnx_op`` decorator.
 """
 
 from ember.frontend.onnx import (
+    attention,  # noqa: F401  (registers handlers)
     binary,  # noqa: F401  (registers handlers)
+    bitcast,  # noqa: F401  (registers handlers)
     constants,  # noqa: F401  (registers handlers)
     control,  # noqa: F401  (registers handlers)
     dynamic,  # noqa: F401  (registers handlers)
@@ -14,11 +16,13 @@ from ember.frontend.onnx import (
     elemwise,  # noqa: F401  (registers handlers)
     index,  # noqa: F401  (registers handlers)
     loss,  # noqa: F401  (registers handlers)
+    ml,  # noqa: F401  (registers handlers)
     nn_conv,  # noqa: F401  (registers handlers)
     nn_image,  # noqa: F401  (registers handlers)
     nn_norm,  # noqa: F401  (registers handlers)
     nn_pool,  # noqa: F401  (registers handlers)
     nn_rnn,  # noqa: F401  (registers handlers)
+    optimizer,  # noqa: F401  (registers handlers)
     quant,  # noqa: F401  (registers handlers)
     reduce,  # noqa: F401  (registers handlers)
     scan,  # noqa: F401  (registers handlers)

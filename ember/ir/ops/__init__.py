@@ -9,10 +9,13 @@ import line here.
 """
 
 from ember.ir.ops import (
+    attention,  # noqa: F401
     binary,  # noqa: F401
+    bitcast,  # noqa: F401
     einsum,  # noqa: F401
     elemwise,  # noqa: F401
     index,  # noqa: F401
+    ml,  # noqa: F401
     nn_conv,  # noqa: F401
     nn_image,  # noqa: F401
     nn_norm,  # noqa: F401
@@ -26,10 +29,13 @@ from ember.ir.ops import (
 
 #: The op families, in the order above; each is a module name in every layer.
 FAMILIES: tuple[str, ...] = (
+    "attention",
     "binary",
+    "bitcast",
     "einsum",
     "elemwise",
     "index",
+    "ml",
     "nn_conv",
     "nn_image",
     "nn_norm",
