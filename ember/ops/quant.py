@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ember import tir
+from ember.errors import CompileError
 from ember.ir.op import Attrs
 from ember.ir.ops.common import padding, spatial
 from ember.ir.ops.quant import quant_range
@@ -22,8 +23,21 @@ from ember.ops.common import load_broadcast, out_tensor_type, static_shape
 from ember.ops.elemwise import clamp
 from ember.ops.nn_conv import pad_tensor
 from ember.ops.nn_schedule import schedule_packed_conv
-from ember.ops.registry import register_compute, register_schedule
-from ember.tir import PrimExpr, te
+from ember.ops.registry import ScheduleContext, register_compute, register_schedule
+from ember.tir import (
+    Allocate,
+    Buffer,
+    PrimExpr,
+    Stmt,
+    StorageKind,
+    call_extern,
+    const,
+    decl_buffer,
+    eq,
+    seq,
+    te,
+)
+from ember.tir.stmt import AssertStmt
 
 
 def _f32(e: PrimExpr) -> PrimExpr:
@@ -116,3 +130,116 @@ def quantized_conv_packed(inputs: list[te.Tensor], attrs: Attrs, out_type: Type)
 
 
 register_schedule("quantized_conv_packed")(schedule_packed_conv)
+
+
+# --- whole int8 layers: one call of a C kernel of ember/codegen/c/int8_kernels.py each ---
+
+#: bytes of patch panels packed per chunk of a convolution (kept in the L2 cache).
+CONV_CHUNK_BYTES = 96 * 1024
+
+
+def _i32(*values: int) -> list[PrimExpr]:
+    return [const(int(v), "int32") for v in values]
+
+
+def _kernel_call(name: str, ins: list[Buffer], out: Buffer, nbytes: int, *ints: int) -> Stmt:
+    """``name(x, w, bias, mult, y, scratch, ints...)`` with ``nbytes`` of heap scratch."""
+    scratch = decl_buffer((max(nbytes, 64),), "uint8", f"{name}_scratch")
+    args = [b.data for b in ins] + [out.data, scratch.data] + _i32(*ints)
+    check = AssertStmt(eq(call_extern("int32", name, *args), 0), "", seq())
+    return Allocate(scratch, check, StorageKind.HEAP)
+
+
+def _conv_geometry(x: te.Tensor, attrs: Attrs, out_type: Type) -> list[int]:
+    """N, C, H, W, KH, KW, OH, OW, strides, pads (begin), dilations."""
+    n, c, h, w = static_shape(x)
+    oh, ow = (int(d) for d in out_tensor_type(out_type).shape[2:])
+    kh, kw = spatial(attrs, "kernel", 2, 1)
+    (ph, _), (pw, _) = padding(attrs, 2)
+    sh, sw = spatial(attrs, "strides", 2, 1)
+    dh, dw = spatial(attrs, "dilation", 2, 1)
+    return [n, c, h, w, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw]
+
+
+def _epilogue(attrs: Attrs, out_type: Type) -> list[int]:
+    signed = out_tensor_type(out_type).dtype == "int8"
+    return [int(attrs["y_zero_point"]), int(bool(attrs["relu"])), int(signed)]
+
+
+@register_compute("quantized_conv_int8")
+def quantized_conv_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """``ember_q8_conv``: patches packed per chunk of 16-position panels, 4x16 int8 tiles."""
+    x = inputs[0]
+    ty = out_tensor_type(out_type)
+    n, c, h, w, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw = _conv_geometry(x, attrs, out_type)
+    k4 = (c * kh * kw + 3) // 4
+    npan = (oh * ow + 15) // 16
+    chunk = max(1, min(npan, CONV_CHUNK_BYTES // (k4 * 64)))
+    ld = 16 * chunk
+    nbytes = c * kh * kw * ld + ld + chunk * k4 * 64
+    m = int(attrs["channels"])
+    ints = [n, c, h, w, m, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw]
+    flip = 128 if attrs["flip"] else 0  # the padding byte: the data's own zero point
+    ints += [int(attrs["x_zero_point"]) ^ flip, flip]
+    ints += [*_epilogue(attrs, out_type), chunk]
+
+    def body(ins: list[Buffer], outs: list[Buffer]) -> Stmt:
+        return _kernel_call("ember_q8_conv", ins, outs[0], nbytes, *ints)
+
+    out = te.extern(ty.shape, inputs, body, "q8_conv", dtype=ty.dtype)
+    assert isinstance(out, te.Tensor)
+    return out
+
+
+@register_compute("quantized_dwconv_int8")
+def quantized_dwconv_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """``ember_q8_dwconv``: int16 planes split by column phase, taps in pairs."""
+    x = inputs[0]
+    ty = out_tensor_type(out_type)
+    n, c, h, w, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw = _conv_geometry(x, attrs, out_type)
+    hp = (oh - 1) * sh + (kh - 1) * dh + 1
+    wp = (ow - 1) * sw + (kw - 1) * dw + 1
+    nbytes = 2 * sw * hp * ((wp + sw - 1) // sw + 16)
+    ints = [n, c, h, w, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw, int(attrs["x_zero_point"])]
+    ints += [int(x.dtype == "int8"), *_epilogue(attrs, out_type)]
+
+    def body(ins: list[Buffer], outs: list[Buffer]) -> Stmt:
+        return _kernel_call("ember_q8_dwconv", ins, outs[0], nbytes, *ints)
+
+    out = te.extern(ty.shape, inputs, body, "q8_dwconv", dtype=ty.dtype)
+    assert isinstance(out, te.Tensor)
+    return out
+
+
+@register_compute("quantized_dense_int8")
+def quantized_dense_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """``ember_q8_dense``: rows of x broadcast 4 bytes at a time against weight panels."""
+    x = inputs[0]
+    ty = out_tensor_type(out_type)
+    shape = static_shape(x)
+    k = int(shape[-1])
+    rows = 1
+    for d in shape[:-1]:
+        rows *= int(d)
+    nbytes = (rows + 3) // 4 * 4 * ((k + 3) // 4 * 4)
+    ints = [rows, k, int(attrs["units"]), int(bool(attrs["flip"])) * 128]
+    ints += _epilogue(attrs, out_type)
+
+    def body(ins: list[Buffer], outs: list[Buffer]) -> Stmt:
+        return _kernel_call("ember_q8_dense", ins, outs[0], nbytes, *ints)
+
+    out = te.extern(ty.shape, inputs, body, "q8_dense", dtype=ty.dtype)
+    assert isinstance(out, te.Tensor)
+    return out
+
+
+def _c_only(ctx: ScheduleContext) -> None:
+    raise CompileError(
+        f"target '{ctx.target}': the int8 kernels (vpmaddubsw tiles) are C source; compile "
+        "quantized models with the c target, or disable the int8 kernels for this build: "
+        "PassContext(config={'fuse_qdq.int8_kernels': False}) keeps the portable int32 path"
+    )
+
+
+for _name in ("quantized_conv_int8", "quantized_dwconv_int8", "quantized_dense_int8"):
+    register_schedule(_name, key="llvm")(_c_only)

@@ -35,6 +35,7 @@ from ember.ir.op import OpDef
 from ember.ir.ops.nn_conv import pack_conv_weight
 from ember.ir.ops.quant import QUANT_DTYPES, quant_pack_block
 from ember.transform._util import map_bodies, rewrite_graph, use_counts
+from ember.transform.qdq_int8 import int8_layer
 
 _LINEAR = ("nn.conv", "nn.dense", "nn.matmul")
 
@@ -138,7 +139,7 @@ def _packed_conv(conv: Call, xq: Expr, zx: int, w: np.ndarray) -> Expr | None:
     )
 
 
-def _rewrite(q: Call, m: _Match, new: Mapping[int, Expr]) -> Expr | None:
+def _rewrite(q: Call, m: _Match, new: Mapping[int, Expr], int8_kernels: bool) -> Expr | None:
     x_dq, w_dq = m.linear.args
     xq = new[id(x_dq.args[0])]  # type: ignore[attr-defined]
     sx, zx = _consts(*x_dq.args[1:])  # type: ignore[attr-defined, misc]
@@ -151,7 +152,15 @@ def _rewrite(q: Call, m: _Match, new: Mapping[int, Expr]) -> Expr | None:
     if sw.size > 1 and (sw.ndim < 1 or sw.shape[out_axis] != sw.size):
         return None  # a weight quantized along its reduction axis
     wi = (wq.astype(np.int32) - zw.astype(np.int32)).astype(np.int32)
-    acc = _packed_conv(m.linear, xq, int(zx.reshape(())), wi)
+    sw32 = np.asarray(sw, np.float32).reshape(-1)
+    mult = (np.float32(sx.reshape(())) * sw32 / np.float32(sy.reshape(()))).astype(np.float32)
+    dtype = q.tensor_type.dtype
+    zx_int, zy_int = int(zx.reshape(())), int(zy.reshape(()))
+    if int8_kernels:
+        layer = int8_layer(m.linear, xq, zx_int, wi, m.bias, mult, m.relu, zy_int, dtype)
+        if layer is not None:
+            return layer
+    acc = _packed_conv(m.linear, xq, zx_int, wi)
     if acc is None:
         xi: Expr = call("cast", xq, dtype="int32")
         if np.any(zx != 0):
@@ -159,14 +168,11 @@ def _rewrite(q: Call, m: _Match, new: Mapping[int, Expr]) -> Expr | None:
         acc = call(_op(m.linear), xi, Constant(wi), name=m.linear.name, **dict(m.linear.attrs))
     if m.bias is not None:
         acc = call("add", acc, Constant(m.bias))
-    sw32 = np.asarray(sw, np.float32).reshape(-1)
-    mult = (np.float32(sx.reshape(())) * sw32 / np.float32(sy.reshape(()))).astype(np.float32)
     mult = mult.reshape(_channel_shape(m.linear, mult))
     scaled: Expr = call("multiply", call("cast", acc, dtype="float32"), Constant(mult))
     if m.relu:
         scaled = call("relu", scaled)
     one = Constant(np.ones((), np.float32))
-    dtype = q.tensor_type.dtype
     return call("quantize", scaled, one, Constant(zy.reshape(())), dtype=dtype, name=q.name)
 
 
@@ -213,9 +219,10 @@ def _rewrite_add(q: Call, new: Mapping[int, Expr]) -> Expr | None:
     )
 
 
-def fuse_qdq(mod: IRModule) -> IRModule:
-    """dequantize -> conv/dense/matmul [-> add bias] [-> relu] -> quantize chains as int32
-    kernels with a requantizing epilogue."""
+def fuse_qdq(mod: IRModule, int8_kernels: bool = True) -> IRModule:
+    """dequantize -> conv/dense/matmul [-> add bias] [-> relu] -> quantize chains as integer
+    kernels with a requantizing epilogue (``int8_kernels``: whole-layer 8-bit kernels where
+    the weights allow, see ember/transform/qdq_int8.py; else int32 kernels)."""
 
     def body_fn(root: Expr) -> Expr:
         uses = use_counts(root)
@@ -226,7 +233,7 @@ def fuse_qdq(mod: IRModule) -> IRModule:
             assert isinstance(old, Call)
             m = _match(old, uses)
             if m is not None:
-                return _rewrite(old, m, new)
+                return _rewrite(old, m, new, int8_kernels)
             return _rewrite_add(old, new) if uses.get(id(old.args[0])) == 1 else None
 
         return rewrite_graph(root, rule)

@@ -15,7 +15,7 @@ from onnx import helper
 from ember.frontend import from_onnx
 from ember.ir import Call, post_order
 from ember.testing import build_model, run_onnx_compiled, run_onnx_reference, run_onnxruntime
-from ember.transform import optimize
+from ember.transform import PassContext, optimize
 
 RNG = np.random.default_rng(0)
 
@@ -61,15 +61,25 @@ def _conv_model(relu: bool, bias: bool):
     return build_model(nodes, {"xf": ("float32", (1, 4, 9, 9))}, ["out"], inits, opset=17), feeds
 
 
+def _ctx(int8: bool) -> PassContext:
+    """A pass context with the whole-layer int8 kernels on or off."""
+    return PassContext(opt_level=2, config={"fuse_qdq.int8_kernels": int8})
+
+
+@pytest.mark.parametrize("int8", [False, True])
 @pytest.mark.parametrize("relu,bias", [(False, False), (True, True), (False, True)])
-def test_conv_chain_becomes_int32_and_matches_onnxruntime(relu: bool, bias: bool) -> None:
+def test_conv_chain_becomes_int32_and_matches_onnxruntime(
+    relu: bool, bias: bool, int8: bool
+) -> None:
     model, feeds = _conv_model(relu, bias)
     mod, params = from_onnx(model)
-    ops = _ops(optimize(mod, params))
-    assert ("quantized_conv_packed", "int32") in ops and ("nn.conv", "float32") not in ops
+    ops = _ops(optimize(mod, params, ctx=_ctx(int8)))
+    kernel = ("quantized_conv_int8", "uint8") if int8 else ("quantized_conv_packed", "int32")
+    assert kernel in ops and ("nn.conv", "float32") not in ops
     want = run_onnxruntime(model, feeds)[0]
     np.testing.assert_array_equal(run_onnx_reference(model, feeds)[0], want)
-    np.testing.assert_array_equal(run_onnx_compiled(model, feeds)[0], want)
+    got = run_onnx_compiled(model, feeds, pass_context=_ctx(int8))[0]
+    np.testing.assert_array_equal(got, want)
 
 
 def test_matmul_and_residual_add_match_onnxruntime() -> None:
@@ -93,10 +103,13 @@ def test_matmul_and_residual_add_match_onnxruntime() -> None:
     model = build_model(nodes, spec, ["out"], inits, opset=17)
     feeds = {k: RNG.standard_normal(s).astype(np.float32) * 2 for k, (_, s) in spec.items()}
     mod, params = from_onnx(model)
-    ops = _ops(optimize(mod, params))
+    ops = _ops(optimize(mod, params, ctx=_ctx(False)))
     assert ("nn.matmul", "int32") in ops and ("dequantize", "float32") not in ops
+    assert ("quantized_dense_int8", "uint8") in _ops(optimize(mod, params, ctx=_ctx(True)))
     want = run_onnxruntime(model, feeds)[0]
-    np.testing.assert_array_equal(run_onnx_compiled(model, feeds)[0], want)
+    for int8 in (False, True):
+        got = run_onnx_compiled(model, feeds, pass_context=_ctx(int8))[0]
+        np.testing.assert_array_equal(got, want)
 
 
 def test_unquantized_output_stays_float() -> None:
