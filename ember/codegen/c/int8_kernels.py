@@ -346,16 +346,26 @@ static inline int32_t ember_q8_dwconv(const void* x_, const int16_t* w, const in
       const int16_t* wc = w + (long)c * T2;
       for (int i = 0; i < Hp; ++i) {
         const int ih = i - ph;
-        for (int s = 0; s < sw; ++s) {
-          int16_t* dst = plane + ((long)s * Hp + i) * Wq;
-          for (int j = 0; j < Wq; ++j) {
-            const int iw = j * sw + s - pw;
-            int16_t v = 0;
-            if (ih >= 0 && ih < H && iw >= 0 && iw < W && j * sw + s < Wp) {
-              const uint8_t b = xc[(long)ih * W + iw];
-              v = (int16_t)((x_signed ? (int32_t)(int8_t)b : (int32_t)b) - zx);
+        for (int s = 0; s < sw; ++s) memset(plane + ((long)s * Hp + i) * Wq, 0, 2 * (size_t)Wq);
+        if (ih < 0 || ih >= H) continue;
+        const uint8_t* src = xc + (long)ih * W;
+        const int end = W < Wp - pw ? W : Wp - pw; /* columns the taps reach */
+        if (sw == 1) {
+          int16_t* dst = plane + (long)i * Wq + pw;
+          if (x_signed) {
+            for (int iw = 0; iw < end; ++iw) dst[iw] = (int16_t)((int8_t)src[iw] - zx);
+          } else {
+            for (int iw = 0; iw < end; ++iw) dst[iw] = (int16_t)(src[iw] - zx);
+          }
+        } else { /* phase s holds padded columns j * sw + s */
+          for (int s = 0; s < sw; ++s) {
+            int16_t* dst = plane + ((long)s * Hp + i) * Wq;
+            const int jlo = pw - s > 0 ? (pw - s + sw - 1) / sw : 0;
+            const int jhi = (end + pw - s + sw - 1) / sw;
+            for (int j = jlo; j < jhi; ++j) {
+              const uint8_t b = src[j * sw + s - pw];
+              dst[j] = (int16_t)((x_signed ? (int32_t)(int8_t)b : (int32_t)b) - zx);
             }
-            dst[j] = v;
           }
         }
       }
