@@ -176,7 +176,9 @@ def quantized_conv_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -
     npan = (oh * ow + 15) // 16
     chunk = max(1, min(npan, CONV_CHUNK_BYTES // (k4 * 64)))
     ld = 16 * chunk
-    nbytes = c * kh * kw * ld + ld + chunk * k4 * 64
+    hp, wp = oh + (kh - 1) * dh, ow + (kw - 1) * dw  # the padded image of stride 1
+    work = max(c * kh * kw * ld, c * hp * wp + wp + 64)
+    nbytes = 8 * 4 * k4 + ld + chunk * k4 * 64 + 4 * ld + work
     m = int(attrs["channels"])
     ints = [n, c, h, w, m, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw]
     flip = 128 if attrs["flip"] else 0  # the padding byte: the data's own zero point
@@ -199,7 +201,9 @@ def quantized_dwconv_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type)
     n, c, h, w, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw = _conv_geometry(x, attrs, out_type)
     hp = (oh - 1) * sh + (kh - 1) * dh + 1
     wp = (ow - 1) * sw + (kw - 1) * dw + 1
-    nbytes = 2 * sw * hp * ((wp + sw - 1) // sw + 16)
+    phases = 2 * sw * hp * ((wp + sw - 1) // sw + 16)
+    flat = 2 * ((hp + 1) * wp + 32) + oh * wp + 32  # stride 1: plane and output rows
+    nbytes = max(phases, flat)
     ints = [n, c, h, w, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw, int(attrs["x_zero_point"])]
     ints += [int(x.dtype == "int8"), *_epilogue(attrs, out_type)]
 

@@ -117,6 +117,7 @@ def test_pointwise_conv_int8_over_a_panel_tail() -> None:
         ("uint8", True, True, (1, 1), (1, 1)),
         ("int8", False, False, (2, 2), (1, 1)),
         ("uint8", False, False, (2, 1), (1, 2)),
+        ("int8", True, True, (1, 1), (2, 3)),
     ],
 )
 def test_depthwise_conv_int8(x_dtype, per_channel, relu, strides, dilations) -> None:

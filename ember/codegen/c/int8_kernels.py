@@ -182,17 +182,17 @@ static inline void ember_q8_im2col(const uint8_t* x, int C, int H, int W, int KH
   }
 }
 
-/* panels [np][k4][16][4] from rows (row k at base + k * ld; from k = K on, zrow: the
+/* panels [np][k4][16][4] from rows (row k at base + offs[k]; from k = K on, zrow: the
    weights there are zero, so any value does), top bit flipped by `flip` (0x80 makes int8
    data unsigned) */
-static inline void ember_q8_pack(const uint8_t* base, long ld, int K, const uint8_t* zrow, int k4,
+static inline void ember_q8_pack(const uint8_t* base, const long* offs, int K, const uint8_t* zrow, int k4,
                           int np, uint8_t flip, uint8_t* out) {
   for (int pp = 0; pp < np; ++pp) {
     for (int q = 0; q < k4; ++q) {
       const uint8_t* r[4];
       for (int t = 0; t < 4; ++t) {
         int k = 4 * q + t;
-        r[t] = (k < K ? base + (long)k * ld : zrow) + 16 * pp;
+        r[t] = (k < K ? base + offs[k] : zrow) + 16 * pp;
       }
       uint8_t* o = out + ((long)pp * k4 + q) * 64;
 #if defined(__AVX2__)
@@ -237,35 +237,100 @@ static inline void ember_q8_conv_tile(const uint8_t* wrows, int ldw, const uint8
 #endif
 }
 
+/* a stride-1 convolution over the flattened padded image: output (oh, ow) is computed at
+   grid position oh * Wp + ow, where every patch row is a contiguous run of the padded image
+   (no im2col); the grid columns ow >= OW are computed and dropped */
+static inline void ember_q8_conv_flat(const uint8_t* xn, const uint8_t* w, const int32_t* bias,
+                                      const float* mult, const ember_q8_epi* e, uint8_t* yn,
+                                      int C, int H, int W, int M, int KH, int KW, int OH,
+                                      int OW, int ph, int pw, int dh, int dw, int xpad, int flip,
+                                      int chunk, long* offs, const uint8_t* zrow,
+                                      uint8_t* panels, uint8_t* ybuf, uint8_t* padded) {
+  const int K = C * KH * KW, k4 = (K + 3) / 4, ldw = 4 * k4, ld = 16 * chunk, P = OH * OW;
+  const int Hp = OH + (KH - 1) * dh, Wp = OW + (KW - 1) * dw, F = OH * Wp;
+  const int npan = (F + 15) / 16;
+  const long plane = (long)Hp * Wp;
+  memset(padded, xpad, (size_t)(C * plane + Wp + 64));
+  const int iw0 = pw > 0 ? 0 : -pw, iw1 = W < Wp - pw ? W : Wp - pw;
+  for (int c = 0; c < C; ++c) {
+    for (int ih = 0; ih < H; ++ih) {
+      const int i = ih + ph;
+      if (i < 0 || i >= Hp || iw1 <= iw0) continue;
+      memcpy(padded + c * plane + (long)i * Wp + iw0 + pw, xn + ((long)c * H + ih) * W + iw0,
+             (size_t)(iw1 - iw0));
+    }
+  }
+  for (int k = 0; k < K; ++k) {
+    const int c = k / (KH * KW), kh = (k / KW) % KH, kw = k % KW;
+    offs[k] = c * plane + (long)kh * dh * Wp + kw * dw;
+  }
+  for (int pc = 0; pc < npan; pc += chunk) {
+    const int cp = npan - pc < chunk ? npan - pc : chunk, f0 = 16 * pc;
+    const int f1 = f0 + 16 * cp < F ? f0 + 16 * cp : F;
+    ember_q8_pack(padded + f0, offs, K, zrow, k4, cp, (uint8_t)flip, panels);
+    for (int o0 = 0; o0 < M; o0 += 4) {
+      const int rws = M - o0 < 4 ? M - o0 : 4;
+      for (int pp = 0; pp < cp; ++pp)
+        ember_q8_conv_tile(w + (long)o0 * ldw, ldw, panels + (long)pp * k4 * 64, k4, bias + o0,
+                           mult + o0, rws, e, ybuf + 16 * pp, ld, 16);
+      for (int i = 0; i < rws; ++i) {
+        for (int f = f0; f < f1;) {
+          const int oh = f / Wp, ow = f % Wp;
+          const int run = Wp - ow < f1 - f ? Wp - ow : f1 - f;
+          if (ow < OW) {
+            const int n = OW - ow < run ? OW - ow : run;
+            memcpy(yn + (long)(o0 + i) * P + oh * OW + ow, ybuf + (long)i * ld + (f - f0),
+                   (size_t)n);
+          }
+          f += run;
+        }
+      }
+    }
+  }
+}
+
 static inline int32_t ember_q8_conv(const void* x_, const void* w_, const int32_t* bias,
-                      const float* mult,
-                      void* y_, void* scratch, int32_t N, int32_t C, int32_t H, int32_t W,
-                      int32_t M, int32_t KH, int32_t KW, int32_t OH, int32_t OW, int32_t sh,
-                      int32_t sw, int32_t ph, int32_t pw, int32_t dh, int32_t dw, int32_t xpad,
-                      int32_t flip, int32_t zy, int32_t relu, int32_t is_signed, int32_t chunk) {
+                                    const float* mult, void* y_, void* scratch, int32_t N,
+                                    int32_t C, int32_t H, int32_t W, int32_t M, int32_t KH,
+                                    int32_t KW, int32_t OH, int32_t OW, int32_t sh, int32_t sw,
+                                    int32_t ph, int32_t pw, int32_t dh, int32_t dw, int32_t xpad,
+                                    int32_t flip, int32_t zy, int32_t relu, int32_t is_signed,
+                                    int32_t chunk) {
   const uint8_t* x = (const uint8_t*)x_;
   const uint8_t* w = (const uint8_t*)w_;
   uint8_t* y = (uint8_t*)y_;
   const int K = C * KH * KW, k4 = (K + 3) / 4, ldw = 4 * k4, P = OH * OW;
   const int npan = (P + 15) / 16, ld = 16 * chunk;
   const int direct = KH == 1 && KW == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0;
+  const int flat = !direct && sh == 1 && sw == 1;
   ember_q8_epi e = {(float)zy, is_signed ? -128.0f : 0.0f, is_signed ? 127.0f : 255.0f,
                     relu, is_signed};
-  uint8_t* rows = (uint8_t*)scratch;
-  uint8_t* zrow = rows + (long)K * ld;
+  /* scratch: offs[4 * k4] | zrow[ld] | panels[chunk * k4 * 64] | ybuf[4 * ld] | rows or
+     the padded image */
+  long* offs = (long*)scratch;
+  uint8_t* zrow = (uint8_t*)(offs + 4 * k4);
   uint8_t* panels = zrow + ld;
+  uint8_t* ybuf = panels + (long)chunk * k4 * 64;
+  uint8_t* rows = ybuf + 4 * ld;
   memset(zrow, 0, (size_t)ld);
   for (int n = 0; n < N; ++n) {
     const uint8_t* xn = x + (long)n * C * H * W;
     uint8_t* yn = y + (long)n * M * P;
+    if (flat) {
+      ember_q8_conv_flat(xn, w, bias, mult, &e, yn, C, H, W, M, KH, KW, OH, OW, ph, pw, dh, dw,
+                         xpad, flip, chunk, offs, zrow, panels, ybuf, rows);
+      continue;
+    }
     for (int pc = 0; pc < npan; pc += chunk) {
       const int cp = npan - pc < chunk ? npan - pc : chunk, p0 = 16 * pc;
       if (direct && p0 + 16 * cp <= P) { /* 1x1: the image rows are the patch rows */
-        ember_q8_pack(xn + p0, P, K, zrow, k4, cp, (uint8_t)flip, panels);
+        for (int k = 0; k < K; ++k) offs[k] = (long)k * P;
+        ember_q8_pack(xn + p0, offs, K, zrow, k4, cp, (uint8_t)flip, panels);
       } else {
         ember_q8_im2col(xn, C, H, W, KH, KW, OW, sh, sw, ph, pw, dh, dw, (uint8_t)xpad, p0,
                         16 * cp, P, rows, ld);
-        ember_q8_pack(rows, ld, K, zrow, k4, cp, (uint8_t)flip, panels);
+        for (int k = 0; k < K; ++k) offs[k] = (long)k * ld;
+        ember_q8_pack(rows, offs, K, zrow, k4, cp, (uint8_t)flip, panels);
       }
       for (int o0 = 0; o0 < M; o0 += 4) {
         const int rws = M - o0 < 4 ? M - o0 : 4;
@@ -322,6 +387,51 @@ static inline int32_t ember_q8_dense(const void* x_, const void* w_, const int32
   return 0;
 }
 
+#if defined(__AVX2__)
+/* one channel of a stride-1 depthwise convolution over the flattened padded plane: output
+   (oh, ow) sits at oh * Wp + ow, so 16 lanes run across rows (small maps waste few lanes);
+   the columns ow >= OW are computed into a temporary and dropped */
+static inline void ember_q8_dw_flat(const uint8_t* xc, const int16_t* wc, int32_t bias,
+                                    float mult, const ember_q8_epi* e, uint8_t* yc, int H,
+                                    int W, int KH, int KW, int OH, int OW, int ph, int pw,
+                                    int dh, int dw, int zx, int x_signed, int Hp, int Wp,
+                                    int16_t* plane) {
+  const int T = KH * KW, T2 = (T + 1) / 2 * 2, F = OH * Wp;
+  uint8_t* tmp = (uint8_t*)(plane + (long)(Hp + 1) * Wp + 32);
+  memset(plane, 0, 2 * (size_t)((Hp + 1) * Wp + 32));
+  const int end = W < Wp - pw ? W : Wp - pw;
+  for (int ih = 0; ih < H; ++ih) {
+    const int i = ih + ph;
+    if (i >= Hp) break;
+    const uint8_t* src = xc + (long)ih * W;
+    int16_t* dst = plane + (long)i * Wp + pw;
+    if (x_signed) {
+      for (int iw = 0; iw < end; ++iw) dst[iw] = (int16_t)((int8_t)src[iw] - zx);
+    } else {
+      for (int iw = 0; iw < end; ++iw) dst[iw] = (int16_t)(src[iw] - zx);
+    }
+  }
+  const __m256i b = _mm256_set1_epi32(bias);
+  const __m256 m = _mm256_set1_ps(mult);
+  for (int f = 0; f < F; f += 16) {
+    __m256i lo = _mm256_setzero_si256(), hi = lo;
+    for (int t = 0; t < T2; t += 2) {
+      const int ta = t, tb = t + 1 < T ? t + 1 : t;
+      const int16_t* pa = plane + f + (ta / KW) * dh * Wp + (ta % KW) * dw;
+      const int16_t* pb = plane + f + (tb / KW) * dh * Wp + (tb % KW) * dw;
+      const __m256i va = _mm256_loadu_si256((const __m256i*)pa);
+      const __m256i vb = _mm256_loadu_si256((const __m256i*)pb);
+      const uint32_t pair = (uint16_t)wc[t] | ((uint32_t)(uint16_t)wc[t + 1] << 16);
+      const __m256i wp = _mm256_set1_epi32((int32_t)pair);
+      lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(va, vb), wp));
+      hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(va, vb), wp));
+    }
+    ember_q8_store16(_mm256_add_epi32(lo, b), _mm256_add_epi32(hi, b), m, m, e, 1, tmp + f, 16);
+  }
+  for (int oh = 0; oh < OH; ++oh) memcpy(yc + (long)oh * OW, tmp + (long)oh * Wp, (size_t)OW);
+}
+#endif
+
 /* depthwise: per channel, the image minus its zero point as int16 planes split by column
    phase (iw % sw), so every tap of a row of outputs is a contiguous load; taps in pairs */
 static inline int32_t ember_q8_dwconv(const void* x_, const int16_t* w, const int32_t* bias,
@@ -344,6 +454,13 @@ static inline int32_t ember_q8_dwconv(const void* x_, const int16_t* w, const in
       const uint8_t* xc = x + ((long)n * C + c) * H * W;
       uint8_t* yc = y + ((long)n * C + c) * OH * OW;
       const int16_t* wc = w + (long)c * T2;
+#if defined(__AVX2__)
+      if (sh == 1 && sw == 1) {
+        ember_q8_dw_flat(xc, wc, bias[c], mult[c], &e, yc, H, W, KH, KW, OH, OW, ph, pw, dh, dw,
+                         zx, x_signed, Hp, Wp, plane);
+        continue;
+      }
+#endif
       for (int i = 0; i < Hp; ++i) {
         const int ih = i - ph;
         for (int s = 0; s < sw; ++s) memset(plane + ((long)s * Hp + i) * Wq, 0, 2 * (size_t)Wq);
