@@ -33,7 +33,7 @@ from ember.ir.expr import Call, Constant, Expr, call
 from ember.ir.module import IRModule
 from ember.ir.op import OpDef
 from ember.ir.ops.nn_conv import pack_conv_weight
-from ember.ir.ops.quant import QUANT_DTYPES, quant_pack_block
+from ember.ir.ops.quant import QUANT_DTYPES, quant_pack_block, quant_range
 from ember.transform._util import map_bodies, rewrite_graph, use_counts
 from ember.transform.qdq_int8 import int8_layer
 
@@ -189,17 +189,25 @@ def _scalar_dq(expr: Expr, new: Mapping[int, Expr]) -> tuple[Expr, float, int] |
     return x, float(params[0].reshape(())), int(params[1].reshape(()))
 
 
-def _rewrite_add(q: Call, new: Mapping[int, Expr]) -> Expr | None:
-    """quantize(add(dequantize(a), dequantize(b))) -> ``quantized_add``, onnxruntime's
-    QLinearAdd arithmetic:
+def _rewrite_add(q: Call, new: Mapping[int, Expr], uses: Mapping[int, int]) -> Expr | None:
+    """quantize([relu](add(dequantize(a), dequantize(b)))) -> ``quantized_add``,
+    onnxruntime's QLinearAdd arithmetic:
     ``rint(fma(a, sa/sc, fma(b, sb/sc, zc - ((sa/sc) * za + (sb/sc) * zb))))``, the
-    ratios and the fixed part in float32, saturated to the output type."""
+    ratios and the fixed part in float32, saturated to the output type. A relu is taken
+    only when the output zero point is the type's minimum (then the saturation is the relu;
+    onnxruntime drops such a Relu before its QDQ fusion too)."""
     add = q.args[0]
+    out = _consts(*q.args[1:])
+    if out is None or out[0].size != 1:
+        return None
+    if _op(add) == "relu" and uses.get(id(add.args[0])) == 1:  # type: ignore[attr-defined]
+        if int(out[1].reshape(())) != quant_range(q.tensor_type.dtype)[0]:
+            return None
+        add = add.args[0]  # type: ignore[attr-defined]
     if _op(add) != "add":
         return None
     lhs, rhs = (_scalar_dq(a, new) for a in add.args)  # type: ignore[attr-defined]
-    out = _consts(*q.args[1:])
-    if lhs is None or rhs is None or out is None or out[0].size != 1:
+    if lhs is None or rhs is None:
         return None
     f32 = np.float32
     sc, zc = f32(out[0].reshape(())), f32(out[1].reshape(()))
@@ -219,6 +227,24 @@ def _rewrite_add(q: Call, new: Mapping[int, Expr]) -> Expr | None:
     )
 
 
+def _rewrite_max_pool(q: Call, new: Mapping[int, Expr]) -> Expr | None:
+    """quantize(max_pool(dequantize(x))) with the same scale, zero point and type on both
+    sides -> ``max_pool(x)`` on the integers (exact: the window maximum commutes with the
+    increasing dequantize, and quantize(dequantize(v)) is v)."""
+    pool = q.args[0]
+    if _op(pool) != "nn.max_pool":
+        return None
+    src = _scalar_dq(pool.args[0], new)  # type: ignore[attr-defined]
+    out = _consts(*q.args[1:])
+    if src is None or out is None or out[0].size != 1:
+        return None
+    x, scale, zp = src
+    same = np.float32(scale) == np.float32(out[0].reshape(())) and zp == int(out[1].reshape(()))
+    if not same or x.tensor_type.dtype != q.tensor_type.dtype or scale <= 0:
+        return None
+    return call("nn.max_pool", x, name=pool.name, **dict(pool.attrs))  # type: ignore[attr-defined]
+
+
 def fuse_qdq(mod: IRModule, int8_kernels: bool = True) -> IRModule:
     """dequantize -> conv/dense/matmul [-> add bias] [-> relu] -> quantize chains as integer
     kernels with a requantizing epilogue (``int8_kernels``: whole-layer 8-bit kernels where
@@ -234,7 +260,9 @@ def fuse_qdq(mod: IRModule, int8_kernels: bool = True) -> IRModule:
             m = _match(old, uses)
             if m is not None:
                 return _rewrite(old, m, new, int8_kernels)
-            return _rewrite_add(old, new) if uses.get(id(old.args[0])) == 1 else None
+            if uses.get(id(old.args[0])) != 1:
+                return None
+            return _rewrite_add(old, new, uses) or _rewrite_max_pool(old, new)
 
         return rewrite_graph(root, rule)
 

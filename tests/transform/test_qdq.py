@@ -123,3 +123,45 @@ def test_unquantized_output_stays_float() -> None:
     mod, params = from_onnx(model)
     ops = _ops(optimize(mod, params))
     assert ("nn.conv", "float32") in ops
+
+
+@pytest.mark.parametrize("zero_point", [0, 9])
+def test_add_relu_becomes_quantized_add_when_the_zero_point_is_the_minimum(zero_point) -> None:
+    """Q(Relu(Add(DQ(a), DQ(b)))): with the output zero point at the type's minimum the
+    saturation is the relu (onnxruntime drops the Relu and runs QLinearAdd); otherwise the
+    chain stays in float."""
+    inits = _qparams("a", 0.05, np.uint8(120)) | _qparams("b", 0.03, np.uint8(100))
+    inits |= _qparams("s", 0.04, np.uint8(zero_point))
+    nodes = [helper.make_node("QuantizeLinear", [f"{n}f", f"{n}_s", f"{n}_z"], [n]) for n in "ab"]
+    nodes += _dq("a", "ad") + _dq("b", "bd")
+    nodes.append(helper.make_node("Add", ["ad", "bd"], ["sum"]))
+    nodes.append(helper.make_node("Relu", ["sum"], ["r"]))
+    nodes.append(helper.make_node("QuantizeLinear", ["r", "s_s", "s_z"], ["out"]))
+    spec = {"af": ("float32", (2, 3, 17)), "bf": ("float32", (2, 3, 17))}
+    model = build_model(nodes, spec, ["out"], inits, opset=17)
+    feeds = {k: RNG.standard_normal(s).astype(np.float32) * 3 for k, (_, s) in spec.items()}
+    mod, params = from_onnx(model)
+    ops = _ops(optimize(mod, params))
+    assert (("quantized_add", "uint8") in ops) == (zero_point == 0)
+    want = run_onnxruntime(model, feeds)[0]
+    np.testing.assert_array_equal(run_onnx_compiled(model, feeds)[0], want)
+
+
+@pytest.mark.parametrize("dtype,zero_point", [("uint8", 17), ("int8", -3)])
+def test_max_pool_between_equal_qdq_runs_on_the_integers(dtype: str, zero_point: int) -> None:
+    """Q(MaxPool(DQ(x))) with one scale and zero point: max_pool of the 8-bit data."""
+    zp = np.asarray(zero_point, dtype)
+    inits = _qparams("x", 0.05, zp) | _qparams("y", 0.05, zp)
+    nodes = [helper.make_node("QuantizeLinear", ["xf", "x_s", "x_z"], ["x"])]
+    nodes += _dq("x", "xd")
+    pool = helper.make_node("MaxPool", ["xd"], ["p"], kernel_shape=[3, 3], strides=[2, 2])
+    pool.attribute.append(helper.make_attribute("pads", [1, 1, 1, 1]))
+    nodes += [pool, helper.make_node("QuantizeLinear", ["p", "y_s", "y_z"], ["out"])]
+    spec = {"xf": ("float32", (1, 3, 11, 10))}
+    model = build_model(nodes, spec, ["out"], inits, opset=17)
+    feeds = {"xf": RNG.standard_normal((1, 3, 11, 10)).astype(np.float32) * 3}
+    mod, params = from_onnx(model)
+    ops = _ops(optimize(mod, params))
+    assert ("nn.max_pool", dtype) in ops and ("dequantize", "float32") not in ops
+    want = run_onnxruntime(model, feeds)[0]
+    np.testing.assert_array_equal(run_onnx_compiled(model, feeds)[0], want)

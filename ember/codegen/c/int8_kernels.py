@@ -185,7 +185,8 @@ static inline void ember_q8_im2col(const uint8_t* x, int C, int H, int W, int KH
 /* panels [np][k4][16][4] from rows (row k at base + offs[k]; from k = K on, zrow: the
    weights there are zero, so any value does), top bit flipped by `flip` (0x80 makes int8
    data unsigned) */
-static inline void ember_q8_pack(const uint8_t* base, const long* offs, int K, const uint8_t* zrow, int k4,
+static inline void ember_q8_pack(const uint8_t* base, const long* offs, int K,
+                          const uint8_t* zrow, int k4,
                           int np, uint8_t flip, uint8_t* out) {
   for (int pp = 0; pp < np; ++pp) {
     for (int q = 0; q < k4; ++q) {
