@@ -78,9 +78,11 @@ static inline void ember_q8_store16(__m256i a0, __m256i a1, __m256 m0, __m256 m1
 }
 
 /* 4 rows x 16 columns of sum_k row[k] * panel[k][col]; rows: 4 bytes broadcast per step
-   (row i at rows + i * ldr), panel: [k4][16][4] bytes. ROW_U8 says which side is unsigned. */
+   (row i at rows + i * ldr), panel: [k4][16][4] bytes; MADDUBS puts the unsigned side
+   first. Never inlined: inlined into the packing loops, gcc spills the accumulators. */
 #define EMBER_Q8_TILE(NAME, MADDUBS)                                                        \
-  static inline void NAME(const uint8_t* rows, int ldr, const uint8_t* panel, int k4,      \
+  static __attribute__((noinline, unused)) void NAME(const uint8_t* rows, int ldr,        \
+                                                     const uint8_t* panel, int k4,          \
                           __m256i acc[8]) {                                                 \
     const __m256i ones = _mm256_set1_epi16(1);                                              \
     __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00;                  \
