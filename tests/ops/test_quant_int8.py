@@ -11,14 +11,22 @@ channels not a multiple of 4 or 16, positions not a multiple of 16. The portable
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import tarfile
+
 import numpy as np
+import onnx
 import pytest
 from onnx import helper
 
+from ember.cli.main import main
 from ember.errors import CompileError
+from ember.examples.models import make_model
 from ember.frontend import from_onnx
 from ember.ir import Call, post_order
 from ember.testing import build_model, run_onnx_compiled, run_onnx_reference, run_onnxruntime
+from ember.testing.quantize import quantize_static
 from ember.transform import PassContext, optimize
 
 pytestmark = pytest.mark.cc
@@ -179,3 +187,30 @@ def test_llvm_refuses_the_int8_kernels_clearly() -> None:
     off = PassContext(opt_level=2, config={"fuse_qdq.int8_kernels": False})
     got = run_onnx_compiled(model, feeds, target="llvm", pass_context=off)[0]
     np.testing.assert_array_equal(got, run_onnxruntime(model, feeds)[0])
+
+
+BOARD_TOOLS = ("arm-none-eabi-gcc", "qemu-system-arm")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    any(shutil.which(t) is None for t in BOARD_TOOLS),
+    reason="the Cortex-M toolchain is not installed (.ci/run installs it)",
+)
+def test_quantized_resnet8_passes_on_the_cortex_m_board(tmp_path) -> None:
+    """The portable C of the int8 kernels on a microcontroller (scratch from the static
+    arena, no heap): the board program checks the reference evaluator's vectors."""
+    case = make_model("resnet8")
+    src = tmp_path / "q.onnx"
+    src.write_bytes(quantize_static(case.model, case.inputs).SerializeToString())
+    assert "quantized_conv_int8" in _ops(onnx.load(src))
+    tar = tmp_path / "q.tar"
+    target = "c -mcpu=cortex-m4"
+    assert main(["compile", str(src), "--format", "mlf", "--target", target, "-o", str(tar)]) == 0
+    with tarfile.open(tar) as t:
+        t.extractall(tmp_path / "mlf", filter="data")
+    out = subprocess.run(
+        ["make", "-s", "board-test"], cwd=tmp_path / "mlf", capture_output=True, text=True,
+        timeout=900,
+    )  # fmt: skip
+    assert out.returncode == 0 and out.stdout.startswith("PASS"), out.stdout + out.stderr
