@@ -104,6 +104,7 @@ def _conv_case(x_dtype: str, y_dtype: str, per_channel: bool, relu: bool, group_
         ("int8", "int8", False, False, (2, 1), (1, 1)),
         ("uint8", "int8", False, True, (1, 2), (2, 1)),
         ("int8", "uint8", True, False, (2, 2), (1, 1)),
+        ("uint8", "uint8", True, False, (1, 1), (2, 3)),
     ],
 )
 def test_conv_int8(x_dtype, y_dtype, per_channel, relu, strides, dilations) -> None:
