@@ -237,6 +237,28 @@ def quantized_dense_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) 
     return out
 
 
+@register_compute("quantized_add_int8")
+def quantized_add_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """``ember_q8_qlinear_add``: the arithmetic of ``quantized_add`` with FMA instructions."""
+    a, b = inputs
+    ty = out_tensor_type(out_type)
+    count = 1
+    for d in ty.shape:
+        count *= int(d)
+    ratios = [tir.const(float(np.float32(attrs[k])), "float32") for k in ("ratio_a", "ratio_b")]
+    fixed = tir.const(float(np.float32(attrs["fixed"])), "float32")
+    signs = _i32(a.dtype == "int8", b.dtype == "int8", ty.dtype == "int8")
+
+    def body(ins: list[Buffer], outs: list[Buffer]) -> Stmt:
+        args = [ins[0].data, ins[1].data, outs[0].data, const(count, "int32")]
+        status = call_extern("int32", "ember_q8_qlinear_add", *args, *ratios, fixed, *signs)
+        return AssertStmt(eq(status, 0), "", seq())
+
+    out = te.extern(ty.shape, inputs, body, "q8_add", dtype=ty.dtype)
+    assert isinstance(out, te.Tensor)
+    return out
+
+
 def _c_only(ctx: ScheduleContext) -> None:
     raise CompileError(
         f"target '{ctx.target}': the int8 kernels (vpmaddubsw tiles) are C source; compile "
@@ -245,5 +267,6 @@ def _c_only(ctx: ScheduleContext) -> None:
     )
 
 
-for _name in ("quantized_conv_int8", "quantized_dwconv_int8", "quantized_dense_int8"):
+_INT8_OPS = ("quantized_conv_int8", "quantized_dwconv_int8", "quantized_dense_int8")
+for _name in (*_INT8_OPS, "quantized_add_int8"):
     register_schedule(_name, key="llvm")(_c_only)

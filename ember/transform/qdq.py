@@ -189,7 +189,9 @@ def _scalar_dq(expr: Expr, new: Mapping[int, Expr]) -> tuple[Expr, float, int] |
     return x, float(params[0].reshape(())), int(params[1].reshape(()))
 
 
-def _rewrite_add(q: Call, new: Mapping[int, Expr], uses: Mapping[int, int]) -> Expr | None:
+def _rewrite_add(
+    q: Call, new: Mapping[int, Expr], uses: Mapping[int, int], int8_kernels: bool
+) -> Expr | None:
     """quantize([relu](add(dequantize(a), dequantize(b)))) -> ``quantized_add``,
     onnxruntime's QLinearAdd arithmetic:
     ``rint(fma(a, sa/sc, fma(b, sb/sc, zc - ((sa/sc) * za + (sb/sc) * zb))))``, the
@@ -215,8 +217,10 @@ def _rewrite_add(q: Call, new: Mapping[int, Expr], uses: Mapping[int, int]) -> E
     fixed = zc - (r_a * f32(lhs[2]) + r_b * f32(rhs[2]))
 
     dtype = q.tensor_type.dtype
+    same = lhs[0].tensor_type.shape == rhs[0].tensor_type.shape == q.tensor_type.shape
+    eight = {lhs[0].tensor_type.dtype, rhs[0].tensor_type.dtype, dtype} <= {"int8", "uint8"}
     return call(
-        "quantized_add",
+        "quantized_add_int8" if int8_kernels and same and eight else "quantized_add",
         lhs[0],
         rhs[0],
         ratio_a=float(r_a),
@@ -262,7 +266,7 @@ def fuse_qdq(mod: IRModule, int8_kernels: bool = True) -> IRModule:
                 return _rewrite(old, m, new, int8_kernels)
             if uses.get(id(old.args[0])) != 1:
                 return None
-            return _rewrite_add(old, new, uses) or _rewrite_max_pool(old, new)
+            return _rewrite_add(old, new, uses, int8_kernels) or _rewrite_max_pool(old, new)
 
         return rewrite_graph(root, rule)
 

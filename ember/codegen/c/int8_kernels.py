@@ -8,7 +8,10 @@ Three functions, each a whole quantized layer (8-bit in, 8-bit out, requantizati
   (``[panel][K/4][16][4]``: 4 consecutive K values per 32-bit lane);
 * ``ember_q8_dense``: ``[rows, K] x [K, N]`` with the weight packed at build time in the
   same panel layout (``[N/16][K/4][16][4]``), the activation rows broadcast 4 bytes at a time;
-* ``ember_q8_dwconv``: depthwise 2-D convolution on int16 planes, taps in pairs.
+* ``ember_q8_dwconv``: depthwise 2-D convolution on int16 planes, taps in pairs;
+* ``ember_q8_qlinear_add``: onnxruntime's QLinearAdd of two same-shape tensors,
+  ``rint(fma(a, ra, fma(b, rb, fixed)))`` (``vfmadd`` with FMA; without it each multiply-add
+  is computed in double and rounded once, the same value but for double-rounding cases).
 
 With AVX2 (``__AVX2__``, what ``-march`` of an AVX2 CPU defines) the products are
 ``vpmaddubsw`` (u8 x s8 -> pairs summed in int16) then ``vpmaddwd`` with ones (-> int32),
@@ -26,7 +29,7 @@ from __future__ import annotations
 
 #: the call_extern names this file defines.
 INT8_KERNEL_NAMES: frozenset[str] = frozenset(
-    {"ember_q8_conv", "ember_q8_dense", "ember_q8_dwconv"}
+    {"ember_q8_conv", "ember_q8_dense", "ember_q8_dwconv", "ember_q8_qlinear_add"}
 )
 
 #: key of the helper block in a FileContext.
@@ -524,6 +527,49 @@ static inline int32_t ember_q8_dwconv(const void* x_, const int16_t* w, const in
         }
       }
     }
+  }
+  return 0;
+}
+
+static inline float ember_q8_fma(float a, float b, float c) {
+#if defined(__FMA__)
+  return fmaf(a, b, c);
+#else
+  return (float)((double)a * (double)b + (double)c);
+#endif
+}
+
+static inline int32_t ember_q8_qlinear_add(const void* a_, const void* b_, void* y_, int32_t n,
+                                           float ra, float rb, float fixed, int32_t a_signed,
+                                           int32_t b_signed, int32_t is_signed) {
+  const uint8_t* a = (const uint8_t*)a_;
+  const uint8_t* b = (const uint8_t*)b_;
+  uint8_t* y = (uint8_t*)y_;
+  const float lo = is_signed ? -128.0f : 0.0f, hi = is_signed ? 127.0f : 255.0f;
+  int i = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+  const __m256 vra = _mm256_set1_ps(ra), vrb = _mm256_set1_ps(rb), vf = _mm256_set1_ps(fixed);
+  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  for (; i + 8 <= n; i += 8) {
+    const __m128i a8 = _mm_loadl_epi64((const __m128i*)(a + i));
+    const __m128i b8 = _mm_loadl_epi64((const __m128i*)(b + i));
+    const __m256i ai = a_signed ? _mm256_cvtepi8_epi32(a8) : _mm256_cvtepu8_epi32(a8);
+    const __m256i bi = b_signed ? _mm256_cvtepi8_epi32(b8) : _mm256_cvtepu8_epi32(b8);
+    const __m256 af = _mm256_cvtepi32_ps(ai), bf = _mm256_cvtepi32_ps(bi);
+    __m256 v = _mm256_fmadd_ps(af, vra, _mm256_fmadd_ps(bf, vrb, vf));
+    v = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256i q = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(v, vlo), vhi));
+    const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+    const __m128i o = is_signed ? _mm_packs_epi16(w, w) : _mm_packus_epi16(w, w);
+    _mm_storel_epi64((__m128i*)(y + i), o);
+  }
+#endif
+  for (; i < n; ++i) {
+    const float av = a_signed ? (float)(int8_t)a[i] : (float)a[i];
+    const float bv = b_signed ? (float)(int8_t)b[i] : (float)b[i];
+    float v = rintf(ember_q8_fma(av, ra, ember_q8_fma(bv, rb, fixed)));
+    v = v < lo ? lo : (v > hi ? hi : v);
+    y[i] = (uint8_t)(int32_t)v;
   }
   return 0;
 }

@@ -185,6 +185,22 @@ register_op(
 )
 register_op(
     OpDef(
+        "quantized_add_int8",
+        2,
+        _quantized_add_type,
+        quantized_add_ref,
+        OpPattern.OPAQUE,
+        {
+            "ratio_a": Attr("float", doc="scale of a / scale of the output (float32)"),
+            "ratio_b": Attr("float", doc="scale of b / scale of the output (float32)"),
+            "fixed": Attr("float", doc="zc - (ratio_a * za + ratio_b * zb), float32"),
+            "dtype": Attr("dtype", doc="the output's quantized dtype"),
+        },
+        doc="quantized_add of two 8-bit tensors of one shape as one C kernel (fuse_qdq)",
+    )
+)
+register_op(
+    OpDef(
         "quantize",
         3,
         _quantize_type,
