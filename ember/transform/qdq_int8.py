@@ -16,6 +16,8 @@ and ``bias - zxu * sum_k w_k`` is a constant per output channel.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ember.ir.expr import Call, Constant, Expr, call
@@ -57,7 +59,8 @@ def int8_layer(
     if x_dtype not in ("int8", "uint8") or dtype not in ("int8", "uint8"):
         return None
     flip = x_dtype == "int8"
-    common = {"relu": relu, "y_zero_point": zy, "dtype": dtype, "name": linear.name}
+    common: dict[str, Any] = {"relu": relu, "y_zero_point": zy, "dtype": dtype}
+    common["name"] = linear.name
     op = linear.op.name  # type: ignore[union-attr]
     if op == "nn.conv":
         return _conv(linear, xq, zx, flip, wi, bias, mult, common)
@@ -92,7 +95,7 @@ def _conv(
     wi: np.ndarray,
     bias: np.ndarray | None,
     mult: np.ndarray,
-    common: dict[str, object],
+    common: dict[str, Any],
 ) -> Expr | None:
     if wi.ndim != 4 or xq.tensor_type.ndim != 4:
         return None
