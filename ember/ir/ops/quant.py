@@ -231,57 +231,14 @@ register_op(
 # product of the unsigned data and the int8 weight; depthwise subtracts x_zero_point.
 
 _DATA = frozenset({"int8", "uint8"})
-#: rows of the conv weight / columns of the dense weight handled per register tile.
-ROW_BLOCK, PANEL = 4, 16
-
-
-def _up(n: int, m: int) -> int:
-    return (n + m - 1) // m * m
-
-
-def fits_maddubs(w: np.ndarray) -> bool:
-    """Whether int8 weight ``w`` ((rows, K), K paired as (0, 1), (2, 3), ...) never saturates
-    the int16 pair sums of ``vpmaddubsw`` with unsigned 8-bit data."""
-    wi = np.asarray(w, np.int64)
-    if wi.min(initial=0) < -128 or wi.max(initial=0) > 127:
-        return False
-    k = wi.shape[-1]
-    a = np.abs(np.pad(wi, [(0, 0)] * (wi.ndim - 1) + [(0, k % 2)]))
-    return bool(np.all(255 * (a[..., 0::2] + a[..., 1::2]) <= 32767))
-
-
-def pack_conv_rows(w: np.ndarray) -> np.ndarray:
-    """(M, C, *k) weight -> int8 (M up to a multiple of 4, K up to a multiple of 4) rows."""
-    m = w.shape[0]
-    flat = np.asarray(w, np.int64).reshape(m, -1)
-    out = np.zeros((_up(m, ROW_BLOCK), _up(flat.shape[1], 4)), np.int8)
-    out[:m, : flat.shape[1]] = flat
-    return out
-
-
-def pack_dense_panels(w_kn: np.ndarray) -> np.ndarray:
-    """(K, N) weight -> int8 panels (N/16, K/4, 16, 4): 4 consecutive K values per lane."""
-    k, n = w_kn.shape
-    full = np.zeros((_up(k, 4), _up(n, PANEL)), np.int8)
-    full[:k, :n] = w_kn
-    return np.ascontiguousarray(
-        full.reshape(_up(k, 4) // 4, 4, _up(n, PANEL) // PANEL, PANEL).transpose(2, 0, 3, 1)
-    )
+#: output columns per panel of the packed dense weight.
+PANEL = 16
 
 
 def unpack_dense_panels(panels: np.ndarray, k: int, n: int) -> np.ndarray:
     """The (K, N) weight of :func:`pack_dense_panels`."""
     np_, k4, _, _ = panels.shape
     return panels.transpose(1, 3, 0, 2).reshape(k4 * 4, np_ * PANEL)[:k, :n]
-
-
-def pack_dw_taps(w: np.ndarray) -> np.ndarray:
-    """(C, 1, *k) weight -> int16 (C, taps up to an even count)."""
-    c = w.shape[0]
-    flat = np.asarray(w, np.int64).reshape(c, -1)
-    out = np.zeros((c, _up(flat.shape[1], 2)), np.int16)
-    out[:, : flat.shape[1]] = flat
-    return out
 
 
 def _conv_shape(x: TensorType, attrs: Attrs) -> tuple[int, ...]:
