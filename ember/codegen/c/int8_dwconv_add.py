@@ -18,6 +18,18 @@ DW_ADD_KERNEL_NAMES: frozenset[str] = frozenset({"ember_q8_dwconv", "ember_q8_ql
 HELPER_KEY = "0e_ember_q8_dw_add"
 
 DW_ADD_KERNELS_C = r"""#if defined(__AVX2__)
+/* two taps of 16 outputs: rows pa, pb (int16) times the weight pair w[0], w[1]; lo and hi
+   hold the outputs in the order of vpunpcklwd/vpunpckhwd (ember_q8_store16 interleaved) */
+static inline void ember_q8_dw_taps(const int16_t* pa, const int16_t* pb, const int16_t* w,
+                                    __m256i* lo, __m256i* hi) {
+  const __m256i va = _mm256_loadu_si256((const __m256i*)pa);
+  const __m256i vb = _mm256_loadu_si256((const __m256i*)pb);
+  const uint32_t pair = (uint16_t)w[0] | ((uint32_t)(uint16_t)w[1] << 16);
+  const __m256i wp = _mm256_set1_epi32((int32_t)pair);
+  *lo = _mm256_add_epi32(*lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(va, vb), wp));
+  *hi = _mm256_add_epi32(*hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(va, vb), wp));
+}
+
 /* one channel of a stride-1 depthwise convolution over the flattened padded plane: output
    (oh, ow) sits at oh * Wp + ow, so 16 lanes run across rows (small maps waste few lanes);
    the columns ow >= OW are computed into a temporary and dropped */
@@ -49,12 +61,7 @@ static inline void ember_q8_dw_flat(const uint8_t* xc, const int16_t* wc, int32_
       const int ta = t, tb = t + 1 < T ? t + 1 : t;
       const int16_t* pa = plane + f + (ta / KW) * dh * Wp + (ta % KW) * dw;
       const int16_t* pb = plane + f + (tb / KW) * dh * Wp + (tb % KW) * dw;
-      const __m256i va = _mm256_loadu_si256((const __m256i*)pa);
-      const __m256i vb = _mm256_loadu_si256((const __m256i*)pb);
-      const uint32_t pair = (uint16_t)wc[t] | ((uint32_t)(uint16_t)wc[t + 1] << 16);
-      const __m256i wp = _mm256_set1_epi32((int32_t)pair);
-      lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(va, vb), wp));
-      hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(va, vb), wp));
+      ember_q8_dw_taps(pa, pb, wc + t, &lo, &hi);
     }
     ember_q8_store16(_mm256_add_epi32(lo, b), _mm256_add_epi32(hi, b), m, m, e, 1, tmp + f, 16);
   }
@@ -127,12 +134,7 @@ static inline int32_t ember_q8_dwconv(const void* x_, const int16_t* w, const in
             const int rb = oh * sh + (tb / KW) * dh, cb = (tb % KW) * dw;
             const int16_t* pa = plane + ((long)(ca % sw) * Hp + ra) * Wq + ow + ca / sw;
             const int16_t* pb = plane + ((long)(cb % sw) * Hp + rb) * Wq + ow + cb / sw;
-            const __m256i va = _mm256_loadu_si256((const __m256i*)pa);
-            const __m256i vb = _mm256_loadu_si256((const __m256i*)pb);
-            const uint32_t pair = (uint16_t)wc[t] | ((uint32_t)(uint16_t)wc[t + 1] << 16);
-            const __m256i wp = _mm256_set1_epi32((int32_t)pair);
-            lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(va, vb), wp));
-            hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(va, vb), wp));
+            ember_q8_dw_taps(pa, pb, wc + t, &lo, &hi);
           }
           const __m256i b = _mm256_set1_epi32(bias[c]);
           const __m256 m = _mm256_set1_ps(mult[c]);
