@@ -5,6 +5,11 @@ becomes int8 in registers, never stored as int32).
 Contract: the numpy references of ember/ir/ops/quant.py, bit for bit: ``rint`` (the C
 ``rintf``, round half to even in the default rounding mode), clamping in float32 before the
 conversion, so no out-of-range float is ever converted to an integer.
+
+The whole-layer int8 ops (``quantized_conv_int8``, ``quantized_dwconv_int8``,
+``quantized_dense_int8``, ``quantized_add_int8``) are one ``call_extern`` each into the C
+kernels of ember/codegen/c/int8_kernels.py and int8_dwconv_add.py, with heap scratch for
+the packed panels; the llvm kinds refuse them (schedule key ``llvm``) with a clear error.
 """
 
 from __future__ import annotations
