@@ -5,6 +5,11 @@ becomes int8 in registers, never stored as int32).
 Contract: the numpy references of ember/ir/ops/quant.py, bit for bit: ``rint`` (the C
 ``rintf``, round half to even in the default rounding mode), clamping in float32 before the
 conversion, so no out-of-range float is ever converted to an integer.
+
+The whole-layer int8 ops (``quantized_conv_int8``, ``quantized_dwconv_int8``,
+``quantized_dense_int8``, ``quantized_add_int8``) are one ``call_extern`` each into the C
+kernels of ember/codegen/c/int8_kernels.py and int8_dwconv_add.py, with heap scratch for
+the packed panels; the llvm kinds refuse them (schedule key ``llvm``) with a clear error.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ember import tir
+from ember.errors import CompileError
 from ember.ir.op import Attrs
 from ember.ir.ops.common import padding, spatial
 from ember.ir.ops.quant import quant_range
@@ -22,8 +28,21 @@ from ember.ops.common import load_broadcast, out_tensor_type, static_shape
 from ember.ops.elemwise import clamp
 from ember.ops.nn_conv import pad_tensor
 from ember.ops.nn_schedule import schedule_packed_conv
-from ember.ops.registry import register_compute, register_schedule
-from ember.tir import PrimExpr, te
+from ember.ops.registry import ScheduleContext, register_compute, register_schedule
+from ember.tir import (
+    Allocate,
+    Buffer,
+    PrimExpr,
+    Stmt,
+    StorageKind,
+    call_extern,
+    const,
+    decl_buffer,
+    eq,
+    seq,
+    te,
+)
+from ember.tir.stmt import AssertStmt
 
 
 def _f32(e: PrimExpr) -> PrimExpr:
@@ -116,3 +135,143 @@ def quantized_conv_packed(inputs: list[te.Tensor], attrs: Attrs, out_type: Type)
 
 
 register_schedule("quantized_conv_packed")(schedule_packed_conv)
+
+
+# --- whole int8 layers: one call of a C kernel of ember/codegen/c/int8_kernels.py each ---
+
+#: bytes of patch panels packed per chunk of a convolution (kept in the L2 cache).
+CONV_CHUNK_BYTES = 96 * 1024
+
+
+def _i32(*values: int) -> list[PrimExpr]:
+    return [const(int(v), "int32") for v in values]
+
+
+def _kernel_call(name: str, ins: list[Buffer], out: Buffer, nbytes: int, *ints: int) -> Stmt:
+    """``name(x, w, bias, mult, y, scratch, ints...)`` with ``nbytes`` of heap scratch."""
+    scratch = decl_buffer((max(nbytes, 64),), "uint8", f"{name}_scratch")
+    args = [b.data for b in ins] + [out.data, scratch.data] + _i32(*ints)
+    check = AssertStmt(eq(call_extern("int32", name, *args), 0), "", seq())
+    return Allocate(scratch, check, StorageKind.HEAP)
+
+
+def _conv_geometry(x: te.Tensor, attrs: Attrs, out_type: Type) -> list[int]:
+    """N, C, H, W, KH, KW, OH, OW, strides, pads (begin), dilations."""
+    n, c, h, w = static_shape(x)
+    oh, ow = (int(d) for d in out_tensor_type(out_type).shape[2:])
+    kh, kw = spatial(attrs, "kernel", 2, 1)
+    (ph, _), (pw, _) = padding(attrs, 2)
+    sh, sw = spatial(attrs, "strides", 2, 1)
+    dh, dw = spatial(attrs, "dilation", 2, 1)
+    return [n, c, h, w, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw]
+
+
+def _epilogue(attrs: Attrs, out_type: Type) -> list[int]:
+    signed = out_tensor_type(out_type).dtype == "int8"
+    return [int(attrs["y_zero_point"]), int(bool(attrs["relu"])), int(signed)]
+
+
+@register_compute("quantized_conv_int8")
+def quantized_conv_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """``ember_q8_conv``: patches packed per chunk of 16-position panels, 4x16 int8 tiles."""
+    x = inputs[0]
+    ty = out_tensor_type(out_type)
+    n, c, h, w, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw = _conv_geometry(x, attrs, out_type)
+    k4 = (c * kh * kw + 3) // 4
+    npan = (oh * ow + 15) // 16
+    chunk = max(1, min(npan, CONV_CHUNK_BYTES // (k4 * 64)))
+    ld = 16 * chunk
+    hp, wp = oh + (kh - 1) * dh, ow + (kw - 1) * dw  # the padded image of stride 1
+    work = max(c * kh * kw * ld, c * hp * wp + wp + 64)
+    nbytes = 8 * 4 * k4 + ld + chunk * k4 * 64 + 4 * ld + work
+    m = int(attrs["channels"])
+    ints = [n, c, h, w, m, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw]
+    flip = 128 if attrs["flip"] else 0  # the padding byte: the data's own zero point
+    ints += [int(attrs["x_zero_point"]) ^ flip, flip]
+    ints += [*_epilogue(attrs, out_type), chunk]
+
+    def body(ins: list[Buffer], outs: list[Buffer]) -> Stmt:
+        return _kernel_call("ember_q8_conv", ins, outs[0], nbytes, *ints)
+
+    out = te.extern(ty.shape, inputs, body, "q8_conv", dtype=ty.dtype)
+    assert isinstance(out, te.Tensor)
+    return out
+
+
+@register_compute("quantized_dwconv_int8")
+def quantized_dwconv_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """``ember_q8_dwconv``: int16 planes split by column phase, taps in pairs."""
+    x = inputs[0]
+    ty = out_tensor_type(out_type)
+    n, c, h, w, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw = _conv_geometry(x, attrs, out_type)
+    hp = (oh - 1) * sh + (kh - 1) * dh + 1
+    wp = (ow - 1) * sw + (kw - 1) * dw + 1
+    phases = 2 * sw * hp * ((wp + sw - 1) // sw + 16)
+    flat = 2 * ((hp + 1) * wp + 32) + oh * wp + 32  # stride 1: plane and output rows
+    nbytes = max(phases, flat)
+    ints = [n, c, h, w, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw, int(attrs["x_zero_point"])]
+    ints += [int(x.dtype == "int8"), *_epilogue(attrs, out_type)]
+
+    def body(ins: list[Buffer], outs: list[Buffer]) -> Stmt:
+        return _kernel_call("ember_q8_dwconv", ins, outs[0], nbytes, *ints)
+
+    out = te.extern(ty.shape, inputs, body, "q8_dwconv", dtype=ty.dtype)
+    assert isinstance(out, te.Tensor)
+    return out
+
+
+@register_compute("quantized_dense_int8")
+def quantized_dense_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """``ember_q8_dense``: rows of x broadcast 4 bytes at a time against weight panels."""
+    x = inputs[0]
+    ty = out_tensor_type(out_type)
+    shape = static_shape(x)
+    k = int(shape[-1])
+    rows = 1
+    for d in shape[:-1]:
+        rows *= int(d)
+    nbytes = (rows + 3) // 4 * 4 * ((k + 3) // 4 * 4)
+    ints = [rows, k, int(attrs["units"]), int(bool(attrs["flip"])) * 128]
+    ints += _epilogue(attrs, out_type)
+
+    def body(ins: list[Buffer], outs: list[Buffer]) -> Stmt:
+        return _kernel_call("ember_q8_dense", ins, outs[0], nbytes, *ints)
+
+    out = te.extern(ty.shape, inputs, body, "q8_dense", dtype=ty.dtype)
+    assert isinstance(out, te.Tensor)
+    return out
+
+
+@register_compute("quantized_add_int8")
+def quantized_add_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """``ember_q8_qlinear_add``: the arithmetic of ``quantized_add`` with FMA instructions."""
+    a, b = inputs
+    ty = out_tensor_type(out_type)
+    count = 1
+    for d in ty.shape:
+        count *= int(d)
+    ratios = [tir.const(float(np.float32(attrs[k])), "float32") for k in ("ratio_a", "ratio_b")]
+    fixed = tir.const(float(np.float32(attrs["fixed"])), "float32")
+    signs = _i32(a.dtype == "int8", b.dtype == "int8", ty.dtype == "int8")
+
+    def body(ins: list[Buffer], outs: list[Buffer]) -> Stmt:
+        args = [ins[0].data, ins[1].data, outs[0].data, const(count, "int32")]
+        status = call_extern("int32", "ember_q8_qlinear_add", *args, *ratios, fixed, *signs)
+        return AssertStmt(eq(status, 0), "", seq())
+
+    out = te.extern(ty.shape, inputs, body, "q8_add", dtype=ty.dtype)
+    assert isinstance(out, te.Tensor)
+    return out
+
+
+def _c_only(ctx: ScheduleContext) -> None:
+    raise CompileError(
+        f"target '{ctx.target}': the int8 kernels (vpmaddubsw tiles) are C source; compile "
+        "quantized models with the c target, or disable the int8 kernels for this build: "
+        "PassContext(config={'fuse_qdq.int8_kernels': False}) keeps the portable int32 path"
+    )
+
+
+_INT8_OPS = ("quantized_conv_int8", "quantized_dwconv_int8", "quantized_dense_int8")
+for _name in (*_INT8_OPS, "quantized_add_int8"):
+    register_schedule(_name, key="llvm")(_c_only)

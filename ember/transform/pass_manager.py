@@ -187,7 +187,14 @@ FOLD_CONSTANT = _builtin(fold_constant, 1)
 DEAD_CODE_ELIMINATION = _builtin(dead_code_elimination, 1)
 ELIMINATE_COMMON_SUBEXPR = _builtin(eliminate_common_subexpr, 2)
 SIMPLIFY = _builtin(simplify, 2)
-FUSE_QDQ = _builtin(fuse_qdq, 1)
+FUSE_QDQ = register_pass(
+    Pass(
+        "fuse_qdq",
+        1,
+        lambda mod, ctx: fuse_qdq(mod, bool(ctx.config.get("fuse_qdq.int8_kernels", True))),
+        "quantized chains as integer kernels (config key fuse_qdq.int8_kernels)",
+    )
+)
 FUSE_OPS = register_pass(Pass("fuse_ops", 3, _fuse, "operator fusion into Primitive functions"))
 
 #: the standard optimisation pipeline (without fusion), in order.

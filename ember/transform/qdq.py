@@ -33,8 +33,9 @@ from ember.ir.expr import Call, Constant, Expr, call
 from ember.ir.module import IRModule
 from ember.ir.op import OpDef
 from ember.ir.ops.nn_conv import pack_conv_weight
-from ember.ir.ops.quant import QUANT_DTYPES, quant_pack_block
+from ember.ir.ops.quant import QUANT_DTYPES, quant_pack_block, quant_range
 from ember.transform._util import map_bodies, rewrite_graph, use_counts
+from ember.transform.qdq_int8 import int8_layer
 
 _LINEAR = ("nn.conv", "nn.dense", "nn.matmul")
 
@@ -138,7 +139,7 @@ def _packed_conv(conv: Call, xq: Expr, zx: int, w: np.ndarray) -> Expr | None:
     )
 
 
-def _rewrite(q: Call, m: _Match, new: Mapping[int, Expr]) -> Expr | None:
+def _rewrite(q: Call, m: _Match, new: Mapping[int, Expr], int8_kernels: bool) -> Expr | None:
     x_dq, w_dq = m.linear.args
     xq = new[id(x_dq.args[0])]  # type: ignore[attr-defined]
     sx, zx = _consts(*x_dq.args[1:])  # type: ignore[attr-defined, misc]
@@ -151,7 +152,15 @@ def _rewrite(q: Call, m: _Match, new: Mapping[int, Expr]) -> Expr | None:
     if sw.size > 1 and (sw.ndim < 1 or sw.shape[out_axis] != sw.size):
         return None  # a weight quantized along its reduction axis
     wi = (wq.astype(np.int32) - zw.astype(np.int32)).astype(np.int32)
-    acc = _packed_conv(m.linear, xq, int(zx.reshape(())), wi)
+    sw32 = np.asarray(sw, np.float32).reshape(-1)
+    mult = (np.float32(sx.reshape(())) * sw32 / np.float32(sy.reshape(()))).astype(np.float32)
+    dtype = q.tensor_type.dtype
+    zx_int, zy_int = int(zx.reshape(())), int(zy.reshape(()))
+    if int8_kernels:
+        layer = int8_layer(m.linear, xq, zx_int, wi, m.bias, mult, m.relu, zy_int, dtype)
+        if layer is not None:
+            return layer
+    acc = _packed_conv(m.linear, xq, zx_int, wi)
     if acc is None:
         xi: Expr = call("cast", xq, dtype="int32")
         if np.any(zx != 0):
@@ -159,14 +168,11 @@ def _rewrite(q: Call, m: _Match, new: Mapping[int, Expr]) -> Expr | None:
         acc = call(_op(m.linear), xi, Constant(wi), name=m.linear.name, **dict(m.linear.attrs))
     if m.bias is not None:
         acc = call("add", acc, Constant(m.bias))
-    sw32 = np.asarray(sw, np.float32).reshape(-1)
-    mult = (np.float32(sx.reshape(())) * sw32 / np.float32(sy.reshape(()))).astype(np.float32)
     mult = mult.reshape(_channel_shape(m.linear, mult))
     scaled: Expr = call("multiply", call("cast", acc, dtype="float32"), Constant(mult))
     if m.relu:
         scaled = call("relu", scaled)
     one = Constant(np.ones((), np.float32))
-    dtype = q.tensor_type.dtype
     return call("quantize", scaled, one, Constant(zy.reshape(())), dtype=dtype, name=q.name)
 
 
@@ -183,17 +189,27 @@ def _scalar_dq(expr: Expr, new: Mapping[int, Expr]) -> tuple[Expr, float, int] |
     return x, float(params[0].reshape(())), int(params[1].reshape(()))
 
 
-def _rewrite_add(q: Call, new: Mapping[int, Expr]) -> Expr | None:
-    """quantize(add(dequantize(a), dequantize(b))) -> ``quantized_add``, onnxruntime's
-    QLinearAdd arithmetic:
+def _rewrite_add(
+    q: Call, new: Mapping[int, Expr], uses: Mapping[int, int], int8_kernels: bool
+) -> Expr | None:
+    """quantize([relu](add(dequantize(a), dequantize(b)))) -> ``quantized_add``,
+    onnxruntime's QLinearAdd arithmetic:
     ``rint(fma(a, sa/sc, fma(b, sb/sc, zc - ((sa/sc) * za + (sb/sc) * zb))))``, the
-    ratios and the fixed part in float32, saturated to the output type."""
+    ratios and the fixed part in float32, saturated to the output type. A relu is taken
+    only when the output zero point is the type's minimum (then the saturation is the relu;
+    onnxruntime drops such a Relu before its QDQ fusion too)."""
     add = q.args[0]
+    out = _consts(*q.args[1:])
+    if out is None or out[0].size != 1:
+        return None
+    if _op(add) == "relu" and uses.get(id(add.args[0])) == 1:  # type: ignore[attr-defined]
+        if int(out[1].reshape(())) != quant_range(q.tensor_type.dtype)[0]:
+            return None
+        add = add.args[0]  # type: ignore[attr-defined]
     if _op(add) != "add":
         return None
     lhs, rhs = (_scalar_dq(a, new) for a in add.args)  # type: ignore[attr-defined]
-    out = _consts(*q.args[1:])
-    if lhs is None or rhs is None or out is None or out[0].size != 1:
+    if lhs is None or rhs is None:
         return None
     f32 = np.float32
     sc, zc = f32(out[0].reshape(())), f32(out[1].reshape(()))
@@ -201,8 +217,10 @@ def _rewrite_add(q: Call, new: Mapping[int, Expr]) -> Expr | None:
     fixed = zc - (r_a * f32(lhs[2]) + r_b * f32(rhs[2]))
 
     dtype = q.tensor_type.dtype
+    same = lhs[0].tensor_type.shape == rhs[0].tensor_type.shape == q.tensor_type.shape
+    eight = {lhs[0].tensor_type.dtype, rhs[0].tensor_type.dtype, dtype} <= {"int8", "uint8"}
     return call(
-        "quantized_add",
+        "quantized_add_int8" if int8_kernels and same and eight else "quantized_add",
         lhs[0],
         rhs[0],
         ratio_a=float(r_a),
@@ -213,9 +231,28 @@ def _rewrite_add(q: Call, new: Mapping[int, Expr]) -> Expr | None:
     )
 
 
-def fuse_qdq(mod: IRModule) -> IRModule:
-    """dequantize -> conv/dense/matmul [-> add bias] [-> relu] -> quantize chains as int32
-    kernels with a requantizing epilogue."""
+def _rewrite_max_pool(q: Call, new: Mapping[int, Expr]) -> Expr | None:
+    """quantize(max_pool(dequantize(x))) with the same scale, zero point and type on both
+    sides -> ``max_pool(x)`` on the integers (exact: the window maximum commutes with the
+    increasing dequantize, and quantize(dequantize(v)) is v)."""
+    pool = q.args[0]
+    if _op(pool) != "nn.max_pool":
+        return None
+    src = _scalar_dq(pool.args[0], new)  # type: ignore[attr-defined]
+    out = _consts(*q.args[1:])
+    if src is None or out is None or out[0].size != 1:
+        return None
+    x, scale, zp = src
+    same = np.float32(scale) == np.float32(out[0].reshape(())) and zp == int(out[1].reshape(()))
+    if not same or x.tensor_type.dtype != q.tensor_type.dtype or scale <= 0:
+        return None
+    return call("nn.max_pool", x, name=pool.name, **dict(pool.attrs))  # type: ignore[attr-defined]
+
+
+def fuse_qdq(mod: IRModule, int8_kernels: bool = True) -> IRModule:
+    """dequantize -> conv/dense/matmul [-> add bias] [-> relu] -> quantize chains as integer
+    kernels with a requantizing epilogue (``int8_kernels``: whole-layer 8-bit kernels where
+    the weights allow, see ember/transform/qdq_int8.py; else int32 kernels)."""
 
     def body_fn(root: Expr) -> Expr:
         uses = use_counts(root)
@@ -226,8 +263,10 @@ def fuse_qdq(mod: IRModule) -> IRModule:
             assert isinstance(old, Call)
             m = _match(old, uses)
             if m is not None:
-                return _rewrite(old, m, new)
-            return _rewrite_add(old, new) if uses.get(id(old.args[0])) == 1 else None
+                return _rewrite(old, m, new, int8_kernels)
+            if uses.get(id(old.args[0])) != 1:
+                return None
+            return _rewrite_add(old, new, uses, int8_kernels) or _rewrite_max_pool(old, new)
 
         return rewrite_graph(root, rule)
 

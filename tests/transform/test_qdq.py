@@ -15,7 +15,7 @@ from onnx import helper
 from ember.frontend import from_onnx
 from ember.ir import Call, post_order
 from ember.testing import build_model, run_onnx_compiled, run_onnx_reference, run_onnxruntime
-from ember.transform import optimize
+from ember.transform import PassContext, optimize
 
 RNG = np.random.default_rng(0)
 
@@ -61,15 +61,25 @@ def _conv_model(relu: bool, bias: bool):
     return build_model(nodes, {"xf": ("float32", (1, 4, 9, 9))}, ["out"], inits, opset=17), feeds
 
 
+def _ctx(int8: bool) -> PassContext:
+    """A pass context with the whole-layer int8 kernels on or off."""
+    return PassContext(opt_level=2, config={"fuse_qdq.int8_kernels": int8})
+
+
+@pytest.mark.parametrize("int8", [False, True])
 @pytest.mark.parametrize("relu,bias", [(False, False), (True, True), (False, True)])
-def test_conv_chain_becomes_int32_and_matches_onnxruntime(relu: bool, bias: bool) -> None:
+def test_conv_chain_becomes_int32_and_matches_onnxruntime(
+    relu: bool, bias: bool, int8: bool
+) -> None:
     model, feeds = _conv_model(relu, bias)
     mod, params = from_onnx(model)
-    ops = _ops(optimize(mod, params))
-    assert ("quantized_conv_packed", "int32") in ops and ("nn.conv", "float32") not in ops
+    ops = _ops(optimize(mod, params, ctx=_ctx(int8)))
+    kernel = ("quantized_conv_int8", "uint8") if int8 else ("quantized_conv_packed", "int32")
+    assert kernel in ops and ("nn.conv", "float32") not in ops
     want = run_onnxruntime(model, feeds)[0]
     np.testing.assert_array_equal(run_onnx_reference(model, feeds)[0], want)
-    np.testing.assert_array_equal(run_onnx_compiled(model, feeds)[0], want)
+    got = run_onnx_compiled(model, feeds, pass_context=_ctx(int8))[0]
+    np.testing.assert_array_equal(got, want)
 
 
 def test_matmul_and_residual_add_match_onnxruntime() -> None:
@@ -93,10 +103,13 @@ def test_matmul_and_residual_add_match_onnxruntime() -> None:
     model = build_model(nodes, spec, ["out"], inits, opset=17)
     feeds = {k: RNG.standard_normal(s).astype(np.float32) * 2 for k, (_, s) in spec.items()}
     mod, params = from_onnx(model)
-    ops = _ops(optimize(mod, params))
+    ops = _ops(optimize(mod, params, ctx=_ctx(False)))
     assert ("nn.matmul", "int32") in ops and ("dequantize", "float32") not in ops
+    assert ("quantized_dense_int8", "uint8") in _ops(optimize(mod, params, ctx=_ctx(True)))
     want = run_onnxruntime(model, feeds)[0]
-    np.testing.assert_array_equal(run_onnx_compiled(model, feeds)[0], want)
+    for int8 in (False, True):
+        got = run_onnx_compiled(model, feeds, pass_context=_ctx(int8))[0]
+        np.testing.assert_array_equal(got, want)
 
 
 def test_unquantized_output_stays_float() -> None:
@@ -110,3 +123,45 @@ def test_unquantized_output_stays_float() -> None:
     mod, params = from_onnx(model)
     ops = _ops(optimize(mod, params))
     assert ("nn.conv", "float32") in ops
+
+
+@pytest.mark.parametrize("zero_point", [0, 9])
+def test_add_relu_becomes_quantized_add_when_the_zero_point_is_the_minimum(zero_point) -> None:
+    """Q(Relu(Add(DQ(a), DQ(b)))): with the output zero point at the type's minimum the
+    saturation is the relu (onnxruntime drops the Relu and runs QLinearAdd); otherwise the
+    chain stays in float."""
+    inits = _qparams("a", 0.05, np.uint8(120)) | _qparams("b", 0.03, np.uint8(100))
+    inits |= _qparams("s", 0.04, np.uint8(zero_point))
+    nodes = [helper.make_node("QuantizeLinear", [f"{n}f", f"{n}_s", f"{n}_z"], [n]) for n in "ab"]
+    nodes += _dq("a", "ad") + _dq("b", "bd")
+    nodes.append(helper.make_node("Add", ["ad", "bd"], ["sum"]))
+    nodes.append(helper.make_node("Relu", ["sum"], ["r"]))
+    nodes.append(helper.make_node("QuantizeLinear", ["r", "s_s", "s_z"], ["out"]))
+    spec = {"af": ("float32", (2, 3, 17)), "bf": ("float32", (2, 3, 17))}
+    model = build_model(nodes, spec, ["out"], inits, opset=17)
+    feeds = {k: RNG.standard_normal(s).astype(np.float32) * 3 for k, (_, s) in spec.items()}
+    mod, params = from_onnx(model)
+    ops = _ops(optimize(mod, params))
+    assert (("quantized_add_int8", "uint8") in ops) == (zero_point == 0)
+    want = run_onnxruntime(model, feeds)[0]
+    np.testing.assert_array_equal(run_onnx_compiled(model, feeds)[0], want)
+
+
+@pytest.mark.parametrize("dtype,zero_point", [("uint8", 17), ("int8", -3)])
+def test_max_pool_between_equal_qdq_runs_on_the_integers(dtype: str, zero_point: int) -> None:
+    """Q(MaxPool(DQ(x))) with one scale and zero point: max_pool of the 8-bit data."""
+    zp = np.asarray(zero_point, dtype)
+    inits = _qparams("x", 0.05, zp) | _qparams("y", 0.05, zp)
+    nodes = [helper.make_node("QuantizeLinear", ["xf", "x_s", "x_z"], ["x"])]
+    nodes += _dq("x", "xd")
+    pool = helper.make_node("MaxPool", ["xd"], ["p"], kernel_shape=[3, 3], strides=[2, 2])
+    pool.attribute.append(helper.make_attribute("pads", [1, 1, 1, 1]))
+    nodes += [pool, helper.make_node("QuantizeLinear", ["p", "y_s", "y_z"], ["out"])]
+    spec = {"xf": ("float32", (1, 3, 11, 10))}
+    model = build_model(nodes, spec, ["out"], inits, opset=17)
+    feeds = {"xf": RNG.standard_normal((1, 3, 11, 10)).astype(np.float32) * 3}
+    mod, params = from_onnx(model)
+    ops = _ops(optimize(mod, params))
+    assert ("nn.max_pool", dtype) in ops and ("dequantize", "float32") not in ops
+    want = run_onnxruntime(model, feeds)[0]
+    np.testing.assert_array_equal(run_onnx_compiled(model, feeds)[0], want)

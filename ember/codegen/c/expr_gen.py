@@ -15,6 +15,10 @@ from ember.codegen.c import half
 from ember.codegen.c.abi import c_string, c_type, dtype_suffix
 from ember.codegen.c.checks import CheckMixin, divisor_guard
 from ember.codegen.c.file_context import FileContext
+from ember.codegen.c.int8_dwconv_add import DW_ADD_KERNEL_NAMES, DW_ADD_KERNELS_C
+from ember.codegen.c.int8_dwconv_add import HELPER_KEY as DW_ADD_HELPER_KEY
+from ember.codegen.c.int8_kernels import HELPER_KEY as INT8_HELPER_KEY
+from ember.codegen.c.int8_kernels import INT8_KERNEL_NAMES, INT8_KERNELS_C
 from ember.codegen.c.packed_call import PackedCallMixin
 from ember.codegen.c.vector import VectorMixin, vector_type
 from ember.errors import CompileError
@@ -348,7 +352,13 @@ class ExprCodegen(VectorMixin, CheckMixin, PackedCallMixin):
         return f"{_FLOAT_FN[op]}{sfx}({', '.join(texts)})"
 
     def call_extern(self, e: Call) -> str:
-        """A call to an extern C function, declaring its prototype in the prelude."""
+        """A call to an extern C function, declaring its prototype in the prelude (the int8
+        kernels of int8_kernels.py are defined there instead)."""
+        if e.op in INT8_KERNEL_NAMES | DW_ADD_KERNEL_NAMES:
+            self.ctx.helpers.setdefault(INT8_HELPER_KEY, INT8_KERNELS_C)
+            if e.op in DW_ADD_KERNEL_NAMES:
+                self.ctx.helpers.setdefault(DW_ADD_HELPER_KEY, DW_ADD_KERNELS_C)
+            return f"{e.op}({', '.join(self.expr(a) for a in e.args)})"
         arg_types = []
         for a in e.args:
             if isinstance(a, StringImm):

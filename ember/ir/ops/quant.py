@@ -9,6 +9,9 @@ shapes). The arithmetic is the ONNX spec's and onnxruntime's, in float32:
 * ``dequantize``: ``y = float(x - zero_point) * scale``, the difference taken in int32
   (exact for every integer input type), the result in the dtype of ``scale``.
 
+``quantized_conv_int8``, ``quantized_dwconv_int8`` and ``quantized_dense_int8`` are whole
+quantized layers (8-bit in, 8-bit out; see their section below).
+
 A requantization (int32 accumulator to int8/uint8) is ``quantize(multiply(cast(acc,
 float32), m), 1, zero_point)`` with ``m = s_x * s_w / s_y`` computed in float32: the same
 float multiply, round-half-even and saturation as onnxruntime's ``MlasRequantizeOutput``.
@@ -182,6 +185,22 @@ register_op(
 )
 register_op(
     OpDef(
+        "quantized_add_int8",
+        2,
+        _quantized_add_type,
+        quantized_add_ref,
+        OpPattern.OPAQUE,
+        {
+            "ratio_a": Attr("float", doc="scale of a / scale of the output (float32)"),
+            "ratio_b": Attr("float", doc="scale of b / scale of the output (float32)"),
+            "fixed": Attr("float", doc="zc - (ratio_a * za + ratio_b * zb), float32"),
+            "dtype": Attr("dtype", doc="the output's quantized dtype"),
+        },
+        doc="quantized_add of two 8-bit tensors of one shape as one C kernel (fuse_qdq)",
+    )
+)
+register_op(
+    OpDef(
         "quantize",
         3,
         _quantize_type,
@@ -199,5 +218,163 @@ register_op(
         dequantize_ref,
         OpPattern.BROADCAST,
         doc="float(x - zero_point) * scale",
+    )
+)
+
+
+# --- whole int8 layers (OPAQUE), made by fuse_qdq when the weights suit vpmaddubsw ---
+# Inputs (x, packed weight, bias, mult): x int8/uint8; the weight packed at build time (the
+# pack_* helpers); bias int32 per output channel with the zero-point corrections folded in;
+# mult float32 per output channel (s_x * s_w / s_y). Output: saturate(rint([relu](float32(
+# acc + bias) * mult)) + y_zero_point). Conv and dense make int8 data unsigned (flip: + 128,
+# x_zero_point is then the unsigned zero point, the padding value) and acc is the exact
+# product of the unsigned data and the int8 weight; depthwise subtracts x_zero_point.
+
+_DATA = frozenset({"int8", "uint8"})
+#: output columns per panel of the packed dense weight.
+PANEL = 16
+
+
+def unpack_dense_panels(panels: np.ndarray, k: int, n: int) -> np.ndarray:
+    """The (K, N) weight of :func:`pack_dense_panels`."""
+    np_, k4, _, _ = panels.shape
+    return panels.transpose(1, 3, 0, 2).reshape(k4 * 4, np_ * PANEL)[:k, :n]
+
+
+def _conv_shape(x: TensorType, attrs: Attrs) -> tuple[int, ...]:
+    if x.ndim != 4:
+        raise IRError(f"int8 convolution needs NCHW data, got {x}")
+    kernel = spatial(attrs, "kernel", 2, 1)
+    strides, dilation = spatial(attrs, "strides", 2, 1), spatial(attrs, "dilation", 2, 1)
+    pads = padding(attrs, 2)
+    out = []
+    for i in range(2):
+        extent = dilation[i] * (kernel[i] - 1) + 1
+        out.append((x.shape[2 + i] + pads[i][0] + pads[i][1] - extent) // strides[i] + 1)
+    return (x.shape[0], int(attrs["channels"]), *out)
+
+
+def _int8_data(types: Sequence[Type], attrs: Attrs) -> tuple[TensorType, str]:
+    x = check_dtype(types[0], _DATA, "data of an int8 kernel")
+    dtype = canonical_dtype(attrs["dtype"])
+    if dtype not in _DATA:
+        raise IRError(f"int8 kernels produce int8 or uint8, not {dtype}")
+    return x, dtype
+
+
+def _conv_int8_type(types: Sequence[Type], attrs: Attrs) -> Type:
+    x, dtype = _int8_data(types, attrs)
+    return TensorType(_conv_shape(x, attrs), dtype)
+
+
+def _dense_int8_type(types: Sequence[Type], attrs: Attrs) -> Type:
+    x, dtype = _int8_data(types, attrs)
+    return TensorType((*x.shape[:-1], int(attrs["units"])), dtype)
+
+
+def _requantize(acc: np.ndarray, mult: np.ndarray, attrs: Attrs) -> np.ndarray:
+    dtype = canonical_dtype(attrs["dtype"])
+    lo, hi = quant_range(dtype)
+    v = acc.astype(np.float32) * mult.astype(np.float32)
+    if attrs["relu"]:
+        v = np.maximum(v, np.float32(0))
+    v = np.clip(np.rint(v) + np.float32(attrs["y_zero_point"]), lo, hi)
+    return v.astype(np_dtype(dtype))
+
+
+def _unsigned(x: np.ndarray, attrs: Attrs) -> np.ndarray:
+    return np.asarray(x, np.int64) + (128 if attrs["flip"] else 0)
+
+
+def conv_int8_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    """conv(x + flip padded with the zero point, w) + bias, requantized."""
+    x, w, bias, mult = xs
+    c, (kh, kw), m = x.shape[1], spatial(attrs, "kernel", 2, 1), int(attrs["channels"])
+    wi = np.asarray(w, np.int64)[:m, : c * kh * kw]
+    zx = int(attrs["x_zero_point"])
+    shifted = _unsigned(x, attrs) - zx
+    acc = conv_reference(
+        shifted,
+        wi.reshape(m, c, kh, kw),
+        spatial(attrs, "strides", 2, 1),
+        padding(attrs, 2),
+        spatial(attrs, "dilation", 2, 1),
+        1,
+    )
+    acc = acc + (zx * wi.sum(axis=1) + np.asarray(bias[:m], np.int64)).reshape(m, 1, 1)
+    return _requantize(acc, np.asarray(mult[:m]).reshape(m, 1, 1), attrs)
+
+
+def dwconv_int8_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    """depthwise conv(x - zero point, w) + bias, requantized."""
+    x, w, bias, mult = xs
+    c, (kh, kw) = x.shape[1], spatial(attrs, "kernel", 2, 1)
+    wi = np.asarray(w, np.int64)[:, : kh * kw].reshape(c, 1, kh, kw)
+    shifted = np.asarray(x, np.int64) - int(attrs["x_zero_point"])
+    acc = conv_reference(
+        shifted,
+        wi,
+        spatial(attrs, "strides", 2, 1),
+        padding(attrs, 2),
+        spatial(attrs, "dilation", 2, 1),
+        c,
+    )
+    acc = acc + np.asarray(bias[:c], np.int64).reshape(c, 1, 1)
+    return _requantize(acc, np.asarray(mult[:c]).reshape(c, 1, 1), attrs)
+
+
+def dense_int8_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    """(x + flip) @ W + bias, requantized (the zero point is folded into the bias)."""
+    x, w, bias, mult = xs
+    n, k = int(attrs["units"]), x.shape[-1]
+    acc = _unsigned(x, attrs) @ unpack_dense_panels(np.asarray(w, np.int64), k, n)
+    return _requantize(acc + np.asarray(bias[:n], np.int64), np.asarray(mult[:n]), attrs)
+
+
+_COMMON = {
+    "flip": Attr("bool", False, "int8 data: add 128 (the zero point and padding moved too)"),
+    "x_zero_point": Attr("int", 0, "zero point of the (unsigned) data, the padding value"),
+    "y_zero_point": Attr("int", 0, "zero point of the output"),
+    "relu": Attr("bool", False, "clamp the scaled accumulator at 0"),
+    "dtype": Attr("dtype", doc="the output's dtype (int8 or uint8)"),
+}
+_CONV = {
+    "channels": Attr("int", doc="output channels"),
+    "kernel": Attr("ints", (), "kernel height and width"),
+    "strides": Attr("ints", ()),
+    "padding": Attr("ints", ()),
+    "dilation": Attr("ints", ()),
+}
+register_op(
+    OpDef(
+        "quantized_conv_int8",
+        4,
+        _conv_int8_type,
+        conv_int8_ref,
+        OpPattern.OPAQUE,
+        {**_COMMON, **_CONV},
+        doc="requantized 2-D convolution of 8-bit data and int8 weight rows (fuse_qdq)",
+    )
+)
+register_op(
+    OpDef(
+        "quantized_dwconv_int8",
+        4,
+        _conv_int8_type,
+        dwconv_int8_ref,
+        OpPattern.OPAQUE,
+        {**_COMMON, **_CONV},
+        doc="requantized depthwise 2-D convolution of 8-bit data, int16 taps (fuse_qdq)",
+    )
+)
+register_op(
+    OpDef(
+        "quantized_dense_int8",
+        4,
+        _dense_int8_type,
+        dense_int8_ref,
+        OpPattern.OPAQUE,
+        {**_COMMON, "units": Attr("int", doc="output features N")},
+        doc="requantized [.., K] x [K, N] of 8-bit data and int8 weight panels (fuse_qdq)",
     )
 )

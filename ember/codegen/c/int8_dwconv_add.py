@@ -1,0 +1,202 @@
+"""C source of the int8 depthwise convolution and QLinearAdd kernels (``call_extern`` from
+``ember.ops.quant``); they use the requantizing stores of ``int8_kernels.py``.
+
+* ``ember_q8_dwconv``: depthwise 2-D convolution on int16 planes (the image minus its zero
+  point), taps in pairs (``vpmaddwd``: int16 x int16, never saturates); stride 1 runs over
+  the flattened padded plane, other strides over column phases;
+* ``ember_q8_qlinear_add``: onnxruntime's QLinearAdd of two same-shape tensors,
+  ``rint(fma(a, ra, fma(b, rb, fixed)))`` (``vfmadd`` with FMA; without it each multiply-add
+  is computed in double and rounded once, the same value but for double-rounding cases).
+"""
+
+from __future__ import annotations
+
+#: the call_extern names this file defines.
+DW_ADD_KERNEL_NAMES: frozenset[str] = frozenset({"ember_q8_dwconv", "ember_q8_qlinear_add"})
+
+#: key of the helper block in a FileContext (sorted after int8_kernels.HELPER_KEY).
+HELPER_KEY = "0e_ember_q8_dw_add"
+
+DW_ADD_KERNELS_C = r"""#if defined(__AVX2__)
+/* two taps of 16 outputs: rows pa, pb (int16) times the weight pair w[0], w[1]; lo and hi
+   hold the outputs in the order of vpunpcklwd/vpunpckhwd (ember_q8_store16 interleaved) */
+static inline void ember_q8_dw_taps(const int16_t* pa, const int16_t* pb, const int16_t* w,
+                                    __m256i* lo, __m256i* hi) {
+  const __m256i va = _mm256_loadu_si256((const __m256i*)pa);
+  const __m256i vb = _mm256_loadu_si256((const __m256i*)pb);
+  const uint32_t pair = (uint16_t)w[0] | ((uint32_t)(uint16_t)w[1] << 16);
+  const __m256i wp = _mm256_set1_epi32((int32_t)pair);
+  *lo = _mm256_add_epi32(*lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(va, vb), wp));
+  *hi = _mm256_add_epi32(*hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(va, vb), wp));
+}
+
+/* one channel of a stride-1 depthwise convolution over the flattened padded plane: output
+   (oh, ow) sits at oh * Wp + ow, so 16 lanes run across rows (small maps waste few lanes);
+   the columns ow >= OW are computed into a temporary and dropped */
+static inline void ember_q8_dw_flat(const uint8_t* xc, const int16_t* wc, int32_t bias,
+                                    float mult, const ember_q8_epi* e, uint8_t* yc, int H,
+                                    int W, int KH, int KW, int OH, int OW, int ph, int pw,
+                                    int dh, int dw, int zx, int x_signed, int Hp, int Wp,
+                                    int16_t* plane) {
+  const int T = KH * KW, T2 = (T + 1) / 2 * 2, F = OH * Wp;
+  uint8_t* tmp = (uint8_t*)(plane + (long)(Hp + 1) * Wp + 32);
+  memset(plane, 0, 2 * (size_t)((Hp + 1) * Wp + 32));
+  const int end = W < Wp - pw ? W : Wp - pw;
+  for (int ih = 0; ih < H; ++ih) {
+    const int i = ih + ph;
+    if (i >= Hp) break;
+    const uint8_t* src = xc + (long)ih * W;
+    int16_t* dst = plane + (long)i * Wp + pw;
+    if (x_signed) {
+      for (int iw = 0; iw < end; ++iw) dst[iw] = (int16_t)((int8_t)src[iw] - zx);
+    } else {
+      for (int iw = 0; iw < end; ++iw) dst[iw] = (int16_t)(src[iw] - zx);
+    }
+  }
+  const __m256i b = _mm256_set1_epi32(bias);
+  const __m256 m = _mm256_set1_ps(mult);
+  for (int f = 0; f < F; f += 16) {
+    __m256i lo = _mm256_setzero_si256(), hi = lo;
+    for (int t = 0; t < T2; t += 2) {
+      const int ta = t, tb = t + 1 < T ? t + 1 : t;
+      const int16_t* pa = plane + f + (ta / KW) * dh * Wp + (ta % KW) * dw;
+      const int16_t* pb = plane + f + (tb / KW) * dh * Wp + (tb % KW) * dw;
+      ember_q8_dw_taps(pa, pb, wc + t, &lo, &hi);
+    }
+    ember_q8_store16(_mm256_add_epi32(lo, b), _mm256_add_epi32(hi, b), m, m, e, 1, tmp + f, 16);
+  }
+  for (int oh = 0; oh < OH; ++oh) memcpy(yc + (long)oh * OW, tmp + (long)oh * Wp, (size_t)OW);
+}
+#endif
+
+/* depthwise: per channel, the image minus its zero point as int16 planes split by column
+   phase (iw % sw), so every tap of a row of outputs is a contiguous load; taps in pairs */
+static inline int32_t ember_q8_dwconv(const void* x_, const int16_t* w, const int32_t* bias,
+                        const float* mult,
+                        void* y_, void* scratch, int32_t N, int32_t C, int32_t H, int32_t W,
+                        int32_t KH, int32_t KW, int32_t OH, int32_t OW, int32_t sh, int32_t sw,
+                        int32_t ph, int32_t pw, int32_t dh, int32_t dw, int32_t zx,
+                        int32_t x_signed, int32_t zy, int32_t relu, int32_t is_signed) {
+  const uint8_t* x = (const uint8_t*)x_;
+  uint8_t* y = (uint8_t*)y_;
+  const int T = KH * KW, T2 = (T + 1) / 2 * 2;
+  const int Hp = (OH - 1) * sh + (KH - 1) * dh + 1;
+  const int Wp = (OW - 1) * sw + (KW - 1) * dw + 1;
+  const int Wq = (Wp + sw - 1) / sw + 16;
+  int16_t* plane = (int16_t*)scratch;
+  ember_q8_epi e = {(float)zy, is_signed ? -128.0f : 0.0f, is_signed ? 127.0f : 255.0f,
+                    relu, is_signed};
+  for (int n = 0; n < N; ++n) {
+    for (int c = 0; c < C; ++c) {
+      const uint8_t* xc = x + ((long)n * C + c) * H * W;
+      uint8_t* yc = y + ((long)n * C + c) * OH * OW;
+      const int16_t* wc = w + (long)c * T2;
+#if defined(__AVX2__)
+      if (sh == 1 && sw == 1) {
+        ember_q8_dw_flat(xc, wc, bias[c], mult[c], &e, yc, H, W, KH, KW, OH, OW, ph, pw, dh, dw,
+                         zx, x_signed, Hp, Wp, plane);
+        continue;
+      }
+#endif
+      for (int i = 0; i < Hp; ++i) {
+        const int ih = i - ph;
+        for (int s = 0; s < sw; ++s) memset(plane + ((long)s * Hp + i) * Wq, 0, 2 * (size_t)Wq);
+        if (ih < 0 || ih >= H) continue;
+        const uint8_t* src = xc + (long)ih * W;
+        const int end = W < Wp - pw ? W : Wp - pw; /* columns the taps reach */
+        if (sw == 1) {
+          int16_t* dst = plane + (long)i * Wq + pw;
+          if (x_signed) {
+            for (int iw = 0; iw < end; ++iw) dst[iw] = (int16_t)((int8_t)src[iw] - zx);
+          } else {
+            for (int iw = 0; iw < end; ++iw) dst[iw] = (int16_t)(src[iw] - zx);
+          }
+        } else { /* phase s holds padded columns j * sw + s */
+          for (int s = 0; s < sw; ++s) {
+            int16_t* dst = plane + ((long)s * Hp + i) * Wq;
+            const int jlo = pw - s > 0 ? (pw - s + sw - 1) / sw : 0;
+            const int jhi = (end + pw - s + sw - 1) / sw;
+            for (int j = jlo; j < jhi; ++j) {
+              const uint8_t b = src[j * sw + s - pw];
+              dst[j] = (int16_t)((x_signed ? (int32_t)(int8_t)b : (int32_t)b) - zx);
+            }
+          }
+        }
+      }
+      for (int oh = 0; oh < OH; ++oh) {
+        for (int ow = 0; ow < OW; ow += 16) {
+          const int count = OW - ow < 16 ? OW - ow : 16;
+#if defined(__AVX2__)
+          __m256i lo = _mm256_setzero_si256(), hi = lo;
+          for (int t = 0; t < T2; t += 2) {
+            const int ta = t, tb = t + 1 < T ? t + 1 : t;
+            const int ra = oh * sh + (ta / KW) * dh, ca = (ta % KW) * dw;
+            const int rb = oh * sh + (tb / KW) * dh, cb = (tb % KW) * dw;
+            const int16_t* pa = plane + ((long)(ca % sw) * Hp + ra) * Wq + ow + ca / sw;
+            const int16_t* pb = plane + ((long)(cb % sw) * Hp + rb) * Wq + ow + cb / sw;
+            ember_q8_dw_taps(pa, pb, wc + t, &lo, &hi);
+          }
+          const __m256i b = _mm256_set1_epi32(bias[c]);
+          const __m256 m = _mm256_set1_ps(mult[c]);
+          ember_q8_store16(_mm256_add_epi32(lo, b), _mm256_add_epi32(hi, b), m, m, &e, 1,
+                           yc + (long)oh * OW + ow, count);
+#else
+          for (int j = 0; j < count; ++j) {
+            int32_t s = bias[c];
+            for (int t = 0; t < T; ++t) {
+              const int r = oh * sh + (t / KW) * dh, cc = (ow + j) * sw + (t % KW) * dw;
+              s += (int32_t)plane[((long)(cc % sw) * Hp + r) * Wq + cc / sw] * wc[t];
+            }
+            ember_q8_store1(s, mult[c], &e, yc + (long)oh * OW + ow + j);
+          }
+#endif
+        }
+      }
+    }
+  }
+  return 0;
+}
+
+static inline float ember_q8_fma(float a, float b, float c) {
+#if defined(__FMA__)
+  return fmaf(a, b, c);
+#else
+  return (float)((double)a * (double)b + (double)c);
+#endif
+}
+
+static inline int32_t ember_q8_qlinear_add(const void* a_, const void* b_, void* y_, int32_t n,
+                                           float ra, float rb, float fixed, int32_t a_signed,
+                                           int32_t b_signed, int32_t is_signed) {
+  const uint8_t* a = (const uint8_t*)a_;
+  const uint8_t* b = (const uint8_t*)b_;
+  uint8_t* y = (uint8_t*)y_;
+  const float lo = is_signed ? -128.0f : 0.0f, hi = is_signed ? 127.0f : 255.0f;
+  int i = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+  const __m256 vra = _mm256_set1_ps(ra), vrb = _mm256_set1_ps(rb), vf = _mm256_set1_ps(fixed);
+  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  for (; i + 8 <= n; i += 8) {
+    const __m128i a8 = _mm_loadl_epi64((const __m128i*)(a + i));
+    const __m128i b8 = _mm_loadl_epi64((const __m128i*)(b + i));
+    const __m256i ai = a_signed ? _mm256_cvtepi8_epi32(a8) : _mm256_cvtepu8_epi32(a8);
+    const __m256i bi = b_signed ? _mm256_cvtepi8_epi32(b8) : _mm256_cvtepu8_epi32(b8);
+    const __m256 af = _mm256_cvtepi32_ps(ai), bf = _mm256_cvtepi32_ps(bi);
+    __m256 v = _mm256_fmadd_ps(af, vra, _mm256_fmadd_ps(bf, vrb, vf));
+    v = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256i q = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(v, vlo), vhi));
+    const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+    const __m128i o = is_signed ? _mm_packs_epi16(w, w) : _mm_packus_epi16(w, w);
+    _mm_storel_epi64((__m128i*)(y + i), o);
+  }
+#endif
+  for (; i < n; ++i) {
+    const float av = a_signed ? (float)(int8_t)a[i] : (float)a[i];
+    const float bv = b_signed ? (float)(int8_t)b[i] : (float)b[i];
+    float v = rintf(ember_q8_fma(av, ra, ember_q8_fma(bv, rb, fixed)));
+    v = v < lo ? lo : (v > hi ? hi : v);
+    y[i] = (uint8_t)(int32_t)v;
+  }
+  return 0;
+}
+"""

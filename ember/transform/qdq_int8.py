@@ -1,0 +1,177 @@
+"""The whole-layer int8 kernels of fuse_qdq: a matched QDQ chain as one ``quantized_*_int8``
+call (8-bit in, 8-bit out), with the weight packed and the zero-point corrections folded
+into the bias at build time.
+
+Taken when the weight suits ``vpmaddubsw`` (no int16 saturation of its pair sums with
+unsigned data: ``ember.ir.ops.quant.fits_maddubs``, true for the 7-bit weights onnxruntime's
+quantizer writes with ``reduce_range``), the data and output are int8/uint8, and the layer is
+a 2-D convolution (ungrouped or depthwise), a dense (Gemm) or a matmul by a 2-D weight;
+otherwise fuse_qdq keeps its int32 path, which is exact for any weight. Int8 data is made
+unsigned (``x + 128``, the zero point moved with it), so::
+
+    sum_k (x_k - zx) * w_k = sum_k xu_k * w_k - zxu * sum_k w_k
+
+and ``bias - zxu * sum_k w_k`` is a constant per output channel.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ember.ir.expr import Call, Constant, Expr, call
+from ember.ir.ops.quant import PANEL
+
+_I32 = np.iinfo(np.int32)
+
+
+#: rows of the conv weight handled per register tile.
+ROW_BLOCK = 4
+
+
+def _up(n: int, m: int) -> int:
+    return (n + m - 1) // m * m
+
+
+def fits_maddubs(w: np.ndarray) -> bool:
+    """Whether int8 weight ``w`` ((rows, K), K paired as (0, 1), (2, 3), ...) never saturates
+    the int16 pair sums of ``vpmaddubsw`` with unsigned 8-bit data."""
+    wi = np.asarray(w, np.int64)
+    if wi.min(initial=0) < -128 or wi.max(initial=0) > 127:
+        return False
+    k = wi.shape[-1]
+    a = np.abs(np.pad(wi, [(0, 0)] * (wi.ndim - 1) + [(0, k % 2)]))
+    return bool(np.all(255 * (a[..., 0::2] + a[..., 1::2]) <= 32767))
+
+
+def pack_conv_rows(w: np.ndarray) -> np.ndarray:
+    """(M, C, *k) weight -> int8 (M up to a multiple of 4, K up to a multiple of 4) rows."""
+    m = w.shape[0]
+    flat = np.asarray(w, np.int64).reshape(m, -1)
+    out = np.zeros((_up(m, ROW_BLOCK), _up(flat.shape[1], 4)), np.int8)
+    out[:m, : flat.shape[1]] = flat
+    return out
+
+
+def pack_dense_panels(w_kn: np.ndarray) -> np.ndarray:
+    """(K, N) weight -> int8 panels (N/16, K/4, 16, 4): 4 consecutive K values per lane."""
+    k, n = w_kn.shape
+    full = np.zeros((_up(k, 4), _up(n, PANEL)), np.int8)
+    full[:k, :n] = w_kn
+    return np.ascontiguousarray(
+        full.reshape(_up(k, 4) // 4, 4, _up(n, PANEL) // PANEL, PANEL).transpose(2, 0, 3, 1)
+    )
+
+
+def pack_dw_taps(w: np.ndarray) -> np.ndarray:
+    """(C, 1, *k) weight -> int16 (C, taps up to an even count)."""
+    c = w.shape[0]
+    flat = np.asarray(w, np.int64).reshape(c, -1)
+    out = np.zeros((c, _up(flat.shape[1], 2)), np.int16)
+    out[:, : flat.shape[1]] = flat
+    return out
+
+
+def _per_channel(values: np.ndarray | None, n: int, dtype: type) -> np.ndarray | None:
+    """``values`` (one, or one per output channel) as a flat array of ``n``, else None."""
+    flat = np.zeros(1, dtype) if values is None else np.asarray(values).reshape(-1)
+    if flat.size not in (1, n):
+        return None
+    return np.broadcast_to(flat, (n,)).astype(dtype)
+
+
+def _folded_bias(bias: np.ndarray, zxu: int, sums: np.ndarray, pad: int) -> np.ndarray | None:
+    """int32 ``bias - zxu * sums``, zero-padded to ``pad`` entries; None if it overflows."""
+    out = np.asarray(bias, np.int64) - zxu * np.asarray(sums, np.int64)
+    if out.size and (out.min() < _I32.min or out.max() > _I32.max):
+        return None
+    return np.pad(out, (0, pad - out.size)).astype(np.int32)
+
+
+def int8_layer(
+    linear: Call,
+    xq: Expr,
+    zx: int,
+    wi: np.ndarray,
+    bias: np.ndarray | None,
+    mult: np.ndarray,
+    relu: bool,
+    zy: int,
+    dtype: str,
+) -> Expr | None:
+    """The int8 kernel call of ``linear`` on quantized data ``xq`` (zero point ``zx``) and
+    integer weight ``wi`` (its zero point subtracted), or None when none applies."""
+    x_dtype = xq.tensor_type.dtype
+    if x_dtype not in ("int8", "uint8") or dtype not in ("int8", "uint8"):
+        return None
+    flip = x_dtype == "int8"
+    common: dict[str, Any] = {"relu": relu, "y_zero_point": zy, "dtype": dtype}
+    common["name"] = linear.name
+    op = linear.op.name  # type: ignore[union-attr]
+    if op == "nn.conv":
+        return _conv(linear, xq, zx, flip, wi, bias, mult, common)
+    if op == "nn.dense" and wi.ndim == 2:
+        w_kn = wi.T
+    elif op == "nn.matmul" and wi.ndim == 2 and xq.tensor_type.ndim >= 1:
+        w_kn = wi
+    else:
+        return None
+    k, n = w_kn.shape
+    if not fits_maddubs(w_kn.T):
+        return None
+    b, m = _per_channel(bias, n, np.int64), _per_channel(mult, n, np.float32)
+    zxu = zx + 128 if flip else zx
+    pad = (n + 15) // 16 * 16
+    folded = None if b is None else _folded_bias(b, zxu, w_kn.sum(axis=0, dtype=np.int64), pad)
+    if folded is None or m is None:
+        return None
+    w = Constant(pack_dense_panels(w_kn))
+    mp = Constant(np.pad(m, (0, pad - n)).astype(np.float32))
+    return call(
+        "quantized_dense_int8", xq, w, Constant(folded), mp, units=n, flip=flip,
+        x_zero_point=zxu, **common,
+    )  # fmt: skip
+
+
+def _conv(
+    conv: Call,
+    xq: Expr,
+    zx: int,
+    flip: bool,
+    wi: np.ndarray,
+    bias: np.ndarray | None,
+    mult: np.ndarray,
+    common: dict[str, Any],
+) -> Expr | None:
+    if wi.ndim != 4 or xq.tensor_type.ndim != 4:
+        return None
+    groups, channels = int(conv.attrs["groups"]), int(wi.shape[0])
+    b, m = _per_channel(bias, channels, np.int64), _per_channel(mult, channels, np.float32)
+    if b is None or m is None:
+        return None
+    attrs = {k: conv.attrs[k] for k in ("strides", "padding", "dilation")}
+    attrs.update(kernel=tuple(int(d) for d in wi.shape[2:]), channels=channels, **common)
+    if groups == 1:
+        rows = pack_conv_rows(wi)
+        if not fits_maddubs(rows):
+            return None
+        zxu = zx + 128 if flip else zx
+        sums = wi.reshape(channels, -1).sum(axis=1, dtype=np.int64)
+        folded = _folded_bias(b, zxu, sums, channels)
+        if folded is None:
+            return None
+        return call(
+            "quantized_conv_int8", xq, Constant(rows), Constant(folded), Constant(m),
+            flip=flip, x_zero_point=zxu, **attrs,
+        )  # fmt: skip
+    depthwise = groups == channels == xq.tensor_type.shape[1] and wi.shape[1] == 1
+    if not depthwise or np.abs(wi).max(initial=0) > 32767:
+        return None
+    folded = _folded_bias(b, 0, np.zeros(channels, np.int64), channels)
+    if folded is None:
+        return None
+    return call(
+        "quantized_dwconv_int8", xq, Constant(pack_dw_taps(wi)), Constant(folded),
+        Constant(m), x_zero_point=zx, **attrs,
+    )  # fmt: skip

@@ -1,0 +1,248 @@
+"""The whole-layer int8 kernels (``quantized_conv_int8``, ``quantized_dwconv_int8``,
+``quantized_dense_int8``) against onnxruntime on odd sizes.
+
+Each case is a QDQ chain (the form onnxruntime's quantizer writes) with 7-bit weights, so
+both onnxruntime's u8s8 kernels and ember's ``vpmaddubsw`` tiles compute the exact integer
+product and the same float32 requantization: results agree element for element. Sizes are
+chosen against the tiles: K (C * KH * KW, or the matmul's K) not a multiple of 4, output
+channels not a multiple of 4 or 16, positions not a multiple of 16. The portable C path
+(a target without AVX2) must give the same bytes.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tarfile
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+from ember.cli.main import main
+from ember.errors import CompileError
+from ember.examples.models import make_model
+from ember.frontend import from_onnx
+from ember.ir import Call, post_order
+from ember.testing import build_model, run_onnx_compiled, run_onnx_reference, run_onnxruntime
+from ember.testing.quantize import quantize_static
+from ember.transform import PassContext, optimize
+
+pytestmark = pytest.mark.cc
+RNG = np.random.default_rng(7)
+#: a CPU without AVX2 (x86-64-v2: SSE4.2): the portable C loops
+PORTABLE = "c -mcpu=x86-64-v2"
+
+
+def _qp(name: str, scale, zp) -> dict[str, np.ndarray]:
+    return {f"{name}_s": np.asarray(scale, np.float32), f"{name}_z": np.asarray(zp)}
+
+
+def _dq(name: str, out: str, axis: int | None = None):
+    node = helper.make_node("DequantizeLinear", [name, f"{name}_s", f"{name}_z"], [out])
+    if axis is not None:
+        node.attribute.append(helper.make_attribute("axis", axis))
+    return node
+
+
+def _chain(op_node, w: np.ndarray, axis: int, per_channel: bool, x_dtype: str, y_dtype: str,
+           relu: bool, x_shape: tuple[int, ...], channels: int):  # fmt: skip
+    """QuantizeLinear(x) -> DQ -> op(DQ(W), DQ(bias)) -> [Relu] -> Q -> DQ, and feeds."""
+    xz = np.int8(-7) if x_dtype == "int8" else np.uint8(131)
+    yz = np.int8(5) if y_dtype == "int8" else np.uint8(117)
+    ws = RNG.uniform(2e-3, 1e-2, channels) if per_channel else np.float32(4e-3)
+    inits = {"w": w, **_qp("w", ws, np.zeros(channels if per_channel else (), np.int8))}
+    inits |= _qp("x", 0.04, xz) | _qp("y", 0.05, yz)
+    inits["b"] = RNG.integers(-3000, 3000, channels).astype(np.int32)
+    inits |= {"b_s": np.asarray(0.04 * ws, np.float32), "b_z": np.zeros(np.shape(ws), np.int32)}
+    w_axis = axis if per_channel else None
+    nodes = [helper.make_node("QuantizeLinear", ["xf", "x_s", "x_z"], ["x"])]
+    nodes += [_dq("x", "xd"), _dq("w", "wd", w_axis), _dq("b", "bd", 0 if per_channel else None)]
+    nodes.append(op_node)
+    last = op_node.output[0]
+    if relu:
+        nodes.append(helper.make_node("Relu", [last], ["r"]))
+        last = "r"
+    nodes += [helper.make_node("QuantizeLinear", [last, "y_s", "y_z"], ["y"]), _dq("y", "out")]
+    model = build_model(nodes, {"xf": ("float32", x_shape)}, ["y"], inits, opset=17)
+    return model, {"xf": RNG.standard_normal(x_shape).astype(np.float32) * 2.5}
+
+
+def _ops(model, int8: bool = True) -> set[str]:
+    mod, params = from_onnx(model)
+    ctx = PassContext(opt_level=2, config={"fuse_qdq.int8_kernels": int8})
+    body = optimize(mod, params, ctx=ctx).main.body
+    return {n.op.name for n in post_order(body) if isinstance(n, Call) and hasattr(n.op, "name")}
+
+
+def _check(model, feeds, op: str, reference: bool = True) -> None:
+    """``op`` is used; ember (AVX2 and portable C, and the reference evaluator of the
+    unfused graph when ``reference``) equals onnxruntime."""
+    assert op in _ops(model)
+    want = run_onnxruntime(model, feeds)[0]
+    if reference:
+        np.testing.assert_array_equal(run_onnx_reference(model, feeds)[0], want)
+    np.testing.assert_array_equal(run_onnx_compiled(model, feeds)[0], want)
+    np.testing.assert_array_equal(run_onnx_compiled(model, feeds, target=PORTABLE)[0], want)
+
+
+def _conv_case(x_dtype: str, y_dtype: str, per_channel: bool, relu: bool, group_dw: bool,
+               strides: tuple[int, int], dilations: tuple[int, int]):  # fmt: skip
+    c, h, wd = (6, 13, 19) if group_dw else (5, 11, 13)
+    m, kernel = (6, (3, 3)) if group_dw else (7, (3, 3))
+    w = RNG.integers(-64, 64, (m, 1 if group_dw else c, *kernel)).astype(np.int8)
+    node = helper.make_node(
+        "Conv", ["xd", "wd", "bd"], ["c"], pads=[1, 2, 1, 0], strides=list(strides),
+        dilations=list(dilations), group=c if group_dw else 1,
+    )  # fmt: skip
+    return _chain(node, w, 0, per_channel, x_dtype, y_dtype, relu, (2, c, h, wd), m)
+
+
+@pytest.mark.parametrize(
+    "x_dtype,y_dtype,per_channel,relu,strides,dilations",
+    [
+        ("uint8", "uint8", True, True, (1, 1), (1, 1)),
+        ("int8", "int8", False, False, (2, 1), (1, 1)),
+        ("uint8", "int8", False, True, (1, 2), (2, 1)),
+        ("int8", "uint8", True, False, (2, 2), (1, 1)),
+        ("uint8", "uint8", True, False, (1, 1), (2, 3)),
+    ],
+)
+def test_conv_int8(x_dtype, y_dtype, per_channel, relu, strides, dilations) -> None:
+    model, feeds = _conv_case(x_dtype, y_dtype, per_channel, relu, False, strides, dilations)
+    _check(model, feeds, "quantized_conv_int8")
+
+
+def test_pointwise_conv_int8_over_a_panel_tail() -> None:
+    """1x1 stride 1: panels packed straight from the image rows, the tail through im2col."""
+    w = RNG.integers(-64, 64, (9, 10, 1, 1)).astype(np.int8)
+    node = helper.make_node("Conv", ["xd", "wd", "bd"], ["c"])
+    model, feeds = _chain(node, w, 0, True, "uint8", "uint8", True, (1, 10, 7, 9), 9)
+    _check(model, feeds, "quantized_conv_int8")
+
+
+@pytest.mark.parametrize(
+    "x_dtype,per_channel,relu,strides,dilations",
+    [
+        ("uint8", True, True, (1, 1), (1, 1)),
+        ("int8", False, False, (2, 2), (1, 1)),
+        ("uint8", False, False, (2, 1), (1, 2)),
+        ("int8", True, True, (1, 1), (2, 3)),
+    ],
+)
+def test_depthwise_conv_int8(x_dtype, per_channel, relu, strides, dilations) -> None:
+    model, feeds = _conv_case(x_dtype, "uint8", per_channel, relu, True, strides, dilations)
+    _check(model, feeds, "quantized_dwconv_int8")
+
+
+@pytest.mark.parametrize("x_dtype,y_dtype,per_channel", [
+    ("uint8", "uint8", True), ("int8", "int8", False), ("int8", "uint8", True),
+])  # fmt: skip
+def test_matmul_int8(x_dtype: str, y_dtype: str, per_channel: bool) -> None:
+    """[2, 5, 13] x [13, 19]: rows not a multiple of 4, K of 4, N of 16."""
+    w = RNG.integers(-64, 64, (13, 19)).astype(np.int8)
+    node = helper.make_node("MatMul", ["xd", "wd"], ["mm"])
+    add = helper.make_node("Add", ["mm", "bd"], ["c"])
+    model, feeds = _chain(node, w, 1, per_channel, x_dtype, y_dtype, False, (2, 5, 13), 19)
+    graph = model.graph
+    nodes = list(graph.node)
+    at = next(i for i, n in enumerate(nodes) if n.op_type == "MatMul")
+    nodes.insert(at + 1, add)
+    for n in nodes[at + 2 :]:
+        n.input[:] = ["c" if i == "mm" else i for i in n.input]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    _check(model, feeds, "quantized_dense_int8")
+
+
+def test_gemm_int8() -> None:
+    """Gemm with transB (nn.dense): the weight (N, K) packed transposed."""
+    w = RNG.integers(-64, 64, (21, 30)).astype(np.int8)
+    node = helper.make_node("Gemm", ["xd", "wd", "bd"], ["c"], transB=1)
+    model, feeds = _chain(node, w, 0, True, "uint8", "uint8", True, (3, 30), 21)
+    _check(model, feeds, "quantized_dense_int8")
+
+
+def test_full_range_weights_keep_the_exact_int32_path() -> None:
+    """8-bit weights whose pair sums could saturate vpmaddubsw are not given to it."""
+    w = RNG.integers(-128, 128, (7, 5, 3, 3)).astype(np.int8)
+    w[0, 0, 0, :2] = (-128, 127)
+    node = helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], pads=[1, 1, 1, 1])
+    model, feeds = _chain(node, w, 0, True, "uint8", "uint8", False, (1, 5, 8, 8), 7)
+    ops = _ops(model)
+    assert "quantized_conv_int8" not in ops and "nn.conv" in ops
+    np.testing.assert_array_equal(
+        run_onnx_compiled(model, feeds)[0], run_onnx_reference(model, feeds)[0]
+    )
+
+
+def test_int8_kernels_can_be_turned_off() -> None:
+    model, _ = _conv_case("uint8", "uint8", True, False, False, (1, 1), (1, 1))
+    assert "quantized_conv_int8" not in _ops(model, int8=False)
+
+
+def test_llvm_refuses_the_int8_kernels_clearly() -> None:
+    pytest.importorskip("llvmlite")
+    model, feeds = _conv_case("uint8", "uint8", True, False, False, (1, 1), (1, 1))
+    with pytest.raises(CompileError, match="fuse_qdq.int8_kernels"):
+        run_onnx_compiled(model, feeds, target="llvm")
+    off = PassContext(opt_level=2, config={"fuse_qdq.int8_kernels": False})
+    got = run_onnx_compiled(model, feeds, target="llvm", pass_context=off)[0]
+    np.testing.assert_array_equal(got, run_onnxruntime(model, feeds)[0])
+
+
+BOARD_TOOLS = ("arm-none-eabi-gcc", "qemu-system-arm")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    any(shutil.which(t) is None for t in BOARD_TOOLS),
+    reason="the Cortex-M toolchain is not installed (.ci/run installs it)",
+)
+def test_quantized_resnet8_passes_on_the_cortex_m_board(tmp_path) -> None:
+    """The portable C of the int8 kernels on a microcontroller (scratch from the static
+    arena, no heap): the board program checks the reference evaluator's vectors."""
+    case = make_model("resnet8")
+    src = tmp_path / "q.onnx"
+    src.write_bytes(quantize_static(case.model, case.inputs).SerializeToString())
+    assert "quantized_conv_int8" in _ops(onnx.load(src))
+    tar = tmp_path / "q.tar"
+    target = "c -mcpu=cortex-m4"
+    assert main(["compile", str(src), "--format", "mlf", "--target", target, "-o", str(tar)]) == 0
+    with tarfile.open(tar) as t:
+        t.extractall(tmp_path / "mlf", filter="data")
+    out = subprocess.run(
+        ["make", "-s", "board-test"], cwd=tmp_path / "mlf", capture_output=True, text=True,
+        timeout=900,
+    )  # fmt: skip
+    assert out.returncode == 0 and out.stdout.startswith("PASS"), out.stdout + out.stderr
+
+
+@pytest.mark.parametrize(
+    "dtype,b_shape", [("uint8", (2, 3, 37)), ("int8", (2, 3, 37)), ("uint8", (37,))]
+)
+def test_qlinear_add_int8(dtype: str, b_shape: tuple[int, ...]) -> None:
+    """Q(Add(DQ(a), DQ(b))) of one shape: the C kernel (FMA), 8 lanes and a scalar tail,
+    gives the generic ``quantized_add``'s bytes (native and portable) and, for uint8,
+    onnxruntime's QLinearAdd's; a broadcast keeps the generic ``quantized_add``. (For int8
+    onnxruntime's own arithmetic differs by one step on a few elements, before and after
+    the int8 kernels alike.)"""
+    zp = np.int8(-4) if dtype == "int8" else np.uint8(120)
+    inits = _qp("a", 0.05, zp) | _qp("b", 0.03, zp) | _qp("s", 0.04, zp)
+    nodes = [helper.make_node("QuantizeLinear", [f"{n}f", f"{n}_s", f"{n}_z"], [n]) for n in "ab"]
+    nodes += [_dq("a", "ad"), _dq("b", "bd"), helper.make_node("Add", ["ad", "bd"], ["sum"])]
+    nodes.append(helper.make_node("QuantizeLinear", ["sum", "s_s", "s_z"], ["out"]))
+    spec = {"af": ("float32", (2, 3, 37)), "bf": ("float32", b_shape)}
+    model = build_model(nodes, spec, ["out"], inits, opset=17)
+    feeds = {k: RNG.standard_normal(s).astype(np.float32) * 3 for k, (_, s) in spec.items()}
+    same = b_shape == (2, 3, 37)
+    assert ("quantized_add_int8" if same else "quantized_add") in _ops(model)
+    off = PassContext(opt_level=2, config={"fuse_qdq.int8_kernels": False})
+    generic = run_onnx_compiled(model, feeds, pass_context=off)[0]
+    np.testing.assert_array_equal(run_onnx_compiled(model, feeds)[0], generic)
+    np.testing.assert_array_equal(run_onnx_compiled(model, feeds, target=PORTABLE)[0], generic)
+    want = run_onnxruntime(model, feeds)[0]
+    if dtype == "uint8":
+        np.testing.assert_array_equal(generic, want)
+    assert np.abs(generic.astype(np.int32) - want).max() <= 1
