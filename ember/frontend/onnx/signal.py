@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ember.frontend.onnx import common
+from ember.frontend.onnx import common, fft
 from ember.frontend.onnx.context import ConvertContext, NodeView, onnx_elem_dtype
 from ember.frontend.onnx.registry import FLOAT_TYPES, onnx_op
 from ember.ir.expr import Constant, Expr, call
@@ -95,17 +95,63 @@ def dft(ctx: ConvertContext, node: NodeView) -> Expr:
 
 
 def dft_along(x: Expr, axis: int, inverse: bool, onesided: bool, length: int | None) -> Expr:
-    """The DFT of ``x`` (..., 1 or 2) along ``axis`` as matrix products (module docstring)."""
+    """The DFT of ``x`` (..., 1 or 2) along ``axis``: pocketfft's float32 passes where
+    fft.py has them, else matrix products (module docstring)."""
     xt = common.ttype(x)
     shape, rank, dtype = xt.shape, xt.ndim, xt.dtype
     perm = [i for i in range(rank - 1) if i != axis] + [axis, rank - 1]
     moved = call("transpose", x, axes=perm) if perm != list(range(rank)) else x
     mshape = tuple(shape[i] for i in perm)
     n = mshape[-2]
+    total = length if length is not None else n
+    # numpy's float32 inverse c2c is pocketfft's passes (forward transforms of real input
+    # take another path there, which the float64 products match within tolerance)
+    if dtype == "float32" and inverse and not onesided and fft.factors(total) is not None:
+        y = _pocketfft(moved, mshape, total, inverse, onesided)
+    else:
+        y = _matrix_dft(moved, mshape, dtype, inverse, onesided, length)
+    inverse_perm = [perm.index(i) for i in range(rank)]
+    if inverse_perm != list(range(rank)):
+        y = call("transpose", y, axes=inverse_perm)
+    return y
+
+
+def _pocketfft(
+    moved: Expr, mshape: tuple[int, ...], total: int, inverse: bool, onesided: bool
+) -> Expr:
+    """The float32 DFT of ``moved`` (..., n, 1 or 2) along axis -2 by fft.py's passes."""
+    lead = mshape[:-2]
+    m = int(np.prod(lead, dtype=np.int64))
+    parts = []
+    for k in range(mshape[-1]):
+        part = _resize_last(_component(moved, mshape, k), mshape[:-1], total)
+        parts.append(call("reshape", part, newshape=(m, total)))
+    if len(parts) == 1:
+        parts.append(call("broadcast_to", Constant(np.zeros((), np.float32)), shape=(m, total)))
+    re, im = fft.fft(parts[0], parts[1], m, total, inverse)
+    out_len = total // 2 + 1 if onesided else total
+    cols = []
+    for p in (re, im):
+        if out_len != total:
+            p = call("strided_slice", p, begin=[0, 0], end=[m, out_len], strides=[1, 1])
+        cols.append(call("reshape", p, newshape=(*lead, out_len, 1)))
+    return call("concatenate", *cols, axis=len(lead) + 1)
+
+
+def _matrix_dft(
+    moved: Expr,
+    mshape: tuple[int, ...],
+    dtype: str,
+    inverse: bool,
+    onesided: bool,
+    length: int | None,
+) -> Expr:
+    """The DFT of ``moved`` (..., n, 1 or 2) along axis -2 as float64 matrix products."""
+    n = mshape[-2]
     wide = "float64"  # accumulate in double: the sums cancel to near zero (inverse DFTs)
     re: Expr = call("cast", _component(moved, mshape, 0), dtype=wide)
     im: Expr | None = None
-    if shape[-1] == 2:
+    if mshape[-1] == 2:
         im = call("cast", _component(moved, mshape, 1), dtype=wide)
     sign = 1.0 if inverse else -1.0
     if inverse and onesided:  # half spectrum -> real signal of length L
@@ -131,11 +177,7 @@ def dft_along(x: Expr, axis: int, inverse: bool, onesided: bool, length: int | N
     cols = [
         call("reshape", call("cast", p, dtype=dtype), newshape=(*lead, out_len, 1)) for p in parts
     ]
-    y = cols[0] if channels == 1 else call("concatenate", *cols, axis=len(lead) + 1)
-    inverse_perm = [perm.index(i) for i in range(rank)]
-    if inverse_perm != list(range(rank)):
-        y = call("transpose", y, axes=inverse_perm)
-    return y
+    return cols[0] if channels == 1 else call("concatenate", *cols, axis=len(lead) + 1)
 
 
 def _combine(re: Expr, im: Expr | None, cos: Constant, sin: Constant, real: bool) -> Expr:

@@ -8,6 +8,7 @@ import pytest
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
+from ember.frontend.onnx import fft
 from ember.testing import run_onnx_compiled, run_onnxruntime
 
 from .conftest import make_model
@@ -119,3 +120,21 @@ def test_mel_weight_matrix_is_onnx_reference_constant(run_ember, bins, length, r
     got = run_ember(model, {})[0]
     assert got.dtype == np.float64 and got.shape == (length // 2 + 1, bins)
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 6, 10, 12, 15, 20, 36, 60])
+def test_inverse_dft_matches_numpy_float32_bit_for_bit(run_ember, n):
+    """Lengths of radix 2/3/4/5 run pocketfft's float32 passes: numpy's complex64 ifft
+    exactly, including the rounding noise where the exact result is 0."""
+    x = RNG.standard_normal((3, n, 2)).astype(np.float32)
+    x[0] = np.arange(2 * n, dtype=np.float32).reshape(n, 2)
+    y = run_ember(_dft_model(x.shape, 17, 1, inverse=1), {"x": x})[0]
+    want = np.fft.ifft(_complex(x).astype(np.complex64), axis=1)
+    assert want.dtype == np.complex64
+    np.testing.assert_array_equal(_complex(y), want)
+
+
+def test_fft_factors_follow_pocketfft():
+    assert fft.factors(10) == [2, 5]
+    assert fft.factors(12) == [4, 3] and fft.factors(60) == [4, 3, 5]
+    assert fft.factors(16) is None and fft.factors(7) is None and fft.factors(1) == []
