@@ -180,7 +180,7 @@ def col2im(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
 
     def body(n: Any, c: Any, *p: Any) -> PrimExpr:
         rk = te.reduce_axis(kernel, "k")
-        rest = rk.var
+        rest: PrimExpr = rk.var
         ks = []
         for i in reversed(range(nd)):
             ks.append(rest % block[i])
@@ -271,7 +271,7 @@ def roi_align(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tenso
         raise CompileError(f"vision.roi_align: {x.dtype} data is not supported; use float32")
 
     def build(ins: list[tir.Buffer], outs: list[tir.Buffer]) -> tir.Stmt:
-        return _roi_align_body(ins, outs[0], static_shape(x), attrs)
+        return _roi_align_body(ins, outs[0], static_shape(x), int(ty.shape[0]), attrs)
 
     result = te.extern(ty.shape, [x, rois, batch], build, name="roi_align", dtype=x.dtype)
     assert isinstance(result, te.Tensor)
@@ -279,12 +279,11 @@ def roi_align(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tenso
 
 
 def _roi_align_body(
-    ins: list[tir.Buffer], out: tir.Buffer, shape: tuple[int, ...], attrs: Attrs
+    ins: list[tir.Buffer], out: tir.Buffer, shape: tuple[int, ...], nr: int, attrs: Attrs
 ) -> tir.Stmt:
     """The loops of roi_align: regions, channels, bins, then the bin's samples."""
     xb, rb, bb = ins
     _, channels, h, w = shape
-    nr = int(out.shape[0].value)
     ph, pw = int(attrs["output_height"]), int(attrs["output_width"])
     ratio = int(attrs["sampling_ratio"])
     half = bool(attrs["half_pixel"])

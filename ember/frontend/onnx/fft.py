@@ -55,7 +55,7 @@ def factors(n: int) -> list[int] | None:
     return out if all(f in (2, 3, 4, 5) for f in out) else None
 
 
-def _c(value: float | np.ndarray) -> Constant:
+def _c(value: object) -> Constant:
     return Constant(np.asarray(value, np.float32))
 
 
@@ -67,8 +67,8 @@ def _sub(a: Cx, b: Cx) -> Cx:
     return call("subtract", a[0], b[0]), call("subtract", a[1], b[1])
 
 
-def _scale(a: Expr, s: float) -> Expr:
-    return call("multiply", a, _c(np.float32(s)))
+def _scale(a: Expr, s: object) -> Expr:
+    return call("multiply", a, _c(np.float32(s)))  # type: ignore[arg-type]
 
 
 class _Pass:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -99,7 +100,7 @@ def _grid_axis_taps(
             raw, weights = [b, b + 1], [f32(1) - t, t]
         else:
             raw, weights = [b - 1, b, b + 1, b + 2], cubic_coeffs(t)
-    taps = []
+    taps: list[tuple[np.ndarray, np.ndarray | None, np.ndarray]] = []
     for r, w in zip(raw, weights, strict=True):
         if pad == "zeros":
             taps.append((np.clip(r, 0, length - 1), (r >= 0) & (r < length), w))
@@ -142,9 +143,9 @@ def _roi_align_type(types: Sequence[Type], attrs: Attrs) -> Type:
     )
 
 
-def roi_geometry(roi: np.ndarray, attrs: Attrs) -> tuple[float, float, float, float, int, int]:
+def roi_geometry(roi: np.ndarray, attrs: Attrs) -> tuple[Any, ...]:
     """(start_h, start_w, bin_h, bin_w, grid_h, grid_w) of one region, in float32."""
-    f32 = np.float32
+    f32: Any = np.float32
     scale = f32(attrs["spatial_scale"])
     off = f32(0.5) if attrs["half_pixel"] else f32(0.0)
     x0, y0, x1, y1 = (f32(v) * scale - off for v in roi)
@@ -159,9 +160,9 @@ def roi_geometry(roi: np.ndarray, attrs: Attrs) -> tuple[float, float, float, fl
     return float(y0), float(x0), float(bh), float(bw), gh, gw
 
 
-def _bilinear_taps(y: float, x: float, h: int, w: int) -> list[tuple[int, int, float]]:
+def _bilinear_taps(y: Any, x: Any, h: int, w: int) -> list[tuple[int, int, Any]]:
     """RoiAlign's four (row, col, weight) taps at (y, x); none outside [-1, h] x [-1, w]."""
-    f32 = np.float32
+    f32: Any = np.float32
     y, x = f32(y), f32(x)
     if y < -1.0 or y > h or x < -1.0 or x > w:
         return [(0, 0, 0.0)] * 4
@@ -187,10 +188,11 @@ def _roi_align_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     _, c, h, w = x.shape
     ph, pw = attrs["output_height"], attrs["output_width"]
     out = np.zeros((rois.shape[0], c, ph, pw), x.dtype)
-    f32 = np.float32
+    f32: Any = np.float32
     for r in range(rois.shape[0]):
-        y0, x0, bh, bw, gh, gw = (f32(v) for v in roi_geometry(rois[r], attrs))
-        gh, gw = int(gh), int(gw)
+        geometry = roi_geometry(rois[r], attrs)
+        y0, x0, bh, bw = (f32(v) for v in geometry[:4])
+        gh, gw = int(geometry[4]), int(geometry[5])
         img = x[int(batch[r])].astype(np.float32)
         for i, j in itertools.product(range(ph), range(pw)):
             samples = []
@@ -312,13 +314,14 @@ def _col2im_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
         (n, ck // k, *(image[i] + pads[i] + pads[i + nd] for i in range(nd))), x.dtype
     )
     for kk in itertools.product(*(range(b) for b in block)):
-        index = tuple(
+        index: tuple[Any, ...] = tuple(
             slice(kk[i] * dil[i], kk[i] * dil[i] + strides[i] * (blocks[i] - 1) + 1, strides[i])
             for i in range(nd)
         )
-        padded[(slice(None), slice(None), *index)] += data[(slice(None), slice(None), *kk)]
+        every: tuple[Any, ...] = (slice(None), slice(None))
+        padded[every + index] += data[every + tuple(kk)]
     crop = tuple(slice(pads[i], pads[i] + image[i]) for i in range(nd))
-    return np.ascontiguousarray(padded[(slice(None), slice(None), *crop)])
+    return np.ascontiguousarray(padded[every + crop])
 
 
 register_op(
