@@ -288,42 +288,43 @@ def _roi_align_body(
     ratio = int(attrs["sampling_ratio"])
     half = bool(attrs["half_pixel"])
     avg = attrs["mode"] == "avg"
+    wk = F64 if out.dtype == F64 else F32  # the working precision
     ib = tir.IRBuilder()
     y = ib.buffer(out)
-    one = _f(1.0)
+    one = _f(1.0, wk)
     with ib.for_range(0, nr, "r", kind=tir.ForKind.PARALLEL) as r:
-        scale, off = _f(attrs["spatial_scale"]), _f(0.5 if half else 0.0)
+        scale, off = _f(attrs["spatial_scale"], wk), _f(0.5 if half else 0.0, wk)
         x0, y0, x1, y1 = (
-            ib.let(nm, rb[r, k].astype(F32) * scale - off)
+            ib.let(nm, rb[r, k].astype(wk) * scale - off)
             for k, nm in enumerate(("x0", "y0", "x1", "y1"))
         )
         rw, rh = x1 - x0, y1 - y0
         if not half:
             rw, rh = tir.max(rw, one), tir.max(rh, one)
         rw_v, rh_v = ib.let("roi_w", rw), ib.let("roi_h", rh)
-        bh = ib.let("bin_h", rh_v / _f(ph))
-        bw = ib.let("bin_w", rw_v / _f(pw))
+        bh = ib.let("bin_h", rh_v / _f(ph, wk))
+        bw = ib.let("bin_w", rw_v / _f(pw, wk))
         if ratio > 0:
             gh: PrimExpr = tir.const(ratio, I32)
             gw: PrimExpr = tir.const(ratio, I32)
         else:
-            gh = ib.let("grid_h", tir.ceil(rh_v / _f(ph)).astype(I32))
-            gw = ib.let("grid_w", tir.ceil(rw_v / _f(pw)).astype(I32))
-        count = ib.let("count", tir.max(gh * gw, 1).astype(F32))
+            gh = ib.let("grid_h", tir.ceil(rh_v / _f(ph, wk)).astype(I32))
+            gw = ib.let("grid_w", tir.ceil(rw_v / _f(pw, wk)).astype(I32))
+        count = ib.let("count", tir.max(gh * gw, 1).astype(wk))
         b = ib.let("b", _clamp(bb[r].astype(I32), shape[0]))
         with (
             ib.for_range(0, channels, "c") as c,
             ib.for_range(0, ph, "i") as i,
             ib.for_range(0, pw, "j") as j,
         ):
-            acc = ib.allocate(F32, (1,), "acc")
-            acc[0] = _f(0.0)
+            acc = ib.allocate(wk, (1,), "acc")
+            acc[0] = _f(0.0, wk)
             with ib.for_range(0, gh, "iy") as iy:
-                yy = y0 + i.astype(F32) * bh + (iy.astype(F32) + _f(0.5)) * bh / gh.astype(F32)
+                yy = y0 + i.astype(wk) * bh + (iy.astype(wk) + _f(0.5, wk)) * bh / gh.astype(wk)
                 with ib.for_range(0, gw, "ix") as ix:
-                    xx = x0 + j.astype(F32) * bw + (ix.astype(F32) + _f(0.5)) * bw / gw.astype(F32)
+                    xx = x0 + j.astype(wk) * bw + (ix.astype(wk) + _f(0.5, wk)) * bw / gw.astype(wk)
                     yv, xv = ib.let("yy", yy), ib.let("xx", xx)
-                    terms = _roi_taps(ib, xb, b, c, yv, xv, h, w)
+                    terms = _roi_taps(ib, xb, b, c, yv, xv, h, w, wk)
                     if avg:
                         total = terms[0] + terms[1] + terms[2] + terms[3]
                         acc[0] = acc[0] + total
@@ -337,27 +338,28 @@ def _roi_align_body(
 
 
 def _roi_taps(
-    ib: tir.IRBuilder, xb: tir.Buffer, b: Any, c: Any, yy: Any, xx: Any, h: int, w: int
+    ib: tir.IRBuilder, xb: tir.Buffer, b: Any, c: Any, yy: Any, xx: Any, h: int, w: int, wk: str
 ) -> list[PrimExpr]:
     """The four weighted corner values of one sample (all zero outside [-1, h] x [-1, w])."""
     outside = tir.logical_or(
-        tir.logical_or(yy < _f(-1.0), yy > _f(h)), tir.logical_or(xx < _f(-1.0), xx > _f(w))
+        tir.logical_or(yy < _f(-1.0, wk), yy > _f(h, wk)),
+        tir.logical_or(xx < _f(-1.0, wk), xx > _f(w, wk)),
     )
-    yc, xc = tir.max(yy, _f(0.0)), tir.max(xx, _f(0.0))
+    yc, xc = tir.max(yy, _f(0.0, wk)), tir.max(xx, _f(0.0, wk))
     yl0, xl0 = yc.astype(I32), xc.astype(I32)
     y_edge, x_edge = yl0 >= h - 1, xl0 >= w - 1
     yl = ib.let("y_low", tir.if_then_else(y_edge, h - 1, yl0))
     xl = ib.let("x_low", tir.if_then_else(x_edge, w - 1, xl0))
     yh = tir.if_then_else(y_edge, h - 1, yl0 + 1)
     xh = tir.if_then_else(x_edge, w - 1, xl0 + 1)
-    ly = ib.let("ly", tir.if_then_else(y_edge, _f(0.0), yc - yl.astype(F32)))
-    lx = ib.let("lx", tir.if_then_else(x_edge, _f(0.0), xc - xl.astype(F32)))
-    hy, hx = _f(1.0) - ly, _f(1.0) - lx
+    ly = ib.let("ly", tir.if_then_else(y_edge, _f(0.0, wk), yc - yl.astype(wk)))
+    lx = ib.let("lx", tir.if_then_else(x_edge, _f(0.0, wk), xc - xl.astype(wk)))
+    hy, hx = _f(1.0, wk) - ly, _f(1.0, wk) - lx
     corners = [(yl, xl, hy * hx), (yl, xh, hy * lx), (yh, xl, ly * hx), (yh, xh, ly * lx)]
     terms = []
     for row, col, weight in corners:
         row_s = tir.if_then_else(outside, 0, _clamp(row, h))
         col_s = tir.if_then_else(outside, 0, _clamp(col, w))
-        wt = tir.if_then_else(outside, _f(0.0), weight)
-        terms.append(wt * xb[b, c, row_s, col_s].astype(F32))
+        wt = tir.if_then_else(outside, _f(0.0, wk), weight)
+        terms.append(wt * xb[b, c, row_s, col_s].astype(wk))
     return terms

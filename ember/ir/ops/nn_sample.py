@@ -143,9 +143,9 @@ def _roi_align_type(types: Sequence[Type], attrs: Attrs) -> Type:
     )
 
 
-def roi_geometry(roi: np.ndarray, attrs: Attrs) -> tuple[Any, ...]:
-    """(start_h, start_w, bin_h, bin_w, grid_h, grid_w) of one region, in float32."""
-    f32: Any = np.float32
+def roi_geometry(roi: np.ndarray, attrs: Attrs, f32: Any = np.float32) -> tuple[Any, ...]:
+    """(start_h, start_w, bin_h, bin_w, grid_h, grid_w) of one region, in float32 (or the
+    float type ``f32``)."""
     scale = f32(attrs["spatial_scale"])
     off = f32(0.5) if attrs["half_pixel"] else f32(0.0)
     x0, y0, x1, y1 = (f32(v) * scale - off for v in roi)
@@ -157,12 +157,11 @@ def roi_geometry(roi: np.ndarray, attrs: Attrs) -> tuple[Any, ...]:
     ratio = attrs["sampling_ratio"]
     gh = ratio if ratio > 0 else int(np.ceil(rh / f32(ph)))
     gw = ratio if ratio > 0 else int(np.ceil(rw / f32(pw)))
-    return float(y0), float(x0), float(bh), float(bw), gh, gw
+    return y0, x0, bh, bw, gh, gw
 
 
-def _bilinear_taps(y: Any, x: Any, h: int, w: int) -> list[tuple[int, int, Any]]:
+def _bilinear_taps(y: Any, x: Any, h: int, w: int, f32: Any) -> list[tuple[int, int, Any]]:
     """RoiAlign's four (row, col, weight) taps at (y, x); none outside [-1, h] x [-1, w]."""
-    f32: Any = np.float32
     y, x = f32(y), f32(x)
     if y < -1.0 or y > h or x < -1.0 or x > w:
         return [(0, 0, 0.0)] * 4
@@ -188,18 +187,18 @@ def _roi_align_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     _, c, h, w = x.shape
     ph, pw = attrs["output_height"], attrs["output_width"]
     out = np.zeros((rois.shape[0], c, ph, pw), x.dtype)
-    f32: Any = np.float32
+    f32: Any = np.float64 if x.dtype == np.float64 else np.float32
     for r in range(rois.shape[0]):
-        geometry = roi_geometry(rois[r], attrs)
+        geometry = roi_geometry(rois[r], attrs, f32)
         y0, x0, bh, bw = (f32(v) for v in geometry[:4])
         gh, gw = int(geometry[4]), int(geometry[5])
-        img = x[int(batch[r])].astype(np.float32)
+        img = x[int(batch[r])].astype(f32)
         for i, j in itertools.product(range(ph), range(pw)):
             samples = []
             for iy, ix in itertools.product(range(gh), range(gw)):
                 yy = y0 + f32(i) * bh + (f32(iy) + f32(0.5)) * bh / f32(gh)
                 xx = x0 + f32(j) * bw + (f32(ix) + f32(0.5)) * bw / f32(gw)
-                taps = _bilinear_taps(yy, xx, h, w)
+                taps = _bilinear_taps(yy, xx, h, w, f32)
                 terms = np.stack([f32(wt) * img[:, a, b] for a, b, wt in taps])
                 samples.append(terms.sum(0) if attrs["mode"] == "avg" else terms.max(0))
             if not samples:

@@ -134,3 +134,15 @@ def test_col2im_2d_and_3d() -> None:
     # onnxruntime's N-d Col2Im disagrees with the ONNX reference (and ember's own numpy
     # reference, written independently) when a dilation is not 1: output 1 uses the spec
     _compare(model, {"x2": x2, "x3": x3}, spec_outputs=(1,))
+
+
+def test_roi_align_float64_computes_in_double() -> None:
+    node = helper.make_node(
+        "RoiAlign", ["x", "rois", "idx"], ["y"], output_height=2, output_width=3, mode="avg"
+    )
+    x = RNG.standard_normal((1, 2, 6, 7))
+    rois = np.array([[0.25, 0.5, 5.5, 4.75], [1, 1, 3, 2]], np.float64)
+    spec = {"x": ("float64", x.shape), "rois": ("float64", rois.shape), "idx": ("int64", (2,))}
+    model = build_model([node], spec, ["y"], opset=16)
+    feeds = {"x": x, "rois": rois, "idx": np.zeros(2, np.int64)}
+    _compare(model, feeds, rtol=1e-12, atol=1e-12)
