@@ -47,6 +47,7 @@ NOT_FAMILIES = {
         *FRONTEND_ONLY,
         # importer infrastructure
         "expand",  # ops defined by an ONNX function: replaced by the function's body
+        "fft",  # signal.py's float32 FFT passes (pocketfft's order) as graph-IR ops
         "upgrade",  # opsets 1-6: onnx's version converter ...
         "upgrade_rules",  # ... and ember's own rules where it has none or is wrong
     },

@@ -9,12 +9,14 @@ import ember.ops.bitcast  # noqa: F401
 import ember.ops.einsum  # noqa: F401
 import ember.ops.elemwise
 import ember.ops.index  # noqa: F401
+import ember.ops.linalg  # noqa: F401
 import ember.ops.ml  # noqa: F401
 import ember.ops.nn_conv  # noqa: F401
 import ember.ops.nn_image  # noqa: F401
 import ember.ops.nn_norm  # noqa: F401
 import ember.ops.nn_pool  # noqa: F401
 import ember.ops.nn_rnn  # noqa: F401
+import ember.ops.nn_sample  # noqa: F401
 import ember.ops.quant  # noqa: F401
 import ember.ops.reduce  # noqa: F401
 import ember.ops.scan  # noqa: F401

@@ -15,12 +15,14 @@ from ember.ir.ops import (
     einsum,  # noqa: F401
     elemwise,  # noqa: F401
     index,  # noqa: F401
+    linalg,  # noqa: F401
     ml,  # noqa: F401
     nn_conv,  # noqa: F401
     nn_image,  # noqa: F401
     nn_norm,  # noqa: F401
     nn_pool,  # noqa: F401
     nn_rnn,  # noqa: F401
+    nn_sample,  # noqa: F401
     quant,  # noqa: F401
     reduce,  # noqa: F401
     scan,  # noqa: F401
@@ -35,12 +37,14 @@ FAMILIES: tuple[str, ...] = (
     "einsum",
     "elemwise",
     "index",
+    "linalg",
     "ml",
     "nn_conv",
     "nn_image",
     "nn_norm",
     "nn_pool",
     "nn_rnn",
+    "nn_sample",
     "quant",
     "reduce",
     "scan",
