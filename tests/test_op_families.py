@@ -25,7 +25,6 @@ DOCS = PACKAGE.parent / "docs" / "ir.md"
 
 #: frontend modules whose handlers build from other families' IR ops, with no op of their own
 FRONTEND_ONLY = {
-    "control",  # If with a condition known at build time: the taken branch
     "dynamic",  # NonZero, Unique, NonMaxSuppression evaluated at build time
     "loss",  # SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss by decomposition
     "signal",  # DFT as products with constant matrices
@@ -48,6 +47,7 @@ NOT_FAMILIES = {
         "expand",  # ops defined by an ONNX function: replaced by the function's body
         "upgrade",  # opsets 1-6: onnx's version converter ...
         "upgrade_rules",  # ... and ember's own rules where it has none or is wrong
+        "subgraph",  # Loop/Scan/If/SequenceMap bodies as closed ir Functions
     },
 }
 #: test files of the layers' test folders that are not about one family (the importer's).

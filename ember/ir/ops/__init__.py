@@ -10,6 +10,7 @@ import line here.
 
 from ember.ir.ops import (
     binary,  # noqa: F401
+    control,  # noqa: F401
     einsum,  # noqa: F401
     elemwise,  # noqa: F401
     index,  # noqa: F401
@@ -27,6 +28,7 @@ from ember.ir.ops import (
 #: The op families, in the order above; each is a module name in every layer.
 FAMILIES: tuple[str, ...] = (
     "binary",
+    "control",
     "einsum",
     "elemwise",
     "index",
