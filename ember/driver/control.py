@@ -17,6 +17,7 @@ import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
+from ember.driver.lowered import Lowered
 from ember.errors import CompileError
 from ember.ir.expr import Call, Constant, Expr, Function, Var, rewrite
 from ember.ir.module import IRModule
@@ -35,7 +36,7 @@ BODIES: dict[str, tuple[str, ...]] = {
     "control.scan": ("body",),
 }
 
-LowerFn = Callable[..., object]
+LowerFn = Callable[..., Lowered]
 
 
 def compile_control(
@@ -94,16 +95,15 @@ def _compile_body(
     lowered = lower(
         IRModule.from_expr(Function(params, body)), target, None, "aot", name, pass_context=sub_ctx
     )
-    aot = getattr(lowered, "aot", None)
-    if aot is None or getattr(lowered, "external", ()):
+    aot = lowered.aot
+    if aot is None or lowered.external:
         raise CompileError(
             f"control flow body '{name}': it compiled to artifacts of an external back end; "
             "the bodies of If, Loop and Scan need kernels in loop IR"
         )
     if aot.input_names != tuple(p.name for p in params):
         raise CompileError(f"control flow body '{name}': its inputs were reordered (ember bug)")
-    plan_params = lowered.plan.params  # type: ignore[attr-defined]
-    consts = [Constant(plan_params[n]) for n in aot.param_names]
+    consts = [Constant(lowered.plan.params[n]) for n in aot.param_names]
     prog = BodyProgram(
         aot.run_symbol + UNPACKED_SUFFIX,
         len(params),

@@ -97,10 +97,9 @@ def _extern(
 # -- statements -----------------------------------------------------------------------
 
 
-def _temp(ty: TensorType | Buffer, name: str) -> Buffer:
-    shape = ty.shape if isinstance(ty, TensorType) else ty.shape
-    dtype = ty.dtype
-    return decl_buffer(shape, dtype, name, scope="local")
+def _temp(ty: TensorType, name: str) -> Buffer:
+    """A temporary of the kernel (allocated by :func:`_allocate`)."""
+    return decl_buffer(ty.shape, ty.dtype, name, scope="local")
 
 
 def _allocate(temps: Sequence[Buffer], body: Stmt) -> Stmt:
@@ -300,7 +299,7 @@ def _guarded_loop(i: Var, trip: PrimExpr, go: PrimExpr, bound: int, body: Stmt) 
         levels += 1
     digits = [Var(f"ctl_d{k}", "int64") for k in range(levels)]
     prefix: PrimExpr = tir_const(0, "int64")
-    prefixes = []
+    prefixes: list[PrimExpr] = []
     for d in reversed(digits):  # the most significant digit first
         prefix = prefix * tir_const(DIGIT, "int64") + d if prefixes else d
         prefixes.append(prefix)
