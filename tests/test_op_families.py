@@ -27,6 +27,7 @@ DOCS = PACKAGE.parent / "docs" / "ir.md"
 FRONTEND_ONLY = {
     "dynamic",  # NonZero, Unique, NonMaxSuppression evaluated at build time
     "loss",  # SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss by decomposition
+    "sequence",  # sequences and optionals resolved at import time (tuples of tensors)
     "signal",  # DFT as products with constant matrices
 }
 #: modules of each layer that are not op families (helpers, registries, infrastructure).

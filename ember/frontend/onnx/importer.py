@@ -92,6 +92,12 @@ def _has_handler(op_type: str, opset: int, domain: str) -> bool:
 def _check_output_dtypes(graph: onnx.GraphProto, outputs: Sequence[Expr], label: str) -> None:
     """A declared output element type must match the converted one (catches bad handlers)."""
     for vi, expr in zip(graph.output, outputs, strict=True):
+        if not isinstance(expr.type, TensorType):
+            raise FrontendError(
+                f"ONNX model {label}: output '{vi.name}' is a sequence or an optional, not a "
+                "tensor; a compiled model returns tensors (sequences and optionals are "
+                "supported inside a model): return its elements as separate outputs"
+            )
         elem = vi.type.tensor_type.elem_type if vi.type.HasField("tensor_type") else 0
         if not elem or not isinstance(expr.type, TensorType):
             continue
@@ -114,8 +120,20 @@ def _graph_inputs(graph: onnx.GraphProto, init_names: set[str]) -> list[onnx.Val
             )
         seen.add(vi.name)
         if vi.name not in init_names:
-            out.append(vi)
+            out.append(_present_optional(vi))
     return out
+
+
+def _present_optional(vi: onnx.ValueInfoProto) -> onnx.ValueInfoProto:
+    """An optional tensor input as a tensor input: a compiled model's inputs are present."""
+    if not vi.type.HasField("optional_type"):
+        return vi
+    elem = vi.type.optional_type.elem_type
+    if not elem.HasField("tensor_type"):
+        return vi
+    plain = onnx.ValueInfoProto(name=vi.name)
+    plain.type.tensor_type.CopyFrom(elem.tensor_type)
+    return plain
 
 
 def _input_dtypes(
