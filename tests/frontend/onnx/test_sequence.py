@@ -1,0 +1,130 @@
+"""Sequences and optionals inside a model resolve at import time (a sequence is a tuple of
+tensors); as inputs or outputs of the whole model they are refused clearly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+from ember.errors import FrontendError
+from ember.frontend.onnx import from_onnx
+from ember.testing import run_onnx_compiled
+
+from .conftest import ember_run, make_model, ort_run
+
+X = np.arange(24, dtype=np.float32).reshape(4, 6) / 7.0
+
+
+def _map_body() -> object:
+    return helper.make_graph(
+        [helper.make_node("Mul", ["e", "e"], ["sq"]), helper.make_node("Add", ["sq", "b"], ["o"])],
+        "map_body",
+        [
+            helper.make_tensor_value_info("e", TensorProto.FLOAT, None),
+            helper.make_tensor_value_info("b", TensorProto.FLOAT, None),
+        ],
+        [helper.make_tensor_value_info("o", TensorProto.FLOAT, None)],
+    )
+
+
+def split_map_concat() -> object:
+    """SplitToSequence -> SequenceMap (x*x + b) -> insert, erase, at -> ConcatFromSequence."""
+    nodes = [
+        helper.make_node("SplitToSequence", ["x", "sizes"], ["parts"], axis=1),
+        helper.make_node("SequenceMap", ["parts", "bias"], ["mapped"], body=_map_body()),
+        helper.make_node("SequenceAt", ["mapped", "minus1"], ["last"]),
+        helper.make_node("SequenceInsert", ["mapped", "last", "zero"], ["ins"]),
+        helper.make_node("SequenceErase", ["ins", "one"], ["erased"]),
+        helper.make_node("SequenceLength", ["erased"], ["n"]),
+        helper.make_node("ConcatFromSequence", ["erased"], ["y"], axis=1),
+        helper.make_node("ConcatFromSequence", ["erased"], ["stacked"], axis=0, new_axis=1),
+    ]
+    inits = {
+        "sizes": np.array([2, 2, 2], np.int64),
+        "bias": np.full((4, 2), 0.5, np.float32),
+        "minus1": np.array(-1, np.int64),
+        "zero": np.array(0, np.int64),
+        "one": np.array(1, np.int64),
+    }
+    return make_model(nodes, {"x": ("float32", (4, 6))}, ["y", "stacked", "n"], inits, opset=17)
+
+
+def test_sequence_ops_match_onnxruntime():
+    model = split_map_concat()
+    want = ort_run(model, {"x": X})
+    for got, ref in zip(ember_run(model, {"x": X}), want, strict=True):
+        np.testing.assert_allclose(got, ref, rtol=1e-6)
+    mod, _ = from_onnx(model)
+    assert "split" in str(mod) and "control" not in str(mod)  # no op of its own is left
+
+
+@pytest.mark.cc
+def test_sequence_ops_compile():
+    model = split_map_concat()
+    for got, ref in zip(run_onnx_compiled(model, {"x": X}), ort_run(model, {"x": X}), strict=True):
+        np.testing.assert_allclose(got, ref, rtol=1e-6)
+
+
+def test_split_to_sequence_without_split_squeezes():
+    nodes = [
+        helper.make_node("SplitToSequence", ["x"], ["s"], axis=0, keepdims=0),
+        helper.make_node("SequenceAt", ["s", "two"], ["y"]),
+    ]
+    model = make_model(nodes, {"x": ("float32", (4, 6))}, ["y"], {"two": np.array(2)}, opset=17)
+    np.testing.assert_array_equal(ember_run(model, {"x": X})[0], X[2])
+
+
+def test_optional_is_known_at_build_time():
+    nodes = [
+        helper.make_node("Optional", ["x"], ["some"]),
+        helper.make_node("Optional", [], ["none"], type=helper.make_tensor_type_proto(1, [4, 6])),
+        helper.make_node("OptionalHasElement", ["some"], ["has"]),
+        helper.make_node("OptionalHasElement", ["none"], ["has_not"]),
+        helper.make_node("OptionalGetElement", ["some"], ["y"]),
+    ]
+    model = make_model(nodes, {"x": ("float32", (4, 6))}, ["y", "has", "has_not"], opset=18)
+    y, has, has_not = ember_run(model, {"x": X})
+    np.testing.assert_array_equal(y, X)
+    assert bool(has) and not bool(has_not)
+
+
+def test_element_of_an_empty_optional_is_an_error():
+    nodes = [
+        helper.make_node("Optional", [], ["none"], type=helper.make_tensor_type_proto(1, [2])),
+        helper.make_node("OptionalGetElement", ["none"], ["y"], name="get"),
+    ]
+    model = make_model(nodes, {"x": ("float32", (2,))}, ["y"], opset=18)
+    with pytest.raises(FrontendError, match="get.*optional is empty"):
+        from_onnx(model)
+
+
+def test_a_sequence_output_of_the_model_is_refused():
+    node = helper.make_node("SplitToSequence", ["x"], ["s"], axis=0)
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 6])],
+        [
+            helper.make_value_info(
+                "s", helper.make_sequence_type_proto(helper.make_tensor_type_proto(1, None))
+            )
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(FrontendError, match="output 's' is a sequence or an optional"):
+        from_onnx(model)
+
+
+def test_a_sequence_input_of_the_model_is_refused():
+    node = helper.make_node("SequenceLength", ["s"], ["n"])
+    seq = helper.make_sequence_type_proto(helper.make_tensor_type_proto(1, [2]))
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_value_info("s", seq)],
+        [helper.make_tensor_value_info("n", TensorProto.INT64, [])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(FrontendError, match="input 's' has type sequence_type, not a tensor"):
+        from_onnx(model)
