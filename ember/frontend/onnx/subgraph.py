@@ -84,8 +84,9 @@ def convert_body(
         if not isinstance(out.type, TensorType):
             ctx.fail(
                 None,
-                f"{what} output '{vi.name}' is a {out.type}; bodies of If, Loop and Scan "
-                "compile with tensor values only",
+                f"{what} output '{vi.name}' is a sequence or an optional ({out.type}); a "
+                "compiled If, Loop or Scan body returns tensors, so its condition or trip "
+                "count must be constant (static) to resolve it at build time",
             )
     return Body(params, captured_vars, captured, list(outputs))
 

@@ -9,6 +9,7 @@ from onnx import TensorProto, helper
 
 from ember.errors import FrontendError
 from ember.frontend.onnx import from_onnx
+from ember.ir import evaluate
 from ember.testing import run_onnx_compiled
 
 from .conftest import ember_run, make_model, ort_run
@@ -99,32 +100,35 @@ def test_element_of_an_empty_optional_is_an_error():
         from_onnx(model)
 
 
-def test_a_sequence_output_of_the_model_is_refused():
-    node = helper.make_node("SplitToSequence", ["x"], ["s"], axis=0)
+def test_sequence_outputs_and_inputs_of_the_model_are_flattened():
+    """A sequence input takes its elements' shapes at build time (inputs ``s.0``, ``s.1``);
+    a sequence output gives one output per element."""
+    nodes = [
+        helper.make_node("SequenceInsert", ["s", "x"], ["longer"]),
+        helper.make_node("SequenceLength", ["longer"], ["n"]),
+    ]
+    seq = helper.make_sequence_type_proto(helper.make_tensor_type_proto(1, None))
     graph = helper.make_graph(
-        [node],
+        nodes,
         "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 6])],
-        [
-            helper.make_value_info(
-                "s", helper.make_sequence_type_proto(helper.make_tensor_type_proto(1, None))
-            )
-        ],
+        [helper.make_value_info("s", seq), helper.make_tensor_value_info("x", 1, [2])],
+        [helper.make_value_info("longer", seq), helper.make_tensor_value_info("n", 7, [])],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    with pytest.raises(FrontendError, match="output 's' is a sequence or an optional"):
+    with pytest.raises(FrontendError, match="input 's' is a sequence.*shape=.*'s': \\[\\(2, 3\\)"):
         from_onnx(model)
+    mod, params = from_onnx(model, shape={"s": [(3,), (1, 2)]})
+    assert [p.name for p in mod.main.params] == ["x", "s.0", "s.1"]
+    assert mod.attrs["output_names"] == ["longer.0", "longer.1", "longer.2", "n"]
+    feeds = {"x": np.ones(2, np.float32), "s.0": np.zeros(3, np.float32), "s.1": X[:1, :2]}
+    *elements, n = evaluate(mod, feeds, params)
+    assert [e.shape for e in elements] == [(3,), (1, 2), (2,)] and int(n) == 3
 
 
-def test_a_sequence_input_of_the_model_is_refused():
-    node = helper.make_node("SequenceLength", ["s"], ["n"])
-    seq = helper.make_sequence_type_proto(helper.make_tensor_type_proto(1, [2]))
-    graph = helper.make_graph(
-        [node],
-        "g",
-        [helper.make_value_info("s", seq)],
-        [helper.make_tensor_value_info("n", TensorProto.INT64, [])],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    with pytest.raises(FrontendError, match="input 's' has type sequence_type, not a tensor"):
+def test_an_empty_optional_output_is_refused():
+    node = helper.make_node("Optional", [], ["o"], type=helper.make_tensor_type_proto(1, [2]))
+    opt = helper.make_optional_type_proto(helper.make_tensor_type_proto(1, [2]))
+    graph = helper.make_graph([node], "g", [], [helper.make_value_info("o", opt)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    with pytest.raises(FrontendError, match="output 'o' is an optional that is empty"):
         from_onnx(model)
