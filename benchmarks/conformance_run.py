@@ -50,7 +50,8 @@ def sequence_shapes(inputs: Mapping[str, object]) -> dict[str, list[tuple[int, .
     shapes = {n: [np.shape(e) for e in v] for n, v in inputs.items() if isinstance(v, list)}
     if not shapes:
         return None
-    return {**{n: np.shape(v) for n, v in inputs.items()}, **shapes}  # and every tensor's
+    tensors = {n: np.shape(v) for n, v in inputs.items() if not isinstance(v, list)}
+    return {**tensors, **shapes}
 
 
 def flat_feeds(inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:

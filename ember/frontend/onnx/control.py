@@ -199,9 +199,11 @@ def loop(ctx: ConvertContext, node: NodeView) -> list[Expr | None]:
     """Loop: ``control.loop``; scan outputs need a static count (see the module docstring)."""
     trip_in, cond_in = node.input(0), node.input(1)
     carried = list(node.inputs[2:])
-    types = [_tensor(ctx, node, v, f"Loop input {i + 2}") for i, v in enumerate(carried)]
     trip_v = ctx.const_value(trip_in) if trip_in is not None else np.array(2**63 - 1)
     cond_v = ctx.const_value(cond_in) if cond_in is not None else np.array(True)
+    if any(v is not None and not isinstance(v.type, TensorType) for v in carried):
+        return _unrolled_loop(ctx, node, trip_v, cond_v)
+    types = [_tensor(ctx, node, v, f"Loop input {i + 2}") for i, v in enumerate(carried)]
     trip = Constant(np.array(2**63 - 1, "int64")) if trip_in is None else trip_in
     cond = Constant(np.array(True)) if cond_in is None else cond_in
     if trip.tensor_type.dtype != "int64":
@@ -264,3 +266,53 @@ def _static_count(
     if not bool(np.asarray(cond).reshape(-1)[0]):
         return 0
     return max(0, int(np.asarray(trip).reshape(-1)[0]))
+
+
+#: a Loop carrying sequences or optionals (resolved at build time) runs at most this often.
+MAX_UNROLLED_ITERATIONS = 1024
+
+
+def _unrolled_loop(
+    ctx: ConvertContext, node: NodeView, trip: np.ndarray | None, cond: np.ndarray | None
+) -> list[Expr | None]:
+    """A Loop carrying sequences or optionals: they exist only at build time, so the body
+    is converted once per iteration, which needs a constant trip count and conditions, and
+    at most MAX_UNROLLED_ITERATIONS iterations."""
+    if trip is None or cond is None:
+        ctx.fail(
+            node,
+            "the Loop carries a sequence or an optional, which ember resolves at build time, "
+            "so its trip count and condition must be constant (static); make them initializers",
+        )
+    graph = node.attr("body")
+    if ctx.convert_subgraph is None or len(graph.input) != len(node.inputs):
+        ctx.fail(node, "the body's inputs do not match the Loop's values")
+    values = list(node.inputs[2:])
+    rows: list[list[Expr]] = []
+    count, go = int(np.asarray(trip).reshape(-1)[0]), bool(np.asarray(cond).reshape(-1)[0])
+    while go and len(rows) < count:
+        if len(rows) == MAX_UNROLLED_ITERATIONS:
+            ctx.fail(
+                node, f"the Loop runs more than {MAX_UNROLLED_ITERATIONS} iterations at build time"
+            )
+        names = [vi.name for vi in graph.input]
+        bound = [Constant(np.array(len(rows), "int64")), Constant(np.array(go)), *values]
+        saved = ctx.env
+        ctx.env = {**saved, **dict(zip(names, bound, strict=True))}  # type: ignore[dict-item]
+        try:
+            outs = ctx.convert_subgraph(ctx, graph)
+        finally:
+            ctx.env = saved
+        flag = ctx.const_value(outs[0])
+        if flag is None:
+            ctx.fail(node, "the condition the body returns must be constant (static) here")
+        go = bool(np.asarray(flag).reshape(-1)[0])
+        values = list(outs[1 : 1 + len(values)])
+        rows.append(list(outs[1 + len(values) :]))
+    stacked: list[Expr | None] = []
+    for k in range(len(graph.output) - 1 - len(values)):
+        if not rows:
+            ctx.fail(node, "the Loop runs no iteration, so its scan outputs have no shape")
+        parts = [call("reshape", r[k], newshape=(1, *r[k].tensor_type.shape)) for r in rows]
+        stacked.append(parts[0] if len(parts) == 1 else call("concatenate", *parts, axis=0))
+    return [*values, *stacked]

@@ -132,3 +132,65 @@ def test_an_empty_optional_output_is_refused():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
     with pytest.raises(FrontendError, match="output 'o' is an optional that is empty"):
         from_onnx(model)
+
+
+def _append_body() -> object:
+    """A Loop body appending x[:i+1] to a carried sequence (its length grows)."""
+    return helper.make_graph(
+        [
+            helper.make_node("Add", ["i", "one"], ["end"]),
+            helper.make_node("Unsqueeze", ["end", "axes"], ["end1"]),
+            helper.make_node("Slice", ["v", "zero1", "end1"], ["part"]),
+            helper.make_node("SequenceInsert", ["seq_in", "part"], ["seq_out"]),
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+            helper.make_value_info(
+                "seq_in", helper.make_sequence_type_proto(helper.make_tensor_type_proto(1, None))
+            ),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_value_info(
+                "seq_out", helper.make_sequence_type_proto(helper.make_tensor_type_proto(1, None))
+            ),
+        ],
+    )
+
+
+def test_a_loop_carrying_a_sequence_resolves_at_build_time():
+    nodes = [
+        helper.make_node("SequenceEmpty", [], ["empty"], dtype=TensorProto.FLOAT),
+        helper.make_node("Loop", ["n", "t", "empty"], ["parts"], body=_append_body()),
+        helper.make_node("ConcatFromSequence", ["parts"], ["y"], axis=0),
+    ]
+    inits = {
+        "n": np.array(3, np.int64),
+        "t": np.array(True),
+        "one": np.array(1, np.int64),
+        "axes": np.array([0], np.int64),
+        "zero1": np.array([0], np.int64),
+    }
+    model = make_model(nodes, {"v": ("float32", (5,))}, ["y"], inits, opset=17)
+    v = np.arange(5, dtype=np.float32)
+    np.testing.assert_array_equal(ember_run(model, {"v": v})[0], ort_run(model, {"v": v})[0])
+
+
+def test_a_loop_carrying_a_sequence_needs_a_constant_count():
+    nodes = [
+        helper.make_node("SequenceEmpty", [], ["empty"], dtype=TensorProto.FLOAT),
+        helper.make_node("Loop", ["n", "t", "empty"], ["parts"], name="grow", body=_append_body()),
+        helper.make_node("ConcatFromSequence", ["parts"], ["y"], axis=0),
+    ]
+    inits = {
+        "t": np.array(True),
+        "one": np.array(1, np.int64),
+        "axes": np.array([0], np.int64),
+        "zero1": np.array([0], np.int64),
+    }
+    model = make_model(nodes, {"v": ("float32", (5,)), "n": ("int64", ())}, ["y"], inits, opset=17)
+    with pytest.raises(FrontendError, match="grow.*carries a sequence.*must be constant"):
+        from_onnx(model)
