@@ -296,9 +296,12 @@ def _unrolled_loop(
                 node, f"the Loop runs more than {MAX_UNROLLED_ITERATIONS} iterations at build time"
             )
         names = [vi.name for vi in graph.input]
-        bound = [Constant(np.array(len(rows), "int64")), Constant(np.array(go)), *values]
+        bound: list[Expr] = [Constant(np.array(len(rows), "int64")), Constant(np.array(go))]
+        bound += [v for v in values if v is not None]
+        if len(bound) != len(names):
+            ctx.fail(node, "a loop-carried value is omitted")
         saved = ctx.env
-        ctx.env = {**saved, **dict(zip(names, bound, strict=True))}  # type: ignore[dict-item]
+        ctx.env = {**saved, **dict(zip(names, bound, strict=True))}
         try:
             outs = ctx.convert_subgraph(ctx, graph)
         finally:

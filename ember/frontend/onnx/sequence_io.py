@@ -46,7 +46,7 @@ def sequence_vars(
     elem = element_type(vi)
     assert elem is not None
     given = shape.get(vi.name)
-    if not _is_shape_list(given):
+    if not isinstance(given, list | tuple) or not _is_shape_list(given):
         raise FrontendError(
             f"ONNX model {label}: input '{vi.name}' is a sequence; a compiled model takes its "
             "elements as separate tensor inputs, so give each element's shape, e.g. "
@@ -65,7 +65,7 @@ def sequence_vars(
         )
     return [
         Var(element_name(vi.name, i), TensorType(tuple(int(d) for d in s), elem_dtype))
-        for i, s in enumerate(given)  # type: ignore[union-attr]
+        for i, s in enumerate(given)
     ]
 
 
