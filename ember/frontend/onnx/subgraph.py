@@ -97,8 +97,14 @@ def _capture(
     """What the body sees for an outer value: a constant, or a new parameter."""
     if isinstance(outer, Constant):
         return outer
+    if isinstance(outer, Tuple):  # a sequence: each element captured on its own
+        items = [
+            _capture(ctx, f"{name}.{i}", item, variables, values)
+            for i, item in enumerate(outer.fields)
+        ]
+        return Tuple(tuple(items))
     if not isinstance(outer.type, TensorType):
-        return outer  # a sequence or optional known at import time: used as it is
+        return outer  # an empty optional: nothing to pass
     init = ctx.initializer_values.get(outer) if isinstance(outer, Var) else None
     value = None if init is not None else ctx.const_value(outer)
     if value is not None and value.size <= MAX_CAPTURED_CONSTANT:

@@ -174,3 +174,43 @@ def test_unsupported_op_in_either_branch_is_reported_up_front():
 def test_folded_if_compiles():
     model = _if_model([], {"c": np.array(False)})
     np.testing.assert_array_equal(run_onnx_compiled(model, {"x": X})[0], -X)
+
+
+@pytest.mark.cc
+def test_a_body_reading_an_outer_sequence_captures_its_elements():
+    # the Scan body reads element 1 of a sequence built outside from a model input
+    body = helper.make_graph(
+        [
+            helper.make_node("SequenceAt", ["parts", "one"], ["second"]),
+            helper.make_node("Add", ["s", "x_t"], ["s2"]),
+            helper.make_node("Mul", ["s2", "second"], ["y"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("s", TensorProto.FLOAT, [3]),
+            helper.make_tensor_value_info("x_t", TensorProto.FLOAT, [3]),
+        ],
+        [
+            helper.make_tensor_value_info("s2", TensorProto.FLOAT, [3]),
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, [3]),
+        ],
+    )
+    nodes = [
+        helper.make_node("SplitToSequence", ["w"], ["parts"], axis=0, keepdims=0),
+        helper.make_node("Scan", ["s0", "xs"], ["s", "ys"], body=body, num_scan_inputs=1),
+    ]
+    model = make_model(
+        nodes,
+        {"s0": ("float32", (3,)), "xs": ("float32", (4, 3)), "w": ("float32", (2, 3))},
+        ["s", "ys"],
+        {"one": np.array(1, np.int64)},
+        opset=17,
+    )
+    rng = np.random.default_rng(1)
+    feeds = {k: rng.standard_normal(s).astype(np.float32) for k, s in
+             [("s0", (3,)), ("xs", (4, 3)), ("w", (2, 3))]}  # fmt: skip
+    mod, params = from_onnx(model)
+    for got, want in zip(evaluate(mod, feeds, params), ort_run(model, feeds), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    for got, want in zip(run_onnx_compiled(model, feeds), ort_run(model, feeds), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
