@@ -49,6 +49,7 @@ NOT_FAMILIES = {
         "upgrade",  # opsets 1-6: onnx's version converter ...
         "upgrade_rules",  # ... and ember's own rules where it has none or is wrong
         "subgraph",  # Loop/Scan/If/SequenceMap bodies as closed ir Functions
+        "sequence_io",  # sequences as model inputs/outputs, one tensor per element
     },
 }
 #: test files of the layers' test folders that are not about one family (the importer's).

@@ -26,8 +26,7 @@ from typing import Any
 import numpy as np
 
 from ember.errors import IRError
-from ember.ir.evaluate import evaluate_expr
-from ember.ir.expr import Function
+from ember.ir.body_runner import BODY_RUNNERS
 from ember.ir.op import Attr, Attrs, OpDef, OpPattern, register_op
 from ember.ir.types import TensorType, TupleType, Type
 
@@ -35,7 +34,7 @@ from ember.ir.types import TensorType, TupleType, Type
 PROGRAMS_ATTR = "programs"
 
 
-def body_outputs(func: Function, what: str) -> list[TensorType]:
+def body_outputs(func: Any, what: str) -> list[TensorType]:
     """The flat tensor types a body returns (a tuple of tensors, or one tensor)."""
     ty = func.ret_type
     fields = ty.fields if isinstance(ty, TupleType) else (ty,)
@@ -47,14 +46,16 @@ def body_outputs(func: Function, what: str) -> list[TensorType]:
     return out
 
 
-def _function(attrs: Attrs, name: str, op: str) -> Function:
+def _function(attrs: Attrs, name: str, op: str) -> Any:
+    """The ir Function held by attribute ``name`` (checked by its fields: this module may
+    not import ir.expr, see ember.ir.body_runner)."""
     func = attrs[name]
-    if not isinstance(func, Function):
+    if not all(hasattr(func, f) for f in ("params", "body", "ret_type")):
         raise IRError(f"op '{op}': attribute '{name}' must be an ir Function")
     return func
 
 
-def _check_params(func: Function, types: Sequence[Type], what: str) -> None:
+def _check_params(func: Any, types: Sequence[Type], what: str) -> None:
     """The leading argument types must be exactly the body's parameter types."""
     if len(types) < len(func.params):
         raise IRError(f"{what}: the body takes {len(func.params)} values, got {len(types)}")
@@ -63,13 +64,8 @@ def _check_params(func: Function, types: Sequence[Type], what: str) -> None:
             raise IRError(f"{what}: body parameter %{p.name} is {p.type}, the argument is {t}")
 
 
-def _flat(value: Any) -> list[np.ndarray]:
-    return [np.asarray(v) for v in value] if isinstance(value, tuple) else [np.asarray(value)]
-
-
-def _call(func: Function, args: Sequence[np.ndarray]) -> list[np.ndarray]:
-    env = dict(zip(func.params, args[: len(func.params)], strict=True))
-    return _flat(evaluate_expr(func.body, env))
+def _call(func: Any, args: Sequence[np.ndarray]) -> list[np.ndarray]:
+    return BODY_RUNNERS.get("evaluate")(func, args[: len(func.params)])
 
 
 # -- if ---------------------------------------------------------------------------------
@@ -146,7 +142,7 @@ def _scan_type(types: Sequence[Type], attrs: Attrs) -> Type:
 
 
 def _scan_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> tuple[np.ndarray, ...]:
-    body: Function = attrs["body"]
+    body = attrs["body"]
     n, m = attrs["num_states"], attrs["num_scan_inputs"]
     states = [np.asarray(x) for x in xs[:n]]
     extra = list(xs[n + m : len(body.params)])
@@ -207,7 +203,7 @@ def _loop_type(types: Sequence[Type], attrs: Attrs) -> Type:
 
 
 def _loop_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> tuple[np.ndarray, ...]:
-    body: Function = attrs["body"]
+    body = attrs["body"]
     n = attrs["num_carried"]
     trip = int(np.asarray(xs[0]).reshape(-1)[0])
     cond = bool(np.asarray(xs[1]).reshape(-1)[0])
