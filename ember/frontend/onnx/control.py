@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ember.errors import FrontendError
 from ember.frontend.onnx.context import ConvertContext, NodeView
 from ember.frontend.onnx.registry import ALL_TYPES, onnx_op
 from ember.frontend.onnx.subgraph import Body, convert_body
@@ -211,7 +212,14 @@ def loop(ctx: ConvertContext, node: NodeView) -> list[Expr | None]:
     if cond.tensor_type.dtype != "bool":
         cond = call("cast", cond, dtype="bool")
     scalars: list[Type] = [TensorType((), "int64"), TensorType((), "bool")]
-    body = convert_body(ctx, node.attr("body"), [*scalars, *types], "the Loop body")
+    try:
+        body = convert_body(ctx, node.attr("body"), [*scalars, *types], "the Loop body")
+    except FrontendError as err:
+        if not _unrollable(trip_v, cond_v) or "must be constant" not in str(err):
+            raise
+        # the body needs its iteration number as a constant (a slice at i): with a small
+        # static count, convert it once per iteration instead
+        return _unrolled_loop(ctx, node, trip_v, cond_v)
     n = len(carried)
     outs = body.outputs
     if len(outs) < 1 + n:
@@ -270,6 +278,16 @@ def _static_count(
 
 #: a Loop carrying sequences or optionals (resolved at build time) runs at most this often.
 MAX_UNROLLED_ITERATIONS = 1024
+#: a Loop whose body needs its iteration number as a constant is converted once per
+#: iteration when its static trip count is at most this.
+MAX_UNROLLED_BODY = 64
+
+
+def _unrollable(trip: np.ndarray | None, cond: np.ndarray | None) -> bool:
+    """True when a Loop's count and condition are constant and the count is small."""
+    if trip is None or cond is None:
+        return False
+    return int(np.asarray(trip).reshape(-1)[0]) <= MAX_UNROLLED_BODY
 
 
 def _unrolled_loop(

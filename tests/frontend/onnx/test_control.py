@@ -214,3 +214,53 @@ def test_a_body_reading_an_outer_sequence_captures_its_elements():
         np.testing.assert_allclose(got, want, rtol=1e-6)
     for got, want in zip(run_onnx_compiled(model, feeds), ort_run(model, feeds), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def _slice_at_i_loop(trip_init: bool) -> object:
+    """y += x[i:i+1] per iteration: the body slices at its iteration number."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Add", ["i", "one"], ["end"]),
+            helper.make_node("Unsqueeze", ["i", "axes"], ["start1"]),
+            helper.make_node("Unsqueeze", ["end", "axes"], ["end1"]),
+            helper.make_node("Slice", ["x", "start1", "end1"], ["part"]),
+            helper.make_node("Add", ["y_in", "part"], ["y_out"]),
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("y_in", TensorProto.FLOAT, [1]),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("y_out", TensorProto.FLOAT, [1]),
+        ],
+    )
+    node = helper.make_node("Loop", ["n", "t", "y0"], ["y"], name="slicer", body=body)
+    inits = {
+        "t": np.array(True),
+        "one": np.array(1, np.int64),
+        "axes": np.array([0], np.int64),
+        "x": np.arange(1, 6, dtype=np.float32),
+    }
+    inputs = {"y0": ("float32", (1,))}
+    if trip_init:
+        inits["n"] = np.array(4, np.int64)
+    else:
+        inputs["n"] = ("int64", ())
+    return make_model([node], inputs, ["y"], inits, opset=17)
+
+
+def test_a_body_slicing_at_its_iteration_converts_per_iteration_with_a_small_count():
+    model = _slice_at_i_loop(trip_init=True)
+    feeds = {"y0": np.zeros(1, np.float32)}
+    mod, params = from_onnx(model)
+    assert "control.loop" not in str(mod)
+    np.testing.assert_array_equal(evaluate(mod, feeds, params)[0], ort_run(model, feeds)[0])
+
+
+def test_a_body_slicing_at_its_iteration_needs_a_constant_count():
+    with pytest.raises(FrontendError, match="must be constant"):
+        from_onnx(_slice_at_i_loop(trip_init=False))
