@@ -373,6 +373,8 @@ def _convert_subgraph(ctx: ConvertContext, graph: onnx.GraphProto) -> list[Expr]
 def _split_outputs(ctx: ConvertContext, node: NodeView, result: Any) -> list[Expr | None]:
     """A handler result as one entry per ONNX output."""
     if isinstance(result, Expr):
+        if isinstance(result, Tuple) and node.num_outputs == 1:
+            return [result]  # a sequence passed through (Identity of a sequence)
         if isinstance(result.type, TupleType):
             n = len(result.type.fields)
             return [TupleGetItem(result, i) for i in range(n)]
