@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+from onnx import numpy_helper
 
 #: the ops of the importer issue (the conformance target).
 ISSUE_OPS: tuple[str, ...] = (
@@ -134,17 +135,12 @@ EXCLUDED: dict[str, str] = {
 
 #: cases whose name matches one of these patterns are excluded, with the reason.
 EXCLUDED_PATTERNS: tuple[tuple[str, str], ...] = (
-    # Sequence and optional values (Identity of a sequence/optional) are not tensors.
-    (r"^test_identity_(opt|sequence)", "sequence/optional values are not tensors"),
     # 4-bit float and int element types and float8e8m0 have no ember dtype (the other
     # float8 types do).
     (r"(e8m0|E8M0|int4|uint4|float4|e2m1|FLOAT4|INT4|UINT4)", "no 4-bit types or float8e8m0"),
     # 2-bit integer types have no ember dtype.
     (r"(INT2|UINT2)", "no 2-bit types"),
-    # The '_expanded' form of Range is a Loop (control flow, not in ember's op set).
-    (r"^test_range_.*_expanded$", "expands to a Loop (control flow)"),
-    # Model suites: sequence values, the training-only Gradient op, string normalisation.
-    (r"^test_sequence_model", "sequence values are not tensors"),
+    # Model suites: the training-only Gradient op, string normalisation.
     (r"^test_gradient_of_", "Gradient is a training op (ai.onnx.preview.training)"),
     (r"^test_strnorm_model", "string tensors are not supported"),
     # String tensors are not numeric.
@@ -222,18 +218,10 @@ def collect_model_cases(suite: str) -> tuple[Case, ...]:
 def read_case(case_dir: Path, name: str, op: str, rtol: float, atol: float) -> Case:
     """A case stored in onnx's backend test layout: model.onnx and test_data_set_<i>/
     {input,output}_<j>.pb."""
-    from onnx import numpy_helper
-
     data_sets: list[tuple[list[object], list[object]]] = []
     for ds in sorted(case_dir.glob("test_data_set_*"), key=_pb_index):
-        inputs = [
-            numpy_helper.to_array(onnx.load_tensor(str(f)))
-            for f in sorted(ds.glob("input_*.pb"), key=_pb_index)
-        ]
-        outputs = [
-            numpy_helper.to_array(onnx.load_tensor(str(f)))
-            for f in sorted(ds.glob("output_*.pb"), key=_pb_index)
-        ]
+        inputs = [_load_value(f) for f in sorted(ds.glob("input_*.pb"), key=_pb_index)]
+        outputs = [_load_value(f) for f in sorted(ds.glob("output_*.pb"), key=_pb_index)]
         data_sets.append((list(inputs), list(outputs)))
     model = onnx.load(str(case_dir / "model.onnx"))
     return Case(name, op, model, tuple(data_sets), rtol, atol)
@@ -242,10 +230,8 @@ def read_case(case_dir: Path, name: str, op: str, rtol: float, atol: float) -> C
 def write_case(case: Case, case_dir: Path) -> bool:
     """Store ``case`` in onnx's backend test layout (see :func:`read_case`); False when a
     value is not a tensor (sequences, optionals) and the case cannot be stored."""
-    from onnx import numpy_helper
-
     values = [v for inputs, outputs in case.data_sets for v in (*inputs, *outputs)]
-    if any(not isinstance(v, np.ndarray | np.generic | onnx.TensorProto) for v in values):
+    if any(not _storable(v) for v in values):
         return False
     case_dir.mkdir(parents=True)
     (case_dir / "model.onnx").write_bytes(case.model.SerializeToString())
@@ -254,12 +240,36 @@ def write_case(case: Case, case_dir: Path) -> bool:
         ds.mkdir()
         for kind, group in (("input", inputs), ("output", outputs)):
             for j, value in enumerate(group):
-                if isinstance(value, onnx.TensorProto):
-                    tensor = value
-                else:
-                    tensor = numpy_helper.from_array(np.asarray(value))
-                (ds / f"{kind}_{j}.pb").write_bytes(tensor.SerializeToString())
+                if isinstance(value, list):  # a sequence: its elements, one file each
+                    (ds / f"{kind}_{j}.pb").mkdir()
+                    for k, item in enumerate(value):
+                        tensor = _as_tensor(item)
+                        (ds / f"{kind}_{j}.pb" / f"item_{k}.pb").write_bytes(
+                            tensor.SerializeToString()
+                        )
+                    continue
+                (ds / f"{kind}_{j}.pb").write_bytes(_as_tensor(value).SerializeToString())
     return True
+
+
+def _as_tensor(value: object) -> onnx.TensorProto:
+    return (
+        value if isinstance(value, onnx.TensorProto) else numpy_helper.from_array(np.asarray(value))
+    )
+
+
+def _storable(value: object) -> bool:
+    """A tensor, or a sequence (list) of tensors."""
+    if isinstance(value, list):
+        return all(_storable(v) and not isinstance(v, list) for v in value)
+    return isinstance(value, np.ndarray | np.generic | onnx.TensorProto)
+
+
+def _load_value(path: Path) -> object:
+    """A stored tensor, or a sequence stored as a folder of its elements."""
+    if path.is_dir():
+        return [_load_value(f) for f in sorted(path.glob("item_*.pb"), key=_pb_index)]
+    return numpy_helper.to_array(onnx.load_tensor(str(path)))
 
 
 def _pb_index(path: object) -> int:

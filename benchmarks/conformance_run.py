@@ -31,16 +31,56 @@ def run_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> list
     from ember.frontend import from_onnx
     from ember.ir import evaluate
 
-    mod, params = from_onnx(model)
-    return evaluate(mod, inputs, params)
+    mod, params = from_onnx(model, shape=sequence_shapes(inputs))
+    return evaluate(mod, flat_feeds(inputs), params)
 
 
 def run_compiled(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
     """Import ``model``, build it for the C target, load it and run the graph executor once."""
     import ember
 
-    mod, params = ember.import_onnx(model)
-    return build_and_run(mod, params, inputs)
+    mod, params = ember.import_onnx(model, shape=sequence_shapes(inputs))
+    return build_and_run(mod, params, flat_feeds(inputs))
+
+
+def sequence_shapes(inputs: Mapping[str, object]) -> dict[str, list[tuple[int, ...]]] | None:
+    """The element shapes of the sequence inputs (lists of arrays), as ``from_onnx`` takes
+    them (a compiled model takes each element as an input ``<name>.<i>``), with every other
+    input's shape (such models often leave their dims symbolic); None without sequences."""
+    shapes = {n: [np.shape(e) for e in v] for n, v in inputs.items() if isinstance(v, list)}
+    if not shapes:
+        return None
+    tensors = {n: np.shape(v) for n, v in inputs.items() if not isinstance(v, list)}
+    return {**tensors, **shapes}
+
+
+def flat_feeds(inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """The feeds with each sequence input as one input per element (``<name>.<i>``)."""
+    out: dict[str, np.ndarray] = {}
+    for name, value in inputs.items():
+        if isinstance(value, list):
+            out.update({f"{name}.{i}": np.asarray(e) for i, e in enumerate(value)})
+        else:
+            out[name] = value
+    return out
+
+
+def flat_values(values: Sequence[object]) -> list[object]:
+    """Expected outputs with each sequence (a list) as its elements, as ember returns them."""
+    out: list[object] = []
+    for v in values:
+        if isinstance(v, list):
+            out.extend(_as_array(e) for e in v)
+        else:
+            out.append(v)
+    return out
+
+
+def _is_value(value: object) -> bool:
+    """A tensor, or a sequence of tensors (what a compiled case can feed and compare)."""
+    if isinstance(value, list):
+        return all(isinstance(_as_array(e), np.ndarray | np.generic) for e in value)
+    return isinstance(value, np.ndarray | np.generic)
 
 
 def build_and_run(
@@ -150,11 +190,15 @@ def prepare(
     (or with ``all_static`` every input) baked in; with ``freeze`` False nothing is baked."""
     inits = {t.name for t in case.model.graph.initializer}
     names = [vi.name for vi in case.model.graph.input if vi.name not in inits]
-    feeds = {n: np.asarray(v) for n, v in zip(names, inputs, strict=False)}
+    feeds = {
+        n: [_as_array(e) for e in v] if isinstance(v, list) else np.asarray(v)
+        for n, v in zip(names, inputs, strict=False)
+    }
     source, note = case.model, ""  # older opsets: the importer upgrades them itself
     if not freeze:
         return source, feeds, " (unfrozen)"
-    baked = list(feeds) if all_static else static_inputs(source, feeds)
+    tensors = {n: v for n, v in feeds.items() if not isinstance(v, list)}  # sequences stay
+    baked = list(tensors) if all_static else static_inputs(source, tensors)
     model, runtime = bake_inputs(source, feeds, baked)
     return model, runtime, note + (" (all inputs static)" if all_static else "")
 
@@ -177,7 +221,7 @@ def run_case(case: Case, mode: ModeFn, freeze: bool = True) -> Result:
             inputs = [_as_array(v) for v in inputs]
             expected = [_as_array(v) for v in expected]
             values = list(inputs) + list(expected)
-            if any(not isinstance(v, np.ndarray | np.generic) for v in values):
+            if any(not _is_value(v) for v in values):
                 return Result(case.name, case.op, "unsupported", "non-tensor inputs or outputs")
             model, runtime, note = prepare(case, inputs, freeze=freeze)
             try:
@@ -189,7 +233,7 @@ def run_case(case: Case, mode: ModeFn, freeze: bool = True) -> Result:
                 model, runtime, note = prepare(case, inputs, all_static=True)
                 with np.errstate(all="ignore"):
                     got = mode(model, runtime)
-            problem = compare(got, list(expected), case)
+            problem = compare(got, flat_values(expected), case)
             if problem:
                 elapsed = time.perf_counter() - start
                 return Result(case.name, case.op, "fail", problem + note, elapsed)

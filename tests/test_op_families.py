@@ -25,10 +25,10 @@ DOCS = PACKAGE.parent / "docs" / "ir.md"
 
 #: frontend modules whose handlers build from other families' IR ops, with no op of their own
 FRONTEND_ONLY = {
-    "control",  # If with a condition known at build time: the taken branch
     "dynamic",  # NonZero, Unique, NonMaxSuppression evaluated at build time
     "loss",  # SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss by decomposition
     "optimizer",  # Adagrad, Momentum, Adam (preview training) as their update formulas
+    "sequence",  # sequences and optionals resolved at import time (tuples of tensors)
     "signal",  # DFT as products with constant matrices
 }
 #: modules of each layer that are not op families (helpers, registries, infrastructure).
@@ -50,6 +50,8 @@ NOT_FAMILIES = {
         "fft",  # signal.py's float32 FFT passes (pocketfft's order) as graph-IR ops
         "upgrade",  # opsets 1-6: onnx's version converter ...
         "upgrade_rules",  # ... and ember's own rules where it has none or is wrong
+        "subgraph",  # Loop/Scan/If/SequenceMap bodies as closed ir Functions
+        "sequence_io",  # sequences as model inputs/outputs, one tensor per element
     },
 }
 #: test files of the layers' test folders that are not about one family (the importer's).

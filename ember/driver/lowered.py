@@ -26,7 +26,7 @@ from ember.formats.graph_json import GraphJSON
 from ember.formats.metadata import ModelMetadata
 from ember.ir.module import IRModule
 from ember.ir.printer import astext
-from ember.lowering.aot import AotProgram, kernel_infos
+from ember.lowering.aot import HELPER_ATTR, AotProgram, kernel_infos
 from ember.lowering.graph_plan import GraphPlan
 from ember.lowering.memory_map import memory_map
 from ember.runtime.artifact import AnyArtifact, Artifact, InMemoryArtifact
@@ -57,8 +57,11 @@ class Lowered:
         if self.aot is not None:
             return self._compile_aot(self.aot)
         artifacts: list[AnyArtifact] = list(self.external)
+        target = self.target
+        if any(f.attrs.get(HELPER_ATTR) for f in self.prim_funcs):  # kernels call kernels
+            target = _export_unpacked(target)
         if self.prim_funcs:
-            artifacts += generate_code(self.prim_funcs, self.target)
+            artifacts += generate_code(self.prim_funcs, target)
         artifacts += make_metadata_artifacts(self.plan.graph, self.plan.params, self.mod_name)
         artifacts += partition_artifacts(self.ir, self.plan, self.target)
         return ArtifactSet(artifacts)
@@ -67,9 +70,7 @@ class Lowered:
         """The kernels and the run function (unpacked entries exported: the run function
         calls them across files), the metadata as C where the back end writes it
         (``target.build.<kind>.metadata``), then the metadata artifacts and memory map."""
-        target = self.target
-        if "export-unpacked" in target.kind.options:
-            target = target.with_attrs({"export-unpacked": True})
+        target = _export_unpacked(self.target)
         # external artifacts: regions' (called through their stubs) and a whole-target
         # relay_to_runtime hook's (called through call_packed)
         artifacts: list[AnyArtifact] = list(self.external)
@@ -121,6 +122,13 @@ class Lowered:
 
     def __str__(self) -> str:
         return self.as_text()
+
+
+def _export_unpacked(target: Target) -> Target:
+    """``target`` with unpacked entries exported (calls across files), where it has the option."""
+    if "export-unpacked" in target.kind.options:
+        return target.with_attrs({"export-unpacked": True})
+    return target
 
 
 def graph_lines(graph: GraphJSON) -> list[str]:

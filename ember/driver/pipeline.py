@@ -6,7 +6,8 @@ The stages, in order (each consumes the previous one's output and nothing else):
 2. constants   the target's ``constant_updater`` hook may rewrite the bound constants
    partition   a composite target's external kinds claim regions (ember.transform.partition)
 3. legalize    rewrite ops that are lowered through simpler ops; fail listing every op
-               that has no implementation, before any lowering work (regions untouched)
+               that has no implementation, before any lowering work (regions untouched);
+               the bodies of If/Loop/Scan compile as models of their own (ember.driver.control)
 4. fuse        group ops into primitive functions (the ``fuse_ops`` pass; its depth is the
                context's config key ``fuse_ops.max_depth``; opt level 0 or a disabled
                ``fuse_ops`` puts every op in its own group)
@@ -33,6 +34,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 from tqdm import tqdm
 
+from ember.driver.control import compile_control
 from ember.driver.executor import Executor
 from ember.driver.lowered import Lowered, as_artifacts
 from ember.driver.regions import lower_region
@@ -76,10 +78,12 @@ def lower(
     mod = _update_constants(mod, tgt)  # 2
     mod = _partition(mod, tgt)  # before legalize: external kinds see the ops as imported
     mod = fold_constant(legalize(mod))  # 3
+    mod, helpers = compile_control(mod, lower, tgt, ctx, mod_name)  # 3b: If/Loop/Scan bodies
     check_lowerable(mod)
     mod = _fuse(mod, ctx)  # 4
     plan = plan_graph(mod)  # 5
     funcs, external = _lower_kernels(plan.kernels, tgt, progress)  # 6
+    funcs = (*funcs, *helpers)
     aot = None
     if ex.kind == "aot":
         # regions' external kernels have host stubs (ordinary kernels); a whole-target

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ember.errors import IRError
+from ember.ir.body_runner import BODY_RUNNERS
 from ember.ir.expr import (
     Call,
     Constant,
@@ -143,3 +144,12 @@ def _flatten(value: Value) -> list[np.ndarray]:
             out.extend(_flatten(v))
         return out
     return [np.asarray(value)]
+
+
+def run_function(func: Function, args: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """``func`` applied to ``args``: its outputs as a flat list (control ops' bodies)."""
+    env = dict(zip(func.params, args, strict=True))
+    return _flatten(evaluate_expr(func.body, env))
+
+
+BODY_RUNNERS.register("evaluate", run_function)

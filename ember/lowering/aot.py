@@ -56,6 +56,9 @@ WORKSPACE_POOL = "workspace"
 #: kernel calls per segment of the run function; a segment declares the workspace buffers
 #: it touches, so nesting stays shallow however many intermediates a model has.
 SEGMENT_CALLS = 16
+#: PrimFunc attribute of a function called by another kernel (a control-flow body's run
+#: function and kernels): built as it is, not renamed, never called by the run function.
+HELPER_ATTR = "called_by_kernel"
 
 
 @dataclass(frozen=True)
@@ -101,7 +104,10 @@ def build_aot(
     (``packed``) a lookup through the runtime; a node whose kernel is not in ``funcs`` (a
     ``relay_to_runtime`` artifact's) is always called through a lookup."""
     kernels: dict[str, ScratchKernel] = {}
+    helpers = tuple(f for f in funcs if f.attrs.get(HELPER_ATTR))
     for f in funcs:
+        if f.attrs.get(HELPER_ATTR):
+            continue
         kernels[f.name] = plan_scratch(replace(f, name=mangle(mod_name, f.name)), alignment)
     intervals = graph_buffers(graph)
     step = 0
@@ -151,7 +157,7 @@ def build_aot(
     run = PrimFunc(run_symbol(mod_name), tuple(params_list), body)
     return AotProgram(
         run,
-        tuple(kernels[n].func for n in sorted(kernels)),
+        tuple(kernels[n].func for n in sorted(kernels)) + helpers,
         memory,
         tuple(intervals),
         tuple(n for n, _ in inputs),
@@ -265,6 +271,8 @@ def kernel_infos(aot: AotProgram) -> tuple[FunctionInfo, ...]:
             arity[node.attrs.func_name] = (node.attrs.num_inputs, node.attrs.num_outputs)
     infos = []
     for func in aot.kernels:
+        if func.attrs.get(HELPER_ATTR):
+            continue  # called by a kernel (a control-flow body), not an operator
         n_in, n_out = arity.get(func.name, (len(func.params) - 1, 1))
         params = tuple(
             ParameterInfo(p.name, tuple(const_int(d) or 0 for d in p.shape), p.dtype, p.name)

@@ -6,6 +6,7 @@ One line per family; a family adds its own line.
 import ember.ops.attention  # noqa: F401
 import ember.ops.binary  # noqa: F401
 import ember.ops.bitcast  # noqa: F401
+import ember.ops.control  # noqa: F401
 import ember.ops.einsum  # noqa: F401
 import ember.ops.elemwise
 import ember.ops.index  # noqa: F401

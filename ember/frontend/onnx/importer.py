@@ -18,7 +18,7 @@ import numpy as np
 import onnx
 
 from ember.errors import EmberError, FrontendError, OpNotSupportedError
-from ember.frontend.onnx import expand, model_check, upgrade
+from ember.frontend.onnx import expand, model_check, sequence_io, upgrade
 from ember.frontend.onnx.context import (
     ConvertContext,
     NodeView,
@@ -58,28 +58,37 @@ def from_onnx(
     order = model_check.topological_nodes(  # single assignment, producers, no cycle
         graph, [i.name for i in input_protos] + init_names
     )
+    seq_protos = [vi for vi in input_protos if sequence_io.element_type(vi) is not None]
+    input_protos = [vi for vi in input_protos if vi not in seq_protos]
     input_dtypes = _input_dtypes(input_protos, dtype, label)
     value_dtypes = model_check.infer_value_dtypes(proto, input_dtypes)
     model_check.raise_unsupported(  # every unsupported op at once, before converting
         label, model_check.find_unsupported(graph, order, opsets, value_dtypes)
     )
-    input_vars = _input_vars(input_protos, input_dtypes, shape, label)
+    seq_vars = {
+        vi.name: sequence_io.sequence_vars(vi, shape or {}, dtype, label) for vi in seq_protos
+    }
+    tensor_shape = {k: v for k, v in (shape or {}).items() if k not in seq_vars}
+    input_vars = _input_vars(input_protos, input_dtypes, tensor_shape, label)
+    input_vars += [v for elements in seq_vars.values() for v in elements]
     init_vars, init_values = _initializers(graph, label)
     ctx = ConvertContext(graph.name, opsets, {init_vars[n]: v for n, v in init_values.items()})
     ctx.convert_subgraph = _convert_subgraph
     env: dict[str, Expr] = {v.name: v for v in input_vars}
+    env.update((name, Tuple(tuple(vs))) for name, vs in seq_vars.items())
     env.update(init_vars)
     ctx.env = env
     for i in order:  # convert nodes in dependency order
         _convert_node(ctx, graph.node[i], i, env)
     outputs = [env[o.name] for o in graph.output]
     _check_output_dtypes(graph, outputs, label)
+    out_names, outputs = sequence_io.flatten_outputs(graph, outputs, label)
     body = outputs[0] if len(outputs) == 1 else Tuple(tuple(outputs))
     used = {id(e) for e in post_order(body) if isinstance(e, Var)}
     params = [init_vars[n] for n in init_names if id(init_vars[n]) in used]
     func = Function(tuple(input_vars) + tuple(params), body)
     op_types = [[n.name or f"{n.op_type}_{i}", n.op_type] for i, n in enumerate(graph.node)]
-    names = {"output_names": [o.name for o in graph.output], "onnx_op_types": op_types}
+    names = {"output_names": out_names, "onnx_op_types": op_types}
     return IRModule.from_expr(func, name=graph.name or "main", **names), {
         p.name: init_values[p.name] for p in params
     }
@@ -114,8 +123,20 @@ def _graph_inputs(graph: onnx.GraphProto, init_names: set[str]) -> list[onnx.Val
             )
         seen.add(vi.name)
         if vi.name not in init_names:
-            out.append(vi)
+            out.append(_present_optional(vi))
     return out
+
+
+def _present_optional(vi: onnx.ValueInfoProto) -> onnx.ValueInfoProto:
+    """An optional tensor input as a tensor input: a compiled model's inputs are present."""
+    if not vi.type.HasField("optional_type"):
+        return vi
+    elem = vi.type.optional_type.elem_type
+    if not elem.HasField("tensor_type"):
+        return vi
+    plain = onnx.ValueInfoProto(name=vi.name)
+    plain.type.tensor_type.CopyFrom(elem.tensor_type)
+    return plain
 
 
 def _input_dtypes(
@@ -352,6 +373,8 @@ def _convert_subgraph(ctx: ConvertContext, graph: onnx.GraphProto) -> list[Expr]
 def _split_outputs(ctx: ConvertContext, node: NodeView, result: Any) -> list[Expr | None]:
     """A handler result as one entry per ONNX output."""
     if isinstance(result, Expr):
+        if isinstance(result, Tuple) and node.num_outputs == 1:
+            return [result]  # a sequence passed through (Identity of a sequence)
         if isinstance(result.type, TupleType):
             n = len(result.type.fields)
             return [TupleGetItem(result, i) for i in range(n)]

@@ -12,6 +12,7 @@ from ember.ir.ops import (
     attention,  # noqa: F401
     binary,  # noqa: F401
     bitcast,  # noqa: F401
+    control,  # noqa: F401
     einsum,  # noqa: F401
     elemwise,  # noqa: F401
     index,  # noqa: F401
@@ -34,6 +35,7 @@ FAMILIES: tuple[str, ...] = (
     "attention",
     "binary",
     "bitcast",
+    "control",
     "einsum",
     "elemwise",
     "index",
