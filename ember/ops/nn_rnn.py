@@ -271,7 +271,7 @@ class _Kernel:
         if self.dirs == 1 or self.specs[self.per + i] == first:
             return _activation(*first)(x)
         second = self.specs[self.per + i]
-        return tir.select(d == 0, _activation(*first)(x), _activation(*second)(x))
+        return tir.select(tir.eq(d, 0), _activation(*first)(x), _activation(*second)(x))
 
     def zero(self) -> PrimExpr:
         return tir.const(0.0, self.dtype)
