@@ -50,6 +50,8 @@ BLOCKS: tuple[int, ...] = (64, 32, 16, 8)
 #: (N/u, K, u), measured one thread, 40 x 512 x 2048: (K, N) 2.72 ms, u = 64 2.11 ms,
 #: u = 32 1.85 ms (the (8, 32) tile), u = 16 1.85 ms (6 x 16 tile); onnxruntime 1.67 ms.
 UNITS: tuple[int, ...] = (32, 16, 8)
+#: the kernel's scratch buffers (state, products) larger than this come from the heap.
+STACK_BYTES = 64 << 10
 
 
 # --- the legalizer -------------------------------------------------------------------------
@@ -273,6 +275,13 @@ class _Kernel:
         second = self.specs[self.per + i]
         return tir.select(tir.eq(d, 0), _activation(*first)(x), _activation(*second)(x))
 
+    def buffer(self, count: int, name: str) -> Any:
+        """A scratch buffer of ``count`` elements: on the stack up to STACK_BYTES, else
+        from the workspace allocator (large batches or hidden sizes)."""
+        nbytes = count * np.dtype(self.dtype).itemsize
+        storage = tir.StorageKind.STACK if nbytes <= STACK_BYTES else tir.StorageKind.HEAP
+        return self.ib.allocate(self.dtype, (count,), name, storage=storage)
+
     def zero(self) -> PrimExpr:
         return tir.const(0.0, self.dtype)
 
@@ -299,7 +308,7 @@ class _Kernel:
         first = sum(-(-c // nb) for c in self.segments[:segment])
         count = -(-self.segments[segment] // nb)
         with ib.for_range(0, count, "jb") as jb:
-            acc = ib.allocate(self.dtype, (nb,), "acc")
+            acc = self.buffer(nb, "acc")
             with ib.for_range(0, nb, "j", kind=tir.ForKind.VECTORIZED) as j:
                 acc[j] = self.zero()
             with ib.for_range(0, hid, "k") as k:
@@ -318,12 +327,12 @@ class _Kernel:
 
     def direction(self, d: Any) -> None:
         ib, hid, batch = self.ib, self.hidden, self.batch
-        h = ib.allocate(self.dtype, (batch * hid,), "h")
-        c = ib.allocate(self.dtype, (batch * hid,), "c") if self.cell == "lstm" else None
-        g = ib.allocate(self.dtype, (self.nblocks * self.block,), "g")
+        h = self.buffer(batch * hid, "h")
+        c = self.buffer(batch * hid, "c") if self.cell == "lstm" else None
+        g = self.buffer(self.nblocks * self.block, "g")
         scratch = None
         if self.cell == "gru" and not self.lbr:  # z and r * h between the two products
-            scratch = (ib.allocate(self.dtype, (hid,), "z"), ib.allocate(self.dtype, (hid,), "rh"))
+            scratch = (self.buffer(hid, "z"), self.buffer(hid, "rh"))
         with ib.for_range(0, batch, "b") as b, ib.for_range(0, hid, "j", kind="vectorized") as j:
             h[b * hid + j] = self.h0[d, b, j]
             if c is not None:

@@ -119,3 +119,9 @@ def test_float64_matches_the_reference() -> None:
     got = run_onnx_compiled(model, m.inputs)
     for a, b in zip(got, want, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_large_state_comes_from_the_heap() -> None:
+    m = _Model(seq=2, batch=40, inp=3, seed=4)  # h and c: 40 x 512 floats, 80 KiB each
+    m.add("LSTM", 512, 1, extras=("h0", "c0"))
+    assert_matches_onnxruntime(m.model(), m.inputs, rtol=1e-4, atol=1e-5)
