@@ -17,10 +17,16 @@ Layout, every integer little endian::
          i64  data byte size
          the data, C order, little endian
 
+An array of at least FILL_MIN_ELEMENTS elements that are all the same bytes (a weight
+made by ``ConstantOfShape``) is written as a *fill* record instead: array magic
+``FILL_MAGIC``, the same header and shape, byte size = one element, that element. Loading
+materializes it. (TVM's reader does not know fill records.)
+
 ``save_params`` is deterministic (names sorted, nothing time- or host-dependent).
 ``load_params`` trusts nothing: every length is checked against the bytes that remain, so a
 truncated, corrupted or hostile blob raises ``SerializationError`` saying what and where,
-never allocates more than the blob could describe, and never runs code (no pickle).
+never allocates more than the blob could describe (fill records: at most MAX_FILL_BYTES
+in all), and never runs code (no pickle).
 """
 
 from __future__ import annotations
@@ -37,6 +43,11 @@ from ember.formats.dtypes import DLType, dltype_of, dtype_from_dltype, dtype_nam
 
 PARAMS_LIST_MAGIC = 0xF7E58D4F05049CB7
 NDARRAY_MAGIC = 0xDD5E40F096B4A13F
+FILL_MAGIC = 0xDD5E40F0F111A13F
+#: arrays at least this large whose elements are all equal are written as fill records.
+FILL_MIN_ELEMENTS = 4096
+#: the most bytes the fill records of one blob may materialize (4 GiB).
+MAX_FILL_BYTES = 1 << 32
 MAX_NDIM = 32
 MAX_NAME_BYTES = 1 << 16
 _CPU_DEVICE_TYPE = 1
@@ -84,12 +95,25 @@ def _encode_array(name: str, arr: np.ndarray) -> bytes:
     data = np.ascontiguousarray(arr)
     if sys.byteorder != "little" and data.dtype.itemsize > 1:
         data = data.byteswap()
-    payload = data.tobytes()
+    fill = _is_fill(data)
+    payload = data.reshape(-1)[:1].tobytes() if fill else data.tobytes()
     header = _ARRAY_HEADER.pack(
-        NDARRAY_MAGIC, 0, _CPU_DEVICE_TYPE, 0, arr.ndim, dl.code, dl.bits, dl.lanes
+        FILL_MAGIC if fill else NDARRAY_MAGIC,
+        *(0, _CPU_DEVICE_TYPE, 0, arr.ndim, dl.code, dl.bits, dl.lanes),
     )
     shape = struct.pack(f"<{arr.ndim}q", *arr.shape)
     return header + shape + struct.pack("<q", len(payload)) + payload
+
+
+def _is_fill(data: np.ndarray) -> bool:
+    """Whether the C-contiguous ``data`` is large and all its elements have the same bytes
+    (compared in chunks, so the check needs no copy of the array)."""
+    if data.size < FILL_MIN_ELEMENTS:
+        return False
+    rows = data.reshape(-1).view(np.uint8).reshape(data.size, data.dtype.itemsize)
+    first = rows[0]
+    chunk = 1 << 20
+    return all(bool((rows[i : i + chunk] == first).all()) for i in range(0, len(rows), chunk))
 
 
 #: Makes the array one parameter is read into: ``alloc(shape, numpy dtype) -> np.ndarray``.
@@ -216,10 +240,11 @@ def _parse(r: _Reader, alloc: Allocator | None) -> dict[str, np.ndarray]:
             f"params blob has {num_names} names but {num_arrays} arrays; they must match"
         )
     out: dict[str, np.ndarray] = {}
+    budget = [MAX_FILL_BYTES]
     for name in names:
         if name in out:
             raise SerializationError(f"params blob names parameter {name!r} twice")
-        out[name] = _decode_array(r, name, alloc)
+        out[name] = _decode_array(r, name, alloc, budget)
     if r.remaining():
         raise SerializationError(
             f"params blob has {r.remaining()} trailing bytes after the last array"
@@ -227,11 +252,14 @@ def _parse(r: _Reader, alloc: Allocator | None) -> dict[str, np.ndarray]:
     return out
 
 
-def _decode_array(r: _Reader, name: str, alloc: Allocator | None = None) -> np.ndarray:
-    """Read one array record, checking magic, ndim, dtype, shape and byte size."""
+def _decode_array(
+    r: _Reader, name: str, alloc: Allocator | None = None, fill_budget: list[int] | None = None
+) -> np.ndarray:
+    """Read one array record, checking magic, ndim, dtype, shape and byte size; a fill
+    record is materialized (``fill_budget[0]``: the bytes fills may still take)."""
     fields = r.unpack(_ARRAY_HEADER, f"header of array {name!r}")
     magic, _reserved, _dev_type, _dev_id, ndim, code, bits, lanes = fields
-    if magic != NDARRAY_MAGIC:
+    if magic not in (NDARRAY_MAGIC, FILL_MAGIC):
         raise SerializationError(
             f"array {name!r}: magic is {magic:#018x}, expected {NDARRAY_MAGIC:#018x}; "
             "the blob is corrupt"
@@ -250,11 +278,22 @@ def _decode_array(r: _Reader, name: str, alloc: Allocator | None = None) -> np.n
     for d in shape:
         count *= d  # Python ints: a hostile shape cannot overflow
     expected = count * npdt.itemsize
+    if magic == FILL_MAGIC:
+        budget = fill_budget if fill_budget is not None else [MAX_FILL_BYTES]
+        if expected > budget[0]:
+            raise SerializationError(
+                f"array {name!r}: a fill of {expected} bytes is over what the blob's fills "
+                f"may still take ({budget[0]} of MAX_FILL_BYTES = {MAX_FILL_BYTES})"
+            )
+        budget[0] -= expected
+        expected = npdt.itemsize if count else 0
     if nbytes != expected:
         raise SerializationError(
             f"array {name!r}: byte size {nbytes} does not match shape {list(shape)} of "
             f"{dtype} ({expected} bytes)"
         )
+    if magic == FILL_MAGIC:
+        return _fill(r.take(nbytes, f"value of fill {name!r}"), shape, npdt, dtype, alloc)
     if alloc is not None and (sys.byteorder == "little" or npdt.itemsize == 1):
         target = alloc(tuple(shape), npdt)
         raw = target.view(np.uint8) if dtype == "bool" else target
@@ -267,3 +306,16 @@ def _decode_array(r: _Reader, name: str, alloc: Allocator | None = None) -> np.n
         return (np.frombuffer(data, dtype=np.uint8) != 0).reshape(shape)
     arr = np.frombuffer(data, dtype=npdt.newbyteorder("<") if npdt.itemsize > 1 else npdt)
     return arr.astype(npdt, copy=True).reshape(shape)
+
+
+def _fill(
+    value: memoryview, shape: tuple[int, ...], npdt: np.dtype, dtype: str, alloc: Allocator | None
+) -> np.ndarray:
+    """The array of ``shape`` whose every element is the one stored in ``value``."""
+    if dtype == "bool":
+        one = np.frombuffer(value, dtype=np.uint8) != 0
+    else:
+        one = np.frombuffer(value, dtype=npdt.newbyteorder("<") if npdt.itemsize > 1 else npdt)
+    target = alloc(shape, npdt) if alloc is not None else np.empty(shape, npdt)
+    target.fill(one[0] if one.size else 0)
+    return target

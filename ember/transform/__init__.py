@@ -6,6 +6,7 @@ from ember.transform.bind_params import bind_params
 from ember.transform.dead_code_elimination import dead_code_elimination
 from ember.transform.eliminate_common_subexpr import eliminate_common_subexpr
 from ember.transform.fold_constant import fold_constant
+from ember.transform.fold_weight_fills import fold_weight_fills
 from ember.transform.fuse_ops import fuse_ops
 from ember.transform.optimize import optimize
 from ember.transform.pass_manager import (
@@ -37,6 +38,7 @@ __all__ = [
     "dead_code_elimination",
     "eliminate_common_subexpr",
     "fold_constant",
+    "fold_weight_fills",
     "fuse_ops",
     "get_pass",
     "module_pass",

@@ -8,6 +8,9 @@ be large (more than :data:`MAX_FOLD_ELEMENTS` elements) and bigger than every in
 e.g. transposing a big weight is still folded. Whatever the inputs, a result of more than
 :data:`MAX_FOLD_OUTPUT_ELEMENTS` elements is never folded (it is computed at run time), so
 compile time and memory stay bounded however a model declares its constants.
+
+Fills that are weights are the exception: fold_weight_fills materializes them first (a
+weight of a convolution or matrix product is then packed at build time).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from ember.ir.expr import Call, Constant, Expr, Tuple, TupleGetItem
 from ember.ir.module import IRModule
 from ember.ir.types import TensorType, TupleType, Type
 from ember.transform._util import map_bodies, rewrite_graph
+from ember.transform.fold_weight_fills import fold_weight_fills
 
 #: folded results above this many elements are kept only if an input was as large.
 MAX_FOLD_ELEMENTS = 1_000_000
@@ -60,4 +64,5 @@ def _fold(old: Expr, node: Expr, new: Mapping[int, Expr]) -> Expr | None:
 
 def fold_constant(mod: IRModule) -> IRModule:
     """Fold every call whose inputs are all constants (see the module docstring)."""
+    mod = fold_weight_fills(mod)
     return map_bodies(mod, lambda body: rewrite_graph(body, _fold))

@@ -1,14 +1,23 @@
-"""nn.rnn, nn.gru and nn.lstm legalized (unrolled into simpler graph-IR ops): the unrolled
-graph evaluates to what the recurrent op's numpy reference gives."""
+"""nn.rnn, nn.gru and nn.lstm legalized (one input projection and one nn.recurrence): the
+legalized graph evaluates to what the recurrent op's numpy reference gives, and the
+nn.recurrence kernel's loop IR to what its reference gives."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from ember import tir
 from ember.ir import Function, IRModule, TensorType, TupleGetItem, Var, call, const, evaluate
 from ember.ir.expr import Call, post_order
+from ember.ir.op import Attrs
+from ember.ir.ops.nn_rnn import (
+    pack_recurrent_weight,
+    recurrence_segments,
+    unpack_recurrent_weight,
+)
 from ember.lowering.legalize import legalize
+from ember.lowering.lower_group import lower_group
 from ember.ops.registry import find_legalizer
 
 GATES = {"nn.rnn": 1, "nn.gru": 3, "nn.lstm": 4}
@@ -152,3 +161,62 @@ def test_constant_weights_become_matmuls_of_constant_slices():
     np.testing.assert_allclose(
         evaluate(out.main, xs)[0], evaluate(mod.main, xs)[0], rtol=1e-5, atol=1e-6
     )
+
+
+# --- the legalized form: one projection, one nn.recurrence, and its kernel --------------
+
+
+def _legal_ops(params, node):
+    legal = legalize(IRModule({"main": Function(tuple(params), TupleGetItem(node, 0))}))
+    return [n for n in post_order(legal.main.body) if isinstance(n, Call)]
+
+
+def test_constant_weights_become_one_packed_projection_and_one_recurrence():
+    rng = np.random.default_rng(4)
+    seq, batch, inp, hid = 5, 2, 3, 16
+    x = Var("X", TensorType((seq, batch, inp), "float32"))
+    w, r, b = (
+        const((rng.standard_normal(s) * 0.5).astype("float32"))
+        for s in [(2, 4 * hid, inp), (2, 4 * hid, hid), (2, 8 * hid)]
+    )
+    zeros = [const(np.zeros(s, "float32")) for s in [(2, batch, hid)] * 2 + [(2, 3 * hid)]]
+    node = call("nn.lstm", x, w, r, b, *zeros, hidden_size=hid, direction="bidirectional")
+    calls = _legal_ops([x], node)
+    names = [n.op.name for n in calls]
+    assert names.count("nn.matmul") == 1 and names.count("nn.recurrence") == 1
+    assert "nn.dense" not in names and "strided_slice" not in names
+    (mm,) = (n for n in calls if n.op.name == "nn.matmul")
+    assert mm.args[1].type.shape == (8 * hid // 16, inp, 16)  # (D*G*H/u, I, u), u = 16
+    (rec,) = (n for n in calls if n.op.name == "nn.recurrence")
+    assert rec.attrs["block"] == 64 and not rec.attrs["peepholes"]
+    assert rec.args[1].type.shape == (2, 1, hid, 64)
+
+
+@pytest.mark.parametrize(
+    ("op", "attrs"),
+    [
+        ("nn.lstm", {"clip": 0.8}),
+        ("nn.gru", {}),
+        ("nn.gru", {"linear_before_reset": True}),
+        ("nn.rnn", {"activations": ["Relu", "Tanh"]}),
+    ],
+)
+def test_recurrence_kernel_in_the_interpreter(op, attrs):
+    """The loop IR of nn.recurrence (run by the reference interpreter) equals its numpy
+    reference, with sequence_lens and two directions."""
+    params, node, values = _build(op, 3, 2, 3, 5, 2, lens=[3, 1], **attrs)
+    calls = _legal_ops(params, node)
+    (rec,) = (n for n in calls if n.op.name == "nn.recurrence")
+    args = [evaluate(Function(tuple(params), a), values)[0] for a in rec.args]
+    segments = recurrence_segments(rec.attrs["cell"], 5, rec.attrs["linear_before_reset"])
+    r = unpack_recurrent_weight(args[1], segments)
+    args[1] = pack_recurrent_weight(r, segments, 8)  # the columns padded to blocks of 8
+    attrs = {**dict(rec.attrs), "block": 8}
+    want = rec.op.reference(args, Attrs(attrs))
+    fparams = [Var(f"a{i}", TensorType(a.shape, a.dtype.name)) for i, a in enumerate(args)]
+    body = call("nn.recurrence", *fparams, **attrs)
+    func = lower_group(Function(tuple(fparams), body), "recurrence")
+    outs = [np.zeros_like(w) for w in want]
+    tir.interpret(func, [np.ascontiguousarray(a) for a in args] + outs)
+    for got, ref in zip(outs, want, strict=True):
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)

@@ -6,6 +6,9 @@ Inputs are all present in the IR (the importer fills omitted ones with zeros):
 ``sequence_lens (B,)`` (int32/int64) gives per-batch lengths. Results are tuples
 ``(Y (S, D, B, H), Y_h (D, B, H)[, Y_c (D, B, H)])``; steps past a sequence's length give
 zeros in ``Y`` and leave the state unchanged. ``D`` is 2 for ``bidirectional``.
+
+``nn.recurrence`` is what they legalize into (ember/ops/nn_rnn.py): the steps alone, after
+the input projection, with packed recurrent weights (described before its definition).
 """
 
 from __future__ import annotations
@@ -88,6 +91,26 @@ def _apply(
     return fn(x, a, b)
 
 
+def _check_inputs(
+    types: Sequence[Type],
+    names: Sequence[str],
+    want: dict[str, tuple[int, ...]],
+    data: TensorType,
+    batch: int,
+) -> None:
+    """Inputs 1.. named ``names[1:]`` have the data's dtype and the ``want`` shapes; a
+    further input is sequence_lens (B,) of int32 or int64."""
+    for i, name in enumerate(names[1:], start=1):
+        ty = tensor_arg(types, i, name)
+        check_data_dtype(data, ty, name)
+        if ty.shape != want[name]:
+            raise IRError(f"{name} must have shape {want[name]}, got {ty}")
+    if len(types) > len(names):
+        lens = tensor_arg(types, len(names), "sequence_lens")
+        if lens.shape != (batch,) or lens.dtype not in ("int32", "int64"):
+            raise IRError(f"sequence_lens must be int32 or int64 of shape ({batch},), got {lens}")
+
+
 def _rnn_type(op: str) -> Callable[[Sequence[Type], Attrs], Type]:
     gates, _, _, has_c = _CELLS[op]
     names = ["X", "W", "R", "B", "initial_h"] + (["initial_c", "P"] if has_c else [])
@@ -109,17 +132,7 @@ def _rnn_type(op: str) -> Callable[[Sequence[Type], Attrs], Type]:
             "initial_c": (dirs, batch, hidden),
             "P": (dirs, 3 * hidden),
         }
-        for i, name in enumerate(names[1:], start=1):
-            ty = tensor_arg(types, i, name)
-            check_data_dtype(x, ty, name)
-            if ty.shape != want[name]:
-                raise IRError(f"{name} must have shape {want[name]}, got {ty}")
-        if len(types) > len(names):
-            lens = tensor_arg(types, len(names), "sequence_lens")
-            if lens.shape != (batch,) or lens.dtype not in ("int32", "int64"):
-                raise IRError(
-                    f"sequence_lens must be int32 or int64 of shape ({batch},), got {lens}"
-                )
+        _check_inputs(types, names, want, x, batch)
         state = TensorType((dirs, batch, hidden), x.dtype)
         y = TensorType((seq, dirs, batch, hidden), x.dtype)
         return TupleType((y, state, state) if has_c else (y, state))
@@ -169,8 +182,39 @@ def _step(
     return o * acts[2](c_new), c_new
 
 
+def _run_directions(
+    op: str,
+    attrs: Attrs,
+    xw: Sequence[np.ndarray],
+    r: np.ndarray,
+    rb: np.ndarray,
+    states: tuple[np.ndarray, np.ndarray, np.ndarray],
+    lens: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every direction's steps: ``xw[d]`` (S, B, G*H) is its input projection with the input
+    bias, ``rb`` (D, G*H) the recurrent bias, ``states`` (h0, c0, P); returns (Y, Y_h, Y_c)."""
+    h0, c0, p = states
+    per_dir = _CELLS[op][1]
+    acts = _activations(op, attrs)
+    seq, batch = xw[0].shape[:2]
+    y = np.zeros((seq, len(xw), batch, h0.shape[2]), dtype=h0.dtype)
+    h_out, c_out = np.empty_like(h0), np.empty_like(c0)
+    for d, xw_d in enumerate(xw):
+        backward = attrs["direction"] == "reverse" or d == 1
+        h, c = h0[d], c0[d]
+        for t in range(seq - 1, -1, -1) if backward else range(seq):
+            d_acts = acts[d * per_dir : (d + 1) * per_dir]
+            h_new, c_new = _step(op, attrs, d_acts, xw_d[t], h, c, r[d], rb[d], p[d])
+            live = (t < lens)[:, None]
+            h = np.where(live, h_new, h)
+            c = np.where(live, c_new, c)
+            y[t, d] = np.where(live, h_new, 0)
+        h_out[d], c_out[d] = h, c
+    return y, h_out, c_out
+
+
 def _rnn_reference(op: str) -> Callable[[Sequence[np.ndarray], Attrs], tuple[np.ndarray, ...]]:
-    gates, per_dir, _, has_c = _CELLS[op]
+    gates, _, _, has_c = _CELLS[op]
     n_main = 7 if has_c else 5
 
     def run(xs: Sequence[np.ndarray], attrs: Attrs) -> tuple[np.ndarray, ...]:
@@ -180,33 +224,9 @@ def _rnn_reference(op: str) -> Callable[[Sequence[np.ndarray], Attrs], tuple[np.
         p = widen(xs[6]) if has_c else np.zeros((h0.shape[0], 3 * h0.shape[2]), h0.dtype)
         seq, batch, _ = x.shape
         lens = xs[n_main].astype(np.int64) if len(xs) > n_main else np.full(batch, seq)
-        acts = _activations(op, attrs)
-        dirs = _num_dirs(attrs)
         half = gates * h0.shape[2]
-        y = np.zeros((seq, dirs, batch, h0.shape[2]), dtype=x.dtype)
-        h_out, c_out = np.empty_like(h0), np.empty_like(c0)
-        for d in range(dirs):
-            backward = attrs["direction"] == "reverse" or d == 1
-            xw = x @ w[d].T + b[d, :half]
-            h, c = h0[d], c0[d]
-            steps = range(seq - 1, -1, -1) if backward else range(seq)
-            for t in steps:
-                h_new, c_new = _step(
-                    op,
-                    attrs,
-                    acts[d * per_dir : (d + 1) * per_dir],
-                    xw[t],
-                    h,
-                    c,
-                    r[d],
-                    b[d, half:],
-                    p[d],
-                )
-                live = (t < lens)[:, None]
-                h = np.where(live, h_new, h)
-                c = np.where(live, c_new, c)
-                y[t, d] = np.where(live, h_new, 0)
-            h_out[d], c_out[d] = h, c
+        xw = [x @ w[d].T + b[d, :half] for d in range(_num_dirs(attrs))]
+        y, h_out, c_out = _run_directions(op, attrs, xw, r, b[:, half:], (h0, c0, p), lens)
         outs = (y, h_out, c_out) if has_c else (y, h_out)
         return tuple(o.astype(dtype, copy=False) for o in outs)
 
@@ -255,5 +275,156 @@ register_op(
         pattern=OpPattern.OPAQUE,
         attrs={**_RNN_ATTRS, "input_forget": Attr("bool", False)},
         doc="LSTM (ONNX LSTM, gate order i, o, f, c; peepholes P), returns (Y, Y_h, Y_c).",
+    )
+)
+
+
+# --- nn.recurrence: the recurrent part alone, after the input projection -------------------
+#
+# The legalizer of nn.rnn / nn.gru / nn.lstm computes every step's input projection as one
+# matrix product and hands the steps to ``nn.recurrence``, one kernel for all of them:
+#
+#   XW (D*G*H/u, S*B, u) input projection of every step in column blocks of u (u divides
+#                     H): XW[c // u, t*B + b, c % u] is column c of step t, batch row b;
+#                     every bias is folded in except GRU's recurrent bias of the h gate
+#                     under linear_before_reset
+#   RP (D, NB, H, nb) recurrent weights, packed: the G*H gate columns split into segments
+#                     (recurrence_segments), each zero-padded to whole blocks of ``block``
+#                     columns; block j, row k holds R[d, col, k] for its nb columns
+#   initial_h (D, B, H), then for lstm initial_c (D, B, H) and P (D, 3*H), for gru under
+#   linear_before_reset its h-gate recurrent bias RBH (D, H), then optional sequence_lens.
+
+
+def recurrence_segments(cell: str, hidden: int, linear_before_reset: bool) -> list[int]:
+    """The column counts of the packed segments of R, in gate order: each segment is one
+    matrix-vector product per step (GRU's h gate needs its own when the reset gate scales h
+    before the product)."""
+    gates = _CELLS[f"nn.{cell}"][0]
+    if cell == "gru" and not linear_before_reset:
+        return [2 * hidden, hidden]
+    return [gates * hidden]
+
+
+def _blocks(cols: int, block: int) -> int:
+    return -(-cols // block)
+
+
+def pack_recurrent_weight(r: np.ndarray, segments: Sequence[int], block: int) -> np.ndarray:
+    """R (D, G*H, H) -> (D, NB, H, block): the columns of each segment zero-padded to whole
+    blocks, every block's rows contiguous."""
+    parts, start = [], 0
+    dirs, _, hidden = r.shape
+    for cols in segments:
+        seg = r[:, start : start + cols]
+        pad = _blocks(cols, block) * block - cols
+        seg = np.concatenate([seg, np.zeros((dirs, pad, hidden), r.dtype)], axis=1)
+        parts.append(seg.reshape(dirs, -1, block, hidden).transpose(0, 1, 3, 2))
+        start += cols
+    return np.ascontiguousarray(np.concatenate(parts, axis=1))
+
+
+def unpack_recurrent_weight(rp: np.ndarray, segments: Sequence[int]) -> np.ndarray:
+    """The inverse of pack_recurrent_weight: (D, NB, H, block) -> R (D, G*H, H)."""
+    dirs, _, hidden, block = rp.shape
+    parts, first = [], 0
+    for cols in segments:
+        n = _blocks(cols, block)
+        seg = rp[:, first : first + n].transpose(0, 1, 3, 2).reshape(dirs, n * block, hidden)
+        parts.append(seg[:, :cols])
+        first += n
+    return np.concatenate(parts, axis=1)
+
+
+def _recurrence_inputs(attrs: Attrs) -> list[str]:
+    cell = attrs["cell"]
+    names = ["XW", "RP", "initial_h"]
+    if cell == "lstm":
+        names += ["initial_c", "P"]
+    if cell == "gru" and attrs["linear_before_reset"]:
+        names.append("RBH")
+    return names
+
+
+def _recurrence_type(types: Sequence[Type], attrs: Attrs) -> Type:
+    cell = attrs["cell"]
+    if cell not in ("rnn", "gru", "lstm"):
+        raise IRError(f"unknown recurrent cell {cell!r}; known: rnn, gru, lstm")
+    op = f"nn.{cell}"
+    gates = _CELLS[op][0]
+    names = _recurrence_inputs(attrs)
+    if len(types) not in (len(names), len(names) + 1):
+        raise IRError(f"nn.recurrence ({cell}) takes {names} and optional sequence_lens")
+    xw = tensor_arg(types, 0, "XW")
+    check_float(xw, "XW")
+    hidden, dirs, block = attrs["hidden_size"], _num_dirs(attrs), attrs["block"]
+    _activations(op, attrs)
+    cols = dirs * gates * hidden
+    h0 = tensor_arg(types, 2, "initial_h")
+    batch = h0.shape[1] if h0.ndim == 3 else 0
+    ok = xw.ndim == 3 and batch > 0 and xw.shape[1] % batch == 0
+    if not ok or hidden % xw.shape[2] or xw.shape[0] * xw.shape[2] != cols:
+        raise IRError(
+            f"XW must be (D*G*H/u, seq*batch, u) with u dividing H = {hidden} and "
+            f"D*G*H = {cols}, got {xw} (initial_h {h0})"
+        )
+    seq = xw.shape[1] // batch
+    segs = recurrence_segments(cell, hidden, attrs["linear_before_reset"])
+    nb = sum(_blocks(c, block) for c in segs) if block > 0 else 0
+    want = {
+        "RP": (dirs, nb, hidden, block),
+        "initial_h": (dirs, batch, hidden),
+        "initial_c": (dirs, batch, hidden),
+        "P": (dirs, 3 * hidden),
+        "RBH": (dirs, hidden),
+    }
+    _check_inputs(types, names, want, xw, batch)
+    state = TensorType((dirs, batch, hidden), xw.dtype)
+    y = TensorType((seq, dirs, batch, hidden), xw.dtype)
+    return TupleType((y, state, state) if cell == "lstm" else (y, state))
+
+
+def _recurrence_reference(xs: Sequence[np.ndarray], attrs: Attrs) -> tuple[np.ndarray, ...]:
+    cell = attrs["cell"]
+    op = f"nn.{cell}"
+    names = _recurrence_inputs(attrs)
+    dtype = xs[0].dtype
+    xw, rp, h0 = (widen(v) for v in xs[:3])
+    hidden, dirs = int(attrs["hidden_size"]), _num_dirs(attrs)
+    gh = _CELLS[op][0] * hidden
+    r = unpack_recurrent_weight(rp, recurrence_segments(cell, hidden, attrs["linear_before_reset"]))
+    rb = np.zeros((dirs, gh), xw.dtype)
+    c0, p = np.zeros_like(h0), np.zeros((dirs, 3 * hidden), xw.dtype)
+    if cell == "lstm":
+        c0 = widen(xs[3])
+        if attrs["peepholes"]:
+            p = widen(xs[4])
+    if "RBH" in names:
+        rb[:, 2 * hidden :] = widen(xs[names.index("RBH")])
+    batch = h0.shape[1]
+    seq = xw.shape[1] // batch
+    plain = xw.transpose(1, 0, 2).reshape(seq, batch, dirs * gh)
+    lens = xs[len(names)].astype(np.int64) if len(xs) > len(names) else np.full(batch, seq)
+    per_dir = [plain[:, :, d * gh : (d + 1) * gh] for d in range(dirs)]
+    y, h_out, c_out = _run_directions(op, attrs, per_dir, r, rb, (h0, c0, p), lens)
+    outs = (y, h_out, c_out) if cell == "lstm" else (y, h_out)
+    return tuple(o.astype(dtype, copy=False) for o in outs)
+
+
+register_op(
+    OpDef(
+        name="nn.recurrence",
+        num_inputs=(3, 6),
+        infer_type=_recurrence_type,
+        reference=_recurrence_reference,
+        pattern=OpPattern.OPAQUE,
+        attrs={
+            **_RNN_ATTRS,
+            "cell": Attr("str", doc="rnn, gru or lstm"),
+            "block": Attr("int", doc="columns per packed block of RP"),
+            "input_forget": Attr("bool", False),
+            "linear_before_reset": Attr("bool", False),
+            "peepholes": Attr("bool", False, "lstm: read P (else P is taken as zero)"),
+        },
+        doc="The steps of nn.rnn / nn.gru / nn.lstm after the input projection (one kernel).",
     )
 )

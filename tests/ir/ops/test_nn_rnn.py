@@ -7,6 +7,11 @@ import pytest
 
 from ember.errors import IRError
 from ember.ir import TensorType, TupleType, call
+from ember.ir.ops.nn_rnn import (
+    pack_recurrent_weight,
+    recurrence_segments,
+    unpack_recurrent_weight,
+)
 
 from .ir_check import run as _run
 from .ir_check import var as _var
@@ -50,3 +55,26 @@ def test_rnn_sequence_lens_type_rule() -> None:
         call("nn.rnn", *vs, _var((3,), "int32", "lens"), hidden_size=5)
     with pytest.raises(IRError, match="unknown direction 'up'"):
         call("nn.rnn", *vs, hidden_size=5, direction="up")
+
+
+def test_recurrent_weight_packing_round_trips_with_padding() -> None:
+    r = np.arange(2 * 15 * 5, dtype=np.float32).reshape(2, 15, 5)  # GRU, H = 5
+    segments = recurrence_segments("gru", 5, linear_before_reset=False)
+    assert segments == [10, 5]
+    rp = pack_recurrent_weight(r, segments, 8)
+    assert rp.shape == (2, 3, 5, 8)  # 10 columns -> 2 blocks, 5 -> 1 block
+    assert rp[1, 2, 3, 4] == r[1, 14, 3] and rp[1, 2, 3, 5] == 0  # padding is zero
+    np.testing.assert_array_equal(unpack_recurrent_weight(rp, segments), r)
+
+
+def test_recurrence_type_errors_say_what_is_expected() -> None:
+    xw, rp, h0 = _var((4, 6, 4)), _var((1, 1, 4, 16)), _var((1, 2, 4))
+    attrs = {"hidden_size": 4, "cell": "lstm", "block": 16}
+    out = call("nn.recurrence", xw, rp, h0, _var((1, 2, 4)), _var((1, 12)), **attrs)
+    assert out.type.fields[0] == TensorType((3, 1, 2, 4), "float32")
+    with pytest.raises(IRError, match="XW must be"):
+        call("nn.recurrence", _var((4, 6, 3)), rp, h0, _var((1, 2, 4)), _var((1, 12)), **attrs)
+    with pytest.raises(IRError, match="unknown recurrent cell"):
+        call("nn.recurrence", xw, rp, h0, **{**attrs, "cell": "qrnn"})
+    with pytest.raises(IRError, match="RP must have shape"):
+        call("nn.recurrence", xw, _var((1, 2, 4, 8)), h0, _var((1, 2, 4)), _var((1, 12)), **attrs)
