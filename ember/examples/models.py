@@ -489,8 +489,10 @@ def register_builtin_models() -> None:
     builders["bert_large"] = partial(_bert_case, 4, 256, 4, 128)
     for name in TINY_MODELS:
         builders[name] = partial(tiny_case, name)
-    builders.update(crnn=crnn_case, dbnet=dbnet_case, yolo=yolo_case)
+    builders["crnn"] = partial(crnn_case)
+    builders["yolo"] = partial(yolo_case)
     builders["pp_lcnet"] = partial(_calibrated, pp_lcnet_case)
+    builders["dbnet"] = partial(dbnet_case)
     for name, build in builders.items():
         if name not in MODELS:
             MODELS.register(name, build)
