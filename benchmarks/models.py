@@ -49,7 +49,7 @@ import numpy as np
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.append(str(Path(__file__).resolve().parent))
 
-from bench_host import busy_alive, busy_process, fma_limit  # noqa: E402
+from bench_host import FmaLimit, busy_alive, busy_process, fma_limit  # noqa: E402
 from bench_report import Row, TargetTimes, Timing, format_table, summary  # noqa: E402
 
 
@@ -211,9 +211,12 @@ def measure(
 
 
 def print_profile(name: str, ge: Any, top: int, repeat: int) -> None:
-    """Print the ``top`` slowest kernels of ``ge``'s per-operator profile."""
-    report = ge.profile(repeat=max(5, repeat))
-    print(f"\n{name}: {len(report.rows)} kernel calls, {report.total_us / 1e3:.2f} ms")
+    """Print the ``top`` slowest kernels of ``ge``'s per-operator profile at 1 thread."""
+    from ember.runtime import num_threads
+
+    with num_threads(1):
+        report = ge.profile(repeat=max(5, repeat))
+    print(f"\n{name} (1 thread): {len(report.rows)} kernel calls, {report.total_us / 1e3:.2f} ms")
     shapes: dict[str, tuple[tuple[int, ...], ...]] = {}
     for row in report.rows:
         shapes.setdefault(row.op, row.shape)
@@ -310,7 +313,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="run everything next to one busy process pinned to the last core",
     )
     parser.add_argument(
-        "--noisy-seconds", type=float, default=1800.0, help="the busy process's time bound"
+        "--noisy-seconds", type=float, default=3600.0, help="the busy process's time bound"
     )
     parser.add_argument("--fma-units", type=int, default=2, help="FMA units per core")
     parser.add_argument("--ghz", type=float, default=None, help="core clock (default: measured)")
@@ -357,17 +360,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                             f"the busy process ended before {name} (its bound is "
                             f"--noisy-seconds {args.noisy_seconds:g}); rerun with a larger bound"
                         )
-                    rows.append(_measure(name, args, targets))
+                    rows.append(_measure(name, args, targets, limit))
         else:
-            rows = [_measure(name, args, targets) for name in names]
+            rows = [_measure(name, args, targets, limit) for name in names]
         print(f"\n{format_table(rows, limit, args.noisy, targets)}\n")
         print(f"{summary(rows, args.noisy)}\nload average at the end: {_load()}")
     return 0
 
 
-def _measure(name: str, args: argparse.Namespace, targets: Sequence[str]) -> Row:
+def _measure(name: str, args: argparse.Namespace, targets: Sequence[str], limit: FmaLimit) -> Row:
+    """Measure one model and print its row to stderr at once (a long run that fails
+    later keeps what it measured)."""
     row = measure(name, args.repeat, args.profile, args.cpu_clock, targets, args.threads)
-    print(f"  done {name}", file=sys.stderr, flush=True)
+    cells = " | ".join(row.cells(limit, args.noisy))
+    print(f"  done {name}: | {cells} |", file=sys.stderr, flush=True)
     return row
 
 
