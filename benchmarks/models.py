@@ -1,36 +1,45 @@
-"""Real models: ember's compile time and latency next to onnxruntime's, in one process.
+"""Real models: ember's compile time and speed next to onnxruntime's, in one process.
 
-Run: ``.venv/bin/python benchmarks/models.py [--models squeezenet,bert] [--repeat 20]``.
-For every model of ``ember.examples.models.MODELS`` (or the ``--models`` filter) it prints
+Run: ``.venv/bin/python benchmarks/models.py [--zoo | --models a,b] [--repeat 20]
+[--cpu-clock] [--noisy]``. For every model of ``ember.examples.models.MODELS`` (``--zoo``:
+the zoo of issue 12, ``ember.examples.models.ZOO``; ``--models``: a list) it prints
 
 * ember build seconds (graph IR -> artifacts) and load seconds (C compile + link + load,
   with a fresh artifact cache unless ``--keep-cache``, so the C compiler's time is counted),
-* ember's median latency of ``run`` under the graph executor and under the AOT executor
-  (the same kernels, one native call; EMBER_NUM_THREADS workers; inputs set beforehand,
-  outputs left in place),
-* onnxruntime's median latency of ``run`` with ``intra_op_num_threads`` 1 and 2 (all
-  graph optimizations on, the CPU provider, no spinning between runs; this includes
-  copying inputs and outputs), timed in interleaved rounds with ember's,
-* the ratios ember / onnxruntime (above 1: ember is slower).
+* from ONE run of interleaved rounds (each round calls every engine once, so a burst of
+  load from other processes hits them alike): the median time of ember's graph executor
+  and AOT executor (the same kernels, one native call; inputs set beforehand, outputs
+  left in place) and of onnxruntime's ``run`` (all graph optimizations, the CPU provider,
+  no spinning between runs; includes copying inputs and outputs), each at 1 thread and at
+  ``--threads`` threads (default 2; ember's count set by ``ember.runtime.set_num_threads``
+  before each call, untimed; onnxruntime's ``intra_op_num_threads``),
+* the ratios onnxruntime / ember with ember's best executor (above 1: ember is faster;
+  issue 12's orientation), and their geometric means over the models run,
+* GFLOP (2 x the multiply-adds of Conv, ConvTranspose, Gemm, MatMul, with shapes from
+  ONNX shape inference) and each engine's GFLOP/s as a percentage of the FMA limit
+  (one core's at 1 thread, ``threads`` cores' otherwise; ``bench_host.py`` has the
+  formula and measures the clock).
 
 Outputs are checked against onnxruntime first (a wrong answer has no latency).
-``--profile K`` also prints each model's K slowest ember kernels from the graph
-executor's ``profile()``. ``--cpu-clock`` times single-threaded runs by the calling
-thread's CPU time, so that other processes preempting it do not count (a machine shared
-by many jobs); multi-threaded runs are always wall time. Nothing is asserted: the script
-only reports.
+``--cpu-clock`` times the 1-thread runs by the calling thread's CPU time, so that other
+processes preempting it do not count (a machine shared by many jobs); multi-threaded
+runs are always wall time. ``--noisy`` starts one bounded busy process pinned to the last
+core for the whole run and adds a column: ember's best wall time at ``--threads``
+threads over its best wall time at 1 thread (issue 12: at most 1.3). ``--profile K``
+also prints each model's K slowest ember kernels. Nothing is asserted: the script only
+reports.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,84 +49,8 @@ import numpy as np
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.append(str(Path(__file__).resolve().parent))
 
-from bench_common import markdown_table  # noqa: E402
-
-
-@dataclass(frozen=True)
-class TargetTimes:
-    """A further target's build, load and graph-executor latency (seconds)."""
-
-    target: str
-    build_s: float
-    load_s: float
-    ember_s: float
-
-    def cells(self, first_s: float) -> list[str]:
-        """Its printed cells: build, load, latency and latency over the first target's."""
-        return [
-            f"{self.build_s:.2f}",
-            f"{self.load_s:.2f}",
-            f"{self.ember_s * 1e3:.2f}",
-            f"{self.ember_s / first_s:.2f}",
-        ]
-
-
-def target_header(first: str, target: str) -> list[str]:
-    """The header cells of a further target's columns (see TargetTimes.cells)."""
-    return [f"{target} build s", f"{target} cc+load s", f"{target} ms", f"{target}/{first}"]
-
-
-@dataclass(frozen=True)
-class Row:
-    """One model's measurements (seconds)."""
-
-    name: str
-    build_s: float
-    load_s: float
-    ember_s: float
-    aot_s: float
-    ort1_s: float
-    ort2_s: float
-    max_err: float
-    gflop: float
-    others: tuple[TargetTimes, ...] = ()
-
-    def cells(self) -> list[str]:
-        """The printed cells of this row."""
-        extra = [c for t in self.others for c in t.cells(self.ember_s)]
-        return [
-            self.name,
-            f"{self.build_s:.2f}",
-            f"{self.load_s:.2f}",
-            f"{self.ember_s * 1e3:.2f}",
-            f"{self.aot_s * 1e3:.2f}",
-            f"{self.ort1_s * 1e3:.2f}",
-            f"{self.ort2_s * 1e3:.2f}",
-            f"{self.ember_s / self.ort1_s:.2f}",
-            f"{self.ember_s / self.ort2_s:.2f}",
-            f"{self.gflop:.2f}",
-            f"{self.gflop / self.ember_s:.1f}",
-            f"{self.gflop / self.ort1_s:.1f}",
-            f"{self.max_err:.1e}",
-            *extra,
-        ]
-
-
-HEADER = [
-    "model",
-    "build s",
-    "cc+load s",
-    "ember ms",
-    "aot ms",
-    "ort1 ms",
-    "ort2 ms",
-    "ember/ort1",
-    "ember/ort2",
-    "GFLOP",
-    "ember GFLOP/s",
-    "ort1 GFLOP/s",
-    "max |err|",
-]
+from bench_host import FmaLimit, busy_alive, busy_process, fma_limit  # noqa: E402
+from bench_report import Row, TargetTimes, Timing, format_table, summary  # noqa: E402
 
 
 def interleaved_medians(
@@ -143,6 +76,31 @@ def interleaved_medians(
             fn()
             times[k].append(clock() - start)
     return [statistics.median(t) for t in times]
+
+
+#: an engine to time: an untimed setup (e.g. set the thread count) and the timed call.
+Entry = tuple[Callable[[], object], Callable[[], object]]
+
+
+def interleaved_timings(entries: Sequence[Entry], repeat: int, warmup: int = 2) -> list[Timing]:
+    """Median wall and thread CPU time of each entry's call over ``repeat`` rounds that
+    run every entry once (its setup first, untimed)."""
+    for setup, fn in entries:
+        setup()
+        for _ in range(warmup):
+            fn()
+    walls: list[list[float]] = [[] for _ in entries]
+    cpus: list[list[float]] = [[] for _ in entries]
+    for _ in range(repeat):
+        for k, (setup, fn) in enumerate(entries):
+            setup()
+            wall, cpu = time.perf_counter(), time.thread_time()
+            fn()
+            cpus[k].append(time.thread_time() - cpu)
+            walls[k].append(time.perf_counter() - wall)
+    return [
+        Timing(statistics.median(w), statistics.median(c)) for w, c in zip(walls, cpus, strict=True)
+    ]
 
 
 def clock_for(threads: int, cpu_clock: bool) -> Callable[[], float]:
@@ -174,15 +132,22 @@ def _build(model: Any, shapes: Any, target: str, executor: str = "graph") -> tup
     return artifacts, time.perf_counter() - start
 
 
-def _graph_executor(artifacts: Any) -> tuple[Any, float]:
-    """A graph executor over loaded ``artifacts`` and the seconds loading took."""
+def _load_executor(artifacts: Any, aot: bool = False) -> tuple[Any, float]:
+    """A graph (or AOT) executor over loaded ``artifacts`` and the seconds loading took."""
     import ember
-    from ember.executor import GraphExecutor
+    from ember.executor import AotExecutor, GraphExecutor
 
     dev = ember.cpu(0)
     start = time.perf_counter()
-    ge = GraphExecutor(ember.load_artifacts(artifacts, dev)["default"](dev))
-    return ge, time.perf_counter() - start
+    factory = ember.load_artifacts(artifacts, dev)["default"](dev)
+    ex = AotExecutor(factory) if aot else GraphExecutor(factory)
+    return ex, time.perf_counter() - start
+
+
+def _ember_entry(run: Callable[[], object], threads: int) -> Entry:
+    from ember.runtime import set_num_threads
+
+    return (lambda: set_num_threads(threads)), run
 
 
 def measure(
@@ -191,13 +156,12 @@ def measure(
     profile: int,
     cpu_clock: bool = False,
     targets: Sequence[str] = ("c",),
+    threads: int = 2,
 ) -> Row:
-    """Compile, check and time one example model with both engines (ember for every target
-    of ``targets``: the first with the graph and AOT executors, the others with the graph
-    executor, all interleaved with onnxruntime)."""
-    import ember
+    """Compile, check and time one example model: ember's graph and AOT executors for the
+    first of ``targets`` and onnxruntime at 1 and ``threads`` threads, the other targets'
+    graph executors at 1 thread, all in one interleaved run."""
     from ember.examples.models import make_model
-    from ember.executor import AotExecutor
     from ember.testing import ORT_MAX_IR_VERSION
 
     case = make_model(name)
@@ -205,50 +169,54 @@ def measure(
     model.ir_version = min(model.ir_version, ORT_MAX_IR_VERSION)
     first = targets[0]
     artifacts, build_s = _build(model, case.shapes, first)
-    ge, load_s = _graph_executor(artifacts)
-    aot_artifacts, _ = _build(model, case.shapes, first, executor="aot")
-    dev = ember.cpu(0)
-    aot = AotExecutor(ember.load_artifacts(aot_artifacts, dev)["default"](dev))
+    ge, load_s = _load_executor(artifacts)
+    aot, _ = _load_executor(_build(model, case.shapes, first, executor="aot")[0], aot=True)
     others = []
     for target in targets[1:]:
         more, more_build_s = _build(model, case.shapes, target)
-        more_ge, more_load_s = _graph_executor(more)
+        more_ge, more_load_s = _load_executor(more)
         others.append((target, more_build_s, more_load_s, more_ge))
     executors = [ge, aot, *(o[3] for o in others)]
     for key, value in case.inputs.items():
         for ex in executors:
             ex.set_input(key, value)
 
-    sessions = {n: ort_session(model.SerializeToString(), n) for n in (1, 2)}
+    sessions = {n: ort_session(model.SerializeToString(), n) for n in sorted({1, threads})}
     ref = sessions[1].run(None, case.inputs)
     max_err = 0.0
-    for ex in [ge, *(o[3] for o in others)]:
+    for ex in executors:
         ex.run()
         ours = [ex.get_output(i).numpy() for i in range(ex.get_num_outputs())]
         err = max(float(np.max(np.abs(a - b))) for a, b in zip(ours, ref, strict=True))
         max_err = max(max_err, err)
 
-    runners = [ge.run, aot.run, _runner(sessions[1], case.inputs)]
-    runners.append(_runner(sessions[2], case.inputs))
-    runners.extend(o[3].run for o in others)
-    ember_threads = int(os.environ.get("EMBER_NUM_THREADS", "0")) or (os.cpu_count() or 1)
-    threads = [ember_threads, ember_threads, 1, 2, *[ember_threads] * len(others)]
-    clocks = [clock_for(n, cpu_clock) for n in threads]
-    times = interleaved_medians(runners, repeat, clocks=clocks)
-    ember_s, aot_s, ort1_s, ort2_s = times[:4]
+    keys = [(e, n) for n in (1, threads) for e in ("graph", "aot", "ort")]
+    entries = [
+        _ember_entry(aot.run if e == "aot" else ge.run, n)
+        if e != "ort"
+        else ((lambda: None), _runner(sessions[n], case.inputs))
+        for e, n in keys
+    ]
+    entries += [_ember_entry(o[3].run, 1) for o in others]
+    timings = interleaved_timings(entries, repeat)
+    times = dict(zip(keys, timings, strict=False))
     extra = tuple(
-        TargetTimes(t, b, ld, s) for (t, b, ld, _), s in zip(others, times[4:], strict=True)
+        TargetTimes(t, b, ld, tm.cpu if cpu_clock else tm.wall)
+        for (t, b, ld, _), tm in zip(others, timings[len(keys) :], strict=True)
     )
     if profile > 0:
         print_profile(name, ge, profile, repeat)
     gflop = model_gflop(model)
-    return Row(name, build_s, load_s, ember_s, aot_s, ort1_s, ort2_s, max_err, gflop, extra)
+    return Row(name, build_s, load_s, times, threads, cpu_clock, max_err, gflop, extra)
 
 
 def print_profile(name: str, ge: Any, top: int, repeat: int) -> None:
-    """Print the ``top`` slowest kernels of ``ge``'s per-operator profile."""
-    report = ge.profile(repeat=max(5, repeat))
-    print(f"\n{name}: {len(report.rows)} kernel calls, {report.total_us / 1e3:.2f} ms")
+    """Print the ``top`` slowest kernels of ``ge``'s per-operator profile at 1 thread."""
+    from ember.runtime import num_threads
+
+    with num_threads(1):
+        report = ge.profile(repeat=max(5, repeat))
+    print(f"\n{name} (1 thread): {len(report.rows)} kernel calls, {report.total_us / 1e3:.2f} ms")
     shapes: dict[str, tuple[tuple[int, ...], ...]] = {}
     for row in report.rows:
         shapes.setdefault(row.op, row.shape)
@@ -259,7 +227,8 @@ def print_profile(name: str, ge: Any, top: int, repeat: int) -> None:
 
 
 def model_gflop(model: Any) -> float:
-    """Floating-point work of Conv, Gemm and MatMul nodes (2 per multiply-add), in GFLOP."""
+    """Floating-point work of Conv, ConvTranspose, Gemm and MatMul nodes (2 per
+    multiply-add, shapes from ONNX shape inference), in GFLOP."""
     import onnx
 
     inferred = onnx.shape_inference.infer_shapes(model)
@@ -273,19 +242,15 @@ def model_gflop(model: Any) -> float:
         out = shapes.get(node.output[0], [])
         if node.op_type == "Conv":  # out N x M x spatial; weight M x C/g x kernel
             weight = shapes[node.input[1]]
-            flops += 2 * _prod(out) * _prod(weight[1:])
+            flops += 2 * math.prod(out) * math.prod(weight[1:])
+        elif node.op_type == "ConvTranspose":  # every input value meets a C x M/g x k filter
+            x, weight = shapes[node.input[0]], shapes[node.input[1]]
+            flops += 2 * math.prod(x) * math.prod(weight[1:])
         elif node.op_type in ("Gemm", "MatMul"):  # out ... x N; reduce over A's last axis
             a = shapes[node.input[0]]
             trans_a = any(x.name == "transA" and x.i for x in node.attribute)
-            flops += 2 * _prod(out) * (a[0] if trans_a else a[-1])
+            flops += 2 * math.prod(out) * (a[0] if trans_a else a[-1])
     return flops / 1e9
-
-
-def _prod(dims: Sequence[int]) -> int:
-    n = 1
-    for d in dims:
-        n *= d
-    return n
 
 
 def _runner(session: Any, inputs: dict[str, np.ndarray]) -> Callable[[], object]:
@@ -293,12 +258,6 @@ def _runner(session: Any, inputs: dict[str, np.ndarray]) -> Callable[[], object]
         return session.run(None, inputs)
 
     return run
-
-
-def format_table(rows: Sequence[Row], targets: Sequence[str] = ("c",)) -> str:
-    """A markdown table of ``rows`` (so that docs/performance.md can take it verbatim)."""
-    header = HEADER + [c for t in targets[1:] for c in target_header(targets[0], t)]
-    return markdown_table(header, [r.cells() for r in rows])
 
 
 def machine() -> str:
@@ -331,59 +290,98 @@ def warm_up() -> None:
     run_onnx_compiled(model, {"x": np.ones(4, np.float32)})
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Parse the command line, measure every selected model, print the table."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line (see the module docstring)."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--models", default="", help="comma-separated names (default: all)")
-    parser.add_argument("--repeat", type=int, default=10, help="timed runs per engine")
+    parser.add_argument(
+        "--zoo", action="store_true", help="the zoo of issue 12 (ember.examples.models.ZOO)"
+    )
+    parser.add_argument("--repeat", type=int, default=10, help="timed rounds")
     parser.add_argument("--profile", type=int, default=0, help="print the K slowest kernels")
     parser.add_argument(
-        "--threads", type=int, default=None, help="ember's worker threads (EMBER_NUM_THREADS)"
+        "--threads", type=int, default=2, help="threads of the multi-threaded columns (both)"
     )
     parser.add_argument(
         "--cpu-clock",
         action="store_true",
-        help="time single-threaded runs by the thread's CPU time (robust on a busy machine)",
+        help="time 1-thread runs by the thread's CPU time (robust on a busy machine)",
     )
+    parser.add_argument(
+        "--noisy",
+        action="store_true",
+        help="run everything next to one busy process pinned to the last core",
+    )
+    parser.add_argument(
+        "--noisy-seconds", type=float, default=3600.0, help="the busy process's time bound"
+    )
+    parser.add_argument("--fma-units", type=int, default=2, help="FMA units per core")
+    parser.add_argument("--ghz", type=float, default=None, help="core clock (default: measured)")
     parser.add_argument(
         "--targets",
         default="c",
-        help="comma-separated ember target strings (default: c); the first also runs AOT, "
-        "the others add columns, e.g. --targets c,llvm",
+        help="comma-separated ember target strings (default: c); the first runs both "
+        "executors, the others add 1-thread graph-executor columns, e.g. --targets c,llvm",
     )
     parser.add_argument(
         "--keep-cache", action="store_true", help="reuse ember's artifact cache (faster loads)"
     )
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse the command line, measure every selected model, print the table."""
+    args = parse_args(argv)
     targets = [t.strip() for t in args.targets.split(",") if t.strip()] or ["c"]
     with tempfile.TemporaryDirectory(prefix="ember-bench-") as tmp:
-        if args.threads is not None:  # like the cache directory: read once, at first use
-            os.environ["EMBER_NUM_THREADS"] = str(args.threads)
         if not args.keep_cache:
             os.environ["EMBER_CACHE_DIR"] = tmp  # read once, at ember's first config() call
-        from ember.examples.models import MODELS
+        from ember.examples.models import MODELS, ZOO
 
-        names = [n for n in args.models.split(",") if n] or MODELS.names()
+        names = [n for n in args.models.split(",") if n] or (
+            list(ZOO) if args.zoo else MODELS.names()
+        )
         for name in names:
             MODELS.get(name)  # an unknown name fails before any work, listing the known ones
         warm_up()
-        threads = os.environ.get("EMBER_NUM_THREADS", "0")
+        limit = fma_limit(args.fma_units, args.ghz)
         clock = "thread CPU time for 1-thread runs" if args.cpu_clock else "wall"
         print(
-            f"machine: {machine()}; ember threads: {threads} (0: one per core); "
-            f"repeat {args.repeat}; clock: {clock}; load average {_load()}"
+            f"machine: {machine()}; threads 1 and {args.threads}; repeat {args.repeat}; "
+            f"clock: {clock}; load average {_load()}\n{limit.describe()}"
         )
-        rows = []
-        for name in names:
-            rows.append(measure(name, args.repeat, args.profile, args.cpu_clock, targets))
-            print(f"  done {name}", file=sys.stderr, flush=True)
-        print(f"\n{format_table(rows, targets)}\n\nload average at the end: {_load()}")
+        rows: list[Row] = []
+        if args.noisy:
+            with busy_process(args.noisy_seconds) as child:
+                print(f"noise: one busy process (pid {child.pid}) on the last core, nice 0")
+                for name in names:
+                    if not busy_alive(child):
+                        raise RuntimeError(
+                            f"the busy process ended before {name} (its bound is "
+                            f"--noisy-seconds {args.noisy_seconds:g}); rerun with a larger bound"
+                        )
+                    rows.append(_measure(name, args, targets, limit))
+        else:
+            rows = [_measure(name, args, targets, limit) for name in names]
+        print(f"\n{format_table(rows, limit, args.noisy, targets)}\n")
+        print(f"{summary(rows, args.noisy)}\nload average at the end: {_load()}")
     return 0
 
 
+def _measure(name: str, args: argparse.Namespace, targets: Sequence[str], limit: FmaLimit) -> Row:
+    """Measure one model and print its row to stderr at once (a long run that fails
+    later keeps what it measured)."""
+    row = measure(name, args.repeat, args.profile, args.cpu_clock, targets, args.threads)
+    cells = " | ".join(row.cells(limit, args.noisy))
+    print(f"  done {name}: | {cells} |", file=sys.stderr, flush=True)
+    return row
+
+
 def _load() -> str:
-    """The 1-minute load average: other processes on the machine distort every timing."""
-    return f"{os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else "n/a"
+    """The 1-, 5- and 15-minute load averages: other processes distort every timing."""
+    if not hasattr(os, "getloadavg"):
+        return "n/a"
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 if __name__ == "__main__":

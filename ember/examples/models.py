@@ -33,6 +33,9 @@ from onnx import TensorProto, helper, numpy_helper
 from ember.errors import EmberValueError, FrontendError
 from ember.examples.builder import IR_VERSION, OPSET
 from ember.examples.builder import GraphBuilder as _Graph
+from ember.examples.classification import pp_lcnet_case
+from ember.examples.detection import yolo_case
+from ember.examples.ocr import crnn_case, dbnet_case
 from ember.examples.tiny import TINY_MODELS, tiny_case
 from ember.support.registry import Registry
 from ember.testing import run_onnxruntime  # imports onnxruntime only when called
@@ -450,6 +453,18 @@ def light_model(name: str, seed: int = 0) -> tuple[onnx.ModelProto, dict[str, np
 
 # ----------------------------------------------------------------------------- the catalogue
 
+#: the benchmark zoo of issue 12: mobile OCR and detection models, a PP-LCNet, the three
+#: MLPerf Tiny shapes, MobileNetV2 and ResNet-50 (``benchmarks/models.py --zoo``).
+ZOO: tuple[str, ...] = (
+    "crnn",
+    "yolo",
+    "pp_lcnet",
+    "dbnet",
+    *TINY_MODELS,
+    "mobilenet_v2",
+    "resnet50",
+)
+
 #: example models by name: ``MODELS.get(name)()`` gives ``(model, inputs)``.
 MODELS: Registry[Callable[[], tuple[onnx.ModelProto, dict[str, np.ndarray]]]] = Registry(
     "example model"
@@ -463,8 +478,8 @@ def make_model(name: str) -> ModelCase:
 
 
 def register_builtin_models() -> None:
-    """Fill :data:`MODELS` (idempotent): the light models, MobileNetV2s, BERT encoders and
-    the three MLPerf Tiny models."""
+    """Fill :data:`MODELS` (idempotent): the light models, MobileNetV2s, BERT encoders,
+    the three MLPerf Tiny models and the zoo of issue 12 (:data:`ZOO`'s new four)."""
     builders = {name: partial(light_model, name) for name in LIGHT_MODELS}
     for size, width in ((224, 1.0), (96, 1.0), (64, 0.35)):
         name = "mobilenet_v2" + ("" if size == 224 else f"_{size}")
@@ -474,6 +489,10 @@ def register_builtin_models() -> None:
     builders["bert_large"] = partial(_bert_case, 4, 256, 4, 128)
     for name in TINY_MODELS:
         builders[name] = partial(tiny_case, name)
+    builders["crnn"] = partial(crnn_case)
+    builders["yolo"] = partial(yolo_case)
+    builders["pp_lcnet"] = partial(_calibrated, pp_lcnet_case)
+    builders["dbnet"] = partial(dbnet_case)
     for name, build in builders.items():
         if name not in MODELS:
             MODELS.register(name, build)
@@ -481,6 +500,13 @@ def register_builtin_models() -> None:
 
 def _mobilenet_case(size: int, width: float) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     return mobilenet_v2(image_size=size, width=width), mobilenet_v2_inputs(size)
+
+
+def _calibrated(
+    build: Callable[[], tuple[onnx.ModelProto, dict[str, np.ndarray]]],
+) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    model, inputs = build()
+    return calibrate_softmax(model, inputs), inputs
 
 
 def _bert_case(
@@ -497,6 +523,7 @@ __all__ = [
     "LIGHT_MODELS",
     "MODELS",
     "OPSET",
+    "ZOO",
     "ModelCase",
     "bert_encoder",
     "bert_inputs",

@@ -1,0 +1,174 @@
+"""The host as the benchmarks see it: one core's FMA limit, and a bounded busy process.
+
+**FMA limit of one core** (float32)::
+
+    limit = lanes x 2 flop per FMA x FMA units x clock
+    lanes     = vector bits / 32 (ember's record of the host, ``target.cpu_info("native")``:
+                8 with AVX2, 16 with AVX-512)
+    FMA units = 2 on x86 CPUs with FMA (Zen 1-4, Haswell and later; ``--fma-units``)
+    clock     = measured: a chain of dependent integer adds (one per cycle on every x86
+                core) timed by the thread's CPU time, the best of a few tries; else the
+                ``cpu MHz`` of /proc/cpuinfo (a VM's nominal clock, below a boosted one)
+
+This machine (AVX2, 2 FMA pipes) does 8 x 2 x 2 = 32 flop per cycle. A model's
+fraction is ``GFLOP / seconds / (threads x limit)``.
+
+**A busy process** (:func:`busy_process`): one child process, nice 0, pinned to the last
+core this process may use, spinning in pure Python until a deadline, until its parent
+is gone, or until the ``with`` block ends (it is killed on exit, error or Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from ember.errors import ToolchainError
+from ember.support.toolchain import compile_shared
+from ember.target.cpu import cpu_info
+
+_CHAIN_C = r"""
+long ember_bench_add_chain(long n) {
+    long x = 0;
+#if defined(__x86_64__)
+    for (long i = 0; i < n; ++i) {
+        __asm__ volatile("add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
+                         "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0" : "+r"(x));
+    }
+#endif
+    return x;
+}
+"""
+#: dependent adds per iteration of the chain above.
+_CHAIN_ADDS = 8
+
+
+@dataclass(frozen=True)
+class FmaLimit:
+    """One core's float32 FMA limit and where its numbers came from."""
+
+    lanes: int
+    fma_units: int
+    ghz: float
+    clock_source: str
+
+    @property
+    def flops_per_cycle(self) -> int:
+        """lanes x 2 (an FMA is two flops) x FMA units."""
+        return self.lanes * 2 * self.fma_units
+
+    @property
+    def gflops(self) -> float:
+        """The limit of one core in GFLOP/s."""
+        return self.flops_per_cycle * self.ghz
+
+    def describe(self) -> str:
+        """The formula with this host's numbers, for the report."""
+        return (
+            f"FMA limit per core = {self.lanes} lanes x 2 x {self.fma_units} FMA units x "
+            f"{self.ghz:.2f} GHz ({self.clock_source}) = {self.flops_per_cycle} flop/cycle = "
+            f"{self.gflops:.1f} GFLOP/s"
+        )
+
+
+def cpuinfo_ghz() -> float | None:
+    """The first ``cpu MHz`` of /proc/cpuinfo in GHz, if there is one."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("cpu MHz"):
+            return float(line.split(":", 1)[1]) / 1e3
+    return None
+
+
+def measure_ghz(tries: int = 5, adds: int = 50_000_000) -> float | None:
+    """This core's clock from a timed chain of dependent adds (None off x86-64 or
+    without a C compiler)."""
+    if os.uname().machine not in ("x86_64", "amd64"):
+        return None
+    with tempfile.TemporaryDirectory(prefix="ember-clock-") as tmp:
+        src = Path(tmp) / "chain.c"
+        src.write_text(_CHAIN_C)
+        try:
+            lib = ctypes.CDLL(str(compile_shared([src], Path(tmp) / "chain.so", openmp=False)))
+        except (ToolchainError, OSError):
+            return None
+        chain = lib.ember_bench_add_chain
+        chain.argtypes, chain.restype = [ctypes.c_long], ctypes.c_long
+        n = adds // _CHAIN_ADDS
+        chain(n // 10)  # wake the core up to its boost clock
+        best = float("inf")
+        for _ in range(tries):
+            start = time.thread_time()
+            chain(n)
+            best = min(best, time.thread_time() - start)
+    return n * _CHAIN_ADDS / best / 1e9 if best > 0 else None
+
+
+def fma_limit(fma_units: int = 2, ghz: float | None = None) -> FmaLimit:
+    """One core's limit: lanes from ember's host record, the clock measured unless given."""
+    lanes = cpu_info("native").lanes(32)
+    if ghz is not None:
+        return FmaLimit(lanes, fma_units, ghz, "given")
+    measured = measure_ghz()
+    if measured is not None:
+        return FmaLimit(lanes, fma_units, measured, "measured")
+    return FmaLimit(lanes, fma_units, cpuinfo_ghz() or 1.0, "/proc/cpuinfo")
+
+
+_SPIN = """
+import os, sys, time
+parent, deadline = int(sys.argv[1]), time.monotonic() + float(sys.argv[2])
+n = 0
+while time.monotonic() < deadline and os.getppid() == parent:
+    for _ in range(20000):
+        n += 1
+"""
+
+
+@contextmanager
+def busy_process(seconds: float) -> Iterator[subprocess.Popen[bytes]]:
+    """One spinning child process for at most ``seconds``, killed when the block ends."""
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+
+    def pin() -> None:  # runs in the child before exec
+        if len(cores) > 1:
+            os.sched_setaffinity(0, {cores[-1]})
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", _SPIN, str(os.getpid()), str(seconds)],
+        preexec_fn=pin,
+        stdin=subprocess.DEVNULL,
+    )
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGTERM) if main else None
+
+    def on_term(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)  # unwinds through the finally below
+
+    if main:
+        signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield child
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous)
+        child.kill()
+        child.wait()
+
+
+def busy_alive(child: subprocess.Popen[bytes]) -> bool:
+    """Whether the busy process still runs (it stops at its deadline)."""
+    return child.poll() is None

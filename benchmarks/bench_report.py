@@ -1,0 +1,159 @@
+"""The table of benchmarks/models.py: one row per model, ratios, geometric means.
+
+Times are seconds; a :class:`Row` holds every engine's :class:`Timing` from one
+interleaved run and prints itself (``cells``) next to the :func:`header`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bench_common import markdown_table
+from bench_host import FmaLimit
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Median wall time and median thread CPU time of one engine's runs (seconds)."""
+
+    wall: float
+    cpu: float
+
+
+@dataclass(frozen=True)
+class TargetTimes:
+    """A further target's build, load and 1-thread graph-executor latency (seconds)."""
+
+    target: str
+    build_s: float
+    load_s: float
+    ember_s: float
+
+    def cells(self, first_s: float) -> list[str]:
+        """Its printed cells: build, load, latency and latency over the first target's."""
+        return [
+            f"{self.build_s:.2f}",
+            f"{self.load_s:.2f}",
+            f"{self.ember_s * 1e3:.2f}",
+            f"{self.ember_s / first_s:.2f}",
+        ]
+
+
+def target_header(first: str, target: str) -> list[str]:
+    """The header cells of a further target's columns (see TargetTimes.cells)."""
+    return [f"{target} build s", f"{target} cc+load s", f"{target} ms", f"{target}/{first}"]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One model's measurements: ``times`` maps (engine, threads) to its Timing, engines
+    being ``graph``, ``aot`` and ``ort``; ``threads`` is the multi-threaded count."""
+
+    name: str
+    build_s: float
+    load_s: float
+    times: dict[tuple[str, int], Timing]
+    threads: int
+    cpu_clock: bool
+    max_err: float
+    gflop: float
+    others: tuple[TargetTimes, ...] = ()
+
+    def seconds(self, engine: str, threads: int) -> float:
+        """The reported time: thread CPU time for 1 thread under --cpu-clock, else wall."""
+        t = self.times[(engine, threads)]
+        return t.cpu if threads == 1 and self.cpu_clock else t.wall
+
+    def ember(self, threads: int, wall: bool = False) -> float:
+        """ember's best executor (graph or AOT) at ``threads``."""
+        if wall:
+            return min(self.times[(e, threads)].wall for e in ("graph", "aot"))
+        return min(self.seconds(e, threads) for e in ("graph", "aot"))
+
+    def speedup(self, threads: int) -> float:
+        """onnxruntime time / ember's best time (above 1: ember is faster)."""
+        return self.seconds("ort", threads) / self.ember(threads)
+
+    def noise_ratio(self) -> float:
+        """ember's best wall time at ``threads`` threads over its best at 1 thread."""
+        return self.ember(self.threads, wall=True) / self.ember(1, wall=True)
+
+    def fma_percent(self, seconds: float, cores: int, limit: FmaLimit) -> float:
+        """GFLOP/s as a percentage of ``cores`` x one core's FMA limit."""
+        return 100.0 * self.gflop / seconds / (cores * limit.gflops)
+
+    def cells(self, limit: FmaLimit, noisy: bool) -> list[str]:
+        """The printed cells of this row."""
+        n = self.threads
+        cores = min(n, os.cpu_count() or 1)
+        ms = [f"{self.seconds(e, t) * 1e3:.3f}" for t in (1, n) for e in ("graph", "aot", "ort")]
+        extra = [c for t in self.others for c in t.cells(self.seconds("graph", 1))]
+        return [
+            self.name,
+            f"{self.build_s:.2f}",
+            f"{self.load_s:.2f}",
+            *ms[:3],
+            f"{self.speedup(1):.2f}",
+            *ms[3:],
+            f"{self.speedup(n):.2f}",
+            f"{self.gflop:.3g}",
+            f"{self.fma_percent(self.ember(1), 1, limit):.0f}",
+            f"{self.fma_percent(self.seconds('ort', 1), 1, limit):.0f}",
+            f"{self.fma_percent(self.ember(n), cores, limit):.0f}",
+            f"{self.max_err:.1e}",
+            *([f"{self.noise_ratio():.2f}"] if noisy else []),
+            *extra,
+        ]
+
+
+def header(threads: int, noisy: bool, targets: Sequence[str] = ("c",)) -> list[str]:
+    """The table's header for ``threads`` (the multi-threaded count)."""
+    n = threads
+    cells = ["model", "build s", "cc+load s", "graph1 ms", "aot1 ms", "ort1 ms", "ort1/ember1"]
+    cells += [f"graph{n} ms", f"aot{n} ms", f"ort{n} ms", f"ort{n}/ember{n}", "GFLOP"]
+    cells += ["ember1 %FMA", "ort1 %FMA", f"ember{n} %FMA", "max abs err"]
+    cells += [f"noisy ember{n}/ember1"] if noisy else []
+    return cells + [c for t in targets[1:] for c in target_header(targets[0], t)]
+
+
+def format_table(
+    rows: Sequence[Row], limit: FmaLimit, noisy: bool = False, targets: Sequence[str] = ("c",)
+) -> str:
+    """A markdown table of ``rows`` (so that docs/performance.md can take it verbatim)."""
+    threads = rows[0].threads if rows else 2
+    cells = [r.cells(limit, noisy) for r in rows]
+    return markdown_table(header(threads, noisy, targets), cells)
+
+
+def geomean(values: Sequence[float]) -> float:
+    """The geometric mean of positive ``values``."""
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def summary(rows: Sequence[Row], noisy: bool) -> str:
+    """Geometric means over ``rows`` of the speedups (and of the noise ratio), with the
+    extreme model of each."""
+    if not rows:
+        return ""
+    n = rows[0].threads
+    lines = []
+    for label, value in (
+        ("ort1/ember1", lambda r: r.speedup(1)),
+        (f"ort{n}/ember{n}", lambda r: r.speedup(n)),
+    ):
+        worst = min(rows, key=value)
+        lines.append(
+            f"{label}: geomean {geomean([value(r) for r in rows]):.2f} over {len(rows)} "
+            f"models, lowest {value(worst):.2f} ({worst.name})"
+        )
+    if noisy:
+        worst = max(rows, key=Row.noise_ratio)
+        mean = geomean([r.noise_ratio() for r in rows])
+        lines.append(
+            f"noisy ember{n}/ember1 (wall): geomean {mean:.2f}, "
+            f"highest {worst.noise_ratio():.2f} ({worst.name})"
+        )
+    return "\n".join(lines)

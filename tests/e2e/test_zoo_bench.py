@@ -1,0 +1,133 @@
+"""benchmarks/models.py and its helpers (bench_host.py, bench_report.py) work: they run on
+a tiny model and print what issue 12 asks for. No timing is asserted, only the shape of
+the report, the FLOP count, the FMA-limit formula and the busy process's lifetime."""
+
+import importlib.util
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+BENCH = Path(__file__).parents[2] / "benchmarks"
+
+
+@pytest.fixture
+def bench(monkeypatch):
+    """benchmarks/models.py loaded by file path (its folder joins sys.path for helpers)."""
+    spec = importlib.util.spec_from_file_location("ember_bench_zoo", BENCH / "models.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def _table(out: str) -> tuple[list[str], list[list[str]]]:
+    rows = [line for line in out.splitlines() if line.startswith("| ")]
+    cells = [[c.strip() for c in r.split("|")[1:-1]] for r in rows]
+    return cells[0], cells[2:]
+
+
+@pytest.mark.cc
+def test_models_benchmark_prints_both_thread_counts_ratios_and_geomeans(bench, capsys):
+    argv = ["--models", "dense_autoencoder", "--repeat", "1", "--keep-cache", "--cpu-clock"]
+    assert bench.main(argv) == 0
+    out = capsys.readouterr().out
+    head, rows = _table(out)
+    for name in ("graph1 ms", "aot1 ms", "ort1 ms", "ort1/ember1", "graph2 ms", "ort2/ember2"):
+        assert name in head
+    assert {"ember1 %FMA", "ort1 %FMA", "ember2 %FMA"} <= set(head)
+    assert [r[0] for r in rows] == ["dense_autoencoder"]
+    row = dict(zip(head, rows[0], strict=True))
+    assert float(row["ort1/ember1"]) > 0 and float(row["ort2/ember2"]) > 0
+    macs = 2 * 640 * 128 + 6 * 128 * 128 + 2 * 128 * 8  # the autoencoder's ten Gemms
+    assert float(row["GFLOP"]) == pytest.approx(2 * macs / 1e9, rel=1e-2)
+    assert "flop/cycle" in out and "GFLOP/s" in out
+    assert "ort1/ember1: geomean" in out and "ort2/ember2: geomean" in out
+    assert "noisy" not in out
+
+
+@pytest.mark.cc
+def test_models_benchmark_noisy_runs_next_to_one_busy_process_and_stops_it(
+    bench, capsys, monkeypatch
+):
+    children = []
+    real = bench.busy_process
+
+    @contextmanager
+    def recording(seconds):
+        with real(seconds) as child:
+            children.append(child)
+            yield child
+
+    monkeypatch.setattr(bench, "busy_process", recording)
+    argv = ["--models", "resnet8", "--repeat", "1", "--keep-cache", "--noisy"]
+    assert bench.main([*argv, "--noisy-seconds", "120"]) == 0
+    out = capsys.readouterr().out
+    head, rows = _table(out)
+    assert head[-1] == "noisy ember2/ember1" and float(rows[0][-1]) > 0
+    assert "noisy ember2/ember1 (wall): geomean" in out
+    assert len(children) == 1 and children[0].poll() is not None  # stopped at the end
+
+
+def test_busy_process_is_killed_on_error_and_ends_at_its_bound(bench):
+    host = sys.modules["bench_host"]
+    with pytest.raises(RuntimeError, match="boom"), host.busy_process(60) as child:
+        assert host.busy_alive(child)
+        raise RuntimeError("boom")
+    assert child.poll() is not None
+    with host.busy_process(0.2) as child:
+        child.wait(timeout=30)  # its own deadline, not the parent, stopped it
+        assert child.returncode == 0 and not host.busy_alive(child)
+
+
+def test_fma_limit_formula(bench):
+    host = sys.modules["bench_host"]
+    limit = host.FmaLimit(lanes=8, fma_units=2, ghz=3.0, clock_source="given")
+    assert limit.flops_per_cycle == 32 and limit.gflops == pytest.approx(96.0)
+    assert "8 lanes x 2 x 2 FMA units x 3.00 GHz (given)" in limit.describe()
+    given = host.fma_limit(fma_units=2, ghz=2.5)
+    assert given.clock_source == "given" and given.lanes in (4, 8, 16)
+
+
+def test_model_gflop_counts_conv_conv_transpose_and_matmul(bench):
+    w = numpy_helper.from_array(np.zeros((4, 3, 3, 3), np.float32), "w")
+    wt = numpy_helper.from_array(np.zeros((4, 2, 2, 2), np.float32), "wt")
+    m = numpy_helper.from_array(np.zeros((16, 5), np.float32), "m")
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),  # 1x4x8x8
+        helper.make_node("ConvTranspose", ["c", "wt"], ["t"], strides=[2, 2]),  # 1x2x16x16
+        helper.make_node("MatMul", ["t", "m"], ["y"]),  # 1x2x16x5
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=[w, wt, m],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    conv = 2 * (4 * 8 * 8) * (3 * 9)
+    transpose = 2 * (4 * 8 * 8) * (2 * 4)
+    matmul = 2 * (2 * 16 * 5) * 16
+    assert bench.model_gflop(model) * 1e9 == pytest.approx(conv + transpose + matmul)
+
+
+def test_geomean_and_summary_name_the_extreme_models(bench):
+    report = sys.modules["bench_report"]
+    assert report.geomean([1.0, 4.0]) == pytest.approx(2.0)
+
+    def row(name, ember, ort):
+        times = {}
+        for n in (1, 2):
+            times[("graph", n)] = times[("aot", n)] = report.Timing(ember * n, ember)
+            times[("ort", n)] = report.Timing(ort, ort)
+        return report.Row(name, 0.0, 0.0, times, 2, True, 0.0, 1.0)
+
+    rows = [row("fast", 1.0, 2.0), row("slow", 2.0, 1.0)]
+    text = report.summary(rows, noisy=True)
+    assert "ort1/ember1: geomean 1.00 over 2 models, lowest 0.50 (slow)" in text
+    assert "noisy ember2/ember1 (wall): geomean 2.00, highest 2.00" in text
