@@ -73,6 +73,10 @@ def lower(
     if not mod_name.isidentifier():
         raise EmberValueError(f"mod_name must be a C identifier, got {mod_name!r}")
     ctx = pass_context if pass_context is not None else PassContext(opt_level=opt_level)
+    if "llvm" in tgt.keys and "fuse_qdq.int8_kernels" not in ctx.config:
+        # the int8 layer kernels are C source: LLVM targets keep the portable int32 path
+        config = {**ctx.config, "fuse_qdq.int8_kernels": False}
+        ctx = PassContext(ctx.opt_level, ctx.required, ctx.disabled, ctx.debug, config, ctx.report)
     verify(mod)
     mod = optimize(mod, params, ctx=ctx)  # 1
     mod = _update_constants(mod, tgt)  # 2

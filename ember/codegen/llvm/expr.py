@@ -58,7 +58,7 @@ from ember.tir.expr import (
     Var,
 )
 from ember.tir.functor import post_order_visit
-from ember.tir.op import CHECK_KIND, CPACKED_KIND
+from ember.tir.op import CHECK_KIND, CPACKED_KIND, REINTERPRET_KIND
 from ember.tir.simplify import Simplifier
 
 _FCMP = {EQ: "oeq", NE: "une", LT: "olt", LE: "ole", GT: "ogt", GE: "oge"}
@@ -140,6 +140,9 @@ class ExprLowering(MemoryLowering):
                 return self.index_check(e)
             if e.kind == CPACKED_KIND:
                 return self.call_cpacked(e)
+            if e.kind == REINTERPRET_KIND:  # the same bits read as another type of one width
+                v, ty = self.expr(e.args[0]), value_type(e.dtype, self.where)
+                return self.w.inst(ty, f"bitcast {v.typed()} to {ty}")
             if e.kind != "intrin":
                 raise CompileError(
                     f"LLVM codegen{self.where}: '{e.kind}' calls ({e.op}) are not supported by "

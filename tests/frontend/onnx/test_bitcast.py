@@ -47,11 +47,14 @@ def test_bitcast_matches_onnxruntime(compare_ort: Compare, src: str, dst: str) -
 
 
 @pytest.mark.cc
+@pytest.mark.parametrize("target", ["c", "llvm"])
 @pytest.mark.parametrize(("src", "dst"), [*PAIRS, ("bool", "uint8")])
-def test_compiled_bitcast_keeps_every_bit(src: str, dst: str) -> None:
+def test_compiled_bitcast_keeps_every_bit(src: str, dst: str, target: str) -> None:
+    if target == "llvm":
+        pytest.importorskip("llvmlite")
     x = np.array([True, False, True]) if src == "bool" else _input(src, (2, 5))
     model = _model(src, dst, x.shape)
-    got = run_onnx_compiled(model, {"x": x})
+    got = run_onnx_compiled(model, {"x": x}, target=target)
     want = [np.asarray(v) for v in ReferenceEvaluator(model).run(None, {"x": x})]
     assert_close(got, want, rtol=0, atol=0)
     assert got[0].tobytes() == x.tobytes()
