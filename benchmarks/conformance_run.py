@@ -31,7 +31,7 @@ def run_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> list
     from ember.frontend import from_onnx
     from ember.ir import evaluate
 
-    mod, params = from_onnx(model, shape=sequence_shapes(inputs))
+    mod, params = from_onnx(model, shape=sequence_shapes(inputs, model))
     return evaluate(mod, flat_feeds(inputs), params)
 
 
@@ -39,19 +39,32 @@ def run_compiled(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> list[
     """Import ``model``, build it for the C target, load it and run the graph executor once."""
     import ember
 
-    mod, params = ember.import_onnx(model, shape=sequence_shapes(inputs))
+    mod, params = ember.import_onnx(model, shape=sequence_shapes(inputs, model))
     return build_and_run(mod, params, flat_feeds(inputs))
 
 
-def sequence_shapes(inputs: Mapping[str, object]) -> dict[str, list[tuple[int, ...]]] | None:
+def sequence_shapes(
+    inputs: Mapping[str, object], model: onnx.ModelProto | None = None
+) -> dict[str, object] | None:
     """The element shapes of the sequence inputs (lists of arrays), as ``from_onnx`` takes
     them (a compiled model takes each element as an input ``<name>.<i>``), with every other
-    input's shape (such models often leave their dims symbolic); None without sequences."""
+    input's shape (such models often leave their dims symbolic); also the fed shapes when a
+    tensor input of ``model`` has a symbolic dim; otherwise None."""
     shapes = {n: [np.shape(e) for e in v] for n, v in inputs.items() if isinstance(v, list)}
-    if not shapes:
+    if not shapes and not (model is not None and _symbolic_inputs(model)):
         return None
     tensors = {n: np.shape(v) for n, v in inputs.items() if not isinstance(v, list)}
     return {**tensors, **shapes}
+
+
+def _symbolic_inputs(model: onnx.ModelProto) -> bool:
+    """True when a tensor input of ``model`` has a dim without a fixed value."""
+    return any(
+        not d.HasField("dim_value")
+        for i in model.graph.input
+        if i.type.HasField("tensor_type") and i.type.tensor_type.HasField("shape")
+        for d in i.type.tensor_type.shape.dim
+    )
 
 
 def flat_feeds(inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
