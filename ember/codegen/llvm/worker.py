@@ -71,9 +71,10 @@ def machine(m: MachineTuple) -> llvm.TargetMachine:
 
 def run_pipeline(mod: llvm.ModuleRef, m: MachineTuple) -> None:
     """The new pass manager's default pipeline at the opt level, loop and SLP vectorizers
-    on from level 2. LLVM's unroller stays on: with it off, ONNX Tile
-    (pytorch-operator test_operator_repeat) computed wrong values on llvm and llvmjit, a
-    latent miscompile not yet understood (tests/codegen/llvm/test_llvm_unroll_regression.py)."""
+    on from level 2. LLVM's unroller stays on: with it off, LLVM's loop vectorizer
+    miscompiles ONNX Tile (it loads ``p0[base | (i & 3)]`` as if it were ``p0[base + i]``);
+    unrolled first, the loop never reaches it
+    (tests/codegen/llvm/test_llvm_unroll_regression.py)."""
     tm = machine(m)
     mod.triple = m[0]
     mod.data_layout = str(tm.target_data)
