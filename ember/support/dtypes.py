@@ -137,6 +137,13 @@ _BY_ONNX: dict[int, DTypeInfo] = {d.onnx: d for d in DTYPES if d.onnx is not Non
 _BY_NUMPY: dict[str, DTypeInfo] = {d.numpy.name: d for d in DTYPES if d.numpy is not None}
 
 
+#: the dtypes ONNX only casts, quantizes and moves (no arithmetic): the sub-byte types and
+#: float8_e8m0fnu. The importer's arithmetic handlers do not take them.
+STORAGE_ONLY: frozenset[str] = frozenset(
+    d.name for d in DTYPES if d.sub_bits or d.dl_code == DL_FLOAT8_E8M0FNU
+)
+
+
 def names_of(*kinds: Kind) -> tuple[str, ...]:
     """The names of the dtypes of the given classes (all tensor dtypes if none), in order."""
     wanted = kinds or ("bool", "int", "uint", "float")
