@@ -9,7 +9,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 import ember
 from ember.errors import FrontendError
@@ -83,3 +83,17 @@ def test_a_float8_zero_point_must_be_zero() -> None:
     model = sb.model_of(nodes, {"x": 1, "s": 1}, {"q": TensorProto.FLOAT8E4M3FN})
     with pytest.raises(FrontendError, match="float8 zero point must be 0"):
         ember.import_onnx(model, shape={"x": (4,), "s": ()})
+
+
+@pytest.mark.parametrize("target", sb.TARGETS)
+@pytest.mark.parametrize("executor", ["graph", "aot"])
+def test_int4_weights_stay_int4_params_read_from_their_low_bits(target: str, executor: str) -> None:
+    """An int4 initializer dequantized by a run-time scale is a param of the built model:
+    stored as onnx unpacks it (the value in the low 4 bits), read sign-extended."""
+    w = np.array([-8, -3, 0, 5, 7, -1], ml_dtypes.int4)
+    model = sb.model_of(
+        [helper.make_node("DequantizeLinear", ["w", "s"], ["y"])], {"s": 1}, {"y": 1}
+    )
+    model.graph.initializer.append(numpy_helper.from_array(w, "w"))
+    (got,) = sb.run(model, {"s": np.array(0.5, np.float32)}, target, executor=executor)
+    np.testing.assert_array_equal(got, w.astype(np.float32) * 0.5)
