@@ -135,11 +135,6 @@ EXCLUDED: dict[str, str] = {
 
 #: cases whose name matches one of these patterns are excluded, with the reason.
 EXCLUDED_PATTERNS: tuple[tuple[str, str], ...] = (
-    # 4-bit float and int element types and float8e8m0 have no ember dtype (the other
-    # float8 types do).
-    (r"(e8m0|E8M0|int4|uint4|float4|e2m1|FLOAT4|INT4|UINT4)", "no 4-bit types or float8e8m0"),
-    # 2-bit integer types have no ember dtype.
-    (r"(INT2|UINT2)", "no 2-bit types"),
     # Model suites: the training-only Gradient op, string normalisation.
     (r"^test_gradient_of_", "Gradient is a training op (ai.onnx.preview.training)"),
     (r"^test_strnorm_model", "string tensors are not supported"),

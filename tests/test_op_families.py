@@ -52,6 +52,7 @@ NOT_FAMILIES = {
         "upgrade_rules",  # ... and ember's own rules where it has none or is wrong
         "subgraph",  # Loop/Scan/If/SequenceMap bodies as closed ir Functions
         "sequence_io",  # sequences as model inputs/outputs, one tensor per element
+        "cast_rules",  # ONNX's Cast rules (float8 saturate, e8m0 rounding): elemwise, quant
     },
 }
 #: test files of the layers' test folders that are not about one family (the importer's).

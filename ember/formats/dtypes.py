@@ -52,7 +52,7 @@ class DLType:
 
 # name -> (DLPack type as written, numpy dtype): the tensor rows of the dtype table.
 _TABLE: dict[str, tuple[DLType, np.dtype]] = {
-    info.name: (DLType(info.dl_code, info.bits), info.numpy)
+    info.name: (DLType(*info.dl_type), info.numpy)
     for info in table.DTYPES
     if info.numpy is not None
 }

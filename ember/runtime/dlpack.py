@@ -7,6 +7,11 @@ directly through their buffer). Producer (:mod:`ember.runtime.capsule`):
 NDArray alive until the consumer calls the deleter.
 Consumer: :func:`from_dlpack` renames the capsule ``"used_dltensor"`` and calls the
 producer's deleter when the resulting NDArray dies.
+
+The sub-byte types (int4, uint4, int2, uint2, float4_e2m1fn) are the exception: ember
+stores them one element per byte (ml_dtypes' layout), while DLPack means them packed, so
+an NDArray of one is not exported and a packed capsule is refused with an error saying
+to unpack; a numpy array of ``ml_dtypes.int4`` is viewed directly like bfloat16.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from ember.runtime.capsule import (
 from ember.runtime.device import Device
 from ember.runtime.dtype import DataType
 from ember.runtime.ndarray import NDArray, from_numpy_view, view_from_pointer
+from ember.support.dtypes import DL_BOOL
 
 _USED = b"used_dltensor"
 _USED_VERSIONED = b"used_dltensor_versioned"
@@ -91,6 +97,12 @@ def from_capsule(capsule: Any) -> NDArray:
     dlt = managed.dl_tensor
     shape = tuple(int(dlt.shape[i]) for i in range(dlt.ndim))
     dtype = DataType(int(dlt.dtype.code), int(dlt.dtype.bits), int(dlt.dtype.lanes))
+    if dtype.bits < 8 and dtype.code != DL_BOOL:
+        raise EmberValueError(
+            f"from_dlpack: {dtype} tensors come packed ({8 // max(dtype.bits, 1)} elements per "
+            "byte), which ember does not read; unpack them to one element per byte (a numpy "
+            f"array of ml_dtypes.{dtype}) and pass that instead"
+        )
     device = Device(int(dlt.device.device_type), int(dlt.device.device_id))
     _check_compact(dlt, shape)
     data = int(dlt.data or 0) + int(dlt.byte_offset)
@@ -122,5 +134,7 @@ def from_dlpack(obj: Any) -> NDArray:
 def to_numpy(obj: Any) -> np.ndarray:
     """A numpy array sharing memory with ``obj`` (an NDArray or any DLPack producer)."""
     if isinstance(obj, NDArray):
+        if obj.data_type.bits < 8 and obj.data_type.code != DL_BOOL:  # no DLPack spelling
+            return obj._np
         return from_capsule(obj.__dlpack__())._np
     return from_dlpack(obj)._np

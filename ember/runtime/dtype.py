@@ -80,7 +80,7 @@ def _parse(text: str) -> DataType:
     info = table.lookup(text) or table.lookup(base)
     if info is not None and info.dl_code not in _CODE_NAMES:  # float8_e4m3fn[x4]
         count = int(lanes_text) if info.name == base and lanes_text.isdigit() else 1
-        return DataType(info.dl_code, info.bits, count)
+        return DataType(info.dl_type[0], info.dl_type[1], count)
     m = _PATTERN.match(text)
     if m is None:
         raise EmberValueError(f"cannot parse data type {text!r}; expected one like {SUPPORTED}")

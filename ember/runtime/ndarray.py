@@ -25,6 +25,7 @@ from ember.runtime.device import CPU, RPC_SESS_MASK, Device, cpu
 from ember.runtime.dtype import DataType
 from ember.runtime.dtype import dtype as as_dtype
 from ember.runtime.hooks import REMOTE_NDARRAY, call_hook
+from ember.support.dtypes import DL_BOOL
 
 ALIGNMENT = 64
 _UINT_TYPESTR = {1: "|u1", 2: "<u2", 4: "<u4", 8: "<u8"}
@@ -157,6 +158,12 @@ class NDArray:
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
             raise EmberValueError(
                 f"cannot export to device {dl_device}; the array is on {self._device}"
+            )
+        if self._dtype.bits < 8 and self._dtype.code != DL_BOOL:
+            raise EmberValueError(
+                f"cannot export a {self.dtype} array through DLPack: ember stores it one "
+                "element per byte, and DLPack means sub-byte types packed; use .numpy() "
+                "(ml_dtypes' layout, one element per byte) instead"
             )
         source = empty(self._shape, self._dtype, self._device).copyfrom(self) if copy else self
         return export_capsule(source._dlt, source)

@@ -94,4 +94,5 @@ def dlpack_code(dtype: str) -> tuple[int, int, int]:
     """The DLPack ``(code, bits, lanes)`` of ``dtype`` (bool is DLPack's kDLBool=6, 8 bits)."""
     base, lanes = split_lanes(dtype)
     info = table.dtype_info(base)
-    return info.dl_code, info.bits, 1 if base == "handle" else lanes
+    code, bits, _ = info.dl_type
+    return code, bits, 1 if base == "handle" else lanes

@@ -251,7 +251,7 @@ def test_a_batch_reports_what_each_case_gives_alone():
         "test_cast_FLOAT_to_FLOAT16",
         "test_cast_FLOAT_to_DOUBLE",
         "test_cast_FLOAT_to_FLOAT8E4M3FN",
-        "test_cast_INT4_to_INT8",
+        "test_training_dropout",  # excluded by design (random)
     ]
     cases = [_by_name()[n] for n in names]
     batched = oc.run_batch(cases, "compiled")

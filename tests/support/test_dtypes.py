@@ -48,7 +48,7 @@ def _ids(rows: tuple[dtypes.DTypeInfo, ...]) -> list[str]:
 
 def test_names_are_unique_and_keys_are_unique() -> None:
     assert len({d.name for d in ROWS}) == len(ROWS)
-    assert len({(d.dl_code, d.bits) for d in ROWS}) == len(ROWS)
+    assert len({d.dl_type[:2] for d in ROWS}) == len(ROWS)
     assert len({d.onnx for d in TENSOR_ROWS}) == len(TENSOR_ROWS)
     assert tuple(d.name for d in TENSOR_ROWS) == dtypes.TENSOR_DTYPES
     assert all(d.lanes == 1 for d in ROWS)
@@ -59,7 +59,7 @@ def test_row_agrees_with_numpy_and_ml_dtypes(info: dtypes.DTypeInfo) -> None:
     assert info.numpy is not None
     assert info.numpy.name == info.name
     assert info.numpy.itemsize == info.itemsize == info.bits // 8
-    if info.name == "bfloat16" or info.name.startswith("float8"):
+    if hasattr(ml_dtypes, info.name):  # bfloat16, the float8s, float4, the 2-/4-bit ints
         assert info.numpy == np.dtype(getattr(ml_dtypes, info.name))
     else:
         assert info.numpy.kind == _NUMPY_KIND[info.kind]
@@ -89,8 +89,8 @@ def test_every_onnx_type_ember_can_hold_is_in_the_table() -> None:
 @pytest.mark.parametrize("info", TENSOR_ROWS, ids=_ids(TENSOR_ROWS))
 def test_row_agrees_with_dlpack(info: dtypes.DTypeInfo) -> None:
     assert dtypes.DL_CODE_NAMES.get(info.dl_code, info.name) in info.name  # float8: whole
-    assert dtypes.from_dl(info.dl_code, info.bits) is info
-    if info.name != "bfloat16" and not info.name.startswith("float8"):  # numpy refuses
+    assert dtypes.from_dl(*info.dl_type[:2]) is info
+    if not hasattr(ml_dtypes, info.name):  # numpy refuses
         # to export ml_dtypes types
         exported = from_capsule(np.zeros(3, info.numpy).__dlpack__()).data_type
         assert (exported.code, exported.bits, exported.lanes) == info.dl_type
@@ -116,8 +116,29 @@ def test_c_types_have_the_rows_width_and_sign(info: dtypes.DTypeInfo) -> None:
         assert ct(-1).value == (-1 if info.kind == "int" else (1 << info.bits) - 1)
 
 
+def test_sub_byte_rows_are_stored_one_per_byte_and_say_their_width_to_dlpack() -> None:
+    for name, width in (("int4", 4), ("uint4", 4), ("int2", 2), ("uint2", 2), ("float4_e2m1fn", 4)):
+        info = dtypes.dtype_info(name)
+        assert (info.bits, info.itemsize, info.sub_bits, dtypes.sub_bits(name)) == (
+            8,
+            1,
+            width,
+            width,
+        )
+        assert info.dl_type[1] == width and rt_dtype(name).itemsize == 1
+    assert dtypes.sub_bits("int8") == dtypes.sub_bits("float8_e8m0fnu") == 0
+    assert dtypes.from_dl(dtypes.DL_INT, 4).name == "int4"  # type: ignore[union-attr]
+
+
 def test_queries() -> None:
-    f8 = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz")
+    f8 = (
+        "float8_e4m3fn",
+        "float8_e4m3fnuz",
+        "float8_e5m2",
+        "float8_e5m2fnuz",
+        "float4_e2m1fn",
+        "float8_e8m0fnu",
+    )
     assert dtypes.names_of("float") == (*f8, "float16", "bfloat16", "float32", "float64")
     assert [n for n in dtypes.TENSOR_DTYPES if dtypes.is_half(n)] == [*f8, "float16", "bfloat16"]
     assert dtypes.is_integral("uint8") and not dtypes.is_integral("bool")
@@ -176,7 +197,7 @@ def test_loop_ir_view(info: dtypes.DTypeInfo) -> None:
     assert tir_dtype.is_handle(name) == (info.kind == "handle")
     assert tir_dtype.dlpack_code(name) == info.dl_type
     if info.kind != "handle":
-        assert tir_dtype.dlpack_code(name + "x4") == (info.dl_code, info.bits, 4)
+        assert tir_dtype.dlpack_code(name + "x4") == (*info.dl_type[:2], 4)
         assert tir_dtype.is_float(name + "x4") == (info.kind == "float")
     assert tuple(sorted(d.name for d in ROWS)) == tir_dtype.SCALAR_DTYPES
 
@@ -192,10 +213,19 @@ def test_graph_ir_view(info: dtypes.DTypeInfo) -> None:
 
 
 def test_dtype_sets_of_the_ir_and_the_importer() -> None:
-    assert ir_common.FLOAT_DTYPES == onnx_registry.FLOAT_TYPES == set(dtypes.names_of("float"))
-    assert ir_common.INT_DTYPES == onnx_registry.INT_TYPES
+    assert set(dtypes.names_of("float")) == ir_common.FLOAT_DTYPES
+    assert onnx_registry.FLOAT_TYPES == ir_common.FLOAT_DTYPES - dtypes.STORAGE_ONLY
+    assert onnx_registry.INT_TYPES == ir_common.INT_DTYPES - dtypes.STORAGE_ONLY
+    assert {
+        "int4",
+        "uint4",
+        "int2",
+        "uint2",
+        "float4_e2m1fn",
+        "float8_e8m0fnu",
+    } == dtypes.STORAGE_ONLY
     assert set(dtypes.names_of("int", "uint")) == ir_common.INT_DTYPES
-    assert {"int8", "int16", "int32", "int64"} == ir_common.SIGNED_DTYPES
+    assert {"int8", "int16", "int32", "int64", "int4", "int2"} == ir_common.SIGNED_DTYPES
     assert ir_common.ALL_DTYPES == onnx_registry.ALL_TYPES == set(dtypes.TENSOR_DTYPES)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ember.codegen.c import half
+from ember.codegen.c import half, subbyte
 from ember.codegen.c.abi import (
     C_KEYWORDS,
     UNPACKED_SUFFIX,
@@ -197,6 +197,9 @@ class CodeGenC(ParallelMixin, ExprCodegen):
             fused = reduction_product(s)
             if half.is_half(s.buffer.dtype):
                 value = self.half_bits(s.value)
+            elif subbyte.is_sub_byte(s.buffer.dtype):
+                subbyte.use(self.ctx.helpers, s.buffer.dtype)
+                value = subbyte.store(s.buffer.dtype, self.expr(s.value))
             elif (
                 fused is not None and self.expr(fused[2].buffer.offset_of(fused[2].indices)) == off
             ):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from ember.codegen.c import half
+from ember.codegen.c import half, subbyte
 from ember.codegen.c.abi import c_string, c_type, dtype_suffix
 from ember.codegen.c.checks import CheckMixin, divisor_guard
 from ember.codegen.c.file_context import FileContext
@@ -179,6 +179,9 @@ class ExprCodegen(VectorMixin, CheckMixin, PackedCallMixin):
         if isinstance(e, Cast):
             if dt.is_bool(e.dtype):
                 return f"{self.expr(e.value, 10)} != 0", 9
+            if subbyte.is_sub_byte(e.dtype):
+                subbyte.use(self.ctx.helpers, e.dtype)
+                return subbyte.cast_to(e.dtype, e.value.dtype, self.expr(e.value)), 16
             return f"({c_type(e.dtype, self.where)}){self.expr(e.value, 15)}", 15
         if isinstance(e, Call):
             if e.kind == "extern":
@@ -193,7 +196,11 @@ class ExprCodegen(VectorMixin, CheckMixin, PackedCallMixin):
                 return self.reinterpret(e), 16
             return self.call_math(e.op, e.dtype, list(e.args)), 16
         if isinstance(e, BufferLoad):
-            return f"{self.buf(e.buffer)}[{self.expr(e.buffer.offset_of(e.indices))}]", 16
+            text = f"{self.buf(e.buffer)}[{self.expr(e.buffer.offset_of(e.indices))}]"
+            if subbyte.is_sub_byte(e.buffer.dtype):
+                subbyte.use(self.ctx.helpers, e.buffer.dtype)
+                text = subbyte.load(e.buffer.dtype, text)
+            return text, 16
         raise CompileError(f"C codegen{self.where}: unsupported expression {type(e).__name__}")
 
     def value_type(self, dtype: str) -> str:

@@ -1,8 +1,11 @@
-"""Narrow floats in C (float16, bfloat16, the float8s): stored as bits, computed in float32.
+"""Narrow floats in C (float16, bfloat16, the float8s, float4): stored as bits, computed in
+float32.
 
 A buffer of ``float16`` or ``bfloat16`` holds ``uint16_t`` bit patterns, one of a float8
-type (``float8_e4m3fn``, ``float8_e4m3fnuz``, ``float8_e5m2``, ``float8_e5m2fnuz``, as in
-ml_dtypes and ONNX) ``uint8_t`` ones; everything below holds for them alike. A *value* of one
+type (``float8_e4m3fn``, ``float8_e4m3fnuz``, ``float8_e5m2``, ``float8_e5m2fnuz``,
+``float8_e8m0fnu``, as in ml_dtypes and ONNX) ``uint8_t`` ones, and ``float4_e2m1fn`` one
+``uint8_t`` per element, its code in the low 4 bits (ml_dtypes' layout; the code is read
+from the low bits only); everything below holds for them alike. A *value* of one
 of these dtypes is a C ``float`` that is exactly representable in the narrow type: a load
 widens exactly (``ember_f16_to_f32``), every arithmetic result, intrinsic and cast into
 the narrow type is rounded back (``ember_round_f16``: float32 -> float16 -> float32), and a
@@ -36,6 +39,8 @@ HALF_TAGS: dict[str, str] = {
     "float8_e4m3fnuz": "f8e4m3fnuz",
     "float8_e5m2": "f8e5m2",
     "float8_e5m2fnuz": "f8e5m2fnuz",
+    "float4_e2m1fn": "f4e2m1fn",
+    "float8_e8m0fnu": "f8e8m0fnu",
 }
 
 
@@ -112,12 +117,61 @@ static inline float ember_round_{tag}(float f) {{
 static inline float ember_round_{tag}_f64(double d) {{ return ember_round_{tag}((float)d); }}"""
 
 
+#: float4_e2m1fn (as ml_dtypes): round to nearest even onto +-{0, 0.5, 1, 1.5, 2, 3, 4, 6},
+#: beyond 6 and infinities saturate to +-6, NaN (which the format lacks) becomes the zero of
+#: the opposite sign (ml_dtypes' choice); the code of a stored byte is its low 4 bits.
+FLOAT4_HELPERS = r"""static inline uint8_t ember_f32_to_f4e2m1fn(float f) {
+  const uint32_t x = ember_f32_bits(f);
+  const uint8_t sign = (uint8_t)((x >> 28) & 8u);
+  const float a = fabsf(f);
+  if (f != f) return (uint8_t)(sign ^ 8u);
+  return (uint8_t)(sign | (a <= 0.25f ? 0u : a < 0.75f ? 1u : a <= 1.25f ? 2u : a < 1.75f ? 3u
+                          : a <= 2.5f ? 4u : a < 3.5f ? 5u : a <= 5.0f ? 6u : 7u));
+}
+static inline float ember_f4e2m1fn_to_f32(uint8_t h) {
+  static const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  return (h & 8u) ? -mag[h & 7u] : mag[h & 7u];
+}
+static inline float ember_round_f4e2m1fn(float f) {
+  return ember_f4e2m1fn_to_f32(ember_f32_to_f4e2m1fn(f));
+}
+static inline float ember_round_f4e2m1fn_f64(double d) { return ember_round_f4e2m1fn((float)d); }"""
+
+#: float8_e8m0fnu (as ml_dtypes): 2**(code - 127), 0xff is NaN; NaN, infinities, zero,
+#: negatives and overflow become NaN; normal floats round half up in the exponent, float32
+#: subnormals go to 2**-127 up to it and to 2**-126 above. ONNX's Cast rounding modes and
+#: saturation are the importer's (frontend/onnx/cast_rules.py), exact before this conversion.
+E8M0_HELPERS = r"""static inline uint8_t ember_f32_to_f8e8m0fnu(float f) {
+  const uint32_t x = ember_f32_bits(f);
+  if (x >= 0x7f800000u || x == 0u) return 0xffu;
+  if (x <= 0x00400000u) return 0u;
+  if (x < 0x00800000u) return 1u;
+  const uint32_t e = (x + 0x00400000u) >> 23;
+  return (uint8_t)(e > 0xffu ? 0xffu : e);
+}
+static inline float ember_f8e8m0fnu_to_f32(uint8_t h) {
+  if (h == 0xffu) return NAN;
+  return ember_f32_from_bits(h ? (uint32_t)h << 23 : 0x00400000u);
+}
+static inline float ember_round_f8e8m0fnu(float f) {
+  return ember_f8e8m0fnu_to_f32(ember_f32_to_f8e8m0fnu(f));
+}
+static inline float ember_round_f8e8m0fnu_f64(double d) {
+  return ember_round_f8e8m0fnu((float)d);
+}"""
+
+#: the helpers of the narrow floats that are neither float16/bfloat16 nor FLOAT8's.
+OTHER_HELPERS: dict[str, str] = {"float4_e2m1fn": FLOAT4_HELPERS, "float8_e8m0fnu": E8M0_HELPERS}
+
+
 def use(helpers: dict[str, str], dtype: str) -> None:
     """Declare the conversions of the narrow float ``dtype`` in a file's helpers."""
     helpers.setdefault(HELPER_KEY, HALF_HELPERS)
     base = dt.element_of(dtype)
     if base in FLOAT8:
         helpers.setdefault(f"{HELPER_KEY}_{HALF_TAGS[base]}", float8_helpers(base))
+    elif base in OTHER_HELPERS:
+        helpers.setdefault(f"{HELPER_KEY}_{HALF_TAGS[base]}", OTHER_HELPERS[base])
 
 
 #: key of the helper block in a FileContext (sorted before helpers that call it).

@@ -106,7 +106,7 @@ class PackedCallMixin:
                 body.append(f"  static int64_t s{k}[{max(len(dims), 1)}] = {{{shape}}};")
                 body.append(
                     f"  DLTensor t{k} = {{a{k}, {{kDLCPU, 0}}, {len(dims)}, "
-                    f"{{{info.dl_code}, {info.bits}, 1}}, s{k}, NULL, 0}};"
+                    f"{{{info.dl_code}, {info.dl_type[1]}, 1}}, s{k}, NULL, 0}};"
                 )
                 values.append((f"&t{k}", "EMBER_DLTENSOR_HANDLE"))
             elif dt.is_handle(arg.dtype):

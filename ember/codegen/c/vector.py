@@ -69,10 +69,11 @@ def _lanewise(ctx: FileContext, name: str, ret: str, params: str, lanes: int, la
 def vector_type(dtype: str, ctx: FileContext, where: str) -> str:
     """The C typedef name of a vector dtype, declaring it (and its helpers) in the prelude."""
     base, lanes = dt.split_lanes(dtype)
-    if dtypes.is_half(base):
+    if dtypes.is_half(base) or dtypes.sub_bits(base):
         raise CompileError(
-            f"C codegen{where}: vector dtype {dtype} is not supported; vectorize float16 and "
-            "bfloat16 kernels with a vectorized loop over scalar code instead"
+            f"C codegen{where}: vector dtype {dtype} is not supported; vectorize float16, "
+            "bfloat16, float8, float4 and 2-/4-bit integer kernels with a vectorized loop over "
+            "scalar code instead"
         )
     if lanes & (lanes - 1):
         raise CompileError(f"C codegen{where}: vector lanes must be a power of two, got {dtype}")

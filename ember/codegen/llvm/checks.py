@@ -155,7 +155,7 @@ class CheckLowering:
             ("i32", "0", "1, i32 1"),
             ("i32", str(len(dims)), "2"),
             ("i8", str(info.dl_code), "3, i32 0"),
-            ("i8", str(info.bits), "3, i32 1"),
+            ("i8", str(info.dl_type[1]), "3, i32 1"),
             ("i16", "1", "3, i32 2"),
             ("ptr", shape, "4"),
             ("ptr", "null", "5"),

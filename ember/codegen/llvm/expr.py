@@ -23,6 +23,7 @@ from ember.codegen.llvm.ir_text import (
 from ember.codegen.llvm.mathfn import math_call
 from ember.codegen.llvm.memory import MemoryLowering
 from ember.errors import CompileError
+from ember.support.dtypes import sub_bits
 from ember.tir import dtype as dt
 from ember.tir.expr import (
     EQ,
@@ -290,6 +291,9 @@ class ExprLowering(MemoryLowering):
         """C conversion of ``v`` from ``src`` to ``dst``."""
         if dt.element_of(src) == dt.element_of(dst):
             return v
+        if sub_bits(dt.element_of(dst)) and dt.is_integral(dst):  # wrap: the low bits
+            byte = dt.with_lanes("int8" if dt.is_int(dst) else "uint8", dt.lanes_of(dst))
+            return self.sub_byte_value(self.cast(v, src, byte), dst)
         ty = value_type(dst, self.where)
         if dt.is_bool(dst):
             zero = self.const(src, 0)

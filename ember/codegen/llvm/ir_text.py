@@ -33,6 +33,10 @@ _SCALAR = {
     "uint16": "i16",
     "uint32": "i32",
     "uint64": "i64",
+    "int4": "i8",  # the sub-byte integers: one byte each (memory.sub_byte_value)
+    "int2": "i8",
+    "uint4": "i8",
+    "uint2": "i8",
     "float32": "float",
     "float64": "double",
     "handle": "ptr",

@@ -11,6 +11,7 @@ from __future__ import annotations
 from ember.codegen.c.vector import flat_access
 from ember.codegen.llvm.ir_text import FunctionWriter, Val, memory_type
 from ember.errors import CompileError
+from ember.support.dtypes import sub_bits
 from ember.tir import dtype as dt
 from ember.tir.buffer import Buffer
 from ember.tir.expr import BufferLoad, IntImm, PrimExpr, Var
@@ -96,7 +97,18 @@ class MemoryLowering:
                     raw = self.w.inst(vty, f"insertelement {raw.typed()}, {one.typed()}, i32 {k}")
         if elem == "bool":
             return self.compare("icmp ne", raw, self.const(dt.with_lanes("uint8", lanes), 0))
-        return raw
+        return self.sub_byte_value(raw, e.dtype) if sub_bits(elem) else raw
+
+    def sub_byte_value(self, v: Val, dtype: str) -> Val:
+        """The int4/uint4/int2/uint2 value of the low bits of the byte(s) ``v`` (sign- or
+        zero-extended, as ember.codegen.c.subbyte: ml_dtypes' layout)."""
+        lanes, shift = dt.lanes_of(dtype), 8 - sub_bits(dt.element_of(dtype))
+        if dt.is_uint(dtype):
+            mask = self.const(dt.with_lanes("uint8", lanes), (1 << (8 - shift)) - 1)
+            return self.w.inst(v.ty, f"and {v.typed()}, {mask.ref}")
+        amount = self.const(dt.with_lanes("int8", lanes), shift)
+        up = self.w.inst(v.ty, f"shl {v.typed()}, {amount.ref}")
+        return self.w.inst(v.ty, f"ashr {up.typed()}, {amount.ref}")
 
     def store_value(
         self, buf: Buffer, value: Val, indices: tuple[PrimExpr, ...], dtype: str
@@ -109,6 +121,9 @@ class MemoryLowering:
         if elem == "bool":
             wide = mty if lanes == 1 else f"<{lanes} x {mty}>"
             value = self.w.inst(wide, f"zext {value.typed()} to {wide}")
+        elif sub_bits(elem):  # the low bits, ml_dtypes' layout
+            mask = self.const(dt.with_lanes("uint8", lanes), (1 << sub_bits(elem)) - 1)
+            value = self.w.inst(value.ty, f"and {value.typed()}, {mask.ref}")
         tag = self.access_tag()
         if lanes == 1:
             ptr = self.address(buf, buf.offset_of(indices))

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import math
 
-import ml_dtypes
 import numpy as np
 import onnx
 
+from ember.frontend.onnx.cast_rules import E8M0_ROUND_MODES, onnx_cast
 from ember.frontend.onnx.common import arg, scalar_const, ttype
 from ember.frontend.onnx.context import ConvertContext, NodeView, onnx_elem_dtype
 from ember.frontend.onnx.registry import (
@@ -21,7 +21,6 @@ from ember.frontend.onnx.registry import (
     onnx_op,
 )
 from ember.ir.expr import Expr, call
-from ember.ir.ops.common import np_dtype
 
 _SELU_ALPHA = 1.67326319217681884765625
 _SELU_GAMMA = 1.05070102214813232421875
@@ -137,26 +136,23 @@ def clip(ctx: ConvertContext, node: NodeView) -> Expr:
 
 @onnx_op("Cast", since=1, dtypes=ALL_TYPES)
 def cast(ctx: ConvertContext, node: NodeView) -> Expr:
-    """Cast to the ``to`` element type (opset 19's ``saturate`` only affects float8)."""
+    """Cast to the ``to`` element type (``saturate`` and ``round_mode`` only affect the
+    float8s, see cast_rules)."""
     to = node.attr("to")
     if isinstance(to, str):  # opset 1-5 spelled the type as a string
         dtype = _legacy_dtype(ctx, node, to)
     else:
         dtype = onnx_elem_dtype(int(to), ctx.where(node))
-    x = arg(ctx, node, 0)
-    if ttype(x).dtype == dtype:
-        return x
-    return _cast(x, dtype, bool(node.attr("saturate", 1)), node.name)
+    return _cast(ctx, node, arg(ctx, node, 0), dtype)
 
 
-def _cast(x: Expr, dtype: str, saturate: bool, name: str) -> Expr:
-    """``x`` cast to ``dtype``; into a float8 with ``saturate``, finite values beyond the
-    format's largest and infinities become that largest (NaN stays NaN): a clip first."""
-    src = ttype(x).dtype
-    if saturate and dtype.startswith("float8") and np_dtype(src).kind in "fV":
-        top = float(ml_dtypes.finfo(np_dtype(dtype)).max)
-        x = call("clip", x, a_min=-top, a_max=top, name=name)
-    return call("cast", x, dtype=dtype, name=name)
+def _cast(ctx: ConvertContext, node: NodeView, x: Expr, dtype: str) -> Expr:
+    """``x`` cast to ``dtype`` by ONNX's rules, with the node's saturate and round_mode."""
+    mode = node.attr("round_mode", "up")
+    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    if mode not in E8M0_ROUND_MODES:
+        ctx.fail(node, f"round_mode {mode!r} is unknown; use one of {E8M0_ROUND_MODES}")
+    return onnx_cast(x, dtype, bool(node.attr("saturate", 1)), mode, node.name)
 
 
 def _legacy_dtype(ctx: ConvertContext, node: NodeView, name: str) -> str:
@@ -171,11 +167,8 @@ def _legacy_dtype(ctx: ConvertContext, node: NodeView, name: str) -> str:
 @onnx_op("CastLike", since=15, dtypes=ALL_TYPES)
 def cast_like(ctx: ConvertContext, node: NodeView) -> Expr:
     """CastLike: cast input 0 to the dtype of input 1."""
-    x = arg(ctx, node, 0)
     dtype = ttype(arg(ctx, node, 1, "the target_type tensor")).dtype
-    if ttype(x).dtype == dtype:
-        return x
-    return _cast(x, dtype, bool(node.attr("saturate", 1)), node.name)
+    return _cast(ctx, node, arg(ctx, node, 0), dtype)
 
 
 @onnx_op("BitwiseNot", since=18, dtypes=INT_TYPES)

@@ -6,14 +6,21 @@ broadcast against the data: per-axis ones to ``(C, 1, ...)``, blocked ones expan
 their axis with a ``take`` of ``i // block_size``. The integer ops compute in int32 exactly
 as the spec: ``conv``/``matmul`` of ``int32(x) - x_zero_point`` and ``int32(w) -
 w_zero_point``; QLinearConv/QLinearMatMul requantize the accumulator like onnxruntime,
-``quantize(float32(acc) * (s_x * s_w / s_y), 1, y_zero_point)``. The 2- and 4-bit and float8
-forms are refused (ember's dtype table has no such type).
+``quantize(float32(acc) * (s_x * s_w / s_y), 1, y_zero_point)``.
+
+The 2- and 4-bit integer forms are the same ``quantize``/``dequantize`` (stored one element
+per byte). The float forms (the four float8s and float4_e2m1fn) round to the type, not to
+integers, so they are casts, as onnx's reference computes them: QuantizeLinear is
+``x / scale`` (float4: plus the zero point) cast into the type, saturating by default
+(``saturate``), DequantizeLinear ``float32(x) * scale``; a float8 zero point must be zero
+and a float4 one is ignored, as in onnx's reference.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ember.frontend.onnx.cast_rules import SATURATING, onnx_cast
 from ember.frontend.onnx.context import ConvertContext, NodeView, onnx_elem_dtype
 from ember.frontend.onnx.nn_common import (
     required,
@@ -25,8 +32,11 @@ from ember.frontend.onnx.nn_common import (
 )
 from ember.frontend.onnx.registry import onnx_op
 from ember.ir.expr import Constant, Expr, call
-from ember.ir.ops.quant import DEQUANT_DTYPES, QUANT_DTYPES
+from ember.ir.ops.quant import DEQUANT_DTYPES, QUANTIZE_DTYPES
 from ember.ir.types import TensorType
+
+#: the float types QuantizeLinear/DequantizeLinear convert by casting.
+FLOAT_QUANT_DTYPES: frozenset[str] = SATURATING | {"float4_e2m1fn"}
 
 
 def _shaped(
@@ -77,12 +87,37 @@ def quantize_linear(ctx: ConvertContext, node: NodeView) -> Expr:
         dtype = onnx_elem_dtype(int(node.attr("output_dtype")), ctx.where(node))
     else:
         dtype = "uint8"
-    _check_dtype(ctx, node, dtype, QUANT_DTYPES)
     axis, block = int(node.attr("axis", 1)), int(node.attr("block_size", 0))
-    zp = _zero(dtype) if zp is None else zp
     s = _shaped(ctx, node, scale, xt, axis, block)
+    if dtype in FLOAT_QUANT_DTYPES:
+        v = _float_divide(x, s)
+        if zp is not None and dtype == "float4_e2m1fn":
+            v = call("add", v, call("cast", _shaped(ctx, node, zp, xt, axis, block), dtype=_dt(v)))
+        elif zp is not None:
+            _check_zero(ctx, node, zp)
+        return onnx_cast(v, dtype, bool(node.attr("saturate", 1)), name=node.name)
+    _check_dtype(ctx, node, dtype, QUANTIZE_DTYPES)
+    zp = _zero(dtype) if zp is None else zp
     z = _shaped(ctx, node, zp, xt, axis, block)
     return call("quantize", x, s, z, dtype=dtype, name=node.name)
+
+
+def _dt(x: Expr) -> str:
+    return x.tensor_type.dtype
+
+
+def _float_divide(x: Expr, s: Expr) -> Expr:
+    """x / scale in their common float type (float32 when they differ), as numpy does."""
+    if _dt(x) != _dt(s):
+        x, s = _f32(x), _f32(s)
+    return call("divide", x, s)
+
+
+def _check_zero(ctx: ConvertContext, node: NodeView, zp: Expr) -> None:
+    """A float8 zero point must be zero (onnx's reference refuses others)."""
+    value = ctx.const_value(zp)
+    if value is not None and np.any(np.asarray(value, np.float32) != 0):
+        ctx.fail(node, "a float8 zero point must be 0; fold it into the data or drop it")
 
 
 @onnx_op("DequantizeLinear", since=10)
@@ -91,13 +126,20 @@ def dequantize_linear(ctx: ConvertContext, node: NodeView) -> Expr:
     x = required(ctx, node, 0, "x")
     scale = required(ctx, node, 1, "x_scale")
     xt = ttype(ctx, node, x)
-    _check_dtype(ctx, node, xt.dtype, DEQUANT_DTYPES)
     zp = node.input(2)
-    zp = _zero(xt.dtype) if zp is None else zp
     axis, block = int(node.attr("axis", 1)), int(node.attr("block_size", 0))
     s = _shaped(ctx, node, scale, xt, axis, block)
-    z = _shaped(ctx, node, zp, xt, axis, block)
-    y = call("dequantize", x, s, z, name=node.name)
+    if xt.dtype in FLOAT_QUANT_DTYPES:  # float32(x) * scale (float4: the zero point ignored)
+        if zp is not None and xt.dtype != "float4_e2m1fn":
+            _check_zero(ctx, node, zp)
+        y = call("multiply", _f32(x), _f32(s))
+        if _dt(s) != "float32":
+            y = call("cast", y, dtype=_dt(s), name=node.name)
+    else:
+        _check_dtype(ctx, node, xt.dtype, DEQUANT_DTYPES)
+        zp = _zero(xt.dtype) if zp is None else zp
+        z = _shaped(ctx, node, zp, xt, axis, block)
+        y = call("dequantize", x, s, z, name=node.name)
     out = node.attr("output_dtype", 0)
     if out and onnx_elem_dtype(int(out), ctx.where(node)) != y.tensor_type.dtype:
         y = call("cast", y, dtype=onnx_elem_dtype(int(out), ctx.where(node)))

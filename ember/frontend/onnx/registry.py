@@ -23,8 +23,9 @@ from ember.support.registry import Registry
 if TYPE_CHECKING:
     from ember.ir.expr import Expr
 
-FLOAT_TYPES: frozenset[str] = frozenset(dtypes.names_of("float"))
-INT_TYPES: frozenset[str] = frozenset(dtypes.names_of("int", "uint"))
+# arithmetic handlers take no storage-only type (int4 ...: ONNX only casts and moves them)
+FLOAT_TYPES: frozenset[str] = frozenset(dtypes.names_of("float")) - dtypes.STORAGE_ONLY
+INT_TYPES: frozenset[str] = frozenset(dtypes.names_of("int", "uint")) - dtypes.STORAGE_ONLY
 NUMERIC_TYPES: frozenset[str] = FLOAT_TYPES | INT_TYPES
 ALL_TYPES: frozenset[str] = frozenset(dtypes.names_of())
 

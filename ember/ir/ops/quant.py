@@ -5,7 +5,8 @@ broadcast against ``x`` (the ONNX importer turns per-axis and blocked parameters
 shapes). The arithmetic is the ONNX spec's and onnxruntime's, in float32:
 
 * ``quantize``: ``y = saturate(rint(x / scale) + zero_point)``, rounding half to even and
-  saturating to the range of ``dtype`` (int8, uint8, int16, uint16, int32).
+  saturating to the range of ``dtype`` (int8, uint8, int16, uint16, and the sub-byte int4,
+  uint4, int2, uint2; the float8 and float4 forms of ONNX are casts, see the importer).
 * ``dequantize``: ``y = float(x - zero_point) * scale``, the difference taken in int32
   (exact for every integer input type), the result in the dtype of ``scale``.
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import ml_dtypes
 import numpy as np
 
 from ember.errors import IRError
@@ -36,14 +38,18 @@ from ember.ir.ops.common import (
 from ember.ir.ops.nn_conv import conv_reference, unpack_conv_weight
 from ember.ir.types import TensorType, Type, canonical_dtype
 
-#: the integer types quantize can produce (and dequantize read, int32 included).
+#: the 8- and 16-bit integer types of quantized layers (what fuse_qdq's kernels take).
 QUANT_DTYPES: frozenset[str] = frozenset({"int8", "uint8", "int16", "uint16"})
-DEQUANT_DTYPES: frozenset[str] = QUANT_DTYPES | {"int32"}
+#: the sub-byte integer types quantize can produce too (one element per byte).
+SUB_BYTE_QUANT_DTYPES: frozenset[str] = frozenset({"int4", "uint4", "int2", "uint2"})
+#: the types ``quantize`` produces and ``dequantize`` reads (int32 included).
+QUANTIZE_DTYPES: frozenset[str] = QUANT_DTYPES | SUB_BYTE_QUANT_DTYPES
+DEQUANT_DTYPES: frozenset[str] = QUANTIZE_DTYPES | {"int32"}
 
 
 def quant_range(dtype: str) -> tuple[int, int]:
-    """The smallest and largest value of the integer ``dtype``."""
-    info = np.iinfo(np_dtype(dtype))
+    """The smallest and largest value of the integer ``dtype`` (int4: -8 and 7)."""
+    info = ml_dtypes.iinfo(np_dtype(dtype))
     return int(info.min), int(info.max)
 
 
@@ -63,9 +69,10 @@ def _quantize_type(types: Sequence[Type], attrs: Attrs) -> Type:
     x = check_dtype(types[0], FLOAT_DTYPES | {"int32"}, "input of 'quantize'")
     _check_params(types, "quantize", x)
     dtype = canonical_dtype(attrs["dtype"])
-    if dtype not in QUANT_DTYPES:
+    if dtype not in QUANTIZE_DTYPES:
         raise IRError(
-            f"'quantize' to {dtype} is not supported; use one of {', '.join(sorted(QUANT_DTYPES))}"
+            f"'quantize' to {dtype} is not supported; use one of "
+            f"{', '.join(sorted(QUANTIZE_DTYPES))}"
         )
     return TensorType(x.shape, dtype)
 
@@ -167,6 +174,13 @@ register_op(
         "(O/b, I, *k, b) at build time; made by the fuse_qdq pass",
     )
 )
+#: the attributes of both quantized adds (the compiled one and the whole-kernel int8 one).
+_ADD_ATTRS = {
+    "ratio_a": Attr("float", doc="scale of a / scale of the output (float32)"),
+    "ratio_b": Attr("float", doc="scale of b / scale of the output (float32)"),
+    "fixed": Attr("float", doc="zc - (ratio_a * za + ratio_b * zb), float32"),
+    "dtype": Attr("dtype", doc="the output's quantized dtype"),
+}
 register_op(
     OpDef(
         "quantized_add",
@@ -174,12 +188,7 @@ register_op(
         _quantized_add_type,
         quantized_add_ref,
         OpPattern.BROADCAST,
-        {
-            "ratio_a": Attr("float", doc="scale of a / scale of the output (float32)"),
-            "ratio_b": Attr("float", doc="scale of b / scale of the output (float32)"),
-            "fixed": Attr("float", doc="zc - (ratio_a * za + ratio_b * zb), float32"),
-            "dtype": Attr("dtype", doc="the output's quantized dtype"),
-        },
+        _ADD_ATTRS,
         doc="onnxruntime's QLinearAdd of two quantized tensors (two fused multiply-adds)",
     )
 )
@@ -190,12 +199,7 @@ register_op(
         _quantized_add_type,
         quantized_add_ref,
         OpPattern.OPAQUE,
-        {
-            "ratio_a": Attr("float", doc="scale of a / scale of the output (float32)"),
-            "ratio_b": Attr("float", doc="scale of b / scale of the output (float32)"),
-            "fixed": Attr("float", doc="zc - (ratio_a * za + ratio_b * zb), float32"),
-            "dtype": Attr("dtype", doc="the output's quantized dtype"),
-        },
+        _ADD_ATTRS,
         doc="quantized_add of two 8-bit tensors of one shape as one C kernel (fuse_qdq)",
     )
 )
@@ -206,7 +210,7 @@ register_op(
         _quantize_type,
         quantize_ref,
         OpPattern.BROADCAST,
-        {"dtype": Attr("dtype", doc="the quantized dtype (int8, uint8, int16, uint16)")},
+        {"dtype": Attr("dtype", doc="the quantized integer dtype (8, 16, 4 or 2 bits)")},
         doc="saturate(rint(x / scale) + zero_point), round half to even",
     )
 )
