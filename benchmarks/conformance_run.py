@@ -50,10 +50,13 @@ def sequence_shapes(
     them (a compiled model takes each element as an input ``<name>.<i>``), with every other
     input's shape (such models often leave their dims symbolic); also the fed shapes when a
     tensor input of ``model`` has a symbolic dim; otherwise None."""
-    shapes = {n: [np.shape(e) for e in v] for n, v in inputs.items() if isinstance(v, list)}
+    shapes: dict[str, object] = {
+        n: [np.shape(e) for e in v] for n, v in inputs.items() if isinstance(v, list)
+    }
+    shapes.update({n: None for n, v in inputs.items() if v is None})  # empty optionals
     if not shapes and not (model is not None and _symbolic_inputs(model)):
         return None
-    tensors = {n: np.shape(v) for n, v in inputs.items() if not isinstance(v, list)}
+    tensors = {n: np.shape(v) for n, v in inputs.items() if not isinstance(v, list | None)}
     return {**tensors, **shapes}
 
 
@@ -68,9 +71,12 @@ def _symbolic_inputs(model: onnx.ModelProto) -> bool:
 
 
 def flat_feeds(inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """The feeds with each sequence input as one input per element (``<name>.<i>``)."""
+    """The feeds with each sequence input as one input per element (``<name>.<i>``); an
+    empty optional (None) is no input of the compiled model."""
     out: dict[str, np.ndarray] = {}
     for name, value in inputs.items():
+        if value is None:
+            continue
         if isinstance(value, list):
             out.update({f"{name}.{i}": np.asarray(e) for i, e in enumerate(value)})
         else:
@@ -204,13 +210,13 @@ def prepare(
     inits = {t.name for t in case.model.graph.initializer}
     names = [vi.name for vi in case.model.graph.input if vi.name not in inits]
     feeds = {
-        n: [_as_array(e) for e in v] if isinstance(v, list) else np.asarray(v)
+        n: [_as_array(e) for e in v] if isinstance(v, list) else v if v is None else np.asarray(v)
         for n, v in zip(names, inputs, strict=False)
     }
     source, note = case.model, ""  # older opsets: the importer upgrades them itself
     if not freeze:
         return source, feeds, " (unfrozen)"
-    tensors = {n: v for n, v in feeds.items() if not isinstance(v, list)}  # sequences stay
+    tensors = {n: v for n, v in feeds.items() if not isinstance(v, list | None)}  # sequences stay
     baked = list(tensors) if all_static else static_inputs(source, tensors)
     model, runtime = bake_inputs(source, feeds, baked)
     return model, runtime, note + (" (all inputs static)" if all_static else "")
@@ -233,7 +239,7 @@ def run_case(case: Case, mode: ModeFn, freeze: bool = True) -> Result:
         for inputs, expected in case.data_sets:
             inputs = [_as_array(v) for v in inputs]
             expected = [_as_array(v) for v in expected]
-            values = list(inputs) + list(expected)
+            values = [v for v in inputs if v is not None] + list(expected)  # None: empty optional
             if any(not _is_value(v) for v in values):
                 return Result(case.name, case.op, "unsupported", "non-tensor inputs or outputs")
             model, runtime, note = prepare(case, inputs, freeze=freeze)

@@ -6,8 +6,10 @@ floats). ``widen_half`` rewrites such a call on float16/bfloat16 tensors into th
 call on float32 tensors, with its half inputs cast up (constants converted at compile
 time, exactly) and its outputs rounded back to the narrow type once. This is what
 onnxruntime's CPU provider does for float16 nodes it has no kernel for, so results agree
-with it up to float32 summation order. Elementwise ops need no rewrite: they compute in
-float32 per element already (``ops.elemwise.compute_dtype``).
+with it up to float32 summation order. ``nn.softmax`` is not widened: its compute rounds
+each step to the narrow type as onnx's reference does (``ops/narrow_softmax.py``).
+Elementwise ops need no rewrite: they compute in float32 per element already
+(``ops.elemwise.compute_dtype``).
 
 Example::
 
@@ -46,7 +48,6 @@ WIDENED_OPS: frozenset[str] = frozenset(
         "nn.matmul",
         "nn.max_pool",
         "nn.max_pool_argmax",
-        "nn.softmax",
     }
 )
 

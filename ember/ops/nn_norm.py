@@ -18,9 +18,11 @@ from ember.ir.op import Attrs
 from ember.ir.ops.common import normalize_axis
 from ember.ir.types import Type
 from ember.ops.common import load_broadcast, scalar, static_shape
+from ember.ops.narrow_softmax import narrow_softmax
 from ember.ops.nn_common import check_dtype, product
 from ember.ops.nn_schedule import MATERIALIZE, schedule_anchor
 from ember.ops.registry import register_compute, register_schedule
+from ember.support.dtypes import is_half
 from ember.tir import PrimExpr, te
 
 
@@ -223,6 +225,8 @@ def _softmax_parts(
 def softmax(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
     """exp(x - max) / sum(exp(x - max)) along ``axis`` (one exp per element)."""
     x = inputs[0]
+    if is_half(x.dtype):  # rounded step by step like onnx's reference (narrow_softmax)
+        return narrow_softmax(x, attrs["axis"])
     check_dtype("nn.softmax", x.dtype)
     axes, _, total, e = _softmax_parts(x, attrs, keep_exp=True)
     assert e is not None

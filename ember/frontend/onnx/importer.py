@@ -26,6 +26,7 @@ from ember.frontend.onnx.context import (
     tensor_to_numpy,
 )
 from ember.frontend.onnx.registry import find_handler
+from ember.frontend.onnx.sequence import EmptyOptional
 from ember.ir.expr import Constant, Expr, Function, Tuple, TupleGetItem, Var, post_order
 from ember.ir.module import IRModule
 from ember.ir.types import TensorType, TupleType, canonical_dtype
@@ -37,13 +38,14 @@ DtypeArg = str | Mapping[str, str]
 
 def from_onnx(
     model: onnx.ModelProto | str | os.PathLike[str] | bytes,
-    shape: ShapeArg | None = None,
+    shape: Mapping[str, Sequence[int] | int | None] | None = None,
     dtype: DtypeArg | None = None,
 ) -> tuple[IRModule, dict[str, np.ndarray]]:
     """Import an ONNX model into graph IR; return ``(module, params)``.
 
     ``shape`` maps an input name to its full static shape (``{"x": (1, 3, 224, 224)}``)
-    or a symbolic dim name to its value (``{"batch": 1}``); ``dtype`` is one dtype for
+    or a symbolic dim name to its value (``{"batch": 1}``), or marks an optional input
+    empty with None (``{"opt": None}``: no input of the compiled model); ``dtype`` is one dtype for
     every input or a mapping from input name to dtype.
     """
     proto = model_check.load_model(model)  # parse, external data, valid strings
@@ -58,6 +60,9 @@ def from_onnx(
     order = model_check.topological_nodes(  # single assignment, producers, no cycle
         graph, [i.name for i in input_protos] + init_names
     )
+    absent = sequence_io.absent_optionals(graph.input, shape, label)  # empty optionals
+    input_protos = [vi for vi in input_protos if vi.name not in absent]
+    shapes: ShapeArg = {k: v for k, v in (shape or {}).items() if v is not None}
     seq_protos = [vi for vi in input_protos if sequence_io.element_type(vi) is not None]
     input_protos = [vi for vi in input_protos if vi not in seq_protos]
     input_dtypes = _input_dtypes(input_protos, dtype, label)
@@ -65,10 +70,8 @@ def from_onnx(
     model_check.raise_unsupported(  # every unsupported op at once, before converting
         label, model_check.find_unsupported(graph, order, opsets, value_dtypes)
     )
-    seq_vars = {
-        vi.name: sequence_io.sequence_vars(vi, shape or {}, dtype, label) for vi in seq_protos
-    }
-    tensor_shape = {k: v for k, v in (shape or {}).items() if k not in seq_vars}
+    seq_vars = {vi.name: sequence_io.sequence_vars(vi, shapes, dtype, label) for vi in seq_protos}
+    tensor_shape = {k: v for k, v in shapes.items() if k not in seq_vars}
     input_vars = _input_vars(input_protos, input_dtypes, tensor_shape, label)
     input_vars += [v for elements in seq_vars.values() for v in elements]
     init_vars, init_values = _initializers(graph, label)
@@ -76,6 +79,7 @@ def from_onnx(
     ctx.convert_subgraph = _convert_subgraph
     env: dict[str, Expr] = {v.name: v for v in input_vars}
     env.update((name, Tuple(tuple(vs))) for name, vs in seq_vars.items())
+    env.update((name, EmptyOptional()) for name in absent)
     env.update(init_vars)
     ctx.env = env
     for i in order:  # convert nodes in dependency order

@@ -5,6 +5,11 @@ sequence) whose elements' shapes are given at build time, ``shape={"seq": [(4,),
 becomes one tensor input per element, named ``seq.0``, ``seq.1``, ...; inside the model it
 is the tuple of those (see ``sequence``). A sequence output becomes one output per element,
 named the same way. Without the element shapes the importer says how to give them.
+
+An optional input is present by default (a tensor or sequence input like any other); an
+optional that is empty for this build is named with ``shape={"opt": None}``: it is no
+input of the compiled model, and inside the model it is ``EmptyOptional`` (so
+OptionalHasElement folds to False).
 """
 
 from __future__ import annotations
@@ -29,6 +34,20 @@ def element_type(vi: onnx.ValueInfoProto) -> onnx.TypeProto | None:
     if not tp.HasField("sequence_type"):
         return None
     return tp.sequence_type.elem_type
+
+
+def absent_optionals(
+    inputs: Sequence[onnx.ValueInfoProto], shape: Mapping[str, Any] | None, label: str
+) -> set[str]:
+    """The optional inputs ``shape`` marks empty (``None``); a non-optional one is an error."""
+    absent = {name for name, value in (shape or {}).items() if value is None}
+    for vi in inputs:
+        if vi.name in absent and not vi.type.HasField("optional_type"):
+            raise FrontendError(
+                f"ONNX model {label}: shape= gives None for input '{vi.name}', which is not "
+                "optional; give its shape (None marks an optional input empty)"
+            )
+    return absent
 
 
 def element_name(name: str, index: int) -> str:

@@ -18,6 +18,7 @@ from ember.ir.ops.common import (
     widen,
 )
 from ember.ir.types import TensorType, Type
+from ember.support.dtypes import is_half
 
 
 def _per_channel(data: TensorType, types: Sequence[Type], names: Sequence[str], axis: int) -> None:
@@ -137,6 +138,10 @@ def _softmax_type(types: Sequence[Type], attrs: Attrs) -> Type:
 
 def _softmax_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     x = xs[0]
+    if is_half(x.dtype.name):  # step by step in the narrow type, as onnx's reference and
+        shifted = x - x.max(axis=attrs["axis"], keepdims=True)  # ops/narrow_softmax.py do
+        e = np.exp(shifted)
+        return e / e.sum(axis=attrs["axis"], keepdims=True)
     xw = widen(x)
     shifted = xw - xw.max(axis=attrs["axis"], keepdims=True)
     e = np.exp(shifted)
