@@ -2,14 +2,11 @@
 
 ``<symbol>_unpacked(ptr noalias A, ..., i32 n)`` takes raw pointers and scalars and
 returns 0, or -1 after ``EmberAPISetLastError`` (the runtime ABI, as the C back end).
-Loops are canonical (phi in the header) with loop metadata: a vectorized loop forces
-the vectorizer and tags its accesses as free of loop-carried dependences (what ``omp
-simd`` says in C). An unrolled loop gets no hint: LLVM's unroller decides (forcing the
-schedules' counts, e.g. 14 accumulator columns of a packed conv, made LLVM keep more
-vectors live than AVX2 has registers: that conv 2.6 -> 1.6 ms, squeezenet's optimisation
-26 -> 13 s). A parallel loop is
-outlined into a lambda ``int32_t (int32_t task_id, EmberParallelGroupEnv* penv, void*
-cdata)`` that runs one static chunk; the function packs the variables in scope into
+Loops are canonical (phi in the header) with loop metadata (``loop_hints``): a vectorized
+loop forces the vectorizer and tags its accesses as free of loop-carried dependences
+(what ``omp simd`` says in C); reduction updates are contracted (``contract``). A
+parallel loop is outlined into a lambda ``int32_t (int32_t task_id, EmberParallelGroupEnv*
+penv, void* cdata)`` that runs one static chunk; the function packs the variables in scope into
 ``cdata`` and calls ``EmberBackendParallelLaunch`` (no OpenMP). An error inside the
 lambda sets the message and returns -1; the runtime hands the first task's error to the
 caller, which frees its workspaces and returns -1. Allocations on the stack live in the
@@ -21,9 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ember.codegen.llvm.checks import CheckLowering
+from ember.codegen.llvm.contract import contracted_update, reduction_update
 from ember.codegen.llvm.expr import ExprLowering
 from ember.codegen.llvm.ir_text import FunctionWriter, ModuleContext, Val, memory_type, value_type
-from ember.codegen.llvm.loop_hints import unroll_fully
+from ember.codegen.llvm.loop_hints import unroll_fully, vectorize_hints
 from ember.errors import CompileError
 from ember.tir import dtype as dt
 from ember.tir.buffer import Buffer
@@ -126,7 +124,9 @@ class FuncGen(ExprLowering, CheckLowering):
         elif isinstance(s, For):
             self.loop(s)
         elif isinstance(s, BufferStore):
-            self.store_value(s.buffer, self.expr(s.value), s.indices, s.value.dtype)
+            fused = reduction_update(s)
+            value = contracted_update(self, *fused) if fused else self.expr(s.value)
+            self.store_value(s.buffer, value, s.indices, s.value.dtype)
         elif isinstance(s, LetStmt):
             value = self.expr(s.value)
             if dt.is_integral(s.var.dtype) and dt.lanes_of(s.var.dtype) == 1:
@@ -188,10 +188,10 @@ class FuncGen(ExprLowering, CheckLowering):
         elif s.kind is ForKind.VECTORIZED:
             group = self.ctx.node("!{}", distinct=True)
             hints.append(self.ctx.node(f'!{{!"llvm.loop.parallel_accesses", {group}}}'))
-            hints.append(self.ctx.node('!{!"llvm.loop.vectorize.enable", i1 true}'))
             self.in_simd = True
         elif unroll_fully(s):
             hints.append(self.ctx.node('!{!"llvm.loop.unroll.full"}'))
+        hints += vectorize_hints(self.ctx, s)
         if group:
             self.groups.append(group)
         self.emit_loop(
@@ -313,7 +313,9 @@ class FuncGen(ExprLowering, CheckLowering):
             if attr:
                 inner.noalias.add(f"%c{k}")
         params += [f"{ty} %begin", f"{ty} %end"]
-        inner.emit_loop(s.loop_var, Val(ty, "%begin"), Val(ty, "%end"), s, [])
+        inner.emit_loop(
+            s.loop_var, Val(ty, "%begin"), Val(ty, "%end"), s, vectorize_hints(self.ctx, s)
+        )
         inner.w.op("ret i32 0")
         body = (
             f"define internal i32 @{name}_body({', '.join(params)}) alwaysinline nounwind {{\n"
