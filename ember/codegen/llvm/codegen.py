@@ -1,16 +1,13 @@
 """Statements of the loop IR -> LLVM IR: the unpacked function of one PrimFunc.
 
-``<symbol>_unpacked(ptr noalias A, ..., i32 n)`` takes raw pointers and scalars and
-returns 0, or -1 after ``EmberAPISetLastError`` (the runtime ABI, as the C back end).
-Loops are canonical (phi in the header) with loop metadata (``loop_hints``): a vectorized
-loop forces the vectorizer and tags its accesses as free of loop-carried dependences
-(what ``omp simd`` says in C); reduction updates are contracted (``contract``). A
-parallel loop is outlined into a lambda ``int32_t (int32_t task_id, EmberParallelGroupEnv*
-penv, void* cdata)`` that runs one static chunk; the function packs the variables in scope into
-``cdata`` and calls ``EmberBackendParallelLaunch`` (no OpenMP). An error inside the
-lambda sets the message and returns -1; the runtime hands the first task's error to the
-caller, which frees its workspaces and returns -1. Allocations on the stack live in the
-entry block, so loops never grow the stack.
+``<symbol>_unpacked(ptr noalias A, ..., i32 n)`` takes raw pointers and scalars, returns 0
+or -1 after ``EmberAPISetLastError`` (the runtime ABI). Loops are canonical (phi in the
+header) with metadata (``loop_hints``); reduction updates are contracted (``contract``).
+A parallel loop becomes a lambda ``int32_t (int32_t task_id, EmberParallelGroupEnv* penv,
+void* cdata)`` running one static chunk, the variables in scope packed into ``cdata``,
+launched by ``EmberBackendParallelLaunch`` (no OpenMP); an error in it sets the message
+and returns -1, and the caller frees its workspaces and returns -1. Stack allocations
+live in the entry block, so loops never grow the stack.
 """
 
 from __future__ import annotations
@@ -21,7 +18,7 @@ from ember.codegen.llvm.checks import CheckLowering
 from ember.codegen.llvm.contract import contracted_update, reduction_update
 from ember.codegen.llvm.expr import ExprLowering
 from ember.codegen.llvm.ir_text import FunctionWriter, ModuleContext, Val, memory_type, value_type
-from ember.codegen.llvm.loop_hints import unroll_fully, vectorize_hints
+from ember.codegen.llvm.loop_hints import has_remainder, loop_metadata, vectorize_hints
 from ember.errors import CompileError
 from ember.tir import dtype as dt
 from ember.tir.buffer import Buffer
@@ -70,7 +67,14 @@ class Scope:
 class FuncGen(ExprLowering, CheckLowering):
     """Emits the statements of one LLVM function (an unpacked kernel or a lambda)."""
 
-    def __init__(self, ctx: ModuleContext, func: PrimFunc, opts: Options, scope: Scope) -> None:
+    def __init__(
+        self,
+        ctx: ModuleContext,
+        func: PrimFunc,
+        opts: Options,
+        scope: Scope,
+        remainders: bool | None = None,
+    ) -> None:
         self.ctx = ctx
         self.func = func
         self.opts = opts
@@ -88,6 +92,8 @@ class FuncGen(ExprLowering, CheckLowering):
         #: the references of values that are noalias pointers (the kernel's buffers)
         self.noalias: set[str] = set()
         self.local_buffers: dict[int, Buffer] = {}
+        #: whether the function takes a power-of-two remainder (``loop_hints``)
+        self.remainders = has_remainder(func.body) if remainders is None else remainders
 
     def runtime(self, name: str) -> str:
         """Declare a runtime API function and return its name."""
@@ -96,8 +102,7 @@ class FuncGen(ExprLowering, CheckLowering):
 
     # -- errors ---------------------------------------------------------------------------
     def fail(self, message: str, text: Val | None = None) -> None:
-        """Report ``message`` (unless empty; or the string at ``text``), free live heap
-        workspaces, return -1."""
+        """Report ``message`` (or the string at ``text``), free workspaces, return -1."""
         if message:
             text = Val("ptr", self.ctx.string(message + self.lambda_suffix))
         if text is not None:
@@ -181,17 +186,9 @@ class FuncGen(ExprLowering, CheckLowering):
             self.parallel(s)
             return
         was_parallel, was_simd = self.in_parallel, self.in_simd
-        hints: list[str] = []
-        group = ""
-        if s.kind is ForKind.PARALLEL:
-            self.in_parallel = True
-        elif s.kind is ForKind.VECTORIZED:
-            group = self.ctx.node("!{}", distinct=True)
-            hints.append(self.ctx.node(f'!{{!"llvm.loop.parallel_accesses", {group}}}'))
-            self.in_simd = True
-        elif unroll_fully(s):
-            hints.append(self.ctx.node('!{!"llvm.loop.unroll.full"}'))
-        hints += vectorize_hints(self.ctx, s)
+        self.in_parallel |= s.kind is ForKind.PARALLEL
+        self.in_simd |= s.kind is ForKind.VECTORIZED
+        hints, group = loop_metadata(self.ctx, s, self.remainders)
         if group:
             self.groups.append(group)
         self.emit_loop(
@@ -272,7 +269,7 @@ class FuncGen(ExprLowering, CheckLowering):
         for k, (_, val) in enumerate(captured):
             slot = w.inst("ptr", f"getelementptr inbounds {sty}, ptr %cdata, i32 0, i32 {k}")
             loaded.append(w.inst(val.ty, f"load {val.ty}, ptr {slot.ref}"))
-        outer = FuncGen(self.ctx, self.func, self.opts, self.scope)
+        outer = FuncGen(self.ctx, self.func, self.opts, self.scope, self.remainders)
         outer.w = w
         outer.env = {v: val for (v, _), val in zip(captured, loaded, strict=True)}
         ty = value_type(s.loop_var.dtype, self.where)
@@ -300,7 +297,7 @@ class FuncGen(ExprLowering, CheckLowering):
             f"define internal i32 @{name}(i32 %task_id, ptr %penv, ptr %cdata) nounwind {{\n"
             f"{w.body()}\n}}"
         )
-        inner = FuncGen(self.ctx, self.func, self.opts, self.scope)
+        inner = FuncGen(self.ctx, self.func, self.opts, self.scope, self.remainders)
         inner.func_symbol = self.func_symbol
         inner.in_parallel = True
         inner.lambda_suffix = " (in a parallel loop)"
@@ -314,7 +311,11 @@ class FuncGen(ExprLowering, CheckLowering):
                 inner.noalias.add(f"%c{k}")
         params += [f"{ty} %begin", f"{ty} %end"]
         inner.emit_loop(
-            s.loop_var, Val(ty, "%begin"), Val(ty, "%end"), s, vectorize_hints(self.ctx, s)
+            s.loop_var,
+            Val(ty, "%begin"),
+            Val(ty, "%end"),
+            s,
+            vectorize_hints(self.ctx, s, self.remainders),
         )
         inner.w.op("ret i32 0")
         body = (

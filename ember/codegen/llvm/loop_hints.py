@@ -18,7 +18,7 @@ from typing import Any
 from ember.codegen.llvm.ir_text import ModuleContext
 from ember.tir import dtype as dt
 from ember.tir.expr import FloorMod, IntImm, Let, Mod, PrimExpr, Var
-from ember.tir.functor import IRVisitor, free_vars
+from ember.tir.functor import IRVisitor, free_vars, post_order_visit
 from ember.tir.stmt import (
     Allocate,
     AssertStmt,
@@ -129,11 +129,38 @@ def unsafe_to_vectorize(s: For) -> bool:
     return finder.found
 
 
-def vectorize_hints(ctx: ModuleContext, s: For) -> list[str]:
+def has_remainder(node: Stmt) -> bool:
+    """True when ``node`` takes any integer remainder by a power of two (one walk; a
+    function without one needs no per-loop check)."""
+    found: list[bool] = []
+
+    def fn(n: Any) -> None:
+        if isinstance(n, Mod | FloorMod) and _power_of_two_divisor(n):
+            found.append(True)
+
+    post_order_visit(node, fn)
+    return bool(found)
+
+
+def vectorize_hints(ctx: ModuleContext, s: For, remainders: bool = True) -> list[str]:
     """``llvm.loop.vectorize.enable`` of loop ``s``: false (whatever its kind) when LLVM
-    would miscompile it (``unsafe_to_vectorize``), true for a vectorized loop."""
-    if unsafe_to_vectorize(s):
+    would miscompile it (``unsafe_to_vectorize``; only checked when the function has
+    ``remainders``), true for a vectorized loop."""
+    if remainders and unsafe_to_vectorize(s):
         return [ctx.node('!{!"llvm.loop.vectorize.enable", i1 false}')]
     if s.kind is ForKind.VECTORIZED:
         return [ctx.node('!{!"llvm.loop.vectorize.enable", i1 true}')]
     return []
+
+
+def loop_metadata(ctx: ModuleContext, s: For, remainders: bool) -> tuple[list[str], str]:
+    """The loop hints of a serial, unrolled or vectorized loop ``s`` and the access group
+    its accesses are tagged with (a vectorized loop's, else empty)."""
+    hints: list[str] = []
+    group = ""
+    if s.kind is ForKind.VECTORIZED:
+        group = ctx.node("!{}", distinct=True)
+        hints.append(ctx.node(f'!{{!"llvm.loop.parallel_accesses", {group}}}'))
+    elif unroll_fully(s):
+        hints.append(ctx.node('!{!"llvm.loop.unroll.full"}'))
+    return hints + vectorize_hints(ctx, s, remainders), group
