@@ -23,7 +23,7 @@ CONTRACTED = ("float32", "float64")
 
 def reduction_update(store: BufferStore) -> tuple[PrimExpr, PrimExpr, BufferLoad] | None:
     """``(a, b, load)`` when ``store`` is ``buf[i] = buf[i] + a * b`` (either operand order
-    of the sum, the same flat offset), else None."""
+    of the sum, the same indices), else None."""
     value = store.value
     if dt.element_of(value.dtype) not in CONTRACTED or not isinstance(value, Add):
         return None
@@ -32,9 +32,7 @@ def reduction_update(store: BufferStore) -> tuple[PrimExpr, PrimExpr, BufferLoad
             isinstance(prod, Mul)
             and isinstance(acc, BufferLoad)
             and acc.buffer is store.buffer
-            and structural_equal(
-                acc.buffer.offset_of(acc.indices), store.buffer.offset_of(store.indices)
-            )
+            and structural_equal(acc.indices, store.indices)
         ):
             return prod.a, prod.b, acc
     return None
