@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ember.codegen.llvm import loop_hints
 from ember.codegen.llvm.checks import CheckLowering
 from ember.codegen.llvm.contract import contracted_update, reduction_update
 from ember.codegen.llvm.expr import ExprLowering
 from ember.codegen.llvm.ir_text import FunctionWriter, ModuleContext, Val, memory_type, value_type
-from ember.codegen.llvm.loop_hints import has_remainder, loop_metadata, vectorize_hints
 from ember.errors import CompileError
 from ember.tir import dtype as dt
 from ember.tir.buffer import Buffer
@@ -93,7 +93,7 @@ class FuncGen(ExprLowering, CheckLowering):
         self.noalias: set[str] = set()
         self.local_buffers: dict[int, Buffer] = {}
         #: whether the function takes a power-of-two remainder (``loop_hints``)
-        self.remainders = has_remainder(func.body) if remainders is None else remainders
+        self.remainders = loop_hints.has_remainder(func.body) if remainders is None else remainders
 
     def runtime(self, name: str) -> str:
         """Declare a runtime API function and return its name."""
@@ -188,7 +188,7 @@ class FuncGen(ExprLowering, CheckLowering):
         was_parallel, was_simd = self.in_parallel, self.in_simd
         self.in_parallel |= s.kind is ForKind.PARALLEL
         self.in_simd |= s.kind is ForKind.VECTORIZED
-        hints, group = loop_metadata(self.ctx, s, self.remainders)
+        hints, group = loop_hints.loop_metadata(self.ctx, s, self.remainders)
         if group:
             self.groups.append(group)
         self.emit_loop(
@@ -202,12 +202,7 @@ class FuncGen(ExprLowering, CheckLowering):
         """``for (var = lo; var < end; ++var) s.body`` with loop metadata ``hints``."""
         w = self.w
         ty = value_type(var.dtype, self.where)
-        head, body, latch, done = (
-            w.label("loop"),
-            w.label("body"),
-            w.label("latch"),
-            w.label("done"),
-        )
+        head, body, latch, done = (w.label(x) for x in ("loop", "body", "latch", "done"))
         pre = w.block
         w.br(head)
         w.start(head)
@@ -217,6 +212,7 @@ class FuncGen(ExprLowering, CheckLowering):
         cond = w.inst("i1", f"icmp {lt} {ty} {iv}, {end.ref}")
         w.cond_br(cond, body, done)
         w.start(body)
+        first = len(w.lines)
         saved = self.bounds.ranges.get(var)
         lo_b = self.bounds.bound(s.min)[0]
         hi_b = self.bounds.bound(s.min)[1] + self.bounds.bound(s.extent)[1] - 1
@@ -231,6 +227,7 @@ class FuncGen(ExprLowering, CheckLowering):
         nsw = "nuw" if dt.is_uint(var.dtype) else "nsw"
         w.op(f"{nxt} = add {nsw} {ty} {iv}, 1")
         md = ""
+        hints = loop_hints.without_force_if_exits(self.ctx, hints, w.lines[first:])
         if hints:
             loop_id = self.ctx.node("!{$self, " + ", ".join(hints) + "}", distinct=True)
             md = f", !llvm.loop {loop_id}"
@@ -315,7 +312,7 @@ class FuncGen(ExprLowering, CheckLowering):
             Val(ty, "%begin"),
             Val(ty, "%end"),
             s,
-            vectorize_hints(self.ctx, s, self.remainders),
+            loop_hints.vectorize_hints(self.ctx, s, self.remainders),
         )
         inner.w.op("ret i32 0")
         body = (

@@ -30,6 +30,7 @@ from ember.tir.stmt import (
     Stmt,
 )
 
+_FORCE = '!{!"llvm.loop.vectorize.enable", i1 true}'
 #: the most iterations (all loops of the nest together) a fully unrolled nest may have
 FULL_UNROLL_TRIPS = 16
 _SERIAL = (ForKind.SERIAL, ForKind.UNROLLED)
@@ -149,8 +150,17 @@ def vectorize_hints(ctx: ModuleContext, s: For, remainders: bool = True) -> list
     if remainders and unsafe_to_vectorize(s):
         return [ctx.node('!{!"llvm.loop.vectorize.enable", i1 false}')]
     if s.kind is ForKind.VECTORIZED:
-        return [ctx.node('!{!"llvm.loop.vectorize.enable", i1 true}')]
+        return [ctx.node(_FORCE)]
     return []
+
+
+def without_force_if_exits(ctx: ModuleContext, hints: list[str], body: list[str]) -> list[str]:
+    """``hints`` without the one forcing the vectorizer when the loop's ``body`` (lines of
+    IR) returns early (a failing check): LLVM cannot vectorize such a loop and would print
+    a warning."""
+    if not any(line.startswith("  ret ") for line in body):
+        return hints
+    return [h for h in hints if not ctx.metadata[int(h[1:])].endswith(_FORCE)]
 
 
 def loop_metadata(ctx: ModuleContext, s: For, remainders: bool) -> tuple[list[str], str]:
