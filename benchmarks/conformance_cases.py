@@ -120,6 +120,7 @@ ISSUE_OPS: tuple[str, ...] = (
     "DeformConv",
     "Col2Im",
     "Det",
+    "DFT",
     "STFT",
     "MelWeightMatrix",
 )

@@ -1,29 +1,24 @@
 """Statements of the loop IR -> LLVM IR: the unpacked function of one PrimFunc.
 
-``<symbol>_unpacked(ptr noalias A, ..., i32 n)`` takes raw pointers and scalars and
-returns 0, or -1 after ``EmberAPISetLastError`` (the runtime ABI, as the C back end).
-Loops are canonical (phi in the header) with loop metadata: a vectorized loop forces
-the vectorizer and tags its accesses as free of loop-carried dependences (what ``omp
-simd`` says in C). An unrolled loop gets no hint: LLVM's unroller decides (forcing the
-schedules' counts, e.g. 14 accumulator columns of a packed conv, made LLVM keep more
-vectors live than AVX2 has registers: that conv 2.6 -> 1.6 ms, squeezenet's optimisation
-26 -> 13 s). A parallel loop is
-outlined into a lambda ``int32_t (int32_t task_id, EmberParallelGroupEnv* penv, void*
-cdata)`` that runs one static chunk; the function packs the variables in scope into
-``cdata`` and calls ``EmberBackendParallelLaunch`` (no OpenMP). An error inside the
-lambda sets the message and returns -1; the runtime hands the first task's error to the
-caller, which frees its workspaces and returns -1. Allocations on the stack live in the
-entry block, so loops never grow the stack.
+``<symbol>_unpacked(ptr noalias A, ..., i32 n)`` takes raw pointers and scalars, returns 0
+or -1 after ``EmberAPISetLastError`` (the runtime ABI). Loops are canonical (phi in the
+header) with metadata (``loop_hints``); reduction updates are contracted (``contract``).
+A parallel loop becomes a lambda ``int32_t (int32_t task_id, EmberParallelGroupEnv* penv,
+void* cdata)`` running one static chunk, the variables in scope packed into ``cdata``,
+launched by ``EmberBackendParallelLaunch`` (no OpenMP); an error in it sets the message
+and returns -1, and the caller frees its workspaces and returns -1. Stack allocations
+live in the entry block, so loops never grow the stack.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ember.codegen.llvm import loop_hints
 from ember.codegen.llvm.checks import CheckLowering
+from ember.codegen.llvm.contract import contracted_update, reduction_update
 from ember.codegen.llvm.expr import ExprLowering
 from ember.codegen.llvm.ir_text import FunctionWriter, ModuleContext, Val, memory_type, value_type
-from ember.codegen.llvm.loop_hints import unroll_fully
 from ember.errors import CompileError
 from ember.tir import dtype as dt
 from ember.tir.buffer import Buffer
@@ -72,7 +67,14 @@ class Scope:
 class FuncGen(ExprLowering, CheckLowering):
     """Emits the statements of one LLVM function (an unpacked kernel or a lambda)."""
 
-    def __init__(self, ctx: ModuleContext, func: PrimFunc, opts: Options, scope: Scope) -> None:
+    def __init__(
+        self,
+        ctx: ModuleContext,
+        func: PrimFunc,
+        opts: Options,
+        scope: Scope,
+        remainders: bool | None = None,
+    ) -> None:
         self.ctx = ctx
         self.func = func
         self.opts = opts
@@ -90,6 +92,8 @@ class FuncGen(ExprLowering, CheckLowering):
         #: the references of values that are noalias pointers (the kernel's buffers)
         self.noalias: set[str] = set()
         self.local_buffers: dict[int, Buffer] = {}
+        #: whether the function takes a power-of-two remainder (``loop_hints``)
+        self.remainders = loop_hints.has_remainder(func.body) if remainders is None else remainders
 
     def runtime(self, name: str) -> str:
         """Declare a runtime API function and return its name."""
@@ -98,8 +102,7 @@ class FuncGen(ExprLowering, CheckLowering):
 
     # -- errors ---------------------------------------------------------------------------
     def fail(self, message: str, text: Val | None = None) -> None:
-        """Report ``message`` (unless empty; or the string at ``text``), free live heap
-        workspaces, return -1."""
+        """Report ``message`` (or the string at ``text``), free workspaces, return -1."""
         if message:
             text = Val("ptr", self.ctx.string(message + self.lambda_suffix))
         if text is not None:
@@ -126,7 +129,9 @@ class FuncGen(ExprLowering, CheckLowering):
         elif isinstance(s, For):
             self.loop(s)
         elif isinstance(s, BufferStore):
-            self.store_value(s.buffer, self.expr(s.value), s.indices, s.value.dtype)
+            fused = reduction_update(s)
+            value = contracted_update(self, *fused) if fused else self.expr(s.value)
+            self.store_value(s.buffer, value, s.indices, s.value.dtype)
         elif isinstance(s, LetStmt):
             value = self.expr(s.value)
             if dt.is_integral(s.var.dtype) and dt.lanes_of(s.var.dtype) == 1:
@@ -181,17 +186,9 @@ class FuncGen(ExprLowering, CheckLowering):
             self.parallel(s)
             return
         was_parallel, was_simd = self.in_parallel, self.in_simd
-        hints: list[str] = []
-        group = ""
-        if s.kind is ForKind.PARALLEL:
-            self.in_parallel = True
-        elif s.kind is ForKind.VECTORIZED:
-            group = self.ctx.node("!{}", distinct=True)
-            hints.append(self.ctx.node(f'!{{!"llvm.loop.parallel_accesses", {group}}}'))
-            hints.append(self.ctx.node('!{!"llvm.loop.vectorize.enable", i1 true}'))
-            self.in_simd = True
-        elif unroll_fully(s):
-            hints.append(self.ctx.node('!{!"llvm.loop.unroll.full"}'))
+        self.in_parallel |= s.kind is ForKind.PARALLEL
+        self.in_simd |= s.kind is ForKind.VECTORIZED
+        hints, group = loop_hints.loop_metadata(self.ctx, s, self.remainders)
         if group:
             self.groups.append(group)
         self.emit_loop(
@@ -205,12 +202,7 @@ class FuncGen(ExprLowering, CheckLowering):
         """``for (var = lo; var < end; ++var) s.body`` with loop metadata ``hints``."""
         w = self.w
         ty = value_type(var.dtype, self.where)
-        head, body, latch, done = (
-            w.label("loop"),
-            w.label("body"),
-            w.label("latch"),
-            w.label("done"),
-        )
+        head, body, latch, done = (w.label(x) for x in ("loop", "body", "latch", "done"))
         pre = w.block
         w.br(head)
         w.start(head)
@@ -220,6 +212,7 @@ class FuncGen(ExprLowering, CheckLowering):
         cond = w.inst("i1", f"icmp {lt} {ty} {iv}, {end.ref}")
         w.cond_br(cond, body, done)
         w.start(body)
+        first = len(w.lines)
         saved = self.bounds.ranges.get(var)
         lo_b = self.bounds.bound(s.min)[0]
         hi_b = self.bounds.bound(s.min)[1] + self.bounds.bound(s.extent)[1] - 1
@@ -234,6 +227,7 @@ class FuncGen(ExprLowering, CheckLowering):
         nsw = "nuw" if dt.is_uint(var.dtype) else "nsw"
         w.op(f"{nxt} = add {nsw} {ty} {iv}, 1")
         md = ""
+        hints = loop_hints.without_force_if_exits(self.ctx, hints, w.lines[first:])
         if hints:
             loop_id = self.ctx.node("!{$self, " + ", ".join(hints) + "}", distinct=True)
             md = f", !llvm.loop {loop_id}"
@@ -272,7 +266,7 @@ class FuncGen(ExprLowering, CheckLowering):
         for k, (_, val) in enumerate(captured):
             slot = w.inst("ptr", f"getelementptr inbounds {sty}, ptr %cdata, i32 0, i32 {k}")
             loaded.append(w.inst(val.ty, f"load {val.ty}, ptr {slot.ref}"))
-        outer = FuncGen(self.ctx, self.func, self.opts, self.scope)
+        outer = FuncGen(self.ctx, self.func, self.opts, self.scope, self.remainders)
         outer.w = w
         outer.env = {v: val for (v, _), val in zip(captured, loaded, strict=True)}
         ty = value_type(s.loop_var.dtype, self.where)
@@ -300,7 +294,7 @@ class FuncGen(ExprLowering, CheckLowering):
             f"define internal i32 @{name}(i32 %task_id, ptr %penv, ptr %cdata) nounwind {{\n"
             f"{w.body()}\n}}"
         )
-        inner = FuncGen(self.ctx, self.func, self.opts, self.scope)
+        inner = FuncGen(self.ctx, self.func, self.opts, self.scope, self.remainders)
         inner.func_symbol = self.func_symbol
         inner.in_parallel = True
         inner.lambda_suffix = " (in a parallel loop)"
@@ -313,7 +307,13 @@ class FuncGen(ExprLowering, CheckLowering):
             if attr:
                 inner.noalias.add(f"%c{k}")
         params += [f"{ty} %begin", f"{ty} %end"]
-        inner.emit_loop(s.loop_var, Val(ty, "%begin"), Val(ty, "%end"), s, [])
+        inner.emit_loop(
+            s.loop_var,
+            Val(ty, "%begin"),
+            Val(ty, "%end"),
+            s,
+            loop_hints.vectorize_hints(self.ctx, s, self.remainders),
+        )
         inner.w.op("ret i32 0")
         body = (
             f"define internal i32 @{name}_body({', '.join(params)}) alwaysinline nounwind {{\n"

@@ -177,8 +177,8 @@ class ExprLowering(MemoryLowering):
         a, b = self.expr(e.a), self.expr(e.b)
         if dt.is_float(e.dtype):
             op = {Add: "fadd", Sub: "fsub", Mul: "fmul", Div: "fdiv", Mod: "frem"}[type(e)]
-            flags = " contract" if op in ("fadd", "fsub", "fmul") else ""
-            return self.w.inst(a.ty, f"{op}{flags} {a.typed()}, {b.ref}")
+            # no fast-math flag: only reduction updates are contracted (contract.py)
+            return self.w.inst(a.ty, f"{op} {a.typed()}, {b.ref}")
         signed = not dt.is_uint(e.dtype)
         if isinstance(e, Div | Mod):
             op = ("s" if signed else "u") + ("div" if isinstance(e, Div) else "rem")

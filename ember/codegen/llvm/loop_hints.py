@@ -1,14 +1,24 @@
-"""Which serial loops the LLVM back end asks LLVM to unroll completely.
+"""Loop hints of the LLVM back end: full unrolling, and loops LLVM must not vectorize.
 
 A serial loop nest of at most ``FULL_UNROLL_TRIPS`` constant iterations in all (a 3x3
-kernel window) carries ``llvm.loop.unroll.full``. Turning LLVM's own unroller off and
-relying on these hints alone saved 40% of ResNet-50's optimisation time, but it exposed a
-wrong result (ONNX Tile on llvm), so the unroller is on again (``worker.run_pipeline``).
+kernel window) carries ``llvm.loop.unroll.full`` (LLVM's own unroller is off,
+``worker.run_pipeline``).
+
+A loop whose body takes an integer remainder by a power of two of a value that depends on
+the loop's own variable (``p0[4*k + i % 4]``, ONNX Tile; ``unsafe_to_vectorize``) carries
+``llvm.loop.vectorize.enable false``: LLVM 22's loop vectorizer reads ``base | (i & 3)``
+as ``base + i`` and loads contiguous vectors (tests/codegen/llvm/data/
+lv_disjoint_or_mask.ll, docs/llvm.md "Known LLVM bug").
 """
 
 from __future__ import annotations
 
-from ember.tir.expr import IntImm
+from typing import Any
+
+from ember.codegen.llvm.ir_text import ModuleContext
+from ember.tir import dtype as dt
+from ember.tir.expr import FloorMod, IntImm, Let, Mod, PrimExpr, Var
+from ember.tir.functor import IRVisitor, free_vars, post_order_visit
 from ember.tir.stmt import (
     Allocate,
     AssertStmt,
@@ -20,6 +30,7 @@ from ember.tir.stmt import (
     Stmt,
 )
 
+_FORCE = '!{!"llvm.loop.vectorize.enable", i1 true}'
 #: the most iterations (all loops of the nest together) a fully unrolled nest may have
 FULL_UNROLL_TRIPS = 16
 _SERIAL = (ForKind.SERIAL, ForKind.UNROLLED)
@@ -55,3 +66,111 @@ def nest_trips(s: Stmt) -> int | None:
 def unroll_fully(s: For) -> bool:
     """True when loop ``s`` should carry ``llvm.loop.unroll.full``."""
     return s.kind in _SERIAL and nest_trips(s) is not None
+
+
+def _power_of_two_divisor(e: Mod | FloorMod) -> bool:
+    """True for an integer remainder by a constant power of two (LLVM turns it into a mask)."""
+    b = e.b
+    return (
+        (dt.is_int(e.dtype) or dt.is_uint(e.dtype))
+        and isinstance(b, IntImm)
+        and b.value > 1
+        and b.value & (b.value - 1) == 0
+    )
+
+
+class _MaskOfLoopVar(IRVisitor):
+    """Finds a power-of-two remainder of a value depending on one loop's variable."""
+
+    def __init__(self, var: Var) -> None:
+        self.dependent: set[Var] = {var}
+        self.found = False
+
+    def depends(self, *exprs: PrimExpr) -> bool:
+        """True when any of ``exprs`` uses a variable that depends on the loop variable."""
+        return any(not self.dependent.isdisjoint(free_vars(e)) for e in exprs)
+
+    def bind(self, var: Var, *exprs: PrimExpr) -> None:
+        """Record ``var`` (a let or an inner loop variable) as dependent if its value is."""
+        if self.depends(*exprs):
+            self.dependent.add(var)
+
+    def visit_LetStmt(self, s: LetStmt) -> None:
+        self.bind(s.var, s.value)
+        self.generic_visit(s)
+
+    def visit_Let(self, e: Let) -> None:
+        self.bind(e.var, e.value)
+        self.generic_visit(e)
+
+    def visit_For(self, s: For) -> None:
+        self.bind(s.loop_var, s.min, s.extent)
+        self.generic_visit(s)
+
+    def remainder(self, e: Mod | FloorMod) -> None:
+        """Check one remainder, then its operands."""
+        if not self.found and _power_of_two_divisor(e) and self.depends(e.a):
+            self.found = True
+        self.generic_visit(e)
+
+    def visit(self, node: Any) -> None:
+        if self.found:
+            return
+        if isinstance(node, Mod | FloorMod):
+            self.remainder(node)
+        else:
+            super().visit(node)
+
+
+def unsafe_to_vectorize(s: For) -> bool:
+    """True when LLVM's loop vectorizer must stay off loop ``s``: its body takes a
+    power-of-two remainder of a value that depends on ``s``'s variable."""
+    finder = _MaskOfLoopVar(s.loop_var)
+    finder.visit(s.body)
+    return finder.found
+
+
+def has_remainder(node: Stmt) -> bool:
+    """True when ``node`` takes any integer remainder by a power of two (one walk; a
+    function without one needs no per-loop check)."""
+    found: list[bool] = []
+
+    def fn(n: Any) -> None:
+        if isinstance(n, Mod | FloorMod) and _power_of_two_divisor(n):
+            found.append(True)
+
+    post_order_visit(node, fn)
+    return bool(found)
+
+
+def vectorize_hints(ctx: ModuleContext, s: For, remainders: bool = True) -> list[str]:
+    """``llvm.loop.vectorize.enable`` of loop ``s``: false (whatever its kind) when LLVM
+    would miscompile it (``unsafe_to_vectorize``; only checked when the function has
+    ``remainders``), true for a vectorized loop."""
+    if remainders and unsafe_to_vectorize(s):
+        return [ctx.node('!{!"llvm.loop.vectorize.enable", i1 false}')]
+    if s.kind is ForKind.VECTORIZED:
+        return [ctx.node(_FORCE)]
+    return []
+
+
+def without_force_if_exits(ctx: ModuleContext, hints: list[str], body: list[str]) -> list[str]:
+    """``hints`` without the one forcing the vectorizer when the loop's ``body`` (lines of
+    IR) returns early (a failing check): LLVM cannot vectorize such a loop and would print
+    a warning."""
+    if not any(line.startswith("  ret ") for line in body):
+        return hints
+    return [h for h in hints if not ctx.metadata[int(h[1:])].endswith(_FORCE)]
+
+
+def loop_metadata(ctx: ModuleContext, s: For, remainders: bool) -> tuple[list[str], str]:
+    """The loop hints of a serial, unrolled or vectorized loop ``s`` and the access group
+    its accesses are tagged with (a vectorized loop's, else empty)."""
+    hints: list[str] = []
+    group = ""
+    if s.kind is ForKind.VECTORIZED:
+        group = ctx.node("!{}", distinct=True)
+        hints.append(ctx.node(f'!{{!"llvm.loop.parallel_accesses", {group}}}'))
+    elif unroll_fully(s):
+        hints.append(ctx.node('!{!"llvm.loop.unroll.full"}'))
+    return hints + vectorize_hints(ctx, s, remainders), group
