@@ -147,6 +147,7 @@ def lower_group(func: Function, name: str, target: Target | str = "c") -> PrimFu
         if isinstance(op, te.ComputeOp) and not isinstance(op.body, te.Reduce) and not keep:
             stage.compute_inline()
     anchor_sched = None
+    ctx = None
     if builder.anchor is not None:
         call, op_outs = builder.anchor
         assert isinstance(call.op, OpDef)
@@ -159,4 +160,7 @@ def lower_group(func: Function, name: str, target: Target | str = "c") -> PrimFu
     if anchor_sched is None:
         for t in outputs:
             default_schedule(sch, t)
-    return te.lower(sch, builder.inputs + outputs, name=name)
+    func = te.lower(sch, builder.inputs + outputs, name=name)
+    for rewrite in ctx.post_lower if ctx is not None else []:
+        func = rewrite(func)
+    return func

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ember.ops.common import static_shape
+from ember.ops.nn_conv_f32 import kernel_cols, tile_kernel_rewrite, use_tile_kernel
 from ember.ops.registry import ScheduleContext
 from ember.target import Target
 from ember.tir import te
@@ -357,7 +358,13 @@ def _channels_last(acc: tuple[int, ...], out: tuple[int, ...], block: int) -> bo
     return same and -(-out[1] // block) * block == acc[-1]
 
 
-def schedule_packed_conv(ctx: ScheduleContext) -> None:
+def schedule_dense_packed_conv(ctx: ScheduleContext) -> None:
+    """schedule_packed_conv for nn.conv_packed: float32 tiles on AVX2 through the C
+    micro-kernel (ember.ops.nn_conv_f32), its tile widths."""
+    schedule_packed_conv(ctx, use_tile_kernel(ctx.target, ctx.group_outputs[0].dtype))
+
+
+def schedule_packed_conv(ctx: ScheduleContext, kernel: bool = False) -> None:
     """nn.conv_packed (reduction stage ``conv`` with attribute ``block``, output channels
     innermost in its weight): the group's output is tiled as
     ``n, o/b, spatial..., w/t | w%t, o%b`` with the outer loops fused and parallel; the
@@ -377,6 +384,8 @@ def schedule_packed_conv(ctx: ScheduleContext) -> None:
     shape = static_shape(outputs[0])
     rows = [r for r in reds if _block(r) and _channels_last(_stage_shape(r), shape, _block(r))]
     flat = [r for r in reds if _block(r) and _flat_channels_last(_stage_shape(r), shape, _block(r))]
+    if kernel:
+        ctx.post_lower.append(tile_kernel_rewrite)
     if len(outputs) == 1 and op is not None and not op.reduce_axis and len(flat) == 1 and not rows:
         _schedule_flat_conv(ctx, main, flat[0], reds)
         return
@@ -392,11 +401,11 @@ def schedule_packed_conv(ctx: ScheduleContext) -> None:
     axes = list(op.axis)
     oo, oi = main.split(axes[1], factor=block)
     max_cols = register_tiles(ctx.target).conv_cols
-    cols = _tile_cols(_extent(axes[-1]), max_cols)
+    cols = kernel_cols(_extent(axes[-1])) if kernel else _tile_cols(_extent(axes[-1]), max_cols)
     wo, wi = main.split(axes[-1], factor=cols)
     middle = axes[2:-1]
     # narrow rows (ResNet's 7x7 stage): a tile spans several rows to fill the registers
-    nrows = _tile_cols(_extent(middle[-1]), max_cols // cols) if middle else 1
+    nrows = _tile_cols(_extent(middle[-1]), max(max_cols, cols) // cols) if middle else 1
     if nrows > 1:
         ho, hi = main.split(middle[-1], factor=nrows)
         middle = [*middle[:-1], ho]
