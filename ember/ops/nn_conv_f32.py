@@ -19,6 +19,8 @@ stay loop IR; tiles with guards (a row's tail) keep the loop nest too.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ember.codegen.c.f32_kernels import BLOCK, MAX_COLS
 from ember.target import Target
 from ember.tir import IRMutator, PrimFunc, simplify, substitute
@@ -129,16 +131,21 @@ def _match(loop: For) -> Stmt | None:
         guard, body = body.condition, body.then_case
     if not isinstance(body, BufferStore) or not _const_extents(loops):
         return None
-    kinds = [f.kind for f in loops]
+    # reduction loops: the leading ones the accumulator does not depend on; then positions
+    used: set[Any] = set()
+    for idx in body.indices:
+        used |= free_vars(idx)
     nred = 0
-    while nred < len(kinds) and kinds[nred] == ForKind.SERIAL:
+    while nred < len(loops) - 1 and loops[nred].loop_var not in used:
         nred += 1
     red, cols, lane = loops[:nred], loops[nred:-1], loops[-1]
     if not 1 <= nred <= MAX_REDUCE_LOOPS or not 1 <= len(cols) <= 2:
         return None
     if lane.kind != ForKind.VECTORIZED or lane.extent.value != BLOCK:  # type: ignore[attr-defined]
         return None
-    if any(f.kind != ForKind.UNROLLED for f in cols):
+    if any(f.kind != ForKind.SERIAL for f in red):
+        return None
+    if any(f.kind not in (ForKind.UNROLLED, ForKind.SERIAL) for f in cols):
         return None
     value = body.value
     if body.buffer.dtype != "float32" or not isinstance(value, Add):
@@ -171,7 +178,7 @@ def _match(loop: For) -> Stmt | None:
     tcols = int(cols[-1].extent.value)  # type: ignore[attr-defined]
     # accumulators: position-major, lanes contiguous; x: uniform over lanes; w: lanes contiguous
     want_acc = [0] * nred + ([tcols * BLOCK] if len(cols) == 2 else []) + [BLOCK, 1]
-    if acoef != want_acc or xcoef[-1] != 0 or wcoef[-1] != 1 or ncols > MAX_COLS:
+    if acoef != want_acc or xcoef[-1] != 0 or wcoef[-1] != 1:
         return None
     if any(wcoef[nred + k] != 0 for k in range(len(cols))):
         return None
@@ -230,8 +237,6 @@ def conv_tile_reference(
 ) -> int:
     """ember_f32_conv_tile in Python, for ``tir.interpret(..., externs=INTERPRET_EXTERNS)``
     (sums in float64: the interpreter's float32 buffers are Python floats)."""
-    if ncols > MAX_COLS:
-        return -1
     e0, xs0, ws0, e1, xs1, ws1, e2, xs2, ws2 = loops
     for j in range(max(ncols, 0)):
         base = xoff + (j // tcols) * cr + (j % tcols) * cx
@@ -247,6 +252,23 @@ def conv_tile_reference(
 
 #: the Python implementations of the kernels this module emits, for the TIR interpreter.
 INTERPRET_EXTERNS = {"ember_f32_conv_tile": conv_tile_reference}
+
+
+#: images of at most this many output positions are one tile per block of channels: the
+#: kernel splits it in register tiles itself and runs them over chunks of the input channels
+#: (see f32_kernels.py), so that the weights are read once per chunk, not once per tile.
+WHOLE_IMAGE_POSITIONS = 196
+
+
+def kernel_tile(spatial: list[int]) -> tuple[int, int]:
+    """(rows, columns) of a tile over the output's ``spatial`` extents (the last two; one for
+    flattened positions) when the micro-kernel computes it: the whole image when it is
+    small, else ``kernel_cols`` of one row."""
+    width = spatial[-1]
+    height = spatial[-2] if len(spatial) == 2 else 1
+    if len(spatial) <= 2 and height * width <= WHOLE_IMAGE_POSITIONS:
+        return height, width
+    return 1, kernel_cols(width)
 
 
 def kernel_cols(width: int) -> int:

@@ -38,6 +38,10 @@ F32_KERNELS_C = r"""#if defined(__AVX2__) && defined(__FMA__)
 /* `EMBER_F32_KEEP(v)`: v stays in a register (gcc would otherwise fold the weight loads
    into every FMA as memory operands, one load per FMA) */
 #define EMBER_F32_KEEP(v) __asm__("" : "+x"(v))
+/* one chunk of the innermost reduction loop: 1-iteration outer loops */
+#define EMBER_F32_CHUNK 256
+#define EMBER_F32_LOOP 1, 0, 0, 1, 0, 0, n2, xs2, ws2
+#define EMBER_F32_LOOPS e0, xs0, ws0, e1, xs1, ws1, e2, xs2, ws2
 #define EMBER_F32_TILE(NC)                                                                   \
   static __attribute__((noinline, unused)) void ember_f32_tile_##NC(                       \
       float* acc, const float* x, const float* w, const int64_t* off, int64_t e0,          \
@@ -82,36 +86,66 @@ EMBER_F32_TILE(6)
 #endif
 
 /* acc[j][0:16] += sum over (i0, i1, i2) of x at position j times 16 weights (see
-   ember/codegen/c/f32_kernels.py); returns 0, or -1 for more than 6 positions */
+   ember/codegen/c/f32_kernels.py); returns 0 */
 static int32_t __attribute__((unused)) ember_f32_conv_tile(
     float* acc, const float* x, const float* w, int64_t xoff, int64_t woff, int32_t ncols,
     int32_t tcols, int32_t cx, int32_t cr, int32_t e0, int32_t xs0, int32_t ws0, int32_t e1,
     int32_t xs1, int32_t ws1, int32_t e2, int32_t xs2, int32_t ws2) {
-  int64_t off[6];
-  const int64_t r[9] = {e0, xs0, ws0, e1, xs1, ws1, e2, xs2, ws2};
-  if (ncols > 6) return -1;
   if (ncols < 1) return 0;
-  for (int j = 0; j < ncols; ++j)
-    off[j] = xoff + (int64_t)(j / tcols) * cr + (int64_t)(j % tcols) * cx;
   w += woff;
 #if defined(__AVX2__) && defined(__FMA__)
-#define EMBER_F32_LOOPS e0, xs0, ws0, e1, xs1, ws1, e2, xs2, ws2
-  switch (ncols) {
-    case 1: ember_f32_tile_1(acc, x, w, off, EMBER_F32_LOOPS); return 0;
-    case 2: ember_f32_tile_2(acc, x, w, off, EMBER_F32_LOOPS); return 0;
-    case 3: ember_f32_tile_3(acc, x, w, off, EMBER_F32_LOOPS); return 0;
-    case 4: ember_f32_tile_4(acc, x, w, off, EMBER_F32_LOOPS); return 0;
-    case 5: ember_f32_tile_5(acc, x, w, off, EMBER_F32_LOOPS); return 0;
-    default: ember_f32_tile_6(acc, x, w, off, EMBER_F32_LOOPS); return 0;
+  /* register tiles of up to 6 positions, as even as possible; the innermost reduction loop
+     in chunks of EMBER_F32_CHUNK steps, all tiles per chunk (its weights stay in L1) */
+  const int32_t ntiles = (ncols + 5) / 6, small = ncols / ntiles, big = ncols % ntiles;
+  if (ntiles == 1) { /* one register tile: the whole reduction in one call */
+    int64_t off[6];
+    for (int32_t j = 0; j < ncols; ++j)
+      off[j] = xoff + (int64_t)(j / tcols) * cr + (int64_t)(j % tcols) * cx;
+    switch (ncols) {
+      case 1: ember_f32_tile_1(acc, x, w, off, EMBER_F32_LOOPS); break;
+      case 2: ember_f32_tile_2(acc, x, w, off, EMBER_F32_LOOPS); break;
+      case 3: ember_f32_tile_3(acc, x, w, off, EMBER_F32_LOOPS); break;
+      case 4: ember_f32_tile_4(acc, x, w, off, EMBER_F32_LOOPS); break;
+      case 5: ember_f32_tile_5(acc, x, w, off, EMBER_F32_LOOPS); break;
+      default: ember_f32_tile_6(acc, x, w, off, EMBER_F32_LOOPS); break;
+    }
+    return 0;
   }
+  for (int64_t i0 = 0; i0 < e0; ++i0) {
+    for (int64_t i1 = 0; i1 < e1; ++i1) {
+      for (int64_t c0 = 0; c0 < e2; c0 += EMBER_F32_CHUNK) {
+        const int64_t n2 = e2 - c0 < EMBER_F32_CHUNK ? e2 - c0 : EMBER_F32_CHUNK;
+        const float* wk = w + i0 * ws0 + i1 * ws1 + c0 * ws2;
+        const int64_t xk = xoff + i0 * xs0 + i1 * xs1 + c0 * xs2;
+        int32_t j0 = 0;
+        for (int32_t t = 0; t < ntiles; ++t) {
+          const int32_t nc = small + (t < big);
+          int64_t off[6];
+          for (int32_t j = 0; j < nc; ++j)
+            off[j] = xk + (int64_t)((j0 + j) / tcols) * cr + (int64_t)((j0 + j) % tcols) * cx;
+          float* a = acc + 16 * (int64_t)j0;
+          switch (nc) {
+            case 1: ember_f32_tile_1(a, x, wk, off, EMBER_F32_LOOP); break;
+            case 2: ember_f32_tile_2(a, x, wk, off, EMBER_F32_LOOP); break;
+            case 3: ember_f32_tile_3(a, x, wk, off, EMBER_F32_LOOP); break;
+            case 4: ember_f32_tile_4(a, x, wk, off, EMBER_F32_LOOP); break;
+            case 5: ember_f32_tile_5(a, x, wk, off, EMBER_F32_LOOP); break;
+            default: ember_f32_tile_6(a, x, wk, off, EMBER_F32_LOOP); break;
+          }
+          j0 += nc;
+        }
+      }
+    }
+  }
+  return 0;
 #else
-  for (int64_t i0 = 0; i0 < r[0]; ++i0)
-    for (int64_t i1 = 0; i1 < r[3]; ++i1)
-      for (int64_t i2 = 0; i2 < r[6]; ++i2) {
-        const int64_t xk = i0 * r[1] + i1 * r[4] + i2 * r[7];
-        const float* wk = w + i0 * r[2] + i1 * r[5] + i2 * r[8];
-        for (int j = 0; j < ncols; ++j) {
-          const float b = x[off[j] + xk];
+  for (int64_t i0 = 0; i0 < e0; ++i0)
+    for (int64_t i1 = 0; i1 < e1; ++i1)
+      for (int64_t i2 = 0; i2 < e2; ++i2) {
+        const float* wk = w + i0 * ws0 + i1 * ws1 + i2 * ws2;
+        const int64_t xk = xoff + i0 * xs0 + i1 * xs1 + i2 * xs2;
+        for (int32_t j = 0; j < ncols; ++j) {
+          const float b = x[xk + (int64_t)(j / tcols) * cr + (int64_t)(j % tcols) * cx];
           for (int l = 0; l < 16; ++l) acc[16 * j + l] = fmaf(b, wk[l], acc[16 * j + l]);
         }
       }
