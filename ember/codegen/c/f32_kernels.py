@@ -1,22 +1,26 @@
 """C source of the float32 convolution micro-kernel that ``ember.ops.nn_conv_f32`` calls.
 
-``ember_f32_conv_tile`` adds to one register tile of a packed convolution's accumulators
-(``ncols`` output positions x 16 output channels, ``acc[j * 16 + lane]``, up to 6 positions)
-the products of the input and the packed weight over up to three reduction loops (input
-channels, kernel rows, kernel columns). Position ``j`` reads the input at
+``ember_f32_conv_tile`` adds to a tile of a packed convolution's accumulators (``ncols``
+output positions x 16 output channels, ``acc[j * 16 + lane]``) the products of the input and
+the packed weight over up to three reduction loops (for 3x3 convs: kernel rows, kernel
+columns, input channels). Position ``j`` reads the input at
 ``x + xoff + (j / tcols) * cr + (j % tcols) * cx``; the reduction step ``(i0, i1, i2)`` adds
 ``i0 * xs0 + i1 * xs1 + i2 * xs2`` to that and reads 16 weights at
 ``w + woff + i0 * ws0 + i1 * ws1 + i2 * ws2``. The loop IR around the call zeroes the
-accumulators before and applies the epilogue after (fused as before).
+accumulators before and applies the fused epilogue after.
 
-With AVX2 and FMA (``__AVX2__`` and ``__FMA__``) the tile lives in 12 ymm registers: per
-step two weight vectors are loaded once and every position's input is broadcast once (the
-MLAS layout: 6 x 16 accumulators, two weight loads, one broadcast, 15 of 16 registers). gcc
+With AVX2 and FMA (``__AVX2__`` and ``__FMA__``) a register tile of up to 6 positions lives
+in 12 ymm registers: per step two weight vectors are loaded once and every position's input
+is broadcast once (MLAS's 6 x 16 layout: 12 accumulators, two weights, one broadcast, 15 of
+16 registers; 91 GFLOP/s of a 94 GFLOP/s limit on L1-resident data, Zen 3, one thread). gcc
 compiling the equivalent loop nest folds the weight loads into each FMA as memory operands,
-one load per FMA, which left the loads the bottleneck. Without AVX2 the same function runs
-plain C loops with ``fmaf``, the same operations in the same order: every accumulator
-receives the same sequence of fused multiply-adds as in the loop IR, so results are bitwise
-equal to it.
+one load per FMA, which left the loads the bottleneck. Wider tiles (small images: the whole
+image is one tile) are split into register tiles as even as possible, and the innermost
+reduction loop runs in chunks of 256 steps with all register tiles per chunk, so that a
+chunk's weights are read from L1 by every register tile instead of from L2 by each.
+Every accumulator receives the same fused multiply-adds in the same order as in the loop
+IR, so results are bitwise equal to it. Without AVX2 the function runs plain C loops with
+``fmaf`` (same arithmetic).
 """
 
 from __future__ import annotations
@@ -83,6 +87,21 @@ EMBER_F32_TILE(3)
 EMBER_F32_TILE(4)
 EMBER_F32_TILE(5)
 EMBER_F32_TILE(6)
+
+/* the register tile of nc (1-6) positions */
+static inline void ember_f32_tile_n(int32_t nc, float* acc, const float* x, const float* w,
+                                    const int64_t* off, int64_t e0, int64_t xs0, int64_t ws0,
+                                    int64_t e1, int64_t xs1, int64_t ws1, int64_t e2,
+                                    int64_t xs2, int64_t ws2) {
+  switch (nc) {
+    case 1: ember_f32_tile_1(acc, x, w, off, EMBER_F32_LOOPS); break;
+    case 2: ember_f32_tile_2(acc, x, w, off, EMBER_F32_LOOPS); break;
+    case 3: ember_f32_tile_3(acc, x, w, off, EMBER_F32_LOOPS); break;
+    case 4: ember_f32_tile_4(acc, x, w, off, EMBER_F32_LOOPS); break;
+    case 5: ember_f32_tile_5(acc, x, w, off, EMBER_F32_LOOPS); break;
+    default: ember_f32_tile_6(acc, x, w, off, EMBER_F32_LOOPS); break;
+  }
+}
 #endif
 
 /* acc[j][0:16] += sum over (i0, i1, i2) of x at position j times 16 weights (see
@@ -101,14 +120,7 @@ static int32_t __attribute__((unused)) ember_f32_conv_tile(
     int64_t off[6];
     for (int32_t j = 0; j < ncols; ++j)
       off[j] = xoff + (int64_t)(j / tcols) * cr + (int64_t)(j % tcols) * cx;
-    switch (ncols) {
-      case 1: ember_f32_tile_1(acc, x, w, off, EMBER_F32_LOOPS); break;
-      case 2: ember_f32_tile_2(acc, x, w, off, EMBER_F32_LOOPS); break;
-      case 3: ember_f32_tile_3(acc, x, w, off, EMBER_F32_LOOPS); break;
-      case 4: ember_f32_tile_4(acc, x, w, off, EMBER_F32_LOOPS); break;
-      case 5: ember_f32_tile_5(acc, x, w, off, EMBER_F32_LOOPS); break;
-      default: ember_f32_tile_6(acc, x, w, off, EMBER_F32_LOOPS); break;
-    }
+    ember_f32_tile_n(ncols, acc, x, w, off, EMBER_F32_LOOPS);
     return 0;
   }
   for (int64_t i0 = 0; i0 < e0; ++i0) {
@@ -124,14 +136,7 @@ static int32_t __attribute__((unused)) ember_f32_conv_tile(
           for (int32_t j = 0; j < nc; ++j)
             off[j] = xk + (int64_t)((j0 + j) / tcols) * cr + (int64_t)((j0 + j) % tcols) * cx;
           float* a = acc + 16 * (int64_t)j0;
-          switch (nc) {
-            case 1: ember_f32_tile_1(a, x, wk, off, EMBER_F32_LOOP); break;
-            case 2: ember_f32_tile_2(a, x, wk, off, EMBER_F32_LOOP); break;
-            case 3: ember_f32_tile_3(a, x, wk, off, EMBER_F32_LOOP); break;
-            case 4: ember_f32_tile_4(a, x, wk, off, EMBER_F32_LOOP); break;
-            case 5: ember_f32_tile_5(a, x, wk, off, EMBER_F32_LOOP); break;
-            default: ember_f32_tile_6(a, x, wk, off, EMBER_F32_LOOP); break;
-          }
+          ember_f32_tile_n(nc, a, x, wk, off, EMBER_F32_LOOP);
           j0 += nc;
         }
       }
