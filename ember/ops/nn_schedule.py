@@ -41,7 +41,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ember.ops.common import static_shape
-from ember.ops.nn_conv_f32 import kernel_tile, tile_kernel_rewrite, use_tile_kernel
+from ember.ops.nn_conv_f32 import (
+    kernel_tile,
+    positions_outer,
+    tile_kernel_rewrite,
+    use_tile_kernel,
+)
 from ember.ops.registry import ScheduleContext
 from ember.target import Target
 from ember.tir import te
@@ -464,8 +469,12 @@ def _schedule_flat_conv(
     if kernel:
         cols = kernel_tile([_extent(positions)])[1]
     po, pi = main.split(positions, factor=cols)
-    main.reorder(axes[0], oo, po, pi, oi)
-    outer = main.fuse(axes[0], oo, po)
+    if kernel and positions_outer(_size(acc_op.reduce_axis), _extent(axes[1])):
+        main.reorder(axes[0], po, oo, pi, oi)
+        outer = main.fuse(axes[0], po, oo)
+    else:
+        main.reorder(axes[0], oo, po, pi, oi)
+        outer = main.fuse(axes[0], oo, po)
     if _size(axes) * _size(acc_op.reduce_axis) >= MIN_PARALLEL_WORK and _extent(outer) > 1:
         main.parallel(outer)
     main.vectorize(oi)
