@@ -160,7 +160,7 @@ def lower_group(func: Function, name: str, target: Target | str = "c") -> PrimFu
     if anchor_sched is None:
         for t in outputs:
             default_schedule(sch, t)
-    func = te.lower(sch, builder.inputs + outputs, name=name)
+    prim = te.lower(sch, builder.inputs + outputs, name=name)
     for rewrite in ctx.post_lower if ctx is not None else []:
-        func = rewrite(func)
-    return func
+        prim = rewrite(prim)
+    return prim
