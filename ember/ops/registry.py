@@ -24,6 +24,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,10 @@ from ember.tir import PrimFunc, te
 
 ComputeFn = Callable[[list[te.Tensor], Attrs, Type], "te.Tensor | Sequence[te.Tensor]"]
 LegalizeFn = Callable[[Call], Expr]
+
+#: the target a group is being lowered for (set by lower_group around the computes): a
+#: compute may pick a layout for it (nn.conv_packed: channels last where the C micro-kernel runs)
+COMPUTE_TARGET: ContextVar[Target | None] = ContextVar("compute_target", default=None)
 
 
 @dataclass

@@ -49,6 +49,9 @@ def _lower(xshape, wshape, target: str, **attrs) -> tuple[str, tir.PrimFunc, lis
 def test_kernel_only_on_avx2_c_targets(target, called):
     text, *_ = _lower((1, 3, 17, 17), (1, 3, 3, 3, 16), target, padding=(1, 1, 1, 1))
     assert ("ember_f32_conv_tile" in text) is called
+    # the padded input: channels last for the kernel, NCHW (as before) elsewhere
+    assert ("Buffer((1, 19, 19, 3)" in text) is called
+    assert ("Buffer((1, 3, 19, 19)" in text) is not called
     assert use_tile_kernel(Target.create(AVX2), "float64") is False
 
 
