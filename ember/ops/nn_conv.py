@@ -20,6 +20,10 @@ channels (the vector lanes) times up to 14 output columns (schedule_packed_conv)
 faster than the row schedule on ResNet-50's convolutions. A 1x1, stride-1, unpadded
 convolution reduces over its positions flattened into one axis (a matrix product, positions
 x channels), so that its register tiles run along all positions (_flat_pointwise).
+Where the C micro-kernel runs (float32 on AVX2 C targets, ember.ops.nn_conv_f32), the
+padded input is copied channels last and reduced over the kernel taps then the input
+channels, and 1x1 convolutions with many outputs read a positions-major copy: each tile then
+reads contiguous channels. Other targets keep the NCHW loop nests unchanged.
 """
 
 from __future__ import annotations

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember.codegen.c.f32_kernels import BLOCK, MAX_COLS
 from ember.target import Target
 from ember.tir import IRMutator, PrimFunc, simplify, substitute
 from ember.tir.expr import LT, Add, And, BufferLoad, IntImm, Mul, PrimExpr, const
@@ -29,6 +28,12 @@ from ember.tir.functor import free_vars
 from ember.tir.op import call_extern, cast
 from ember.tir.op import min as tir_min
 from ember.tir.stmt import BufferStore, Evaluate, For, ForKind, IfThenElse, Stmt
+
+#: output channels per position of a tile (the packed weight's block the kernel takes).
+BLOCK = 16
+
+#: the most positions of one register tile (6 x 16 accumulators: 12 of AVX2's 16 registers).
+MAX_COLS = 6
 
 #: at most this many reduction loops (2-D convolutions: input channels, kernel rows, columns).
 MAX_REDUCE_LOOPS = 3

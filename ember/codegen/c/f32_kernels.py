@@ -31,12 +31,6 @@ F32_KERNEL_NAMES: frozenset[str] = frozenset({"ember_f32_conv_tile"})
 #: key of the helper block in a FileContext.
 HELPER_KEY = "0e_ember_f32"
 
-#: the most output positions one call computes.
-MAX_COLS = 6
-
-#: output channels per position (the packed weight's block).
-BLOCK = 16
-
 F32_KERNELS_C = r"""#if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 /* `EMBER_F32_KEEP(v)`: v stays in a register (gcc would otherwise fold the weight loads
