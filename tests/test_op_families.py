@@ -34,7 +34,10 @@ FRONTEND_ONLY = {
 #: modules of each layer that are not op families (helpers, registries, infrastructure).
 NOT_FAMILIES = {
     "ir/ops": {"__init__", "common"},
-    "ops": {"__init__", "builtin", "common", "nn_common", "nn_schedule", "registry"},
+    "ops": {
+        *["__init__", "builtin", "common", "nn_common", "nn_schedule", "registry"],
+        "nn_conv_f32",  # the AVX2 conv micro-kernel's tiles (nn.conv_packed's schedule)
+    },
     "frontend/onnx": {
         "__init__",
         "common",

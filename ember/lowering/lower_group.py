@@ -23,7 +23,7 @@ from ember.errors import CompileError
 from ember.ir.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var, post_order
 from ember.ir.op import OpDef, OpPattern
 from ember.ir.types import TensorType
-from ember.ops.registry import ScheduleContext, find_schedule, get_compute
+from ember.ops.registry import COMPUTE_TARGET, ScheduleContext, find_schedule, get_compute
 from ember.target import Target
 from ember.tir import PrimFunc, te
 from ember.tir import const as tir_const
@@ -133,7 +133,11 @@ def lower_group(func: Function, name: str, target: Target | str = "c") -> PrimFu
     """Lower a primitive function to a PrimFunc called ``name`` (inputs, then outputs)."""
     tgt = Target.create(target)
     builder = _GroupBuilder(func)
-    outputs = builder.build()
+    token = COMPUTE_TARGET.set(tgt)
+    try:
+        outputs = builder.build()
+    finally:
+        COMPUTE_TARGET.reset(token)
     fixed: list[te.Tensor] = []
     for i, t in enumerate(outputs):
         needs_copy = isinstance(t.op, te.PlaceholderOp) or t in fixed
@@ -147,6 +151,7 @@ def lower_group(func: Function, name: str, target: Target | str = "c") -> PrimFu
         if isinstance(op, te.ComputeOp) and not isinstance(op.body, te.Reduce) and not keep:
             stage.compute_inline()
     anchor_sched = None
+    ctx = None
     if builder.anchor is not None:
         call, op_outs = builder.anchor
         assert isinstance(call.op, OpDef)
@@ -159,4 +164,7 @@ def lower_group(func: Function, name: str, target: Target | str = "c") -> PrimFu
     if anchor_sched is None:
         for t in outputs:
             default_schedule(sch, t)
-    return te.lower(sch, builder.inputs + outputs, name=name)
+    prim = te.lower(sch, builder.inputs + outputs, name=name)
+    for rewrite in ctx.post_lower if ctx is not None else []:
+        prim = rewrite(prim)
+    return prim

@@ -41,6 +41,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ember.ops.common import static_shape
+from ember.ops.nn_conv_f32 import (
+    kernel_tile,
+    positions_outer,
+    tile_kernel_rewrite,
+    use_tile_kernel,
+)
 from ember.ops.registry import ScheduleContext
 from ember.target import Target
 from ember.tir import te
@@ -357,7 +363,13 @@ def _channels_last(acc: tuple[int, ...], out: tuple[int, ...], block: int) -> bo
     return same and -(-out[1] // block) * block == acc[-1]
 
 
-def schedule_packed_conv(ctx: ScheduleContext) -> None:
+def schedule_dense_packed_conv(ctx: ScheduleContext) -> None:
+    """schedule_packed_conv for nn.conv_packed: float32 tiles on AVX2 through the C
+    micro-kernel (ember.ops.nn_conv_f32), its tile widths."""
+    schedule_packed_conv(ctx, use_tile_kernel(ctx.target, ctx.group_outputs[0].dtype))
+
+
+def schedule_packed_conv(ctx: ScheduleContext, kernel: bool = False) -> None:
     """nn.conv_packed (reduction stage ``conv`` with attribute ``block``, output channels
     innermost in its weight): the group's output is tiled as
     ``n, o/b, spatial..., w/t | w%t, o%b`` with the outer loops fused and parallel; the
@@ -377,8 +389,10 @@ def schedule_packed_conv(ctx: ScheduleContext) -> None:
     shape = static_shape(outputs[0])
     rows = [r for r in reds if _block(r) and _channels_last(_stage_shape(r), shape, _block(r))]
     flat = [r for r in reds if _block(r) and _flat_channels_last(_stage_shape(r), shape, _block(r))]
+    if kernel:
+        ctx.post_lower.append(tile_kernel_rewrite)
     if len(outputs) == 1 and op is not None and not op.reduce_axis and len(flat) == 1 and not rows:
-        _schedule_flat_conv(ctx, main, flat[0], reds)
+        _schedule_flat_conv(ctx, main, flat[0], reds, kernel)
         return
     ok = len(outputs) == 1 and op is not None and not op.reduce_axis and len(rows) == 1
     if not ok or op is None or len(op.axis) < 3:
@@ -393,10 +407,12 @@ def schedule_packed_conv(ctx: ScheduleContext) -> None:
     oo, oi = main.split(axes[1], factor=block)
     max_cols = register_tiles(ctx.target).conv_cols
     cols = _tile_cols(_extent(axes[-1]), max_cols)
-    wo, wi = main.split(axes[-1], factor=cols)
     middle = axes[2:-1]
     # narrow rows (ResNet's 7x7 stage): a tile spans several rows to fill the registers
     nrows = _tile_cols(_extent(middle[-1]), max_cols // cols) if middle else 1
+    if kernel:
+        nrows, cols = kernel_tile([_extent(a) for a in axes[2:]])
+    wo, wi = main.split(axes[-1], factor=cols)
     if nrows > 1:
         ho, hi = main.split(middle[-1], factor=nrows)
         middle = [*middle[:-1], ho]
@@ -411,9 +427,10 @@ def schedule_packed_conv(ctx: ScheduleContext) -> None:
     acc.compute_at(main, outer)
     a_axes = list(acc_op.axis)
     acc.reorder(*a_axes[:-3], *acc_op.reduce_axis, *a_axes[-3:])
-    if nrows > 1:
-        acc.unroll(a_axes[-3])
-    acc.unroll(a_axes[-2])
+    if not kernel:  # the kernel's tiles are calls, their loops need no unrolling
+        if nrows > 1:
+            acc.unroll(a_axes[-3])
+        acc.unroll(a_axes[-2])
     acc.vectorize(a_axes[-1])
     for stage in reds:
         if stage is not acc:
@@ -432,7 +449,7 @@ def _flat_channels_last(acc: tuple[int, ...], out: tuple[int, ...], block: int) 
 
 
 def _schedule_flat_conv(
-    ctx: ScheduleContext, main: te.Stage, acc: te.Stage, reds: list[te.Stage]
+    ctx: ScheduleContext, main: te.Stage, acc: te.Stage, reds: list[te.Stage], kernel: bool
 ) -> None:
     """schedule_packed_conv for a 1x1 convolution over flattened positions, a matrix product
     (positions x channels) tiled as one: the output's spatial loops fused into one positions
@@ -449,16 +466,23 @@ def _schedule_flat_conv(
     positions = main.fuse(*axes[2:])
     oo, oi = main.split(axes[1], factor=block)
     cols = _tile_cols(_extent(positions), register_tiles(ctx.target).matmul[0])
+    if kernel:
+        cols = kernel_tile([_extent(positions)])[1]
     po, pi = main.split(positions, factor=cols)
-    main.reorder(axes[0], oo, po, pi, oi)
-    outer = main.fuse(axes[0], oo, po)
+    if kernel and positions_outer(_size(acc_op.reduce_axis), _extent(axes[1])):
+        main.reorder(axes[0], po, oo, pi, oi)
+        outer = main.fuse(axes[0], po, oo)
+    else:
+        main.reorder(axes[0], oo, po, pi, oi)
+        outer = main.fuse(axes[0], oo, po)
     if _size(axes) * _size(acc_op.reduce_axis) >= MIN_PARALLEL_WORK and _extent(outer) > 1:
         main.parallel(outer)
     main.vectorize(oi)
     acc.compute_at(main, outer)
     n, p, o = acc_op.axis
     acc.reorder(n, *acc_op.reduce_axis, p, o)
-    acc.unroll(p)
+    if not kernel:
+        acc.unroll(p)
     acc.vectorize(o)
     for stage in reds:
         if stage is not acc:

@@ -24,7 +24,8 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any
 
 from ember.ir.expr import Call, Expr
@@ -32,10 +33,14 @@ from ember.ir.op import Attrs
 from ember.ir.types import Type
 from ember.support.registry import Registry
 from ember.target import Target
-from ember.tir import te
+from ember.tir import PrimFunc, te
 
 ComputeFn = Callable[[list[te.Tensor], Attrs, Type], "te.Tensor | Sequence[te.Tensor]"]
 LegalizeFn = Callable[[Call], Expr]
+
+#: the target a group is being lowered for (set by lower_group around the computes): a
+#: compute may pick a layout for it (nn.conv_packed: channels last where the C micro-kernel runs)
+COMPUTE_TARGET: ContextVar[Target | None] = ContextVar("compute_target", default=None)
 
 
 @dataclass
@@ -49,6 +54,8 @@ class ScheduleContext:
     attrs: Attrs
     target: Target
     is_group_output: bool
+    #: rewrites of the lowered PrimFunc the schedule asks for (applied in order by lower_group)
+    post_lower: list[Callable[[PrimFunc], PrimFunc]] = field(default_factory=list)
 
     def stage(self, tensor: te.Tensor) -> Any:
         """The schedule stage of ``tensor``."""

@@ -10,6 +10,7 @@ from ember import tir
 from ember.errors import CompileError
 from ember.ir import Attrs, Function, TensorType, Var, call, evaluate
 from ember.lowering.lower_group import lower_group
+from ember.ops.nn_conv_f32 import INTERPRET_EXTERNS
 
 
 def _inputs(func: Function, seed: int) -> list[np.ndarray]:
@@ -31,7 +32,7 @@ def run_group(func: Function, seed: int = 0, tol: float = 1e-5) -> str:
     prim = lower_group(func, "kernel")
     tir.verify(prim)
     outs = [np.zeros(r.shape, r.dtype) for r in refs]
-    tir.interpret(prim, xs + outs)
+    tir.interpret(prim, xs + outs, externs=INTERPRET_EXTERNS)
     for out, ref in zip(outs, refs, strict=True):
         np.testing.assert_allclose(out, ref, rtol=tol, atol=tol)
     return str(prim)

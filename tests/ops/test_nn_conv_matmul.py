@@ -10,6 +10,7 @@ import pytest
 from ember import tir
 from ember.ir import Attrs, Function, TensorType, Var, call, evaluate
 from ember.lowering.lower_group import lower_group
+from ember.ops.nn_conv_f32 import INTERPRET_EXTERNS
 from ember.ops.nn_schedule import MATMUL_MIN_ROWS, TILES, _lane_tile
 
 #: the schedules' shapes below are those of the wide register tiles (AVX-512's row, also the
@@ -29,7 +30,7 @@ def _run(params: list[Var], body, tol: float = 1e-4) -> str:
     prim = lower_group(func, "kernel", WIDE_TILES)
     tir.verify(prim)
     outs = [np.zeros(r.shape, r.dtype) for r in refs]
-    tir.interpret(prim, xs + outs)
+    tir.interpret(prim, xs + outs, externs=INTERPRET_EXTERNS)
     for out, ref in zip(outs, refs, strict=True):
         np.testing.assert_allclose(out, ref, rtol=tol, atol=tol)
     return str(prim)

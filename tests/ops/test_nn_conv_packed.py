@@ -12,6 +12,7 @@ from ember.ir import Attrs, Constant, Function, TensorType, Var, call, const, ev
 from ember.ir.ops.nn_conv import pack_conv_weight, unpack_conv_weight
 from ember.lowering.lower_group import lower_group
 from ember.ops.nn_conv import PACK_BLOCKS, conv_to_packed, pack_block
+from ember.ops.nn_conv_f32 import INTERPRET_EXTERNS
 from ember.ops.nn_schedule import _tile_cols, register_tiles
 from ember.target import Target
 
@@ -127,7 +128,7 @@ def _run(params: list[Var], body, seed: int = 0, tol: float = 1e-4) -> str:
     prim = lower_group(func, "kernel", WIDE_TILES)
     tir.verify(prim)
     outs = [np.zeros(r.shape, r.dtype) for r in refs]
-    tir.interpret(prim, xs + outs)
+    tir.interpret(prim, xs + outs, externs=INTERPRET_EXTERNS)
     for out, ref in zip(outs, refs, strict=True):
         np.testing.assert_allclose(out, ref, rtol=tol, atol=tol)
     return str(prim)

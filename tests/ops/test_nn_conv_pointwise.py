@@ -9,11 +9,20 @@ import pytest
 from ember import tir
 from ember.ir import Attrs, Function, TensorType, Var, call, evaluate
 from ember.lowering.lower_group import lower_group
+from ember.ops import nn_schedule
+from ember.ops.nn_conv_f32 import INTERPRET_EXTERNS
 from ember.ops.nn_schedule import _tile_cols, register_tiles
 from ember.target import Target
 
 AVX2 = "c -mcpu=haswell"
 WIDE = "c -mcpu=skylake-avx512"
+
+
+@pytest.fixture
+def loop_ir_tiles(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loop-IR tiles (llvm, non-x86 targets): no AVX2 micro-kernel calls (those are
+    tested in test_nn_conv_f32.py)."""
+    monkeypatch.setattr(nn_schedule, "use_tile_kernel", lambda target, dtype: False)
 
 
 def v(name: str, shape: tuple[int, ...]) -> Var:
@@ -29,7 +38,7 @@ def _run(params: list[Var], body, target: str) -> str:
     prim = lower_group(func, "kernel", target)
     tir.verify(prim)
     outs = [np.zeros(r.shape, r.dtype) for r in refs]
-    tir.interpret(prim, xs + outs)
+    tir.interpret(prim, xs + outs, externs=INTERPRET_EXTERNS)
     for out, ref in zip(outs, refs, strict=True):
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
     return str(prim)
@@ -46,6 +55,7 @@ def _run(params: list[Var], body, target: str) -> str:
         ((1, 3, 13, 13), (1, 3, 1, 1, 16), {"dilation": (2, 2)}),  # dilation of a 1x1: none
     ],
 )
+@pytest.mark.usefixtures("loop_ir_tiles")
 def test_pointwise_conv_is_flattened_and_matches_reference(xshape, wshape, attrs, target):
     x, wp = v("x", xshape), v("wp", wshape)
     channels = attrs.get("channels", wshape[0] * wshape[-1])
@@ -58,6 +68,7 @@ def test_pointwise_conv_is_flattened_and_matches_reference(xshape, wshape, attrs
     assert f"unrolled({rows})" in text and f"vectorized({wshape[-1]})" in text
 
 
+@pytest.mark.usefixtures("loop_ir_tiles")
 def test_pointwise_tiles_rows_of_the_matmul_tile():
     x, wp = v("x", (1, 4, 7, 7)), v("wp", (2, 4, 1, 1, 16))
     text = _run([x, wp], call("nn.conv_packed", x, wp), AVX2)
@@ -68,6 +79,7 @@ def test_pointwise_tiles_rows_of_the_matmul_tile():
     "attrs",
     [{"strides": (2, 2)}, {"padding": (1, 1, 1, 1)}],
 )
+@pytest.mark.usefixtures("loop_ir_tiles")
 def test_strided_or_padded_1x1_keeps_row_tiles(attrs):
     x, wp = v("x", (1, 4, 8, 8)), v("wp", (1, 4, 1, 1, 16))
     text = _run([x, wp], call("nn.conv_packed", x, wp, **attrs), AVX2)

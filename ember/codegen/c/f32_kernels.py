@@ -1,0 +1,154 @@
+"""C source of the float32 convolution micro-kernel that ``ember.ops.nn_conv_f32`` calls.
+
+``ember_f32_conv_tile`` adds to a tile of a packed convolution's accumulators (``ncols``
+output positions x 16 output channels, ``acc[j * 16 + lane]``) the products of the input and
+the packed weight over up to three reduction loops (for 3x3 convs: kernel rows, kernel
+columns, input channels). Position ``j`` reads the input at
+``x + xoff + (j / tcols) * cr + (j % tcols) * cx``; the reduction step ``(i0, i1, i2)`` adds
+``i0 * xs0 + i1 * xs1 + i2 * xs2`` to that and reads 16 weights at
+``w + woff + i0 * ws0 + i1 * ws1 + i2 * ws2``. The loop IR around the call zeroes the
+accumulators before and applies the fused epilogue after.
+
+With AVX2 and FMA (``__AVX2__`` and ``__FMA__``) a register tile of up to 6 positions lives
+in 12 ymm registers: per step two weight vectors are loaded once and every position's input
+is broadcast once (MLAS's 6 x 16 layout: 12 accumulators, two weights, one broadcast, 15 of
+16 registers; 91 GFLOP/s of a 94 GFLOP/s limit on L1-resident data, Zen 3, one thread). gcc
+compiling the equivalent loop nest folds the weight loads into each FMA as memory operands,
+one load per FMA, which left the loads the bottleneck. Wider tiles (small images: the whole
+image is one tile) are split into register tiles as even as possible, and the innermost
+reduction loop runs in chunks of 256 steps with all register tiles per chunk, so that a
+chunk's weights are read from L1 by every register tile instead of from L2 by each.
+Every accumulator receives the same fused multiply-adds in the same order as in the loop
+IR, so results are bitwise equal to it. Without AVX2 the function runs plain C loops with
+``fmaf`` (same arithmetic).
+"""
+
+from __future__ import annotations
+
+#: the call_extern names this file defines.
+F32_KERNEL_NAMES: frozenset[str] = frozenset({"ember_f32_conv_tile"})
+
+#: key of the helper block in a FileContext.
+HELPER_KEY = "0e_ember_f32"
+
+F32_KERNELS_C = r"""#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+/* `EMBER_F32_KEEP(v)`: v stays in a register (gcc would otherwise fold the weight loads
+   into every FMA as memory operands, one load per FMA) */
+#define EMBER_F32_KEEP(v) __asm__("" : "+x"(v))
+/* one chunk of the innermost reduction loop: 1-iteration outer loops */
+#define EMBER_F32_CHUNK 256
+#define EMBER_F32_LOOP 1, 0, 0, 1, 0, 0, n2, xs2, ws2
+#define EMBER_F32_LOOPS e0, xs0, ws0, e1, xs1, ws1, e2, xs2, ws2
+#define EMBER_F32_TILE(NC)                                                                   \
+  static __attribute__((noinline, unused)) void ember_f32_tile_##NC(                       \
+      float* acc, const float* x, const float* w, const int64_t* off, int64_t e0,          \
+      int64_t xs0, int64_t ws0, int64_t e1, int64_t xs1, int64_t ws1, int64_t e2,          \
+      int64_t xs2, int64_t ws2) {                                                          \
+    __m256 a0[NC], a1[NC];                                                                 \
+    const float* xp[NC];                                                                   \
+    _Pragma("GCC unroll 8") for (int j = 0; j < NC; ++j) {                                 \
+      xp[j] = x + off[j];                                                                  \
+      a0[j] = _mm256_loadu_ps(acc + 16 * j);                                               \
+      a1[j] = _mm256_loadu_ps(acc + 16 * j + 8);                                           \
+    }                                                                                      \
+    for (int64_t i0 = 0; i0 < e0; ++i0) {                                                  \
+      for (int64_t i1 = 0; i1 < e1; ++i1) {                                                \
+        int64_t xk = i0 * xs0 + i1 * xs1;                                                  \
+        const float* wk = w + i0 * ws0 + i1 * ws1;                                         \
+        for (int64_t i2 = 0; i2 < e2; ++i2) {                                              \
+          __m256 w0 = _mm256_loadu_ps(wk), w1 = _mm256_loadu_ps(wk + 8);                   \
+          EMBER_F32_KEEP(w0);                                                              \
+          EMBER_F32_KEEP(w1);                                                              \
+          _Pragma("GCC unroll 8") for (int j = 0; j < NC; ++j) {                           \
+            const __m256 b = _mm256_broadcast_ss(xp[j] + xk);                              \
+            a0[j] = _mm256_fmadd_ps(b, w0, a0[j]);                                         \
+            a1[j] = _mm256_fmadd_ps(b, w1, a1[j]);                                         \
+          }                                                                                \
+          xk += xs2;                                                                       \
+          wk += ws2;                                                                       \
+        }                                                                                  \
+      }                                                                                    \
+    }                                                                                      \
+    _Pragma("GCC unroll 8") for (int j = 0; j < NC; ++j) {                                 \
+      _mm256_storeu_ps(acc + 16 * j, a0[j]);                                               \
+      _mm256_storeu_ps(acc + 16 * j + 8, a1[j]);                                           \
+    }                                                                                      \
+  }
+EMBER_F32_TILE(1)
+EMBER_F32_TILE(2)
+EMBER_F32_TILE(3)
+EMBER_F32_TILE(4)
+EMBER_F32_TILE(5)
+EMBER_F32_TILE(6)
+
+/* the register tile of nc (1-6) positions */
+static inline void ember_f32_tile_n(int32_t nc, float* acc, const float* x, const float* w,
+                                    const int64_t* off, int64_t e0, int64_t xs0, int64_t ws0,
+                                    int64_t e1, int64_t xs1, int64_t ws1, int64_t e2,
+                                    int64_t xs2, int64_t ws2) {
+  switch (nc) {
+    case 1: ember_f32_tile_1(acc, x, w, off, EMBER_F32_LOOPS); break;
+    case 2: ember_f32_tile_2(acc, x, w, off, EMBER_F32_LOOPS); break;
+    case 3: ember_f32_tile_3(acc, x, w, off, EMBER_F32_LOOPS); break;
+    case 4: ember_f32_tile_4(acc, x, w, off, EMBER_F32_LOOPS); break;
+    case 5: ember_f32_tile_5(acc, x, w, off, EMBER_F32_LOOPS); break;
+    default: ember_f32_tile_6(acc, x, w, off, EMBER_F32_LOOPS); break;
+  }
+}
+#endif
+
+/* acc[j][0:16] += sum over (i0, i1, i2) of x at position j times 16 weights (see
+   ember/codegen/c/f32_kernels.py); returns 0 */
+static int32_t __attribute__((unused)) ember_f32_conv_tile(
+    float* acc, const float* x, const float* w, int64_t xoff, int64_t woff, int32_t ncols,
+    int32_t tcols, int32_t cx, int32_t cr, int32_t e0, int32_t xs0, int32_t ws0, int32_t e1,
+    int32_t xs1, int32_t ws1, int32_t e2, int32_t xs2, int32_t ws2) {
+  if (ncols < 1) return 0;
+  w += woff;
+#if defined(__AVX2__) && defined(__FMA__)
+  /* register tiles of up to 6 positions, as even as possible; the innermost reduction loop
+     in chunks of EMBER_F32_CHUNK steps, all tiles per chunk (its weights stay in L1) */
+  const int32_t ntiles = (ncols + 5) / 6, small = ncols / ntiles, big = ncols % ntiles;
+  if (ntiles == 1) { /* one register tile: the whole reduction in one call */
+    int64_t off[6];
+    for (int32_t j = 0; j < ncols; ++j)
+      off[j] = xoff + (int64_t)(j / tcols) * cr + (int64_t)(j % tcols) * cx;
+    ember_f32_tile_n(ncols, acc, x, w, off, EMBER_F32_LOOPS);
+    return 0;
+  }
+  for (int64_t i0 = 0; i0 < e0; ++i0) {
+    for (int64_t i1 = 0; i1 < e1; ++i1) {
+      for (int64_t c0 = 0; c0 < e2; c0 += EMBER_F32_CHUNK) {
+        const int64_t n2 = e2 - c0 < EMBER_F32_CHUNK ? e2 - c0 : EMBER_F32_CHUNK;
+        const float* wk = w + i0 * ws0 + i1 * ws1 + c0 * ws2;
+        const int64_t xk = xoff + i0 * xs0 + i1 * xs1 + c0 * xs2;
+        int32_t j0 = 0;
+        for (int32_t t = 0; t < ntiles; ++t) {
+          const int32_t nc = small + (t < big);
+          int64_t off[6];
+          for (int32_t j = 0; j < nc; ++j)
+            off[j] = xk + (int64_t)((j0 + j) / tcols) * cr + (int64_t)((j0 + j) % tcols) * cx;
+          float* a = acc + 16 * (int64_t)j0;
+          ember_f32_tile_n(nc, a, x, wk, off, EMBER_F32_LOOP);
+          j0 += nc;
+        }
+      }
+    }
+  }
+  return 0;
+#else
+  for (int64_t i0 = 0; i0 < e0; ++i0)
+    for (int64_t i1 = 0; i1 < e1; ++i1)
+      for (int64_t i2 = 0; i2 < e2; ++i2) {
+        const float* wk = w + i0 * ws0 + i1 * ws1 + i2 * ws2;
+        const int64_t xk = xoff + i0 * xs0 + i1 * xs1 + i2 * xs2;
+        for (int32_t j = 0; j < ncols; ++j) {
+          const float b = x[xk + (int64_t)(j / tcols) * cr + (int64_t)(j % tcols) * cx];
+          for (int l = 0; l < 16; ++l) acc[16 * j + l] = fmaf(b, wk[l], acc[16 * j + l]);
+        }
+      }
+  return 0;
+#endif
+}
+"""

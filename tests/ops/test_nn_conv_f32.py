@@ -1,0 +1,185 @@
+"""The AVX2 float32 convolution micro-kernel: where the rewrite calls it, that the calls
+compute what the loop nests did (interpreted, compiled with fused epilogues against
+onnxruntime), and that its C source runs with and without AVX2."""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ember import tir
+from ember.codegen.c.f32_kernels import F32_KERNELS_C
+from ember.ir import Attrs, Function, TensorType, Var, call, evaluate
+from ember.lowering.lower_group import lower_group
+from ember.ops.nn_conv_f32 import (
+    INTERPRET_EXTERNS,
+    conv_tile_reference,
+    kernel_cols,
+    kernel_tile,
+    use_tile_kernel,
+)
+from ember.target import Target
+
+AVX2 = "c -mcpu=haswell"
+
+
+def v(name: str, shape: tuple[int, ...]) -> Var:
+    return Var(name, TensorType(shape, "float32"))
+
+
+def _lower(xshape, wshape, target: str, **attrs) -> tuple[str, tir.PrimFunc, list, Function]:
+    x, wp = v("x", xshape), v("wp", wshape)
+    channels = attrs.pop("channels", wshape[0] * wshape[-1])
+    b = v("b", (channels, 1, 1))
+    body = call("relu", call("add", call("nn.conv_packed", x, wp, **attrs), b))
+    func = Function((x, wp, b), body, Attrs({"Primitive": 1}))
+    prim = lower_group(func, "kernel", target)
+    return str(prim), prim, [x, wp, b], func
+
+
+@pytest.mark.parametrize(
+    ("target", "called"),
+    [(AVX2, True), ("c", True), ("llvm", False), ("c -mcpu=skylake-avx512", False)],
+)
+def test_kernel_only_on_avx2_c_targets(target, called):
+    text, *_ = _lower((1, 3, 17, 17), (1, 3, 3, 3, 16), target, padding=(1, 1, 1, 1))
+    assert ("ember_f32_conv_tile" in text) is called
+    # the padded input: channels last for the kernel, NCHW (as before) elsewhere
+    assert ("Buffer((1, 19, 19, 3)" in text) is called
+    assert ("Buffer((1, 3, 19, 19)" in text) is not called
+    assert use_tile_kernel(Target.create(AVX2), "float64") is False
+
+
+def test_tile_widths():
+    assert [kernel_cols(w) for w in (3, 7, 8, 14, 56)] == [3, 4, 4, 5, 6]
+    assert kernel_tile([7, 7]) == (7, 7)  # small images: one tile, split by the kernel
+    assert kernel_tile([56, 56]) == (1, 6)
+    assert kernel_tile([196]) == (1, 196) and kernel_tile([784]) == (1, 6)
+
+
+@pytest.mark.parametrize(
+    ("xshape", "wshape", "attrs"),
+    [
+        ((1, 3, 17, 17), (1, 3, 3, 3, 16), {"padding": (1, 1, 1, 1)}),  # row tiles, tail
+        ((1, 2, 9, 9), (2, 2, 3, 3, 16), {"strides": (2, 2)}),  # whole image, strided
+        ((1, 2, 16, 16), (1, 2, 3, 3, 16), {"dilation": (2, 2)}),  # 144 positions: split
+        ((1, 4, 6, 6), (2, 2, 3, 3, 16), {"groups": 2, "padding": (1, 1, 1, 1)}),
+        ((1, 5, 5, 3), (1, 5, 1, 1, 16), {}),  # 1x1, flattened positions
+    ],
+)
+def test_kernel_calls_match_reference(xshape, wshape, attrs):
+    text, prim, params, func = _lower(xshape, wshape, AVX2, **attrs)
+    assert "ember_f32_conv_tile" in text
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal(p.type.shape).astype(np.float32) for p in params]
+    refs = evaluate(Function(func.params, func.body), xs)
+    outs = [np.zeros(r.shape, r.dtype) for r in refs]
+    tir.interpret(prim, xs + outs, externs=INTERPRET_EXTERNS)
+    np.testing.assert_allclose(outs[0], refs[0], rtol=1e-4, atol=1e-4)
+
+
+def _model(cin: int, cout: int, size: int, kernel: int, stride: int, residual: bool):
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((cout, cin, kernel, kernel)) / np.sqrt(cin * kernel * kernel)
+    b = rng.standard_normal(cout)
+    pad = kernel // 2
+    out = (size + 2 * pad - kernel) // stride + 1
+    conv = helper.make_node(
+        "Conv", ["x", "w", "b"], ["c"], kernel_shape=[kernel] * 2, strides=[stride] * 2,
+        pads=[pad] * 4,
+    )  # fmt: skip
+    nodes = [conv]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, cin, size, size])]
+    if residual:
+        inputs.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, [1, cout, out, out]))
+        nodes += [
+            helper.make_node("Add", ["c", "r"], ["s"]),
+            helper.make_node("Relu", ["s"], ["y"]),
+        ]
+    else:
+        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"]))
+    inits = [
+        numpy_helper.from_array(w.astype(np.float32), "w"),
+        numpy_helper.from_array(b.astype(np.float32), "b"),
+        numpy_helper.from_array(np.array(0.0, np.float32), "lo"),
+        numpy_helper.from_array(np.array(6.0, np.float32), "hi"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "conv",
+        inputs,
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, cout, out, out])],
+        initializer=inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model, out
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize(
+    ("cin", "cout", "size", "kernel", "stride", "residual"),
+    [
+        (300, 32, 7, 3, 1, True),  # whole image, input channels in two chunks
+        (24, 48, 20, 3, 1, False),  # rows of 6 + 6 + 4 + 4 columns... kernel_cols(20)
+        (8, 32, 23, 3, 2, True),  # strided, 12 columns: tail tiles
+        (64, 256, 9, 1, 1, False),  # 1x1, positions-major copy of the input
+        (3, 16, 30, 7, 2, False),  # ResNet's stem shape, small
+    ],
+)
+def test_compiled_kernel_matches_onnxruntime(cin, cout, size, kernel, stride, residual):
+    from ember.testing import assert_matches_onnxruntime
+
+    model, out = _model(cin, cout, size, kernel, stride, residual)
+    rng = np.random.default_rng(5)
+    inputs = {"x": rng.standard_normal((1, cin, size, size)).astype(np.float32)}
+    if residual:
+        inputs["r"] = rng.standard_normal((1, cout, out, out)).astype(np.float32)
+    assert_matches_onnxruntime(model, inputs, rtol=1e-4, atol=1e-4, target="c")
+
+
+_WRAPPER = """
+int32_t tile(float* acc, const float* x, const float* w, const int32_t* a) {
+  return ember_f32_conv_tile(acc, x, w, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8],
+                             a[9], a[10], a[11], a[12], a[13], a[14]);
+}
+"""
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("march", ["x86-64", "haswell"])
+def test_c_source_with_and_without_avx2(tmp_path: Path, march: str):
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    src = tmp_path / "k.c"
+    src.write_text("#include <stdint.h>\n#include <math.h>\n" + F32_KERNELS_C + _WRAPPER)
+    lib = tmp_path / f"k_{march}.so"
+    cmd = [cc, "-O2", f"-march={march}", "-shared", "-fPIC", str(src), "-o", str(lib), "-lm"]
+    subprocess.run(cmd, check=True, capture_output=True)
+    fn = ctypes.CDLL(str(lib)).tile
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(4000).astype(np.float32)
+    w = rng.standard_normal(6000).astype(np.float32)
+    # 9 positions in rows of 4 (3 register tiles), 3 x 2 x 300 steps (two channel chunks)
+    args = [5, 16, 9, 4, 2, 50, 3, 400, 160, 2, 1, 48, 300, 3, 16]
+    acc = rng.standard_normal(9 * 16).astype(np.float32)
+    want = [float(a) for a in acc]
+    conv_tile_reference(want, [float(t) for t in x], [float(t) for t in w], *args)
+    ptr = ctypes.POINTER(ctypes.c_float)
+    a32 = np.array(args, np.int32)
+    rc = fn(
+        acc.ctypes.data_as(ptr),
+        x.ctypes.data_as(ptr),
+        w.ctypes.data_as(ptr),
+        a32.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)),
+    )
+    assert rc == 0
+    np.testing.assert_allclose(acc, np.array(want, np.float32), rtol=1e-4, atol=1e-3)
