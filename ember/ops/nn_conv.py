@@ -410,7 +410,7 @@ def conv_depthwise_packed(inputs: list[te.Tensor], attrs: Attrs, out_type: Type)
     x, wp = inputs
     check_dtype("nn.conv_depthwise_packed", x.dtype)
     ty = out_tensor_type(out_type)
-    if use_rows(ty.shape):
+    if use_rows(ty.shape, static_shape(x), attrs):
         return depthwise_rows(x, wp, attrs, ty.shape)
     xshape, wshape = static_shape(x), static_shape(wp)
     nsp = len(wshape) - 2

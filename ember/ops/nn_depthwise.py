@@ -33,6 +33,7 @@ from ember.ops.nn_schedule import (
 )
 from ember.ops.registry import ScheduleContext
 from ember.tir import PrimExpr, te
+from ember.tir.te.lower import STACK_LIMIT_BYTES
 
 #: output rows at least this wide are computed as NCHW rows (depthwise_rows), narrower ones
 #: channel-blocked.
@@ -43,9 +44,20 @@ ROW_MIN_WIDTH = 28
 _PER_CHANNEL = {MATERIALIZE: True, "per_channel": True}
 
 
-def use_rows(out_shape: tuple[int, ...]) -> bool:
-    """Whether a depthwise convolution with output ``out_shape`` runs as NCHW rows."""
-    return len(out_shape) >= 3 and int(out_shape[-1]) >= ROW_MIN_WIDTH
+def use_rows(out_shape: tuple[int, ...], in_shape: tuple[int, ...], attrs: Attrs) -> bool:
+    """Whether a depthwise convolution of ``in_shape`` data with output ``out_shape`` runs
+    as NCHW rows: wide outputs, and when strided, a padded channel that fits the stack (its
+    copies are made per channel; larger ones, made in a heap workspace per channel, are
+    slower than the channel-blocked form: DBNet's 32 channels at 160x160, stride 2)."""
+    if len(out_shape) < 3 or int(out_shape[-1]) < ROW_MIN_WIDTH:
+        return False
+    nsp = len(in_shape) - 2
+    if spatial(attrs, "strides", nsp, 1)[-1] == 1:
+        return True
+    plane = 4  # bytes of a float32 (float64 rows are twice as large: a conservative bound)
+    for k, (b, e) in enumerate(padding(attrs, nsp)):
+        plane *= int(in_shape[2 + k]) + b + e
+    return plane <= STACK_LIMIT_BYTES
 
 
 def _split_padded(

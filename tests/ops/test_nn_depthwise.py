@@ -51,9 +51,16 @@ def test_rows_lowering_matches_reference(xshape, wshape, attrs, epilogue):
     assert "vectorized(8)" in text or "vectorized(" in text
 
 
-def test_only_wide_outputs_use_rows():
-    assert use_rows((1, 8, 4, ROW_MIN_WIDTH)) and not use_rows((1, 8, 4, ROW_MIN_WIDTH - 1))
-    assert not use_rows((1, 8))
+def test_only_wide_outputs_and_small_strided_planes_use_rows():
+    one = Attrs({"strides": (1, 1), "padding": (1, 1, 1, 1)})
+    two = Attrs({"strides": (2, 2), "padding": (1, 1, 1, 1)})
+    w = ROW_MIN_WIDTH
+    assert use_rows((1, 8, 4, w), (1, 8, 4, w), one)
+    assert not use_rows((1, 8, 4, w - 1), (1, 8, 4, w - 1), one)
+    assert use_rows((1, 8, 56, 56), (1, 8, 112, 112), two)
+    assert not use_rows((1, 8, 80, 80), (1, 8, 160, 160), two)  # the copies would not fit
+    assert use_rows((1, 8, 160, 160), (1, 8, 160, 160), one)
+    assert not use_rows((1, 8), (1, 8), Attrs({}))
 
 
 def _model(c: int, size: tuple[int, int], stride: int, dilation: int, pads, bias: bool):
