@@ -41,6 +41,7 @@ from ember.ir.types import Type
 from ember.ops.common import out_tensor_type, scalar, static_shape
 from ember.ops.nn_common import check_dtype
 from ember.ops.nn_conv_f32 import use_tile_kernel
+from ember.ops.nn_depthwise import depthwise_rows, schedule_depthwise, use_rows
 from ember.ops.nn_schedule import (
     MATERIALIZE,
     schedule_conv_anchor,
@@ -512,6 +513,8 @@ def conv_depthwise_packed(inputs: list[te.Tensor], attrs: Attrs, out_type: Type)
     x, wp = inputs
     check_dtype("nn.conv_depthwise_packed", x.dtype)
     ty = out_tensor_type(out_type)
+    if use_rows(ty.shape, static_shape(x), attrs):
+        return depthwise_rows(x, wp, attrs, ty.shape)
     xshape, wshape = static_shape(x), static_shape(wp)
     nsp = len(wshape) - 2
     strides, dilation, pad_begin, pad_end = _conv_attrs(attrs, nsp)
@@ -550,4 +553,4 @@ def conv_depthwise_packed(inputs: list[te.Tensor], attrs: Attrs, out_type: Type)
     return te.compute(ty.shape, lambda n, c, *sp: acc[(n, *sp, c)], "conv_out")
 
 
-register_schedule("nn.conv_depthwise_packed")(schedule_packed_conv)
+register_schedule("nn.conv_depthwise_packed")(schedule_depthwise)

@@ -26,7 +26,7 @@ from ember.codegen.c.parallel import ParallelMixin
 from ember.errors import CompileError
 from ember.tir import dtype as dt
 from ember.tir.buffer import Buffer
-from ember.tir.expr import Call, Cast, IntImm, PrimExpr, Var
+from ember.tir.expr import BufferLoad, Call, Cast, IntImm, PrimExpr, Select, Var
 from ember.tir.functor import post_order_visit
 from ember.tir.printer import NameTable
 from ember.tir.simplify import NON_NEGATIVE_MAX, Simplifier, simplify
@@ -248,6 +248,8 @@ class CodeGenC(ParallelMixin, ExprCodegen):
         """
         v = self.var(s.loop_var)
         ct = c_type(s.loop_var.dtype, self.where)
+        if s.kind is ForKind.VECTORIZED and ct == "int32_t" and _guarded_load(s.body):
+            ct = "int64_t"  # 64-bit indices: gcc turns guarded loads into masked vector loads
         lo = self.expr(s.min)
         end = self.expr(simplify(s.min + s.extent), 11)
         was_parallel, was_simd = self.in_parallel, self.in_simd
@@ -414,3 +416,19 @@ class CodeGenC(ParallelMixin, ExprCodegen):
         self.live.append((name, f"{ct}* restrict"))
         self.stmt(s.body)
         self.live.pop()
+
+
+def _guarded_load(body: Stmt) -> bool:
+    """Whether ``body`` loads under a condition (``c ? buf[i] : 0``, a padded copy): gcc
+    vectorises those as masked loads only with 64-bit indices, else as gathers (a padded
+    copy of 32x112x112 floats: 1.1 ms with an int32 loop variable, 0.16 ms with int64)."""
+    loads: list[bool] = []
+
+    def visit(node: object) -> None:
+        if isinstance(node, Select) and not loads:
+            post_order_visit(
+                node, lambda n: loads.append(True) if isinstance(n, BufferLoad) else None
+            )
+
+    post_order_visit(body, visit)
+    return bool(loads)
