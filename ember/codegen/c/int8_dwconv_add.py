@@ -69,92 +69,121 @@ static inline void ember_q8_dw_flat(const uint8_t* xc, const int16_t* wc, int32_
 }
 #endif
 
+typedef struct {
+  const uint8_t* x;
+  const int16_t* w;
+  const int32_t* bias;
+  const float* mult;
+  const ember_q8_epi* e;
+  uint8_t* y;
+  int C, H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, zx, x_signed;
+  size_t plane_bytes;
+} ember_q8_dw_job;
+
 /* depthwise: per channel, the image minus its zero point as int16 planes split by column
    phase (iw % sw), so every tap of a row of outputs is a contiguous load; taps in pairs */
+static void ember_q8_dw_channel(const ember_q8_dw_job* jb, long nc, int16_t* plane) {
+  const int C = jb->C, H = jb->H, W = jb->W, KH = jb->KH, KW = jb->KW, OH = jb->OH, OW = jb->OW;
+  const int sh = jb->sh, sw = jb->sw, ph = jb->ph, pw = jb->pw, dh = jb->dh, dw = jb->dw;
+  const int zx = jb->zx, x_signed = jb->x_signed, c = (int)(nc % C);
+  const int T = KH * KW, T2 = (T + 1) / 2 * 2;
+  const int Hp = (OH - 1) * sh + (KH - 1) * dh + 1;
+  const int Wp = (OW - 1) * sw + (KW - 1) * dw + 1;
+  const int Wq = (Wp + sw - 1) / sw + 16;
+  const uint8_t* xc = jb->x + nc * H * W;
+  uint8_t* yc = jb->y + nc * OH * OW;
+  const int16_t* wc = jb->w + (long)c * T2;
+  const int32_t* bias = jb->bias;
+  const float* mult = jb->mult;
+#if defined(__AVX2__)
+  if (sh == 1 && sw == 1) {
+    ember_q8_dw_flat(xc, wc, bias[c], mult[c], jb->e, yc, H, W, KH, KW, OH, OW, ph, pw, dh,
+                     dw, zx, x_signed, Hp, Wp, plane);
+    return;
+  }
+#endif
+  for (int i = 0; i < Hp; ++i) {
+    const int ih = i - ph;
+    for (int s = 0; s < sw; ++s) memset(plane + ((long)s * Hp + i) * Wq, 0, 2 * (size_t)Wq);
+    if (ih < 0 || ih >= H) continue;
+    const uint8_t* src = xc + (long)ih * W;
+    const int end = W < Wp - pw ? W : Wp - pw; /* columns the taps reach */
+    if (sw == 1) {
+      int16_t* dst = plane + (long)i * Wq + pw;
+      if (x_signed) {
+        for (int iw = 0; iw < end; ++iw) dst[iw] = (int16_t)((int8_t)src[iw] - zx);
+      } else {
+        for (int iw = 0; iw < end; ++iw) dst[iw] = (int16_t)(src[iw] - zx);
+      }
+    } else { /* phase s holds padded columns j * sw + s */
+      for (int s = 0; s < sw; ++s) {
+        int16_t* dst = plane + ((long)s * Hp + i) * Wq;
+        const int jlo = pw - s > 0 ? (pw - s + sw - 1) / sw : 0;
+        const int jhi = (end + pw - s + sw - 1) / sw;
+        for (int j = jlo; j < jhi; ++j) {
+          const uint8_t b = src[j * sw + s - pw];
+          dst[j] = (int16_t)((x_signed ? (int32_t)(int8_t)b : (int32_t)b) - zx);
+        }
+      }
+    }
+  }
+  for (int oh = 0; oh < OH; ++oh) {
+    for (int ow = 0; ow < OW; ow += 16) {
+      const int count = OW - ow < 16 ? OW - ow : 16;
+#if defined(__AVX2__)
+      __m256i lo = _mm256_setzero_si256(), hi = lo;
+      for (int t = 0; t < T2; t += 2) {
+        const int ta = t, tb = t + 1 < T ? t + 1 : t;
+        const int ra = oh * sh + (ta / KW) * dh, ca = (ta % KW) * dw;
+        const int rb = oh * sh + (tb / KW) * dh, cb = (tb % KW) * dw;
+        const int16_t* pa = plane + ((long)(ca % sw) * Hp + ra) * Wq + ow + ca / sw;
+        const int16_t* pb = plane + ((long)(cb % sw) * Hp + rb) * Wq + ow + cb / sw;
+        ember_q8_dw_taps(pa, pb, wc + t, &lo, &hi);
+      }
+      const __m256i b = _mm256_set1_epi32(bias[c]);
+      const __m256 m = _mm256_set1_ps(mult[c]);
+      ember_q8_store16(_mm256_add_epi32(lo, b), _mm256_add_epi32(hi, b), m, m, jb->e, 1,
+                       yc + (long)oh * OW + ow, count);
+#else
+      for (int j = 0; j < count; ++j) {
+        int32_t s = bias[c];
+        for (int t = 0; t < T; ++t) {
+          const int r = oh * sh + (t / KW) * dh, cc = (ow + j) * sw + (t % KW) * dw;
+          s += (int32_t)plane[((long)(cc % sw) * Hp + r) * Wq + cc / sw] * wc[t];
+        }
+        ember_q8_store1(s, mult[c], jb->e, yc + (long)oh * OW + ow + j);
+      }
+#endif
+    }
+  }
+}
+
+/* channels [begin, end) of all images, each task with its own int16 plane */
+static int32_t ember_q8_dw_range(int64_t begin, int64_t end, void* cdata) {
+  const ember_q8_dw_job* j = (const ember_q8_dw_job*)cdata;
+  int16_t* plane = (int16_t*)EmberBackendAllocWorkspace(1, 0, (uint64_t)j->plane_bytes, 0, 16);
+  if (plane == NULL) return -1;
+  for (int64_t nc = begin; nc < end; ++nc) ember_q8_dw_channel(j, (long)nc, plane);
+  EmberBackendFreeWorkspace(1, 0, plane);
+  return 0;
+}
+
 static inline int32_t ember_q8_dwconv(const void* x_, const int16_t* w, const int32_t* bias,
                         const float* mult,
                         void* y_, void* scratch, int32_t N, int32_t C, int32_t H, int32_t W,
                         int32_t KH, int32_t KW, int32_t OH, int32_t OW, int32_t sh, int32_t sw,
                         int32_t ph, int32_t pw, int32_t dh, int32_t dw, int32_t zx,
-                        int32_t x_signed, int32_t zy, int32_t relu, int32_t is_signed) {
-  const uint8_t* x = (const uint8_t*)x_;
-  uint8_t* y = (uint8_t*)y_;
-  const int T = KH * KW, T2 = (T + 1) / 2 * 2;
-  const int Hp = (OH - 1) * sh + (KH - 1) * dh + 1;
-  const int Wp = (OW - 1) * sw + (KW - 1) * dw + 1;
-  const int Wq = (Wp + sw - 1) / sw + 16;
-  int16_t* plane = (int16_t*)scratch;
+                        int32_t x_signed, int32_t zy, int32_t relu, int32_t is_signed,
+                        int32_t plane_bytes) {
   ember_q8_epi e = {(float)zy, is_signed ? -128.0f : 0.0f, is_signed ? 127.0f : 255.0f,
                     relu, is_signed};
-  for (int n = 0; n < N; ++n) {
-    for (int c = 0; c < C; ++c) {
-      const uint8_t* xc = x + ((long)n * C + c) * H * W;
-      uint8_t* yc = y + ((long)n * C + c) * OH * OW;
-      const int16_t* wc = w + (long)c * T2;
-#if defined(__AVX2__)
-      if (sh == 1 && sw == 1) {
-        ember_q8_dw_flat(xc, wc, bias[c], mult[c], &e, yc, H, W, KH, KW, OH, OW, ph, pw, dh, dw,
-                         zx, x_signed, Hp, Wp, plane);
-        continue;
-      }
-#endif
-      for (int i = 0; i < Hp; ++i) {
-        const int ih = i - ph;
-        for (int s = 0; s < sw; ++s) memset(plane + ((long)s * Hp + i) * Wq, 0, 2 * (size_t)Wq);
-        if (ih < 0 || ih >= H) continue;
-        const uint8_t* src = xc + (long)ih * W;
-        const int end = W < Wp - pw ? W : Wp - pw; /* columns the taps reach */
-        if (sw == 1) {
-          int16_t* dst = plane + (long)i * Wq + pw;
-          if (x_signed) {
-            for (int iw = 0; iw < end; ++iw) dst[iw] = (int16_t)((int8_t)src[iw] - zx);
-          } else {
-            for (int iw = 0; iw < end; ++iw) dst[iw] = (int16_t)(src[iw] - zx);
-          }
-        } else { /* phase s holds padded columns j * sw + s */
-          for (int s = 0; s < sw; ++s) {
-            int16_t* dst = plane + ((long)s * Hp + i) * Wq;
-            const int jlo = pw - s > 0 ? (pw - s + sw - 1) / sw : 0;
-            const int jhi = (end + pw - s + sw - 1) / sw;
-            for (int j = jlo; j < jhi; ++j) {
-              const uint8_t b = src[j * sw + s - pw];
-              dst[j] = (int16_t)((x_signed ? (int32_t)(int8_t)b : (int32_t)b) - zx);
-            }
-          }
-        }
-      }
-      for (int oh = 0; oh < OH; ++oh) {
-        for (int ow = 0; ow < OW; ow += 16) {
-          const int count = OW - ow < 16 ? OW - ow : 16;
-#if defined(__AVX2__)
-          __m256i lo = _mm256_setzero_si256(), hi = lo;
-          for (int t = 0; t < T2; t += 2) {
-            const int ta = t, tb = t + 1 < T ? t + 1 : t;
-            const int ra = oh * sh + (ta / KW) * dh, ca = (ta % KW) * dw;
-            const int rb = oh * sh + (tb / KW) * dh, cb = (tb % KW) * dw;
-            const int16_t* pa = plane + ((long)(ca % sw) * Hp + ra) * Wq + ow + ca / sw;
-            const int16_t* pb = plane + ((long)(cb % sw) * Hp + rb) * Wq + ow + cb / sw;
-            ember_q8_dw_taps(pa, pb, wc + t, &lo, &hi);
-          }
-          const __m256i b = _mm256_set1_epi32(bias[c]);
-          const __m256 m = _mm256_set1_ps(mult[c]);
-          ember_q8_store16(_mm256_add_epi32(lo, b), _mm256_add_epi32(hi, b), m, m, &e, 1,
-                           yc + (long)oh * OW + ow, count);
-#else
-          for (int j = 0; j < count; ++j) {
-            int32_t s = bias[c];
-            for (int t = 0; t < T; ++t) {
-              const int r = oh * sh + (t / KW) * dh, cc = (ow + j) * sw + (t % KW) * dw;
-              s += (int32_t)plane[((long)(cc % sw) * Hp + r) * Wq + cc / sw] * wc[t];
-            }
-            ember_q8_store1(s, mult[c], &e, yc + (long)oh * OW + ow + j);
-          }
-#endif
-        }
-      }
-    }
-  }
-  return 0;
+  (void)scratch; /* each task allocates its own plane */
+  ember_q8_dw_job job = {(const uint8_t*)x_, w, bias, mult, &e, (uint8_t*)y_, C, H, W, KH, KW,
+                         OH, OW, sh, sw, ph, pw, dh, dw, zx, x_signed, (size_t)plane_bytes};
+  const long units = (long)N * C, macs = units * OH * OW * KH * KW;
+  const int par = EmberBackendGetNumThreads() > 1 && macs >= EMBER_Q8_PAR_MACS / 4;
+  return EmberBackendParallelFor(ember_q8_dw_range, &job, units, par ? 1 : units, 0) == 0 ? 0
+                                                                                          : -1;
 }
 
 static inline float ember_q8_fma(float a, float b, float c) {
