@@ -183,9 +183,11 @@ def quantized_conv_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -
     ld = 16 * chunk
     hp, wp = oh + (kh - 1) * dh, ow + (kw - 1) * dw  # the padded image of stride 1
     flat = sh == sw == 1 and (kh, kw, ph, pw) != (1, 1, 0, 0)
-    # offsets (two tables of 4 * k4 longs), a zero row, the padded image; every thread
-    # allocates its own panels
-    nbytes = 2 * 8 * 4 * k4 + ld + (c * hp * wp + wp + 64 if flat else 0)
+    # offsets (two tables of 4 * k4 longs), a zero row, the padded or subsampled image;
+    # every thread allocates its own panels
+    subsample = (kh, kw, ph, pw) == (1, 1, 0, 0) and (sh, sw) != (1, 1)  # 1x1 strided
+    image = c * hp * wp + wp + 64 if flat else (c * oh * ow if subsample else 0)
+    nbytes = 2 * 8 * 4 * k4 + ld + image
     m = int(attrs["channels"])
     ints = [n, c, h, w, m, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw]
     flip = 128 if attrs["flip"] else 0  # the padding byte: the data's own zero point

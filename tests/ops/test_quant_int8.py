@@ -268,6 +268,7 @@ def _big_conv(kernel: tuple[int, int], strides: tuple[int, int], group_dw: bool)
         ((3, 3), (1, 1), False, "quantized_conv_int8"),  # the flat padded image
         ((1, 1), (1, 1), False, "quantized_conv_int8"),  # 1x1: image rows, tail by im2col
         ((3, 3), (2, 2), False, "quantized_conv_int8"),  # im2col
+        ((1, 1), (2, 2), False, "quantized_conv_int8"),  # 1x1 strided: subsampled image
         ((3, 3), (1, 1), True, "quantized_dwconv_int8"),
         ((3, 3), (2, 2), True, "quantized_dwconv_int8"),
     ],

@@ -130,13 +130,16 @@ static inline int32_t ember_q8_conv(const void* x_, const void* w_, const int32_
   const uint8_t* x = (const uint8_t*)x_;
   uint8_t* y = (uint8_t*)y_;
   const int K = C * KH * KW, k4 = (K + 3) / 4, P = OH * OW, ld = 16 * chunk;
-  const int direct = KH == 1 && KW == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0;
+  const int pointwise = KH == 1 && KW == 1 && ph == 0 && pw == 0;
+  const int subsample = pointwise && (sh > 1 || sw > 1); /* 1x1 strided: pick the pixels */
+  const int direct = pointwise;
   const int mode = direct ? 1 : (sh == 1 && sw == 1 ? 2 : 0);
   const int Hp = OH + (KH - 1) * dh, Wp = OW + (KW - 1) * dw, F = OH * Wp;
   const long plane = (long)Hp * Wp;
   ember_q8_epi e = {(float)zy, is_signed ? -128.0f : 0.0f, is_signed ? 127.0f : 255.0f,
                     relu, is_signed};
-  /* scratch: offs[4 * k4] | offs2[4 * k4] | zrow[ld] | the padded image (mode 2) */
+  /* scratch: offs[4 * k4] | offs2[4 * k4] | zrow[ld] | the padded (mode 2) or subsampled
+     image */
   long* offs = (long*)scratch;
   long* offs2 = offs + 4 * k4;
   uint8_t* zrow = (uint8_t*)(offs2 + 4 * k4);
@@ -160,9 +163,22 @@ static inline int32_t ember_q8_conv(const void* x_, const void* w_, const int32_
                            padded, C, H, W, M, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, xpad,
                            flip, ch, mode, Wp, F, 0};
   job.task_bytes = (size_t)ch * k4 * 64 + 4 * (size_t)ld + (mode == 2 ? 0 : (size_t)K * ld) + 64;
+  if (subsample) { /* then a 1x1 stride-1 convolution of the OH x OW image */
+    job.H = OH, job.W = OW, job.sh = 1, job.sw = 1;
+  }
   for (int n = 0; n < N; ++n) {
     job.xn = x + (long)n * C * H * W;
     job.yn = y + (long)n * M * P;
+    if (subsample) {
+      uint8_t* dst = padded;
+      for (int c = 0; c < C; ++c) {
+        for (int oh = 0; oh < OH; ++oh) {
+          const uint8_t* src = job.xn + ((long)c * H + (long)oh * sh) * W;
+          for (int ow = 0; ow < OW; ++ow) *dst++ = src[(long)ow * sw];
+        }
+      }
+      job.xn = padded;
+    }
     if (mode == 2) {
       memset(padded, xpad, (size_t)(C * plane + Wp + 64));
       const int iw0 = pw > 0 ? 0 : -pw, iw1 = W < Wp - pw ? W : Wp - pw;

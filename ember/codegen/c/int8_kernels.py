@@ -174,11 +174,16 @@ static inline void ember_q8_im2col(const uint8_t* x, int C, int H, int W, int KH
           memset(dst + i, pad, (size_t)a);
           memcpy(dst + i + a, src + iw0 + a, (size_t)(b - a));
           memset(dst + i + b, pad, (size_t)(run - b));
-        } else {
-          for (int j = 0; j < run; ++j) {
-            int iw = iw0 + j * sw;
-            dst[i + j] = (iw >= 0 && iw < W) ? src[iw] : pad;
-          }
+        } else { /* columns j in [a, b) land inside the image */
+          int a = iw0 < 0 ? (-iw0 + sw - 1) / sw : 0;
+          int b = iw0 < W ? (W - iw0 + sw - 1) / sw : 0;
+          if (a > run) a = run;
+          if (b > run) b = run;
+          if (b < a) b = a;
+          memset(dst + i, pad, (size_t)a);
+          const uint8_t* s = src + iw0;
+          for (int j = a; j < b; ++j) dst[i + j] = s[j * sw];
+          memset(dst + i + b, pad, (size_t)(run - b));
         }
       }
       i += run;
