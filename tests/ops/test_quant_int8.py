@@ -251,7 +251,7 @@ def test_qlinear_add_int8(dtype: str, b_shape: tuple[int, ...]) -> None:
     assert np.abs(generic.astype(np.int32) - want).max() <= 1
 
 
-def _big_conv(kernel: tuple[int, int], strides: tuple[int, int], group_dw: bool):
+def _big_conv(kernel: tuple[int, int], strides: tuple[int, int], group_dw: bool, x_dtype: str):
     c, m = (24, 24) if group_dw else (16, 24)
     w = RNG.integers(-64, 64, (m, 1 if group_dw else c, *kernel)).astype(np.int8)
     pads = [k // 2 for k in kernel] * 2
@@ -259,25 +259,26 @@ def _big_conv(kernel: tuple[int, int], strides: tuple[int, int], group_dw: bool)
         "Conv", ["xd", "wd", "bd"], ["c"], pads=pads, strides=list(strides),
         group=c if group_dw else 1,
     )  # fmt: skip
-    return _chain(node, w, 0, True, "uint8", "uint8", True, (2, c, 45, 47), m)
+    return _chain(node, w, 0, True, x_dtype, "uint8", True, (2, c, 45, 47), m)
 
 
 @pytest.mark.parametrize(
-    "kernel,strides,group_dw,op",
+    "kernel,strides,group_dw,x_dtype,op",
     [
-        ((3, 3), (1, 1), False, "quantized_conv_int8"),  # the flat padded image
-        ((1, 1), (1, 1), False, "quantized_conv_int8"),  # 1x1: image rows, tail by im2col
-        ((3, 3), (2, 2), False, "quantized_conv_int8"),  # im2col
-        ((1, 1), (2, 2), False, "quantized_conv_int8"),  # 1x1 strided: subsampled image
-        ((3, 3), (1, 1), True, "quantized_dwconv_int8"),
-        ((3, 3), (2, 2), True, "quantized_dwconv_int8"),
+        ((3, 3), (1, 1), False, "uint8", "quantized_conv_int8"),  # the flat padded image
+        ((1, 1), (1, 1), False, "int8", "quantized_conv_int8"),  # 1x1: rows, tail by im2col
+        ((3, 3), (2, 2), False, "uint8", "quantized_conv_int8"),  # im2col
+        ((1, 1), (2, 2), False, "uint8", "quantized_conv_int8"),  # 1x1 strided: subsampled
+        ((3, 3), (1, 1), True, "int8", "quantized_dwconv_int8"),
+        ((3, 3), (2, 2), True, "uint8", "quantized_dwconv_int8"),  # column phases, widened
+        ((3, 3), (2, 2), True, "int8", "quantized_dwconv_int8"),  # 16 at a time
     ],
 )
-def test_int8_layers_split_across_threads(kernel, strides, group_dw, op) -> None:
+def test_int8_layers_split_across_threads(kernel, strides, group_dw, x_dtype, op) -> None:
     """Layers above the parallel threshold, run on 2 threads (one chunk of positions or
     channels per thread, each with its own workspace), equal 1 thread bit for bit and
     onnxruntime within one step (its float requantization rounds a rare tie otherwise)."""
-    model, feeds = _big_conv(kernel, strides, group_dw)
+    model, feeds = _big_conv(kernel, strides, group_dw, x_dtype)
     assert op in _ops(model)
     want = run_onnxruntime(model, feeds)[0]
     with num_threads(2):

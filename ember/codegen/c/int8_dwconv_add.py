@@ -17,7 +17,34 @@ DW_ADD_KERNEL_NAMES: frozenset[str] = frozenset({"ember_q8_dwconv", "ember_q8_ql
 #: key of the helper block in a FileContext (sorted after int8_kernels.HELPER_KEY).
 HELPER_KEY = "0e_ember_q8_dw_add"
 
-DW_ADD_KERNELS_C = r"""#if defined(__AVX2__)
+DW_ADD_KERNELS_C = r"""/* dst[j] = x[j * step] - zx as int16, j < n (step 1 and 2 vectorized with AVX2) */
+static inline void ember_q8_widen(const uint8_t* src, int16_t* dst, int n, int step, int zx,
+                                  int x_signed) {
+  int j = 0;
+#if defined(__AVX2__)
+  const __m256i z = _mm256_set1_epi16((int16_t)zx);
+  if (step == 1) {
+    for (; j + 16 <= n; j += 16) {
+      const __m128i v = _mm_loadu_si128((const __m128i*)(src + j));
+      const __m256i w = x_signed ? _mm256_cvtepi8_epi16(v) : _mm256_cvtepu8_epi16(v);
+      _mm256_storeu_si256((__m256i*)(dst + j), _mm256_sub_epi16(w, z));
+    }
+  } else if (step == 2) { /* the low byte of each 16-bit word: 16 elements per 32 bytes */
+    for (; j + 16 < n; j += 16) {
+      const __m256i v = _mm256_loadu_si256((const __m256i*)(src + 2 * j));
+      const __m256i w = x_signed ? _mm256_srai_epi16(_mm256_slli_epi16(v, 8), 8)
+                                 : _mm256_and_si256(v, _mm256_set1_epi16(0xFF));
+      _mm256_storeu_si256((__m256i*)(dst + j), _mm256_sub_epi16(w, z));
+    }
+  }
+#endif
+  for (; j < n; ++j) {
+    const uint8_t b = src[(long)j * step];
+    dst[j] = (int16_t)((x_signed ? (int32_t)(int8_t)b : (int32_t)b) - zx);
+  }
+}
+
+#if defined(__AVX2__)
 /* two taps of 16 outputs: rows pa, pb (int16) times the weight pair w[0], w[1]; lo and hi
    hold the outputs in the order of vpunpcklwd/vpunpckhwd (ember_q8_store16 interleaved) */
 static inline void ember_q8_dw_taps(const int16_t* pa, const int16_t* pb, const int16_t* w,
@@ -46,23 +73,19 @@ static inline void ember_q8_dw_flat(const uint8_t* xc, const int16_t* wc, int32_
     const int i = ih + ph;
     if (i >= Hp) break;
     const uint8_t* src = xc + (long)ih * W;
-    int16_t* dst = plane + (long)i * Wp + pw;
-    if (x_signed) {
-      for (int iw = 0; iw < end; ++iw) dst[iw] = (int16_t)((int8_t)src[iw] - zx);
-    } else {
-      for (int iw = 0; iw < end; ++iw) dst[iw] = (int16_t)(src[iw] - zx);
-    }
+    ember_q8_widen(src, plane + (long)i * Wp + pw, end, 1, zx, x_signed);
+  }
+  long toff[T2]; /* tap t at plane + f + toff[t]; an odd count repeats the last tap */
+  for (int t = 0; t < T2; ++t) {
+    const int u = t < T ? t : T - 1;
+    toff[t] = (long)(u / KW) * dh * Wp + (u % KW) * dw;
   }
   const __m256i b = _mm256_set1_epi32(bias);
   const __m256 m = _mm256_set1_ps(mult);
   for (int f = 0; f < F; f += 16) {
     __m256i lo = _mm256_setzero_si256(), hi = lo;
-    for (int t = 0; t < T2; t += 2) {
-      const int ta = t, tb = t + 1 < T ? t + 1 : t;
-      const int16_t* pa = plane + f + (ta / KW) * dh * Wp + (ta % KW) * dw;
-      const int16_t* pb = plane + f + (tb / KW) * dh * Wp + (tb % KW) * dw;
-      ember_q8_dw_taps(pa, pb, wc + t, &lo, &hi);
-    }
+    for (int t = 0; t < T2; t += 2)
+      ember_q8_dw_taps(plane + f + toff[t], plane + f + toff[t + 1], wc + t, &lo, &hi);
     ember_q8_store16(_mm256_add_epi32(lo, b), _mm256_add_epi32(hi, b), m, m, e, 1, tmp + f, 16);
   }
   for (int oh = 0; oh < OH; ++oh) memcpy(yc + (long)oh * OW, tmp + (long)oh * Wp, (size_t)OW);
@@ -109,37 +132,30 @@ static void ember_q8_dw_channel(const ember_q8_dw_job* jb, long nc, int16_t* pla
     const uint8_t* src = xc + (long)ih * W;
     const int end = W < Wp - pw ? W : Wp - pw; /* columns the taps reach */
     if (sw == 1) {
-      int16_t* dst = plane + (long)i * Wq + pw;
-      if (x_signed) {
-        for (int iw = 0; iw < end; ++iw) dst[iw] = (int16_t)((int8_t)src[iw] - zx);
-      } else {
-        for (int iw = 0; iw < end; ++iw) dst[iw] = (int16_t)(src[iw] - zx);
-      }
+      ember_q8_widen(src, plane + (long)i * Wq + pw, end, 1, zx, x_signed);
     } else { /* phase s holds padded columns j * sw + s */
       for (int s = 0; s < sw; ++s) {
-        int16_t* dst = plane + ((long)s * Hp + i) * Wq;
         const int jlo = pw - s > 0 ? (pw - s + sw - 1) / sw : 0;
         const int jhi = (end + pw - s + sw - 1) / sw;
-        for (int j = jlo; j < jhi; ++j) {
-          const uint8_t b = src[j * sw + s - pw];
-          dst[j] = (int16_t)((x_signed ? (int32_t)(int8_t)b : (int32_t)b) - zx);
-        }
+        if (jhi > jlo)
+          ember_q8_widen(src + jlo * sw + s - pw, plane + ((long)s * Hp + i) * Wq + jlo,
+                         jhi - jlo, sw, zx, x_signed);
       }
     }
+  }
+  long toff[T2]; /* tap t of output (oh, ow) at plane + oh * sh * Wq + ow + toff[t] */
+  for (int t = 0; t < T2; ++t) {
+    const int u = t < T ? t : T - 1, cu = (u % KW) * dw;
+    toff[t] = ((long)(cu % sw) * Hp + (u / KW) * dh) * Wq + cu / sw;
   }
   for (int oh = 0; oh < OH; ++oh) {
     for (int ow = 0; ow < OW; ow += 16) {
       const int count = OW - ow < 16 ? OW - ow : 16;
 #if defined(__AVX2__)
       __m256i lo = _mm256_setzero_si256(), hi = lo;
-      for (int t = 0; t < T2; t += 2) {
-        const int ta = t, tb = t + 1 < T ? t + 1 : t;
-        const int ra = oh * sh + (ta / KW) * dh, ca = (ta % KW) * dw;
-        const int rb = oh * sh + (tb / KW) * dh, cb = (tb % KW) * dw;
-        const int16_t* pa = plane + ((long)(ca % sw) * Hp + ra) * Wq + ow + ca / sw;
-        const int16_t* pb = plane + ((long)(cb % sw) * Hp + rb) * Wq + ow + cb / sw;
-        ember_q8_dw_taps(pa, pb, wc + t, &lo, &hi);
-      }
+      const int16_t* at = plane + (long)oh * sh * Wq + ow;
+      for (int t = 0; t < T2; t += 2)
+        ember_q8_dw_taps(at + toff[t], at + toff[t + 1], wc + t, &lo, &hi);
       const __m256i b = _mm256_set1_epi32(bias[c]);
       const __m256 m = _mm256_set1_ps(mult[c]);
       ember_q8_store16(_mm256_add_epi32(lo, b), _mm256_add_epi32(hi, b), m, m, jb->e, 1,
