@@ -17,7 +17,7 @@ DW_ADD_KERNEL_NAMES: frozenset[str] = frozenset({"ember_q8_dwconv", "ember_q8_ql
 #: key of the helper block in a FileContext (sorted after int8_kernels.HELPER_KEY).
 HELPER_KEY = "0e_ember_q8_dw_add"
 
-DW_ADD_KERNELS_C = r"""/* dst[j] = x[j * step] - zx as int16, j < n (step 1 and 2 vectorized with AVX2) */
+DW_ADD_KERNELS_C = r"""/* dst[j] = x[j * step] - zx as int16, j < n (steps 1 and 2 vectorized) */
 static inline void ember_q8_widen(const uint8_t* src, int16_t* dst, int n, int step, int zx,
                                   int x_signed) {
   int j = 0;
