@@ -29,6 +29,11 @@ static inline void ember_q8_widen(const uint8_t* src, int16_t* dst, int n, int s
       const __m256i w = x_signed ? _mm256_cvtepi8_epi16(v) : _mm256_cvtepu8_epi16(v);
       _mm256_storeu_si256((__m256i*)(dst + j), _mm256_sub_epi16(w, z));
     }
+    for (; j + 8 <= n; j += 8) {
+      const __m128i v = _mm_loadl_epi64((const __m128i*)(src + j));
+      const __m128i w = x_signed ? _mm_cvtepi8_epi16(v) : _mm_cvtepu8_epi16(v);
+      _mm_storeu_si128((__m128i*)(dst + j), _mm_sub_epi16(w, _mm256_castsi256_si128(z)));
+    }
   } else if (step == 2) { /* the low byte of each 16-bit word: 16 elements per 32 bytes */
     for (; j + 16 < n; j += 16) {
       const __m256i v = _mm256_loadu_si256((const __m256i*)(src + 2 * j));
@@ -75,17 +80,16 @@ static inline void ember_q8_dw_flat(const uint8_t* xc, const int16_t* wc, int32_
     const uint8_t* src = xc + (long)ih * W;
     ember_q8_widen(src, plane + (long)i * Wp + pw, end, 1, zx, x_signed);
   }
-  long toff[T2]; /* tap t at plane + f + toff[t]; an odd count repeats the last tap */
-  for (int t = 0; t < T2; ++t) {
-    const int u = t < T ? t : T - 1;
-    toff[t] = (long)(u / KW) * dh * Wp + (u % KW) * dw;
-  }
   const __m256i b = _mm256_set1_epi32(bias);
   const __m256 m = _mm256_set1_ps(mult);
   for (int f = 0; f < F; f += 16) {
     __m256i lo = _mm256_setzero_si256(), hi = lo;
-    for (int t = 0; t < T2; t += 2)
-      ember_q8_dw_taps(plane + f + toff[t], plane + f + toff[t + 1], wc + t, &lo, &hi);
+    for (int t = 0; t < T2; t += 2) { /* constant offsets once inlined with the geometry */
+      const int ta = t, tb = t + 1 < T ? t + 1 : t;
+      const int16_t* pa = plane + f + (ta / KW) * dh * Wp + (ta % KW) * dw;
+      const int16_t* pb = plane + f + (tb / KW) * dh * Wp + (tb % KW) * dw;
+      ember_q8_dw_taps(pa, pb, wc + t, &lo, &hi);
+    }
     ember_q8_store16(_mm256_add_epi32(lo, b), _mm256_add_epi32(hi, b), m, m, e, 1, tmp + f, 16);
   }
   for (int oh = 0; oh < OH; ++oh) memcpy(yc + (long)oh * OW, tmp + (long)oh * Wp, (size_t)OW);
@@ -105,9 +109,9 @@ typedef struct {
 
 /* depthwise: per channel, the image minus its zero point as int16 planes split by column
    phase (iw % sw), so every tap of a row of outputs is a contiguous load; taps in pairs */
-static void ember_q8_dw_channel(const ember_q8_dw_job* jb, long nc, int16_t* plane) {
-  const int C = jb->C, H = jb->H, W = jb->W, KH = jb->KH, KW = jb->KW, OH = jb->OH, OW = jb->OW;
-  const int sh = jb->sh, sw = jb->sw, ph = jb->ph, pw = jb->pw, dh = jb->dh, dw = jb->dw;
+static inline void ember_q8_dw_channel(const ember_q8_dw_job* jb, long nc, int16_t* plane,
+                                       int KH, int KW, int sh, int sw, int dh, int dw) {
+  const int C = jb->C, H = jb->H, W = jb->W, OH = jb->OH, OW = jb->OW, ph = jb->ph, pw = jb->pw;
   const int zx = jb->zx, x_signed = jb->x_signed, c = (int)(nc % C);
   const int T = KH * KW, T2 = (T + 1) / 2 * 2;
   const int Hp = (OH - 1) * sh + (KH - 1) * dh + 1;
@@ -143,19 +147,19 @@ static void ember_q8_dw_channel(const ember_q8_dw_job* jb, long nc, int16_t* pla
       }
     }
   }
-  long toff[T2]; /* tap t of output (oh, ow) at plane + oh * sh * Wq + ow + toff[t] */
-  for (int t = 0; t < T2; ++t) {
-    const int u = t < T ? t : T - 1, cu = (u % KW) * dw;
-    toff[t] = ((long)(cu % sw) * Hp + (u / KW) * dh) * Wq + cu / sw;
-  }
   for (int oh = 0; oh < OH; ++oh) {
     for (int ow = 0; ow < OW; ow += 16) {
       const int count = OW - ow < 16 ? OW - ow : 16;
 #if defined(__AVX2__)
       __m256i lo = _mm256_setzero_si256(), hi = lo;
-      const int16_t* at = plane + (long)oh * sh * Wq + ow;
-      for (int t = 0; t < T2; t += 2)
-        ember_q8_dw_taps(at + toff[t], at + toff[t + 1], wc + t, &lo, &hi);
+      for (int t = 0; t < T2; t += 2) {
+        const int ta = t, tb = t + 1 < T ? t + 1 : t;
+        const int ra = oh * sh + (ta / KW) * dh, ca = (ta % KW) * dw;
+        const int rb = oh * sh + (tb / KW) * dh, cb = (tb % KW) * dw;
+        const int16_t* pa = plane + ((long)(ca % sw) * Hp + ra) * Wq + ow + ca / sw;
+        const int16_t* pb = plane + ((long)(cb % sw) * Hp + rb) * Wq + ow + cb / sw;
+        ember_q8_dw_taps(pa, pb, wc + t, &lo, &hi);
+      }
       const __m256i b = _mm256_set1_epi32(bias[c]);
       const __m256 m = _mm256_set1_ps(mult[c]);
       ember_q8_store16(_mm256_add_epi32(lo, b), _mm256_add_epi32(hi, b), m, m, jb->e, 1,
@@ -179,7 +183,19 @@ static int32_t ember_q8_dw_range(int64_t begin, int64_t end, void* cdata) {
   const ember_q8_dw_job* j = (const ember_q8_dw_job*)cdata;
   int16_t* plane = (int16_t*)EmberBackendAllocWorkspace(1, 0, (uint64_t)j->plane_bytes, 0, 16);
   if (plane == NULL) return -1;
-  for (int64_t nc = begin; nc < end; ++nc) ember_q8_dw_channel(j, (long)nc, plane);
+  const int KH = j->KH, KW = j->KW, sh = j->sh, sw = j->sw, dh = j->dh, dw = j->dw;
+  /* 3x3 at stride 1 or 2 (MobileNets) inlined with constant geometry: unrolled taps */
+  const int k3 = KH == 3 && KW == 3 && dh == 1 && dw == 1 && sh == sw;
+  if (k3 && sh == 1) {
+    for (long nc = (long)begin; nc < (long)end; ++nc)
+      ember_q8_dw_channel(j, nc, plane, 3, 3, 1, 1, 1, 1);
+  } else if (k3 && sh == 2) {
+    for (long nc = (long)begin; nc < (long)end; ++nc)
+      ember_q8_dw_channel(j, nc, plane, 3, 3, 2, 2, 1, 1);
+  } else {
+    for (long nc = (long)begin; nc < (long)end; ++nc)
+      ember_q8_dw_channel(j, nc, plane, KH, KW, sh, sw, dh, dw);
+  }
   EmberBackendFreeWorkspace(1, 0, plane);
   return 0;
 }
