@@ -182,8 +182,12 @@ def quantized_conv_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -
     chunk = max(1, min(npan, CONV_CHUNK_BYTES // (k4 * 64)))
     ld = 16 * chunk
     hp, wp = oh + (kh - 1) * dh, ow + (kw - 1) * dw  # the padded image of stride 1
-    work = max(c * kh * kw * ld, c * hp * wp + wp + 64)
-    nbytes = 8 * 4 * k4 + ld + chunk * k4 * 64 + 4 * ld + work
+    flat = sh == sw == 1 and (kh, kw, ph, pw) != (1, 1, 0, 0)
+    # offsets (two tables of 4 * k4 longs), a zero row, the padded or subsampled image;
+    # every thread allocates its own panels
+    subsample = (kh, kw, ph, pw) == (1, 1, 0, 0) and (sh, sw) != (1, 1)  # 1x1 strided
+    image = c * hp * wp + wp + 64 if flat else (c * oh * ow if subsample else 0)
+    nbytes = 2 * 8 * 4 * k4 + ld + image
     m = int(attrs["channels"])
     ints = [n, c, h, w, m, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw]
     flip = 128 if attrs["flip"] else 0  # the padding byte: the data's own zero point
@@ -210,10 +214,10 @@ def quantized_dwconv_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type)
     flat = 2 * ((hp + 1) * wp + 32) + oh * wp + 32  # stride 1: plane and output rows
     nbytes = max(phases, flat)
     ints = [n, c, h, w, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw, int(attrs["x_zero_point"])]
-    ints += [int(x.dtype == "int8"), *_epilogue(attrs, out_type)]
+    ints += [int(x.dtype == "int8"), *_epilogue(attrs, out_type), nbytes]
 
-    def body(ins: list[Buffer], outs: list[Buffer]) -> Stmt:
-        return _kernel_call("ember_q8_dwconv", ins, outs[0], nbytes, *ints)
+    def body(ins: list[Buffer], outs: list[Buffer]) -> Stmt:  # every thread allocates a plane
+        return _kernel_call("ember_q8_dwconv", ins, outs[0], 64, *ints)
 
     out = te.extern(ty.shape, inputs, body, "q8_dwconv", dtype=ty.dtype)
     assert isinstance(out, te.Tensor)

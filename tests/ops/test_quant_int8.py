@@ -25,6 +25,7 @@ from ember.errors import CompileError
 from ember.examples.models import make_model
 from ember.frontend import from_onnx
 from ember.ir import Call, post_order
+from ember.runtime.threads import num_threads
 from ember.testing import build_model, run_onnx_compiled, run_onnx_reference, run_onnxruntime
 from ember.testing.quantize import quantize_static
 from ember.transform import PassContext, optimize
@@ -248,3 +249,53 @@ def test_qlinear_add_int8(dtype: str, b_shape: tuple[int, ...]) -> None:
     if dtype == "uint8":
         np.testing.assert_array_equal(generic, want)
     assert np.abs(generic.astype(np.int32) - want).max() <= 1
+
+
+def _big_conv(kernel: tuple[int, int], strides: tuple[int, int], group_dw: bool, x_dtype: str):
+    c, m = (24, 24) if group_dw else (16, 24)
+    w = RNG.integers(-64, 64, (m, 1 if group_dw else c, *kernel)).astype(np.int8)
+    pads = [k // 2 for k in kernel] * 2
+    node = helper.make_node(
+        "Conv", ["xd", "wd", "bd"], ["c"], pads=pads, strides=list(strides),
+        group=c if group_dw else 1,
+    )  # fmt: skip
+    return _chain(node, w, 0, True, x_dtype, "uint8", True, (2, c, 45, 47), m)
+
+
+@pytest.mark.parametrize(
+    "kernel,strides,group_dw,x_dtype,op",
+    [
+        ((3, 3), (1, 1), False, "uint8", "quantized_conv_int8"),  # the flat padded image
+        ((1, 1), (1, 1), False, "int8", "quantized_conv_int8"),  # 1x1: rows, tail by im2col
+        ((3, 3), (2, 2), False, "uint8", "quantized_conv_int8"),  # im2col
+        ((1, 1), (2, 2), False, "uint8", "quantized_conv_int8"),  # 1x1 strided: subsampled
+        ((3, 3), (1, 1), True, "int8", "quantized_dwconv_int8"),
+        ((3, 3), (2, 2), True, "uint8", "quantized_dwconv_int8"),  # column phases, widened
+        ((3, 3), (2, 2), True, "int8", "quantized_dwconv_int8"),  # 16 at a time
+    ],
+)
+def test_int8_layers_split_across_threads(kernel, strides, group_dw, x_dtype, op) -> None:
+    """Layers above the parallel threshold, run on 2 threads (one chunk of positions or
+    channels per thread, each with its own workspace), equal 1 thread bit for bit and
+    onnxruntime within one step (its float requantization rounds a rare tie otherwise)."""
+    model, feeds = _big_conv(kernel, strides, group_dw, x_dtype)
+    assert op in _ops(model)
+    want = run_onnxruntime(model, feeds)[0]
+    with num_threads(2):
+        two = run_onnx_compiled(model, feeds)[0]
+    with num_threads(1):
+        one = run_onnx_compiled(model, feeds)[0]
+    np.testing.assert_array_equal(two, one)
+    assert np.abs(one.astype(np.int32) - want).max() <= 1
+    assert np.mean(one == want) >= 0.999
+
+
+def test_dense_int8_splits_its_panels_across_threads() -> None:
+    """[64, 96] x [96, 200]: 13 panels of 16 columns shared by 2 threads."""
+    w = RNG.integers(-64, 64, (200, 96)).astype(np.int8)
+    node = helper.make_node("Gemm", ["xd", "wd", "bd"], ["c"], transB=1)
+    model, feeds = _chain(node, w, 0, True, "int8", "uint8", False, (64, 96), 200)
+    assert "quantized_dense_int8" in _ops(model)
+    want = run_onnxruntime(model, feeds)[0]
+    with num_threads(2):
+        np.testing.assert_array_equal(run_onnx_compiled(model, feeds)[0], want)

@@ -17,7 +17,39 @@ DW_ADD_KERNEL_NAMES: frozenset[str] = frozenset({"ember_q8_dwconv", "ember_q8_ql
 #: key of the helper block in a FileContext (sorted after int8_kernels.HELPER_KEY).
 HELPER_KEY = "0e_ember_q8_dw_add"
 
-DW_ADD_KERNELS_C = r"""#if defined(__AVX2__)
+DW_ADD_KERNELS_C = r"""/* dst[j] = x[j * step] - zx as int16, j < n (steps 1 and 2 vectorized) */
+static inline void ember_q8_widen(const uint8_t* src, int16_t* dst, int n, int step, int zx,
+                                  int x_signed) {
+  int j = 0;
+#if defined(__AVX2__)
+  const __m256i z = _mm256_set1_epi16((int16_t)zx);
+  if (step == 1) {
+    for (; j + 16 <= n; j += 16) {
+      const __m128i v = _mm_loadu_si128((const __m128i*)(src + j));
+      const __m256i w = x_signed ? _mm256_cvtepi8_epi16(v) : _mm256_cvtepu8_epi16(v);
+      _mm256_storeu_si256((__m256i*)(dst + j), _mm256_sub_epi16(w, z));
+    }
+    for (; j + 8 <= n; j += 8) {
+      const __m128i v = _mm_loadl_epi64((const __m128i*)(src + j));
+      const __m128i w = x_signed ? _mm_cvtepi8_epi16(v) : _mm_cvtepu8_epi16(v);
+      _mm_storeu_si128((__m128i*)(dst + j), _mm_sub_epi16(w, _mm256_castsi256_si128(z)));
+    }
+  } else if (step == 2) { /* the low byte of each 16-bit word: 16 elements per 32 bytes */
+    for (; j + 16 < n; j += 16) {
+      const __m256i v = _mm256_loadu_si256((const __m256i*)(src + 2 * j));
+      const __m256i w = x_signed ? _mm256_srai_epi16(_mm256_slli_epi16(v, 8), 8)
+                                 : _mm256_and_si256(v, _mm256_set1_epi16(0xFF));
+      _mm256_storeu_si256((__m256i*)(dst + j), _mm256_sub_epi16(w, z));
+    }
+  }
+#endif
+  for (; j < n; ++j) {
+    const uint8_t b = src[(long)j * step];
+    dst[j] = (int16_t)((x_signed ? (int32_t)(int8_t)b : (int32_t)b) - zx);
+  }
+}
+
+#if defined(__AVX2__)
 /* two taps of 16 outputs: rows pa, pb (int16) times the weight pair w[0], w[1]; lo and hi
    hold the outputs in the order of vpunpcklwd/vpunpckhwd (ember_q8_store16 interleaved) */
 static inline void ember_q8_dw_taps(const int16_t* pa, const int16_t* pb, const int16_t* w,
@@ -46,18 +78,13 @@ static inline void ember_q8_dw_flat(const uint8_t* xc, const int16_t* wc, int32_
     const int i = ih + ph;
     if (i >= Hp) break;
     const uint8_t* src = xc + (long)ih * W;
-    int16_t* dst = plane + (long)i * Wp + pw;
-    if (x_signed) {
-      for (int iw = 0; iw < end; ++iw) dst[iw] = (int16_t)((int8_t)src[iw] - zx);
-    } else {
-      for (int iw = 0; iw < end; ++iw) dst[iw] = (int16_t)(src[iw] - zx);
-    }
+    ember_q8_widen(src, plane + (long)i * Wp + pw, end, 1, zx, x_signed);
   }
   const __m256i b = _mm256_set1_epi32(bias);
   const __m256 m = _mm256_set1_ps(mult);
   for (int f = 0; f < F; f += 16) {
     __m256i lo = _mm256_setzero_si256(), hi = lo;
-    for (int t = 0; t < T2; t += 2) {
+    for (int t = 0; t < T2; t += 2) { /* constant offsets once inlined with the geometry */
       const int ta = t, tb = t + 1 < T ? t + 1 : t;
       const int16_t* pa = plane + f + (ta / KW) * dh * Wp + (ta % KW) * dw;
       const int16_t* pb = plane + f + (tb / KW) * dh * Wp + (tb % KW) * dw;
@@ -69,92 +96,126 @@ static inline void ember_q8_dw_flat(const uint8_t* xc, const int16_t* wc, int32_
 }
 #endif
 
+typedef struct {
+  const uint8_t* x;
+  const int16_t* w;
+  const int32_t* bias;
+  const float* mult;
+  const ember_q8_epi* e;
+  uint8_t* y;
+  int C, H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, zx, x_signed;
+  size_t plane_bytes;
+} ember_q8_dw_job;
+
 /* depthwise: per channel, the image minus its zero point as int16 planes split by column
    phase (iw % sw), so every tap of a row of outputs is a contiguous load; taps in pairs */
+static inline void ember_q8_dw_channel(const ember_q8_dw_job* jb, long nc, int16_t* plane,
+                                       int KH, int KW, int sh, int sw, int dh, int dw) {
+  const int C = jb->C, H = jb->H, W = jb->W, OH = jb->OH, OW = jb->OW, ph = jb->ph, pw = jb->pw;
+  const int zx = jb->zx, x_signed = jb->x_signed, c = (int)(nc % C);
+  const int T = KH * KW, T2 = (T + 1) / 2 * 2;
+  const int Hp = (OH - 1) * sh + (KH - 1) * dh + 1;
+  const int Wp = (OW - 1) * sw + (KW - 1) * dw + 1;
+  const int Wq = (Wp + sw - 1) / sw + 16;
+  const uint8_t* xc = jb->x + nc * H * W;
+  uint8_t* yc = jb->y + nc * OH * OW;
+  const int16_t* wc = jb->w + (long)c * T2;
+  const int32_t* bias = jb->bias;
+  const float* mult = jb->mult;
+#if defined(__AVX2__)
+  if (sh == 1 && sw == 1) {
+    ember_q8_dw_flat(xc, wc, bias[c], mult[c], jb->e, yc, H, W, KH, KW, OH, OW, ph, pw, dh,
+                     dw, zx, x_signed, Hp, Wp, plane);
+    return;
+  }
+#endif
+  for (int i = 0; i < Hp; ++i) {
+    const int ih = i - ph;
+    for (int s = 0; s < sw; ++s) memset(plane + ((long)s * Hp + i) * Wq, 0, 2 * (size_t)Wq);
+    if (ih < 0 || ih >= H) continue;
+    const uint8_t* src = xc + (long)ih * W;
+    const int end = W < Wp - pw ? W : Wp - pw; /* columns the taps reach */
+    if (sw == 1) {
+      ember_q8_widen(src, plane + (long)i * Wq + pw, end, 1, zx, x_signed);
+    } else { /* phase s holds padded columns j * sw + s */
+      for (int s = 0; s < sw; ++s) {
+        const int jlo = pw - s > 0 ? (pw - s + sw - 1) / sw : 0;
+        const int jhi = (end + pw - s + sw - 1) / sw;
+        if (jhi > jlo)
+          ember_q8_widen(src + jlo * sw + s - pw, plane + ((long)s * Hp + i) * Wq + jlo,
+                         jhi - jlo, sw, zx, x_signed);
+      }
+    }
+  }
+  for (int oh = 0; oh < OH; ++oh) {
+    for (int ow = 0; ow < OW; ow += 16) {
+      const int count = OW - ow < 16 ? OW - ow : 16;
+#if defined(__AVX2__)
+      __m256i lo = _mm256_setzero_si256(), hi = lo;
+      for (int t = 0; t < T2; t += 2) {
+        const int ta = t, tb = t + 1 < T ? t + 1 : t;
+        const int ra = oh * sh + (ta / KW) * dh, ca = (ta % KW) * dw;
+        const int rb = oh * sh + (tb / KW) * dh, cb = (tb % KW) * dw;
+        const int16_t* pa = plane + ((long)(ca % sw) * Hp + ra) * Wq + ow + ca / sw;
+        const int16_t* pb = plane + ((long)(cb % sw) * Hp + rb) * Wq + ow + cb / sw;
+        ember_q8_dw_taps(pa, pb, wc + t, &lo, &hi);
+      }
+      const __m256i b = _mm256_set1_epi32(bias[c]);
+      const __m256 m = _mm256_set1_ps(mult[c]);
+      ember_q8_store16(_mm256_add_epi32(lo, b), _mm256_add_epi32(hi, b), m, m, jb->e, 1,
+                       yc + (long)oh * OW + ow, count);
+#else
+      for (int j = 0; j < count; ++j) {
+        int32_t s = bias[c];
+        for (int t = 0; t < T; ++t) {
+          const int r = oh * sh + (t / KW) * dh, cc = (ow + j) * sw + (t % KW) * dw;
+          s += (int32_t)plane[((long)(cc % sw) * Hp + r) * Wq + cc / sw] * wc[t];
+        }
+        ember_q8_store1(s, mult[c], jb->e, yc + (long)oh * OW + ow + j);
+      }
+#endif
+    }
+  }
+}
+
+/* channels [begin, end) of all images, each task with its own int16 plane */
+static int32_t ember_q8_dw_range(int64_t begin, int64_t end, void* cdata) {
+  const ember_q8_dw_job* j = (const ember_q8_dw_job*)cdata;
+  int16_t* plane = (int16_t*)EmberBackendAllocWorkspace(1, 0, (uint64_t)j->plane_bytes, 0, 16);
+  if (plane == NULL) return -1;
+  const int KH = j->KH, KW = j->KW, sh = j->sh, sw = j->sw, dh = j->dh, dw = j->dw;
+  /* 3x3 at stride 1 or 2 (MobileNets) inlined with constant geometry: unrolled taps */
+  const int k3 = KH == 3 && KW == 3 && dh == 1 && dw == 1 && sh == sw;
+  if (k3 && sh == 1) {
+    for (long nc = (long)begin; nc < (long)end; ++nc)
+      ember_q8_dw_channel(j, nc, plane, 3, 3, 1, 1, 1, 1);
+  } else if (k3 && sh == 2) {
+    for (long nc = (long)begin; nc < (long)end; ++nc)
+      ember_q8_dw_channel(j, nc, plane, 3, 3, 2, 2, 1, 1);
+  } else {
+    for (long nc = (long)begin; nc < (long)end; ++nc)
+      ember_q8_dw_channel(j, nc, plane, KH, KW, sh, sw, dh, dw);
+  }
+  EmberBackendFreeWorkspace(1, 0, plane);
+  return 0;
+}
+
 static inline int32_t ember_q8_dwconv(const void* x_, const int16_t* w, const int32_t* bias,
                         const float* mult,
                         void* y_, void* scratch, int32_t N, int32_t C, int32_t H, int32_t W,
                         int32_t KH, int32_t KW, int32_t OH, int32_t OW, int32_t sh, int32_t sw,
                         int32_t ph, int32_t pw, int32_t dh, int32_t dw, int32_t zx,
-                        int32_t x_signed, int32_t zy, int32_t relu, int32_t is_signed) {
-  const uint8_t* x = (const uint8_t*)x_;
-  uint8_t* y = (uint8_t*)y_;
-  const int T = KH * KW, T2 = (T + 1) / 2 * 2;
-  const int Hp = (OH - 1) * sh + (KH - 1) * dh + 1;
-  const int Wp = (OW - 1) * sw + (KW - 1) * dw + 1;
-  const int Wq = (Wp + sw - 1) / sw + 16;
-  int16_t* plane = (int16_t*)scratch;
+                        int32_t x_signed, int32_t zy, int32_t relu, int32_t is_signed,
+                        int32_t plane_bytes) {
   ember_q8_epi e = {(float)zy, is_signed ? -128.0f : 0.0f, is_signed ? 127.0f : 255.0f,
                     relu, is_signed};
-  for (int n = 0; n < N; ++n) {
-    for (int c = 0; c < C; ++c) {
-      const uint8_t* xc = x + ((long)n * C + c) * H * W;
-      uint8_t* yc = y + ((long)n * C + c) * OH * OW;
-      const int16_t* wc = w + (long)c * T2;
-#if defined(__AVX2__)
-      if (sh == 1 && sw == 1) {
-        ember_q8_dw_flat(xc, wc, bias[c], mult[c], &e, yc, H, W, KH, KW, OH, OW, ph, pw, dh, dw,
-                         zx, x_signed, Hp, Wp, plane);
-        continue;
-      }
-#endif
-      for (int i = 0; i < Hp; ++i) {
-        const int ih = i - ph;
-        for (int s = 0; s < sw; ++s) memset(plane + ((long)s * Hp + i) * Wq, 0, 2 * (size_t)Wq);
-        if (ih < 0 || ih >= H) continue;
-        const uint8_t* src = xc + (long)ih * W;
-        const int end = W < Wp - pw ? W : Wp - pw; /* columns the taps reach */
-        if (sw == 1) {
-          int16_t* dst = plane + (long)i * Wq + pw;
-          if (x_signed) {
-            for (int iw = 0; iw < end; ++iw) dst[iw] = (int16_t)((int8_t)src[iw] - zx);
-          } else {
-            for (int iw = 0; iw < end; ++iw) dst[iw] = (int16_t)(src[iw] - zx);
-          }
-        } else { /* phase s holds padded columns j * sw + s */
-          for (int s = 0; s < sw; ++s) {
-            int16_t* dst = plane + ((long)s * Hp + i) * Wq;
-            const int jlo = pw - s > 0 ? (pw - s + sw - 1) / sw : 0;
-            const int jhi = (end + pw - s + sw - 1) / sw;
-            for (int j = jlo; j < jhi; ++j) {
-              const uint8_t b = src[j * sw + s - pw];
-              dst[j] = (int16_t)((x_signed ? (int32_t)(int8_t)b : (int32_t)b) - zx);
-            }
-          }
-        }
-      }
-      for (int oh = 0; oh < OH; ++oh) {
-        for (int ow = 0; ow < OW; ow += 16) {
-          const int count = OW - ow < 16 ? OW - ow : 16;
-#if defined(__AVX2__)
-          __m256i lo = _mm256_setzero_si256(), hi = lo;
-          for (int t = 0; t < T2; t += 2) {
-            const int ta = t, tb = t + 1 < T ? t + 1 : t;
-            const int ra = oh * sh + (ta / KW) * dh, ca = (ta % KW) * dw;
-            const int rb = oh * sh + (tb / KW) * dh, cb = (tb % KW) * dw;
-            const int16_t* pa = plane + ((long)(ca % sw) * Hp + ra) * Wq + ow + ca / sw;
-            const int16_t* pb = plane + ((long)(cb % sw) * Hp + rb) * Wq + ow + cb / sw;
-            ember_q8_dw_taps(pa, pb, wc + t, &lo, &hi);
-          }
-          const __m256i b = _mm256_set1_epi32(bias[c]);
-          const __m256 m = _mm256_set1_ps(mult[c]);
-          ember_q8_store16(_mm256_add_epi32(lo, b), _mm256_add_epi32(hi, b), m, m, &e, 1,
-                           yc + (long)oh * OW + ow, count);
-#else
-          for (int j = 0; j < count; ++j) {
-            int32_t s = bias[c];
-            for (int t = 0; t < T; ++t) {
-              const int r = oh * sh + (t / KW) * dh, cc = (ow + j) * sw + (t % KW) * dw;
-              s += (int32_t)plane[((long)(cc % sw) * Hp + r) * Wq + cc / sw] * wc[t];
-            }
-            ember_q8_store1(s, mult[c], &e, yc + (long)oh * OW + ow + j);
-          }
-#endif
-        }
-      }
-    }
-  }
-  return 0;
+  (void)scratch; /* each task allocates its own plane */
+  ember_q8_dw_job job = {(const uint8_t*)x_, w, bias, mult, &e, (uint8_t*)y_, C, H, W, KH, KW,
+                         OH, OW, sh, sw, ph, pw, dh, dw, zx, x_signed, (size_t)plane_bytes};
+  const long units = (long)N * C, macs = units * OH * OW * KH * KW;
+  const int par = EmberBackendGetNumThreads() > 1 && macs >= EMBER_Q8_PAR_MACS / 4;
+  return EmberBackendParallelFor(ember_q8_dw_range, &job, units, par ? 1 : units, 0) == 0 ? 0
+                                                                                          : -1;
 }
 
 static inline float ember_q8_fma(float a, float b, float c) {

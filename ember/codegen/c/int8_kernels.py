@@ -5,7 +5,8 @@ Each function is a whole quantized layer (8-bit in, 8-bit out, requantization fu
 * ``ember_q8_conv``: ungrouped 2-D convolution, NCHW, as a matrix product of the weight
   (rows: output channels, packed at build time, ``[M/4*4][K/4*4]`` int8, K = C*KH*KW) and
   the image's patches, packed at run time per chunk of 16-position panels
-  (``[panel][K/4][16][4]``: 4 consecutive K values per 32-bit lane);
+  (``[panel][K/4][16][4]``: 4 consecutive K values per 32-bit lane); its driver (and the
+  dense one) is in ``int8_conv.py``, split across threads;
 * ``ember_q8_dense``: ``[rows, K] x [K, N]`` with the weight packed at build time in the
   same panel layout (``[N/16][K/4][16][4]``), the activation rows broadcast 4 bytes at a time;
 * the depthwise convolution and QLinearAdd of ``int8_dwconv_add.py`` (which use this
@@ -25,13 +26,15 @@ with them; zero-point corrections (weight row sums) are folded into the bias at 
 
 from __future__ import annotations
 
+from ember.codegen.c.int8_conv import INT8_CONV_C
+
 #: the call_extern names this file defines.
 INT8_KERNEL_NAMES: frozenset[str] = frozenset({"ember_q8_conv", "ember_q8_dense"})
 
 #: key of the helper block in a FileContext.
 HELPER_KEY = "0d_ember_q8"
 
-INT8_KERNELS_C = r"""#if defined(__AVX2__)
+_TILES_C = r"""#if defined(__AVX2__)
 #include <immintrin.h>
 #endif
 typedef struct { float zy, lo, hi; int relu, is_signed; } ember_q8_epi;
@@ -171,11 +174,16 @@ static inline void ember_q8_im2col(const uint8_t* x, int C, int H, int W, int KH
           memset(dst + i, pad, (size_t)a);
           memcpy(dst + i + a, src + iw0 + a, (size_t)(b - a));
           memset(dst + i + b, pad, (size_t)(run - b));
-        } else {
-          for (int j = 0; j < run; ++j) {
-            int iw = iw0 + j * sw;
-            dst[i + j] = (iw >= 0 && iw < W) ? src[iw] : pad;
-          }
+        } else { /* columns j in [a, b) land inside the image */
+          int a = iw0 < 0 ? (-iw0 + sw - 1) / sw : 0;
+          int b = iw0 < W ? (W - iw0 + sw - 1) / sw : 0;
+          if (a > run) a = run;
+          if (b > run) b = run;
+          if (b < a) b = a;
+          memset(dst + i, pad, (size_t)a);
+          const uint8_t* s = src + iw0;
+          for (int j = a; j < b; ++j) dst[i + j] = s[j * sw];
+          memset(dst + i + b, pad, (size_t)(run - b));
         }
       }
       i += run;
@@ -217,175 +225,7 @@ static inline void ember_q8_pack(const uint8_t* base, const long* offs, int K,
     }
   }
 }
-
-/* 4 weight rows x one 16-position panel of a convolution, requantized into y rows */
-static inline void ember_q8_conv_tile(const uint8_t* wrows, int ldw, const uint8_t* panel, int k4,
-                               const int32_t* bias, const float* mult, int rows,
-                               const ember_q8_epi* e, uint8_t* y, long P, int count) {
-#if defined(__AVX2__)
-  __m256i acc[8];
-  ember_q8_tile_panel_u8(wrows, ldw, panel, k4, acc);
-  for (int i = 0; i < rows; ++i) {
-    const __m256i b = _mm256_set1_epi32(bias[i]);
-    const __m256 m = _mm256_set1_ps(mult[i]);
-    ember_q8_store16(_mm256_add_epi32(acc[2 * i], b), _mm256_add_epi32(acc[2 * i + 1], b), m,
-                     m, e, 0, y + i * P, count);
-  }
-#else
-  int32_t acc[4][16];
-  ember_q8_tile_ref(wrows, ldw, panel, k4, 0, acc);
-  for (int i = 0; i < rows; ++i)
-    for (int j = 0; j < count; ++j) ember_q8_store1(acc[i][j] + bias[i], mult[i], e, y + i * P + j);
-#endif
-}
-
-/* a stride-1 convolution over the flattened padded image: output (oh, ow) is computed at
-   grid position oh * Wp + ow, where every patch row is a contiguous run of the padded image
-   (no im2col); the grid columns ow >= OW are computed and dropped */
-static inline void ember_q8_conv_flat(const uint8_t* xn, const uint8_t* w, const int32_t* bias,
-                                      const float* mult, const ember_q8_epi* e, uint8_t* yn,
-                                      int C, int H, int W, int M, int KH, int KW, int OH,
-                                      int OW, int ph, int pw, int dh, int dw, int xpad, int flip,
-                                      int chunk, long* offs, const uint8_t* zrow,
-                                      uint8_t* panels, uint8_t* ybuf, uint8_t* padded) {
-  const int K = C * KH * KW, k4 = (K + 3) / 4, ldw = 4 * k4, ld = 16 * chunk, P = OH * OW;
-  const int Hp = OH + (KH - 1) * dh, Wp = OW + (KW - 1) * dw, F = OH * Wp;
-  const int npan = (F + 15) / 16;
-  const long plane = (long)Hp * Wp;
-  memset(padded, xpad, (size_t)(C * plane + Wp + 64));
-  const int iw0 = pw > 0 ? 0 : -pw, iw1 = W < Wp - pw ? W : Wp - pw;
-  for (int c = 0; c < C; ++c) {
-    for (int ih = 0; ih < H; ++ih) {
-      const int i = ih + ph;
-      if (i < 0 || i >= Hp || iw1 <= iw0) continue;
-      memcpy(padded + c * plane + (long)i * Wp + iw0 + pw, xn + ((long)c * H + ih) * W + iw0,
-             (size_t)(iw1 - iw0));
-    }
-  }
-  for (int k = 0; k < K; ++k) {
-    const int c = k / (KH * KW), kh = (k / KW) % KH, kw = k % KW;
-    offs[k] = c * plane + (long)kh * dh * Wp + kw * dw;
-  }
-  for (int pc = 0; pc < npan; pc += chunk) {
-    const int cp = npan - pc < chunk ? npan - pc : chunk, f0 = 16 * pc;
-    const int f1 = f0 + 16 * cp < F ? f0 + 16 * cp : F;
-    ember_q8_pack(padded + f0, offs, K, zrow, k4, cp, (uint8_t)flip, panels);
-    for (int o0 = 0; o0 < M; o0 += 4) {
-      const int rws = M - o0 < 4 ? M - o0 : 4;
-      for (int pp = 0; pp < cp; ++pp)
-        ember_q8_conv_tile(w + (long)o0 * ldw, ldw, panels + (long)pp * k4 * 64, k4, bias + o0,
-                           mult + o0, rws, e, ybuf + 16 * pp, ld, 16);
-      for (int i = 0; i < rws; ++i) {
-        for (int f = f0; f < f1;) {
-          const int oh = f / Wp, ow = f % Wp;
-          const int run = Wp - ow < f1 - f ? Wp - ow : f1 - f;
-          if (ow < OW) {
-            const int n = OW - ow < run ? OW - ow : run;
-            memcpy(yn + (long)(o0 + i) * P + oh * OW + ow, ybuf + (long)i * ld + (f - f0),
-                   (size_t)n);
-          }
-          f += run;
-        }
-      }
-    }
-  }
-}
-
-static inline int32_t ember_q8_conv(const void* x_, const void* w_, const int32_t* bias,
-                                    const float* mult, void* y_, void* scratch, int32_t N,
-                                    int32_t C, int32_t H, int32_t W, int32_t M, int32_t KH,
-                                    int32_t KW, int32_t OH, int32_t OW, int32_t sh, int32_t sw,
-                                    int32_t ph, int32_t pw, int32_t dh, int32_t dw, int32_t xpad,
-                                    int32_t flip, int32_t zy, int32_t relu, int32_t is_signed,
-                                    int32_t chunk) {
-  const uint8_t* x = (const uint8_t*)x_;
-  const uint8_t* w = (const uint8_t*)w_;
-  uint8_t* y = (uint8_t*)y_;
-  const int K = C * KH * KW, k4 = (K + 3) / 4, ldw = 4 * k4, P = OH * OW;
-  const int npan = (P + 15) / 16, ld = 16 * chunk;
-  const int direct = KH == 1 && KW == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0;
-  const int flat = !direct && sh == 1 && sw == 1;
-  ember_q8_epi e = {(float)zy, is_signed ? -128.0f : 0.0f, is_signed ? 127.0f : 255.0f,
-                    relu, is_signed};
-  /* scratch: offs[4 * k4] | zrow[ld] | panels[chunk * k4 * 64] | ybuf[4 * ld] | rows or
-     the padded image */
-  long* offs = (long*)scratch;
-  uint8_t* zrow = (uint8_t*)(offs + 4 * k4);
-  uint8_t* panels = zrow + ld;
-  uint8_t* ybuf = panels + (long)chunk * k4 * 64;
-  uint8_t* rows = ybuf + 4 * ld;
-  memset(zrow, 0, (size_t)ld);
-  for (int n = 0; n < N; ++n) {
-    const uint8_t* xn = x + (long)n * C * H * W;
-    uint8_t* yn = y + (long)n * M * P;
-    if (flat) {
-      ember_q8_conv_flat(xn, w, bias, mult, &e, yn, C, H, W, M, KH, KW, OH, OW, ph, pw, dh, dw,
-                         xpad, flip, chunk, offs, zrow, panels, ybuf, rows);
-      continue;
-    }
-    for (int pc = 0; pc < npan; pc += chunk) {
-      const int cp = npan - pc < chunk ? npan - pc : chunk, p0 = 16 * pc;
-      if (direct && p0 + 16 * cp <= P) { /* 1x1: the image rows are the patch rows */
-        for (int k = 0; k < K; ++k) offs[k] = (long)k * P;
-        ember_q8_pack(xn + p0, offs, K, zrow, k4, cp, (uint8_t)flip, panels);
-      } else {
-        ember_q8_im2col(xn, C, H, W, KH, KW, OW, sh, sw, ph, pw, dh, dw, (uint8_t)xpad, p0,
-                        16 * cp, P, rows, ld);
-        for (int k = 0; k < K; ++k) offs[k] = (long)k * ld;
-        ember_q8_pack(rows, offs, K, zrow, k4, cp, (uint8_t)flip, panels);
-      }
-      for (int o0 = 0; o0 < M; o0 += 4) {
-        const int rws = M - o0 < 4 ? M - o0 : 4;
-        for (int pp = 0; pp < cp; ++pp) {
-          const int p = p0 + 16 * pp, count = P - p < 16 ? P - p : 16;
-          ember_q8_conv_tile(w + (long)o0 * ldw, ldw, panels + (long)pp * k4 * 64, k4,
-                             bias + o0, mult + o0, rws, &e, yn + (long)o0 * P + p, P, count);
-        }
-      }
-    }
-  }
-  return 0;
-}
-
-static inline int32_t ember_q8_dense(const void* x_, const void* w_, const int32_t* bias,
-                       const float* mult,
-                       void* y_, void* scratch, int32_t R, int32_t K, int32_t N, int32_t flip,
-                       int32_t zy, int32_t relu, int32_t is_signed) {
-  const uint8_t* x = (const uint8_t*)x_;
-  const uint8_t* w = (const uint8_t*)w_;
-  uint8_t* y = (uint8_t*)y_;
-  const int k4 = (K + 3) / 4, ldr = 4 * k4, R4 = (R + 3) / 4 * 4, npan = (N + 15) / 16;
-  ember_q8_epi e = {(float)zy, is_signed ? -128.0f : 0.0f, is_signed ? 127.0f : 255.0f,
-                    relu, is_signed};
-  uint8_t* xr = (uint8_t*)scratch;
-  for (int r = 0; r < R4; ++r) {
-    for (int k = 0; k < ldr; ++k)
-      xr[(long)r * ldr + k] = (r < R && k < K) ? (uint8_t)(x[(long)r * K + k] ^ flip) : 0;
-  }
-  for (int pn = 0; pn < npan; ++pn) {
-    const uint8_t* panel = w + (long)pn * k4 * 64;
-    const int n0 = 16 * pn, count = N - n0 < 16 ? N - n0 : 16;
-    for (int r0 = 0; r0 < R; r0 += 4) {
-      const int rws = R - r0 < 4 ? R - r0 : 4;
-#if defined(__AVX2__)
-      __m256i acc[8];
-      ember_q8_tile_rows_u8(xr + (long)r0 * ldr, ldr, panel, k4, acc);
-      const __m256i b0 = _mm256_loadu_si256((const __m256i*)(bias + n0));
-      const __m256i b1 = _mm256_loadu_si256((const __m256i*)(bias + n0 + 8));
-      const __m256 m0 = _mm256_loadu_ps(mult + n0), m1 = _mm256_loadu_ps(mult + n0 + 8);
-      for (int i = 0; i < rws; ++i)
-        ember_q8_store16(_mm256_add_epi32(acc[2 * i], b0), _mm256_add_epi32(acc[2 * i + 1], b1),
-                         m0, m1, &e, 0, y + (long)(r0 + i) * N + n0, count);
-#else
-      int32_t acc[4][16];
-      ember_q8_tile_ref(xr + (long)r0 * ldr, ldr, panel, k4, 1, acc);
-      for (int i = 0; i < rws; ++i)
-        for (int j = 0; j < count; ++j)
-          ember_q8_store1(acc[i][j] + bias[n0 + j], mult[n0 + j], &e,
-                          y + (long)(r0 + i) * N + n0 + j);
-#endif
-    }
-  }
-  return 0;
-}
 """
+
+#: the whole helper block: tiles, packing, stores, then the conv and dense drivers.
+INT8_KERNELS_C = _TILES_C + INT8_CONV_C

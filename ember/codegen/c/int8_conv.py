@@ -1,0 +1,259 @@
+"""C source of the int8 convolution and dense drivers (``ember_q8_conv``, ``ember_q8_dense``),
+split across the runtime's threads with ``EmberBackendParallelFor``.
+
+They sit on the tiles, packing and requantizing stores of ``int8_kernels.py`` (this text is
+appended to that block):
+
+* ``ember_q8_conv``: the output positions in chunks of 16-position panels, one work unit
+  per chunk (each unit packs its patches into its own workspace, then runs every 4-row
+  block of the weight over them). Three ways to get the patch rows: a 1x1 stride-1
+  convolution reads them from the image; a stride-1 convolution reads contiguous runs of
+  the zero-point-padded image laid out flat (grid position ``oh * Wp + ow``, the columns
+  ``ow >= OW`` computed and dropped), no im2col; other strides run im2col per chunk.
+  With more than one thread and enough work the chunk shrinks so that every thread gets
+  one (``EMBER_Q8_PAR_MACS`` multiply-adds at least, else one thread runs it all).
+* ``ember_q8_dense``: the rows of x made unsigned once, then the weight panels (16 output
+  columns each) split across the threads.
+"""
+
+from __future__ import annotations
+
+INT8_CONV_C = r"""
+/* work below this many multiply-adds runs on one thread (some 20 us) */
+#define EMBER_Q8_PAR_MACS 400000L
+
+/* 4 weight rows x one 16-position panel of a convolution, requantized into y rows */
+static inline void ember_q8_conv_tile(const uint8_t* wrows, int ldw, const uint8_t* panel, int k4,
+                               const int32_t* bias, const float* mult, int rows,
+                               const ember_q8_epi* e, uint8_t* y, long P, int count) {
+#if defined(__AVX2__)
+  __m256i acc[8];
+  ember_q8_tile_panel_u8(wrows, ldw, panel, k4, acc);
+  for (int i = 0; i < rows; ++i) {
+    const __m256i b = _mm256_set1_epi32(bias[i]);
+    const __m256 m = _mm256_set1_ps(mult[i]);
+    ember_q8_store16(_mm256_add_epi32(acc[2 * i], b), _mm256_add_epi32(acc[2 * i + 1], b), m,
+                     m, e, 0, y + i * P, count);
+  }
+#else
+  int32_t acc[4][16];
+  ember_q8_tile_ref(wrows, ldw, panel, k4, 0, acc);
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < count; ++j) ember_q8_store1(acc[i][j] + bias[i], mult[i], e, y + i * P + j);
+#endif
+}
+
+/* one image of a convolution; mode 0: im2col, 1: 1x1 stride 1, 2: flat padded image */
+typedef struct {
+  const uint8_t* xn;
+  const uint8_t* w;
+  const int32_t* bias;
+  const float* mult;
+  const ember_q8_epi* e;
+  uint8_t* yn;
+  const long* offs;  /* patch row k: mode 1 k * P, mode 2 its offset in the padded image */
+  const long* offs2; /* k * ld: rows of im2col */
+  const uint8_t* zrow;
+  const uint8_t* padded;
+  int C, H, W, M, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, xpad, flip, chunk, mode, Wp, F;
+  size_t task_bytes;
+} ember_q8_conv_job;
+
+static void ember_q8_conv_chunk(const ember_q8_conv_job* j, int pc, uint8_t* panels,
+                                uint8_t* ybuf, uint8_t* rows) {
+  const int K = j->C * j->KH * j->KW, k4 = (K + 3) / 4, ldw = 4 * k4, P = j->OH * j->OW;
+  const int ld = 16 * j->chunk, extent = j->mode == 2 ? j->F : P;
+  const int npan = (extent + 15) / 16, cp = npan - pc < j->chunk ? npan - pc : j->chunk;
+  const int p0 = 16 * pc;
+  if (j->mode == 2) {
+    const int f1 = p0 + 16 * cp < j->F ? p0 + 16 * cp : j->F;
+    ember_q8_pack(j->padded + p0, j->offs, K, j->zrow, k4, cp, (uint8_t)j->flip, panels);
+    for (int o0 = 0; o0 < j->M; o0 += 4) {
+      const int rws = j->M - o0 < 4 ? j->M - o0 : 4;
+      for (int pp = 0; pp < cp; ++pp)
+        ember_q8_conv_tile(j->w + (long)o0 * ldw, ldw, panels + (long)pp * k4 * 64, k4,
+                           j->bias + o0, j->mult + o0, rws, j->e, ybuf + 16 * pp, ld, 16);
+      for (int i = 0; i < rws; ++i) {
+        for (int f = p0; f < f1;) {
+          const int oh = f / j->Wp, ow = f % j->Wp;
+          const int run = j->Wp - ow < f1 - f ? j->Wp - ow : f1 - f;
+          if (ow < j->OW) {
+            const int n = j->OW - ow < run ? j->OW - ow : run;
+            memcpy(j->yn + (long)(o0 + i) * P + oh * j->OW + ow, ybuf + (long)i * ld + (f - p0),
+                   (size_t)n);
+          }
+          f += run;
+        }
+      }
+    }
+    return;
+  }
+  if (j->mode == 1 && p0 + 16 * cp <= P) { /* 1x1: the image rows are the patch rows */
+    ember_q8_pack(j->xn + p0, j->offs, K, j->zrow, k4, cp, (uint8_t)j->flip, panels);
+  } else {
+    ember_q8_im2col(j->xn, j->C, j->H, j->W, j->KH, j->KW, j->OW, j->sh, j->sw, j->ph, j->pw,
+                    j->dh, j->dw, (uint8_t)j->xpad, p0, 16 * cp, P, rows, ld);
+    ember_q8_pack(rows, j->offs2, K, j->zrow, k4, cp, (uint8_t)j->flip, panels);
+  }
+  for (int o0 = 0; o0 < j->M; o0 += 4) {
+    const int rws = j->M - o0 < 4 ? j->M - o0 : 4;
+    for (int pp = 0; pp < cp; ++pp) {
+      const int p = p0 + 16 * pp, count = P - p < 16 ? P - p : 16;
+      ember_q8_conv_tile(j->w + (long)o0 * ldw, ldw, panels + (long)pp * k4 * 64, k4,
+                         j->bias + o0, j->mult + o0, rws, j->e, j->yn + (long)o0 * P + p, P,
+                         count);
+    }
+  }
+}
+
+/* chunks [begin, end) with this task's own workspace: panels | ybuf | im2col rows */
+static int32_t ember_q8_conv_range(int64_t begin, int64_t end, void* cdata) {
+  const ember_q8_conv_job* j = (const ember_q8_conv_job*)cdata;
+  const int K = j->C * j->KH * j->KW, k4 = (K + 3) / 4, ld = 16 * j->chunk;
+  uint8_t* panels = (uint8_t*)EmberBackendAllocWorkspace(1, 0, (uint64_t)j->task_bytes, 1, 8);
+  if (panels == NULL) return -1;
+  uint8_t* ybuf = panels + (long)j->chunk * k4 * 64;
+  uint8_t* rows = ybuf + 4 * ld;
+  for (int64_t u = begin; u < end; ++u)
+    ember_q8_conv_chunk(j, (int)u * j->chunk, panels, ybuf, rows);
+  EmberBackendFreeWorkspace(1, 0, panels);
+  return 0;
+}
+
+static inline int32_t ember_q8_conv(const void* x_, const void* w_, const int32_t* bias,
+                                    const float* mult, void* y_, void* scratch, int32_t N,
+                                    int32_t C, int32_t H, int32_t W, int32_t M, int32_t KH,
+                                    int32_t KW, int32_t OH, int32_t OW, int32_t sh, int32_t sw,
+                                    int32_t ph, int32_t pw, int32_t dh, int32_t dw, int32_t xpad,
+                                    int32_t flip, int32_t zy, int32_t relu, int32_t is_signed,
+                                    int32_t chunk) {
+  const uint8_t* x = (const uint8_t*)x_;
+  uint8_t* y = (uint8_t*)y_;
+  const int K = C * KH * KW, k4 = (K + 3) / 4, P = OH * OW, ld = 16 * chunk;
+  const int pointwise = KH == 1 && KW == 1 && ph == 0 && pw == 0;
+  const int subsample = pointwise && (sh > 1 || sw > 1); /* 1x1 strided: pick the pixels */
+  const int direct = pointwise;
+  const int mode = direct ? 1 : (sh == 1 && sw == 1 ? 2 : 0);
+  const int Hp = OH + (KH - 1) * dh, Wp = OW + (KW - 1) * dw, F = OH * Wp;
+  const long plane = (long)Hp * Wp;
+  ember_q8_epi e = {(float)zy, is_signed ? -128.0f : 0.0f, is_signed ? 127.0f : 255.0f,
+                    relu, is_signed};
+  /* scratch: offs[4 * k4] | offs2[4 * k4] | zrow[ld] | the padded (mode 2) or subsampled
+     image */
+  long* offs = (long*)scratch;
+  long* offs2 = offs + 4 * k4;
+  uint8_t* zrow = (uint8_t*)(offs2 + 4 * k4);
+  uint8_t* padded = zrow + ld;
+  memset(zrow, 0, (size_t)ld);
+  const int npan = ((mode == 2 ? F : P) + 15) / 16;
+  const int threads = EmberBackendGetNumThreads();
+  int ch = chunk;
+  const int par = threads > 1 && (long)M * K * P >= EMBER_Q8_PAR_MACS && npan > 1;
+  if (par) {
+    const int share = (npan + threads - 1) / threads;
+    ch = share < ch ? share : ch;
+  }
+  for (int k = 0; k < K; ++k) {
+    const int c = k / (KH * KW), kh = (k / KW) % KH, kw = k % KW;
+    offs[k] = mode == 2 ? c * plane + (long)kh * dh * Wp + kw * dw : (long)k * P;
+    offs2[k] = (long)k * 16 * ch; /* the rows of a task */
+  }
+  const int units = (npan + ch - 1) / ch;
+  ember_q8_conv_job job = {NULL, (const uint8_t*)w_, bias, mult, &e, NULL, offs, offs2, zrow,
+                           padded, C, H, W, M, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, xpad,
+                           flip, ch, mode, Wp, F, 0};
+  job.task_bytes = (size_t)ch * k4 * 64 + 4 * (size_t)ld + (mode == 2 ? 0 : (size_t)K * ld) + 64;
+  if (subsample) { /* then a 1x1 stride-1 convolution of the OH x OW image */
+    job.H = OH, job.W = OW, job.sh = 1, job.sw = 1;
+  }
+  for (int n = 0; n < N; ++n) {
+    job.xn = x + (long)n * C * H * W;
+    job.yn = y + (long)n * M * P;
+    if (subsample) {
+      uint8_t* dst = padded;
+      for (int c = 0; c < C; ++c) {
+        for (int oh = 0; oh < OH; ++oh) {
+          const uint8_t* src = job.xn + ((long)c * H + (long)oh * sh) * W;
+          for (int ow = 0; ow < OW; ++ow) *dst++ = src[(long)ow * sw];
+        }
+      }
+      job.xn = padded;
+    }
+    if (mode == 2) {
+      memset(padded, xpad, (size_t)(C * plane + Wp + 64));
+      const int iw0 = pw > 0 ? 0 : -pw, iw1 = W < Wp - pw ? W : Wp - pw;
+      for (int c = 0; c < C; ++c) {
+        for (int ih = 0; ih < H; ++ih) {
+          const int i = ih + ph;
+          if (i < 0 || i >= Hp || iw1 <= iw0) continue;
+          memcpy(padded + c * plane + (long)i * Wp + iw0 + pw,
+                 job.xn + ((long)c * H + ih) * W + iw0, (size_t)(iw1 - iw0));
+        }
+      }
+    }
+    if (EmberBackendParallelFor(ember_q8_conv_range, &job, units, par ? 1 : units, 0) != 0)
+      return -1;
+  }
+  return 0;
+}
+
+typedef struct {
+  const uint8_t* xr;
+  const uint8_t* w;
+  const int32_t* bias;
+  const float* mult;
+  const ember_q8_epi* e;
+  uint8_t* y;
+  int R, N, k4;
+} ember_q8_dense_job;
+
+/* weight panels [begin, end) times every row of x */
+static int32_t ember_q8_dense_range(int64_t begin, int64_t end, void* cdata) {
+  const ember_q8_dense_job* j = (const ember_q8_dense_job*)cdata;
+  const int k4 = j->k4, ldr = 4 * k4, R = j->R, N = j->N;
+  for (int64_t pn = begin; pn < end; ++pn) {
+    const uint8_t* panel = j->w + (long)pn * k4 * 64;
+    const int n0 = 16 * (int)pn, count = N - n0 < 16 ? N - n0 : 16;
+    for (int r0 = 0; r0 < R; r0 += 4) {
+      const int rws = R - r0 < 4 ? R - r0 : 4;
+#if defined(__AVX2__)
+      __m256i acc[8];
+      ember_q8_tile_rows_u8(j->xr + (long)r0 * ldr, ldr, panel, k4, acc);
+      const __m256i b0 = _mm256_loadu_si256((const __m256i*)(j->bias + n0));
+      const __m256i b1 = _mm256_loadu_si256((const __m256i*)(j->bias + n0 + 8));
+      const __m256 m0 = _mm256_loadu_ps(j->mult + n0), m1 = _mm256_loadu_ps(j->mult + n0 + 8);
+      for (int i = 0; i < rws; ++i)
+        ember_q8_store16(_mm256_add_epi32(acc[2 * i], b0), _mm256_add_epi32(acc[2 * i + 1], b1),
+                         m0, m1, j->e, 0, j->y + (long)(r0 + i) * N + n0, count);
+#else
+      int32_t acc[4][16];
+      ember_q8_tile_ref(j->xr + (long)r0 * ldr, ldr, panel, k4, 1, acc);
+      for (int i = 0; i < rws; ++i)
+        for (int c = 0; c < count; ++c)
+          ember_q8_store1(acc[i][c] + j->bias[n0 + c], j->mult[n0 + c], j->e,
+                          j->y + (long)(r0 + i) * N + n0 + c);
+#endif
+    }
+  }
+  return 0;
+}
+
+static inline int32_t ember_q8_dense(const void* x_, const void* w_, const int32_t* bias,
+                                     const float* mult, void* y_, void* scratch, int32_t R,
+                                     int32_t K, int32_t N, int32_t flip, int32_t zy,
+                                     int32_t relu, int32_t is_signed) {
+  const uint8_t* x = (const uint8_t*)x_;
+  const int k4 = (K + 3) / 4, ldr = 4 * k4, R4 = (R + 3) / 4 * 4, npan = (N + 15) / 16;
+  ember_q8_epi e = {(float)zy, is_signed ? -128.0f : 0.0f, is_signed ? 127.0f : 255.0f,
+                    relu, is_signed};
+  uint8_t* xr = (uint8_t*)scratch;
+  for (int r = 0; r < R4; ++r) {
+    for (int k = 0; k < ldr; ++k)
+      xr[(long)r * ldr + k] = (r < R && k < K) ? (uint8_t)(x[(long)r * K + k] ^ flip) : 0;
+  }
+  ember_q8_dense_job job = {xr, (const uint8_t*)w_, bias, mult, &e, (uint8_t*)y_, R, N, k4};
+  const int par = EmberBackendGetNumThreads() > 1 && (long)R * K * N >= EMBER_Q8_PAR_MACS;
+  return EmberBackendParallelFor(ember_q8_dense_range, &job, npan, par ? 1 : npan, 0) == 0 ? 0
+                                                                                          : -1;
+}
+"""
