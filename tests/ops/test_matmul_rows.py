@@ -1,0 +1,55 @@
+"""nn.matmul of a batched lhs and a matrix: legalized to one 2-D product (matmul_rows)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ember.ir import TensorType, Var, call
+from ember.ir.expr import Call
+from ember.ops.nn_conv import matmul_rows
+
+
+def _typed(expr: Call) -> Call:
+    assert isinstance(expr.type, TensorType)  # call() infers the type
+    return expr
+
+
+def test_batched_lhs_becomes_one_matrix_product() -> None:
+    a = Var("a", TensorType((24, 1, 512), "float32"))
+    b = Var("b", TensorType((512, 64), "float32"))
+    node = _typed(call("nn.matmul", a, b))
+    out = matmul_rows(node)
+    assert isinstance(out, Call) and out.op.name == "reshape"
+    inner = out.args[0]
+    assert isinstance(inner, Call) and inner.op.name == "nn.matmul"
+    assert tuple(inner.args[0].attrs["newshape"]) == (24, 512)  # type: ignore[attr-defined]
+    assert tuple(out.attrs["newshape"]) == (24, 1, 64)
+
+
+@pytest.mark.parametrize(("ashape", "bshape"), [((8, 16), (16, 4)), ((2, 3, 4), (2, 4, 5))])
+def test_matrices_and_batched_rhs_stay(ashape, bshape) -> None:  # type: ignore[no-untyped-def]
+    a, b = Var("a", TensorType(ashape, "float32")), Var("b", TensorType(bshape, "float32"))
+    node = _typed(call("nn.matmul", a, b))
+    assert matmul_rows(node) is node
+
+
+@pytest.mark.cc
+def test_compiled_batched_matmul_matches_onnxruntime() -> None:
+    from onnx import TensorProto, helper, numpy_helper
+
+    from ember.testing import assert_matches_onnxruntime
+
+    rng = np.random.default_rng(2)
+    w = rng.standard_normal((64, 40)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "mm",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [12, 1, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [12, 1, 40])],
+        initializer=[numpy_helper.from_array(w, "w")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    x = rng.standard_normal((12, 1, 64)).astype(np.float32)
+    assert_matches_onnxruntime(model, {"x": x}, rtol=1e-4, atol=1e-4)
