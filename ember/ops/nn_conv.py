@@ -226,20 +226,36 @@ def dense_to_matmul(node: Call) -> Expr:
     return call("nn.matmul", x, wt, name=node.name)
 
 
+#: a constant rhs whose column count this does not divide gets zero columns up to a multiple
+#: of it (then a slice): 97 columns ran one scalar column at a time, 3 GFLOP/s.
+MATMUL_PAD_COLUMNS = 16
+
+
 @register_legalize("nn.matmul")
 def matmul_rows(node: Call) -> Expr:
-    """A batched lhs (..., M, K) times a matrix -> one (B*M, K) x (K, N) product reshaped
-    back: the tiled schedule then reuses each row of the rhs for several lhs rows (a
-    (24, 1, 512) lhs read a 512 KB weight once per batch row, 6x slower)."""
+    """A matrix product the tiled schedule runs well: a batched lhs (..., M, K) times a
+    matrix becomes one (B*M, K) x (K, N) product reshaped back (a (24, 1, 512) lhs read a
+    512 KB weight once per batch row, 6x slower), and a constant (K, N) rhs with N over
+    MATMUL_PAD_COLUMNS and no multiple of it gets zero columns, sliced off after."""
     a, b = node.args
     ashape = a.type.shape if isinstance(a.type, TensorType) else ()
     bshape = b.type.shape if isinstance(b.type, TensorType) else ()
-    if len(ashape) < 3 or len(bshape) != 2:
+    if len(ashape) < 2 or len(bshape) != 2:
+        return node
+    cols = int(bshape[1])
+    pad = -cols % MATMUL_PAD_COLUMNS if isinstance(b, Constant) and cols > MATMUL_PAD_COLUMNS else 0
+    if len(ashape) == 2 and not pad:
         return node
     dims = [int(d) for d in ashape]
-    rows = call("reshape", a, newshape=(int(np.prod(dims[:-1])), dims[-1]))
-    out = call("nn.matmul", rows, b, name=node.name)
-    return call("reshape", out, newshape=(*dims[:-1], int(bshape[1])))
+    rows = int(np.prod(dims[:-1]))
+    lhs = a if len(ashape) == 2 else call("reshape", a, newshape=(rows, dims[-1]))
+    if pad:
+        data = np.asarray(b.data)  # type: ignore[union-attr]
+        b = const(np.pad(data, ((0, 0), (0, pad))))
+    out = call("nn.matmul", lhs, b, name=node.name)
+    if pad:
+        out = call("strided_slice", out, begin=[0, 0], end=[rows, cols], strides=[1, 1])
+    return out if len(ashape) == 2 else call("reshape", out, newshape=(*dims[:-1], cols))
 
 
 register_schedule("nn.conv")(schedule_conv_anchor)

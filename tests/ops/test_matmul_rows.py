@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ember.ir import TensorType, Var, call
-from ember.ir.expr import Call
+from ember.ir.expr import Call, const
 from ember.ops.nn_conv import matmul_rows
 
 
@@ -52,4 +52,35 @@ def test_compiled_batched_matmul_matches_onnxruntime() -> None:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     x = rng.standard_normal((12, 1, 64)).astype(np.float32)
+    assert_matches_onnxruntime(model, {"x": x}, rtol=1e-4, atol=1e-4)
+
+
+def test_a_constant_rhs_of_odd_width_is_padded_then_sliced() -> None:
+    a = Var("a", TensorType((24, 256), "float32"))
+    w = const(np.ones((256, 97), np.float32))
+    out = matmul_rows(call("nn.matmul", a, w))
+    assert isinstance(out, Call) and out.op.name == "strided_slice"
+    inner = out.args[0]
+    assert isinstance(inner, Call) and inner.args[1].type.shape == (256, 112)  # type: ignore[attr-defined]
+    assert out.type.shape == (24, 97)  # type: ignore[attr-defined]
+
+
+@pytest.mark.cc
+def test_compiled_odd_width_matmul_matches_onnxruntime() -> None:
+    from onnx import TensorProto, helper, numpy_helper
+
+    from ember.testing import assert_matches_onnxruntime
+
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((32, 37)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "mm",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 5, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 5, 37])],
+        initializer=[numpy_helper.from_array(w, "w")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    x = rng.standard_normal((3, 5, 32)).astype(np.float32)
     assert_matches_onnxruntime(model, {"x": x}, rtol=1e-4, atol=1e-4)
