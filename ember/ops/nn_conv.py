@@ -249,9 +249,8 @@ def matmul_rows(node: Call) -> Expr:
     dims = [int(d) for d in ashape]
     rows = int(np.prod(dims[:-1]))
     lhs = a if len(ashape) == 2 else call("reshape", a, newshape=(rows, dims[-1]))
-    if pad:
-        data = np.asarray(b.data)  # type: ignore[union-attr]
-        b = const(np.pad(data, ((0, 0), (0, pad))))
+    if pad and isinstance(b, Constant):
+        b = const(np.pad(np.asarray(b.data), ((0, 0), (0, pad))))
     out = call("nn.matmul", lhs, b, name=node.name)
     if pad:
         out = call("strided_slice", out, begin=[0, 0], end=[rows, cols], strides=[1, 1])

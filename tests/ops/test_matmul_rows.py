@@ -34,27 +34,6 @@ def test_matrices_and_batched_rhs_stay(ashape, bshape) -> None:  # type: ignore[
     assert matmul_rows(node) is node
 
 
-@pytest.mark.cc
-def test_compiled_batched_matmul_matches_onnxruntime() -> None:
-    from onnx import TensorProto, helper, numpy_helper
-
-    from ember.testing import assert_matches_onnxruntime
-
-    rng = np.random.default_rng(2)
-    w = rng.standard_normal((64, 40)).astype(np.float32)
-    graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "w"], ["y"])],
-        "mm",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [12, 1, 64])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [12, 1, 40])],
-        initializer=[numpy_helper.from_array(w, "w")],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    x = rng.standard_normal((12, 1, 64)).astype(np.float32)
-    assert_matches_onnxruntime(model, {"x": x}, rtol=1e-4, atol=1e-4)
-
-
 def test_a_constant_rhs_of_odd_width_is_padded_then_sliced() -> None:
     a = Var("a", TensorType((24, 256), "float32"))
     w = const(np.ones((256, 97), np.float32))
@@ -65,22 +44,28 @@ def test_a_constant_rhs_of_odd_width_is_padded_then_sliced() -> None:
     assert out.type.shape == (24, 97)  # type: ignore[attr-defined]
 
 
-@pytest.mark.cc
-def test_compiled_odd_width_matmul_matches_onnxruntime() -> None:
+def _check_matmul_against_onnxruntime(xshape: tuple[int, ...], cols: int, seed: int) -> None:
     from onnx import TensorProto, helper, numpy_helper
 
     from ember.testing import assert_matches_onnxruntime
 
-    rng = np.random.default_rng(3)
-    w = rng.standard_normal((32, 37)).astype(np.float32)
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal((xshape[-1], cols)).astype(np.float32)
     graph = helper.make_graph(
         [helper.make_node("MatMul", ["x", "w"], ["y"])],
         "mm",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 5, 32])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 5, 37])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(xshape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [*xshape[:-1], cols])],
         initializer=[numpy_helper.from_array(w, "w")],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
-    x = rng.standard_normal((3, 5, 32)).astype(np.float32)
+    x = rng.standard_normal(xshape).astype(np.float32)
     assert_matches_onnxruntime(model, {"x": x}, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize(("xshape", "cols"), [((12, 1, 64), 40), ((3, 5, 32), 37), ((6, 40), 97)])
+def test_compiled_matmuls_match_onnxruntime(xshape, cols) -> None:  # type: ignore[no-untyped-def]
+    """A batched lhs (flattened), odd widths (padded, sliced), and both."""
+    _check_matmul_against_onnxruntime(xshape, cols, seed=cols)
