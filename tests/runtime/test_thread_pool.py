@@ -134,6 +134,29 @@ EMBER_DLL int32_t slow_loop(EMBER_ARGS) {
   }
   ret->v_int64 = shared; *ret_code = EMBER_INT; return 0;
 }
+static int32_t slow_task(int32_t id, EmberParallelGroupEnv* penv, void* cdata) {
+  Slow* s = (Slow*)cdata;
+  (void)id;
+  if (penv->num_task > 1) __atomic_add_fetch(&s->others, 1, __ATOMIC_RELAXED);
+  if (!pthread_equal(pthread_self(), s->caller) && s->worker_us > 0) {
+    usleep((unsigned int)s->worker_us);
+  }
+  return 0;
+}
+/* args: launches, worker_us; returns how many launches ran as more than one task */
+EMBER_DLL int32_t slow_group(EMBER_ARGS) {
+  Slow s;
+  memset(&s, 0, sizeof(s));
+  s.caller = pthread_self();
+  s.worker_us = args[1].v_int64;
+  int64_t shared = 0;
+  for (int64_t k = 0; k < args[0].v_int64; ++k) {
+    s.others = 0;
+    if (EmberBackendParallelLaunch(slow_task, &s, 0) != 0) return -1;
+    shared += s.others > 0;
+  }
+  ret->v_int64 = shared; *ret_code = EMBER_INT; return 0;
+}
 """
 
 
@@ -216,6 +239,14 @@ def test_a_loop_that_loses_in_parallel_runs_inline_then_tries_again(lib) -> None
     lib["slow_loop"](1, 20000, 0)  # a loss: a worker joined and slept, or none joined
     assert lib["slow_loop"](4, 0, 2000) == 0
     assert lib["slow_loop"](60, 0, 2000) >= 1
+
+
+@pytest.mark.cc
+def test_a_group_launch_that_loses_runs_as_one_task_then_tries_again(lib) -> None:  # type: ignore[no-untyped-def]
+    rt.set_num_threads(2)
+    assert lib["slow_group"](1, 20000) == 1  # the worker's task slept: a loss
+    assert lib["slow_group"](4, 0) == 0  # the next 4 launches: one task on the caller
+    assert lib["slow_group"](40, 0) >= 1  # offered to the workers again
 
 
 @pytest.mark.cc

@@ -27,7 +27,8 @@
  * as many after each further loss up to POOL_BACKOFF_MAX, halved again after each gain. On
  * a busy machine a worker shares a core with another process: it runs its chunk at half
  * speed or is descheduled holding it, and the caller waits; its spinning also takes the
- * caller's core. Kept per loop (the lambda's address) in a small direct-mapped table. */
+ * caller's core. Kept per loop (the lambda's address) in a small direct-mapped table; a
+ * group launch (EmberBackendParallelLaunch) that backs off runs as one task. */
 #define POOL_BACKOFF_MIN 4
 #define POOL_BACKOFF_MAX 1024
 #define POOL_SITES 256
@@ -66,7 +67,7 @@ static struct {
             .done = PTHREAD_COND_INITIALIZER};
 
 typedef struct {
-  _Atomic(FEmberParallelRange) key;
+  _Atomic uintptr_t key; /* the loop's lambda */
   _Atomic int32_t serial_left; /* launches still to run inline */
   int32_t backoff;             /* the next loss's serial_left; written under launch */
 } PoolSite;
@@ -307,53 +308,29 @@ int32_t EmberBackendGetNumThreads(void) {
 
 int32_t EmberBackendNumCores(void) { return count_cores(); }
 
-int32_t EmberBackendParallelLaunch(FEmberParallelLambda flambda, void* cdata, int32_t num_task) {
-  if (flambda == NULL) return set_error("EmberBackendParallelLaunch: %s is NULL", "flambda");
-  int32_t want = num_task > 0 ? num_task : EmberBackendGetNumThreads();
-  if (want > POOL_MAX_THREADS) want = POOL_MAX_THREADS;
-  if (want > 1 && !g_in_pool) {
-    pthread_mutex_lock(&g_pool.launch);
-    if (pool_grow(want - 1) >= want - 1) {
-      PoolJob* job = &g_pool.job;
-      job->flambda = flambda;
-      job->frange = NULL;
-      job->cdata = cdata;
-      job->num_task = want;
-      atomic_store(&job->next, 0);
-      PoolRunStats stats;
-      int32_t rc = pool_run(want - 1, 1, &stats);
-      pthread_mutex_unlock(&g_pool.launch);
-      return rc;
-    }
-    pthread_mutex_unlock(&g_pool.launch); /* could not start threads: run as one task */
-  }
-  EmberParallelGroupEnv env = {NULL, 1};
-  return flambda(0, &env, cdata);
-}
-
-static PoolSite* site_of(FEmberParallelRange frange) {
-  uintptr_t h = (uintptr_t)frange;
+static PoolSite* site_of(uintptr_t key) {
+  uintptr_t h = key;
   h ^= h >> 17;
   h *= (uintptr_t)0x9E3779B97F4A7C15u;
   return &g_sites[(h >> 24) % POOL_SITES];
 }
 
-/* Whether the loop `frange` runs inline this time (it lost in parallel lately). */
-static int32_t site_backs_off(FEmberParallelRange frange) {
-  PoolSite* site = site_of(frange);
-  if (atomic_load_explicit(&site->key, memory_order_relaxed) != frange) return 0;
+/* Whether the loop `key` runs inline this time (it lost in parallel lately). */
+static int32_t site_backs_off(uintptr_t key) {
+  PoolSite* site = site_of(key);
+  if (atomic_load_explicit(&site->key, memory_order_relaxed) != key) return 0;
   if (atomic_load_explicit(&site->serial_left, memory_order_relaxed) <= 0) return 0;
   atomic_fetch_sub_explicit(&site->serial_left, 1, memory_order_relaxed);
   return 1;
 }
 
-/* After a parallel launch of `frange` (under g_pool.launch): a loss when the caller ran
+/* After a parallel launch of the loop `key` (under g_pool.launch): a loss when the caller ran
  * everything itself or the launch took longer than the caller alone would have (its own
- * rate times the extent); a loss backs the loop off, a gain halves its backoff. */
-static void site_record(FEmberParallelRange frange, int64_t extent, const PoolRunStats* st) {
-  PoolSite* site = site_of(frange);
-  if (atomic_load_explicit(&site->key, memory_order_relaxed) != frange) {
-    atomic_store_explicit(&site->key, frange, memory_order_relaxed);
+ * rate times the extent, or the tasks); a loss backs the loop off, a gain halves its backoff. */
+static void site_record(uintptr_t key, int64_t extent, const PoolRunStats* st) {
+  PoolSite* site = site_of(key);
+  if (atomic_load_explicit(&site->key, memory_order_relaxed) != key) {
+    atomic_store_explicit(&site->key, key, memory_order_relaxed);
     atomic_store_explicit(&site->serial_left, 0, memory_order_relaxed);
     site->backoff = 0;
   }
@@ -371,6 +348,39 @@ static void site_record(FEmberParallelRange frange, int64_t extent, const PoolRu
   }
 }
 
+int32_t EmberBackendParallelLaunch(FEmberParallelLambda flambda, void* cdata, int32_t num_task) {
+  if (flambda == NULL) return set_error("EmberBackendParallelLaunch: %s is NULL", "flambda");
+  int32_t want = num_task > 0 ? num_task : EmberBackendGetNumThreads();
+  if (want > POOL_MAX_THREADS) want = POOL_MAX_THREADS;
+  uintptr_t key = (uintptr_t)flambda;
+  if (want > 1 && !g_in_pool && site_backs_off(key)) {
+    EmberParallelGroupEnv one = {NULL, 1};
+    g_in_pool = 1;
+    int32_t rc = flambda(0, &one, cdata);
+    g_in_pool = 0;
+    return rc;
+  }
+  if (want > 1 && !g_in_pool) {
+    pthread_mutex_lock(&g_pool.launch);
+    if (pool_grow(want - 1) >= want - 1) {
+      PoolJob* job = &g_pool.job;
+      job->flambda = flambda;
+      job->frange = NULL;
+      job->cdata = cdata;
+      job->num_task = want;
+      atomic_store(&job->next, 0);
+      PoolRunStats stats;
+      int32_t rc = pool_run(want - 1, 1, &stats);
+      site_record(key, want, &stats);
+      pthread_mutex_unlock(&g_pool.launch);
+      return rc;
+    }
+    pthread_mutex_unlock(&g_pool.launch); /* could not start threads: run as one task */
+  }
+  EmberParallelGroupEnv env = {NULL, 1};
+  return flambda(0, &env, cdata);
+}
+
 int32_t EmberBackendParallelFor(FEmberParallelRange frange, void* cdata, int64_t extent,
                                 int64_t grain, int32_t num_threads) {
   if (frange == NULL) return set_error("EmberBackendParallelFor: %s is NULL", "frange");
@@ -383,7 +393,7 @@ int32_t EmberBackendParallelFor(FEmberParallelRange frange, void* cdata, int64_t
   /* under two grains, nested, one thread, a loop that lost lately, or another thread's
    * launch runs: inline */
   if (threads <= 1 || g_in_pool) return frange(0, extent, cdata);
-  if (site_backs_off(frange)) { /* as if launched: loops it starts stay inline too */
+  if (site_backs_off((uintptr_t)frange)) { /* as if launched: loops it starts stay inline too */
     g_in_pool = 1;
     int32_t rc = frange(0, extent, cdata);
     g_in_pool = 0;
@@ -407,7 +417,7 @@ int32_t EmberBackendParallelFor(FEmberParallelRange frange, void* cdata, int64_t
   atomic_store(&job->next, 0);
   PoolRunStats stats;
   int32_t rc = pool_run(threads - 1, 0, &stats);
-  site_record(frange, extent, &stats);
+  site_record((uintptr_t)frange, extent, &stats);
   pthread_mutex_unlock(&g_pool.launch);
   return rc;
 }
