@@ -133,9 +133,9 @@ static inline uint64_t pool_ticks(void) {
 #endif
 }
 
-/* What the caller measured of one range launch (pool_run fills it). */
+/* What the caller measured of one launch (pool_run fills it). */
 typedef struct {
-  int64_t own;        /* iterations the caller ran itself */
+  int64_t own;        /* iterations (or tasks) the caller ran itself */
   uint64_t own_ticks; /* from publishing to the end of the caller's share */
   uint64_t all_ticks; /* from publishing until the joined workers were done */
 } PoolRunStats;
