@@ -3,7 +3,10 @@
 One count per process: ``EMBER_NUM_THREADS`` (read once, ``ember.config``), else one
 thread per core the process may use; :func:`set_num_threads` changes it at any time (the
 next parallel loop uses it) and :func:`num_threads` changes it for a block. A target's
-``-num-threads=N`` fixes the count of the kernels built with it. Example::
+``-num-threads=N`` fixes the count of the kernels built with it. A loop that ran slower in
+parallel than its caller alone would have (its worker shared a core with another busy
+process) runs on the caller for its next 4 to 1024 launches, then is offered to the pool
+again, so a busy machine costs little over one thread. Example::
 
     import ember
     ember.runtime.set_num_threads(1)        # single-threaded from now on

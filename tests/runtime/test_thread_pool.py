@@ -19,6 +19,7 @@ C_SOURCE = r"""
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+extern int usleep(unsigned int usec); /* unistd.h hides it under strict C11 */
 typedef struct {
   int64_t* out;
   int64_t n;
@@ -100,6 +101,62 @@ static int32_t outer_chunk(int64_t begin, int64_t end, void* cdata) {
 EMBER_DLL int32_t nested(EMBER_ARGS) {
   return EmberBackendParallelFor(outer_chunk, NULL, 64, 1, 0);
 }
+
+typedef struct {
+  pthread_t caller;
+  int32_t others;
+  int64_t worker_us, caller_us;
+} Slow;
+static int32_t slow_chunk(int64_t begin, int64_t end, void* cdata) {
+  Slow* s = (Slow*)cdata;
+  (void)end;
+  if (!pthread_equal(pthread_self(), s->caller)) {
+    __atomic_add_fetch(&s->others, 1, __ATOMIC_RELAXED);
+    if (s->worker_us > 0) usleep((unsigned int)s->worker_us);
+  } else if (begin == 0 && s->caller_us > 0) {
+    usleep((unsigned int)s->caller_us);
+  }
+  return 0;
+}
+/* args: launches, worker_us (a worker's chunk sleeps), caller_us (the caller's first chunk
+ * sleeps); returns how many launches another thread took part in */
+EMBER_DLL int32_t slow_loop(EMBER_ARGS) {
+  Slow s;
+  memset(&s, 0, sizeof(s));
+  s.caller = pthread_self();
+  s.worker_us = args[1].v_int64;
+  s.caller_us = args[2].v_int64;
+  int64_t shared = 0;
+  for (int64_t k = 0; k < args[0].v_int64; ++k) {
+    s.others = 0;
+    if (EmberBackendParallelFor(slow_chunk, &s, 64, 1, 0) != 0) return -1;
+    shared += s.others > 0;
+  }
+  ret->v_int64 = shared; *ret_code = EMBER_INT; return 0;
+}
+static int32_t slow_task(int32_t id, EmberParallelGroupEnv* penv, void* cdata) {
+  Slow* s = (Slow*)cdata;
+  (void)id;
+  if (penv->num_task > 1) __atomic_add_fetch(&s->others, 1, __ATOMIC_RELAXED);
+  if (!pthread_equal(pthread_self(), s->caller) && s->worker_us > 0) {
+    usleep((unsigned int)s->worker_us);
+  }
+  return 0;
+}
+/* args: launches, worker_us; returns how many launches ran as more than one task */
+EMBER_DLL int32_t slow_group(EMBER_ARGS) {
+  Slow s;
+  memset(&s, 0, sizeof(s));
+  s.caller = pthread_self();
+  s.worker_us = args[1].v_int64;
+  int64_t shared = 0;
+  for (int64_t k = 0; k < args[0].v_int64; ++k) {
+    s.others = 0;
+    if (EmberBackendParallelLaunch(slow_task, &s, 0) != 0) return -1;
+    shared += s.others > 0;
+  }
+  ret->v_int64 = shared; *ret_code = EMBER_INT; return 0;
+}
 """
 
 
@@ -170,6 +227,26 @@ def test_launches_from_several_python_threads(lib) -> None:  # type: ignore[no-u
     for w in workers:
         w.join()
     assert len(results) == 150 and all(1 <= r <= 2 for r in results)
+
+
+@pytest.mark.cc
+def test_a_loop_that_loses_in_parallel_runs_inline_then_tries_again(lib) -> None:  # type: ignore[no-untyped-def]
+    """A worker holding a chunk far longer than the caller's whole share (a worker on a
+    busy core) makes the loop a loss: its next POOL_BACKOFF_MIN (4) launches run on the
+    caller alone, even where a worker would have had time to join; later it is offered
+    to the workers again."""
+    rt.set_num_threads(2)
+    lib["slow_loop"](1, 20000, 0)  # a loss: a worker joined and slept, or none joined
+    assert lib["slow_loop"](4, 0, 2000) == 0
+    assert lib["slow_loop"](60, 0, 2000) >= 1
+
+
+@pytest.mark.cc
+def test_a_group_launch_that_loses_runs_as_one_task_then_tries_again(lib) -> None:  # type: ignore[no-untyped-def]
+    rt.set_num_threads(2)
+    assert lib["slow_group"](1, 20000) == 1  # the worker's task slept: a loss
+    assert lib["slow_group"](4, 0) == 0  # the next 4 launches: one task on the caller
+    assert lib["slow_group"](40, 0) >= 1  # offered to the workers again
 
 
 @pytest.mark.cc

@@ -14,8 +14,10 @@ The body of every outermost parallel loop moves into a static function of the ru
 
 and the kernel calls ``EmberBackendParallelFor(ember_ew_par0, &closure, extent, grain, n)``:
 the runtime's pool takes chunks of at least ``grain`` iterations from an atomic counter
-(``thread_pool.h``), runs the loop inline when it is nested or has under two grains of
-work (the estimate below), and reports the first chunk's error. Error exits in the
+(``thread_pool.h``), runs the loop inline when it is nested, has under two grains of
+work (the estimate below) or lately ran slower in parallel than the caller alone would
+have (a worker on a core another process keeps busy; it backs off, then tries again), and
+reports the first chunk's error. Error exits in the
 lambda free its own workspaces and return -1. Small loops are outlined too: printed
 inline, loops of small constant extent were unrolled by the C compiler into code that ran
 up to 6x slower (1x1 convolutions of MobileNetV2, measured).

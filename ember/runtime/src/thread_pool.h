@@ -22,6 +22,16 @@
 #ifndef CHUNKS_PER_THREAD
 #define CHUNKS_PER_THREAD 4 /* dynamic chunks per thread of a range job */
 #endif
+/* A range loop whose parallel run did not beat its estimated serial time (the caller's own
+ * rate times the extent) runs inline for its next launches: POOL_BACKOFF_MIN of them, twice
+ * as many after each further loss up to POOL_BACKOFF_MAX, halved again after each gain. On
+ * a busy machine a worker shares a core with another process: it runs its chunk at half
+ * speed or is descheduled holding it, and the caller waits; its spinning also takes the
+ * caller's core. Kept per loop (the lambda's address) in a small direct-mapped table; a
+ * group launch (EmberBackendParallelLaunch) that backs off runs as one task. */
+#define POOL_BACKOFF_MIN 4
+#define POOL_BACKOFF_MAX 1024
+#define POOL_SITES 256
 
 typedef struct {
   _Atomic int32_t count;
@@ -56,6 +66,14 @@ static struct {
             .wake = PTHREAD_COND_INITIALIZER,
             .done = PTHREAD_COND_INITIALIZER};
 
+typedef struct {
+  _Atomic uintptr_t key; /* the loop's lambda */
+  _Atomic int32_t serial_left; /* launches still to run inline */
+  int32_t backoff;             /* the next loss's serial_left; written under launch */
+} PoolSite;
+
+static PoolSite g_sites[POOL_SITES];
+
 static _Thread_local int32_t g_in_pool = 0; /* set in workers and in a launching caller */
 static int32_t g_num_threads = 0;           /* 0: not decided yet */
 
@@ -81,25 +99,46 @@ static void job_fail(PoolJob* job) {
   if (job->frange != NULL) atomic_store(&job->next, INT64_MAX / 2);
 }
 
-/* Run one participant's share of the job: one task, or chunks until none are left. */
-static void job_work(PoolJob* job) {
+/* Run one participant's share of the job: one task, or chunks until none are left;
+ * returns the iterations (range job) or tasks (group job) it ran. */
+static int64_t job_work(PoolJob* job) {
   if (job->flambda != NULL) {
     int64_t id = atomic_fetch_add(&job->next, 1);
-    if (id >= job->num_task) return;
+    if (id >= job->num_task) return 0;
     EmberParallelGroupEnv env = {&job->barrier, job->num_task};
     if (job->flambda((int32_t)id, &env, job->cdata) != 0) job_fail(job);
-    return;
+    return 1;
   }
+  int64_t done = 0;
   for (;;) {
     int64_t begin = atomic_fetch_add_explicit(&job->next, job->chunk, memory_order_relaxed);
-    if (begin >= job->extent) return;
+    if (begin >= job->extent) return done;
     int64_t end = begin + job->chunk < job->extent ? begin + job->chunk : job->extent;
     if (job->frange(begin, end, job->cdata) != 0) {
       job_fail(job);
-      return;
+      return done;
     }
+    done += end - begin;
   }
 }
+
+/* A cheap monotonic tick count (the TSC on x86, else nanoseconds). */
+static inline uint64_t pool_ticks(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  return __builtin_ia32_rdtsc();
+#else
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+#endif
+}
+
+/* What the caller measured of one launch (pool_run fills it). */
+typedef struct {
+  int64_t own;        /* iterations (or tasks) the caller ran itself */
+  uint64_t own_ticks; /* from publishing to the end of the caller's share */
+  uint64_t all_ticks; /* from publishing until the joined workers were done */
+} PoolRunStats;
 
 /* Join the job of `epoch` if it is still open; run a share; leave. */
 static void worker_join(uint64_t seen_state, int32_t index) {
@@ -191,8 +230,9 @@ static int32_t pool_grow(int32_t n) {
 
 /* Publish the prepared g_pool.job to `workers` workers, take part, wait for those that
  * joined; returns 0, or -1 with the first task's error as this thread's last error. */
-static int32_t pool_run(int32_t workers, int32_t wait_all_tasks) {
+static int32_t pool_run(int32_t workers, int32_t wait_all_tasks, PoolRunStats* stats) {
   PoolJob* job = &g_pool.job;
+  uint64_t start = pool_ticks();
   atomic_store(&job->failed, 0);
   job->error = NULL;
   atomic_store(&job->barrier.count, 0);
@@ -206,7 +246,8 @@ static int32_t pool_run(int32_t workers, int32_t wait_all_tasks) {
     pthread_mutex_unlock(&g_pool.lock);
   }
   g_in_pool = 1;
-  job_work(job);
+  stats->own = job_work(job);
+  stats->own_ticks = pool_ticks() - start;
   if (wait_all_tasks) { /* a group job: every task id must be taken (barriers need them) */
     for (int32_t spin = 0; atomic_load(&job->next) < job->num_task; ++spin) backoff(spin);
   }
@@ -222,6 +263,7 @@ static int32_t pool_run(int32_t workers, int32_t wait_all_tasks) {
     }
     pthread_mutex_unlock(&g_pool.lock);
   }
+  stats->all_ticks = pool_ticks() - start;
   g_in_pool = 0;
   if (atomic_load(&job->failed)) {
     EmberAPISetLastError(job->error != NULL ? job->error : "a parallel task failed");
@@ -266,10 +308,58 @@ int32_t EmberBackendGetNumThreads(void) {
 
 int32_t EmberBackendNumCores(void) { return count_cores(); }
 
+static PoolSite* site_of(uintptr_t key) {
+  uintptr_t h = key;
+  h ^= h >> 17;
+  h *= (uintptr_t)0x9E3779B97F4A7C15u;
+  return &g_sites[(h >> 24) % POOL_SITES];
+}
+
+/* Whether the loop `key` runs inline this time (it lost in parallel lately). */
+static int32_t site_backs_off(uintptr_t key) {
+  PoolSite* site = site_of(key);
+  if (atomic_load_explicit(&site->key, memory_order_relaxed) != key) return 0;
+  if (atomic_load_explicit(&site->serial_left, memory_order_relaxed) <= 0) return 0;
+  atomic_fetch_sub_explicit(&site->serial_left, 1, memory_order_relaxed);
+  return 1;
+}
+
+/* After a parallel launch of the loop `key` (under g_pool.launch): a loss when the caller ran
+ * everything itself or the launch took longer than the caller alone would have (its own
+ * rate times the extent, or the tasks); a loss backs the loop off, a gain halves its backoff. */
+static void site_record(uintptr_t key, int64_t extent, const PoolRunStats* st) {
+  PoolSite* site = site_of(key);
+  if (atomic_load_explicit(&site->key, memory_order_relaxed) != key) {
+    atomic_store_explicit(&site->key, key, memory_order_relaxed);
+    atomic_store_explicit(&site->serial_left, 0, memory_order_relaxed);
+    site->backoff = 0;
+  }
+  int lost = st->own >= extent;
+  if (!lost && st->own > 0) {
+    double serial = (double)st->own_ticks * (double)extent / (double)st->own;
+    lost = (double)st->all_ticks > serial;
+  }
+  if (lost) {
+    int32_t next = site->backoff < POOL_BACKOFF_MIN ? POOL_BACKOFF_MIN : site->backoff;
+    atomic_store_explicit(&site->serial_left, next, memory_order_relaxed);
+    site->backoff = next * 2 < POOL_BACKOFF_MAX ? next * 2 : POOL_BACKOFF_MAX;
+  } else {
+    site->backoff /= 2;
+  }
+}
+
 int32_t EmberBackendParallelLaunch(FEmberParallelLambda flambda, void* cdata, int32_t num_task) {
   if (flambda == NULL) return set_error("EmberBackendParallelLaunch: %s is NULL", "flambda");
   int32_t want = num_task > 0 ? num_task : EmberBackendGetNumThreads();
   if (want > POOL_MAX_THREADS) want = POOL_MAX_THREADS;
+  uintptr_t key = (uintptr_t)flambda;
+  if (want > 1 && !g_in_pool && site_backs_off(key)) {
+    EmberParallelGroupEnv one = {NULL, 1};
+    g_in_pool = 1;
+    int32_t rc = flambda(0, &one, cdata);
+    g_in_pool = 0;
+    return rc;
+  }
   if (want > 1 && !g_in_pool) {
     pthread_mutex_lock(&g_pool.launch);
     if (pool_grow(want - 1) >= want - 1) {
@@ -279,7 +369,9 @@ int32_t EmberBackendParallelLaunch(FEmberParallelLambda flambda, void* cdata, in
       job->cdata = cdata;
       job->num_task = want;
       atomic_store(&job->next, 0);
-      int32_t rc = pool_run(want - 1, 1);
+      PoolRunStats stats;
+      int32_t rc = pool_run(want - 1, 1, &stats);
+      site_record(key, want, &stats);
       pthread_mutex_unlock(&g_pool.launch);
       return rc;
     }
@@ -298,10 +390,16 @@ int32_t EmberBackendParallelFor(FEmberParallelRange frange, void* cdata, int64_t
   int64_t most = extent / grain; /* no thread gets less than a grain */
   if (threads > most) threads = (int32_t)most;
   if (threads > POOL_MAX_THREADS) threads = POOL_MAX_THREADS;
-  /* under two grains, nested, one thread, or another thread's launch runs: inline */
-  if (threads <= 1 || g_in_pool || pthread_mutex_trylock(&g_pool.launch) != 0) {
-    return frange(0, extent, cdata);
+  /* under two grains, nested, one thread, a loop that lost lately, or another thread's
+   * launch runs: inline */
+  if (threads <= 1 || g_in_pool) return frange(0, extent, cdata);
+  if (site_backs_off((uintptr_t)frange)) { /* as if launched: loops it starts stay inline too */
+    g_in_pool = 1;
+    int32_t rc = frange(0, extent, cdata);
+    g_in_pool = 0;
+    return rc;
   }
+  if (pthread_mutex_trylock(&g_pool.launch) != 0) return frange(0, extent, cdata);
   int32_t workers = pool_grow(threads - 1);
   if (workers == 0) {
     pthread_mutex_unlock(&g_pool.launch);
@@ -317,7 +415,9 @@ int32_t EmberBackendParallelFor(FEmberParallelRange frange, void* cdata, int64_t
                   ((int64_t)threads * CHUNKS_PER_THREAD);
   job->chunk = chunk > grain ? chunk : grain;
   atomic_store(&job->next, 0);
-  int32_t rc = pool_run(threads - 1, 0);
+  PoolRunStats stats;
+  int32_t rc = pool_run(threads - 1, 0, &stats);
+  site_record((uintptr_t)frange, extent, &stats);
   pthread_mutex_unlock(&g_pool.launch);
   return rc;
 }
