@@ -48,7 +48,6 @@ from ember.ops.nn_schedule import (
     schedule_dense_packed_conv,
     schedule_dot_anchor,
     schedule_matmul,
-    schedule_packed_conv,
 )
 from ember.ops.registry import (
     COMPUTE_TARGET,
