@@ -13,7 +13,6 @@ import ember.ops.index  # noqa: F401
 import ember.ops.linalg  # noqa: F401
 import ember.ops.ml  # noqa: F401
 import ember.ops.nn_conv  # noqa: F401
-import ember.ops.nn_conv_transpose  # noqa: F401
 import ember.ops.nn_image  # noqa: F401
 import ember.ops.nn_norm  # noqa: F401
 import ember.ops.nn_pool  # noqa: F401

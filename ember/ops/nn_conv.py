@@ -41,6 +41,7 @@ from ember.ir.types import TensorType, Type
 from ember.ops.common import out_tensor_type, scalar, static_shape
 from ember.ops.nn_common import check_dtype
 from ember.ops.nn_conv_f32 import use_tile_kernel
+from ember.ops.nn_conv_transpose import conv_transpose_to_pointwise
 from ember.ops.nn_depthwise import depthwise_rows, schedule_depthwise, use_rows
 from ember.ops.nn_schedule import (
     MATERIALIZE,
@@ -288,6 +289,12 @@ register_schedule("nn.dense")(schedule_dot_anchor)
 #: Measured single thread: 1x1 960->320 at 7x7 0.30 ms with 16, 0.46 ms with 8; 512->1000
 #: at 13x13 1.84 ms padded to 63 blocks of 16, 2.14 ms as 125 blocks of 8.
 PACK_BLOCKS: tuple[int, ...] = (16, 8)
+
+
+@register_legalize("nn.conv_transpose")
+def legalize_conv_transpose(node: Call) -> Expr:
+    """Kernel == stride: a packed 1x1 conv and a depth-to-space (ember.ops.nn_conv_transpose)."""
+    return conv_transpose_to_pointwise(node)
 
 
 @register_legalize("nn.conv")

@@ -17,7 +17,6 @@ import numpy as np
 
 from ember.ir.expr import Call, Constant, Expr, call, const
 from ember.ir.ops.common import padding, spatial
-from ember.ops.registry import register_legalize
 
 
 def _kernel_is_stride(node: Call, wshape: tuple[int, ...]) -> int:
@@ -38,7 +37,6 @@ def _kernel_is_stride(node: Call, wshape: tuple[int, ...]) -> int:
     return kernel[0]
 
 
-@register_legalize("nn.conv_transpose")
 def conv_transpose_to_pointwise(node: Call) -> Expr:
     """nn.conv_transpose with a constant weight and kernel == stride -> nn.conv (1x1, the
     weight re-laid out at compile time) then nn.depth_to_space; anything else stays."""
