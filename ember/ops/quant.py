@@ -184,10 +184,11 @@ def quantized_conv_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -
     hp, wp = oh + (kh - 1) * dh, ow + (kw - 1) * dw  # the padded image of stride 1
     flat = sh == sw == 1 and (kh, kw, ph, pw) != (1, 1, 0, 0)
     # offsets (two tables of 4 * k4 longs), a zero row, the padded or subsampled image;
-    # every thread allocates its own panels
     subsample = (kh, kw, ph, pw) == (1, 1, 0, 0) and (sh, sw) != (1, 1)  # 1x1 strided
     image = c * hp * wp + wp + 64 if flat else (c * oh * ow if subsample else 0)
-    nbytes = 2 * 8 * 4 * k4 + ld + image
+    # a serial run's panels | ybuf | im2col rows follow (64-aligned); parallel tasks allocate
+    task = chunk * k4 * 64 + 4 * ld + (0 if flat else c * kh * kw * ld) + 64
+    nbytes = 2 * 8 * 4 * k4 + ld + image + 64 + task
     m = int(attrs["channels"])
     ints = [n, c, h, w, m, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw]
     flip = 128 if attrs["flip"] else 0  # the padding byte: the data's own zero point
@@ -216,8 +217,8 @@ def quantized_dwconv_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type)
     ints = [n, c, h, w, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw, int(attrs["x_zero_point"])]
     ints += [int(x.dtype == "int8"), *_epilogue(attrs, out_type), nbytes]
 
-    def body(ins: list[Buffer], outs: list[Buffer]) -> Stmt:  # every thread allocates a plane
-        return _kernel_call("ember_q8_dwconv", ins, outs[0], 64, *ints)
+    def body(ins: list[Buffer], outs: list[Buffer]) -> Stmt:  # a serial run's plane; tasks allocate
+        return _kernel_call("ember_q8_dwconv", ins, outs[0], nbytes, *ints)
 
     out = te.extern(ty.shape, inputs, body, "q8_dwconv", dtype=ty.dtype)
     assert isinstance(out, te.Tensor)

@@ -57,6 +57,7 @@ typedef struct {
   const uint8_t* padded;
   int C, H, W, M, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, xpad, flip, chunk, mode, Wp, F;
   size_t task_bytes;
+  uint8_t* own; /* the planned scratch of a serial run (no allocation), else NULL */
 } ember_q8_conv_job;
 
 static void ember_q8_conv_chunk(const ember_q8_conv_job* j, int pc, uint8_t* panels,
@@ -110,13 +111,15 @@ static void ember_q8_conv_chunk(const ember_q8_conv_job* j, int pc, uint8_t* pan
 static int32_t ember_q8_conv_range(int64_t begin, int64_t end, void* cdata) {
   const ember_q8_conv_job* j = (const ember_q8_conv_job*)cdata;
   const int K = j->C * j->KH * j->KW, k4 = (K + 3) / 4, ld = 16 * j->chunk;
-  uint8_t* panels = (uint8_t*)EmberBackendAllocWorkspace(1, 0, (uint64_t)j->task_bytes, 1, 8);
+  uint8_t* panels = j->own != NULL
+                        ? j->own
+                        : (uint8_t*)EmberBackendAllocWorkspace(1, 0, (uint64_t)j->task_bytes, 1, 8);
   if (panels == NULL) return -1;
   uint8_t* ybuf = panels + (long)j->chunk * k4 * 64;
   uint8_t* rows = ybuf + 4 * ld;
   for (int64_t u = begin; u < end; ++u)
     ember_q8_conv_chunk(j, (int)u * j->chunk, panels, ybuf, rows);
-  EmberBackendFreeWorkspace(1, 0, panels);
+  if (j->own == NULL) EmberBackendFreeWorkspace(1, 0, panels);
   return 0;
 }
 
@@ -161,8 +164,12 @@ static inline int32_t ember_q8_conv(const void* x_, const void* w_, const int32_
   const int units = (npan + ch - 1) / ch;
   ember_q8_conv_job job = {NULL, (const uint8_t*)w_, bias, mult, &e, NULL, offs, offs2, zrow,
                            padded, C, H, W, M, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, xpad,
-                           flip, ch, mode, Wp, F, 0};
+                           flip, ch, mode, Wp, F, 0, NULL};
   job.task_bytes = (size_t)ch * k4 * 64 + 4 * (size_t)ld + (mode == 2 ? 0 : (size_t)K * ld) + 64;
+  if (!par) { /* one task on the caller: its buffers follow the image in the planned scratch */
+    const size_t image = mode == 2 ? (size_t)C * plane + Wp + 64 : (subsample ? (size_t)C * P : 0);
+    job.own = (uint8_t*)(((uintptr_t)(padded + image) + 63u) & ~(uintptr_t)63u);
+  }
   if (subsample) { /* then a 1x1 stride-1 convolution of the OH x OW image */
     job.H = OH, job.W = OW, job.sh = 1, job.sw = 1;
   }

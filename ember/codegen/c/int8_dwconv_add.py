@@ -105,6 +105,7 @@ typedef struct {
   uint8_t* y;
   int C, H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, zx, x_signed;
   size_t plane_bytes;
+  int16_t* own; /* the planned scratch: the plane of a serial run (no allocation) */
 } ember_q8_dw_job;
 
 /* depthwise: per channel, the image minus its zero point as int16 planes split by column
@@ -178,10 +179,13 @@ static inline void ember_q8_dw_channel(const ember_q8_dw_job* jb, long nc, int16
   }
 }
 
-/* channels [begin, end) of all images, each task with its own int16 plane */
+/* channels [begin, end) of all images, each parallel task with its own int16 plane (a serial
+   run uses the planned scratch, so AOT and standalone builds allocate nothing) */
 static int32_t ember_q8_dw_range(int64_t begin, int64_t end, void* cdata) {
   const ember_q8_dw_job* j = (const ember_q8_dw_job*)cdata;
-  int16_t* plane = (int16_t*)EmberBackendAllocWorkspace(1, 0, (uint64_t)j->plane_bytes, 0, 16);
+  int16_t* plane =
+      j->own != NULL ? j->own
+                     : (int16_t*)EmberBackendAllocWorkspace(1, 0, (uint64_t)j->plane_bytes, 0, 16);
   if (plane == NULL) return -1;
   const int KH = j->KH, KW = j->KW, sh = j->sh, sw = j->sw, dh = j->dh, dw = j->dw;
   /* 3x3 at stride 1 or 2 (MobileNets) inlined with constant geometry: unrolled taps */
@@ -196,7 +200,7 @@ static int32_t ember_q8_dw_range(int64_t begin, int64_t end, void* cdata) {
     for (long nc = (long)begin; nc < (long)end; ++nc)
       ember_q8_dw_channel(j, nc, plane, KH, KW, sh, sw, dh, dw);
   }
-  EmberBackendFreeWorkspace(1, 0, plane);
+  if (j->own == NULL) EmberBackendFreeWorkspace(1, 0, plane);
   return 0;
 }
 
@@ -209,11 +213,11 @@ static inline int32_t ember_q8_dwconv(const void* x_, const int16_t* w, const in
                         int32_t plane_bytes) {
   ember_q8_epi e = {(float)zy, is_signed ? -128.0f : 0.0f, is_signed ? 127.0f : 255.0f,
                     relu, is_signed};
-  (void)scratch; /* each task allocates its own plane */
-  ember_q8_dw_job job = {(const uint8_t*)x_, w, bias, mult, &e, (uint8_t*)y_, C, H, W, KH, KW,
-                         OH, OW, sh, sw, ph, pw, dh, dw, zx, x_signed, (size_t)plane_bytes};
   const long units = (long)N * C, macs = units * OH * OW * KH * KW;
   const int par = EmberBackendGetNumThreads() > 1 && macs >= EMBER_Q8_PAR_MACS / 4;
+  ember_q8_dw_job job = {(const uint8_t*)x_, w, bias, mult, &e, (uint8_t*)y_, C, H, W, KH, KW,
+                         OH, OW, sh, sw, ph, pw, dh, dw, zx, x_signed, (size_t)plane_bytes,
+                         par ? NULL : (int16_t*)scratch};
   return EmberBackendParallelFor(ember_q8_dw_range, &job, units, par ? 1 : units, 0) == 0 ? 0
                                                                                           : -1;
 }
