@@ -23,7 +23,7 @@ from ember.errors import CompileError
 from ember.ir.op import Attrs
 from ember.ir.ops.common import padding, spatial
 from ember.ir.ops.quant import quant_range
-from ember.ir.types import Type
+from ember.ir.types import TensorType, Type
 from ember.ops.common import load_broadcast, out_tensor_type, static_shape
 from ember.ops.elemwise import clamp
 from ember.ops.nn_conv import pad_tensor
@@ -155,6 +155,19 @@ def _kernel_call(name: str, ins: list[Buffer], out: Buffer, nbytes: int, *ints: 
     return Allocate(scratch, check, StorageKind.HEAP)
 
 
+def _layer_extern(
+    name: str, tag: str, inputs: list[te.Tensor], ty: TensorType, nbytes: int, ints: list[int]
+) -> te.Tensor:
+    """One int8 layer as ``te.extern`` calling kernel ``name`` with ``nbytes`` of scratch."""
+
+    def body(ins: list[Buffer], outs: list[Buffer]) -> Stmt:
+        return _kernel_call(name, ins, outs[0], nbytes, *ints)
+
+    out = te.extern(ty.shape, inputs, body, tag, dtype=ty.dtype)
+    assert isinstance(out, te.Tensor)
+    return out
+
+
 def _conv_geometry(x: te.Tensor, attrs: Attrs, out_type: Type) -> list[int]:
     """N, C, H, W, KH, KW, OH, OW, strides, pads (begin), dilations."""
     n, c, h, w = static_shape(x)
@@ -195,12 +208,7 @@ def quantized_conv_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -
     ints += [int(attrs["x_zero_point"]) ^ flip, flip]
     ints += [*_epilogue(attrs, out_type), chunk]
 
-    def body(ins: list[Buffer], outs: list[Buffer]) -> Stmt:
-        return _kernel_call("ember_q8_conv", ins, outs[0], nbytes, *ints)
-
-    out = te.extern(ty.shape, inputs, body, "q8_conv", dtype=ty.dtype)
-    assert isinstance(out, te.Tensor)
-    return out
+    return _layer_extern("ember_q8_conv", "q8_conv", inputs, ty, nbytes, ints)
 
 
 @register_compute("quantized_dwconv_int8")
@@ -215,14 +223,9 @@ def quantized_dwconv_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type)
     flat = 2 * ((hp + 1) * wp + 32) + oh * wp + 32  # stride 1: plane and output rows
     nbytes = max(phases, flat)
     ints = [n, c, h, w, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw, int(attrs["x_zero_point"])]
-    ints += [int(x.dtype == "int8"), *_epilogue(attrs, out_type), nbytes]
+    ints += [int(x.dtype == "int8"), *_epilogue(attrs, out_type), nbytes]  # a serial run's plane
 
-    def body(ins: list[Buffer], outs: list[Buffer]) -> Stmt:  # a serial run's plane; tasks allocate
-        return _kernel_call("ember_q8_dwconv", ins, outs[0], nbytes, *ints)
-
-    out = te.extern(ty.shape, inputs, body, "q8_dwconv", dtype=ty.dtype)
-    assert isinstance(out, te.Tensor)
-    return out
+    return _layer_extern("ember_q8_dwconv", "q8_dwconv", inputs, ty, nbytes, ints)
 
 
 @register_compute("quantized_dense_int8")
@@ -239,12 +242,7 @@ def quantized_dense_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) 
     ints = [rows, k, int(attrs["units"]), int(bool(attrs["flip"])) * 128]
     ints += _epilogue(attrs, out_type)
 
-    def body(ins: list[Buffer], outs: list[Buffer]) -> Stmt:
-        return _kernel_call("ember_q8_dense", ins, outs[0], nbytes, *ints)
-
-    out = te.extern(ty.shape, inputs, body, "q8_dense", dtype=ty.dtype)
-    assert isinstance(out, te.Tensor)
-    return out
+    return _layer_extern("ember_q8_dense", "q8_dense", inputs, ty, nbytes, ints)
 
 
 @register_compute("quantized_add_int8")
