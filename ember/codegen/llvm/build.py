@@ -21,7 +21,7 @@ Example::
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import llvmlite.binding as llvm
 
@@ -30,7 +30,8 @@ from ember.codegen.llvm.codegen import FuncGen, Options, Scope
 from ember.codegen.llvm.ir_text import ModuleContext, Val, value_type
 from ember.codegen.llvm.jit import LLVMJitArtifact, jit_loader
 from ember.codegen.llvm.machine import MachineSpec, pointer_bits
-from ember.codegen.llvm.parallel import compile_groups
+from ember.codegen.llvm.parallel import CompilePool, compile_groups, usable_cores
+from ember.codegen.llvm.worker import MachineTuple
 from ember.codegen.llvm.wrapper import packed_wrapper
 from ember.errors import CompileError
 from ember.runtime.artifact import Artifact
@@ -137,11 +138,20 @@ def _module_text(ctx: ModuleContext, functions: list[str]) -> str:
     return head + 'source_filename = "ember"\n' + ctx.text(functions)
 
 
+#: ``emit(k, text, more)``: module ``k``'s text is final; ``more``: kernels follow it
+Emit = Callable[[int, str, bool], None]
+
+
 def _group_texts(
-    funcs: Sequence[PrimFunc], opts: Options, size_t: str, group_bytes: int
+    funcs: Sequence[PrimFunc],
+    opts: Options,
+    size_t: str,
+    group_bytes: int,
+    emit: Emit | None = None,
 ) -> list[tuple[list[PrimFunc], str]] | None:
     """Groups of whole kernels of about ``group_bytes`` of IR each, or None when the
-    kernels share more than the runtime (a call of another kernel, a static pool)."""
+    kernels share more than the runtime (a call of another kernel, a static pool); each
+    group's text goes to ``emit`` as soon as it is final."""
     defined = {f"{symbol_name(f)}_unpacked" for f in funcs}
     groups: list[tuple[list[PrimFunc], str]] = []
     members: list[PrimFunc] = []
@@ -149,13 +159,15 @@ def _group_texts(
     functions: list[str] = []
     size = 0
 
-    def close() -> bool:
+    def close(more: bool) -> bool:
         if ctx.pools or any(name in defined for name in ctx.declarations):
             return False
         groups.append((members, _module_text(ctx, functions)))
+        if emit is not None:
+            emit(len(groups) - 1, groups[-1][1], more)
         return True
 
-    for f in funcs:
+    for n, f in enumerate(funcs, 1):
         types, _ = _signature(f)
         ctx.defined[f"{symbol_name(f)}_unpacked"] = f"i32 ({', '.join(types)})"
         made = [*unpacked_function(f, ctx, opts), packed_wrapper(ctx, f)]
@@ -163,25 +175,31 @@ def _group_texts(
         members.append(f)
         size += sum(len(t) for t in made)
         if size >= group_bytes:
-            if not close():
+            if not close(n < len(funcs)):
                 return None
             members, ctx, functions, size = [], ModuleContext(size_t=size_t), [], 0
-    if (members or not groups) and not close():
+    if (members or not groups) and not close(False):
         return None
     return groups
 
 
 def generate_groups(
-    funcs: Sequence[PrimFunc], opts: Options, size_t: str = "i64", group_bytes: int = 0
+    funcs: Sequence[PrimFunc],
+    opts: Options,
+    size_t: str = "i64",
+    group_bytes: int = 0,
+    emit: Emit | None = None,
 ) -> list[tuple[list[PrimFunc], str]]:
     """(kernels, LLVM IR text) of each module of a build: one module unless the IR of
     independent kernels exceeds ``group_bytes`` (0: ``GROUP_BYTES``); kernels that call
-    each other or share a static pool, as in AOT builds, stay in one module."""
+    each other or share a static pool, as in AOT builds, stay in one module. ``emit``
+    sees each module of a split build as soon as its text is final (not the single
+    module of an unsplit one)."""
     funcs = list(funcs)
     group_bytes = group_bytes or GROUP_BYTES
     _check_names(funcs)
     if not opts.export_unpacked and len(funcs) > 1:
-        groups = _group_texts(funcs, opts, size_t, group_bytes)
+        groups = _group_texts(funcs, opts, size_t, group_bytes, emit)
         if groups is not None:
             return groups
     ctx = ModuleContext(size_t=size_t)
@@ -207,12 +225,43 @@ def compile_groups_of(
     compiled in parallel (``-jobs``)."""
     spec = opts.spec()
     size_t = f"i{pointer_bits(spec)}"
-    groups = generate_groups(list(funcs), opts.codegen, size_t)
+    stream = _Stream(spec.as_tuple(), embed, opts.jobs)
     try:
-        done = compile_groups([t for _, t in groups], spec.as_tuple(), embed, opts.jobs)
+        groups = generate_groups(list(funcs), opts.codegen, size_t, emit=stream)
+        if stream.pool is not None and stream.texts == [t for _, t in groups]:
+            done = stream.pool.results()
+        else:  # a single module, or one module after all (kernels call each other)
+            stream.close()
+            done = compile_groups([t for _, t in groups], spec.as_tuple(), embed, opts.jobs)
     except RuntimeError as err:
         raise CompileError(f"LLVM codegen: the generated IR is invalid: {err}") from None
+    finally:
+        stream.close()
     return [(g, bc, obj) for (g, _), (bc, obj) in zip(groups, done, strict=True)], spec
+
+
+class _Stream:
+    """The ``emit`` of a build: from the first module that has a successor on, every
+    module goes to a CompilePool (helpers started then) while the next is written."""
+
+    def __init__(self, m: MachineTuple, embed: bool, jobs: int) -> None:
+        self.machine, self.embed = m, embed
+        self.jobs = jobs or usable_cores()
+        self.pool: CompilePool | None = None
+        self.texts: list[str] = []
+
+    def __call__(self, k: int, text: str, more: bool) -> None:
+        if self.pool is None:
+            if not more or self.jobs <= 1 or k != 0:
+                return
+            self.pool = CompilePool(self.machine, self.embed, self.jobs)
+        self.pool.submit(k, text)
+        self.texts.append(text)
+
+    def close(self) -> None:
+        """Stop the helpers (what they were given is dropped)."""
+        if self.pool is not None:
+            self.pool.close()
 
 
 def build_llvm(funcs: Sequence[PrimFunc], target: Target) -> list[Artifact]:

@@ -4,9 +4,10 @@
 pipeline (``run_pipeline``), optionally embeds the optimised bitcode in a ``.llvmbc``
 section, and emits object code; it returns ``(bitcode, object)``. This file imports only
 the standard library and llvmlite, so it also runs as a helper process (``python -P -c
-<this file's text>``, see ``ember.codegen.llvm.parallel``): it reads one pickled request
-from stdin, ``{"machine": MachineTuple, "texts": [...], "embed": bool}``, and writes the
-pickled list of ``(bitcode, object)`` (or ``("error", message)``) to stdout. The same
+<this file's text>``, see ``ember.codegen.llvm.parallel``): it reads frames (an
+8-byte length, then a pickle) from stdin, first ``{"machine": MachineTuple, "embed":
+bool}``, then one IR text per module, and answers each text with a frame holding
+``[bitcode, object]`` (or ``("error", message)``) on stdout, until stdin ends. The same
 function in either place gives the same bytes.
 
 A ``MachineTuple`` is ``(triple, cpu, features, opt_level, jit)``: objects for linking
@@ -16,8 +17,10 @@ A ``MachineTuple`` is ``(triple, cpu, features, opt_level, jit)``: objects for l
 from __future__ import annotations
 
 import pickle
+import struct
 import sys
 import threading
+from typing import IO, Any
 
 import llvmlite.binding as llvm
 
@@ -130,16 +133,49 @@ def compile_text(text: str, m: MachineTuple, embed: bool) -> tuple[bytes, bytes]
     return code, obj
 
 
+def write_frame(out: IO[bytes], value: object) -> None:
+    """Write ``value`` as one frame: its pickle's length (8 bytes) and the pickle."""
+    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    out.write(struct.pack("<Q", len(data)) + data)
+    out.flush()
+
+
+def _read_exactly(inp: IO[bytes], size: int) -> bytes:
+    parts: list[bytes] = []
+    while size:
+        chunk = inp.read(size)
+        if not chunk:
+            raise EOFError("the pipe ended inside a frame")
+        parts.append(chunk)
+        size -= len(chunk)
+    return b"".join(parts)
+
+
+def read_frame(inp: IO[bytes]) -> Any:
+    """The value of the next frame (EOFError when the pipe has ended)."""
+    head = _read_exactly(inp, 8)
+    return pickle.loads(_read_exactly(inp, struct.unpack("<Q", head)[0]))
+
+
 def main() -> None:
-    """The helper process: one pickled request on stdin, the pickled results on stdout."""
-    request = pickle.loads(sys.stdin.buffer.read())
+    """The helper process: a machine frame, then one answer frame per text frame."""
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
     try:
-        m = tuple(request["machine"])
-        out: object = [compile_text(t, m, request["embed"]) for t in request["texts"]]  # type: ignore[arg-type]
-    except Exception as err:  # reported to the parent, which compiles the group itself
-        out = ("error", f"{type(err).__name__}: {err}")
-    sys.stdout.buffer.write(pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL))
-    sys.stdout.buffer.flush()
+        request = read_frame(inp)
+    except EOFError:
+        return
+    m: MachineTuple = tuple(request["machine"])  # type: ignore[assignment]
+    init_llvm()
+    while True:
+        try:
+            text = read_frame(inp)
+        except EOFError:
+            return
+        try:
+            answer: object = list(compile_text(text, m, request["embed"]))
+        except Exception as err:  # reported to the parent, which compiles the module itself
+            answer = ("error", f"{type(err).__name__}: {err}")
+        write_frame(out, answer)
 
 
 if __name__ == "__main__":

@@ -3,12 +3,14 @@ bytes wherever a group is compiled; and the loops LLVM is asked to unroll fully.
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pytest
 
 import ember.runtime as rt
 from ember import tir
-from ember.codegen.llvm import build, parallel
+from ember.codegen.llvm import build, parallel, worker
 from ember.codegen.llvm.build import build_llvm, build_llvmjit, generate_groups
 from ember.codegen.llvm.codegen import Options
 from ember.codegen.llvm.loop_hints import nest_trips
@@ -118,4 +120,55 @@ def test_no_helpers_when_this_program_is_not_python(
 
     monkeypatch.setattr(parallel.sys, "executable", "/usr/bin/uwsgi")
     monkeypatch.setattr(parallel.subprocess, "run", refuse)
+    monkeypatch.setattr(parallel.subprocess, "Popen", refuse)
     assert [a.content for a in build_llvm(funcs, Target.create("llvm -jobs=2"))] == want
+
+
+def test_modules_go_to_the_helpers_while_the_next_is_written(
+    small_groups, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    funcs = [_scale(k) for k in range(4)]
+    want = [a.content for a in build_llvm(funcs, Target.create("llvm -jobs=1"))]
+    seen: list[tuple[int, bool]] = []
+    submit = parallel.CompilePool.submit
+
+    def spy(self: parallel.CompilePool, k: int, text: str) -> None:
+        seen.append((k, len(self.helpers) == 1))
+        submit(self, k, text)
+
+    monkeypatch.setattr(parallel.CompilePool, "submit", spy)
+    got = [a.content for a in build_llvm(funcs, Target.create("llvm -jobs=2"))]
+    assert got == want
+    assert seen == [(k, True) for k in range(len(want))]  # every module, in order, streamed
+
+
+def test_a_pool_compiles_everything_when_its_helper_dies_or_refuses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    texts = generate_groups([_scale(k) for k in range(3)], Options(), group_bytes=2000)
+    plain = [t for _, t in texts]
+    spec = build.LLVMOptions(Target.create("llvm")).spec().as_tuple()
+    want = parallel.compile_groups(plain, spec, False, jobs=1)
+    assert parallel.compile_groups(plain, spec, False, jobs=2) == want
+    monkeypatch.setattr(parallel, "_WORKER_SOURCE", "import sys; sys.stdin.read(3); sys.exit(3)")
+    assert parallel.compile_groups(plain, spec, False, jobs=3) == want
+
+
+def test_invalid_ir_in_a_helper_is_reported_by_this_process() -> None:
+    spec = build.LLVMOptions(Target.create("llvm")).spec().as_tuple()
+    pool = parallel.CompilePool(spec, False, jobs=2)
+    pool.submit(0, "define i32 @f() {\n  ret i64 0\n}\n")
+    with pytest.raises(RuntimeError):
+        pool.results()
+    assert not any(h.thread.is_alive() for h in pool.helpers)
+
+
+def test_frames_round_trip_through_a_pipe() -> None:
+    buf = io.BytesIO()
+    worker.write_frame(buf, {"a": b"x" * 100_000})
+    worker.write_frame(buf, "text")
+    buf.seek(0)
+    assert worker.read_frame(buf) == {"a": b"x" * 100_000}
+    assert worker.read_frame(buf) == "text"
+    with pytest.raises(EOFError):
+        worker.read_frame(buf)
