@@ -2,7 +2,13 @@
 
 A serial loop nest of at most ``FULL_UNROLL_TRIPS`` constant iterations in all (a 3x3
 kernel window) carries ``llvm.loop.unroll.full`` (LLVM's own unroller is off,
-``worker.run_pipeline``).
+``worker.run_pipeline``). So does a vectorized loop of at most ``VECTOR_UNROLL_LANES``
+constant iterations whose body is one reduction update (``acc[j] += x[k] * w[k, j]`` over
+128 columns): LLVM vectorizes it, then unrolls the vector loop, so the accumulators have
+constant offsets and stay in registers across the enclosing reduction, as gcc keeps them
+(dense_autoencoder's 640 -> 128 layer: 1.4x c's time before, 1.02 after). Other
+vectorized loops stay rolled (unrolling ds_cnn_kws's guarded and strided ones doubled
+its depthwise kernel's time).
 
 A loop whose body takes an integer remainder by a power of two of a value that depends on
 the loop's own variable (``p0[4*k + i % 4]``, ONNX Tile; ``unsafe_to_vectorize``) carries
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ember.codegen.llvm.contract import reduction_update
 from ember.codegen.llvm.ir_text import ModuleContext
 from ember.tir import dtype as dt
 from ember.tir.expr import FloorMod, IntImm, Let, Mod, PrimExpr, Var
@@ -22,6 +29,7 @@ from ember.tir.functor import IRVisitor, free_vars, post_order_visit
 from ember.tir.stmt import (
     Allocate,
     AssertStmt,
+    BufferStore,
     For,
     ForKind,
     IfThenElse,
@@ -34,6 +42,8 @@ _FORCE = '!{!"llvm.loop.vectorize.enable", i1 true}'
 #: the most iterations (all loops of the nest together) a fully unrolled nest may have
 FULL_UNROLL_TRIPS = 16
 _SERIAL = (ForKind.SERIAL, ForKind.UNROLLED)
+#: the most iterations of a vectorized loop LLVM is asked to unroll after vectorizing it
+VECTOR_UNROLL_LANES = 128
 
 
 def nest_trips(s: Stmt) -> int | None:
@@ -65,6 +75,13 @@ def nest_trips(s: Stmt) -> int | None:
 
 def unroll_fully(s: For) -> bool:
     """True when loop ``s`` should carry ``llvm.loop.unroll.full``."""
+    if s.kind is ForKind.VECTORIZED:
+        return (
+            isinstance(s.extent, IntImm)
+            and s.extent.value <= VECTOR_UNROLL_LANES
+            and isinstance(s.body, BufferStore)
+            and reduction_update(s.body) is not None
+        )
     return s.kind in _SERIAL and nest_trips(s) is not None
 
 
@@ -171,6 +188,6 @@ def loop_metadata(ctx: ModuleContext, s: For, remainders: bool) -> tuple[list[st
     if s.kind is ForKind.VECTORIZED:
         group = ctx.node("!{}", distinct=True)
         hints.append(ctx.node(f'!{{!"llvm.loop.parallel_accesses", {group}}}'))
-    elif unroll_fully(s):
+    if unroll_fully(s):
         hints.append(ctx.node('!{!"llvm.loop.unroll.full"}'))
     return hints + vectorize_hints(ctx, s, remainders), group

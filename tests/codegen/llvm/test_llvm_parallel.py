@@ -172,3 +172,35 @@ def test_frames_round_trip_through_a_pipe() -> None:
     assert worker.read_frame(buf) == "text"
     with pytest.raises(EOFError):
         worker.read_frame(buf)
+
+
+def _matvec(n: int) -> tir.PrimFunc:
+    """out[j] = sum_k x[k] * w[k, j], the row of accumulators vectorized over j."""
+    k_len = 40
+    x = tir.decl_buffer((k_len,), "float32", "X")
+    w = tir.decl_buffer((k_len, n), "float32", "W")
+    out = tir.decl_buffer((n,), "float32", "Out")
+    j, k, q = tir.Var("j", "int32"), tir.Var("k", "int32"), tir.Var("q", "int32")
+    vec = tir.ForKind.VECTORIZED
+    update = tir.store(out, out[j] + x[k] * w[k, j], j)
+    body = tir.seq(
+        tir.for_range(q, n, tir.store(out, 0.0, q), kind=vec),
+        tir.for_range(k, k_len, tir.for_range(j, n, update, kind=vec)),
+    )
+    return tir.PrimFunc(f"matvec{n}", (x, w, out), body)
+
+
+def test_a_vectorized_reduction_row_is_unrolled_after_vectorizing() -> None:
+    """out[j] += x[k] * w[k, j] over 128 columns: the vector loop carries unroll.full (its
+    accumulators stay in registers across k, as gcc keeps them); the zeroing loop and
+    longer rows do not."""
+    text = generate_groups([_matvec(128)], Options())[0][1]
+    assert text.count('!"llvm.loop.unroll.full"') == 1
+    assert generate_groups([_matvec(256)], Options())[0][1].count("unroll.full") == 0
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(40).astype("float32")
+    w = rng.standard_normal((40, 128)).astype("float32")
+    mod = load_artifacts(ArtifactSet(list(build_llvm([_matvec(128)], Target.create("llvm")))))
+    out = rt.array(np.zeros(128, "float32"))
+    mod["ember_matvec128"](rt.array(x), rt.array(w), out)
+    np.testing.assert_allclose(out.numpy(), x @ w, rtol=1e-5, atol=1e-5)
