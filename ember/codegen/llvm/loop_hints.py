@@ -2,13 +2,14 @@
 
 A serial loop nest of at most ``FULL_UNROLL_TRIPS`` constant iterations in all (a 3x3
 kernel window) carries ``llvm.loop.unroll.full`` (LLVM's own unroller is off,
-``worker.run_pipeline``). So does a vectorized loop of at most ``VECTOR_UNROLL_LANES``
-constant iterations whose body is one reduction update (``acc[j] += x[k] * w[k, j]`` over
-128 columns): LLVM vectorizes it, then unrolls the vector loop, so the accumulators have
-constant offsets and stay in registers across the enclosing reduction, as gcc keeps them
-(dense_autoencoder's 640 -> 128 layer: 1.4x c's time before, 1.02 after). Other
-vectorized loops stay rolled (unrolling ds_cnn_kws's guarded and strided ones doubled
-its depthwise kernel's time).
+``worker.run_pipeline``). So does a vectorized loop of 32 to 128 constant iterations
+(``VECTOR_UNROLL_LANES``) whose body is one reduction update (``acc[j] += x[k] * w[k, j]``
+over 128 columns): LLVM vectorizes it, then unrolls the vector loop, so the accumulators
+have constant offsets and stay in registers across the enclosing reduction, as gcc keeps
+them (dense_autoencoder's 640 -> 128 layer: 1.4x c's time before, 0.8-1.05 after). Other
+vectorized loops stay rolled (unrolling ds_cnn_kws's guarded and strided ones doubled its
+depthwise kernel's time; unrolling the shorter rows at ResNet-50's conv tile edges cost
+1.6 CPU s of LLVM time).
 
 A loop whose body takes an integer remainder by a power of two of a value that depends on
 the loop's own variable (``p0[4*k + i % 4]``, ONNX Tile; ``unsafe_to_vectorize``) carries
@@ -42,8 +43,10 @@ _FORCE = '!{!"llvm.loop.vectorize.enable", i1 true}'
 #: the most iterations (all loops of the nest together) a fully unrolled nest may have
 FULL_UNROLL_TRIPS = 16
 _SERIAL = (ForKind.SERIAL, ForKind.UNROLLED)
-#: the most iterations of a vectorized loop LLVM is asked to unroll after vectorizing it
-VECTOR_UNROLL_LANES = 128
+#: the iterations of a vectorized reduction row LLVM is asked to unroll after vectorizing
+#: it: rows of 4 to 16 AVX2 vectors (shorter rows, the edges of conv tiles, cost ResNet-50
+#: 1.6 CPU s of LLVM time for nothing)
+VECTOR_UNROLL_LANES = (32, 128)
 
 
 def nest_trips(s: Stmt) -> int | None:
@@ -78,7 +81,7 @@ def unroll_fully(s: For) -> bool:
     if s.kind is ForKind.VECTORIZED:
         return (
             isinstance(s.extent, IntImm)
-            and s.extent.value <= VECTOR_UNROLL_LANES
+            and VECTOR_UNROLL_LANES[0] <= s.extent.value <= VECTOR_UNROLL_LANES[1]
             and isinstance(s.body, BufferStore)
             and reduction_update(s.body) is not None
         )
