@@ -11,13 +11,17 @@
 
 from __future__ import annotations
 
-#: the call_extern names this file defines.
-DW_ADD_KERNEL_NAMES: frozenset[str] = frozenset({"ember_q8_dwconv", "ember_q8_qlinear_add"})
+from ember.codegen.c.int8_pool import POOL_C
+
+#: the call_extern names this block defines (the max pool of int8_pool.py appended).
+DW_ADD_KERNEL_NAMES: frozenset[str] = frozenset(
+    {"ember_q8_dwconv", "ember_q8_qlinear_add", "ember_q8_max_pool"}
+)
 
 #: key of the helper block in a FileContext (sorted after int8_kernels.HELPER_KEY).
 HELPER_KEY = "0e_ember_q8_dw_add"
 
-DW_ADD_KERNELS_C = r"""/* dst[j] = x[j * step] - zx as int16, j < n (steps 1 and 2 vectorized) */
+_DW_ADD_C = r"""/* dst[j] = x[j * step] - zx as int16, j < n (steps 1 and 2 vectorized) */
 static inline void ember_q8_widen(const uint8_t* src, int16_t* dst, int n, int step, int zx,
                                   int x_signed) {
   int j = 0;
@@ -265,3 +269,6 @@ static inline int32_t ember_q8_qlinear_add(const void* a_, const void* b_, void*
   return 0;
 }
 """
+
+#: the whole block: depthwise convolution, QLinearAdd, then the 8-bit max pool.
+DW_ADD_KERNELS_C = _DW_ADD_C + POOL_C
