@@ -221,7 +221,8 @@ def quantized_dwconv_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type)
     hp = (oh - 1) * sh + (kh - 1) * dh + 1
     wp = (ow - 1) * sw + (kw - 1) * dw + 1
     phases = 2 * sw * hp * ((wp + sw - 1) // sw + 16)
-    flat = 2 * ((hp + 1) * wp + 32) + oh * wp + 32  # stride 1: plane and output rows
+    hq, wq = oh + (kh - 1) * dh // sh, ow + (kw - 1) * dw // sw
+    flat = 2 * (sh * sw * hq * wq + wq + 32) + oh * wq + 32  # AVX2: phase planes, output rows
     nbytes = max(phases, flat)
     ints = [n, c, h, w, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw, int(attrs["x_zero_point"])]
     ints += [int(x.dtype == "int8"), *_epilogue(attrs, out_type), nbytes]  # a serial run's plane

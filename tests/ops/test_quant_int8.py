@@ -156,6 +156,7 @@ def test_pointwise_conv_int8_over_a_panel_tail() -> None:
         ("int8", False, False, (2, 2), (1, 1)),
         ("uint8", False, False, (2, 1), (1, 2)),
         ("int8", True, True, (1, 1), (2, 3)),
+        ("uint8", True, False, (3, 2), (2, 1)),  # phase planes: taps cross phases
     ],
 )
 def test_depthwise_conv_int8(x_dtype, per_channel, relu, strides, dilations) -> None:
