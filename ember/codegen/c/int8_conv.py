@@ -6,10 +6,14 @@ appended to that block):
 
 * ``ember_q8_conv``: the output positions in chunks of 16-position panels, one work unit
   per chunk (each unit packs its patches into its own workspace, then runs every 4-row
-  block of the weight over them). Three ways to get the patch rows: a 1x1 stride-1
-  convolution reads them from the image; a stride-1 convolution reads contiguous runs of
-  the zero-point-padded image laid out flat (grid position ``oh * Wp + ow``, the columns
-  ``ow >= OW`` computed and dropped), no im2col; other strides run im2col per chunk.
+  block of the weight over them). Two ways to get the patch rows: a 1x1 convolution
+  without padding reads them from the image (subsampled once if strided; the last partial
+  panel through im2col); any other convolution reads contiguous runs of the
+  zero-point-padded image split into ``sh x sw`` phase planes of ``Hq x Wq`` laid out flat
+  (phase ``(a, b)`` holds padded rows ``a, a + sh, ...`` and columns ``b, b + sw, ...``, so
+  tap ``(kh, kw)`` is phase ``(kh*dh % sh, kw*dw % sw)`` shifted by
+  ``(kh*dh / sh) * Wq + kw*dw / sw``; output ``(oh, ow)`` at grid position
+  ``oh * Wq + ow``, the columns ``ow >= OW`` computed and dropped): no im2col.
   With more than one thread and enough work the chunk shrinks so that every thread gets
   one (``EMBER_Q8_PAR_MACS`` multiply-adds at least, else one thread runs it all).
 * ``ember_q8_dense``: the rows of x made unsigned once, then the weight panels (16 output

@@ -2,8 +2,9 @@
 ``ember.ops.quant``); they use the requantizing stores of ``int8_kernels.py``.
 
 * ``ember_q8_dwconv``: depthwise 2-D convolution on int16 planes (the image minus its zero
-  point), taps in pairs (``vpmaddwd``: int16 x int16, never saturates); stride 1 runs over
-  the flattened padded plane, other strides over column phases;
+  point), taps in pairs (``vpmaddwd``: int16 x int16, never saturates); with AVX2 every
+  stride runs over the flattened stride phases of the padded plane (16 lanes across rows),
+  the portable loops over column phases;
 * ``ember_q8_qlinear_add``: onnxruntime's QLinearAdd of two same-shape tensors,
   ``rint(fma(a, ra, fma(b, rb, fixed)))`` (``vfmadd`` with FMA; without it each multiply-add
   is computed in double and rounded once, the same value but for double-rounding cases).
