@@ -177,8 +177,9 @@ def _conv(
     )  # fmt: skip
 
 
-def int8_pool(pool: Call, xq: Expr) -> bool:
+def int8_pool(pool: Expr, xq: Expr) -> bool:
     """Whether max pool ``pool`` of quantized data ``xq`` runs as ``quantized_max_pool_int8``
     (8-bit, 2-D NCHW, floor mode)."""
     x = xq.tensor_type
-    return x.ndim == 4 and x.dtype in ("int8", "uint8") and not pool.attrs["ceil_mode"]
+    floor = isinstance(pool, Call) and not pool.attrs["ceil_mode"]
+    return floor and x.ndim == 4 and x.dtype in ("int8", "uint8")
