@@ -194,11 +194,12 @@ def quantized_conv_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -
     npan = (oh * ow + 15) // 16
     chunk = max(1, min(npan, CONV_CHUNK_BYTES // (k4 * 64)))
     ld = 16 * chunk
-    hp, wp = oh + (kh - 1) * dh, ow + (kw - 1) * dw  # the padded image of stride 1
-    flat = sh == sw == 1 and (kh, kw, ph, pw) != (1, 1, 0, 0)
-    # offsets (two tables of 4 * k4 longs), a zero row, the padded or subsampled image;
-    subsample = (kh, kw, ph, pw) == (1, 1, 0, 0) and (sh, sw) != (1, 1)  # 1x1 strided
-    image = c * hp * wp + wp + 64 if flat else (c * oh * ow if subsample else 0)
+    # the padded image as sh x sw phase planes of hq x wq (every tap a contiguous run)
+    hq, wq = oh + (kh - 1) * dh // sh, ow + (kw - 1) * dw // sw
+    flat = (kh, kw, ph, pw) != (1, 1, 0, 0)
+    # offsets (two tables of 4 * k4 longs), a zero row, the phase planes or subsampled image;
+    subsample = not flat and (sh, sw) != (1, 1)  # 1x1 strided
+    image = c * sh * sw * hq * wq + wq + 64 if flat else (c * oh * ow if subsample else 0)
     # a serial run's panels | ybuf | im2col rows follow (64-aligned); parallel tasks allocate
     task = chunk * k4 * 64 + 4 * ld + (0 if flat else c * kh * kw * ld) + 64
     nbytes = 2 * 8 * 4 * k4 + ld + image + 64 + task
@@ -220,7 +221,8 @@ def quantized_dwconv_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type)
     hp = (oh - 1) * sh + (kh - 1) * dh + 1
     wp = (ow - 1) * sw + (kw - 1) * dw + 1
     phases = 2 * sw * hp * ((wp + sw - 1) // sw + 16)
-    flat = 2 * ((hp + 1) * wp + 32) + oh * wp + 32  # stride 1: plane and output rows
+    hq, wq = oh + (kh - 1) * dh // sh, ow + (kw - 1) * dw // sw
+    flat = 2 * (sh * sw * hq * wq + wq + 32) + oh * wq + 32  # AVX2: phase planes, output rows
     nbytes = max(phases, flat)
     ints = [n, c, h, w, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw, int(attrs["x_zero_point"])]
     ints += [int(x.dtype == "int8"), *_epilogue(attrs, out_type), nbytes]  # a serial run's plane
@@ -267,6 +269,23 @@ def quantized_add_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) ->
     return out
 
 
+@register_compute("quantized_max_pool_int8")
+def quantized_max_pool_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """``ember_q8_max_pool``: row maxima, then maxima down the rows, 32 bytes at a time."""
+    x = inputs[0]
+    ty = out_tensor_type(out_type)
+    n, c, h, w = static_shape(x)
+    oh, ow = (int(d) for d in ty.shape[2:])
+    kh, kw = (int(k) for k in attrs["pool_size"])
+    (ph, _), (pw, _) = padding(attrs, 2)
+    sh, sw = spatial(attrs, "strides", 2, 1)
+    dh, dw = spatial(attrs, "dilation", 2, 1)
+    nbytes = h * ow + (ow - 1) * sw + (kw - 1) * dw + 1 + 64
+    ints = [n * c, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, 128 if x.dtype == "int8" else 0]
+
+    return _layer_extern("ember_q8_max_pool", "q8_max_pool", inputs, ty, nbytes, ints)
+
+
 def _c_only(ctx: ScheduleContext) -> None:
     raise CompileError(
         f"target '{ctx.target}': the int8 kernels (vpmaddubsw tiles) are C source; compile "
@@ -276,5 +295,5 @@ def _c_only(ctx: ScheduleContext) -> None:
 
 
 _INT8_OPS = ("quantized_conv_int8", "quantized_dwconv_int8", "quantized_dense_int8")
-for _name in (*_INT8_OPS, "quantized_add_int8"):
+for _name in (*_INT8_OPS, "quantized_add_int8", "quantized_max_pool_int8"):
     register_schedule(_name, key="llvm")(_c_only)

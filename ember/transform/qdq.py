@@ -35,7 +35,7 @@ from ember.ir.op import OpDef
 from ember.ir.ops.nn_conv import pack_conv_weight
 from ember.ir.ops.quant import QUANT_DTYPES, quant_pack_block, quant_range
 from ember.transform._util import map_bodies, rewrite_graph, use_counts
-from ember.transform.qdq_int8 import int8_layer
+from ember.transform.qdq_int8 import int8_layer, int8_pool
 
 _LINEAR = ("nn.conv", "nn.dense", "nn.matmul")
 
@@ -231,7 +231,7 @@ def _rewrite_add(
     )
 
 
-def _rewrite_max_pool(q: Call, new: Mapping[int, Expr]) -> Expr | None:
+def _rewrite_max_pool(q: Call, new: Mapping[int, Expr], int8_kernels: bool) -> Expr | None:
     """quantize(max_pool(dequantize(x))) with the same scale, zero point and type on both
     sides -> ``max_pool(x)`` on the integers (exact: the window maximum commutes with the
     increasing dequantize, and quantize(dequantize(v)) is v)."""
@@ -246,7 +246,8 @@ def _rewrite_max_pool(q: Call, new: Mapping[int, Expr]) -> Expr | None:
     same = np.float32(scale) == np.float32(out[0].reshape(())) and zp == int(out[1].reshape(()))
     if not same or x.tensor_type.dtype != q.tensor_type.dtype or scale <= 0:
         return None
-    return call("nn.max_pool", x, name=pool.name, **dict(pool.attrs))  # type: ignore[attr-defined]
+    op = "quantized_max_pool_int8" if int8_kernels and int8_pool(pool, x) else "nn.max_pool"
+    return call(op, x, name=pool.name, **dict(pool.attrs))  # type: ignore[attr-defined]
 
 
 def fuse_qdq(mod: IRModule, int8_kernels: bool = True) -> IRModule:
@@ -266,7 +267,9 @@ def fuse_qdq(mod: IRModule, int8_kernels: bool = True) -> IRModule:
                 return _rewrite(old, m, new, int8_kernels)
             if uses.get(id(old.args[0])) != 1:
                 return None
-            return _rewrite_add(old, new, uses, int8_kernels) or _rewrite_max_pool(old, new)
+            return _rewrite_add(old, new, uses, int8_kernels) or _rewrite_max_pool(
+                old, new, int8_kernels
+            )
 
         return rewrite_graph(root, rule)
 

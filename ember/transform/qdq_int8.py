@@ -175,3 +175,11 @@ def _conv(
         "quantized_dwconv_int8", xq, Constant(pack_dw_taps(wi)), Constant(folded),
         Constant(m), x_zero_point=zx, **attrs,
     )  # fmt: skip
+
+
+def int8_pool(pool: Expr, xq: Expr) -> bool:
+    """Whether max pool ``pool`` of quantized data ``xq`` runs as ``quantized_max_pool_int8``
+    (8-bit, 2-D NCHW, floor mode)."""
+    x = xq.tensor_type
+    floor = isinstance(pool, Call) and not pool.attrs["ceil_mode"]
+    return floor and x.ndim == 4 and x.dtype in ("int8", "uint8")

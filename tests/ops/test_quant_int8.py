@@ -108,11 +108,37 @@ def _conv_case(x_dtype: str, y_dtype: str, per_channel: bool, relu: bool, group_
         ("uint8", "int8", False, True, (1, 2), (2, 1)),
         ("int8", "uint8", True, False, (2, 2), (1, 1)),
         ("uint8", "uint8", True, False, (1, 1), (2, 3)),
+        ("uint8", "uint8", True, True, (3, 2), (2, 1)),  # phase planes: taps cross phases
     ],
 )
 def test_conv_int8(x_dtype, y_dtype, per_channel, relu, strides, dilations) -> None:
     model, feeds = _conv_case(x_dtype, y_dtype, per_channel, relu, False, strides, dilations)
     _check(model, feeds, "quantized_conv_int8")
+
+
+@pytest.mark.parametrize(
+    "dtype,kernel,strides,pads,dilations,width",
+    [
+        ("uint8", (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 113),  # ResNet's: even bytes, 32 wide
+        ("int8", (3, 3), (1, 1), (1, 0, 2, 1), (1, 1), 70),  # top bit flipped, 32 at a time
+        ("int8", (2, 3), (3, 2), (0, 1, 1, 2), (2, 1), 9),  # plain C tails only
+        ("uint8", (2, 2), (1, 2), (0, 0, 0, 0), (1, 3), 150),
+    ],
+)
+def test_max_pool_int8(dtype, kernel, strides, pads, dilations, width) -> None:
+    """QDQ MaxPool on the integers: ``quantized_max_pool_int8`` equals onnxruntime."""
+    zp = np.asarray(-9 if dtype == "int8" else 140, dtype)
+    inits = _qp("x", 0.04, zp) | _qp("y", 0.04, zp)
+    pool = helper.make_node(
+        "MaxPool", ["xd"], ["p"], kernel_shape=list(kernel), strides=list(strides),
+        pads=list(pads), dilations=list(dilations),
+    )  # fmt: skip
+    nodes = [helper.make_node("QuantizeLinear", ["xf", "x_s", "x_z"], ["x"]), _dq("x", "xd")]
+    nodes += [pool, helper.make_node("QuantizeLinear", ["p", "y_s", "y_z"], ["y"])]
+    shape = (2, 3, 12, width)
+    model = build_model(nodes, {"xf": ("float32", shape)}, ["y"], inits, opset=17)
+    feeds = {"xf": RNG.standard_normal(shape).astype(np.float32) * 3}
+    _check(model, feeds, "quantized_max_pool_int8")
 
 
 def test_pointwise_conv_int8_over_a_panel_tail() -> None:
@@ -130,6 +156,7 @@ def test_pointwise_conv_int8_over_a_panel_tail() -> None:
         ("int8", False, False, (2, 2), (1, 1)),
         ("uint8", False, False, (2, 1), (1, 2)),
         ("int8", True, True, (1, 1), (2, 3)),
+        ("uint8", True, False, (3, 2), (2, 1)),  # phase planes: taps cross phases
     ],
 )
 def test_depthwise_conv_int8(x_dtype, per_channel, relu, strides, dilations) -> None:
@@ -267,7 +294,7 @@ def _big_conv(kernel: tuple[int, int], strides: tuple[int, int], group_dw: bool,
     [
         ((3, 3), (1, 1), False, "uint8", "quantized_conv_int8"),  # the flat padded image
         ((1, 1), (1, 1), False, "int8", "quantized_conv_int8"),  # 1x1: rows, tail by im2col
-        ((3, 3), (2, 2), False, "uint8", "quantized_conv_int8"),  # im2col
+        ((3, 3), (2, 2), False, "uint8", "quantized_conv_int8"),  # phase planes
         ((1, 1), (2, 2), False, "uint8", "quantized_conv_int8"),  # 1x1 strided: subsampled
         ((3, 3), (1, 1), True, "int8", "quantized_dwconv_int8"),
         ((3, 3), (2, 2), True, "uint8", "quantized_dwconv_int8"),  # column phases, widened

@@ -161,7 +161,10 @@ def test_max_pool_between_equal_qdq_runs_on_the_integers(dtype: str, zero_point:
     model = build_model(nodes, spec, ["out"], inits, opset=17)
     feeds = {"xf": RNG.standard_normal((1, 3, 11, 10)).astype(np.float32) * 3}
     mod, params = from_onnx(model)
-    ops = _ops(optimize(mod, params))
-    assert ("nn.max_pool", dtype) in ops and ("dequantize", "float32") not in ops
+    ops = _ops(optimize(mod, params))  # the int8 kernel (tests/ops/test_quant_int8.py)
+    assert ("quantized_max_pool_int8", dtype) in ops and ("dequantize", "float32") not in ops
+    ctx = PassContext(opt_level=2, config={"fuse_qdq.int8_kernels": False})
+    assert ("nn.max_pool", dtype) in _ops(optimize(mod, params, ctx=ctx))
     want = run_onnxruntime(model, feeds)[0]
     np.testing.assert_array_equal(run_onnx_compiled(model, feeds)[0], want)
+    np.testing.assert_array_equal(run_onnx_compiled(model, feeds, pass_context=ctx)[0], want)

@@ -6,10 +6,14 @@ appended to that block):
 
 * ``ember_q8_conv``: the output positions in chunks of 16-position panels, one work unit
   per chunk (each unit packs its patches into its own workspace, then runs every 4-row
-  block of the weight over them). Three ways to get the patch rows: a 1x1 stride-1
-  convolution reads them from the image; a stride-1 convolution reads contiguous runs of
-  the zero-point-padded image laid out flat (grid position ``oh * Wp + ow``, the columns
-  ``ow >= OW`` computed and dropped), no im2col; other strides run im2col per chunk.
+  block of the weight over them). Two ways to get the patch rows: a 1x1 convolution
+  without padding reads them from the image (subsampled once if strided; the last partial
+  panel through im2col); any other convolution reads contiguous runs of the
+  zero-point-padded image split into ``sh x sw`` phase planes of ``Hq x Wq`` laid out flat
+  (phase ``(a, b)`` holds padded rows ``a, a + sh, ...`` and columns ``b, b + sw, ...``, so
+  tap ``(kh, kw)`` is phase ``(kh*dh % sh, kw*dw % sw)`` shifted by
+  ``(kh*dh / sh) * Wq + kw*dw / sw``; output ``(oh, ow)`` at grid position
+  ``oh * Wq + ow``, the columns ``ow >= OW`` computed and dropped): no im2col.
   With more than one thread and enough work the chunk shrinks so that every thread gets
   one (``EMBER_Q8_PAR_MACS`` multiply-adds at least, else one thread runs it all).
 * ``ember_q8_dense``: the rows of x made unsigned once, then the weight panels (16 output
@@ -123,6 +127,51 @@ static int32_t ember_q8_conv_range(int64_t begin, int64_t end, void* cdata) {
   return 0;
 }
 
+/* the sh x sw phase planes (Hq x Wq each, per channel) of the image padded with `pad`:
+   plane (c, a, b) row i, column j is padded row i * sh + a, column j * sw + b */
+static void ember_q8_phase_planes(const uint8_t* x, int C, int H, int W, int sh, int sw, int ph,
+                                  int pw, int Hq, int Wq, uint8_t pad, uint8_t* out) {
+  for (int c = 0; c < C; ++c) {
+    for (int a = 0; a < sh; ++a) {
+      for (int b = 0; b < sw; ++b) {
+        /* columns j in [j0, j1) read the image at s = j * sw + b - pw */
+        int j0 = pw - b > 0 ? (pw - b + sw - 1) / sw : 0;
+        int j1 = W + pw - b > 0 ? (W + pw - b + sw - 1) / sw : 0;
+        j1 = j1 < Wq ? j1 : Wq;
+        j0 = j0 < j1 ? j0 : j1;
+        for (int i = 0; i < Hq; ++i, out += Wq) {
+          const int r = i * sh + a - ph;
+          if (r < 0 || r >= H || j1 == j0) {
+            memset(out, pad, (size_t)Wq);
+            continue;
+          }
+          const uint8_t* src = x + ((long)c * H + r) * W + (long)j0 * sw + b - pw;
+          memset(out, pad, (size_t)j0);
+          if (sw == 1) {
+            memcpy(out + j0, src, (size_t)(j1 - j0));
+          } else {
+            const int n = j1 - j0, avail = W - (j0 * sw + b - pw); /* bytes left in the row */
+            int j = 0;
+#if defined(__AVX2__)
+            if (sw == 2) { /* the even bytes of 32 as 16-bit lanes, packed: 16 per load */
+              const __m256i low = _mm256_set1_epi16(0xFF);
+              for (; j + 16 <= n && 2 * j + 32 <= avail; j += 16) {
+                const __m256i v = _mm256_and_si256(
+                    _mm256_loadu_si256((const __m256i*)(src + 2 * (long)j)), low);
+                const __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi16(v, v), 0xD8);
+                _mm_storeu_si128((__m128i*)(out + j0 + j), _mm256_castsi256_si128(p));
+              }
+            }
+#endif
+            for (; j < n; ++j) out[j0 + j] = src[(long)j * sw];
+          }
+          memset(out + j1, pad, (size_t)(Wq - j1));
+        }
+      }
+    }
+  }
+}
+
 static inline int32_t ember_q8_conv(const void* x_, const void* w_, const int32_t* bias,
                                     const float* mult, void* y_, void* scratch, int32_t N,
                                     int32_t C, int32_t H, int32_t W, int32_t M, int32_t KH,
@@ -135,10 +184,12 @@ static inline int32_t ember_q8_conv(const void* x_, const void* w_, const int32_
   const int K = C * KH * KW, k4 = (K + 3) / 4, P = OH * OW, ld = 16 * chunk;
   const int pointwise = KH == 1 && KW == 1 && ph == 0 && pw == 0;
   const int subsample = pointwise && (sh > 1 || sw > 1); /* 1x1 strided: pick the pixels */
-  const int direct = pointwise;
-  const int mode = direct ? 1 : (sh == 1 && sw == 1 ? 2 : 0);
-  const int Hp = OH + (KH - 1) * dh, Wp = OW + (KW - 1) * dw, F = OH * Wp;
-  const long plane = (long)Hp * Wp;
+  const int mode = pointwise ? 1 : 2;
+  /* mode 2: the zero-point-padded image split into sh x sw phase planes (phase (a, b) holds
+     padded rows a, a + sh, ... and columns b, b + sw, ...), so every tap of every stride is
+     a contiguous run of one plane; Hq x Wq each, output (oh, ow) at grid oh * Wq + ow */
+  const int Hq = OH + (KH - 1) * dh / sh, Wq = OW + (KW - 1) * dw / sw, F = OH * Wq;
+  const long plane = (long)Hq * Wq, cplane = plane * sh * sw;
   ember_q8_epi e = {(float)zy, is_signed ? -128.0f : 0.0f, is_signed ? 127.0f : 255.0f,
                     relu, is_signed};
   /* scratch: offs[4 * k4] | offs2[4 * k4] | zrow[ld] | the padded (mode 2) or subsampled
@@ -158,16 +209,18 @@ static inline int32_t ember_q8_conv(const void* x_, const void* w_, const int32_
   }
   for (int k = 0; k < K; ++k) {
     const int c = k / (KH * KW), kh = (k / KW) % KH, kw = k % KW;
-    offs[k] = mode == 2 ? c * plane + (long)kh * dh * Wp + kw * dw : (long)k * P;
+    const long phase = (long)(kh * dh % sh) * sw + kw * dw % sw;
+    offs[k] = mode == 2 ? c * cplane + phase * plane + (long)(kh * dh / sh) * Wq + kw * dw / sw
+                        : (long)k * P;
     offs2[k] = (long)k * 16 * ch; /* the rows of a task */
   }
   const int units = (npan + ch - 1) / ch;
   ember_q8_conv_job job = {NULL, (const uint8_t*)w_, bias, mult, &e, NULL, offs, offs2, zrow,
                            padded, C, H, W, M, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, xpad,
-                           flip, ch, mode, Wp, F, 0, NULL};
+                           flip, ch, mode, Wq, F, 0, NULL};
   job.task_bytes = (size_t)ch * k4 * 64 + 4 * (size_t)ld + (mode == 2 ? 0 : (size_t)K * ld) + 64;
   if (!par) { /* one task on the caller: its buffers follow the image in the planned scratch */
-    const size_t image = mode == 2 ? (size_t)C * plane + Wp + 64 : (subsample ? (size_t)C * P : 0);
+    const size_t image = mode == 2 ? (size_t)C * cplane + Wq + 64 : (subsample ? (size_t)C * P : 0);
     job.own = (uint8_t*)(((uintptr_t)(padded + image) + 63u) & ~(uintptr_t)63u);
   }
   if (subsample) { /* then a 1x1 stride-1 convolution of the OH x OW image */
@@ -187,16 +240,8 @@ static inline int32_t ember_q8_conv(const void* x_, const void* w_, const int32_
       job.xn = padded;
     }
     if (mode == 2) {
-      memset(padded, xpad, (size_t)(C * plane + Wp + 64));
-      const int iw0 = pw > 0 ? 0 : -pw, iw1 = W < Wp - pw ? W : Wp - pw;
-      for (int c = 0; c < C; ++c) {
-        for (int ih = 0; ih < H; ++ih) {
-          const int i = ih + ph;
-          if (i < 0 || i >= Hp || iw1 <= iw0) continue;
-          memcpy(padded + c * plane + (long)i * Wp + iw0 + pw,
-                 job.xn + ((long)c * H + ih) * W + iw0, (size_t)(iw1 - iw0));
-        }
-      }
+      ember_q8_phase_planes(job.xn, C, H, W, sh, sw, ph, pw, Hq, Wq, (uint8_t)xpad, padded);
+      memset(padded + C * cplane, xpad, (size_t)Wq + 64);
     }
     if (EmberBackendParallelFor(ember_q8_conv_range, &job, units, par ? 1 : units, 0) != 0)
       return -1;

@@ -2,8 +2,9 @@
 ``ember.ops.quant``); they use the requantizing stores of ``int8_kernels.py``.
 
 * ``ember_q8_dwconv``: depthwise 2-D convolution on int16 planes (the image minus its zero
-  point), taps in pairs (``vpmaddwd``: int16 x int16, never saturates); stride 1 runs over
-  the flattened padded plane, other strides over column phases;
+  point), taps in pairs (``vpmaddwd``: int16 x int16, never saturates); with AVX2 every
+  stride runs over the flattened stride phases of the padded plane (16 lanes across rows),
+  the portable loops over column phases;
 * ``ember_q8_qlinear_add``: onnxruntime's QLinearAdd of two same-shape tensors,
   ``rint(fma(a, ra, fma(b, rb, fixed)))`` (``vfmadd`` with FMA; without it each multiply-add
   is computed in double and rounded once, the same value but for double-rounding cases).
@@ -11,13 +12,17 @@
 
 from __future__ import annotations
 
-#: the call_extern names this file defines.
-DW_ADD_KERNEL_NAMES: frozenset[str] = frozenset({"ember_q8_dwconv", "ember_q8_qlinear_add"})
+from ember.codegen.c.int8_pool import POOL_C
+
+#: the call_extern names this block defines (the max pool of int8_pool.py appended).
+DW_ADD_KERNEL_NAMES: frozenset[str] = frozenset(
+    {"ember_q8_dwconv", "ember_q8_qlinear_add", "ember_q8_max_pool"}
+)
 
 #: key of the helper block in a FileContext (sorted after int8_kernels.HELPER_KEY).
 HELPER_KEY = "0e_ember_q8_dw_add"
 
-DW_ADD_KERNELS_C = r"""/* dst[j] = x[j * step] - zx as int16, j < n (steps 1 and 2 vectorized) */
+_DW_ADD_C = r"""/* dst[j] = x[j * step] - zx as int16, j < n (steps 1 and 2 vectorized) */
 static inline void ember_q8_widen(const uint8_t* src, int16_t* dst, int n, int step, int zx,
                                   int x_signed) {
   int j = 0;
@@ -62,37 +67,52 @@ static inline void ember_q8_dw_taps(const int16_t* pa, const int16_t* pb, const 
   *hi = _mm256_add_epi32(*hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(va, vb), wp));
 }
 
-/* one channel of a stride-1 depthwise convolution over the flattened padded plane: output
-   (oh, ow) sits at oh * Wp + ow, so 16 lanes run across rows (small maps waste few lanes);
-   the columns ow >= OW are computed into a temporary and dropped */
+/* one channel of a depthwise convolution over flattened phase planes: the padded plane
+   split into sh x sw phases (phase (a, b): padded rows a, a + sh, ..., columns b, b + sw,
+   ...; Hq x Wq each), so a tap is a contiguous run of one phase and output (oh, ow) sits at
+   oh * Wq + ow: 16 lanes run across rows (small maps waste few lanes); the columns
+   ow >= OW are computed into a temporary and dropped */
 static inline void ember_q8_dw_flat(const uint8_t* xc, const int16_t* wc, int32_t bias,
                                     float mult, const ember_q8_epi* e, uint8_t* yc, int H,
-                                    int W, int KH, int KW, int OH, int OW, int ph, int pw,
-                                    int dh, int dw, int zx, int x_signed, int Hp, int Wp,
+                                    int W, int KH, int KW, int OH, int OW, int sh, int sw,
+                                    int ph, int pw, int dh, int dw, int zx, int x_signed,
                                     int16_t* plane) {
-  const int T = KH * KW, T2 = (T + 1) / 2 * 2, F = OH * Wp;
-  uint8_t* tmp = (uint8_t*)(plane + (long)(Hp + 1) * Wp + 32);
-  memset(plane, 0, 2 * (size_t)((Hp + 1) * Wp + 32));
-  const int end = W < Wp - pw ? W : Wp - pw;
-  for (int ih = 0; ih < H; ++ih) {
-    const int i = ih + ph;
-    if (i >= Hp) break;
-    const uint8_t* src = xc + (long)ih * W;
-    ember_q8_widen(src, plane + (long)i * Wp + pw, end, 1, zx, x_signed);
+  const int T = KH * KW, T2 = (T + 1) / 2 * 2;
+  const int Hq = OH + (KH - 1) * dh / sh, Wq = OW + (KW - 1) * dw / sw, F = OH * Wq;
+  const long pq = (long)Hq * Wq;
+  uint8_t* tmp = (uint8_t*)(plane + sh * sw * pq + Wq + 32);
+  memset(plane, 0, 2 * (size_t)(sh * sw * pq + Wq + 32));
+  for (int a = 0; a < sh; ++a) {
+    for (int b = 0; b < sw; ++b) {
+      /* columns j in [j0, j1) of phase (a, b) read the image at j * sw + b - pw */
+      int j0 = pw - b > 0 ? (pw - b + sw - 1) / sw : 0;
+      int j1 = W + pw - b > 0 ? (W + pw - b + sw - 1) / sw : 0;
+      j1 = j1 < Wq ? j1 : Wq;
+      if (j1 <= j0) continue;
+      int16_t* q = plane + (long)(a * sw + b) * pq;
+      for (int i = 0; i < Hq; ++i) {
+        const int ih = i * sh + a - ph;
+        if (ih < 0 || ih >= H) continue;
+        ember_q8_widen(xc + (long)ih * W + (long)j0 * sw + b - pw, q + (long)i * Wq + j0,
+                       j1 - j0, sw, zx, x_signed);
+      }
+    }
   }
-  const __m256i b = _mm256_set1_epi32(bias);
+  const __m256i bv = _mm256_set1_epi32(bias);
   const __m256 m = _mm256_set1_ps(mult);
   for (int f = 0; f < F; f += 16) {
     __m256i lo = _mm256_setzero_si256(), hi = lo;
     for (int t = 0; t < T2; t += 2) { /* constant offsets once inlined with the geometry */
       const int ta = t, tb = t + 1 < T ? t + 1 : t;
-      const int16_t* pa = plane + f + (ta / KW) * dh * Wp + (ta % KW) * dw;
-      const int16_t* pb = plane + f + (tb / KW) * dh * Wp + (tb % KW) * dw;
+      const int ra = (ta / KW) * dh, ca = (ta % KW) * dw, rb = (tb / KW) * dh, cb = (tb % KW) * dw;
+      const int16_t* pa = plane + ((ra % sh) * sw + ca % sw) * pq + (ra / sh) * Wq + ca / sw + f;
+      const int16_t* pb = plane + ((rb % sh) * sw + cb % sw) * pq + (rb / sh) * Wq + cb / sw + f;
       ember_q8_dw_taps(pa, pb, wc + t, &lo, &hi);
     }
-    ember_q8_store16(_mm256_add_epi32(lo, b), _mm256_add_epi32(hi, b), m, m, e, 1, tmp + f, 16);
+    ember_q8_store16(_mm256_add_epi32(lo, bv), _mm256_add_epi32(hi, bv), m, m, e, 1, tmp + f,
+                     16);
   }
-  for (int oh = 0; oh < OH; ++oh) memcpy(yc + (long)oh * OW, tmp + (long)oh * Wp, (size_t)OW);
+  for (int oh = 0; oh < OH; ++oh) memcpy(yc + (long)oh * OW, tmp + (long)oh * Wq, (size_t)OW);
 }
 #endif
 
@@ -124,11 +144,9 @@ static inline void ember_q8_dw_channel(const ember_q8_dw_job* jb, long nc, int16
   const int32_t* bias = jb->bias;
   const float* mult = jb->mult;
 #if defined(__AVX2__)
-  if (sh == 1 && sw == 1) {
-    ember_q8_dw_flat(xc, wc, bias[c], mult[c], jb->e, yc, H, W, KH, KW, OH, OW, ph, pw, dh,
-                     dw, zx, x_signed, Hp, Wp, plane);
-    return;
-  }
+  ember_q8_dw_flat(xc, wc, bias[c], mult[c], jb->e, yc, H, W, KH, KW, OH, OW, sh, sw, ph, pw,
+                   dh, dw, zx, x_signed, plane);
+  return;
 #endif
   for (int i = 0; i < Hp; ++i) {
     const int ih = i - ph;
@@ -265,3 +283,6 @@ static inline int32_t ember_q8_qlinear_add(const void* a_, const void* b_, void*
   return 0;
 }
 """
+
+#: the whole block: depthwise convolution, QLinearAdd, then the 8-bit max pool.
+DW_ADD_KERNELS_C = _DW_ADD_C + POOL_C

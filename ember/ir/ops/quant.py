@@ -27,6 +27,7 @@ import numpy as np
 
 from ember.errors import IRError
 from ember.ir.op import Attr, Attrs, OpDef, OpPattern, get_op, register_op
+from ember.ir.ops import nn_pool  # noqa: F401  (registers nn.max_pool, looked up below)
 from ember.ir.ops.common import (
     FLOAT_DTYPES,
     broadcast_shapes,
@@ -380,5 +381,17 @@ register_op(
         OpPattern.OPAQUE,
         {**_COMMON, "units": Attr("int", doc="output features N")},
         doc="requantized [.., K] x [K, N] of 8-bit data and int8 weight panels (fuse_qdq)",
+    )
+)
+_MAX_POOL = get_op("nn.max_pool")
+register_op(
+    OpDef(
+        "quantized_max_pool_int8",
+        1,
+        _MAX_POOL.infer_type,
+        _MAX_POOL.reference,
+        OpPattern.OPAQUE,
+        dict(_MAX_POOL.attrs),
+        doc="nn.max_pool of 8-bit NCHW data as one C kernel, separable passes (fuse_qdq)",
     )
 )
