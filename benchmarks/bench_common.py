@@ -1,4 +1,5 @@
-"""Helpers shared by the benchmark scripts: interleaved best-of timing and markdown tables.
+"""Helpers shared by the benchmark scripts: interleaved timing, onnxruntime sessions, the
+machine and its load, and markdown tables.
 
 The scripts put their own folder on ``sys.path`` before importing this module, so it also
 works when a test loads a script by file path.
@@ -6,8 +7,11 @@ works when a test loads a script by file path.
 
 from __future__ import annotations
 
+import os
+import statistics
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 
 def best_times(
@@ -39,3 +43,69 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
         if i == 0:
             out.append("| " + " | ".join("-" * w for w in widths) + " |")
     return "\n".join(out)
+
+
+def interleaved_medians(
+    fns: Sequence[Callable[[], object]],
+    repeat: int,
+    warmup: int = 2,
+    clocks: Sequence[Callable[[], float]] | None = None,
+) -> list[float]:
+    """Median time of each of ``fns`` over ``repeat`` rounds that call each once.
+
+    Interleaving makes a burst of load from other processes hit every engine alike.
+    ``clocks`` gives each function its clock (default: wall time for all).
+    """
+    timers = list(clocks) if clocks is not None else [time.perf_counter] * len(fns)
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(repeat):
+        for k, fn in enumerate(fns):
+            clock = timers[k]
+            start = clock()
+            fn()
+            times[k].append(clock() - start)
+    return [statistics.median(t) for t in times]
+
+
+def clock_for(threads: int, cpu_clock: bool) -> Callable[[], float]:
+    """The calling thread's CPU time for a single-threaded engine when ``cpu_clock`` (so
+    that other processes preempting it do not count), else wall time."""
+    return time.thread_time if cpu_clock and threads == 1 else time.perf_counter
+
+
+def ort_session(model_bytes: bytes, threads: int) -> Any:
+    """An onnxruntime CPU session with ``threads`` intra-op threads."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    # onnxruntime's pool threads spin after a run by default, taking a core from whatever
+    # runs next: in interleaved rounds that doubled ember's resnet50 time (12x bert's).
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(model_bytes, opts, providers=["CPUExecutionProvider"])
+
+
+def machine() -> str:
+    """``<n> cores, <CPU model>`` of this machine."""
+    cpu = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} cores, {cpu}"
+
+
+def load_average() -> str:
+    """The 1-, 5- and 15-minute load averages: other processes distort every timing."""
+    if not hasattr(os, "getloadavg"):
+        return "n/a"
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())

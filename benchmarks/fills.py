@@ -25,8 +25,11 @@ import onnx
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.append(str(Path(__file__).resolve().parent))
 
-from bench_common import markdown_table  # noqa: E402
-from models import interleaved_medians, ort_session  # noqa: E402
+from bench_common import (  # noqa: E402
+    interleaved_medians,
+    markdown_table,  # noqa: E402
+    ort_session,
+)
 
 
 def measure(name: str, repeat: int) -> list[str]:

@@ -26,7 +26,10 @@ processes preempting it do not count (a machine shared by many jobs); multi-thre
 runs are always wall time. ``--noisy`` starts one bounded busy process pinned to the last
 core for the whole run and adds a column: ember's best wall time at ``--threads``
 threads over its best wall time at 1 thread (issue 12: at most 1.3). ``--profile K``
-also prints each model's K slowest ember kernels. Nothing is asserted: the script only
+also prints each model's K slowest ember kernels. ``--quantized static[,dynamic]`` adds the
+int8 table of issue 16 for the selected models among resnet50, mobilenet_v2 and bert
+(``quantized.py``'s measurement: ember int8, onnxruntime int8 and ember float32 at 1
+thread, interleaved, with the share of outputs within one quantization step). Nothing is asserted: the script only
 reports.
 """
 
@@ -49,34 +52,17 @@ import numpy as np
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.append(str(Path(__file__).resolve().parent))
 
+from bench_common import load_average as _load  # noqa: E402
+from bench_common import (  # noqa: E402
+    machine,
+    markdown_table,
+    ort_session,
+)
 from bench_host import FmaLimit, busy_alive, busy_process, fma_limit  # noqa: E402
 from bench_report import Row, TargetTimes, Timing, format_table, summary  # noqa: E402
-
-
-def interleaved_medians(
-    fns: Sequence[Callable[[], object]],
-    repeat: int,
-    warmup: int = 2,
-    clocks: Sequence[Callable[[], float]] | None = None,
-) -> list[float]:
-    """Median time of each of ``fns`` over ``repeat`` rounds that call each once.
-
-    Interleaving makes a burst of load from other processes hit every engine alike.
-    ``clocks`` gives each function its clock (default: wall time for all).
-    """
-    timers = list(clocks) if clocks is not None else [time.perf_counter] * len(fns)
-    for fn in fns:
-        for _ in range(warmup):
-            fn()
-    times: list[list[float]] = [[] for _ in fns]
-    for _ in range(repeat):
-        for k, fn in enumerate(fns):
-            clock = timers[k]
-            start = clock()
-            fn()
-            times[k].append(clock() - start)
-    return [statistics.median(t) for t in times]
-
+from quantized import DEFAULT_MODELS as INT8_MODELS  # noqa: E402
+from quantized import HEADER as INT8_HEADER  # noqa: E402
+from quantized import measure as measure_int8  # noqa: E402
 
 #: an engine to time: an untimed setup (e.g. set the thread count) and the timed call.
 Entry = tuple[Callable[[], object], Callable[[], object]]
@@ -101,26 +87,6 @@ def interleaved_timings(entries: Sequence[Entry], repeat: int, warmup: int = 2) 
     return [
         Timing(statistics.median(w), statistics.median(c)) for w, c in zip(walls, cpus, strict=True)
     ]
-
-
-def clock_for(threads: int, cpu_clock: bool) -> Callable[[], float]:
-    """The calling thread's CPU time for a single-threaded engine when ``cpu_clock`` (so
-    that other processes preempting it do not count), else wall time."""
-    return time.thread_time if cpu_clock and threads == 1 else time.perf_counter
-
-
-def ort_session(model_bytes: bytes, threads: int) -> Any:
-    """An onnxruntime CPU session with ``threads`` intra-op threads."""
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    opts.log_severity_level = 3
-    # onnxruntime's pool threads spin after a run by default, taking a core from whatever
-    # runs next: in interleaved rounds that doubled ember's resnet50 time (12x bert's).
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(model_bytes, opts, providers=["CPUExecutionProvider"])
 
 
 def _build(model: Any, shapes: Any, target: str, executor: str = "graph") -> tuple[Any, float]:
@@ -260,20 +226,6 @@ def _runner(session: Any, inputs: dict[str, np.ndarray]) -> Callable[[], object]
     return run
 
 
-def machine() -> str:
-    """``<n> cores, <CPU model>`` of this machine."""
-    cpu = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{os.cpu_count()} cores, {cpu}"
-
-
 def warm_up() -> None:
     """Build the C runtime once, so the first model's load time is only its own compile."""
     from onnx import TensorProto, helper
@@ -324,6 +276,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "executors, the others add 1-thread graph-executor columns, e.g. --targets c,llvm",
     )
     parser.add_argument(
+        "--quantized",
+        default="",
+        help="also quantize resnet50, mobilenet_v2 and bert (those selected) with "
+        "onnxruntime.quantization in these modes (static, dynamic; comma-separated) and time "
+        "ember int8 next to onnxruntime int8 and ember float32 at 1 thread",
+    )
+    parser.add_argument(
         "--keep-cache", action="store_true", help="reuse ember's artifact cache (faster loads)"
     )
     return parser.parse_args(argv)
@@ -364,8 +323,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             rows = [_measure(name, args, targets, limit) for name in names]
         print(f"\n{format_table(rows, limit, args.noisy, targets)}\n")
-        print(f"{summary(rows, args.noisy)}\nload average at the end: {_load()}")
+        print(summary(rows, args.noisy))
+        if args.quantized:
+            print(f"\n{_int8_table(names, args)}")
+        print(f"load average at the end: {_load()}")
     return 0
+
+
+def _int8_table(names: Sequence[str], args: argparse.Namespace) -> str:
+    """The int8 table (issue 16): ember int8, onnxruntime int8 and ember float32, 1 thread."""
+    modes = [m.strip() for m in args.quantized.split(",") if m.strip()]
+    int8_rows = []
+    for name in [n for n in names if n in INT8_MODELS]:
+        for mode in modes:
+            int8_rows.append(measure_int8(name, mode, args.repeat, args.cpu_clock, threads=1))
+            print(f"  done {name} int8 {mode}", file=sys.stderr, flush=True)
+    return markdown_table(INT8_HEADER, [r.cells() for r in int8_rows])
 
 
 def _measure(name: str, args: argparse.Namespace, targets: Sequence[str], limit: FmaLimit) -> Row:
@@ -375,13 +348,6 @@ def _measure(name: str, args: argparse.Namespace, targets: Sequence[str], limit:
     cells = " | ".join(row.cells(limit, args.noisy))
     print(f"  done {name}: | {cells} |", file=sys.stderr, flush=True)
     return row
-
-
-def _load() -> str:
-    """The 1-, 5- and 15-minute load averages: other processes distort every timing."""
-    if not hasattr(os, "getloadavg"):
-        return "n/a"
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 if __name__ == "__main__":

@@ -38,8 +38,14 @@ import numpy as np
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.append(str(Path(__file__).resolve().parent))
 
-from bench_common import markdown_table  # noqa: E402
-from models import _load, clock_for, interleaved_medians, machine, ort_session  # noqa: E402
+from bench_common import (  # noqa: E402
+    clock_for,
+    interleaved_medians,
+    machine,
+    markdown_table,
+    ort_session,
+)
+from bench_common import load_average as _load  # noqa: E402
 
 HEADER = [
     "model",
@@ -91,9 +97,11 @@ def _executor(model: object, shapes: dict[str, tuple[int, ...]]) -> object:
     return GraphExecutor(ember.load_artifacts(artifacts, dev)["default"](dev))
 
 
-def measure(name: str, mode: str, repeat: int, cpu_clock: bool) -> Row:
-    """Quantize, compile, check and time one model in one mode."""
+def measure(name: str, mode: str, repeat: int, cpu_clock: bool, threads: int = 0) -> Row:
+    """Quantize, compile, check and time one model in one mode (ember at ``threads``
+    threads; 0: ``EMBER_NUM_THREADS`` or every core)."""
     from ember.examples.models import make_model
+    from ember.runtime import set_num_threads
     from ember.testing import ORT_MAX_IR_VERSION
     from ember.testing.quantize import (
         output_step,
@@ -119,7 +127,8 @@ def measure(name: str, mode: str, repeat: int, cpu_clock: bool) -> Row:
         quantization_step_agreement(a, b, output_step(q, o.name) or float(np.ptp(b)) / 255)
         for a, b, o in zip(ours, ref, q.graph.output, strict=True)
     )
-    threads = int(os.environ.get("EMBER_NUM_THREADS", "0")) or (os.cpu_count() or 1)
+    threads = threads or int(os.environ.get("EMBER_NUM_THREADS", "0")) or (os.cpu_count() or 1)
+    set_num_threads(threads)
     runners = [ge_q.run, lambda: session.run(None, case.inputs), ge_f.run]  # type: ignore[attr-defined]
     clocks = [clock_for(threads, cpu_clock), clock_for(1, cpu_clock), clock_for(threads, cpu_clock)]
     e8, o8, e32 = interleaved_medians(runners, repeat, clocks=clocks)

@@ -32,8 +32,11 @@ from onnx import TensorProto, helper
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.append(str(Path(__file__).resolve().parent))
 
-from bench_common import markdown_table  # noqa: E402
-from models import interleaved_medians, ort_session  # noqa: E402
+from bench_common import (  # noqa: E402
+    interleaved_medians,
+    markdown_table,  # noqa: E402
+    ort_session,
+)
 
 from ember.examples.builder import GraphBuilder  # noqa: E402
 

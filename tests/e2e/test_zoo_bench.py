@@ -51,6 +51,21 @@ def test_models_benchmark_prints_both_thread_counts_ratios_and_geomeans(bench, c
 
 
 @pytest.mark.cc
+def test_models_benchmark_quantized_prints_int8_next_to_onnxruntime_int8(
+    bench, capsys, monkeypatch
+):
+    monkeypatch.setattr(bench, "INT8_MODELS", {"dense_autoencoder": "dense_autoencoder"})
+    argv = ["--models", "dense_autoencoder", "--repeat", "1", "--keep-cache", "--cpu-clock"]
+    assert bench.main([*argv, "--quantized", "static"]) == 0
+    out = capsys.readouterr().out
+    int8 = [line for line in out.splitlines() if "dense_autoencoder | static" in line]
+    assert len(int8) == 1
+    cells = [c.strip() for c in int8[0].split("|")[1:-1]]
+    assert "ort int8 ms" in out and "ember int8 ms" in out
+    assert float(cells[5]) > 0 and cells[-1].endswith("%")  # ort/ember int8, agreement
+
+
+@pytest.mark.cc
 def test_models_benchmark_noisy_runs_next_to_one_busy_process_and_stops_it(
     bench, capsys, monkeypatch
 ):
