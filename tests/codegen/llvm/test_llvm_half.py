@@ -133,3 +133,26 @@ def test_cross_targets_need_no_soft_float_helpers(triple: str) -> None:
     asm = asm_text(art)
     for libcall in ("__extendhfsf2", "__truncsfhf2", "__truncsfbf2", "__gnu_h2f", "__gnu_f2h"):
         assert libcall not in asm
+
+
+@pytest.mark.parametrize("t", ["float16", "bfloat16", "float8_e5m2"])
+def test_vector_dtypes_convert_lane_by_lane_as_scalars(t: str) -> None:
+    """Ramp accesses of a narrow type (``float16x8``, which the C back end refuses) load,
+    round and store each lane as the scalar code does."""
+    n, lanes = 64, 8
+    a, b = tir.decl_buffer((n,), t, "A"), tir.decl_buffer((n,), t, "B")
+    c = tir.decl_buffer((n,), t, "C")
+    i = tir.Var("i")
+    ramp = tir.Ramp(i * lanes, tir.const(1, "int32"), lanes)
+    half = tir.Broadcast(tir.FloatImm(t, 0.5), lanes)
+    value = tir.BufferLoad(a, (ramp,)) * tir.BufferLoad(b, (ramp,)) + half
+    body = tir.for_range(i, n // lanes, tir.BufferStore(c, value, (ramp,)))
+    lib = with_kind("llvm")([tir.PrimFunc("vec", (a, b, c), body)])
+    rng = np.random.default_rng(1)
+    x, y = (rng.standard_normal(n).astype(_np(t)) for _ in range(2))
+    out = rt.empty((n,), _np(t))
+    lib["ember_vec"](rt.array(x), rt.array(y), out)
+    with np.errstate(all="ignore"):
+        prod = (x.astype(np.float32) * y.astype(np.float32)).astype(_np(t))
+        want = (prod.astype(np.float32) + np.float32(0.5)).astype(_np(t))
+    assert np.array_equal(out.numpy().view(_storage(t)), want.view(_storage(t)))
