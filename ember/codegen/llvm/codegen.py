@@ -19,6 +19,7 @@ from ember.codegen.llvm.checks import CheckLowering
 from ember.codegen.llvm.contract import contracted_update, reduction_update
 from ember.codegen.llvm.expr import ExprLowering
 from ember.codegen.llvm.ir_text import FunctionWriter, ModuleContext, Val, memory_type, value_type
+from ember.codegen.llvm.narrow import is_narrow
 from ember.errors import CompileError
 from ember.tir import dtype as dt
 from ember.tir.buffer import Buffer
@@ -130,7 +131,10 @@ class FuncGen(ExprLowering, CheckLowering):
             self.loop(s)
         elif isinstance(s, BufferStore):
             fused = reduction_update(s)
-            value = contracted_update(self, *fused) if fused else self.expr(s.value)
+            if is_narrow(s.buffer.dtype):  # the bits (narrow_lower)
+                value = self.narrow_bits(s.value)
+            else:
+                value = contracted_update(self, *fused) if fused else self.expr(s.value)
             self.store_value(s.buffer, value, s.indices, s.value.dtype)
         elif isinstance(s, LetStmt):
             value = self.expr(s.value)

@@ -22,6 +22,8 @@ from ember.codegen.llvm.ir_text import (
 )
 from ember.codegen.llvm.mathfn import math_call
 from ember.codegen.llvm.memory import MemoryLowering
+from ember.codegen.llvm.narrow import is_narrow, narrow_value
+from ember.codegen.llvm.narrow_lower import NarrowLowering
 from ember.errors import CompileError
 from ember.support.dtypes import sub_bits
 from ember.tir import dtype as dt
@@ -82,7 +84,7 @@ def may_fault(e: PrimExpr) -> bool:
     return bool(found)
 
 
-class ExprLowering(MemoryLowering):
+class ExprLowering(NarrowLowering, MemoryLowering):
     """Lowers expressions into ``self.w``; statements live in the subclass."""
 
     w: FunctionWriter
@@ -93,6 +95,8 @@ class ExprLowering(MemoryLowering):
     def const(self, dtype: str, value: int | float) -> Val:
         """A constant of (possibly vector) ``dtype``."""
         ty = value_type(dtype, self.where)
+        if is_narrow(dtype):  # the value the narrow type holds, as the C back end
+            value = narrow_value(dtype, float(value))
         if dt.is_float(dtype):
             lit = float_literal(float(value), dtype)
         elif dt.is_bool(dtype):
@@ -104,6 +108,12 @@ class ExprLowering(MemoryLowering):
     # -- the dispatcher -----------------------------------------------------------------
     def expr(self, e: PrimExpr) -> Val:
         """The LLVM value of ``e``."""
+        if is_narrow(e.dtype):
+            return self.narrow_expr(e)
+        return self.plain_expr(e)
+
+    def plain_expr(self, e: PrimExpr) -> Val:
+        """The LLVM value of ``e``, a narrow float computed in float32 and not rounded."""
         if isinstance(e, Var):
             val = self.env.get(e)
             if val is None:
@@ -142,6 +152,11 @@ class ExprLowering(MemoryLowering):
             if e.kind == CPACKED_KIND:
                 return self.call_cpacked(e)
             if e.kind == REINTERPRET_KIND:  # the same bits read as another type of one width
+                if is_narrow(e.dtype) or is_narrow(e.args[0].dtype):
+                    raise CompileError(
+                        f"LLVM codegen{self.where}: reinterpret {e.args[0].dtype} -> {e.dtype}: "
+                        "narrow floats are not supported; reinterpret their storage instead"
+                    )
                 v, ty = self.expr(e.args[0]), value_type(e.dtype, self.where)
                 return self.w.inst(ty, f"bitcast {v.typed()} to {ty}")
             if e.kind != "intrin":
@@ -291,6 +306,8 @@ class ExprLowering(MemoryLowering):
         """C conversion of ``v`` from ``src`` to ``dst``."""
         if dt.element_of(src) == dt.element_of(dst):
             return v
+        if is_narrow(src) or is_narrow(dst):
+            return self.narrow_cast(v, src, dst)
         if sub_bits(dt.element_of(dst)) and dt.is_integral(dst):  # wrap: the low bits
             byte = dt.with_lanes("int8" if dt.is_int(dst) else "uint8", dt.lanes_of(dst))
             return self.sub_byte_value(self.cast(v, src, byte), dst)

@@ -20,6 +20,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from ember.codegen.c.half import HALF_TAGS
 from ember.errors import CompileError
 from ember.tir import dtype as dt
 
@@ -41,6 +42,7 @@ _SCALAR = {
     "float64": "double",
     "handle": "ptr",
 }
+_SCALAR.update(dict.fromkeys(HALF_TAGS, "float"))  # narrow floats: float values (narrow.py)
 
 
 class Val(NamedTuple):
@@ -61,8 +63,7 @@ def scalar_type(dtype: str, where: str = "") -> str:
     if ty is None:
         raise CompileError(
             f"LLVM codegen{where}: dtype {base} is not supported by the LLVM back end; "
-            "compile float16/bfloat16 models for the 'c' target (which stores them as 16 "
-            "bits and computes in float32), or cast to float32 before the kernel"
+            "compile the model for the 'c' target, or cast to a supported type before the kernel"
         )
     return ty
 
@@ -78,6 +79,8 @@ def memory_type(dtype: str, where: str = "") -> str:
     """The LLVM type of ``dtype`` in memory (bool is stored as i8)."""
     lanes = dt.lanes_of(dtype)
     ty = "i8" if dt.is_bool(dtype) else scalar_type(dtype, where)
+    if dt.element_of(dtype) in HALF_TAGS:  # their bits
+        ty = "i16" if dt.element_of(dtype) in ("float16", "bfloat16") else "i8"
     return ty if lanes == 1 else f"<{lanes} x {ty}>"
 
 

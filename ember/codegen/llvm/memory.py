@@ -97,7 +97,8 @@ class MemoryLowering:
                     raw = self.w.inst(vty, f"insertelement {raw.typed()}, {one.typed()}, i32 {k}")
         if elem == "bool":
             return self.compare("icmp ne", raw, self.const(dt.with_lanes("uint8", lanes), 0))
-        return self.sub_byte_value(raw, e.dtype) if sub_bits(elem) else raw
+        sub_int = sub_bits(elem) and dt.is_integral(elem)  # float4: its bits (narrow.py)
+        return self.sub_byte_value(raw, e.dtype) if sub_int else raw
 
     def sub_byte_value(self, v: Val, dtype: str) -> Val:
         """The int4/uint4/int2/uint2 value of the low bits of the byte(s) ``v`` (sign- or
@@ -121,7 +122,7 @@ class MemoryLowering:
         if elem == "bool":
             wide = mty if lanes == 1 else f"<{lanes} x {mty}>"
             value = self.w.inst(wide, f"zext {value.typed()} to {wide}")
-        elif sub_bits(elem):  # the low bits, ml_dtypes' layout
+        elif sub_bits(elem) and dt.is_integral(elem):  # the low bits, ml_dtypes' layout
             mask = self.const(dt.with_lanes("uint8", lanes), (1 << sub_bits(elem)) - 1)
             value = self.w.inst(value.ty, f"and {value.typed()}, {mask.ref}")
         tag = self.access_tag()

@@ -142,3 +142,24 @@ def with_kind(kind: str) -> Callable[..., Module]:
         return compile_funcs(funcs, out_dir, target, extra_sources, kind)
 
     return run
+
+
+#: tests of the C back end's suites that read C source text, not results
+C_SOURCE_TESTS = frozenset(
+    {
+        "test_half_source_reads_bits_and_float32_source_is_unchanged",
+        "test_half_vector_dtypes_are_clear_errors",
+        "test_vector_code_of_sub_byte_types_is_refused",
+    }
+)
+
+
+def c_copy(module: str, kind: str) -> dict[str, Any]:
+    """The result tests of ``tests/codegen/<module>.py`` built for ``kind`` (``llvm`` or
+    ``llvmjit``); one kind per test module, so its module-scoped fixtures stay apart."""
+    tests = load_c_tests(
+        TESTS / "codegen" / f"{module}.py",
+        f"llvm_copy_{module}_{kind}",
+        compile_funcs=with_kind(kind),
+    )
+    return {k: v for k, v in tests.items() if k not in C_SOURCE_TESTS}
