@@ -127,11 +127,7 @@ ISSUE_OPS: tuple[str, ...] = (
 
 #: cases that cannot pass by design, with the reason; they are counted apart, not failed.
 EXCLUDED: dict[str, str] = {
-    # Training-mode Dropout draws random masks: not reproducible, and ember is inference-only.
-    "test_training_dropout": "training-mode dropout (random)",
-    "test_training_dropout_default": "training-mode dropout (random)",
-    "test_training_dropout_default_mask": "training-mode dropout (random)",
-    "test_training_dropout_mask": "training-mode dropout (random)",
+    # (training-mode Dropout passes: ember's generator is numpy's RandomState(seed))
 }
 
 #: cases whose name matches one of these patterns are excluded, with the reason.
