@@ -90,8 +90,8 @@ static double __attribute__((unused)) ember_mt_gauss(ember_mt* s) {
   return f * x2;
 }
 
-static int32_t __attribute__((unused)) ember_rng_uniform(double* out, int64_t n, double low, double high, int64_t seed,
-                          void* state) {
+static int32_t __attribute__((unused))
+ember_rng_uniform(double* out, int64_t n, double low, double high, int64_t seed, void* state) {
   ember_mt* s = (ember_mt*)state;
   ember_mt_seed(s, (uint32_t)seed);
   double range = high - low;
@@ -99,8 +99,8 @@ static int32_t __attribute__((unused)) ember_rng_uniform(double* out, int64_t n,
   return 0;
 }
 
-static int32_t __attribute__((unused)) ember_rng_normal(double* out, int64_t n, double mean, double scale, int64_t seed,
-                         void* state) {
+static int32_t __attribute__((unused))
+ember_rng_normal(double* out, int64_t n, double mean, double scale, int64_t seed, void* state) {
   ember_mt* s = (ember_mt*)state;
   ember_mt_seed(s, (uint32_t)seed);
   for (int64_t i = 0; i < n; ++i) out[i] = mean + scale * ember_mt_gauss(s);
@@ -128,8 +128,8 @@ static int64_t __attribute__((unused)) ember_rng_inversion1(ember_mt* s, double 
   return x;
 }
 
-static int32_t __attribute__((unused)) ember_rng_bernoulli(const double* p, double* out, int64_t n, int64_t seed,
-                            void* state) {
+static int32_t __attribute__((unused))
+ember_rng_bernoulli(const double* p, double* out, int64_t n, int64_t seed, void* state) {
   ember_mt* s = (ember_mt*)state;
   for (int64_t i = 0; i < n; ++i) {
     if (!(p[i] >= 0.0 && p[i] <= 1.0)) return 1;
@@ -144,8 +144,9 @@ static int32_t __attribute__((unused)) ember_rng_bernoulli(const double* p, doub
 }
 
 /* state is followed by `classes` doubles of cdf */
-static int32_t __attribute__((unused)) ember_rng_multinomial(const double* x, int64_t* out, int64_t rows, int64_t classes,
-                              int64_t samples, int64_t seed, void* state) {
+static int32_t __attribute__((unused))
+ember_rng_multinomial(const double* x, int64_t* out, int64_t rows, int64_t classes,
+                      int64_t samples, int64_t seed, void* state) {
   ember_mt* s = (ember_mt*)state;
   double* cdf = (double*)((char*)state + sizeof(ember_mt));
   ember_mt_seed(s, (uint32_t)seed);
