@@ -5,15 +5,22 @@ MT19937 refill), compiled for the C target; and the llvm kinds' build-time error
 
 from __future__ import annotations
 
+import subprocess
+import tarfile
+from pathlib import Path
+
 import numpy as np
 import pytest
+from onnx import helper
 
+import ember
 from ember.errors import CompileError
 from ember.ir.op import Attrs
 from ember.ir.ops.random import multinomial_ref
 from ember.testing import build_model, run_onnx_compiled
 from ember.testing.onnx_models import node
 from ember.testing.runners import compile_onnx
+from ember.tools.mlf import TestVectors
 
 pytestmark = pytest.mark.cc
 
@@ -116,3 +123,41 @@ def test_llvm_kinds_refuse_random_ops_at_build_time(kind: str) -> None:
     model = build_model([node("RandomUniform", [], "y", shape=[4], seed=0.0)], {}, ["y"])
     with pytest.raises(CompileError, match="compile this model with the c target"):
         compile_onnx(model, target=kind)
+
+
+def test_standalone_program_draws_numpy_numbers_without_a_heap(tmp_path: Path) -> None:
+    # AOT + Model Library Format: the generator states live in the planned arena, and the
+    # standalone program (make test) checks its outputs against numpy's
+    p = np.random.default_rng(4).random((4, 6))
+    x = np.random.default_rng(5).standard_normal((4, 6)).astype(np.float32)
+    nodes = [
+        helper.make_node("Dropout", ["x", "r", "t"], ["y", "z"], seed=2),
+        node("RandomNormal", [], "n", shape=[5, 7], seed=6.0, dtype=11),
+        node("Bernoulli", ["p"], "b", seed=7.0),
+        node("Multinomial", ["p"], "m", seed=8.0, sample_size=5, dtype=7),
+    ]
+    inputs = {"x": x, "r": np.float32(0.75), "t": np.bool_(True), "p": p}
+    specs = {k: (v.dtype.name, v.shape) for k, v in inputs.items()}
+    model = build_model(nodes, specs, ["y", "z", "n", "b", "m"], opset=15)
+    keep = np.random.RandomState(2).uniform(0, 1.0, x.shape) >= np.float32(0.75)
+    want = [
+        keep * x * (1 / (1 - np.float32(0.75))),
+        keep,
+        np.random.RandomState(6).normal(0, 1, (5, 7)),
+        np.random.RandomState(7).binomial(1, p).astype(np.float64),
+        multinomial_ref([p], Attrs({"seed": 8, "sample_size": 5})).astype(np.int32),
+    ]
+    mod, params = ember.frontend.from_onnx(model)
+    lowered = ember.lower(mod, "c", params, executor="aot -interface-api=c", mod_name="rng")
+    vectors = TestVectors(inputs, want, rtol=0.0, atol=0.0)
+    path = ember.export_model_library_format(lowered, tmp_path / "rng.tar", test_vectors=vectors)
+    with tarfile.open(path) as tar:
+        tar.extractall(tmp_path, filter="data")
+    out = subprocess.run(["make", "-s", "test"], cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.strip().startswith("PASS")
+    symbols = subprocess.run(
+        ["nm", "-u", "run_model"], cwd=tmp_path, capture_output=True, text=True
+    )
+    linked = {line.split()[-1].split("@")[0] for line in symbols.stdout.splitlines() if line}
+    assert not linked & {"malloc", "calloc", "realloc", "free", "posix_memalign", "aligned_alloc"}
