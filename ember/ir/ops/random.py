@@ -15,8 +15,8 @@ each evaluation, so an op gives the same numbers on every run and the numbers nu
   random_sample(sample_size), side="right")``; the rows draw from one stream in order.
 
 Results are float64 (indices of ``random.multinomial`` int64); the importer casts. The ops
-are not pure in the graph sense only in that folding them would embed their values as
-parameters: ``OpDef.pure`` is False, so constant folding leaves them to run time.
+are deterministic, but ``OpDef.pure`` is False: constant folding leaves them to run time,
+so a random tensor is drawn by its kernel instead of becoming a (possibly large) parameter.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ deterministic artifacts; and the check behind the Bernoulli conformance cases' c
 
 from __future__ import annotations
 
+import re
+import subprocess
 import sys
 import zlib
 from pathlib import Path
@@ -149,3 +151,12 @@ def test_the_bernoulli_cases_draw_input_and_output_from_one_numpy_stream() -> No
         drawn = np.random.RandomState(0).binomial(1, x.astype(np.float64))
         assert not np.array_equal(drawn, y), case.name
         assert cc.exclusion_reason(case.name) is not None, case.name
+
+
+@pytest.mark.cc
+def test_the_example_of_docs_random_md_runs() -> None:
+    doc = Path(__file__).resolve().parents[3] / "docs" / "random.md"
+    (block,) = re.findall(r"```python\n(.*?)```", doc.read_text(), flags=re.S)
+    out = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("numpy-identical: ember (2, 3)")
