@@ -17,10 +17,12 @@ import zlib
 
 from ember.frontend.onnx.common import arg, ttype
 from ember.frontend.onnx.context import ConvertContext, NodeView, onnx_elem_dtype
-from ember.frontend.onnx.registry import FLOAT_TYPES, onnx_op
+from ember.frontend.onnx.registry import onnx_op
 from ember.ir.expr import Expr, call
 from ember.ir.ops.random import SEED_LIMIT
 
+#: the input types of Bernoulli and Multinomial (ONNX's T1).
+_PROB_TYPES = frozenset({"float16", "bfloat16", "float32", "float64"})
 #: ONNX's default output type of RandomUniform/RandomNormal (FLOAT) and Multinomial (INT32).
 _FLOAT, _INT32 = 1, 6
 
@@ -102,7 +104,7 @@ def random_normal_like(ctx: ConvertContext, node: NodeView) -> Expr:
     return _normal(ctx, node, xt.shape, _out_dtype(ctx, node, xt.dtype))
 
 
-@onnx_op("Bernoulli", since=15, dtypes=FLOAT_TYPES)
+@onnx_op("Bernoulli", since=15, dtypes=_PROB_TYPES)
 def bernoulli(ctx: ConvertContext, node: NodeView) -> Expr:
     """Bernoulli: ``RandomState(seed).binomial(1, p)`` (onnx's reference), cast to ``dtype``."""
     p = arg(ctx, node, 0, "the probabilities")
@@ -111,7 +113,7 @@ def bernoulli(ctx: ConvertContext, node: NodeView) -> Expr:
     return _cast(drawn, dtype, node)
 
 
-@onnx_op("Multinomial", since=7, dtypes=FLOAT_TYPES)
+@onnx_op("Multinomial", since=7, dtypes=_PROB_TYPES)
 def multinomial(ctx: ConvertContext, node: NodeView) -> Expr:
     """Multinomial: ``sample_size`` class indices per row of log-probabilities."""
     x = arg(ctx, node, 0, "the log-probabilities")
