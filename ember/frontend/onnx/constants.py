@@ -128,7 +128,7 @@ def _training_dropout(
     keep = call("greater_equal", u, call("cast", rate, dtype="float64"))
     one = Constant(np.ones((), dtype=_np(rtype.dtype)))
     scale = call("divide", one, call("subtract", one, rate))
-    if not ctx.is_const(training):  # constant true: folded away
+    if not ctx.is_const(training):  # fed at run time: false keeps every element, scale 1
         keep = call("logical_or", keep, call("logical_not", mode))
         scale = call("where", mode, scale, one)
     y = call("multiply", x, call("cast", keep, dtype=ty.dtype))
