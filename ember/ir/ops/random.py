@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ember.errors import IRError
-from ember.ir.op import Attr, Attrs, OpDef, OpPattern, register_op
+from ember.ir.op import Attr, Attrs, OpDef, OpPattern, TypeRule, register_op
 from ember.ir.ops.common import check_dtype
 from ember.ir.types import TensorType, Type
 
@@ -51,7 +51,7 @@ def _shape(attrs: Attrs, op: str) -> tuple[int, ...]:
     return shape
 
 
-def _fill_type(op: str) -> object:
+def _fill_type(op: str) -> TypeRule:
     def rule(types: Sequence[Type], attrs: Attrs) -> Type:
         check_seed(int(attrs["seed"]), f"'{op}'")
         return TensorType(_shape(attrs, op), "float64")
@@ -118,7 +118,7 @@ register_op(
     OpDef(
         "random.uniform",
         0,
-        _fill_type("random.uniform"),  # type: ignore[arg-type]
+        _fill_type("random.uniform"),
         _uniform_ref,
         OpPattern.OPAQUE,
         {"shape": _SHAPE, "seed": _SEED, "low": Attr("float", 0.0), "high": Attr("float", 1.0)},
@@ -130,7 +130,7 @@ register_op(
     OpDef(
         "random.normal",
         0,
-        _fill_type("random.normal"),  # type: ignore[arg-type]
+        _fill_type("random.normal"),
         _normal_ref,
         OpPattern.OPAQUE,
         {"shape": _SHAPE, "seed": _SEED, "mean": Attr("float", 0.0), "scale": Attr("float", 1.0)},
