@@ -169,6 +169,8 @@ class OpDef:
     pattern: OpPattern = OpPattern.OPAQUE
     attrs: Mapping[str, Attr] = field(default_factory=dict)
     doc: str = ""
+    #: False for ops that must run at run time (seeded random generators): never folded.
+    pure: bool = True
 
     def check_arity(self, n: int) -> None:
         """Raise IRError unless ``n`` inputs are acceptable."""

@@ -19,6 +19,7 @@ import ember.ops.nn_pool  # noqa: F401
 import ember.ops.nn_rnn  # noqa: F401
 import ember.ops.nn_sample  # noqa: F401
 import ember.ops.quant  # noqa: F401
+import ember.ops.random  # noqa: F401
 import ember.ops.reduce  # noqa: F401
 import ember.ops.scan  # noqa: F401
 import ember.ops.transform  # noqa: F401

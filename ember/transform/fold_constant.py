@@ -52,6 +52,8 @@ def _fold(old: Expr, node: Expr, new: Mapping[int, Expr]) -> Expr | None:
         return node.tuple_value.fields[node.index]
     if not isinstance(node, Call) or not all(isinstance(a, Constant) for a in node.args):
         return None
+    if not getattr(node.op, "pure", True):  # seeded random generators run at run time
+        return None
     size = _num_elements(node.type)
     biggest = max((a.tensor_type.size for a in node.args), default=0)
     if (size > MAX_FOLD_ELEMENTS and size > biggest) or size > MAX_FOLD_OUTPUT_ELEMENTS:

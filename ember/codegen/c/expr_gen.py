@@ -22,6 +22,8 @@ from ember.codegen.c.int8_dwconv_add import HELPER_KEY as DW_ADD_HELPER_KEY
 from ember.codegen.c.int8_kernels import HELPER_KEY as INT8_HELPER_KEY
 from ember.codegen.c.int8_kernels import INT8_KERNEL_NAMES, INT8_KERNELS_C
 from ember.codegen.c.packed_call import PackedCallMixin
+from ember.codegen.c.random import HELPER_KEY as RANDOM_HELPER_KEY
+from ember.codegen.c.random import RANDOM_KERNEL_NAMES, RANDOM_KERNELS_C
 from ember.codegen.c.vector import VectorMixin, vector_type
 from ember.errors import CompileError
 from ember.support.dtypes import numpy_dtype
@@ -365,6 +367,9 @@ class ExprCodegen(VectorMixin, CheckMixin, PackedCallMixin):
         kernels of int8_kernels.py are defined there instead)."""
         if e.op in F32_KERNEL_NAMES:
             self.ctx.helpers.setdefault(F32_HELPER_KEY, F32_KERNELS_C)
+            return f"{e.op}({', '.join(self.expr(a) for a in e.args)})"
+        if e.op in RANDOM_KERNEL_NAMES:
+            self.ctx.helpers.setdefault(RANDOM_HELPER_KEY, RANDOM_KERNELS_C)
             return f"{e.op}({', '.join(self.expr(a) for a in e.args)})"
         if e.op in INT8_KERNEL_NAMES | DW_ADD_KERNEL_NAMES:
             self.ctx.helpers.setdefault(INT8_HELPER_KEY, INT8_KERNELS_C)

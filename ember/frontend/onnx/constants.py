@@ -1,4 +1,4 @@
-"""ONNX handlers for constants and structure: Constant, Identity, Dropout (inference), Shape,
+"""ONNX handlers for constants and structure: Constant, Identity, Dropout, Shape,
 Size, ConstantOfShape, Range.
 
 Shapes are static in ember, so Shape, Size and Range (over constant inputs) become
@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from ember.frontend.onnx import random
 from ember.frontend.onnx.context import ConvertContext, NodeView
 from ember.frontend.onnx.registry import ALL_TYPES, NUMERIC_TYPES, onnx_op
 from ember.ir.expr import Constant, Expr, call
@@ -81,30 +82,58 @@ def identity(ctx: ConvertContext, node: NodeView) -> Expr:
 
 @onnx_op("Dropout", since=1, dtypes=ALL_TYPES)
 def dropout(ctx: ConvertContext, node: NodeView) -> list[Expr | None]:
-    """Dropout in inference: the input unchanged, and (if used) a mask of ones.
+    """Dropout: in inference the input unchanged and (if used) a mask of ones.
 
-    Opset 12 made training a run-time input; a constant ``training_mode=True`` with a
-    non-zero ratio would drop values at random, which inference cannot reproduce.
+    From opset 12 ``ratio`` and ``training_mode`` are inputs, constant or fed at run time.
+    Training mode draws onnx's reference mask, numpy's ``RandomState(seed).uniform(0, 1,
+    x.shape) >= ratio`` (the random family's generator, reseeded at each run), and gives
+    ``mask * x * (1 / (1 - ratio))``; ``training_mode`` false (or ``ratio`` 0) keeps ``x``.
     """
     x = _input(ctx, node, 0, "the data")
-    if node.opset >= 12 and node.input(2) is not None:
-        training = ctx.require_const(node.input(2), "training_mode")
-        ratio_expr = node.input(1)
-        ratio = 0.5 if ratio_expr is None else float(ctx.require_const(ratio_expr, "ratio"))
-        if bool(np.asarray(training).reshape(-1)[0]) and ratio != 0.0:
-            ctx.fail(
-                node,
-                f"training-mode Dropout (ratio {ratio}) drops values at random; ember "
-                "compiles inference graphs only: export the model in eval mode",
-            )
-    elif node.opset < 7 and node.attr("is_test", 1) == 0:
+    ty = _tensor_type(ctx, node, x)
+    ratio, training = node.input(1), node.input(2)
+    if node.opset >= 12 and training is not None and not _is_inference(ctx, ratio, training):
+        return _training_dropout(ctx, node, x, ratio, training)
+    if node.opset < 7 and node.attr("is_test", 1) == 0:
         ctx.fail(node, "Dropout with is_test=0 is training mode; export in eval mode")
     mask: Expr | None = None
     if node.output_used(1):
-        ty = _tensor_type(ctx, node, x)
         mask_dtype = "bool" if node.opset >= 10 else ty.dtype
         mask = _filled(ty.shape, np.ones((), dtype=_np(mask_dtype)), node)
     return [x, mask]
+
+
+def _is_inference(ctx: ConvertContext, ratio: Expr | None, training: Expr) -> bool:
+    """True when ``training_mode`` is a constant false or ``ratio`` a constant 0."""
+    mode = ctx.const_value(training)
+    if mode is not None and not bool(np.asarray(mode).reshape(-1)[0]):
+        return True
+    rate = None if ratio is None else ctx.const_value(ratio)
+    return rate is not None and float(np.asarray(rate).reshape(-1)[0]) == 0.0
+
+
+def _training_dropout(
+    ctx: ConvertContext, node: NodeView, x: Expr, ratio: Expr | None, training: Expr
+) -> list[Expr | None]:
+    """``keep = uniform >= ratio`` (or all kept when training_mode is false at run time);
+    ``y = x * keep * scale`` with ``scale = 1 / (1 - ratio)`` in ratio's dtype, as numpy."""
+    ty = _tensor_type(ctx, node, x)
+    rate = Constant(np.array(0.5, dtype=np.float32)) if ratio is None else ratio
+    rtype = _tensor_type(ctx, node, rate)
+    if rtype.size != 1 or _tensor_type(ctx, node, training).size != 1:
+        ctx.fail(node, "ratio and training_mode must be scalars")
+    rate = call("reshape", rate, newshape=())
+    mode = call("reshape", training, newshape=())
+    u = random.uniform(ty.shape, 0.0, 1.0, random.seed_of(ctx, node), node.name)
+    keep = call("greater_equal", u, call("cast", rate, dtype="float64"))
+    one = Constant(np.ones((), dtype=_np(rtype.dtype)))
+    scale = call("divide", one, call("subtract", one, rate))
+    if not ctx.is_const(training):  # fed at run time: false keeps every element, scale 1
+        keep = call("logical_or", keep, call("logical_not", mode))
+        scale = call("where", mode, scale, one)
+    y = call("multiply", x, call("cast", keep, dtype=ty.dtype))
+    y = call("multiply", y, call("cast", scale, dtype=ty.dtype), name=node.name)
+    return [y, keep if node.output_used(1) else None]
 
 
 @onnx_op("Shape", since=1, dtypes=ALL_TYPES)

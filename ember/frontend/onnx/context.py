@@ -366,6 +366,8 @@ class ConvertContext:
         """The value of a call over Constants when folding it is worthwhile, else None."""
         if not isinstance(node.op, OpDef) or not all(isinstance(a, Constant) for a in node.args):
             return None
+        if not node.op.pure:  # seeded random generators run at run time
+            return None
         in_size = sum(a.tensor_type.size for a in node.args)
         limit = max(self.FOLD_MIN_ELEMENTS, in_size)
         types = node.type.fields if isinstance(node.type, TupleType) else (node.type,)

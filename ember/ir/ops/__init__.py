@@ -25,6 +25,7 @@ from ember.ir.ops import (
     nn_rnn,  # noqa: F401
     nn_sample,  # noqa: F401
     quant,  # noqa: F401
+    random,  # noqa: F401
     reduce,  # noqa: F401
     scan,  # noqa: F401
     transform,  # noqa: F401
@@ -48,6 +49,7 @@ FAMILIES: tuple[str, ...] = (
     "nn_rnn",
     "nn_sample",
     "quant",
+    "random",
     "reduce",
     "scan",
     "transform",

@@ -3,6 +3,8 @@ ConstantOfShape, Range; and that they fold to constants."""
 
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -100,7 +102,8 @@ def test_dropout_inference(onnx_model, run_ember, opset, with_mask):
         assert got[1].shape == x.shape and (got[1] == 1).all()
 
 
-def test_dropout_training_mode_is_rejected(onnx_model):
+def test_dropout_training_mode_draws_numpy_s_mask(onnx_model, run_ember):
+    # (training mode used to be refused; it is numpy's RandomState now, docs/random.md)
     model = onnx_model(
         [helper.make_node("Dropout", ["x", "r", "t"], ["y"], name="drop1")],
         inputs={"x": ("float32", (3, 5))},
@@ -108,8 +111,11 @@ def test_dropout_training_mode_is_rejected(onnx_model):
         initializers={"r": np.array(0.5, np.float32), "t": np.array(True)},
         opset=13,
     )
-    with pytest.raises(FrontendError, match="drop1.*training-mode"):
-        from_onnx(model)
+    x = _x((3, 5))
+    (got,) = run_ember(model, {"x": x})
+    seed = zlib.crc32(b"Dropout:y")  # no seed attribute: one from the build
+    keep = np.random.RandomState(seed).uniform(0.0, 1.0, x.shape) >= 0.5
+    np.testing.assert_array_equal(got, keep * x * np.float32(2.0))
 
 
 def test_dropout_training_with_zero_ratio_is_identity(onnx_model, compare_ort):
