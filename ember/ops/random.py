@@ -3,19 +3,19 @@ the C kernels of ember/codegen/c/random.py (numpy's legacy RandomState, bit for 
 
 Each kernel seeds its generator state in a scratch buffer of its own (heap in a library
 build; the planned static scratch in AOT and standalone builds, which allocate nothing),
-so every run gives the same numbers. The kernels are C source: the llvm kinds refuse these
-ops at build time (schedule key ``llvm``) with an error that names the c target.
+so every run gives the same numbers. The C target compiles the kernels' source into each
+library; code of the llvm and llvmjit targets calls the same kernels exported by the
+runtime library.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ember.errors import CompileError
 from ember.ir.op import Attrs
 from ember.ir.types import Type
 from ember.ops.common import out_tensor_type, static_shape
-from ember.ops.registry import ScheduleContext, register_compute, register_schedule
+from ember.ops.registry import register_compute
 from ember.tir import (
     Allocate,
     Buffer,
@@ -131,15 +131,3 @@ def random_multinomial(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) ->
         )
 
     return _extern(inputs, out_type, "rng_multinomial", body)
-
-
-def _c_only(ctx: ScheduleContext) -> None:
-    raise CompileError(
-        f"target '{ctx.target}': the seeded random ops (RandomUniform, RandomNormal, "
-        "Bernoulli, Multinomial, training-mode Dropout) are C kernels (numpy's MT19937); "
-        "compile this model with the c target ('c' or 'c -mcpu=native')"
-    )
-
-
-for _name in RANDOM_OPS:
-    register_schedule(_name, key="llvm")(_c_only)

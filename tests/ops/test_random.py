@@ -1,7 +1,7 @@
 """The seeded random kernels (ember/codegen/c/random.py) against numpy's legacy
 ``RandomState(seed)``, bit for bit: several seeds (0, 1, 2**32 - 256, ...) and sizes (one
 element, odd counts that leave a cached normal unused, more than the 624 words of one
-MT19937 refill), compiled for the C target; and the llvm kinds' build-time error."""
+MT19937 refill), compiled for the C target, and for the llvm kinds (the runtime library's copy)."""
 
 from __future__ import annotations
 
@@ -15,12 +15,10 @@ import pytest
 from onnx import helper
 
 import ember
-from ember.errors import CompileError
 from ember.ir.op import Attrs
 from ember.ir.ops.random import multinomial_ref
 from ember.testing import build_model, run_onnx_compiled
 from ember.testing.onnx_models import node
-from ember.testing.runners import compile_onnx
 from ember.tools.mlf import TestVectors
 
 pytestmark = pytest.mark.cc
@@ -120,10 +118,18 @@ def test_multinomial_reference_is_random_state_choice_per_row() -> None:
 
 
 @pytest.mark.parametrize("kind", ["llvm", "llvmjit"])
-def test_llvm_kinds_refuse_random_ops_at_build_time(kind: str) -> None:
-    model = build_model([node("RandomUniform", [], "y", shape=[4], seed=0.0)], {}, ["y"])
-    with pytest.raises(CompileError, match="compile this model with the c target"):
-        compile_onnx(model, target=kind)
+def test_llvm_kinds_call_the_runtime_kernels_bit_for_bit(kind: str) -> None:
+    nodes = [
+        node("RandomUniform", [], "u", shape=[7, 5], seed=3.0, dtype=11),
+        node("RandomNormal", [], "g", shape=[9], seed=20261120.0, dtype=11),
+        node("Bernoulli", ["p"], "b", seed=1.0, dtype=11),
+    ]
+    p = np.linspace(0.0, 1.0, 11)
+    model = build_model(nodes, {"p": ("float64", p.shape)}, ["u", "g", "b"])
+    u, g, b = run_onnx_compiled(model, {"p": p}, target=kind)
+    assert u.tobytes() == np.random.RandomState(3).uniform(0.0, 1.0, (7, 5)).tobytes()
+    assert g.tobytes() == np.random.RandomState(20261120).normal(0.0, 1.0, 9).tobytes()
+    assert b.tobytes() == np.random.RandomState(1).binomial(1, p).astype(np.float64).tobytes()
 
 
 def _standalone(tmp_path: Path, target: str, tolerance: float) -> Path:

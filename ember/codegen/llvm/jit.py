@@ -23,12 +23,17 @@ from ember.runtime.artifact import InMemoryArtifact
 from ember.runtime.module import Module
 from ember.runtime.packed_func import CPackedFunc, PackedFunc
 
-#: the runtime API generated code calls (codegen.RUNTIME_DECLS and the wrapper).
+#: the runtime functions generated code calls (codegen.RUNTIME_DECLS, the wrapper, externs).
 RUNTIME_SYMBOLS = (
     "EmberAPISetLastError",
     "EmberBackendAllocWorkspace",
     "EmberBackendFreeWorkspace",
     "EmberBackendParallelLaunch",
+    # the seeded random kernels (ember/runtime/src/random_kernels.h), called by ember.ops.random
+    "ember_rng_uniform",
+    "ember_rng_normal",
+    "ember_rng_bernoulli",
+    "ember_rng_multinomial",
 )
 
 

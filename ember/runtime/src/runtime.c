@@ -297,6 +297,10 @@ int32_t EmberBackendFreeWorkspace(int32_t device_type, int32_t device_id, void* 
 
 #include "thread_pool.h" /* the thread pool and parallel launches */
 
+/* numpy's seeded generators, exported for code of the llvm and llvmjit targets */
+#define EMBER_RNG_API EMBER_DLL
+#include "random_kernels.h"
+
 /* ---- timing -------------------------------------------------------------- */
 static double now_ms(void) {
   struct timespec ts;
