@@ -21,4 +21,5 @@ import ember.ops.nn_sample  # noqa: F401
 import ember.ops.quant  # noqa: F401
 import ember.ops.reduce  # noqa: F401
 import ember.ops.scan  # noqa: F401
+import ember.ops.strings  # noqa: F401
 import ember.ops.transform  # noqa: F401

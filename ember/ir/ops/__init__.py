@@ -27,6 +27,7 @@ from ember.ir.ops import (
     quant,  # noqa: F401
     reduce,  # noqa: F401
     scan,  # noqa: F401
+    strings,  # noqa: F401
     transform,  # noqa: F401
 )
 
@@ -50,5 +51,6 @@ FAMILIES: tuple[str, ...] = (
     "quant",
     "reduce",
     "scan",
+    "strings",
     "transform",
 )

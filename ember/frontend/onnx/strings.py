@@ -1,0 +1,32 @@
+"""ONNX handlers of the string family (docs/strings.md): StringConcat, RegexFullMatch.
+
+Equal on strings is in binary.py (it becomes ``string_equal``); LabelEncoder with string
+keys or values is in ml.py.
+"""
+
+from __future__ import annotations
+
+from ember.frontend.onnx.common import arg
+from ember.frontend.onnx.context import ConvertContext, NodeView
+from ember.frontend.onnx.registry import onnx_op
+from ember.ir.expr import Expr, call
+
+STRING_TYPES = frozenset({"string"})
+
+
+@onnx_op("StringConcat", since=20, dtypes=STRING_TYPES)
+def string_concat(ctx: ConvertContext, node: NodeView) -> Expr:
+    """StringConcat(X, Y): X[i] + Y[i], broadcast."""
+    return call("string_concat", arg(ctx, node, 0), arg(ctx, node, 1), name=node.name)
+
+
+@onnx_op("RegexFullMatch", since=20, dtypes=STRING_TYPES)
+def regex_full_match(ctx: ConvertContext, node: NodeView) -> Expr:
+    """RegexFullMatch(X, pattern): whether each string matches the pattern as a whole.
+
+    ember matches with POSIX extended regular expressions (docs/strings.md), not RE2.
+    """
+    pattern = node.attr("pattern", "")
+    if isinstance(pattern, bytes):
+        pattern = pattern.decode("utf-8")
+    return call("regex_full_match", arg(ctx, node, 0), pattern=str(pattern), name=node.name)
