@@ -9,20 +9,14 @@ here, at build time, so a pattern the C library rejects fails the build, not the
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-from functools import cache
 from typing import Any
 
-from ember.errors import OpNotSupportedError
 from ember.ir.op import Attrs
 from ember.ir.types import Type
 from ember.ops.common import load_broadcast, out_tensor_type
 from ember.ops.registry import register_compute
+from ember.support import posix_regex
 from ember.tir import PrimExpr, call_extern, te
-
-#: ``regcomp``'s REG_EXTENDED flag (the same value in glibc, musl and the BSDs).
-REG_EXTENDED = 1
 
 
 def _pair(name: str, c_func: str, out_dtype: str) -> None:
@@ -43,34 +37,12 @@ _pair("string_equal", "ember_str_equal", "bool")
 _pair("string_concat", "ember_str_concat", "string")
 
 
-@cache
-def _libc() -> Any:
-    return ctypes.CDLL(ctypes.util.find_library("c") or None)
-
-
-def check_pattern(pattern: str) -> None:
-    """Compile ``pattern`` with the C library's regcomp; OpNotSupportedError if it refuses."""
-    libc = _libc()
-    compiled = ctypes.create_string_buffer(1024)  # larger than any libc's regex_t
-    status = libc.regcomp(compiled, pattern.encode("utf-8"), REG_EXTENDED)
-    if status != 0:
-        message = ctypes.create_string_buffer(256)
-        libc.regerror(status, compiled, message, len(message))
-        raise OpNotSupportedError(
-            f"RegexFullMatch: the C library's POSIX regex (regcomp, extended syntax) rejects "
-            f"the pattern {pattern!r}: {message.value.decode(errors='replace')}; ember "
-            "matches with POSIX extended regular expressions, not RE2 (docs/strings.md): "
-            "rewrite the pattern without RE2-only syntax such as (?:...), \\d or lazy *?"
-        )
-    libc.regfree(compiled)
-
-
 @register_compute("regex_full_match")
 def regex_full_match(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
     """out[i] = whether the whole of x[i] matches the pattern (regexec)."""
     (x,) = inputs
     pattern = str(attrs["pattern"])
-    check_pattern(pattern)
+    posix_regex.check(pattern)  # a pattern regcomp rejects fails the build
     ty = out_tensor_type(out_type)
     return te.compute(
         ty.shape,

@@ -10,6 +10,7 @@ from ember.frontend.onnx.common import arg
 from ember.frontend.onnx.context import ConvertContext, NodeView
 from ember.frontend.onnx.registry import onnx_op
 from ember.ir.expr import Expr, call
+from ember.support import posix_regex
 
 STRING_TYPES = frozenset({"string"})
 
@@ -24,9 +25,9 @@ def string_concat(ctx: ConvertContext, node: NodeView) -> Expr:
 def regex_full_match(ctx: ConvertContext, node: NodeView) -> Expr:
     """RegexFullMatch(X, pattern): whether each string matches the pattern as a whole.
 
-    ember matches with POSIX extended regular expressions (docs/strings.md), not RE2.
+    ember matches with the C library's POSIX extended regular expressions, not RE2: the
+    pattern is rewritten where POSIX has an equivalent, else refused (docs/strings.md).
     """
-    pattern = node.attr("pattern", "")
-    if isinstance(pattern, bytes):
-        pattern = pattern.decode("utf-8")
-    return call("regex_full_match", arg(ctx, node, 0), pattern=str(pattern), name=node.name)
+    pattern = posix_regex.from_re2(str(node.attr("pattern", "")))
+    posix_regex.check(pattern)
+    return call("regex_full_match", arg(ctx, node, 0), pattern=pattern, name=node.name)

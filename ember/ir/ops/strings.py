@@ -8,7 +8,6 @@ pattern (docs/strings.md says how it differs from ONNX's RE2 syntax).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -16,6 +15,7 @@ import numpy as np
 from ember.ir.op import Attr, Attrs, OpDef, OpPattern, register_op
 from ember.ir.ops.common import broadcast_shapes, check_dtype
 from ember.ir.types import TensorType, Type
+from ember.support.posix_regex import full_match
 
 STRING = frozenset({"string"})
 
@@ -46,9 +46,8 @@ def _full_match_type(types: Sequence[Type], attrs: Attrs) -> Type:
 
 
 def _full_match_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
-    pattern = re.compile(attrs["pattern"])
-    flat = [pattern.fullmatch(str(s)) is not None for s in np.asarray(xs[0]).reshape(-1)]
-    return np.array(flat, dtype=bool).reshape(np.shape(xs[0]))
+    flat = [str(s) for s in np.asarray(xs[0]).reshape(-1).tolist()]
+    return full_match(str(attrs["pattern"]), flat).reshape(np.shape(xs[0]))
 
 
 register_op(
