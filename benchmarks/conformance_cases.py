@@ -136,11 +136,8 @@ EXCLUDED: dict[str, str] = {
 
 #: cases whose name matches one of these patterns are excluded, with the reason.
 EXCLUDED_PATTERNS: tuple[tuple[str, str], ...] = (
-    # Model suites: the training-only Gradient op, string normalisation.
+    # Model suites: the training-only Gradient op.
     (r"^test_gradient_of_", "Gradient is a training op (ai.onnx.preview.training)"),
-    (r"^test_strnorm_model", "string tensors are not supported"),
-    # String tensors are not numeric.
-    (r"(_stringXX|STRINGXX)", "string tensors are not supported"),
 )
 
 

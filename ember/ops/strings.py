@@ -16,7 +16,7 @@ from ember.ir.types import Type
 from ember.ops.common import load_broadcast, out_tensor_type
 from ember.ops.registry import register_compute
 from ember.support import posix_regex
-from ember.tir import PrimExpr, call_extern, te
+from ember.tir import PrimExpr, call_extern, const, te
 
 
 def _pair(name: str, c_func: str, out_dtype: str) -> None:
@@ -48,4 +48,17 @@ def regex_full_match(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> t
         ty.shape,
         lambda *i: call_extern("bool", "ember_str_regex_full_match", x[i] if i else x[()], pattern),
         "regex_full_match",
+    )
+
+
+@register_compute("string_change_case")
+def string_change_case(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """out[i] = x[i] upper- or lower-cased (the C library's towupper_l/towlower_l)."""
+    (x,) = inputs
+    upper = const(int(bool(attrs["upper"])), "int32")
+    ty = out_tensor_type(out_type)
+    return te.compute(
+        ty.shape,
+        lambda *i: call_extern("string", "ember_str_change_case", x[i] if i else x[()], upper),
+        "string_change_case",
     )

@@ -61,3 +61,26 @@ register_op(
         doc="whether each string matches the POSIX extended pattern as a whole",
     )
 )
+
+
+def _case_type(types: Sequence[Type], attrs: Attrs) -> Type:
+    x = check_dtype(types[0], STRING, "input of 'string_change_case'")
+    return TensorType(x.shape, "string")
+
+
+def _case_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    flat = [str(s).upper() if attrs["upper"] else str(s).lower() for s in xs[0].reshape(-1)]
+    return np.array([*flat, None], dtype=object)[:-1].reshape(xs[0].shape)
+
+
+register_op(
+    OpDef(
+        "string_change_case",
+        1,
+        _case_type,
+        _case_ref,
+        OpPattern.OPAQUE,
+        {"upper": Attr("bool")},
+        doc="each string upper-cased (upper) or lower-cased",
+    )
+)

@@ -67,3 +67,67 @@ uint8_t ember_str_regex_full_match(EmberString s, const char* pattern) {
   if (regexec(&slot->re, s.data, 1, match, 0) != 0) return 0;
   return match[0].rm_so == 0 && (int64_t)match[0].rm_eo == s.size;
 }
+
+/* ---- case change (StringNormalizer): UTF-8 decoded by hand, code points mapped with the
+   C library's towlower_l/towupper_l in the C.UTF-8 locale (ASCII only if it is missing) */
+#include <locale.h>
+#include <wctype.h>
+
+static locale_t g_utf8_locale = (locale_t)0;
+static pthread_once_t g_utf8_once = PTHREAD_ONCE_INIT;
+static void utf8_locale_init(void) { g_utf8_locale = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0); }
+
+/* the code point at s[*i] (advancing *i), or -1 for a byte that starts no valid sequence */
+static int32_t utf8_next(const unsigned char* s, int64_t n, int64_t* i) {
+  unsigned char c = s[*i];
+  int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+  if (len == 0 || *i + len > n) { *i += 1; return -1; }
+  int32_t cp = len == 1 ? c : c & (0x7f >> len);
+  for (int k = 1; k < len; ++k) {
+    if ((s[*i + k] & 0xc0) != 0x80) { *i += 1; return -1; }
+    cp = (cp << 6) | (s[*i + k] & 0x3f);
+  }
+  *i += len;
+  return cp;
+}
+
+static int utf8_put(int32_t cp, char* out) {
+  if (cp < 0x80) { out[0] = (char)cp; return 1; }
+  if (cp < 0x800) { out[0] = (char)(0xc0 | (cp >> 6)); out[1] = (char)(0x80 | (cp & 0x3f)); return 2; }
+  if (cp < 0x10000) {
+    out[0] = (char)(0xe0 | (cp >> 12));
+    out[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+    out[2] = (char)(0x80 | (cp & 0x3f));
+    return 3;
+  }
+  out[0] = (char)(0xf0 | (cp >> 18));
+  out[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+  out[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+  out[3] = (char)(0x80 | (cp & 0x3f));
+  return 4;
+}
+
+/* `s` lower-cased (upper = 0) or upper-cased (upper = 1) */
+EmberString ember_str_change_case(EmberString s, int32_t upper) {
+  EmberString out = {"", 0};
+  pthread_once(&g_utf8_once, utf8_locale_init);
+  char* bytes = EmberBackendStringAlloc(s.size * 4 + 1);
+  if (bytes == NULL) return out;
+  const unsigned char* src = (const unsigned char*)s.data;
+  int64_t i = 0, o = 0;
+  while (i < s.size) {
+    int64_t at = i;
+    int32_t cp = utf8_next(src, s.size, &i);
+    if (cp < 0) { bytes[o++] = (char)src[at]; continue; }
+    if (g_utf8_locale != (locale_t)0) {
+      cp = (int32_t)(upper ? towupper_l((wint_t)cp, g_utf8_locale) : towlower_l((wint_t)cp, g_utf8_locale));
+    } else if (cp < 0x80) {
+      cp = upper ? (cp >= 'a' && cp <= 'z' ? cp - 32 : cp) : (cp >= 'A' && cp <= 'Z' ? cp + 32 : cp);
+    }
+    o += utf8_put(cp, bytes + o);
+  }
+  bytes[o] = '\0';
+  out.data = bytes;
+  out.size = o;
+  return out;
+}

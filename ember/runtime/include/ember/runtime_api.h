@@ -214,6 +214,7 @@ EMBER_DLL char* EmberBackendStringAlloc(int64_t nbytes);
 EMBER_DLL uint8_t ember_str_equal(EmberString a, EmberString b);
 EMBER_DLL EmberString ember_str_concat(EmberString a, EmberString b);
 EMBER_DLL uint8_t ember_str_regex_full_match(EmberString s, const char* pattern);
+EMBER_DLL EmberString ember_str_change_case(EmberString s, int32_t upper);
 /* Runs tasks 0..num_task-1 at once, each on its own thread of ember's pool (the caller
  * runs one), so tasks may meet at EmberBackendParallelBarrier. num_task == 0 means the
  * thread count (EmberBackendGetNumThreads). Inside a running launch it runs task 0 alone
