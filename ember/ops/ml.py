@@ -12,6 +12,7 @@ Contract: each matches the numpy reference of ember/ir/ops/ml.py.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ember import tir
@@ -27,11 +28,12 @@ from ember.ir.ops.ml import (
     TRUE_NEXT,
 )
 from ember.ir.types import Type
+from ember.support.dtypes import dtype_info
 from ember.ops.common import out_tensor_type, static_shape
 from ember.ops.elemwise import is_nan
 from ember.ops.reduce import schedule_reduce
 from ember.ops.registry import register_compute, register_schedule
-from ember.tir import PrimExpr, te
+from ember.tir import AssertStmt, Buffer, PrimExpr, Stmt, te
 
 
 def _goes_true(mode: PrimExpr, v: PrimExpr, split: PrimExpr, member: PrimExpr) -> PrimExpr:
@@ -167,3 +169,23 @@ def tfidf_vectorizer(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> t
 
 
 register_schedule("tfidf_vectorizer")(schedule_reduce)
+
+
+@register_compute("label_encode_string")
+def label_encode_string(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """One call of ``ember_str_label_encode`` (the C runtime): a binary search per element
+    over the keys, sorted at import."""
+    x, keys, values = inputs
+    ty = out_tensor_type(out_type)
+    count, n_keys = math.prod(static_shape(x)), math.prod(static_shape(keys))
+    width = dtype_info(ty.dtype).itemsize
+
+    def body(ins: list[Buffer], outs: list[Buffer]) -> Stmt:
+        args = [ins[0].data, tir.const(count, "int64"), ins[1].data, tir.const(n_keys, "int64")]
+        args += [ins[2].data, tir.const(width, "int64"), outs[0].data]
+        status = tir.call_extern("int32", "ember_str_label_encode", *args)
+        return AssertStmt(tir.eq(status, 0), "label encoding failed", tir.seq())
+
+    out = te.extern(ty.shape, [x, keys, values], body, "label_encode", dtype=ty.dtype)
+    assert isinstance(out, te.Tensor)
+    return out

@@ -5,7 +5,7 @@
  */
 #include <regex.h>
 
-uint8_t ember_str_equal(EmberString a, EmberString b) {
+EMBER_DLL uint8_t ember_str_equal(EmberString a, EmberString b) {
   if (a.size != b.size) return 0;
   return a.size == 0 || memcmp(a.data, b.data, (size_t)a.size) == 0;
 }
@@ -22,7 +22,7 @@ static EmberString string_make(const char* data, int64_t size) {
   return out;
 }
 
-EmberString ember_str_concat(EmberString a, EmberString b) {
+EMBER_DLL EmberString ember_str_concat(EmberString a, EmberString b) {
   EmberString out = {"", 0};
   char* bytes = EmberBackendStringAlloc(a.size + b.size + 1);
   if (bytes == NULL) return out;
@@ -60,7 +60,7 @@ static EmberRegexSlot* regex_get(const char* pattern) {
 
 /* whether the whole of `s` matches the POSIX extended `pattern` (leftmost-longest matching
    finds a whole-string match when there is one) */
-uint8_t ember_str_regex_full_match(EmberString s, const char* pattern) {
+EMBER_DLL uint8_t ember_str_regex_full_match(EmberString s, const char* pattern) {
   EmberRegexSlot* slot = regex_get(pattern);
   if (!slot->ok || s.data == NULL) return 0;
   regmatch_t match[1];
@@ -108,7 +108,7 @@ static int utf8_put(int32_t cp, char* out) {
 }
 
 /* `s` lower-cased (upper = 0) or upper-cased (upper = 1) */
-EmberString ember_str_change_case(EmberString s, int32_t upper) {
+EMBER_DLL EmberString ember_str_change_case(EmberString s, int32_t upper) {
   EmberString out = {"", 0};
   pthread_once(&g_utf8_once, utf8_locale_init);
   char* bytes = EmberBackendStringAlloc(s.size * 4 + 1);
@@ -130,4 +130,32 @@ EmberString ember_str_change_case(EmberString s, int32_t upper) {
   out.data = bytes;
   out.size = o;
   return out;
+}
+
+/* ---- LabelEncoder with string keys: `keys` sorted by their bytes (memcmp, shorter first on a
+   common prefix), `values` has one more element than keys (the default, last), each
+   `value_bytes` wide; out[i] = values[index of x[i] in keys, else the default] */
+static int string_compare(EmberString a, EmberString b) {
+  int64_t n = a.size < b.size ? a.size : b.size;
+  int c = n > 0 ? memcmp(a.data, b.data, (size_t)n) : 0;
+  if (c != 0) return c;
+  return a.size < b.size ? -1 : a.size > b.size ? 1 : 0;
+}
+
+EMBER_DLL int32_t ember_str_label_encode(const EmberString* x, int64_t n, const EmberString* keys,
+                               int64_t n_keys, const void* values, int64_t value_bytes,
+                               void* out) {
+  const char* vals = (const char*)values;
+  char* dst = (char*)out;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t lo = 0, hi = n_keys, found = n_keys; /* the default */
+    while (lo < hi) {
+      int64_t mid = lo + (hi - lo) / 2;
+      int c = string_compare(x[i], keys[mid]);
+      if (c == 0) { found = mid; break; }
+      if (c < 0) hi = mid; else lo = mid + 1;
+    }
+    memcpy(dst + i * value_bytes, vals + found * value_bytes, (size_t)value_bytes);
+  }
+  return 0;
 }

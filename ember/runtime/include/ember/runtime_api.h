@@ -210,11 +210,8 @@ EMBER_DLL EmberStringArena* EmberStringArenaSwap(EmberStringArena* arena);
 EMBER_DLL int64_t EmberStringArenaBytes(EmberStringArena* arena);
 /* `nbytes` of the current arena (NULL and an error when none is current) */
 EMBER_DLL char* EmberBackendStringAlloc(int64_t nbytes);
-/* element functions of the string ops (called by generated kernels) */
-EMBER_DLL uint8_t ember_str_equal(EmberString a, EmberString b);
-EMBER_DLL EmberString ember_str_concat(EmberString a, EmberString b);
-EMBER_DLL uint8_t ember_str_regex_full_match(EmberString s, const char* pattern);
-EMBER_DLL EmberString ember_str_change_case(EmberString s, int32_t upper);
+/* the element functions of the string ops (ember_str_*, src/string_kernels.h) are declared by
+   the generated code that calls them, each with the pointer types of its call */
 /* Runs tasks 0..num_task-1 at once, each on its own thread of ember's pool (the caller
  * runs one), so tasks may meet at EmberBackendParallelBarrier. num_task == 0 means the
  * thread count (EmberBackendGetNumThreads). Inside a running launch it runs task 0 alone
