@@ -50,9 +50,10 @@ class DLType:
         return (self.bits * self.lanes + 7) // 8
 
 
-# name -> (DLPack type as written, numpy dtype): the tensor rows of the dtype table.
+# name -> (DLPack type as written, numpy dtype of the memory): the tensor rows of the dtype
+# table (``string``: its 16-byte records, docs/strings.md).
 _TABLE: dict[str, tuple[DLType, np.dtype]] = {
-    info.name: (DLType(*info.dl_type), info.numpy)
+    info.name: (DLType(*info.dl_type), table.STRING_RECORD if info.kind == "string" else info.numpy)
     for info in table.DTYPES
     if info.numpy is not None
 }

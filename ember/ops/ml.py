@@ -33,7 +33,8 @@ from ember.ops.common import out_tensor_type, static_shape
 from ember.ops.elemwise import is_nan
 from ember.ops.reduce import schedule_reduce
 from ember.ops.registry import register_compute, register_schedule
-from ember.tir import AssertStmt, Buffer, PrimExpr, Stmt, te
+from ember.ops.strings import c_only_on_llvm
+from ember.tir import AssertStmt, Buffer, LetStmt, PrimExpr, Stmt, te
 
 
 def _goes_true(mode: PrimExpr, v: PrimExpr, split: PrimExpr, member: PrimExpr) -> PrimExpr:
@@ -181,11 +182,17 @@ def label_encode_string(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -
     width = dtype_info(ty.dtype).itemsize
 
     def body(ins: list[Buffer], outs: list[Buffer]) -> Stmt:
+        # values and out as void* (untyped handles): one prototype for every value dtype
+        values_ptr, out_ptr = tir.Var("label_values", "handle"), tir.Var("label_out", "handle")
         args = [ins[0].data, tir.const(count, "int64"), ins[1].data, tir.const(n_keys, "int64")]
-        args += [ins[2].data, tir.const(width, "int64"), outs[0].data]
+        args += [values_ptr, tir.const(width, "int64"), out_ptr]
         status = tir.call_extern("int32", "ember_str_label_encode", *args)
-        return AssertStmt(tir.eq(status, 0), "label encoding failed", tir.seq())
+        check = AssertStmt(tir.eq(status, 0), "label encoding failed", tir.seq())
+        return LetStmt(values_ptr, ins[2].data, LetStmt(out_ptr, outs[0].data, check))
 
     out = te.extern(ty.shape, [x, keys, values], body, "label_encode", dtype=ty.dtype)
     assert isinstance(out, te.Tensor)
     return out
+
+
+c_only_on_llvm("label_encode_string")

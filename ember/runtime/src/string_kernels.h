@@ -37,7 +37,7 @@ EMBER_DLL EmberString ember_str_concat(EmberString a, EmberString b) {
 /* compiled patterns, one small cache per thread (patterns are string literals of kernels) */
 #define EMBER_REGEX_CACHE 8
 typedef struct {
-  const char* pattern;
+  char* pattern; /* a copy: the kernel's literal goes away with its library */
   regex_t re;
   int ok;
 } EmberRegexSlot;
@@ -52,8 +52,9 @@ static EmberRegexSlot* regex_get(const char* pattern) {
   EmberRegexSlot* slot = &g_regex_cache[g_regex_next];
   g_regex_next = (g_regex_next + 1) % EMBER_REGEX_CACHE;
   if (slot->pattern != NULL && slot->ok) regfree(&slot->re);
-  slot->pattern = pattern;
-  slot->ok = regcomp(&slot->re, pattern, REG_EXTENDED) == 0;
+  free(slot->pattern);
+  slot->pattern = strdup(pattern);
+  slot->ok = slot->pattern != NULL && regcomp(&slot->re, pattern, REG_EXTENDED) == 0;
   if (!slot->ok) set_error("RegexFullMatch: the pattern '%s' does not compile", pattern);
   return slot;
 }
