@@ -13,13 +13,13 @@ executor makes current for the run (docs/strings.md). Example::
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
-from ember.errors import EmberTypeError, FFIError
+from ember.errors import EmberTypeError, FFIError, OpNotSupportedError
 from ember.runtime import c_api
 from ember.support.dtypes import STRING_RECORD
 
@@ -94,3 +94,28 @@ class StringArena:
         handle, self._handle = getattr(self, "_handle", None), None
         if handle:
             self._lib.EmberStringArenaFree(handle)
+
+
+#: the C functions of the string ops (src/string_kernels.h) and the ONNX ops that call them.
+STRING_KERNELS: dict[str, str] = {
+    "ember_str_equal": "Equal",
+    "ember_str_concat": "StringConcat",
+    "ember_str_regex_full_match": "RegexFullMatch",
+    "ember_str_change_case": "StringNormalizer",
+    "ember_str_label_encode": "LabelEncoder",
+}
+
+
+def check_no_strings(sources: Iterable[bytes], dtypes: Iterable[str], what: str) -> None:
+    """OpNotSupportedError naming the string ops, for a runtime with no string support
+    (the standalone, no-heap runtime of Model Library Format and Cortex-M)."""
+    text = b"\n".join(sources)
+    ops = sorted({op for fn, op in STRING_KERNELS.items() if fn.encode() in text})
+    if ops or "string" in set(dtypes):
+        uses = ", ".join(ops) or "string inputs or outputs"
+        raise OpNotSupportedError(
+            f"{what}: the model uses string tensors ({uses}), which need the hosted runtime's "
+            "string arena; the standalone runtime "
+            "has none (docs/strings.md): load the build with ember (executor 'graph' or 'aot', "
+            "interface 'packed') instead"
+        )
