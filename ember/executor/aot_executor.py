@@ -67,8 +67,8 @@ from ember.runtime.device import Device
 from ember.runtime.inspection import INSPECTORS, inspector_key, register_inspector
 from ember.runtime.module import Module
 from ember.runtime.ndarray import NDArray
-from ember.runtime.strings import StringArena
 from ember.runtime.packed_func import PackedFunc, as_packed_func
+from ember.runtime.strings import StringArena
 
 CODEGEN_ID = "aot_executor"
 

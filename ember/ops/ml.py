@@ -28,12 +28,12 @@ from ember.ir.ops.ml import (
     TRUE_NEXT,
 )
 from ember.ir.types import Type
-from ember.support.dtypes import dtype_info
 from ember.ops.common import out_tensor_type, static_shape
 from ember.ops.elemwise import is_nan
 from ember.ops.reduce import schedule_reduce
 from ember.ops.registry import register_compute, register_schedule
 from ember.ops.strings import c_only_on_llvm
+from ember.support.dtypes import dtype_info
 from ember.tir import AssertStmt, Buffer, LetStmt, PrimExpr, Stmt, te
 
 

@@ -271,8 +271,8 @@ def _is_text(source: Any, dtype: Any) -> bool:
         return source._dtype.code == DL_STRING
     if dtype is not None:
         return as_dtype(dtype).code == DL_STRING
-    kind = np.asarray(source).dtype.kind if not isinstance(source, np.ndarray) else source.dtype.kind
-    return kind in "OUS"
+    arr = source if isinstance(source, np.ndarray) else np.asarray(source)
+    return arr.dtype.kind in "OUS"
 
 
 def view_from_pointer(

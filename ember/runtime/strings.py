@@ -59,7 +59,8 @@ def decode(records: np.ndarray) -> np.ndarray:
     """The numpy object array of str that the ``STRING_RECORD`` array ``records`` points at."""
     flat = records.reshape(-1)
     out = np.empty(flat.shape, dtype=object)
-    for i, (data, size) in enumerate(zip(flat["data"].tolist(), flat["size"].tolist(), strict=True)):
+    pairs = zip(flat["data"].tolist(), flat["size"].tolist(), strict=True)
+    for i, (data, size) in enumerate(pairs):
         raw = ctypes.string_at(data, size) if data and size > 0 else b""
         out[i] = raw.decode("utf-8", "surrogateescape")
     return out.reshape(records.shape)

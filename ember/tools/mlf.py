@@ -134,7 +134,9 @@ def mlf_files(
         }
     cflags = next((e["cflags"] for e in listed.values() if "cflags" in e), "-O2")
     if md.executor == "aot" and md.interface_api == "c":
-        kernels = [a.content for a in artifacts if a.loader == NATIVE_LOADER]
+        kernels = [
+            a.content for a in artifacts if isinstance(a, Artifact) and a.loader == NATIVE_LOADER
+        ]
         dtypes = [p.dtype for p in (*md.inputs, *md.outputs)]
         check_no_strings(kernels, dtypes, "Model Library Format (standalone program)")
         rtol = test_vectors.rtol if test_vectors else 1e-5

@@ -118,7 +118,7 @@ def make_group_call(
         if id(arg) in member_ids:
             return inner[id(arg)]
         small = isinstance(arg, Constant) and arg.type.size <= inline_limit
-        if small and arg.type.dtype != "string":  # string constants are params (strings.md)
+        if small and arg.tensor_type.dtype != "string":  # strings stay params (strings.md)
             return arg
         p = param_of.get(id(arg))
         if p is None:
