@@ -90,7 +90,7 @@ def dtype_name(dtype: object) -> str:
     except TypeError as exc:
         raise SerializationError(f"cannot interpret {dtype!r} as a dtype: {exc}") from None
     info = table.from_numpy(dt)
-    if info is not None and info.numpy == dt:  # the native byte order only
+    if info is not None and (info.numpy == dt or info.kind == "string"):  # native order only
         return info.name
     raise SerializationError(
         f"dtype {dt} has no ember equivalent; known dtypes: {', '.join(KNOWN_DTYPES)}"

@@ -110,7 +110,8 @@ def _encode_array(name: str, arr: np.ndarray) -> bytes:
 
 def _encode_strings(arr: np.ndarray, dl: DLType) -> bytes:
     """A string array record: the header, then per element its UTF-8 size (int64) and bytes."""
-    parts = [str(s).encode("utf-8", "surrogateescape") for s in arr.reshape(-1).tolist()]
+    flat = arr.reshape(-1).tolist()
+    parts = [s if isinstance(s, bytes) else str(s).encode("utf-8", "surrogateescape") for s in flat]
     payload = b"".join(struct.pack("<q", len(b)) + b for b in parts)
     header = _ARRAY_HEADER.pack(
         NDARRAY_MAGIC, *(0, _CPU_DEVICE_TYPE, 0, arr.ndim, dl.code, dl.bits, dl.lanes)
