@@ -132,14 +132,11 @@ EXCLUDED: dict[str, str] = {
 
 #: cases whose name matches one of these patterns are excluded, with the reason.
 EXCLUDED_PATTERNS: tuple[tuple[str, str], ...] = (
-    # Model suites: the training-only Gradient op, string normalisation.
+    # Model suites: the training-only Gradient op.
     (r"^test_gradient_of_", "Gradient is a training op (ai.onnx.preview.training)"),
-    (r"^test_strnorm_model", "string tensors are not supported"),
     # onnx draws the input and the expected output from one global numpy stream (seed 0),
     # so the output follows the input's words: no seed attribute reproduces it.
     (r"^test_bernoulli", "expected output drawn after the input from one numpy stream"),
-    # String tensors are not numeric.
-    (r"(_string|STRING)", "string tensors are not supported"),
 )
 
 

@@ -68,6 +68,7 @@ from ember.runtime.inspection import INSPECTORS, inspector_key, register_inspect
 from ember.runtime.module import Module
 from ember.runtime.ndarray import NDArray
 from ember.runtime.packed_func import PackedFunc, as_packed_func
+from ember.runtime.strings import StringArena
 
 CODEGEN_ID = "aot_executor"
 
@@ -153,6 +154,8 @@ class AotExecutorModule(Module):
         self.workspace = ndarray.empty((size,), "uint8", device)
         self._args.append(self.workspace)
         self._profiler: GraphExecutorModule | None = None
+        strings = any(p.dtype == "string" for p in [*self._infos, *md.outputs])
+        self._arena = StringArena() if strings else None  # kernel-made strings, per run
         self.import_module(top.host)
         self._shared: set[int] = set()  # constants living in the factory's arrays
         for p in md.params:
@@ -195,6 +198,8 @@ class AotExecutorModule(Module):
         """Copy ``value`` into input ``key`` after checking its shape and dtype exactly."""
         index = self._resolve(key, "set_input")
         info = self._infos[index]
+        if info.dtype == "string":  # str objects -> records + blob (docs/strings.md)
+            value = ndarray.array(value, dtype="string")
         if not isinstance(value, NDArray | np.ndarray | np.generic):
             try:
                 value = np.asarray(value, dtype=numpy_dtype(info.dtype))
@@ -273,7 +278,11 @@ class AotExecutorModule(Module):
             raise ExecutorError(
                 f"run: input(s) {sorted(self._unset)} were never set; call set_input first"
             )
-        self._run_fn(*self._args)
+        if self._arena is None:
+            self._run_fn(*self._args)
+            return
+        with self._arena.run():
+            self._run_fn(*self._args)
 
     @synchronized
     def profile(self, repeat: int = 10) -> ProfileReport:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import ctypes
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,7 @@ from ember.runtime.device import Device
 from ember.runtime.dtype import dtype as as_dtype
 from ember.runtime.ndarray import NDArray
 from ember.runtime.packed_func import PackedFunc
+from ember.runtime.strings import StringArena
 
 _TENSOR_CODE = int(c_api.TypeCode.DLTENSOR_HANDLE)
 _HANDLE_CODE = int(c_api.TypeCode.OPAQUE_HANDLE)
@@ -134,6 +136,8 @@ class GraphPlan:
                 "defines them"
             )
         self._loop = [(c.fn, c.args) for c in self.calls]
+        # the strings kernels make live in this arena until the next run (docs/strings.md)
+        self.arena = StringArena() if "string" in graph.dltype else None
 
     # ------------------------------------------------------------------ building
     def _view(self, eid: int, shape: tuple[int, ...]) -> NDArray:
@@ -208,12 +212,19 @@ class GraphPlan:
     # ------------------------------------------------------------------ running
     def run(self) -> None:
         """Execute every kernel once, in graph order."""
+        if self.arena is not None:
+            with self.arena.run():
+                return self._run(len(self.graph.nodes))
         for fn, args in self._loop:
             if fn(*args):
                 self._raise_failed(fn)
 
     def run_through(self, node_id: int) -> None:
         """Execute the kernels of nodes ``0..node_id`` only (the debug executor's partial run)."""
+        with self.arena.run() if self.arena is not None else nullcontext():
+            self._run(node_id)
+
+    def _run(self, node_id: int) -> None:
         for call, (fn, args) in zip(self.calls, self._loop, strict=True):
             if call.node_id > node_id:
                 break
@@ -224,12 +235,13 @@ class GraphPlan:
         """Execute once, returning each call's wall time in nanoseconds (debug mode)."""
         times: list[int] = []
         clock = time.perf_counter_ns
-        for fn, args in self._loop:
-            start = clock()
-            rc = fn(*args)
-            times.append(clock() - start)
-            if rc:
-                self._raise_failed(fn)
+        with self.arena.run() if self.arena is not None else nullcontext():
+            for fn, args in self._loop:
+                start = clock()
+                rc = fn(*args)
+                times.append(clock() - start)
+                if rc:
+                    self._raise_failed(fn)
         return times
 
     def _raise_failed(self, fn: Callable[..., int]) -> None:

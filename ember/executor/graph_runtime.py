@@ -176,6 +176,7 @@ class GraphExecutorModule(Module):
             self._unset.discard(name)
             return
         target = self.plan.entries[eid]
+        value = ndarray.array(value, dtype="string") if view.dtype.kind == "V" else value  # str
         given_dtype = getattr(value, "dtype", None)
         if isinstance(value, NDArray | np.ndarray | np.generic):
             source: Any = value

@@ -50,9 +50,10 @@ class DLType:
         return (self.bits * self.lanes + 7) // 8
 
 
-# name -> (DLPack type as written, numpy dtype): the tensor rows of the dtype table.
+# name -> (DLPack type as written, numpy dtype of the memory): the tensor rows of the dtype
+# table (``string``: its 16-byte records, docs/strings.md).
 _TABLE: dict[str, tuple[DLType, np.dtype]] = {
-    info.name: (DLType(*info.dl_type), info.numpy)
+    info.name: (DLType(*info.dl_type), table.STRING_RECORD if info.kind == "string" else info.numpy)
     for info in table.DTYPES
     if info.numpy is not None
 }
@@ -89,7 +90,7 @@ def dtype_name(dtype: object) -> str:
     except TypeError as exc:
         raise SerializationError(f"cannot interpret {dtype!r} as a dtype: {exc}") from None
     info = table.from_numpy(dt)
-    if info is not None and info.numpy == dt:  # the native byte order only
+    if info is not None and (info.numpy == dt or info.kind == "string"):  # native order only
         return info.name
     raise SerializationError(
         f"dtype {dt} has no ember equivalent; known dtypes: {', '.join(KNOWN_DTYPES)}"

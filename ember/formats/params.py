@@ -40,6 +40,7 @@ import numpy as np
 
 from ember.errors import SerializationError
 from ember.formats.dtypes import DLType, dltype_of, dtype_from_dltype, dtype_name, numpy_dtype
+from ember.support.dtypes import DL_STRING
 
 PARAMS_LIST_MAGIC = 0xF7E58D4F05049CB7
 NDARRAY_MAGIC = 0xDD5E40F096B4A13F
@@ -92,6 +93,8 @@ def _encode_array(name: str, arr: np.ndarray) -> bytes:
             f"parameter {name!r} has {arr.ndim} dimensions; at most {MAX_NDIM} are allowed"
         )
     dl = dltype_of(dtype_name(arr.dtype))
+    if dl.code == DL_STRING:
+        return _encode_strings(arr, dl)
     data = np.ascontiguousarray(arr)
     if sys.byteorder != "little" and data.dtype.itemsize > 1:
         data = data.byteswap()
@@ -103,6 +106,31 @@ def _encode_array(name: str, arr: np.ndarray) -> bytes:
     )
     shape = struct.pack(f"<{arr.ndim}q", *arr.shape)
     return header + shape + struct.pack("<q", len(payload)) + payload
+
+
+def _encode_strings(arr: np.ndarray, dl: DLType) -> bytes:
+    """A string array record: the header, then per element its UTF-8 size (int64) and bytes."""
+    flat = arr.reshape(-1).tolist()
+    parts = [s if isinstance(s, bytes) else str(s).encode("utf-8", "surrogateescape") for s in flat]
+    payload = b"".join(struct.pack("<q", len(b)) + b for b in parts)
+    header = _ARRAY_HEADER.pack(
+        NDARRAY_MAGIC, *(0, _CPU_DEVICE_TYPE, 0, arr.ndim, dl.code, dl.bits, dl.lanes)
+    )
+    shape = struct.pack(f"<{arr.ndim}q", *arr.shape)
+    return header + shape + struct.pack("<q", len(payload)) + payload
+
+
+def _decode_strings(data: memoryview, shape: tuple[int, ...], name: str) -> np.ndarray:
+    """The object array of str of a string array record's payload."""
+    out = np.empty(int(np.prod(shape)), dtype=object)
+    pos = 0
+    for i in range(out.size):
+        (size,) = struct.unpack_from("<q", data, pos)
+        if size < 0 or pos + 8 + size > len(data):
+            raise SerializationError(f"string array {name!r}: element {i} overruns the blob")
+        out[i] = bytes(data[pos + 8 : pos + 8 + size]).decode("utf-8", "surrogateescape")
+        pos += 8 + size
+    return out.reshape(shape)
 
 
 def _is_fill(data: np.ndarray) -> bool:
@@ -273,6 +301,8 @@ def _decode_array(
     if any(d < 0 for d in shape):
         raise SerializationError(f"array {name!r}: negative dimension in shape {shape}")
     (nbytes,) = r.unpack(_I64, f"byte size of array {name!r}")
+    if dtype == "string":
+        return _decode_strings(r.take(nbytes, f"data of array {name!r}"), shape, name)
     npdt = numpy_dtype(dtype)
     count = 1
     for d in shape:

@@ -24,7 +24,7 @@ from ember.ir.expr import (
     post_order,
 )
 from ember.ir.module import IRModule
-from ember.ir.types import TensorType, TupleType, Type
+from ember.ir.types import TensorType, TupleType, Type, value_dtype
 
 Value = Any  # np.ndarray or tuple of Values
 
@@ -41,7 +41,7 @@ def _check_value(value: Value, ty: Type, what: str) -> Value:
     if not isinstance(ty, TensorType):
         raise IRError(f"{what}: cannot check a value against type {ty}")
     arr = np.asarray(value)
-    if arr.shape != ty.shape or arr.dtype.name != ty.dtype:
+    if arr.shape != ty.shape or value_dtype(arr) != ty.dtype:
         raise IRError(
             f"{what}: reference produced {arr.dtype.name}{list(arr.shape)}, "
             f"but the type rule says {ty.dtype}{list(ty.shape)}"
@@ -127,7 +127,10 @@ def evaluate(
     for p in func.params:
         ty = p.type
         arr = np.asarray(named[p.name])
-        if isinstance(ty, TensorType) and (arr.shape != ty.shape or arr.dtype.name != ty.dtype):
+        text = isinstance(ty, TensorType) and ty.dtype == "string" and arr.dtype.kind in "OUS"
+        arr = arr.astype(object) if text else arr  # strings: object arrays of str
+        dtype = "string" if text else arr.dtype.name
+        if isinstance(ty, TensorType) and (arr.shape != ty.shape or dtype != ty.dtype):
             raise IRError(
                 f"input '{p.name}' expects {ty.dtype}{list(ty.shape)}, "
                 f"got {arr.dtype.name}{list(arr.shape)}"

@@ -28,6 +28,8 @@ from ember.ir.printer import format_value
 def data_bytes(data: np.ndarray) -> memoryview:
     """The raw bytes of an array (no copy when it is C-contiguous, as constants are)."""
     flat = np.ascontiguousarray(data).reshape(-1)
+    if flat.dtype.kind == "O":  # strings: their UTF-8 bytes, each NUL-terminated
+        return memoryview(b"".join(str(s).encode("utf-8", "surrogateescape") + b"\0" for s in flat))
     return memoryview(flat.view(np.uint8).data)
 
 

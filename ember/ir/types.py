@@ -16,8 +16,8 @@ DTYPES: tuple[str, ...] = dtypes.TENSOR_DTYPES
 
 def canonical_dtype(dtype: object) -> str:
     """Return the canonical dtype name for a numpy dtype, type or string; raise if unknown."""
-    if isinstance(dtype, str) and dtype in DTYPES:
-        return dtype
+    if isinstance(dtype, str) and (dtype in DTYPES or dtype == "string"):
+        return dtype  # string: 16-byte records of UTF-8 text (docs/strings.md)
     try:
         npdt = np.dtype(dtype)  # type: ignore[call-overload]
     except TypeError as err:
@@ -26,6 +26,11 @@ def canonical_dtype(dtype: object) -> str:
     if info is None:
         raise IRError(f"unsupported dtype {npdt.name!r}; known: {', '.join(DTYPES)}")
     return info.name
+
+
+def value_dtype(arr: np.ndarray) -> str:
+    """The IR dtype of a numpy value: object/``U``/``S`` arrays hold strings (docs/strings.md)."""
+    return "string" if arr.dtype.kind in "OUS" else arr.dtype.name
 
 
 class Type:

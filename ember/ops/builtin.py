@@ -22,4 +22,5 @@ import ember.ops.quant  # noqa: F401
 import ember.ops.random  # noqa: F401
 import ember.ops.reduce  # noqa: F401
 import ember.ops.scan  # noqa: F401
+import ember.ops.strings  # noqa: F401
 import ember.ops.transform  # noqa: F401

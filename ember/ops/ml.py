@@ -12,6 +12,7 @@ Contract: each matches the numpy reference of ember/ir/ops/ml.py.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ember import tir
@@ -31,7 +32,9 @@ from ember.ops.common import out_tensor_type, static_shape
 from ember.ops.elemwise import is_nan
 from ember.ops.reduce import schedule_reduce
 from ember.ops.registry import register_compute, register_schedule
-from ember.tir import PrimExpr, te
+from ember.ops.strings import c_only_on_llvm
+from ember.support.dtypes import dtype_info
+from ember.tir import AssertStmt, Buffer, LetStmt, PrimExpr, Stmt, te
 
 
 def _goes_true(mode: PrimExpr, v: PrimExpr, split: PrimExpr, member: PrimExpr) -> PrimExpr:
@@ -167,3 +170,29 @@ def tfidf_vectorizer(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> t
 
 
 register_schedule("tfidf_vectorizer")(schedule_reduce)
+
+
+@register_compute("label_encode_string")
+def label_encode_string(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """One call of ``ember_str_label_encode`` (the C runtime): a binary search per element
+    over the keys, sorted at import."""
+    x, keys, values = inputs
+    ty = out_tensor_type(out_type)
+    count, n_keys = math.prod(static_shape(x)), math.prod(static_shape(keys))
+    width = dtype_info(ty.dtype).itemsize
+
+    def body(ins: list[Buffer], outs: list[Buffer]) -> Stmt:
+        # values and out as void* (untyped handles): one prototype for every value dtype
+        values_ptr, out_ptr = tir.Var("label_values", "handle"), tir.Var("label_out", "handle")
+        args = [ins[0].data, tir.const(count, "int64"), ins[1].data, tir.const(n_keys, "int64")]
+        args += [values_ptr, tir.const(width, "int64"), out_ptr]
+        status = tir.call_extern("int32", "ember_str_label_encode", *args)
+        check = AssertStmt(tir.eq(status, 0), "label encoding failed", tir.seq())
+        return LetStmt(values_ptr, ins[2].data, LetStmt(out_ptr, outs[0].data, check))
+
+    out = te.extern(ty.shape, [x, keys, values], body, "label_encode", dtype=ty.dtype)
+    assert isinstance(out, te.Tensor)
+    return out
+
+
+c_only_on_llvm("label_encode_string")

@@ -67,6 +67,8 @@ def _numpy_dtype(dt: DataType) -> np.dtype[Any]:
     if dt.lanes != 1:
         raise EmberValueError(f"data type {dt} has {dt.lanes} lanes; numpy holds only scalars")
     info = table.from_dl(dt.code, dt.bits)
+    if info is not None and info.kind == "string":
+        return table.STRING_RECORD  # the 16-byte records in memory (docs/strings.md)
     if info is None or info.numpy is None:
         raise EmberValueError(f"data type {dt} has no numpy equivalent; use one of {SUPPORTED}")
     return info.numpy

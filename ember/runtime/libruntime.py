@@ -55,6 +55,8 @@ def library_path() -> Path:
         source_path().read_bytes(),
         (source_path().parent / "thread_pool.h").read_bytes(),  # included by runtime.c
         (source_path().parent / "random_kernels.h").read_bytes(),  # included by runtime.c
+        (source_path().parent / "string_arena.h").read_bytes(),  # included by runtime.c
+        (source_path().parent / "string_kernels.h").read_bytes(),  # included by runtime.c
         header_path().read_bytes(),
         config().cc.encode(),
         " ".join(_FLAGS).encode(),

@@ -25,16 +25,19 @@ from ember.runtime.device import CPU, RPC_SESS_MASK, Device, cpu
 from ember.runtime.dtype import DataType
 from ember.runtime.dtype import dtype as as_dtype
 from ember.runtime.hooks import REMOTE_NDARRAY, call_hook
-from ember.support.dtypes import DL_BOOL
+from ember.runtime.strings import decode, encode
+from ember.support.dtypes import DL_BOOL, DL_STRING
 
 ALIGNMENT = 64
-_UINT_TYPESTR = {1: "|u1", 2: "<u2", 4: "<u4", 8: "<u8"}
+_UINT_TYPESTR = {1: "|u1", 2: "<u2", 4: "<u4", 8: "<u8", 16: "|V16"}
 
 
 class NDArray:
     """A tensor: shape, dtype, device and a compact buffer, exposed to C as a DLTensor."""
 
-    __slots__ = ("_dlt", "_shape_arr", "_owner", "_np", "handle", "_shape", "_dtype", "_device")
+    __slots__ = (
+        "_dlt", "_shape_arr", "_owner", "_np", "handle", "_shape", "_dtype", "_device", "_keep"
+    )  # fmt: skip
 
     def __init__(self, view: np.ndarray, device: Device, owner: Any = None) -> None:
         """Wrap the C-contiguous numpy ``view`` without copying (internal; use ember.nd.*)."""
@@ -46,6 +49,7 @@ class NDArray:
             raise EmberValueError(f"device {device} is not supported yet; use ember.cpu(0)")
         self._np = view
         self._owner = owner
+        self._keep: list[Any] = []  # string arrays: the blobs their records point into
         self._device = device
         self._shape = tuple(int(d) for d in view.shape)
         self._dtype = as_dtype(view.dtype)
@@ -107,11 +111,15 @@ class NDArray:
 
     # ---- data movement ----------------------------------------------------
     def numpy(self) -> np.ndarray:
-        """A numpy copy of the contents."""
+        """A numpy copy of the contents (string arrays: a numpy object array of str)."""
+        if self._dtype.code == DL_STRING:
+            return decode(self._np)
         return self._np.copy()
 
     def copyfrom(self, source: np.ndarray | NDArray | Any) -> NDArray:
         """Copy ``source`` (numpy array, NDArray or array-like) into this array; returns self."""
+        if self._dtype.code == DL_STRING:
+            return self._copy_strings(source)
         src = source._np if isinstance(source, NDArray) else np.asarray(source)
         if src.shape != self._shape:
             raise EmberValueError(
@@ -124,6 +132,22 @@ class NDArray:
                 )
             src = src.astype(self._np.dtype)
         np.copyto(self._np, src)
+        return self
+
+    def _copy_strings(self, source: Any) -> NDArray:
+        """copyfrom for string arrays: the records, and the blobs they point into kept alive."""
+        if isinstance(source, NDArray):
+            if source._dtype.code != DL_STRING:
+                raise EmberValueError(f"copyfrom: source dtype {source.dtype} is not string")
+            source = decode(source._np)  # a deep copy: the source may point into an arena
+        records, blob = encode(source)
+        if records.shape != self._shape:
+            raise EmberValueError(
+                f"copyfrom: source shape {records.shape} does not match the array shape "
+                f"{self._shape}"
+            )
+        np.copyto(self._np, records)
+        self._keep = [blob]
         return self
 
     def __setitem__(self, index: Any, value: Any) -> None:
@@ -159,6 +183,11 @@ class NDArray:
             raise EmberValueError(
                 f"cannot export to device {dl_device}; the array is on {self._device}"
             )
+        if self._dtype.code == DL_STRING:
+            raise EmberValueError(
+                "cannot export a string array through DLPack: DLPack has no string type; "
+                "use .numpy() (a numpy object array of str) instead"
+            )
         if self._dtype.bits < 8 and self._dtype.code != DL_BOOL:
             raise EmberValueError(
                 f"cannot export a {self.dtype} array through DLPack: ember stores it one "
@@ -173,6 +202,9 @@ class NDArray:
         return (self._device.device_type, self._device.device_id)
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        if self._dtype.code == DL_STRING:
+            out = decode(self._np)
+            return out if dtype is None else out.astype(dtype)
         out = self._np.copy() if copy is not False else self._np
         return out if dtype is None else out.astype(dtype)
 
@@ -180,7 +212,7 @@ class NDArray:
         return f"<ember.NDArray shape={self._shape} dtype={self.dtype} device={self._device}>"
 
     def __str__(self) -> str:
-        return f"{self!r}\n{self._np}"
+        return f"{self!r}\n{self.numpy() if self._dtype.code == DL_STRING else self._np}"
 
 
 def _aligned_buffer(nbytes: int) -> tuple[np.ndarray, np.ndarray]:
@@ -210,6 +242,8 @@ def empty(
             f"empty: cannot allocate {nbytes} bytes for shape {dims} of {dt}; use a smaller shape"
         ) from None
     view = window.view(np_dtype).reshape(dims)
+    if dt.code == DL_STRING:
+        window[:] = 0  # empty strings: NULL data, size 0
     return NDArray(view, device or cpu(0), owner=raw)
 
 
@@ -217,6 +251,9 @@ def array(source: Any, device: Device | None = None, dtype: Any = None) -> NDArr
     """A new aligned array holding a copy of ``source`` (numpy array, NDArray or array-like)."""
     if device is not None and device.device_type >= RPC_SESS_MASK:
         return call_hook(REMOTE_NDARRAY, "array", source, device, dtype)
+    if _is_text(source, dtype):
+        out = empty(np.shape(source), "string", device)
+        return out.copyfrom(source)
     if isinstance(source, NDArray):
         src = source._np
     else:
@@ -226,6 +263,16 @@ def array(source: Any, device: Device | None = None, dtype: Any = None) -> NDArr
     out = empty(src.shape, as_dtype(src.dtype), device)
     np.copyto(out._np, src)
     return out
+
+
+def _is_text(source: Any, dtype: Any) -> bool:
+    """Whether ``array(source, dtype=dtype)`` makes a string array."""
+    if isinstance(source, NDArray):
+        return source._dtype.code == DL_STRING
+    if dtype is not None:
+        return as_dtype(dtype).code == DL_STRING
+    arr = source if isinstance(source, np.ndarray) else np.asarray(source)
+    return arr.dtype.kind in "OUS"
 
 
 def view_from_pointer(

@@ -33,7 +33,7 @@ import numpy as np
 from ember.errors import EmberValueError
 
 #: The class of a dtype.
-Kind = Literal["bool", "int", "uint", "float", "handle"]
+Kind = Literal["bool", "int", "uint", "float", "handle", "string"]
 
 # DLPack type codes (dlpack.h DLDataTypeCode).
 DL_INT = 0
@@ -50,6 +50,13 @@ DL_FLOAT8_E5M2 = 12
 DL_FLOAT8_E5M2FNUZ = 13
 DL_FLOAT8_E8M0FNU = 14  # exponent only: 2**(code - 127), 0xff is NaN; no zero, no sign
 DL_FLOAT4_E2M1FN = 17  # 4 bits: +-{0, 0.5, 1, 1.5, 2, 3, 4, 6}, no NaN or infinity
+#: ember's own code for ``string`` (DLPack has none, so no DLPack tensor carries it): one
+#: element is a 16-byte ``{const char* data; int64_t size}`` record (docs/strings.md).
+DL_STRING = 130
+
+#: the memory layout of one ``string`` element in a tensor buffer (docs/strings.md); numpy
+#: arrays of strings outside ember are object arrays of ``str``.
+STRING_RECORD: np.dtype[Any] = np.dtype([("data", "<u8"), ("size", "<i8")])
 
 #: DLPack type code -> the stem of a dtype name with that code (``bfloat`` + ``16``).
 DL_CODE_NAMES: dict[int, str] = {
@@ -129,12 +136,14 @@ DTYPES: tuple[DTypeInfo, ...] = (
     _row("float32", "float", 32, DL_FLOAT, np.float32, "float", 1),
     _row("float64", "float", 64, DL_FLOAT, np.float64, "double", 11),
     _row("handle", "handle", 64, DL_HANDLE, None, "void*", None),
+    _row("string", "string", 128, DL_STRING, object, "EmberString", 8),
 )
 
 _BY_NAME: dict[str, DTypeInfo] = {d.name: d for d in DTYPES}
 _BY_DL: dict[tuple[int, int], DTypeInfo] = {d.dl_type[:2]: d for d in DTYPES}
 _BY_ONNX: dict[int, DTypeInfo] = {d.onnx: d for d in DTYPES if d.onnx is not None}
 _BY_NUMPY: dict[str, DTypeInfo] = {d.numpy.name: d for d in DTYPES if d.numpy is not None}
+_STRING = _BY_NAME["string"]
 
 
 #: the dtypes ONNX only casts, quantizes and moves (no arithmetic): the sub-byte types and
@@ -180,7 +189,10 @@ def from_onnx(elem_type: int) -> DTypeInfo | None:
 
 
 def from_numpy(dtype: np.dtype[Any]) -> DTypeInfo | None:
-    """The row of a numpy dtype (any byte order), or None if ember has no such dtype."""
+    """The row of a numpy dtype (any byte order), or None if ember has no such dtype; object,
+    ``U`` and ``S`` arrays (and the storage record) are ``string``."""
+    if dtype.kind in "OUS" or dtype == STRING_RECORD:
+        return _STRING
     return _BY_NUMPY.get(dtype.name)
 
 
@@ -225,6 +237,11 @@ def sub_bits(name: str) -> int:
     and uint2), stored one per byte; 0 for every other dtype."""
     info = _BY_NAME.get(name)
     return 0 if info is None else info.sub_bits
+
+
+def is_string(name: object) -> bool:
+    """True for the ``string`` dtype (16-byte records of UTF-8 bytes, docs/strings.md)."""
+    return name == "string"
 
 
 def is_integral(name: str) -> bool:

@@ -37,6 +37,7 @@ from ember.runtime.libruntime import include_dir, source_path
 from ember.runtime.loading import load_artifacts
 from ember.runtime.module import Module
 from ember.runtime.registry import find_python_func, register_func
+from ember.runtime.strings import check_no_strings
 from ember.support.tarball import read_tar, write_tar
 from ember.tools.cortexm.boards import board_files
 from ember.tools.cortexm.rules import board_rules
@@ -133,6 +134,11 @@ def mlf_files(
         }
     cflags = next((e["cflags"] for e in listed.values() if "cflags" in e), "-O2")
     if md.executor == "aot" and md.interface_api == "c":
+        kernels = [
+            a.content for a in artifacts if isinstance(a, Artifact) and a.loader == NATIVE_LOADER
+        ]
+        dtypes = [p.dtype for p in (*md.inputs, *md.outputs)]
+        check_no_strings(kernels, dtypes, "Model Library Format (standalone program)")
         rtol = test_vectors.rtol if test_vectors else 1e-5
         atol = test_vectors.atol if test_vectors else 1e-6
         files["main.c"] = main_c(md, rtol, atol).encode()

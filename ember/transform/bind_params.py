@@ -10,7 +10,7 @@ import numpy as np
 from ember.errors import IRError
 from ember.ir.expr import Constant, Expr, Function, Var
 from ember.ir.module import IRModule
-from ember.ir.types import TensorType
+from ember.ir.types import TensorType, value_dtype
 from ember.transform._util import rewrite_graph
 
 
@@ -28,8 +28,9 @@ def bind_params(mod: IRModule, params: Mapping[str, np.ndarray], func: str = "ma
     for name, value in params.items():
         var = by_name[name]
         arr = np.asarray(value)
+        arr = arr.astype(object) if arr.dtype.kind in "US" else arr  # strings: object arrays
         ty = var.type
-        if not isinstance(ty, TensorType) or arr.shape != ty.shape or arr.dtype.name != ty.dtype:
+        if not isinstance(ty, TensorType) or arr.shape != ty.shape or value_dtype(arr) != ty.dtype:
             raise IRError(
                 f"bind_params: parameter '{name}' has type {ty}, "
                 f"the value is {arr.dtype.name}{list(arr.shape)}; convert it first"

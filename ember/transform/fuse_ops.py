@@ -117,7 +117,8 @@ def make_group_call(
     def inside(arg: Expr) -> Expr:
         if id(arg) in member_ids:
             return inner[id(arg)]
-        if isinstance(arg, Constant) and arg.type.size <= inline_limit:
+        small = isinstance(arg, Constant) and arg.type.size <= inline_limit
+        if small and arg.tensor_type.dtype != "string":  # strings stay params (strings.md)
             return arg
         p = param_of.get(id(arg))
         if p is None:

@@ -31,6 +31,7 @@ from ember.frontend.onnx import (
     scan,  # noqa: F401  (registers handlers)
     sequence,  # noqa: F401  (registers handlers)
     signal,  # noqa: F401  (registers handlers)
+    strings,  # noqa: F401  (registers handlers)
     transform,  # noqa: F401  (registers handlers)
 )
 from ember.frontend.onnx.context import REQUIRED, ConvertContext, NodeView

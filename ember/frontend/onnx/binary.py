@@ -21,7 +21,7 @@ from ember.ir.expr import Expr, call
 
 #: ONNX op -> (IR op, first opset, input dtypes).
 _COMPARE: dict[str, tuple[str, int, frozenset[str]]] = {
-    "Equal": ("equal", 7, ALL_TYPES),
+    "Equal": ("equal", 7, ALL_TYPES | {"string"}),  # strings: string_equal (strings.py)
     "Less": ("less", 7, NUMERIC_TYPES),
     "Greater": ("greater", 7, NUMERIC_TYPES),
     "LessOrEqual": ("less_equal", 12, NUMERIC_TYPES),
@@ -34,7 +34,10 @@ _COMPARE: dict[str, tuple[str, int, frozenset[str]]] = {
 
 def _compare_handler(ir_op: str) -> HandlerFn:
     def handler(ctx: ConvertContext, node: NodeView) -> Expr:
-        return call(ir_op, arg(ctx, node, 0), arg(ctx, node, 1), name=node.name)
+        lhs, rhs = arg(ctx, node, 0), arg(ctx, node, 1)
+        if ir_op == "equal" and ttype(lhs).dtype == "string":
+            return call("string_equal", lhs, rhs, name=node.name)
+        return call(ir_op, lhs, rhs, name=node.name)
 
     handler.__doc__ = f"ONNX comparison/logic op -> IR '{ir_op}' (bool result)."
     return handler

@@ -73,12 +73,16 @@ def tensor_to_numpy(tensor: onnx.TensorProto, where: str) -> np.ndarray:
         arr = numpy_helper.to_array(tensor)
     except Exception as err:  # protobuf/numpy raise many kinds on corrupt tensors
         raise FrontendError(f"{where}: cannot decode tensor '{tensor.name}': {err}") from None
-    if arr.dtype == object:
-        raise FrontendError(
-            f"{where}: tensor '{tensor.name}' holds strings; ember supports numeric tensors only"
-        )
+    if arr.dtype == object:  # strings (bytes in onnx): a numpy object array of str
+        flat = [_text(b) for b in arr.reshape(-1).tolist()]
+        return np.array(flat + [None], dtype=object)[:-1].reshape(arr.shape)
     onnx_elem_dtype(tensor.data_type, f"{where}: tensor '{tensor.name}'")
     return arr if arr.flags.c_contiguous else arr.copy(order="C")  # keeps 0-d arrays 0-d
+
+
+def _text(value: object) -> str:
+    """An element of an ONNX string tensor (bytes, or str from newer onnx) as str."""
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
 
 
 def _decode_attr(attr: onnx.AttributeProto, where: str) -> Any:

@@ -25,6 +25,7 @@ _OPS: dict[str, tuple[int, tuple[str, ...]]] = {
         10,
         ("boxes", "scores", "max_output_boxes_per_class", "iou_threshold", "score_threshold"),
     ),
+    "StringSplit": (20, ("X",)),  # the number of pieces sets the shape (docs/strings.md)
 }
 
 
@@ -58,8 +59,12 @@ def _evaluate(ctx: ConvertContext, node: NodeView, names: Sequence[str]) -> list
     return [Constant(np.asarray(r)) for r in results]
 
 
+#: the public name of the build-time evaluation (strings.py: StringNormalizer with stopwords)
+evaluate_node = _evaluate
+
+
 def _register(op: str, since: int, names: tuple[str, ...]) -> None:
-    dtypes = ALL_TYPES if op != "NonMaxSuppression" else NUMERIC_TYPES
+    dtypes = ALL_TYPES | {"string"} if op != "NonMaxSuppression" else NUMERIC_TYPES
 
     @onnx_op(op, since=since, dtypes=dtypes)
     def handler(ctx: ConvertContext, node: NodeView) -> list[Expr | None]:

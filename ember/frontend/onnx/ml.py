@@ -244,3 +244,47 @@ def tfidf_vectorizer(ctx: ConvertContext, node: NodeView) -> Expr:
         max_skip=int(node.attr("max_skip_count", 0)),
         name=node.name,
     )
+
+
+def _label_values(node: NodeView) -> np.ndarray:
+    """The LabelEncoder values as numpy (strings: object arrays), with the default last."""
+    if node.attr("values_tensor", None) is not None:
+        values = np.asarray(node.attr("values_tensor")).reshape(-1)
+    elif node.attr("values_strings", None) is not None:
+        values = np.array([*map(str, node.attr("values_strings")), None], dtype=object)[:-1]
+    elif node.attr("values_floats", None) is not None:
+        values = np.asarray(node.attr("values_floats"), dtype=np.float32)
+    else:
+        values = np.asarray(node.attr("values_int64s", []), dtype=np.int64)
+    if node.attr("default_tensor", None) is not None:
+        default = np.asarray(node.attr("default_tensor")).reshape(-1)[:1].astype(values.dtype)
+    elif values.dtype == object:
+        default = np.array([str(node.attr("default_string", "_Unused"))], dtype=object)
+    elif values.dtype.kind == "f":
+        default = np.array([node.attr("default_float", -0.0)], dtype=values.dtype)
+    else:
+        default = np.array([node.attr("default_int64", -1)], dtype=values.dtype)
+    return np.concatenate([values, default])
+
+
+@onnx_op("LabelEncoder", since=2, domain=ML_DOMAIN, dtypes={"string"})
+def label_encoder(ctx: ConvertContext, node: NodeView) -> Expr:
+    """LabelEncoder with string keys: a compiled binary search over the keys, sorted here by
+    their UTF-8 bytes (docs/strings.md)."""
+    if node.attr("keys_tensor", None) is not None:
+        keys = [str(k) for k in np.asarray(node.attr("keys_tensor")).reshape(-1).tolist()]
+    else:
+        keys = [str(k) for k in node.attr("keys_strings", [])]
+    values = _label_values(node)
+    if len(values) != len(keys) + 1:
+        ctx.fail(node, f"{len(keys)} keys but {len(values) - 1} values; give one value per key")
+    order = sorted(range(len(keys)), key=lambda i: keys[i].encode("utf-8", "surrogateescape"))
+    sorted_keys = np.array([*(keys[i] for i in order), None], dtype=object)[:-1]
+    table = values[[*order, len(keys)]]
+    return call(
+        "label_encode_string",
+        arg(ctx, node, 0),
+        Constant(sorted_keys),
+        Constant(table),
+        name=node.name,
+    )

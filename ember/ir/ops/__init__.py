@@ -28,6 +28,7 @@ from ember.ir.ops import (
     random,  # noqa: F401
     reduce,  # noqa: F401
     scan,  # noqa: F401
+    strings,  # noqa: F401
     transform,  # noqa: F401
 )
 
@@ -52,5 +53,6 @@ FAMILIES: tuple[str, ...] = (
     "random",
     "reduce",
     "scan",
+    "strings",
     "transform",
 )

@@ -180,3 +180,34 @@ register_op(
         doc="n-gram counts of integer token rows, weighted (ONNX TfIdfVectorizer)",
     )
 )
+
+
+def _label_encode_type(types: Sequence[Type], attrs: Attrs) -> Type:
+    x = check_dtype(types[0], frozenset({"string"}), "input of 'label_encode_string'")
+    keys = check_dtype(types[1], frozenset({"string"}), "keys of 'label_encode_string'")
+    values = types[2]
+    if not isinstance(values, TensorType) or values.shape != (keys.size + 1,):
+        raise IRError(
+            f"label_encode_string: values must be a vector of {keys.size + 1} elements (one per "
+            f"key, then the default), got {values}"
+        )
+    return TensorType(x.shape, values.dtype)
+
+
+def _label_encode_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    x, keys, values = xs
+    table = {str(k): i for i, k in enumerate(keys.tolist())}
+    index = [table.get(str(s), len(table)) for s in x.reshape(-1).tolist()]
+    return np.asarray(values)[np.array(index, dtype=np.int64)].reshape(x.shape)
+
+
+register_op(
+    OpDef(
+        "label_encode_string",
+        3,
+        _label_encode_type,
+        _label_encode_ref,
+        OpPattern.OPAQUE,
+        doc="LabelEncoder with string keys: values[index of x in keys], the default last",
+    )
+)

@@ -296,6 +296,8 @@ int32_t EmberBackendFreeWorkspace(int32_t device_type, int32_t device_id, void* 
 }
 
 #include "thread_pool.h" /* the thread pool and parallel launches */
+#include "string_arena.h"   /* the per-executor arena of kernel-made strings */
+#include "string_kernels.h" /* the element functions of the string ops */
 
 /* numpy's seeded generators, exported for code of the llvm and llvmjit targets */
 #define EMBER_RNG_API EMBER_DLL

@@ -194,6 +194,24 @@ EMBER_DLL int32_t EmberBackendGetFuncFromEnv(void* mod_ctx, const char* name,
 EMBER_DLL void* EmberBackendAllocWorkspace(int32_t device_type, int32_t device_id, uint64_t nbytes,
                                            int32_t dtype_code_hint, int32_t dtype_bits_hint);
 EMBER_DLL int32_t EmberBackendFreeWorkspace(int32_t device_type, int32_t device_id, void* ptr);
+
+/* ---- strings (docs/strings.md) ------------------------------------------ */
+/* one element of a `string` tensor: `size` bytes of UTF-8 at `data`, NUL-terminated */
+typedef struct {
+  const char* data;
+  int64_t size;
+} EmberString;
+typedef struct EmberStringArena EmberStringArena;
+EMBER_DLL EmberStringArena* EmberStringArenaCreate(void);
+EMBER_DLL void EmberStringArenaReset(EmberStringArena* arena);
+EMBER_DLL void EmberStringArenaFree(EmberStringArena* arena);
+/* make `arena` the current one of this thread; returns the previous one */
+EMBER_DLL EmberStringArena* EmberStringArenaSwap(EmberStringArena* arena);
+EMBER_DLL int64_t EmberStringArenaBytes(EmberStringArena* arena);
+/* `nbytes` of the current arena (NULL and an error when none is current) */
+EMBER_DLL char* EmberBackendStringAlloc(int64_t nbytes);
+/* the element functions of the string ops (ember_str_*, src/string_kernels.h) are declared by
+   the generated code that calls them, each with the pointer types of its call */
 /* Runs tasks 0..num_task-1 at once, each on its own thread of ember's pool (the caller
  * runs one), so tasks may meet at EmberBackendParallelBarrier. num_task == 0 means the
  * thread count (EmberBackendGetNumThreads). Inside a running launch it runs task 0 alone
