@@ -141,7 +141,7 @@ def schedule_conv_packed(ctx: ScheduleContext) -> None:
     assert acc_op is not None
     materialize_tagged(sch, outputs)
     axes = list(op.axis)
-    oo, oi = main.split(axes[1], factor=BLOCK)
+    oo, oi = main.split(axes[1], factor=int(acc_op.attrs["block"]))
     flat = len(acc_op.axis) == 3 and len(axes) > 3
     if flat:
         middle: list[te.IterVar] = []
