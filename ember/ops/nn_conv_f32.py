@@ -3,8 +3,11 @@
 schedule_packed_conv computes a tile of a packed convolution's accumulators (a few output
 positions x one block of 16 output channels) per iteration of the reduction, with the
 positions unrolled and the channels vectorised; the epilogue reads the tile after. On
-AVX2 targets of the C back end (``use_tile_kernel``), ``tile_kernel_rewrite`` replaces each
-guard-free reduction nest of that shape in the lowered PrimFunc::
+AVX2 targets of the C back end (``use_tile_kernel``), for the layers whose reduction is long
+enough for it to pay (``tile_kernel_pays``: the compute then lays the input out channels
+last and marks its reduction stage with TILE_KERNEL, which the schedule follows),
+``tile_kernel_rewrite`` replaces each guard-free reduction nest of that shape in the
+lowered PrimFunc (ember.ops.nn_conv_lanes calls it with the operands' roles exchanged)::
 
     for rc, rk0, rk1:             # serial reduction loops (1 to 3)
       for r, t in unrolled:       # the tile's positions (1 or 2 loops)
