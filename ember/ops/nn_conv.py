@@ -40,13 +40,13 @@ from ember.ir.ops.nn_conv import pack_conv_weight
 from ember.ir.types import TensorType, Type
 from ember.ops.common import out_tensor_type, scalar, static_shape
 from ember.ops.nn_common import check_dtype
-from ember.ops.nn_conv_f32 import use_tile_kernel
+from ember.ops.nn_conv_f32 import TILE_KERNEL, tile_kernel_pays, use_tile_kernel
+from ember.ops.nn_conv_lanes import conv_position_lanes, position_lanes, schedule_conv_packed
 from ember.ops.nn_conv_transpose import conv_transpose_to_pointwise
 from ember.ops.nn_depthwise import depthwise_rows, schedule_depthwise, use_rows
 from ember.ops.nn_schedule import (
     MATERIALIZE,
     schedule_conv_anchor,
-    schedule_dense_packed_conv,
     schedule_dot_anchor,
     schedule_matmul,
 )
@@ -270,7 +270,7 @@ def matmul_rows(node: Call) -> Expr:
 
 
 register_schedule("nn.conv")(schedule_conv_anchor)
-register_schedule("nn.conv_packed")(schedule_dense_packed_conv)
+register_schedule("nn.conv_packed")(schedule_conv_packed)
 register_schedule("nn.conv_transpose")(schedule_conv_anchor)
 register_schedule("nn.matmul")(schedule_matmul)
 register_schedule("nn.dense")(schedule_dot_anchor)
@@ -351,7 +351,12 @@ def conv_packed(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Ten
     blocks_per_group = wshape[0] // groups
     rc = te.reduce_axis(wshape[1], "rc")
     rk = [te.reduce_axis(wshape[2 + k], f"rk{k}") for k in range(nsp)]
-    if _kernel_layout(x.dtype) and not _pointwise(wshape[2:-1], strides, pad_begin, pad_end):
+    kernel = _kernel_layout(x.dtype, wshape, ty.shape)
+    flat = _pointwise(wshape[2:-1], strides, pad_begin, pad_end) and nsp > 1
+    if _lanes_layout(x.dtype, block, strides, tuple(ty.shape[2:]), flat):
+        xl = x if flat else pad_tensor(x, pad_begin, pad_end, materialize=True)
+        return conv_position_lanes(xl, wp, ty.shape, strides, dilation, groups, flat)
+    if kernel and not _pointwise(wshape[2:-1], strides, pad_begin, pad_end):
         return _conv_channels_last(x, wp, ty, strides, dilation, pad_begin, pad_end, groups)
     xp = pad_tensor(x, pad_begin, pad_end, materialize=True)
 
@@ -369,18 +374,35 @@ def conv_packed(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Ten
     # all the weight's channels (padding included), so that every tile is a whole block
     shape = (ty.shape[0], *ty.shape[2:], wshape[0] * block)
     if _pointwise(wshape[2:-1], strides, pad_begin, pad_end) and nsp > 1:
-        return _flat_pointwise(x, wp, ty, shape, groups, blocks_per_group)
-    acc = te.compute(shape, body, "conv", attrs={"block": block})
+        return _flat_pointwise(x, wp, ty, shape, groups, blocks_per_group, kernel)
+    acc = te.compute(shape, body, "conv", attrs={"block": block, TILE_KERNEL: 0})
     return te.compute(ty.shape, lambda n, o, *sp: acc[(n, *sp, o)], "conv_out")
 
 
-def _kernel_layout(dtype: str) -> bool:
-    """Whether conv_packed lays its input out for the C micro-kernel (channels last; the
-    target being lowered for runs it: ember.ops.nn_conv_f32.use_tile_kernel). Elsewhere the
-    NCHW layout stays: the llvm back end's tiles measured slower channels last (3x3 64ch
-    56x56 3.2 -> 4.2 ms, one thread, busy machine)."""
+def _kernel_layout(dtype: str, wshape: tuple[int, ...], out_shape: Any) -> bool:
+    """Whether conv_packed (packed weight ``wshape``, output ``out_shape``) lays its input
+    out for the C micro-kernel and its schedule calls it (attribute TILE_KERNEL of the
+    reduction stage): the target being lowered for runs the kernel
+    (ember.ops.nn_conv_f32.use_tile_kernel) and the layer is long enough for it to pay
+    (tile_kernel_pays). Elsewhere the NCHW layout stays: the llvm back end's tiles measured
+    slower channels last (3x3 64ch 56x56 3.2 -> 4.2 ms, one thread, busy machine)."""
     target = COMPUTE_TARGET.get()
-    return target is not None and use_tile_kernel(target, dtype)
+    if target is None or not use_tile_kernel(target, dtype):
+        return False
+    taps = int(np.prod(wshape[2:-1]))
+    positions = int(np.prod([int(d) for d in out_shape[2:]]))
+    return tile_kernel_pays(int(wshape[1]), taps, positions, int(wshape[-1]))
+
+
+def _lanes_layout(
+    dtype: str, block: int, strides: tuple[int, ...], out_spatial: tuple[Any, ...], flat: bool
+) -> bool:
+    """Whether conv_packed takes position-lane tiles (ember.ops.nn_conv_lanes): the target
+    runs the micro-kernel and the layer's rows fit them."""
+    target = COMPUTE_TARGET.get()
+    if target is None or not use_tile_kernel(target, dtype):
+        return False
+    return position_lanes(block, strides, tuple(int(d) for d in out_spatial), flat)
 
 
 def pad_channels_last(x: te.Tensor, before: tuple[int, ...], after: tuple[int, ...]) -> te.Tensor:
@@ -426,7 +448,7 @@ def _conv_channels_last(
         return te.sum(prod, axis=[*rk, rc])
 
     shape = (ty.shape[0], *ty.shape[2:], wshape[0] * block)
-    acc = te.compute(shape, body, "conv", attrs={"block": block})
+    acc = te.compute(shape, body, "conv", attrs={"block": block, TILE_KERNEL: 1})
     return te.compute(ty.shape, lambda n, o, *sp: acc[(n, *sp, o)], "conv_out")
 
 
@@ -471,6 +493,7 @@ def _flat_pointwise(
     shape: tuple[int, ...],
     groups: int,
     blocks_per_group: int,
+    kernel: bool,
 ) -> te.Tensor:
     """A 1x1 stride-1 unpadded packed convolution with its spatial positions flattened into
     one axis, ``conv[n, p, o]`` (a matrix product, positions x channels): register tiles
@@ -481,7 +504,7 @@ def _flat_pointwise(
     positions = int(np.prod(sp))
     rc = te.reduce_axis(static_shape(wp)[1], "rc")
     wide = static_shape(wp)[0] * block >= TRANSPOSE_MIN_CHANNELS
-    xt = _positions_last(x, sp) if _kernel_layout(x.dtype) and wide else None
+    xt = _positions_last(x, sp) if kernel and wide else None
 
     def body(n: Any, p: Any, o: Any) -> PrimExpr:
         chan = (
@@ -505,7 +528,8 @@ def _flat_pointwise(
         prod = x[(n, chan, *reversed(idx))] * wp[(o // block, rc.var, *([0] * len(sp)), o % block)]
         return te.sum(prod, axis=rc)
 
-    acc = te.compute((shape[0], positions, shape[-1]), body, "conv", attrs={"block": block})
+    attrs = {"block": block, TILE_KERNEL: int(kernel)}
+    acc = te.compute((shape[0], positions, shape[-1]), body, "conv", attrs=attrs)
 
     def out(n: Any, o: Any, *i: Any) -> PrimExpr:
         flat = i[0]

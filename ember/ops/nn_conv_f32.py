@@ -3,8 +3,11 @@
 schedule_packed_conv computes a tile of a packed convolution's accumulators (a few output
 positions x one block of 16 output channels) per iteration of the reduction, with the
 positions unrolled and the channels vectorised; the epilogue reads the tile after. On
-AVX2 targets of the C back end (``use_tile_kernel``), ``tile_kernel_rewrite`` replaces each
-guard-free reduction nest of that shape in the lowered PrimFunc::
+AVX2 targets of the C back end (``use_tile_kernel``), for the layers whose reduction is long
+enough for it to pay (``tile_kernel_pays``: the compute then lays the input out channels
+last and marks its reduction stage with TILE_KERNEL, which the schedule follows),
+``tile_kernel_rewrite`` replaces each guard-free reduction nest of that shape in the
+lowered PrimFunc (ember.ops.nn_conv_lanes calls it with the operands' roles exchanged)::
 
     for rc, rk0, rk1:             # serial reduction loops (1 to 3)
       for r, t in unrolled:       # the tile's positions (1 or 2 loops)
@@ -45,6 +48,32 @@ def use_tile_kernel(target: Target, dtype: str) -> bool:
     AVX-512 CPUs: their 14-column loop-IR tiles use 32 registers)."""
     keys = set(target.keys)
     return dtype == "float32" and "x86-avx2" in keys and not keys & {"llvm", "x86-avx512"}
+
+
+#: attribute of a packed convolution's reduction stage: 1 when its compute chose the
+#: kernel's layout (nn_conv._kernel_layout), so that its schedule calls the kernel.
+TILE_KERNEL = "tile_kernel"
+
+#: the shortest reduction (input channels per group x kernel taps) for which the kernel's
+#: channels-last layout and tiles pay; from LARGE_IMAGE_POSITIONS output positions on, half
+#: of it. Measured per layer (one thread, thread CPU time, builds interleaved, load 7-8;
+#: kernel/loop-IR time): 3x3 16->16 at 32x32 1.32, 3x3 32->32 at 16x16 0.95, 3x3 64->64 at
+#: 8x8 0.93, 28x28 0.77; 1x1 64->64 at 25x5 1.09, 128->128 at 14x14 1.08, 192->32 at 28x28
+#: 1.04, 144->24 at 56x56 0.81, 256->64 at 56x56 0.74; 10x4 1->64 (ds_cnn_kws) 1.32.
+MIN_KERNEL_REDUCTION = 256
+LARGE_IMAGE_POSITIONS = 2048
+
+
+def tile_kernel_pays(in_channels: int, taps: int, positions: int, block: int) -> bool:
+    """Whether a packed convolution layer with ``in_channels`` input channels per group,
+    ``taps`` kernel taps and ``positions`` output positions (output channels in blocks of
+    ``block``) runs faster through the micro-kernel (its channels-last layout and its
+    tiles) than through the loop-IR tiles: short reductions leave the kernel's call, its
+    accumulators' round trip through memory and the input's transposed copy uncovered."""
+    reduction = in_channels * taps
+    if positions >= LARGE_IMAGE_POSITIONS:
+        return 2 * reduction >= MIN_KERNEL_REDUCTION
+    return reduction >= MIN_KERNEL_REDUCTION
 
 
 def _flat_index(load: BufferLoad | BufferStore) -> PrimExpr | None:

@@ -42,6 +42,7 @@ from typing import Any
 
 from ember.ops.common import static_shape
 from ember.ops.nn_conv_f32 import (
+    TILE_KERNEL,
     kernel_tile,
     positions_outer,
     tile_kernel_rewrite,
@@ -365,8 +366,13 @@ def _channels_last(acc: tuple[int, ...], out: tuple[int, ...], block: int) -> bo
 
 def schedule_dense_packed_conv(ctx: ScheduleContext) -> None:
     """schedule_packed_conv for nn.conv_packed: float32 tiles on AVX2 through the C
-    micro-kernel (ember.ops.nn_conv_f32), its tile widths."""
-    schedule_packed_conv(ctx, use_tile_kernel(ctx.target, ctx.group_outputs[0].dtype))
+    micro-kernel (ember.ops.nn_conv_f32), its tile widths, for the layers whose compute
+    chose the kernel's layout (attribute TILE_KERNEL of the reduction stage, set by
+    nn_conv._kernel_layout: the layout and the schedule switch together)."""
+    ops = [_compute_op(s) for s in reduction_stages(ctx.sch, list(ctx.group_outputs))]
+    chosen = any(op is not None and op.attrs.get(TILE_KERNEL) for op in ops)
+    kernel = chosen and use_tile_kernel(ctx.target, ctx.group_outputs[0].dtype)
+    schedule_packed_conv(ctx, kernel)
 
 
 def schedule_packed_conv(ctx: ScheduleContext, kernel: bool = False) -> None:

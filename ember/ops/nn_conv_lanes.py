@@ -1,0 +1,164 @@
+"""Packed float32 convolutions with the output positions as the vector lanes (NCHW tiles).
+
+nn.conv_packed's usual tiles hold a few output positions x 16 output channels (the lanes),
+so its epilogue writes the NCHW output one position at a time, 16 channels apart: scalar
+stores ``H*W`` floats apart. When ``H*W*4`` is a multiple of 4096 bytes every channel's
+row maps to the same L1 set and the 16 stores of a position evict each other (dbnet's 1x1
+8->32 at 160x160, one thread: 2.6 ms; at 160x161 0.74 ms). Here a tile is one block of 16
+output channels x 16 consecutive output positions of a row (of the flattened positions for
+a 1x1 stride-1 unpadded convolution), the positions being the lanes::
+
+    acc[o, p:p+16] += w[o, c, kh, kw] * x[c, h + kh, p + kw : p + kw + 16]
+
+which is the micro-kernel's tile with the roles of its operands exchanged (the weight is
+broadcast, the input loaded as two vectors: ember.ops.nn_conv_f32); the input stays NCHW
+(no transposed copy) and the epilogue writes 16 contiguous floats per channel. It needs
+unit stride along the row and rows (or positions) a multiple of 16 (``position_lanes``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ember.ops.common import static_shape
+from ember.ops.nn_conv_f32 import BLOCK, tile_kernel_rewrite
+from ember.ops.nn_schedule import (
+    MIN_PARALLEL_WORK,
+    _compute_op,
+    _extent,
+    _size,
+    materialize_tagged,
+    reduction_stages,
+    schedule_dense_packed_conv,
+    schedule_root_reduction,
+)
+from ember.ops.registry import ScheduleContext
+from ember.tir import PrimExpr, te
+
+#: attribute of the reduction stage of a position-lanes convolution (its value: 1).
+POSITION_LANES = "position_lanes"
+
+
+#: position-lane tiles are taken for images of at most this many output positions, or of
+#: a multiple of it (4 KiB rows: the usual tiles' stores alias in L1). Measured per layer
+#: (one thread, thread CPU time, builds interleaved, load 7-10; lanes/usual): 3x3 3->16 at
+#: 32x32 0.50, 16->16 at 32x32 0.87 (0.6 against the kernel), 32->32 at 16x16 0.92; 1x1
+#: 8->32 at 160x160 0.35-0.68, 144->32 at 28x28 0.60; but 1x1 16->96 at 80x80 1.42-1.66,
+#: at 112x112 1.61, 32->16 at 112x112 1.35, 24->120 at 40x40 1.09.
+LANES_POSITIONS = 1024
+
+
+def position_lanes(
+    block: int, strides: tuple[int, ...], out_spatial: tuple[int, ...], flat: bool
+) -> bool:
+    """Whether a packed convolution takes position-lane tiles: blocks of BLOCK output
+    channels, unit stride along the row, 16 dividing the row (all positions when ``flat``,
+    a 1x1 stride-1 unpadded convolution), and a small or 4 KiB-aliasing image (above)."""
+    if block != BLOCK or not out_spatial or strides[-1] != 1:
+        return False
+    positions = 1
+    for d in out_spatial:
+        positions *= int(d)
+    if (positions if flat else int(out_spatial[-1])) % BLOCK:
+        return False
+    return positions <= LANES_POSITIONS or positions % LANES_POSITIONS == 0
+
+
+def conv_position_lanes(
+    xp: te.Tensor,
+    wp: te.Tensor,
+    out_shape: tuple[Any, ...],
+    strides: tuple[int, ...],
+    dilation: tuple[int, ...],
+    groups: int,
+    flat: bool,
+) -> te.Tensor:
+    """The reduction stage ``conv`` (N, channels padded to blocks, *out spatial), or (N,
+    channels, positions) when ``flat``, reading the NCHW (padded) input ``xp``, reductions
+    ordered kernel taps then input channels, and the output stage ``conv_out``."""
+    wshape = static_shape(wp)
+    nsp = len(wshape) - 3
+    block = wshape[-1]
+    per_group = wshape[0] // groups
+    sp = [int(d) for d in out_shape[2:]]
+    rk = [te.reduce_axis(wshape[2 + k], f"rk{k}") for k in range(nsp)]
+    rc = te.reduce_axis(wshape[1], "rc")
+
+    def reduce(n: Any, o: Any, pos: list[Any]) -> PrimExpr:
+        src = [pos[k] * strides[k] + rk[k].var * dilation[k] for k in range(nsp)]
+        chan = rc.var if groups == 1 else (o // block) // per_group * wshape[1] + rc.var
+        w = wp[(o // block, rc.var, *[r.var for r in rk], o % block)]
+        return te.sum(w * xp[(n, chan, *src)], axis=[*rk, rc])
+
+    channels = wshape[0] * block
+    if flat:
+
+        def flat_body(n: Any, o: Any, p: Any) -> PrimExpr:
+            idx = []
+            rest = p
+            for k in range(nsp - 1, -1, -1):
+                idx.append(rest % sp[k] if k else rest)
+                rest = rest // sp[k]
+            return reduce(n, o, idx[::-1])
+
+        positions = 1
+        for d in sp:
+            positions *= d
+        attrs = {"block": block, POSITION_LANES: 1}
+        acc = te.compute((out_shape[0], channels, positions), flat_body, "conv", attrs=attrs)
+
+        def out(n: Any, o: Any, *i: Any) -> PrimExpr:
+            p = i[0]
+            for k in range(1, nsp):
+                p = p * sp[k] + i[k]
+            return acc[(n, o, p)]
+
+        return te.compute(out_shape, out, "conv_out")
+    shape = (out_shape[0], channels, *sp)
+    acc = te.compute(
+        shape,
+        lambda n, o, *pos: reduce(n, o, list(pos)),
+        "conv",
+        attrs={"block": block, POSITION_LANES: 1},
+    )
+    return te.compute(out_shape, lambda n, o, *pos: acc[(n, o, *pos)], "conv_out")
+
+
+def schedule_conv_packed(ctx: ScheduleContext) -> None:
+    """nn.conv_packed's schedule: position-lane tiles for the stages conv_position_lanes
+    made, else schedule_dense_packed_conv."""
+    sch = ctx.sch
+    outputs = list(ctx.group_outputs)
+    reds = reduction_stages(sch, outputs)
+    lanes = [r for r in reds if (op := _compute_op(r)) is not None and op.attrs.get(POSITION_LANES)]
+    main = sch[outputs[0]]
+    op = _compute_op(main)
+    if len(lanes) != 1 or len(outputs) != 1 or op is None or op.reduce_axis:
+        schedule_dense_packed_conv(ctx)
+        return
+    acc = lanes[0]
+    acc_op = _compute_op(acc)
+    assert acc_op is not None
+    materialize_tagged(sch, outputs)
+    axes = list(op.axis)
+    oo, oi = main.split(axes[1], factor=int(acc_op.attrs["block"]))
+    flat = len(acc_op.axis) == 3 and len(axes) > 3
+    if flat:
+        middle: list[te.IterVar] = []
+        row = main.fuse(*axes[2:])
+    else:
+        middle, row = axes[2:-1], axes[-1]
+    po, pi = main.split(row, factor=BLOCK)
+    main.reorder(axes[0], oo, *middle, po, oi, pi)
+    outer = main.fuse(axes[0], oo, *middle, po)
+    if _size(axes) * _size(acc_op.reduce_axis) >= MIN_PARALLEL_WORK and _extent(outer) > 1:
+        main.parallel(outer)
+    main.vectorize(pi)
+    acc.compute_at(main, outer)
+    a = list(acc_op.axis)
+    acc.reorder(a[0], *a[2:-1], *acc_op.reduce_axis, a[1], a[-1])
+    acc.vectorize(a[-1])
+    for stage in reds:
+        if stage is not acc:
+            schedule_root_reduction(stage)
+    ctx.post_lower.append(tile_kernel_rewrite)

@@ -1,0 +1,134 @@
+"""Per-layer choices of packed float32 convolutions on AVX2 C targets: the micro-kernel's
+channels-last tiles only where the reduction is long enough (layout and schedule switch
+together), and position-lane tiles (NCHW, 16 output positions as the lanes) where the rows
+fit them (interpreted against the graph reference, compiled against onnxruntime)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ember import tir
+from ember.ir import Function, TensorType, Var, call, evaluate
+from ember.lowering.lower_group import lower_group
+from ember.ops.nn_conv_f32 import INTERPRET_EXTERNS, tile_kernel_pays
+from ember.ops.nn_conv_lanes import position_lanes
+from ember.testing.lowering import primitive
+
+AVX2 = "c -mcpu=haswell"
+
+
+def v(name: str, shape: tuple[int, ...]) -> Var:
+    return Var(name, TensorType(shape, "float32"))
+
+
+def _lower_and_check(xshape, wshape, target: str = AVX2, **attrs) -> str:
+    """Lower conv_packed + bias + relu for ``target``, interpret it (the kernel calls by
+    their Python reference) against the graph-IR reference; return the loop IR's text."""
+    x, wp = v("x", xshape), v("wp", wshape)
+    b = v("b", (attrs.get("channels", wshape[0] * wshape[-1]), 1, 1))
+    body = call("relu", call("add", call("nn.conv_packed", x, wp, **attrs), b))
+    prim = lower_group(primitive((x, wp, b), body), "kernel", target)
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal(p.type.shape).astype(np.float32) for p in (x, wp, b)]
+    (ref,) = evaluate(Function((x, wp, b), body), xs)
+    out = np.zeros(ref.shape, ref.dtype)
+    tir.interpret(prim, [*xs, out], externs=INTERPRET_EXTERNS)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+    return str(prim)
+
+
+def test_kernel_pays_on_long_reductions_only():
+    assert tile_kernel_pays(32, 9, 256, 16)  # 3x3, 288 steps
+    assert not tile_kernel_pays(16, 9, 1024, 16)  # resnet8's 16-channel 3x3 convs
+    assert not tile_kernel_pays(64, 1, 125, 16)  # ds_cnn_kws's 1x1 convs
+    assert tile_kernel_pays(144, 1, 56 * 56, 8)  # a large image: half the reduction
+    assert not tile_kernel_pays(144, 1, 28 * 28, 16)
+
+
+@pytest.mark.parametrize(
+    ("cin", "kernel_called", "buffer"),
+    [
+        (8, False, "Buffer((1, 8, 9, 9)"),  # short reduction: loop-IR tiles, NCHW padded copy
+        (32, True, "Buffer((1, 9, 9, 32)"),  # the kernel's channels-last padded copy
+    ],
+)
+def test_layout_and_schedule_switch_together(cin, kernel_called, buffer):
+    # 7 columns: no position lanes; the layer's reduction length picks the rest
+    text = _lower_and_check((1, cin, 7, 7), (1, cin, 3, 3, 16), padding=(1, 1, 1, 1))
+    assert ("ember_f32_conv_tile" in text) is kernel_called
+    assert buffer in text
+
+
+@pytest.mark.parametrize(
+    ("xshape", "wshape", "attrs"),
+    [
+        ((1, 3, 6, 16), (1, 3, 3, 3, 16), {"padding": (1, 1, 1, 1)}),  # rows of 16
+        ((1, 5, 4, 8), (2, 5, 1, 1, 16), {}),  # 1x1 over 32 flattened positions
+        ((1, 4, 5, 32), (2, 2, 3, 3, 16), {"groups": 2, "padding": (1, 1, 1, 1)}),
+        ((1, 2, 9, 20), (1, 2, 3, 5, 16), {"strides": (2, 1)}),  # stride 2 down, 1 along
+        ((1, 3, 4, 16), (1, 3, 3, 3, 16), {"padding": (1, 1, 1, 1), "channels": 13}),
+    ],
+)
+def test_position_lanes_call_the_kernel_and_match_reference(xshape, wshape, attrs):
+    text = _lower_and_check(xshape, wshape, **attrs)
+    assert "ember_f32_conv_tile" in text
+    assert f"Buffer((1, {xshape[1]}," in text.split("def kernel")[1]  # the input stays NCHW
+
+
+def test_position_lanes_need_unit_row_stride_rows_of_16_and_small_or_aliasing_images():
+    assert position_lanes(16, (1, 1), (32, 32), flat=False)
+    assert position_lanes(16, (1, 1), (160, 160), flat=True)  # 25 x 1024 positions
+    assert not position_lanes(16, (1, 1), (112, 112), flat=True)
+    assert position_lanes(16, (1, 1), (4, 4), flat=True)  # 16 positions
+    assert not position_lanes(16, (1, 1), (4, 4), flat=False)  # rows of 4
+    assert not position_lanes(16, (2, 2), (16, 16), flat=False)
+    assert not position_lanes(8, (1, 1), (32, 32), flat=False)  # blocks of 8
+
+
+def test_position_lanes_only_on_the_kernel_targets():
+    text = _lower_and_check((1, 3, 6, 16), (1, 3, 3, 3, 16), "llvm", padding=(1,) * 4)
+    assert "ember_f32_conv_tile" not in text
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize(
+    ("cin", "cout", "size", "kernel", "pads"),
+    [(16, 16, 32, 3, 1), (8, 32, 32, 1, 0), (3, 32, 16, 3, 1)],
+)
+def test_compiled_position_lanes_match_onnxruntime(cin, cout, size, kernel, pads):
+    from onnx import TensorProto, helper, numpy_helper
+
+    from ember.testing import assert_matches_onnxruntime
+
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((cout, cin, kernel, kernel)) / np.sqrt(cin * kernel * kernel)
+    b = rng.standard_normal(cout)
+    nodes = [
+        helper.make_node(
+            "Conv", ["x", "w", "b"], ["c"], kernel_shape=[kernel] * 2, pads=[pads] * 4
+        ),
+        helper.make_node("Add", ["c", "r"], ["s"]),
+        helper.make_node("Relu", ["s"], ["y"]),
+    ]
+    shape = [1, cout, size, size]
+    graph = helper.make_graph(
+        nodes,
+        "conv",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, cin, size, size]),
+            helper.make_tensor_value_info("r", TensorProto.FLOAT, shape),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+        initializer=[
+            numpy_helper.from_array(w.astype(np.float32), "w"),
+            numpy_helper.from_array(b.astype(np.float32), "b"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    inputs = {
+        "x": rng.standard_normal((1, cin, size, size)).astype(np.float32),
+        "r": rng.standard_normal(shape).astype(np.float32),
+    }
+    assert_matches_onnxruntime(model, inputs, rtol=1e-4, atol=1e-4, target="c")
