@@ -29,8 +29,8 @@ threads over its best wall time at 1 thread (issue 12: at most 1.3). ``--profile
 also prints each model's K slowest ember kernels. ``--quantized static[,dynamic]`` adds the
 int8 table of issue 16 for the selected models among resnet50, mobilenet_v2 and bert
 (``quantized.py``'s measurement: ember int8, onnxruntime int8 and ember float32 at 1
-thread, interleaved, with the share of outputs within one quantization step). Nothing is asserted: the script only
-reports.
+thread, interleaved, with the share of outputs within one quantization step). Nothing is
+asserted: the script only reports.
 """
 
 from __future__ import annotations
