@@ -19,7 +19,8 @@ with b output channels innermost and the convolution runs register-tiled over b 
 channels (the vector lanes) times up to 14 output columns (schedule_packed_conv), 2-10x
 faster than the row schedule on ResNet-50's convolutions. A 1x1, stride-1, unpadded
 convolution reduces over its positions flattened into one axis (a matrix product, positions
-x channels), so that its register tiles run along all positions (_flat_pointwise).
+x channels), so that its register tiles run along all positions (flat_pointwise in
+ember.ops.nn_conv_layouts).
 Where the C micro-kernel runs (float32 on AVX2 C targets, ember.ops.nn_conv_f32), the
 padded input is copied channels last and reduced over the kernel taps then the input
 channels, and 1x1 convolutions with many outputs read a positions-major copy: each tile then
@@ -42,6 +43,12 @@ from ember.ops.common import out_tensor_type, scalar, static_shape
 from ember.ops.nn_common import check_dtype
 from ember.ops.nn_conv_f32 import TILE_KERNEL, tile_kernel_pays, use_tile_kernel
 from ember.ops.nn_conv_lanes import conv_position_lanes, position_lanes, schedule_conv_packed
+from ember.ops.nn_conv_layouts import (
+    conv_channels_last,
+    flat_pointwise,
+    pad_tensor,
+    pointwise,
+)
 from ember.ops.nn_conv_transpose import conv_transpose_to_pointwise
 from ember.ops.nn_depthwise import depthwise_rows, schedule_depthwise, use_rows
 from ember.ops.nn_schedule import (
@@ -58,39 +65,6 @@ from ember.ops.registry import (
 )
 from ember.tir import PrimExpr, te
 from ember.tir import const as tir_const
-
-
-def pad_tensor(
-    x: te.Tensor,
-    before: tuple[int, ...],
-    after: tuple[int, ...],
-    value: float = 0.0,
-    materialize: bool = False,
-) -> te.Tensor:
-    """``x`` zero-padded (or ``value``-padded) on its trailing len(before) axes; with
-    ``materialize`` the nn anchor schedule keeps it in a buffer instead of inlining it."""
-    shape = static_shape(x)
-    nsp = len(before)
-    if not any(before) and not any(after):
-        return x
-    lead = len(shape) - nsp
-    padded = list(shape[:lead]) + [shape[lead + k] + before[k] + after[k] for k in range(nsp)]
-
-    def body(*i: Any) -> PrimExpr:
-        conds = []
-        src = list(i[:lead])
-        for k in range(nsp):
-            pos = i[lead + k] - before[k]
-            if before[k] > 0:
-                conds.append(pos >= 0)
-            if after[k] > 0:
-                conds.append(pos < shape[lead + k])
-            src.append(pos)
-        if not conds:
-            return x[tuple(src)]
-        return tir.if_then_else(tir.logical_and(*conds), x[tuple(src)], scalar(value, x.dtype))
-
-    return te.compute(padded, body, "pad", attrs={MATERIALIZE: True} if materialize else None)
 
 
 def _conv_attrs(attrs: Attrs, nsp: int) -> tuple[tuple[int, ...], ...]:
@@ -352,12 +326,12 @@ def conv_packed(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Ten
     rc = te.reduce_axis(wshape[1], "rc")
     rk = [te.reduce_axis(wshape[2 + k], f"rk{k}") for k in range(nsp)]
     kernel = _kernel_layout(x.dtype, wshape, ty.shape)
-    flat = _pointwise(wshape[2:-1], strides, pad_begin, pad_end) and nsp > 1
+    flat = pointwise(wshape[2:-1], strides, pad_begin, pad_end) and nsp > 1
     if _lanes_layout(x.dtype, block, strides, tuple(ty.shape[2:]), flat):
         xl = x if flat else pad_tensor(x, pad_begin, pad_end, materialize=True)
         return conv_position_lanes(xl, wp, ty.shape, strides, dilation, groups, flat)
-    if kernel and not _pointwise(wshape[2:-1], strides, pad_begin, pad_end):
-        return _conv_channels_last(x, wp, ty, strides, dilation, pad_begin, pad_end, groups)
+    if kernel and not pointwise(wshape[2:-1], strides, pad_begin, pad_end):
+        return conv_channels_last(x, wp, ty, strides, dilation, pad_begin, pad_end, groups)
     xp = pad_tensor(x, pad_begin, pad_end, materialize=True)
 
     def body(n: Any, *rest: Any) -> PrimExpr:
@@ -373,8 +347,8 @@ def conv_packed(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Ten
     # channels last, so that a tile's accumulators are ``block`` contiguous floats per column;
     # all the weight's channels (padding included), so that every tile is a whole block
     shape = (ty.shape[0], *ty.shape[2:], wshape[0] * block)
-    if _pointwise(wshape[2:-1], strides, pad_begin, pad_end) and nsp > 1:
-        return _flat_pointwise(x, wp, ty, shape, groups, blocks_per_group, kernel)
+    if pointwise(wshape[2:-1], strides, pad_begin, pad_end) and nsp > 1:
+        return flat_pointwise(x, wp, ty, shape, groups, blocks_per_group, kernel)
     acc = te.compute(shape, body, "conv", attrs={"block": block, TILE_KERNEL: 0})
     return te.compute(ty.shape, lambda n, o, *sp: acc[(n, *sp, o)], "conv_out")
 
@@ -403,141 +377,6 @@ def _lanes_layout(
     if target is None or not use_tile_kernel(target, dtype):
         return False
     return position_lanes(block, strides, tuple(int(d) for d in out_spatial), flat)
-
-
-def pad_channels_last(x: te.Tensor, before: tuple[int, ...], after: tuple[int, ...]) -> te.Tensor:
-    """``x`` (N, C, *sp) zero-padded on its spatial axes and laid out channels last,
-    (N, *padded, C), in a buffer of its own."""
-    shape = static_shape(x)
-    nsp = len(before)
-    last = te.compute(
-        (shape[0], *shape[2:], shape[1]),
-        lambda n, *r: x[(n, r[nsp], *r[:nsp])],
-        "channels_last",
-    )
-    return pad_tensor(last, (*before, 0), (*after, 0), materialize=True)
-
-
-def _conv_channels_last(
-    x: te.Tensor,
-    wp: te.Tensor,
-    ty: Any,
-    strides: tuple[int, ...],
-    dilation: tuple[int, ...],
-    pad_begin: tuple[int, ...],
-    pad_end: tuple[int, ...],
-    groups: int,
-) -> te.Tensor:
-    """conv_packed reading a channels-last padded copy of the input, reducing over the
-    kernel taps then the input channels (innermost: contiguous in both the copy and, per
-    tap, a fixed stride of the weight)."""
-    wshape = static_shape(wp)
-    nsp = len(wshape) - 3
-    block = wshape[-1]
-    blocks_per_group = wshape[0] // groups
-    xp = pad_channels_last(x, pad_begin, pad_end)
-    rk = [te.reduce_axis(wshape[2 + k], f"rk{k}") for k in range(nsp)]
-    rc = te.reduce_axis(wshape[1], "rc")
-
-    def body(n: Any, *rest: Any) -> PrimExpr:
-        *sp, o = rest
-        src = [sp[k] * strides[k] + rk[k].var * dilation[k] for k in range(nsp)]
-        taps = [r.var for r in rk]
-        chan = rc.var if groups == 1 else (o // block) // blocks_per_group * wshape[1] + rc.var
-        prod = xp[(n, *src, chan)] * wp[(o // block, rc.var, *taps, o % block)]
-        return te.sum(prod, axis=[*rk, rc])
-
-    shape = (ty.shape[0], *ty.shape[2:], wshape[0] * block)
-    acc = te.compute(shape, body, "conv", attrs={"block": block, TILE_KERNEL: 1})
-    return te.compute(ty.shape, lambda n, o, *sp: acc[(n, *sp, o)], "conv_out")
-
-
-#: a 1x1 convolution with at least this many output channels reads a positions-major copy
-#: of its input (the copy costs 1/channels of the convolution). Measured single thread on
-#: AVX2 (ember/onnxruntime, busy machine): 1x1 64->256 at 56x56 1.35 -> 1.04, 2048->512 at
-#: 7x7 1.86 -> 1.23, 512->2048 at 7x7 1.40 -> 1.23; but 64->64 at 56x56 1.09 -> 1.85.
-TRANSPOSE_MIN_CHANNELS = 256
-
-
-def _positions_last(x: te.Tensor, sp: list[int]) -> te.Tensor:
-    """``x`` (N, C, *sp) as (N, positions, C) in a buffer of its own: a 1x1 convolution's
-    tile then reads each position's channels contiguously."""
-    shape = static_shape(x)
-
-    def body(n: Any, p: Any, c: Any) -> PrimExpr:
-        idx = []
-        rest = p
-        for k in range(len(sp) - 1, -1, -1):
-            idx.append(rest % sp[k] if k else rest)
-            rest = rest // sp[k]
-        return x[(n, c, *reversed(idx))]
-
-    positions = int(np.prod(sp))
-    return te.compute((shape[0], positions, shape[1]), body, "x_nhwc", attrs={MATERIALIZE: True})
-
-
-def _pointwise(
-    kernel: tuple[int, ...],
-    strides: tuple[int, ...],
-    before: tuple[int, ...],
-    after: tuple[int, ...],
-) -> bool:
-    """Whether a convolution is 1x1, stride 1, unpadded: a matrix product over positions."""
-    return all(k == 1 for k in kernel) and all(s == 1 for s in strides) and not any(before + after)
-
-
-def _flat_pointwise(
-    x: te.Tensor,
-    wp: te.Tensor,
-    ty: Any,
-    shape: tuple[int, ...],
-    groups: int,
-    blocks_per_group: int,
-    kernel: bool,
-) -> te.Tensor:
-    """A 1x1 stride-1 unpadded packed convolution with its spatial positions flattened into
-    one axis, ``conv[n, p, o]`` (a matrix product, positions x channels): register tiles
-    run along all positions, so small images (14x14, 7x7) leave at most one partial tile
-    instead of one per row (schedule_packed_conv tiles the flattened axis)."""
-    block = static_shape(wp)[-1]
-    sp = [int(d) for d in ty.shape[2:]]
-    positions = int(np.prod(sp))
-    rc = te.reduce_axis(static_shape(wp)[1], "rc")
-    wide = static_shape(wp)[0] * block >= TRANSPOSE_MIN_CHANNELS
-    xt = _positions_last(x, sp) if kernel and wide else None
-
-    def body(n: Any, p: Any, o: Any) -> PrimExpr:
-        chan = (
-            rc.var
-            if groups == 1
-            else (o // block) // blocks_per_group * static_shape(wp)[1] + rc.var
-        )
-        w = wp[(o // block, rc.var, *([0] * len(sp)), o % block)]
-        if xt is not None:
-            return te.sum(xt[(n, p, chan)] * w, axis=rc)
-        idx = []
-        rest = p
-        for k in range(len(sp) - 1, -1, -1):
-            idx.append(rest % sp[k] if k else rest)
-            rest = rest // sp[k]
-        chan = (
-            rc.var
-            if groups == 1
-            else (o // block) // blocks_per_group * static_shape(wp)[1] + rc.var
-        )
-        prod = x[(n, chan, *reversed(idx))] * wp[(o // block, rc.var, *([0] * len(sp)), o % block)]
-        return te.sum(prod, axis=rc)
-
-    attrs = {"block": block, TILE_KERNEL: int(kernel)}
-    acc = te.compute((shape[0], positions, shape[-1]), body, "conv", attrs=attrs)
-
-    def out(n: Any, o: Any, *i: Any) -> PrimExpr:
-        flat = i[0]
-        for k in range(1, len(sp)):
-            flat = flat * sp[k] + i[k]
-        return acc[(n, flat, o)]
-
-    return te.compute(ty.shape, out, "conv_out")
 
 
 # --- depthwise convolutions ---------------------------------------------------------------

@@ -445,7 +445,7 @@ def schedule_packed_conv(ctx: ScheduleContext, kernel: bool = False) -> None:
 
 def _flat_channels_last(acc: tuple[int, ...], out: tuple[int, ...], block: int) -> bool:
     """Whether ``acc`` is ``out`` (N, C, *sp) as (N, positions, C padded to a block): a 1x1
-    convolution flattened over positions (nn_conv._flat_pointwise)."""
+    convolution flattened over positions (nn_conv_layouts.flat_pointwise)."""
     if len(acc) != 3 or len(out) < 4 or acc[0] != out[0]:
         return False
     positions = 1

@@ -22,7 +22,7 @@ every run gives the same numbers. The arithmetic is plain C doubles with the lib
 
 from __future__ import annotations
 
-from ember.runtime.libruntime import source_path
+from pathlib import Path
 
 #: the call_extern names this file defines.
 RANDOM_KERNEL_NAMES: frozenset[str] = frozenset(
@@ -34,4 +34,7 @@ HELPER_KEY = "0e_ember_rng"
 
 #: the kernels' C text (ember/runtime/src/random_kernels.h; the runtime library exports the
 #: same kernels for the llvm kinds, generated C includes them static).
-RANDOM_KERNELS_C = (source_path().parent / "random_kernels.h").read_text(encoding="utf-8")
+#: (read as data by path: the code generator sits below the runtime in the layer order).
+RANDOM_KERNELS_C = (
+    Path(__file__).resolve().parents[2] / "runtime" / "src" / "random_kernels.h"
+).read_text(encoding="utf-8")

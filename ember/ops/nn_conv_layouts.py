@@ -1,0 +1,183 @@
+"""Input layouts and loop nests of ``nn.conv_packed`` (helpers of ember.ops.nn_conv): the
+padded copy of an input, the channels-last reduction the C micro-kernel tiles, and the 1x1
+convolution flattened over positions (a matrix product, positions x channels)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ember import tir
+from ember.ops.common import scalar, static_shape
+from ember.ops.nn_conv_f32 import TILE_KERNEL
+from ember.ops.nn_schedule import MATERIALIZE
+from ember.tir import PrimExpr, te
+
+
+def pad_tensor(
+    x: te.Tensor,
+    before: tuple[int, ...],
+    after: tuple[int, ...],
+    value: float = 0.0,
+    materialize: bool = False,
+) -> te.Tensor:
+    """``x`` zero-padded (or ``value``-padded) on its trailing len(before) axes; with
+    ``materialize`` the nn anchor schedule keeps it in a buffer instead of inlining it."""
+    shape = static_shape(x)
+    nsp = len(before)
+    if not any(before) and not any(after):
+        return x
+    lead = len(shape) - nsp
+    padded = list(shape[:lead]) + [shape[lead + k] + before[k] + after[k] for k in range(nsp)]
+
+    def body(*i: Any) -> PrimExpr:
+        conds = []
+        src = list(i[:lead])
+        for k in range(nsp):
+            pos = i[lead + k] - before[k]
+            if before[k] > 0:
+                conds.append(pos >= 0)
+            if after[k] > 0:
+                conds.append(pos < shape[lead + k])
+            src.append(pos)
+        if not conds:
+            return x[tuple(src)]
+        return tir.if_then_else(tir.logical_and(*conds), x[tuple(src)], scalar(value, x.dtype))
+
+    return te.compute(padded, body, "pad", attrs={MATERIALIZE: True} if materialize else None)
+
+
+def pad_channels_last(x: te.Tensor, before: tuple[int, ...], after: tuple[int, ...]) -> te.Tensor:
+    """``x`` (N, C, *sp) zero-padded on its spatial axes and laid out channels last,
+    (N, *padded, C), in a buffer of its own."""
+    shape = static_shape(x)
+    nsp = len(before)
+    last = te.compute(
+        (shape[0], *shape[2:], shape[1]),
+        lambda n, *r: x[(n, r[nsp], *r[:nsp])],
+        "channels_last",
+    )
+    return pad_tensor(last, (*before, 0), (*after, 0), materialize=True)
+
+
+def conv_channels_last(
+    x: te.Tensor,
+    wp: te.Tensor,
+    ty: Any,
+    strides: tuple[int, ...],
+    dilation: tuple[int, ...],
+    pad_begin: tuple[int, ...],
+    pad_end: tuple[int, ...],
+    groups: int,
+) -> te.Tensor:
+    """conv_packed reading a channels-last padded copy of the input, reducing over the
+    kernel taps then the input channels (innermost: contiguous in both the copy and, per
+    tap, a fixed stride of the weight)."""
+    wshape = static_shape(wp)
+    nsp = len(wshape) - 3
+    block = wshape[-1]
+    blocks_per_group = wshape[0] // groups
+    xp = pad_channels_last(x, pad_begin, pad_end)
+    rk = [te.reduce_axis(wshape[2 + k], f"rk{k}") for k in range(nsp)]
+    rc = te.reduce_axis(wshape[1], "rc")
+
+    def body(n: Any, *rest: Any) -> PrimExpr:
+        *sp, o = rest
+        src = [sp[k] * strides[k] + rk[k].var * dilation[k] for k in range(nsp)]
+        taps = [r.var for r in rk]
+        chan = rc.var if groups == 1 else (o // block) // blocks_per_group * wshape[1] + rc.var
+        prod = xp[(n, *src, chan)] * wp[(o // block, rc.var, *taps, o % block)]
+        return te.sum(prod, axis=[*rk, rc])
+
+    shape = (ty.shape[0], *ty.shape[2:], wshape[0] * block)
+    acc = te.compute(shape, body, "conv", attrs={"block": block, TILE_KERNEL: 1})
+    return te.compute(ty.shape, lambda n, o, *sp: acc[(n, *sp, o)], "conv_out")
+
+
+#: a 1x1 convolution with at least this many output channels reads a positions-major copy
+#: of its input (the copy costs 1/channels of the convolution). Measured single thread on
+#: AVX2 (ember/onnxruntime, busy machine): 1x1 64->256 at 56x56 1.35 -> 1.04, 2048->512 at
+#: 7x7 1.86 -> 1.23, 512->2048 at 7x7 1.40 -> 1.23; but 64->64 at 56x56 1.09 -> 1.85.
+TRANSPOSE_MIN_CHANNELS = 256
+
+
+def _positions_last(x: te.Tensor, sp: list[int]) -> te.Tensor:
+    """``x`` (N, C, *sp) as (N, positions, C) in a buffer of its own: a 1x1 convolution's
+    tile then reads each position's channels contiguously."""
+    shape = static_shape(x)
+
+    def body(n: Any, p: Any, c: Any) -> PrimExpr:
+        idx = []
+        rest = p
+        for k in range(len(sp) - 1, -1, -1):
+            idx.append(rest % sp[k] if k else rest)
+            rest = rest // sp[k]
+        return x[(n, c, *reversed(idx))]
+
+    positions = int(np.prod(sp))
+    return te.compute((shape[0], positions, shape[1]), body, "x_nhwc", attrs={MATERIALIZE: True})
+
+
+def pointwise(
+    kernel: tuple[int, ...],
+    strides: tuple[int, ...],
+    before: tuple[int, ...],
+    after: tuple[int, ...],
+) -> bool:
+    """Whether a convolution is 1x1, stride 1, unpadded: a matrix product over positions."""
+    return all(k == 1 for k in kernel) and all(s == 1 for s in strides) and not any(before + after)
+
+
+def flat_pointwise(
+    x: te.Tensor,
+    wp: te.Tensor,
+    ty: Any,
+    shape: tuple[int, ...],
+    groups: int,
+    blocks_per_group: int,
+    kernel: bool,
+) -> te.Tensor:
+    """A 1x1 stride-1 unpadded packed convolution with its spatial positions flattened into
+    one axis, ``conv[n, p, o]`` (a matrix product, positions x channels): register tiles
+    run along all positions, so small images (14x14, 7x7) leave at most one partial tile
+    instead of one per row (schedule_packed_conv tiles the flattened axis)."""
+    block = static_shape(wp)[-1]
+    sp = [int(d) for d in ty.shape[2:]]
+    positions = int(np.prod(sp))
+    rc = te.reduce_axis(static_shape(wp)[1], "rc")
+    wide = static_shape(wp)[0] * block >= TRANSPOSE_MIN_CHANNELS
+    xt = _positions_last(x, sp) if kernel and wide else None
+
+    def body(n: Any, p: Any, o: Any) -> PrimExpr:
+        chan = (
+            rc.var
+            if groups == 1
+            else (o // block) // blocks_per_group * static_shape(wp)[1] + rc.var
+        )
+        w = wp[(o // block, rc.var, *([0] * len(sp)), o % block)]
+        if xt is not None:
+            return te.sum(xt[(n, p, chan)] * w, axis=rc)
+        idx = []
+        rest = p
+        for k in range(len(sp) - 1, -1, -1):
+            idx.append(rest % sp[k] if k else rest)
+            rest = rest // sp[k]
+        chan = (
+            rc.var
+            if groups == 1
+            else (o // block) // blocks_per_group * static_shape(wp)[1] + rc.var
+        )
+        prod = x[(n, chan, *reversed(idx))] * wp[(o // block, rc.var, *([0] * len(sp)), o % block)]
+        return te.sum(prod, axis=rc)
+
+    attrs = {"block": block, TILE_KERNEL: int(kernel)}
+    acc = te.compute((shape[0], positions, shape[-1]), body, "conv", attrs=attrs)
+
+    def out(n: Any, o: Any, *i: Any) -> PrimExpr:
+        flat = i[0]
+        for k in range(1, len(sp)):
+            flat = flat * sp[k] + i[k]
+        return acc[(n, flat, o)]
+
+    return te.compute(ty.shape, out, "conv_out")
