@@ -13,6 +13,7 @@ module and falling back to each case alone, so every reported failure is the cas
 from __future__ import annotations
 
 import functools
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -102,13 +103,20 @@ def _is_value(value: object) -> bool:
     return isinstance(value, np.ndarray | np.generic)
 
 
+#: the environment variable naming the target compiled cases are built for.
+TARGET_ENV = "EMBER_CONFORMANCE_TARGET"
+
+
 def build_and_run(
     mod: Any, params: Mapping[str, np.ndarray], inputs: Mapping[str, np.ndarray]
 ) -> list[np.ndarray]:
-    """``ember.build`` for the C target, ``ember.load_artifacts``, one graph executor run."""
+    """``ember.build`` for the target of ``EMBER_CONFORMANCE_TARGET`` (default ``c``; the
+    sweep's ``--target`` sets it for its workers), ``ember.load_artifacts``, one graph
+    executor run."""
     import ember
 
-    artifacts = ember.build(mod, target="c", params=params)
+    target = os.environ.get(TARGET_ENV) or "c"
+    artifacts = ember.build(mod, target=target, params=params)
     dev = ember.cpu(0)
     executor = ember.GraphExecutor(ember.load_artifacts(artifacts, dev)["default"](dev))
     for name, value in inputs.items():

@@ -5,7 +5,8 @@ The cases are generated at run time from the installed onnx package
 expected output arrays), nothing is written to the repository. Each case is imported with
 ``ember.frontend.from_onnx`` and run by a *mode*: a function ``(model, inputs) ->
 outputs`` in ``MODES``. ``reference`` runs the numpy reference evaluator; ``compiled``
-runs ``ember.build`` for the C target, ``ember.load_artifacts`` and the graph executor.
+runs ``ember.build`` for the C target (``--target llvm`` or ``llvmjit``: the LLVM back
+ends), ``ember.load_artifacts`` and the graph executor.
 Compiled sweeps run in worker processes (``--jobs``) and build up to ``--batch`` cases of
 one op as one library. A compiled case is counted as *unsupported* when an op has no
 compute (OpNotSupportedError), *fail* on a wrong result, *error* on any other exception
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -68,6 +70,7 @@ from conformance_report import (  # noqa: E402
 from conformance_run import (  # noqa: E402
     DEFAULT_BATCH,
     MODES,
+    TARGET_ENV,
     UNFROZEN,
     ModeFn,
     _as_array,
@@ -203,12 +206,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="also run each mode with every input fed at run time and print both counts",
     )
+    parser.add_argument(
+        "--target",
+        default="c",
+        help="target compiled cases are built for: c (default), llvm or llvmjit (any target "
+        "string; the workers inherit it through EMBER_CONFORMANCE_TARGET)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="list every failure")
     parser.add_argument(
         "--coverage", action="store_true", help="print the markdown op coverage table"
     )
     parser.add_argument("--worker", choices=sorted(MODES), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    os.environ[TARGET_ENV] = args.target
     if args.worker:
         return worker_main(args.worker)
     ops: Iterable[str] | None

@@ -32,7 +32,6 @@ from ember.ops.common import out_tensor_type, static_shape
 from ember.ops.elemwise import is_nan
 from ember.ops.reduce import schedule_reduce
 from ember.ops.registry import register_compute, register_schedule
-from ember.ops.strings import c_only_on_llvm
 from ember.support.dtypes import dtype_info
 from ember.tir import AssertStmt, Buffer, LetStmt, PrimExpr, Stmt, te
 
@@ -195,4 +194,3 @@ def label_encode_string(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -
     return out
 
 
-c_only_on_llvm("label_encode_string")

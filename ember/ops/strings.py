@@ -78,5 +78,3 @@ def c_only_on_llvm(op: str) -> None:
     register_schedule(op, key="llvm")(refuse)
 
 
-for _op in ("string_equal", "string_concat", "regex_full_match", "string_change_case"):
-    c_only_on_llvm(_op)

@@ -41,6 +41,10 @@ _SCALAR = {
     "float32": "float",
     "float64": "double",
     "handle": "ptr",
+    # ember's string record (EmberString {const char* data; int64_t size}, docs/strings.md):
+    # loaded, stored, selected and passed to the runtime's string functions whole (an
+    # aggregate of two integer words goes in two registers, as the C ABI passes the struct)
+    "string": "{ ptr, i64 }",
 }
 _SCALAR.update(dict.fromkeys(HALF_TAGS, "float"))  # narrow floats: float values (narrow.py)
 

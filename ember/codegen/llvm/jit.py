@@ -34,6 +34,12 @@ RUNTIME_SYMBOLS = (
     "ember_rng_normal",
     "ember_rng_bernoulli",
     "ember_rng_multinomial",
+    # the string functions (ember/runtime/src/string_kernels.h), called by ember.ops.strings
+    "ember_str_equal",
+    "ember_str_concat",
+    "ember_str_regex_full_match",
+    "ember_str_change_case",
+    "ember_str_label_encode",
 )
 
 
