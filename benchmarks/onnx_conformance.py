@@ -218,9 +218,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--worker", choices=sorted(MODES), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    os.environ[TARGET_ENV] = args.target
-    if args.worker:
+    if args.worker:  # its target comes from the environment of the sweep that started it
         return worker_main(args.worker)
+    os.environ[TARGET_ENV] = args.target
     ops: Iterable[str] | None
     if args.all:
         ops = None

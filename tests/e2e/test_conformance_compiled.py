@@ -183,6 +183,19 @@ def test_workers_give_the_in_process_results(monkeypatch):
     assert {r.status for r in got} == {"pass", "excluded"}
 
 
+def test_sweep_target_reaches_the_workers(capsys):
+    # --target is passed to the worker processes through the environment: an unknown
+    # target fails every case there, llvmjit passes them (no C compiler for the kernels)
+    argv = ["--ops", "Equal", "-k", "string", "--mode", "compiled", "-j", "1"]
+    try:
+        assert oc.main([*argv, "--target", "no-such-target"]) != 0
+        assert "compiled: 0/2 passed" in capsys.readouterr().out
+        assert oc.main([*argv, "--target", "llvmjit"]) == 0
+        assert "compiled: 2/2 passed" in capsys.readouterr().out
+    finally:
+        os.environ.pop(oc.TARGET_ENV, None)
+
+
 def test_a_case_that_outlives_its_timeout_is_an_error_row():
     # The batch of two is killed, then each case runs alone in a fresh worker (and is
     # killed again): every row names the case's own time limit.
