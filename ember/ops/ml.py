@@ -192,5 +192,3 @@ def label_encode_string(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -
     out = te.extern(ty.shape, [x, keys, values], body, "label_encode", dtype=ty.dtype)
     assert isinstance(out, te.Tensor)
     return out
-
-

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember.errors import OpNotSupportedError
 from ember.ir.op import Attrs
 from ember.ir.types import Type
 from ember.ops.common import load_broadcast, out_tensor_type
-from ember.ops.registry import ScheduleContext, register_compute, register_schedule
+from ember.ops.registry import register_compute
 from ember.support import posix_regex
 from ember.tir import PrimExpr, call_extern, const, te
 
@@ -63,18 +62,3 @@ def string_change_case(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) ->
         lambda *i: call_extern("string", "ember_str_change_case", x[i] if i else x[()], upper),
         "string_change_case",
     )
-
-
-def c_only_on_llvm(op: str) -> None:
-    """Make the LLVM targets refuse ``op`` at build time (string ops compile for 'c' only)."""
-
-    def refuse(ctx: ScheduleContext) -> None:
-        raise OpNotSupportedError(
-            f"'{op}' (a string op) is compiled by the 'c' target only: the LLVM back ends have "
-            "no string element type (docs/strings.md); build this model with target='c'"
-        )
-
-    refuse.__module__ = __name__
-    register_schedule(op, key="llvm")(refuse)
-
-
