@@ -23,7 +23,7 @@ from ember.codegen.c.int8_kernels import HELPER_KEY as INT8_HELPER_KEY
 from ember.codegen.c.int8_kernels import INT8_KERNEL_NAMES, INT8_KERNELS_C
 from ember.codegen.c.packed_call import PackedCallMixin
 from ember.codegen.c.random import HELPER_KEY as RANDOM_HELPER_KEY
-from ember.codegen.c.random import RANDOM_KERNEL_NAMES, RANDOM_KERNELS_C
+from ember.codegen.c.random import RANDOM_KERNEL_NAMES, random_kernels_c
 from ember.codegen.c.vector import VectorMixin, vector_type
 from ember.errors import CompileError
 from ember.support.dtypes import numpy_dtype
@@ -369,7 +369,7 @@ class ExprCodegen(VectorMixin, CheckMixin, PackedCallMixin):
             self.ctx.helpers.setdefault(F32_HELPER_KEY, F32_KERNELS_C)
             return f"{e.op}({', '.join(self.expr(a) for a in e.args)})"
         if e.op in RANDOM_KERNEL_NAMES:
-            self.ctx.helpers.setdefault(RANDOM_HELPER_KEY, RANDOM_KERNELS_C)
+            self.ctx.helpers.setdefault(RANDOM_HELPER_KEY, random_kernels_c())
             return f"{e.op}({', '.join(self.expr(a) for a in e.args)})"
         if e.op in INT8_KERNEL_NAMES | DW_ADD_KERNEL_NAMES:
             self.ctx.helpers.setdefault(INT8_HELPER_KEY, INT8_KERNELS_C)

@@ -22,6 +22,7 @@ every run gives the same numbers. The arithmetic is plain C doubles with the lib
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 #: the call_extern names this file defines.
@@ -32,9 +33,11 @@ RANDOM_KERNEL_NAMES: frozenset[str] = frozenset(
 #: key of the helper block in a FileContext.
 HELPER_KEY = "0e_ember_rng"
 
-#: the kernels' C text (ember/runtime/src/random_kernels.h; the runtime library exports the
-#: same kernels for the llvm kinds, generated C includes them static).
-#: (read as data by path: the code generator sits below the runtime in the layer order).
-RANDOM_KERNELS_C = (
-    Path(__file__).resolve().parents[2] / "runtime" / "src" / "random_kernels.h"
-).read_text(encoding="utf-8")
+
+@functools.cache
+def random_kernels_c() -> str:
+    """The kernels' C text (ember/runtime/src/random_kernels.h; the runtime library exports
+    the same kernels for the llvm kinds, generated C includes them static). Read once, when
+    a kernel first calls one, by path: the code generator sits below the runtime."""
+    path = Path(__file__).resolve().parents[2] / "runtime" / "src" / "random_kernels.h"
+    return path.read_text(encoding="utf-8")
