@@ -31,6 +31,7 @@ in all), and never runs code (no pickle).
 
 from __future__ import annotations
 
+import math
 import struct
 import sys
 from collections.abc import Callable, Mapping
@@ -122,9 +123,16 @@ def _encode_strings(arr: np.ndarray, dl: DLType) -> bytes:
 
 def _decode_strings(data: memoryview, shape: tuple[int, ...], name: str) -> np.ndarray:
     """The object array of str of a string array record's payload."""
-    out = np.empty(int(np.prod(shape)), dtype=object)
+    count = math.prod(shape)
+    if count * 8 > len(data):  # every element takes at least its 8-byte size: no huge array
+        raise SerializationError(
+            f"string array {name!r}: {count} elements do not fit in {len(data)} bytes"
+        )
+    out = np.empty(count, dtype=object)
     pos = 0
     for i in range(out.size):
+        if pos + 8 > len(data):
+            raise SerializationError(f"string array {name!r}: element {i} overruns the blob")
         (size,) = struct.unpack_from("<q", data, pos)
         if size < 0 or pos + 8 + size > len(data):
             raise SerializationError(f"string array {name!r}: element {i} overruns the blob")

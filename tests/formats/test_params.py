@@ -149,3 +149,24 @@ def test_refuses_bad_utf8_and_duplicates_and_non_bytes() -> None:
         load_params(dup)
     with pytest.raises(SerializationError, match="expects bytes"):
         load_params("text")  # type: ignore[arg-type]
+
+
+def test_string_arrays_round_trip_and_hostile_records_are_refused() -> None:
+    text = np.array([["a", "héllo"], ["", "日本"]], dtype=object)
+    got = load_params(save_params({"s": text}))["s"]
+    assert got.dtype == object and got.tolist() == text.tolist()
+    blob = save_params({"s": np.array(["ab"], dtype=object)})
+    # the shape claims 2**40 elements over a 10-byte payload: refused before any allocation
+    huge = blob.replace(
+        struct.pack("<q", 1) + struct.pack("<q", 10),
+        struct.pack("<q", 2**40) + struct.pack("<q", 10),
+    )
+    assert huge != blob
+    with pytest.raises(SerializationError, match="do not fit"):
+        load_params(huge)
+    # two elements claimed, the second's size field cut off
+    short = blob.replace(
+        struct.pack("<q", 1) + struct.pack("<q", 10), struct.pack("<q", 2) + struct.pack("<q", 10)
+    )
+    with pytest.raises(SerializationError, match="do not fit|overruns"):
+        load_params(short)
