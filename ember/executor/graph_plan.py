@@ -110,9 +110,13 @@ class GraphPlan:
         self._resolve = resolve
         self.storage: dict[int, NDArray] = {}
         for sid, nbytes in storage_sizes(graph).items():
-            buf = ndarray.empty((max(nbytes, STORAGE_ALIGNMENT),), "uint8", device)
-            buf.copyfrom(np.zeros(buf.shape, np.uint8))  # deterministic even if a kernel misreads
-            self.storage[sid] = buf
+            # zeroed (deterministic even if a kernel misreads) but not touched: a block that
+            # only a shared parameter would use never becomes resident (see rebind)
+            self.storage[sid] = ndarray.zeros(max(nbytes, STORAGE_ALIGNMENT), device)
+        self._users: dict[int, list[int]] = {}  # storage id -> the entries living in it
+        for eid, sid in enumerate(graph.storage_id):
+            self._users.setdefault(sid, []).append(eid)
+        self._moved: set[int] = set()  # entries rebound out of their planned storage
         self.entries: list[NDArray] = [
             self._view(eid, graph.shape[eid]) for eid in range(graph.num_entries)
         ]
@@ -201,9 +205,17 @@ class GraphPlan:
         return _Call(nid, node.name, node.attrs.func_name, tuple(eids), fn, args, keep)
 
     def rebind(self, eid: int, array: NDArray) -> None:
-        """Make entry ``eid`` live in ``array`` (zero copy); the calls using it are rebuilt."""
+        """Make entry ``eid`` live in ``array`` (zero copy); the calls using it are rebuilt.
+
+        The planned storage block is released once no entry lives in it any more, so a
+        model's weights shared from the caller's arrays are held once, not twice.
+        """
         self.entries[eid] = array
         self.arrays[eid] = numpy_view(array)
+        self._moved.add(eid)
+        sid = self.graph.storage_id[eid]
+        if all(e in self._moved for e in self._users[sid]):
+            self.storage.pop(sid, None)
         for i, call in enumerate(self.calls):
             if eid in call.eids:
                 self.calls[i] = self._build_call(call.node_id, self._resolve)

@@ -215,8 +215,10 @@ class NDArray:
         return f"{self!r}\n{self.numpy() if self._dtype.code == DL_STRING else self._np}"
 
 
-def _aligned_buffer(nbytes: int) -> tuple[np.ndarray, np.ndarray]:
-    raw = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
+def _aligned_buffer(nbytes: int, zero: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    # np.zeros takes its memory from calloc: a large block arrives as untouched zero pages,
+    # resident only once written (so storage that is never written costs no memory)
+    raw = (np.zeros if zero else np.empty)(nbytes + ALIGNMENT, dtype=np.uint8)
     offset = (-raw.ctypes.data) % ALIGNMENT
     return raw, raw[offset : offset + nbytes]
 
@@ -245,6 +247,25 @@ def empty(
     if dt.code == DL_STRING:
         window[:] = 0  # empty strings: NULL data, size 0
     return NDArray(view, device or cpu(0), owner=raw)
+
+
+def zeros(nbytes: int, device: Device | None = None) -> NDArray:
+    """A new zero-filled, 64-byte-aligned byte array whose pages become resident when written.
+
+    This is how executors allocate planned storage: memory a run never writes (an entry a
+    parameter array later replaces without copying) costs address space, not RAM.
+    """
+    if device is not None and device.device_type >= RPC_SESS_MASK:
+        remote = call_hook(REMOTE_NDARRAY, "empty", (nbytes,), device, "uint8")
+        remote.copyfrom(np.zeros(nbytes, np.uint8))
+        return remote
+    if nbytes < 0:
+        raise EmberValueError(f"zeros: negative size {nbytes}")
+    try:
+        raw, window = _aligned_buffer(nbytes, zero=True)
+    except (MemoryError, ValueError):
+        raise EmberValueError(f"zeros: cannot allocate {nbytes} bytes; free memory first") from None
+    return NDArray(window, device or cpu(0), owner=raw)
 
 
 def array(source: Any, device: Device | None = None, dtype: Any = None) -> NDArray:

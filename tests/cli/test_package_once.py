@@ -49,6 +49,11 @@ def test_load_module_accepts_a_package_and_shares_weights(package):
     weights = factory["get_params"]()
     shared = a.module.get_input("const_0")
     assert shared.data_ptr == b.module.get_input("const_0").data_ptr  # one copy
+    for ex in (a, b):  # the planned blocks of shared weights were released: held once
+        plan = ex.module.plan
+        for name in ("const_0", "const_1"):
+            eid = ex.module.graph.node_row_ptr[ex.module.graph.arg_nodes[ex.get_input_index(name)]]
+            assert ex.module.graph.storage_id[eid] not in plan.storage
     a.set_input("const_0", np.zeros(weights["const_0"].shape, "float32"))  # copy on write
     assert a.module.get_input("const_0").data_ptr != shared.data_ptr
     np.testing.assert_array_equal(b.module.get_input("const_0").numpy(), weights["const_0"].numpy())

@@ -9,6 +9,7 @@ import pytest
 import ember
 import ember.runtime as rt
 from ember.errors import EmberTypeError, EmberValueError
+from ember.runtime import ndarray
 
 DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
 DTYPES += ["float16", "bfloat16", "float32", "float64"]
@@ -97,3 +98,12 @@ def test_device():
         rt.device("tpu")
     with pytest.raises(EmberValueError, match="not supported"):
         ember.nd.empty((2,), "float32", rt.Device(2, 0))
+
+
+def test_zeros_is_aligned_zeroed_storage() -> None:
+    buf = ndarray.zeros(100_000)
+    assert buf.data_ptr % ndarray.ALIGNMENT == 0
+    assert buf.shape == (100_000,) and str(buf.dtype) == "uint8"
+    assert not buf.numpy().any()
+    with pytest.raises(EmberValueError, match="negative size"):
+        ndarray.zeros(-1)
