@@ -17,10 +17,13 @@ Layout, every integer little endian::
          i64  data byte size
          the data, C order, little endian
 
-An array of at least FILL_MIN_ELEMENTS elements that are all the same bytes (a weight
-made by ``ConstantOfShape``) is written as a *fill* record instead: array magic
-``FILL_MAGIC``, the same header and shape, byte size = one element, that element. Loading
-materializes it. (TVM's reader does not know fill records.)
+An array of at least FILL_MIN_ELEMENTS elements that repeats one short pattern is written
+as a *fill* record instead: array magic ``FILL_MAGIC``, the same header and shape, byte
+size = the pattern's, the pattern. The pattern is one element (a weight made by
+``ConstantOfShape``) or one trailing block of the shape (the last dimension, the last two,
+...) repeated at least FILL_MIN_REPEATS times (such a weight after packing padded its rows
+with zeros). Its element count divides the array's. Loading materializes it. (TVM's reader
+does not know fill records.)
 
 ``save_params`` is deterministic (names sorted, nothing time- or host-dependent).
 ``load_params`` trusts nothing: every length is checked against the bytes that remain, so a
@@ -48,6 +51,8 @@ NDARRAY_MAGIC = 0xDD5E40F096B4A13F
 FILL_MAGIC = 0xDD5E40F0F111A13F
 #: arrays at least this large whose elements are all equal are written as fill records.
 FILL_MIN_ELEMENTS = 4096
+#: a pattern longer than one element makes a fill record only if repeated this often.
+FILL_MIN_REPEATS = 16
 #: the most bytes the fill records of one blob may materialize (4 GiB).
 MAX_FILL_BYTES = 1 << 32
 MAX_NDIM = 32
@@ -99,10 +104,10 @@ def _encode_array(name: str, arr: np.ndarray) -> bytes:
     data = np.ascontiguousarray(arr)
     if sys.byteorder != "little" and data.dtype.itemsize > 1:
         data = data.byteswap()
-    fill = _is_fill(data)
-    payload = data.reshape(-1)[:1].tobytes() if fill else data.tobytes()
+    period = _fill_period(data)
+    payload = data.reshape(-1)[:period].tobytes() if period else data.tobytes()
     header = _ARRAY_HEADER.pack(
-        FILL_MAGIC if fill else NDARRAY_MAGIC,
+        FILL_MAGIC if period else NDARRAY_MAGIC,
         *(0, _CPU_DEVICE_TYPE, 0, arr.ndim, dl.code, dl.bits, dl.lanes),
     )
     shape = struct.pack(f"<{arr.ndim}q", *arr.shape)
@@ -141,14 +146,27 @@ def _decode_strings(data: memoryview, shape: tuple[int, ...], name: str) -> np.n
     return out.reshape(shape)
 
 
-def _is_fill(data: np.ndarray) -> bool:
-    """Whether the C-contiguous ``data`` is large and all its elements have the same bytes
-    (compared in chunks, so the check needs no copy of the array)."""
+def _fill_period(data: np.ndarray) -> int:
+    """The element count of the shortest pattern the large C-contiguous ``data`` repeats:
+    1 (one value) or a trailing block of its shape repeated FILL_MIN_REPEATS+ times; 0 when
+    none. Patterns compare as bytes, in chunks, so the check copies nothing."""
     if data.size < FILL_MIN_ELEMENTS:
-        return False
-    rows = data.reshape(-1).view(np.uint8).reshape(data.size, data.dtype.itemsize)
+        return 0
+    tried: set[int] = set()
+    for period in (1, *np.cumprod(data.shape[:0:-1], dtype=np.int64).tolist()):
+        if period in tried or (period > 1 and period * FILL_MIN_REPEATS > data.size):
+            continue
+        tried.add(period)
+        if _repeats(data, period):
+            return int(period)
+    return 0
+
+
+def _repeats(data: np.ndarray, period: int) -> bool:
+    """Whether ``data`` is its first ``period`` elements over and over, bit for bit."""
+    rows = data.reshape(-1).view(np.uint8).reshape(data.size // period, period * data.itemsize)
     first = rows[0]
-    chunk = 1 << 20
+    chunk = max(1, (1 << 22) // rows.shape[1])
     return all(bool((rows[i : i + chunk] == first).all()) for i in range(0, len(rows), chunk))
 
 
@@ -324,7 +342,11 @@ def _decode_array(
                 f"may still take ({budget[0]} of MAX_FILL_BYTES = {MAX_FILL_BYTES})"
             )
         budget[0] -= expected
-        expected = npdt.itemsize if count else 0
+        pattern = nbytes // npdt.itemsize
+        if count and nbytes % npdt.itemsize == 0 and pattern > 0 and count % pattern == 0:
+            expected = nbytes  # the pattern's elements divide the array's
+        else:
+            expected = npdt.itemsize if count else 0
     if nbytes != expected:
         raise SerializationError(
             f"array {name!r}: byte size {nbytes} does not match shape {list(shape)} of "
@@ -349,11 +371,17 @@ def _decode_array(
 def _fill(
     value: memoryview, shape: tuple[int, ...], npdt: np.dtype, dtype: str, alloc: Allocator | None
 ) -> np.ndarray:
-    """The array of ``shape`` whose every element is the one stored in ``value``."""
+    """The array of ``shape`` that repeats the pattern stored in ``value`` (one element or
+    more; their count divides the array's, checked by the reader)."""
     if dtype == "bool":
         one = np.frombuffer(value, dtype=np.uint8) != 0
     else:
         one = np.frombuffer(value, dtype=npdt.newbyteorder("<") if npdt.itemsize > 1 else npdt)
     target = alloc(shape, npdt) if alloc is not None else np.empty(shape, npdt)
-    target.fill(one[0] if one.size else 0)
+    if one.size <= 1:
+        target.fill(one[0] if one.size else 0)
+    elif target.flags.c_contiguous:
+        target.reshape(-1, one.size)[:] = one
+    else:
+        np.copyto(target, np.tile(one, target.size // one.size).reshape(shape))
     return target

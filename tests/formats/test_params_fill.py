@@ -57,3 +57,25 @@ def test_refuses_a_fill_over_the_budget(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(module, "MAX_FILL_BYTES", 1 << 32)
     with pytest.raises(SerializationError, match="fill of"):
         load_params(hostile)
+
+
+def test_a_repeated_row_is_one_fill_record() -> None:
+    # a filled weight whose packing padded every row with zeros: the row is the pattern
+    padded = np.zeros((4096, 1008), np.float32)
+    padded[:, :1000] = 0.125
+    blob = save_params({"w": padded})
+    assert len(blob) < 1008 * 4 + 400 and struct.pack("<Q", FILL_MAGIC) in blob
+    np.testing.assert_array_equal(load_params(blob)["w"], padded)
+    into = read_params(io.BytesIO(blob), len(blob), lambda shape, dt: np.zeros(shape, dt))
+    np.testing.assert_array_equal(into["w"], padded)
+    padded[7, 3] = 1.0  # one row differs: stored whole
+    assert len(save_params({"w": padded})) > padded.nbytes
+
+
+def test_a_pattern_must_divide_the_array() -> None:
+    blob = save_params({"w": np.tile(np.arange(256, dtype=np.float32), (64, 1))})
+    assert struct.pack("<q", 256 * 4) in blob  # one 256-element pattern
+    np.testing.assert_array_equal(load_params(blob)["w"], np.tile(np.arange(256), (64, 1)))
+    hostile = blob.replace(struct.pack("<q", 256 * 4), struct.pack("<q", 255 * 4))
+    with pytest.raises(SerializationError, match="byte size"):
+        load_params(hostile[: len(hostile) - 4])
