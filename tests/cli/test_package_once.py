@@ -95,3 +95,31 @@ def test_package_json_names_inputs_and_outputs(package):
         meta = json.loads(tar.extractfile("package.json").read())
     assert meta["inputs"] == ["x"] and meta["outputs"] == ["probs", "pooled"]
     assert meta["version"] == 2 and meta["external_artifacts"] == ["graph_executor/params.bin"]
+
+
+def test_filled_weights_stay_compact_after_packing(tmp_path):
+    # a ConstantOfShape weight of an odd column count, padded when packed: still one record
+    shape = onnx.helper.make_tensor("s", onnx.TensorProto.INT64, [2], [64, 1000])
+    value = onnx.helper.make_tensor("v", onnx.TensorProto.FLOAT, [1], [0.01])
+    graph = onnx.helper.make_graph(
+        [
+            onnx.helper.make_node("Constant", [], ["shape"], value=shape),
+            onnx.helper.make_node("ConstantOfShape", ["shape"], ["w"], value=value),
+            onnx.helper.make_node("MatMul", ["x", "w"], ["y"]),
+        ],
+        "filled",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 64])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 1000])],
+    )
+    src = tmp_path / "filled.onnx"
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)]), src)
+    out = tmp_path / "filled.tar"
+    assert main(["compile", str(src), "-o", str(out), "--quiet"]) == 0
+    with tarfile.open(out) as tar:
+        params = tar.getmember("artifacts/graph_executor/params.bin").size
+    assert params < 64 * 1000 * 4 // 8, params  # not the materialized 256 KB
+    ex = GraphExecutor(ember.load_module(str(out))["default"](ember.cpu(0)))
+    x = np.ones((1, 64), np.float32)
+    ex.set_input("x", x)
+    ex.run()
+    np.testing.assert_allclose(ex.get_output("y").numpy(), np.full((1, 1000), 0.64), rtol=1e-5)
