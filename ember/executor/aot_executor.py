@@ -25,7 +25,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,7 @@ from ember.errors import (
     SerializationError,
 )
 from ember.executor.graph_executor import GraphExecutor
+from ember.executor.graph_plan import prepare_call
 from ember.executor.graph_runtime import GraphExecutorModule, find_kernel
 from ember.executor.input_hint import mismatch_advice
 from ember.executor.interface import hand_out, output_index, resolve_input
@@ -61,7 +63,7 @@ from ember.formats.metadata import (
     graph_metadata,
 )
 from ember.formats.params import load_params as parse_params
-from ember.runtime import ndarray
+from ember.runtime import c_api, ndarray
 from ember.runtime.artifact import METADATA_LOADER, AnyArtifact, Artifact
 from ember.runtime.device import Device
 from ember.runtime.inspection import INSPECTORS, inspector_key, register_inspector
@@ -158,8 +160,15 @@ class AotExecutorModule(Module):
         self._arena = StringArena() if strings else None  # kernel-made strings, per run
         self.import_module(top.host)
         self._shared: set[int] = set()  # constants living in the factory's arrays
+        self._call: tuple[Callable[..., int], tuple[Any, ...], tuple[Any, ...]] | None = None
         for p in md.params:
             self._share(self._index[p.name], np.asarray(top.params[p.name]))
+        self._prepare()
+
+    def _prepare(self) -> None:
+        """Build the run function's packed arguments once (again after an array moved), so
+        a run is one ctypes call with nothing converted."""
+        self._call = prepare_call(self._run_fn, self._args)
 
     def lock(self) -> threading.RLock:
         """The executor's lock: hold it (``with mod.lock():``) around set_input/run/get_output
@@ -236,6 +245,8 @@ class AotExecutorModule(Module):
         old = self._arrays[index]
         self._arrays[index] = array
         self._args = [array if a is old else a for a in self._args]
+        if self._call is not None:
+            self._prepare()
 
     @synchronized
     def get_input(self, key: int | str) -> NDArray:
@@ -278,11 +289,13 @@ class AotExecutorModule(Module):
             raise ExecutorError(
                 f"run: input(s) {sorted(self._unset)} were never set; call set_input first"
             )
-        if self._arena is None:
-            self._run_fn(*self._args)
-            return
-        with self._arena.run():
-            self._run_fn(*self._args)
+        with self._arena.run() if self._arena is not None else nullcontext():
+            if self._call is None:  # a run function without a C entry
+                self._run_fn(*self._args)
+                return
+            fn, args, _ = self._call
+            if fn(*args):
+                c_api.check_call(-1)  # the original exception when a Python function failed
 
     @synchronized
     def profile(self, repeat: int = 10) -> ProfileReport:
@@ -312,6 +325,9 @@ class AotExecutor(GraphExecutor):
                 f"build; got {type(module).__name__}"
             )
         super().__init__(module)
+        if isinstance(module, AotExecutorModule):  # no packed-call layer on the hot path
+            self._set_input, self._run = module.set_input, module.run
+            self._get_output = module.get_output
 
     def __repr__(self) -> str:
         return f"AotExecutor({self.module!r})"

@@ -76,6 +76,38 @@ def _unchecked_packed_cfunc(address: int) -> Callable[..., int]:
 _NO_ARGTYPES = ctypes.CFUNCTYPE(ctypes.c_int32)
 
 
+def prepare_call(
+    kernel: PackedFunc, tensors: list[NDArray], handles: list[NDArray] | None = None
+) -> tuple[Callable[..., int], tuple[Any, ...], tuple[Any, ...]] | None:
+    """``kernel(*tensors, *handles)`` with its packed arguments built once: ``(fn, args,
+    keepalive)``, where ``fn(*args)`` makes the call and returns its status (non-zero:
+    failed, the message is the runtime's last error). ``handles`` go as raw data pointers
+    (a kernel's scratch). None for a kernel with no C entry (one written in Python)."""
+    entry = kernel.c_entry()
+    if entry is None:
+        return None
+    extra = handles or []
+    nargs = len(tensors) + len(extra)
+    values = (c_api.EmberValue * nargs)()
+    codes = (ctypes.c_int32 * nargs)(*[_TENSOR_CODE] * len(tensors), *[_HANDLE_CODE] * len(extra))
+    for k, tensor in enumerate(tensors):
+        values[k].v_handle = tensor.handle
+    for k, buf in enumerate(extra, start=len(tensors)):
+        values[k].v_handle = buf.data_ptr
+    ret_value, ret_code = c_api.EmberValue(), ctypes.c_int32(0)
+    address, resource = entry
+    args = (
+        ctypes.c_void_p(ctypes.addressof(values)),
+        ctypes.c_void_p(ctypes.addressof(codes)),
+        ctypes.c_int32(nargs),
+        ctypes.c_void_p(ctypes.addressof(ret_value)),
+        ctypes.c_void_p(ctypes.addressof(ret_code)),
+        ctypes.c_void_p(resource) if resource else None,
+    )
+    keep = (kernel, *tensors, *extra, values, codes, ret_value, ret_code)
+    return _unchecked_packed_cfunc(address), args, keep
+
+
 def _python_call(kernel: PackedFunc, tensors: list[NDArray]) -> Callable[..., int]:
     def call(*_: Any) -> int:
         kernel(*tensors)
@@ -121,8 +153,6 @@ class GraphPlan:
             self._view(eid, graph.shape[eid]) for eid in range(graph.num_entries)
         ]
         self.arrays: list[np.ndarray] = [numpy_view(e) for e in self.entries]
-        self._ret_value = c_api.EmberValue()
-        self._ret_code = ctypes.c_int32(0)
         self.calls: list[_Call] = []
         missing: dict[str, list[str]] = {}
         for nid, node in enumerate(graph.nodes):
@@ -169,39 +199,22 @@ class GraphPlan:
             return _Call(nid, node.name, COPY_FUNC, tuple(eids), fn, (), keep_copy)
         kernel = resolve(node.attrs.func_name)
         scratch = int(dict(node.attrs.extra).get(SCRATCH_ATTR, 0))
-        nargs = len(eids) + (1 if scratch else 0)
-        values = (c_api.EmberValue * nargs)()
-        codes = (ctypes.c_int32 * nargs)(
-            *([_TENSOR_CODE] * len(eids)), *[_HANDLE_CODE][: nargs - len(eids)]
-        )
         tensors = []
-        for k, eid in enumerate(eids):
+        for eid in eids:
             tensor = self.entries[eid]
             if node.attrs.flatten_data:
                 tensor = ndarray.view_from_pointer(
                     tensor.data_ptr, (tensor.size,), tensor.data_type, self.device, owner=tensor
                 )
             tensors.append(tensor)
-            values[k].v_handle = tensor.handle
-        if scratch:  # the kernel's own scratch: one buffer per node, alive with the plan
-            tensors.append(ndarray.empty((scratch,), "uint8", self.device))
-            values[nargs - 1].v_handle = tensors[-1].data_ptr
-        entry = kernel.c_entry()
-        if entry is None:  # a kernel written in Python: call it through the PackedFunc
-            py_fn = _python_call(kernel, tensors)
-            keep_py = (kernel, *tensors)
+        # the kernel's own scratch: one buffer per node, alive with the plan
+        extra = [ndarray.empty((scratch,), "uint8", self.device)] if scratch else []
+        prepared = prepare_call(kernel, tensors, extra)
+        if prepared is None:  # a kernel written in Python: call it through the PackedFunc
+            py_fn = _python_call(kernel, [*tensors, *extra])
+            keep_py = (kernel, *tensors, *extra)
             return _Call(nid, node.name, node.attrs.func_name, tuple(eids), py_fn, (), keep_py)
-        address, resource = entry
-        fn = _unchecked_packed_cfunc(address)
-        args = (
-            ctypes.c_void_p(ctypes.addressof(values)),
-            ctypes.c_void_p(ctypes.addressof(codes)),
-            ctypes.c_int32(nargs),
-            ctypes.c_void_p(ctypes.addressof(self._ret_value)),
-            ctypes.c_void_p(ctypes.addressof(self._ret_code)),
-            ctypes.c_void_p(resource) if resource else None,
-        )
-        keep = (kernel, *tensors, values, codes)
+        fn, args, keep = prepared
         return _Call(nid, node.name, node.attrs.func_name, tuple(eids), fn, args, keep)
 
     def rebind(self, eid: int, array: NDArray) -> None:
