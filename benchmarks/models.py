@@ -7,7 +7,7 @@ the zoo of issue 12, ``ember.examples.models.ZOO``; ``--models``: a list) it pri
 * ember build seconds (graph IR -> artifacts) and load seconds (C compile + link + load,
   with a fresh artifact cache unless ``--keep-cache``, so the C compiler's time is counted),
 * from ONE run of interleaved rounds (each round calls every engine once, so a burst of
-  load from other processes hits them alike): the median time of ember's graph executor
+  load from other processes hits them alike; the order rotates every round): the median time of ember's graph executor
   and AOT executor (the same kernels, one native call; inputs set beforehand, outputs
   left in place) and of onnxruntime's ``run`` (all graph optimizations, the CPU provider,
   no spinning between runs; includes copying inputs and outputs), each at 1 thread and at
@@ -74,15 +74,18 @@ Entry = tuple[Callable[[], object], Callable[[], object]]
 
 def interleaved_timings(entries: Sequence[Entry], repeat: int, warmup: int = 2) -> list[Timing]:
     """Median wall and thread CPU time of each entry's call over ``repeat`` rounds that
-    run every entry once (its setup first, untimed)."""
+    run every entry once (its setup first, untimed), the order rotating every round: the
+    call right after a 2-thread engine and a short pause runs slow (1.3-1.6x on 0.05 ms
+    models, docs/llvm.md), and in a fixed order the same entry always sat there."""
     for setup, fn in entries:
         setup()
         for _ in range(warmup):
             fn()
     walls: list[list[float]] = [[] for _ in entries]
     cpus: list[list[float]] = [[] for _ in entries]
-    for _ in range(repeat):
-        for k, (setup, fn) in enumerate(entries):
+    for r in range(repeat):
+        for k in [(r + j) % len(entries) for j in range(len(entries))]:
+            setup, fn = entries[k]
             setup()
             wall, cpu = time.perf_counter(), time.thread_time()
             fn()

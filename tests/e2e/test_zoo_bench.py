@@ -180,3 +180,11 @@ def test_models_benchmark_times_further_targets_against_the_first_in_their_own_r
     row = dict(zip(head, rows[0], strict=True))
     assert runs == [2]  # the first target's graph executor and the further one, together
     assert float(row["c ms"]) > 0 and float(row["c/c"]) > 0
+
+
+def test_main_run_rotates_its_order_every_round(bench):
+    calls: list[str] = []
+    entries = [((lambda: None), (lambda name=name: calls.append(name))) for name in "abc"]
+    timings = bench.interleaved_timings(entries, repeat=3, warmup=0)
+    assert len(timings) == 3
+    assert calls == list("abcbcacab")
