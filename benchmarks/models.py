@@ -7,12 +7,13 @@ the zoo of issue 12, ``ember.examples.models.ZOO``; ``--models``: a list) it pri
 * ember build seconds (graph IR -> artifacts) and load seconds (C compile + link + load,
   with a fresh artifact cache unless ``--keep-cache``, so the C compiler's time is counted),
 * from ONE run of interleaved rounds (each round calls every engine once, so a burst of
-  load from other processes hits them alike; the order rotates every round): the median time of ember's graph executor
-  and AOT executor (the same kernels, one native call; inputs set beforehand, outputs
-  left in place) and of onnxruntime's ``run`` (all graph optimizations, the CPU provider,
-  no spinning between runs; includes copying inputs and outputs), each at 1 thread and at
-  ``--threads`` threads (default 2; ember's count set by ``ember.runtime.set_num_threads``
-  before each call, untimed; onnxruntime's ``intra_op_num_threads``),
+  load from other processes hits them alike; the order rotates every round): the median
+  time of ember's graph executor and AOT executor (the same kernels, one native call;
+  inputs set beforehand, outputs left in place) and of onnxruntime's ``run`` (all graph
+  optimizations, the CPU provider, no spinning between runs; includes copying inputs and
+  outputs), each at 1 thread and at ``--threads`` threads (default 2; ember's count set by
+  ``ember.runtime.set_num_threads`` before each call, untimed; onnxruntime's
+  ``intra_op_num_threads``),
 * the ratios onnxruntime / ember with ember's best executor (above 1: ember is faster;
   issue 12's orientation), and their geometric means over the models run,
 * GFLOP (2 x the multiply-adds of Conv, ConvTranspose, Gemm, MatMul, with shapes from
