@@ -70,6 +70,33 @@ def interleaved_medians(
     return [statistics.median(t) for t in times]
 
 
+def rotated_medians(
+    fns: Sequence[Callable[[], object]],
+    repeat: int,
+    clock: Callable[[], float] = time.perf_counter,
+    warmup: int = 2,
+) -> list[float]:
+    """Median time of each of ``fns`` over ``repeat`` rounds whose order rotates (round ``r``
+    starts at ``fns[r % n]``), so that every function follows every other equally often.
+
+    For comparing like with like (one model built by two back ends): what ran just before a
+    call changes its time. On a 0.05 ms model, a 1-thread call that followed ember at 2
+    threads and then a pause of some 0.1-0.5 ms (onnxruntime's run) took 1.35-1.56x the
+    thread CPU time of the same call after another 1-thread call, so the column that always
+    sat there read 1.3-1.45x slow (docs/llvm.md)."""
+    n = len(fns)
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
+    times: list[list[float]] = [[] for _ in fns]
+    for r in range(repeat):
+        for k in [(r + j) % n for j in range(n)]:
+            start = clock()
+            fns[k]()
+            times[k].append(clock() - start)
+    return [statistics.median(t) for t in times]
+
+
 def clock_for(threads: int, cpu_clock: bool) -> Callable[[], float]:
     """The calling thread's CPU time for a single-threaded engine when ``cpu_clock`` (so
     that other processes preempting it do not count), else wall time."""

@@ -31,14 +31,16 @@ class TargetTimes:
     build_s: float
     load_s: float
     ember_s: float
+    first_s: float = 0.0  # the first target's latency timed with it (0: use the main run's)
 
     def cells(self, first_s: float) -> list[str]:
         """Its printed cells: build, load, latency and latency over the first target's."""
+        first = self.first_s if self.first_s > 0 else first_s
         return [
             f"{self.build_s:.2f}",
             f"{self.load_s:.2f}",
-            f"{self.ember_s * 1e3:.2f}",
-            f"{self.ember_s / first_s:.2f}",
+            f"{self.ember_s * 1e3:.3f}",
+            f"{self.ember_s / first:.2f}",
         ]
 
 

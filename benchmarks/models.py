@@ -7,12 +7,13 @@ the zoo of issue 12, ``ember.examples.models.ZOO``; ``--models``: a list) it pri
 * ember build seconds (graph IR -> artifacts) and load seconds (C compile + link + load,
   with a fresh artifact cache unless ``--keep-cache``, so the C compiler's time is counted),
 * from ONE run of interleaved rounds (each round calls every engine once, so a burst of
-  load from other processes hits them alike): the median time of ember's graph executor
-  and AOT executor (the same kernels, one native call; inputs set beforehand, outputs
-  left in place) and of onnxruntime's ``run`` (all graph optimizations, the CPU provider,
-  no spinning between runs; includes copying inputs and outputs), each at 1 thread and at
-  ``--threads`` threads (default 2; ember's count set by ``ember.runtime.set_num_threads``
-  before each call, untimed; onnxruntime's ``intra_op_num_threads``),
+  load from other processes hits them alike; the order rotates every round): the median
+  time of ember's graph executor and AOT executor (the same kernels, one native call;
+  inputs set beforehand, outputs left in place) and of onnxruntime's ``run`` (all graph
+  optimizations, the CPU provider, no spinning between runs; includes copying inputs and
+  outputs), each at 1 thread and at ``--threads`` threads (default 2; ember's count set by
+  ``ember.runtime.set_num_threads`` before each call, untimed; onnxruntime's
+  ``intra_op_num_threads``),
 * the ratios onnxruntime / ember with ember's best executor (above 1: ember is faster;
   issue 12's orientation), and their geometric means over the models run,
 * GFLOP (2 x the multiply-adds of Conv, ConvTranspose, Gemm, MatMul, with shapes from
@@ -29,8 +30,11 @@ threads over its best wall time at 1 thread (issue 12: at most 1.3). ``--profile
 also prints each model's K slowest ember kernels. ``--quantized static[,dynamic]`` adds the
 int8 table of issue 16 for the selected models among resnet50, mobilenet_v2 and bert
 (``quantized.py``'s measurement: ember int8, onnxruntime int8 and ember float32 at 1
-thread, interleaved, with the share of outputs within one quantization step). Nothing is
-asserted: the script only reports.
+thread, interleaved, with the share of outputs within one quantization step).
+``--targets c,llvm`` adds, per further target, build and load seconds and its 1-thread
+graph-executor latency over the first target's, both timed in a run of their own whose
+order rotates every round (``compare_targets``). Nothing is asserted: the script only
+reports.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ from bench_common import (  # noqa: E402
     machine,
     markdown_table,
     ort_session,
+    rotated_medians,
 )
 from bench_host import FmaLimit, busy_alive, busy_process, fma_limit  # noqa: E402
 from bench_report import Row, TargetTimes, Timing, format_table, summary  # noqa: E402
@@ -70,15 +75,18 @@ Entry = tuple[Callable[[], object], Callable[[], object]]
 
 def interleaved_timings(entries: Sequence[Entry], repeat: int, warmup: int = 2) -> list[Timing]:
     """Median wall and thread CPU time of each entry's call over ``repeat`` rounds that
-    run every entry once (its setup first, untimed)."""
+    run every entry once (its setup first, untimed), the order rotating every round: the
+    call right after a 2-thread engine and a short pause runs slow (1.3-1.6x on 0.05 ms
+    models, docs/llvm.md), and in a fixed order the same entry always sat there."""
     for setup, fn in entries:
         setup()
         for _ in range(warmup):
             fn()
     walls: list[list[float]] = [[] for _ in entries]
     cpus: list[list[float]] = [[] for _ in entries]
-    for _ in range(repeat):
-        for k, (setup, fn) in enumerate(entries):
+    for r in range(repeat):
+        for k in [(r + j) % len(entries) for j in range(len(entries))]:
+            setup, fn = entries[k]
             setup()
             wall, cpu = time.perf_counter(), time.thread_time()
             fn()
@@ -125,8 +133,8 @@ def measure(
     threads: int = 2,
 ) -> Row:
     """Compile, check and time one example model: ember's graph and AOT executors for the
-    first of ``targets`` and onnxruntime at 1 and ``threads`` threads, the other targets'
-    graph executors at 1 thread, all in one interleaved run."""
+    first of ``targets`` and onnxruntime at 1 and ``threads`` threads in one interleaved
+    run, then every target's graph executor at 1 thread in a rotated run of their own."""
     from ember.examples.models import make_model
     from ember.testing import ORT_MAX_IR_VERSION
 
@@ -163,17 +171,34 @@ def measure(
         else ((lambda: None), _runner(sessions[n], case.inputs))
         for e, n in keys
     ]
-    entries += [_ember_entry(o[3].run, 1) for o in others]
     timings = interleaved_timings(entries, repeat)
     times = dict(zip(keys, timings, strict=False))
-    extra = tuple(
-        TargetTimes(t, b, ld, tm.cpu if cpu_clock else tm.wall)
-        for (t, b, ld, _), tm in zip(others, timings[len(keys) :], strict=True)
-    )
+    extra = compare_targets(ge, others, repeat, cpu_clock)
     if profile > 0:
         print_profile(name, ge, profile, repeat)
     gflop = model_gflop(model)
     return Row(name, build_s, load_s, times, threads, cpu_clock, max_err, gflop, extra)
+
+
+def compare_targets(
+    first: Any, others: Sequence[tuple[str, float, float, Any]], repeat: int, cpu_clock: bool
+) -> tuple[TargetTimes, ...]:
+    """The further targets' 1-thread graph executors timed against the first target's in a
+    run of their own, the order rotating every round (bench_common.rotated_medians): in the
+    main run the extra column always came right after onnxruntime at 2 threads, and that
+    position alone made any back end, c included, read 1.3-1.45x slow on 0.05-0.2 ms
+    models. ``others``: (target, build s, load s, graph executor)."""
+    from ember.runtime import set_num_threads
+
+    if not others:
+        return ()
+    set_num_threads(1)
+    clock = time.thread_time if cpu_clock else time.perf_counter
+    medians = rotated_medians([first.run, *(o[3].run for o in others)], repeat, clock)
+    return tuple(
+        TargetTimes(target, build_s, load_s, seconds, medians[0])
+        for (target, build_s, load_s, _), seconds in zip(others, medians[1:], strict=True)
+    )
 
 
 def print_profile(name: str, ge: Any, top: int, repeat: int) -> None:

@@ -146,3 +146,45 @@ def test_geomean_and_summary_name_the_extreme_models(bench):
     text = report.summary(rows, noisy=True)
     assert "ort1/ember1: geomean 1.00 over 2 models, lowest 0.50 (slow)" in text
     assert "noisy ember2/ember1 (wall): geomean 2.00, highest 2.00" in text
+
+
+def test_rotated_medians_let_every_function_follow_every_other_alike(bench):
+    """The extra targets' run (compare_targets): in each round the order rotates, so no
+    back end always comes right after the same one (that position alone read 1.3-1.45x)."""
+    common = sys.modules["bench_common"]
+    calls: list[str] = []
+    fns = [lambda name=name: calls.append(name) for name in "abc"]
+    ticks = iter(range(10_000))
+    medians = common.rotated_medians(fns, repeat=6, clock=lambda: float(next(ticks)), warmup=0)
+    assert medians == [1.0, 1.0, 1.0]
+    follows = {(calls[k], calls[k + 1]) for k in range(len(calls) - 1)}
+    assert {("a", "b"), ("b", "c"), ("c", "a")} <= follows
+    assert [calls[3 * r] for r in range(6)] == list("abcabc")
+
+
+@pytest.mark.cc
+def test_models_benchmark_times_further_targets_against_the_first_in_their_own_run(
+    bench, capsys, monkeypatch
+):
+    runs: list[int] = []
+    real = sys.modules["bench_common"].rotated_medians
+
+    def spy(fns, repeat, clock, warmup=2):
+        runs.append(len(fns))
+        return real(fns, repeat, clock, warmup)
+
+    monkeypatch.setattr(bench, "rotated_medians", spy)
+    argv = ["--models", "dense_autoencoder", "--repeat", "2", "--keep-cache", "--targets", "c,c"]
+    assert bench.main(argv) == 0
+    head, rows = _table(capsys.readouterr().out)
+    row = dict(zip(head, rows[0], strict=True))
+    assert runs == [2]  # the first target's graph executor and the further one, together
+    assert float(row["c ms"]) > 0 and float(row["c/c"]) > 0
+
+
+def test_main_run_rotates_its_order_every_round(bench):
+    calls: list[str] = []
+    entries = [((lambda: None), (lambda name=name: calls.append(name))) for name in "abc"]
+    timings = bench.interleaved_timings(entries, repeat=3, warmup=0)
+    assert len(timings) == 3
+    assert calls == list("abcbcacab")

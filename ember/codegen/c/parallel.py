@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ember.tir.expr import BufferLoad, IntImm, PrimExpr
+from ember.tir.expr import BufferLoad, Call, IntImm, Min, PrimExpr
 from ember.tir.functor import post_order_visit
 from ember.tir.simplify import simplify
 from ember.tir.stmt import (
@@ -55,6 +55,37 @@ WORK_PER_CHUNK = 131072
 UNKNOWN_EXTENT = 64
 #: Iterations of a vectorized loop that cost one operation.
 VECTOR_LANES = 8
+#: Operations of one multiply-add into an accumulator (``acc = acc + x * w``: load, load,
+#: multiply, add, as :func:`expr_cost` counts that store's value).
+MAC_COST = 5
+
+
+def _const(e: PrimExpr, default: int) -> int:
+    """The value of a constant, the largest constant operand of a ``min`` (a guarded
+    count), else ``default``."""
+    if isinstance(e, IntImm):
+        return int(e.value)
+    if isinstance(e, Min):
+        values = [int(a.value) for a in (e.a, e.b) if isinstance(a, IntImm)]
+        return max(values) if values else default
+    return default
+
+
+def _conv_tile_cost(args: tuple[PrimExpr, ...]) -> int:
+    """``ember_f32_conv_tile`` (ember/codegen/c/f32_kernels.py): ncols positions x 16 lanes
+    x the three reduction extents (arguments 5, 9, 12 and 15) multiply-adds."""
+    ncols = _const(args[5], 6)
+    steps = _const(args[9], 1) * _const(args[12], 1) * _const(args[15], UNKNOWN_EXTENT)
+    return ncols * (16 // VECTOR_LANES) * steps * MAC_COST
+
+
+#: Cost estimates of extern kernels called from loop IR, by name: without one, a call
+#: counts its argument nodes only, and a loop around a whole reduction's worth of kernel
+#: calls got a grain of thousands of iterations, i.e. ran on one thread (ResNet-50's 14x14
+#: and 7x7 convolutions).
+EXTERN_COSTS: dict[str, Callable[[tuple[PrimExpr, ...]], int]] = {
+    "ember_f32_conv_tile": _conv_tile_cost,
+}
 
 
 def _nodes(e: PrimExpr) -> int:
@@ -70,14 +101,16 @@ def _nodes(e: PrimExpr) -> int:
 def expr_cost(e: PrimExpr) -> int:
     """The operations of an expression: its nodes minus the index arithmetic of its loads
     (which the C compiler mostly folds into addressing)."""
-    indices = [0]
+    indices, calls = [0], [0]
 
     def visit(node: object) -> None:
         if isinstance(node, BufferLoad):
             indices[0] += sum(_nodes(i) for i in node.indices)
+        elif isinstance(node, Call) and node.kind == "extern" and node.op in EXTERN_COSTS:
+            calls[0] += EXTERN_COSTS[node.op](tuple(node.args))
 
     post_order_visit(e, visit)
-    return max(1, _nodes(e) - indices[0])
+    return max(1, _nodes(e) - indices[0]) + calls[0]
 
 
 def stmt_cost(s: Stmt) -> int:

@@ -138,6 +138,7 @@ typedef struct {
   int64_t own;        /* iterations (or tasks) the caller ran itself */
   uint64_t own_ticks; /* from publishing to the end of the caller's share */
   uint64_t all_ticks; /* from publishing until the joined workers were done */
+  int32_t woke;       /* a worker was asleep when the job was published */
 } PoolRunStats;
 
 /* Join the job of `epoch` if it is still open; run a share; leave. */
@@ -240,7 +241,8 @@ static int32_t pool_run(int32_t workers, int32_t wait_all_tasks, PoolRunStats* s
   atomic_store_explicit(&g_pool.want, workers, memory_order_relaxed);
   uint64_t epoch = (atomic_load(&g_pool.state) >> 33) + 1;
   atomic_store(&g_pool.state, epoch << 33 | POOL_OPEN); /* publishes the job */
-  if (atomic_load(&g_pool.sleepers) > 0) {
+  stats->woke = atomic_load(&g_pool.sleepers) > 0;
+  if (stats->woke) {
     pthread_mutex_lock(&g_pool.lock);
     pthread_cond_broadcast(&g_pool.wake);
     pthread_mutex_unlock(&g_pool.lock);
@@ -326,7 +328,11 @@ static int32_t site_backs_off(uintptr_t key) {
 
 /* After a parallel launch of the loop `key` (under g_pool.launch): a loss when the caller ran
  * everything itself or the launch took longer than the caller alone would have (its own
- * rate times the extent, or the tasks); a loss backs the loop off, a gain halves its backoff. */
+ * rate times the extent, or the tasks); a loss backs the loop off, a gain halves its backoff.
+ * A launch that had to wake a sleeping worker and was over before it joined is neither: the
+ * caller lost no time (one wake), the worker now spins for the next loop, and counting it a
+ * loss serialised, after every pause of the caller (between two runs, or after a stretch of
+ * small loops), the first loop too short to cover a worker's wake-up, for 4-1024 launches. */
 static void site_record(uintptr_t key, int64_t extent, const PoolRunStats* st) {
   PoolSite* site = site_of(key);
   if (atomic_load_explicit(&site->key, memory_order_relaxed) != key) {
@@ -334,6 +340,7 @@ static void site_record(uintptr_t key, int64_t extent, const PoolRunStats* st) {
     atomic_store_explicit(&site->serial_left, 0, memory_order_relaxed);
     site->backoff = 0;
   }
+  if (st->own >= extent && st->woke) return;
   int lost = st->own >= extent;
   if (!lost && st->own > 0) {
     double serial = (double)st->own_ticks * (double)extent / (double)st->own;
@@ -362,6 +369,7 @@ int32_t EmberBackendParallelLaunch(FEmberParallelLambda flambda, void* cdata, in
   }
   if (want > 1 && !g_in_pool) {
     pthread_mutex_lock(&g_pool.launch);
+    int32_t had = g_pool.num_workers;
     if (pool_grow(want - 1) >= want - 1) {
       PoolJob* job = &g_pool.job;
       job->flambda = flambda;
@@ -371,6 +379,7 @@ int32_t EmberBackendParallelLaunch(FEmberParallelLambda flambda, void* cdata, in
       atomic_store(&job->next, 0);
       PoolRunStats stats;
       int32_t rc = pool_run(want - 1, 1, &stats);
+      stats.woke |= g_pool.num_workers > had;
       site_record(key, want, &stats);
       pthread_mutex_unlock(&g_pool.launch);
       return rc;
@@ -379,6 +388,19 @@ int32_t EmberBackendParallelLaunch(FEmberParallelLambda flambda, void* cdata, in
   }
   EmberParallelGroupEnv env = {NULL, 1};
   return flambda(0, &env, cdata);
+}
+
+/* Iterations per chunk of a range job: CHUNKS_PER_THREAD chunks per thread, fewer when a
+ * chunk would then be under `grain` iterations; the chunks are as even as possible and,
+ * when fewer than that, a multiple of the threads. (A chunk of max(extent / 8, grain)
+ * iterations left, e.g., 64 iterations of grain 24 in chunks of 24, 24 and 16: one thread
+ * ran two of the three, a speedup of 1.33 at best.) `threads` <= extent / grain. */
+static int64_t pool_chunk(int64_t extent, int64_t grain, int32_t threads) {
+  int64_t most = extent / grain;
+  int64_t chunks = (int64_t)threads * CHUNKS_PER_THREAD;
+  if (chunks > most) chunks = most - most % threads;
+  if (chunks < 1) chunks = 1;
+  return (extent + chunks - 1) / chunks;
 }
 
 int32_t EmberBackendParallelFor(FEmberParallelRange frange, void* cdata, int64_t extent,
@@ -400,6 +422,7 @@ int32_t EmberBackendParallelFor(FEmberParallelRange frange, void* cdata, int64_t
     return rc;
   }
   if (pthread_mutex_trylock(&g_pool.launch) != 0) return frange(0, extent, cdata);
+  int32_t had = g_pool.num_workers;
   int32_t workers = pool_grow(threads - 1);
   if (workers == 0) {
     pthread_mutex_unlock(&g_pool.launch);
@@ -411,12 +434,11 @@ int32_t EmberBackendParallelFor(FEmberParallelRange frange, void* cdata, int64_t
   job->frange = frange;
   job->cdata = cdata;
   job->extent = extent;
-  int64_t chunk = (extent + (int64_t)threads * CHUNKS_PER_THREAD - 1) /
-                  ((int64_t)threads * CHUNKS_PER_THREAD);
-  job->chunk = chunk > grain ? chunk : grain;
+  job->chunk = pool_chunk(extent, grain, threads);
   atomic_store(&job->next, 0);
   PoolRunStats stats;
   int32_t rc = pool_run(threads - 1, 0, &stats);
+  stats.woke |= workers > had; /* a worker started for this launch: as good as asleep */
   site_record((uintptr_t)frange, extent, &stats);
   pthread_mutex_unlock(&g_pool.launch);
   return rc;

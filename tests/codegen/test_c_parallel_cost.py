@@ -1,0 +1,43 @@
+"""The parallel loops' cost model (ember/codegen/c/parallel.py) on calls of extern kernels."""
+
+from __future__ import annotations
+
+from ember import tir
+from ember.codegen.c import parallel
+from ember.codegen.c.parallel import MAC_COST, grain_of, stmt_cost
+from ember.tir.expr import const
+from ember.tir.op import call_extern
+from ember.tir.op import min as tir_min
+
+
+def _tile_call(count: tir.PrimExpr, e0: int, e1: int, e2: int) -> tir.Stmt:
+    """One ember_f32_conv_tile call (the argument order of ember.ops.nn_conv_f32)."""
+    acc = tir.decl_buffer((96,), "float32", "acc")
+    x = tir.decl_buffer((4096,), "float32", "x")
+    w = tir.decl_buffer((4096,), "float32", "w")
+    ints = [6, 1, 0, e0, 1, 1, e1, 1, 1, e2, 1, 16]
+    args = [acc.data, x.data, w.data, const(0, "int64"), const(0, "int64"), count]
+    args += [const(v, "int32") for v in ints]
+    return tir.Evaluate(call_extern("int32", "ember_f32_conv_tile", *args))
+
+
+def test_a_conv_tile_call_costs_its_multiply_adds() -> None:
+    """A 3x3 convolution over 256 channels, 6 positions x 16 channels: 6 * 2 vectors *
+    2304 steps multiply-adds; the loop around such calls gets a grain of one iteration (it
+    was thousands: ResNet-50's 14x14 and 7x7 layers ran on one thread)."""
+    call = _tile_call(const(6, "int32"), 3, 3, 256)
+    assert stmt_cost(call) >= 6 * 2 * 2304 * MAC_COST
+    i = tir.Var("i")
+    assert grain_of(tir.for_range(i, 16, call)) == 1
+
+
+def test_a_guarded_count_takes_its_constant_bound() -> None:
+    n = tir.Var("n")
+    guarded = _tile_call(tir_min(const(4, "int32"), n), 1, 1, 64)
+    assert stmt_cost(guarded) >= 4 * 2 * 64 * MAC_COST
+
+
+def test_an_unknown_extern_call_costs_its_nodes() -> None:
+    call = tir.Evaluate(call_extern("int32", "some_kernel", const(1, "int32")))
+    assert "some_kernel" not in parallel.EXTERN_COSTS
+    assert stmt_cost(call) < 10
