@@ -141,11 +141,19 @@ def test_max_pool_int8(dtype, kernel, strides, pads, dilations, width) -> None:
     _check(model, feeds, "quantized_max_pool_int8")
 
 
-def test_pointwise_conv_int8_over_a_panel_tail() -> None:
-    """1x1 stride 1: panels packed straight from the image rows, the tail through im2col."""
-    w = RNG.integers(-64, 64, (9, 10, 1, 1)).astype(np.int8)
-    node = helper.make_node("Conv", ["xd", "wd", "bd"], ["c"])
-    model, feeds = _chain(node, w, 0, True, "uint8", "uint8", True, (1, 10, 7, 9), 9)
+@pytest.mark.parametrize(
+    "x_dtype,strides,shape",
+    [
+        ("uint8", (1, 1), (1, 10, 7, 9)),  # 63 positions: 3 panels and a tail of 15
+        ("int8", (1, 1), (2, 37, 7, 7)),  # 49: a tail of 1, top bit flipped, K % 4 != 0
+        ("uint8", (2, 2), (1, 6, 13, 9)),  # subsampled to 7 x 5: one partial panel only
+    ],
+)
+def test_pointwise_conv_int8_over_a_panel_tail(x_dtype, strides, shape) -> None:
+    """1x1: full panels packed straight from the image rows, the tail's rows copied first."""
+    w = RNG.integers(-64, 64, (9, shape[1], 1, 1)).astype(np.int8)
+    node = helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], strides=list(strides))
+    model, feeds = _chain(node, w, 0, True, x_dtype, "uint8", True, shape, 9)
     _check(model, feeds, "quantized_conv_int8")
 
 
