@@ -172,6 +172,27 @@ def test_depthwise_conv_int8(x_dtype, per_channel, relu, strides, dilations) -> 
     _check(model, feeds, "quantized_dwconv_int8")
 
 
+@pytest.mark.parametrize(
+    "x_dtype,stride,shape",
+    [
+        ("uint8", 1, (2, 11, 7, 7)),  # MobileNet's small maps: rows shorter than a vector
+        ("int8", 2, (1, 9, 14, 14)),  # stride 2: the even bytes, rows of 8 (7 + 1 pad)
+        ("uint8", 1, (1, 3, 5, 37)),  # rows of 37: two vectors and a blended tail of 5
+        ("int8", 2, (2, 4, 9, 40)),  # the last rows near the end of the input: plain C
+    ],
+)
+def test_depthwise_conv_int8_3x3_rows(x_dtype, stride, shape) -> None:
+    """3x3 pad 1 (the unrolled kernels): image rows widened 16 at a time into the padded
+    planes (the last vector blended), the planes' padding zeroed once per task."""
+    c = shape[1]
+    w = RNG.integers(-64, 64, (c, 1, 3, 3)).astype(np.int8)
+    node = helper.make_node(
+        "Conv", ["xd", "wd", "bd"], ["c"], pads=[1, 1, 1, 1], strides=[stride, stride], group=c
+    )
+    model, feeds = _chain(node, w, 0, True, x_dtype, "uint8", True, shape, c)
+    _check(model, feeds, "quantized_dwconv_int8", reference=False)
+
+
 @pytest.mark.parametrize("x_dtype,y_dtype,per_channel", [
     ("uint8", "uint8", True), ("int8", "int8", False), ("int8", "uint8", True),
 ])  # fmt: skip
