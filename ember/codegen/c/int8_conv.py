@@ -200,8 +200,7 @@ static inline int32_t ember_q8_conv(const void* x_, const void* w_, const int32_
      a contiguous run of one plane; Hq x Wq each, output (oh, ow) at grid oh * Wq + ow */
   const int Hq = OH + (KH - 1) * dh / sh, Wq = OW + (KW - 1) * dw / sw, F = OH * Wq;
   const long plane = (long)Hq * Wq, cplane = plane * sh * sw;
-  ember_q8_epi e = {(float)zy, is_signed ? -128.0f : 0.0f, is_signed ? 127.0f : 255.0f,
-                    relu, is_signed};
+  const ember_q8_epi e = ember_q8_epilogue(zy, relu, is_signed);
   /* scratch: offs[4 * k4] | offs2[4 * k4] | zrow[ld] | the padded (mode 2) or subsampled
      image */
   long* offs = (long*)scratch;
@@ -306,8 +305,7 @@ static inline int32_t ember_q8_dense(const void* x_, const void* w_, const int32
                                      int32_t relu, int32_t is_signed) {
   const uint8_t* x = (const uint8_t*)x_;
   const int k4 = (K + 3) / 4, ldr = 4 * k4, R4 = (R + 3) / 4 * 4, npan = (N + 15) / 16;
-  ember_q8_epi e = {(float)zy, is_signed ? -128.0f : 0.0f, is_signed ? 127.0f : 255.0f,
-                    relu, is_signed};
+  const ember_q8_epi e = ember_q8_epilogue(zy, relu, is_signed);
   uint8_t* xr = (uint8_t*)scratch;
   for (int r = 0; r < R4; ++r) {
     for (int k = 0; k < ldr; ++k)

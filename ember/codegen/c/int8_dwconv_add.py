@@ -55,13 +55,14 @@ static inline void ember_q8_widen(const uint8_t* src, int16_t* dst, int n, int s
 }
 
 #if defined(__AVX2__)
-/* ember_q8_widen into exactly dst[0, n) for steps 1 and 2, 16 at a time even at the end of
-   the row (the last vector blended into what dst holds; dst + 16 must stay writable),
-   reading up to 32 bytes past src but never at or past src_end (the rest then in plain C) */
+/* ember_q8_widen for steps 1 and 2, 16 at a time even at the end of the row: the last
+   vector spills up to 15 elements past dst + n, and dst[n, n + 16) is then zeroed (a store
+   after the store, no reload): a caller writing rows in increasing order rewrites or wants
+   zero there. Reads up to 32 bytes past src, never at or past src_end (the rest then in
+   plain C, exactly) */
 static inline void ember_q8_widen_row(const uint8_t* src, int16_t* dst, int n, int step,
                                       int zx, int x_signed, const uint8_t* src_end) {
   const __m256i z = _mm256_set1_epi16((int16_t)zx);
-  const __m256i lane = _mm256_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const int span = step == 1 ? 16 : 32;
   int j = 0;
   if (step <= 2) {
@@ -75,15 +76,14 @@ static inline void ember_q8_widen_row(const uint8_t* src, int16_t* dst, int n, i
         w = x_signed ? _mm256_srai_epi16(_mm256_slli_epi16(v, 8), 8)
                      : _mm256_and_si256(v, _mm256_set1_epi16(0xFF));
       }
-      w = _mm256_sub_epi16(w, z);
-      if (n - j < 16) {
-        const __m256i keep = _mm256_cmpgt_epi16(_mm256_set1_epi16((int16_t)(n - j)), lane);
-        w = _mm256_blendv_epi8(_mm256_loadu_si256((const __m256i*)(dst + j)), w, keep);
-      }
-      _mm256_storeu_si256((__m256i*)(dst + j), w);
+      _mm256_storeu_si256((__m256i*)(dst + j), _mm256_sub_epi16(w, z));
     }
   }
-  if (j < n) ember_q8_widen(src + (long)j * step, dst + j, n - j, step, zx, x_signed);
+  if (j < n) {
+    ember_q8_widen(src + (long)j * step, dst + j, n - j, step, zx, x_signed);
+  } else if (j > n) {
+    _mm256_storeu_si256((__m256i*)(dst + n), _mm256_setzero_si256());
+  }
 }
 
 /* two taps of 16 outputs: rows pa, pb (int16) times the weight pair w[0], w[1]; lo and hi
@@ -103,7 +103,8 @@ static inline void ember_q8_dw_taps(const int16_t* pa, const int16_t* pb, const 
    ...; Hq x Wq each), so a tap is a contiguous run of one phase and output (oh, ow) sits at
    oh * Wq + ow: 16 lanes run across rows (small maps waste few lanes); the columns
    ow >= OW are computed into a temporary and dropped. The padding of the planes is zeroed
-   once per task (`first`): every channel writes the same image positions */
+   once per task (`first`); every channel writes the same image positions, rows in
+   increasing order (their spills zeroed, or rewritten by the rows after) */
 static inline void ember_q8_dw_flat(const uint8_t* xc, const int16_t* wc, int32_t bias,
                                     float mult, const ember_q8_epi* e, uint8_t* yc, int H,
                                     int W, int KH, int KW, int OH, int OW, int sh, int sw,
@@ -277,8 +278,7 @@ static inline int32_t ember_q8_dwconv(const void* x_, const int16_t* w, const in
                         int32_t ph, int32_t pw, int32_t dh, int32_t dw, int32_t zx,
                         int32_t x_signed, int32_t zy, int32_t relu, int32_t is_signed,
                         int32_t plane_bytes) {
-  ember_q8_epi e = {(float)zy, is_signed ? -128.0f : 0.0f, is_signed ? 127.0f : 255.0f,
-                    relu, is_signed};
+  const ember_q8_epi e = ember_q8_epilogue(zy, relu, is_signed);
   const long units = (long)N * C, macs = units * OH * OW * KH * KW;
   const int par = EmberBackendGetNumThreads() > 1 && macs >= EMBER_Q8_PAR_MACS / 4;
   ember_q8_dw_job job = {(const uint8_t*)x_, w, bias, mult, &e, (uint8_t*)y_,
