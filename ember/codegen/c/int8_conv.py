@@ -84,8 +84,8 @@ static void ember_q8_conv_chunk(const ember_q8_conv_job* j, int pc, uint8_t* pan
           const int run = j->Wp - ow < f1 - f ? j->Wp - ow : f1 - f;
           if (ow < j->OW) {
             const int n = j->OW - ow < run ? j->OW - ow : run;
-            memcpy(j->yn + (long)(o0 + i) * P + oh * j->OW + ow, ybuf + (long)i * ld + (f - p0),
-                   (size_t)n);
+            ember_q8_copy(j->yn + (long)(o0 + i) * P + oh * j->OW + ow,
+                          ybuf + (long)i * ld + (f - p0), n);
           }
           f += run;
         }

@@ -56,6 +56,40 @@ static inline void ember_q8_store1(int32_t acc, float m, const ember_q8_epi* e, 
   *dst = (uint8_t)(int32_t)v;
 }
 
+/* dst[0, n) = src[0, n) without a library call, for the short runs of output rows: 16 bytes
+   at a time, the last move overlapping; under 16, two overlapping moves of 8 or 4 bytes */
+static inline void ember_q8_copy(uint8_t* dst, const uint8_t* src, int n) {
+#if defined(__AVX2__)
+  if (n >= 16) {
+    int k = 0;
+    for (; k + 16 <= n; k += 16)
+      _mm_storeu_si128((__m128i*)(dst + k), _mm_loadu_si128((const __m128i*)(src + k)));
+    if (k < n)
+      _mm_storeu_si128((__m128i*)(dst + n - 16), _mm_loadu_si128((const __m128i*)(src + n - 16)));
+    return;
+  }
+  if (n >= 8) {
+    uint64_t a, b;
+    memcpy(&a, src, 8);
+    memcpy(&b, src + n - 8, 8);
+    memcpy(dst, &a, 8);
+    memcpy(dst + n - 8, &b, 8);
+    return;
+  }
+  if (n >= 4) {
+    uint32_t a, b;
+    memcpy(&a, src, 4);
+    memcpy(&b, src + n - 4, 4);
+    memcpy(dst, &a, 4);
+    memcpy(dst + n - 4, &b, 4);
+    return;
+  }
+  for (int k = 0; k < n; ++k) dst[k] = src[k];
+#else
+  memcpy(dst, src, (size_t)n);
+#endif
+}
+
 #if defined(__AVX2__)
 /* requantize 16 int32 (a0: columns 0-7, a1: 8-15; or, with interleaved, the order that
    unpacklo/unpackhi_epi16 of two rows give) and store `count` bytes */
