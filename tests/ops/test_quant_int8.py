@@ -119,7 +119,7 @@ def test_conv_int8(x_dtype, y_dtype, per_channel, relu, strides, dilations) -> N
 @pytest.mark.parametrize("width", [37, 21, 5])
 def test_conv_int8_output_rows(width: int) -> None:
     """3x3 on the phase planes: output rows of 37 (16, 16 and an overlapping 16), 21 (16
-    and an overlapping 16) and 5 (two overlapping 4s) bytes copied out of the grid."""
+    and an overlapping 16) and 5 (byte by byte) bytes copied out of the grid."""
     w = RNG.integers(-64, 64, (5, 3, 3, 3)).astype(np.int8)
     node = helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], pads=[1, 1, 1, 1])
     model, feeds = _chain(node, w, 0, True, "uint8", "uint8", False, (1, 3, 6, width), 5)

@@ -57,7 +57,8 @@ static inline void ember_q8_store1(int32_t acc, float m, const ember_q8_epi* e, 
 }
 
 /* dst[0, n) = src[0, n) without a library call, for the short runs of output rows: 16 bytes
-   at a time, the last move overlapping; under 16, two overlapping moves of 8 or 4 bytes */
+   at a time, the last move overlapping; under 16, two overlapping moves of 8 bytes, under 8
+   byte by byte */
 static inline void ember_q8_copy(uint8_t* dst, const uint8_t* src, int n) {
 #if defined(__AVX2__)
   if (n >= 16) {
@@ -74,14 +75,6 @@ static inline void ember_q8_copy(uint8_t* dst, const uint8_t* src, int n) {
     memcpy(&b, src + n - 8, 8);
     memcpy(dst, &a, 8);
     memcpy(dst + n - 8, &b, 8);
-    return;
-  }
-  if (n >= 4) {
-    uint32_t a, b;
-    memcpy(&a, src, 4);
-    memcpy(&b, src + n - 4, 4);
-    memcpy(dst, &a, 4);
-    memcpy(dst + n - 4, &b, 4);
     return;
   }
   for (int k = 0; k < n; ++k) dst[k] = src[k];
