@@ -116,6 +116,16 @@ def test_conv_int8(x_dtype, y_dtype, per_channel, relu, strides, dilations) -> N
     _check(model, feeds, "quantized_conv_int8")
 
 
+@pytest.mark.parametrize("width", [37, 21, 5])
+def test_conv_int8_output_rows(width: int) -> None:
+    """3x3 on the phase planes: output rows of 37 (16, 16 and an overlapping 16), 21 (16
+    and an overlapping 16) and 5 (byte by byte) bytes copied out of the grid."""
+    w = RNG.integers(-64, 64, (5, 3, 3, 3)).astype(np.int8)
+    node = helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], pads=[1, 1, 1, 1])
+    model, feeds = _chain(node, w, 0, True, "uint8", "uint8", False, (1, 3, 6, width), 5)
+    _check(model, feeds, "quantized_conv_int8", reference=False)
+
+
 @pytest.mark.parametrize(
     "dtype,kernel,strides,pads,dilations,width",
     [
@@ -141,11 +151,19 @@ def test_max_pool_int8(dtype, kernel, strides, pads, dilations, width) -> None:
     _check(model, feeds, "quantized_max_pool_int8")
 
 
-def test_pointwise_conv_int8_over_a_panel_tail() -> None:
-    """1x1 stride 1: panels packed straight from the image rows, the tail through im2col."""
-    w = RNG.integers(-64, 64, (9, 10, 1, 1)).astype(np.int8)
-    node = helper.make_node("Conv", ["xd", "wd", "bd"], ["c"])
-    model, feeds = _chain(node, w, 0, True, "uint8", "uint8", True, (1, 10, 7, 9), 9)
+@pytest.mark.parametrize(
+    "x_dtype,strides,shape",
+    [
+        ("uint8", (1, 1), (1, 10, 7, 9)),  # 63 positions: 3 panels and a tail of 15
+        ("int8", (1, 1), (2, 37, 7, 7)),  # 49: a tail of 1, top bit flipped, K % 4 != 0
+        ("uint8", (2, 2), (1, 6, 13, 9)),  # subsampled to 7 x 5: one partial panel only
+    ],
+)
+def test_pointwise_conv_int8_over_a_panel_tail(x_dtype, strides, shape) -> None:
+    """1x1: full panels packed straight from the image rows, the tail's rows copied first."""
+    w = RNG.integers(-64, 64, (9, shape[1], 1, 1)).astype(np.int8)
+    node = helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], strides=list(strides))
+    model, feeds = _chain(node, w, 0, True, x_dtype, "uint8", True, shape, 9)
     _check(model, feeds, "quantized_conv_int8")
 
 
@@ -162,6 +180,27 @@ def test_pointwise_conv_int8_over_a_panel_tail() -> None:
 def test_depthwise_conv_int8(x_dtype, per_channel, relu, strides, dilations) -> None:
     model, feeds = _conv_case(x_dtype, "uint8", per_channel, relu, True, strides, dilations)
     _check(model, feeds, "quantized_dwconv_int8")
+
+
+@pytest.mark.parametrize(
+    "x_dtype,stride,shape",
+    [
+        ("uint8", 1, (2, 11, 7, 7)),  # MobileNet's small maps: rows shorter than a vector
+        ("int8", 2, (1, 9, 14, 14)),  # stride 2: the even bytes, rows of 8 (7 + 1 pad)
+        ("uint8", 1, (1, 3, 5, 37)),  # rows of 37: two vectors and a blended tail of 5
+        ("int8", 2, (2, 4, 9, 40)),  # the last rows near the end of the input: plain C
+    ],
+)
+def test_depthwise_conv_int8_3x3_rows(x_dtype, stride, shape) -> None:
+    """3x3 pad 1 (the unrolled kernels): image rows widened 16 at a time into the padded
+    planes (the last vector blended), the planes' padding zeroed once per task."""
+    c = shape[1]
+    w = RNG.integers(-64, 64, (c, 1, 3, 3)).astype(np.int8)
+    node = helper.make_node(
+        "Conv", ["xd", "wd", "bd"], ["c"], pads=[1, 1, 1, 1], strides=[stride, stride], group=c
+    )
+    model, feeds = _chain(node, w, 0, True, x_dtype, "uint8", True, shape, c)
+    _check(model, feeds, "quantized_dwconv_int8", reference=False)
 
 
 @pytest.mark.parametrize("x_dtype,y_dtype,per_channel", [

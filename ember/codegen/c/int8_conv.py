@@ -7,11 +7,11 @@ appended to that block):
 * ``ember_q8_conv``: the output positions in chunks of 16-position panels, one work unit
   per chunk (each unit packs its patches into its own workspace, then runs every 4-row
   block of the weight over them). Two ways to get the patch rows: a 1x1 convolution
-  without padding reads them from the image (subsampled once if strided; the last partial
-  panel through im2col); any other convolution reads contiguous runs of the
-  zero-point-padded image split into ``sh x sw`` phase planes of ``Hq x Wq`` laid out flat
-  (phase ``(a, b)`` holds padded rows ``a, a + sh, ...`` and columns ``b, b + sw, ...``, so
-  tap ``(kh, kw)`` is phase ``(kh*dh % sh, kw*dw % sw)`` shifted by
+  without padding reads them from the image (subsampled once if strided; the row tails of
+  the last partial panel copied to 16-byte rows first); any other convolution reads
+  contiguous runs of the zero-point-padded image split into ``sh x sw`` phase planes of
+  ``Hq x Wq`` laid out flat (phase ``(a, b)`` holds padded rows ``a, a + sh, ...`` and
+  columns ``b, b + sw, ...``, so tap ``(kh, kw)`` is phase ``(kh*dh % sh, kw*dw % sw)`` shifted by
   ``(kh*dh / sh) * Wq + kw*dw / sw``; output ``(oh, ow)`` at grid position
   ``oh * Wq + ow``, the columns ``ow >= OW`` computed and dropped): no im2col.
   With more than one thread and enough work the chunk shrinks so that every thread gets
@@ -84,8 +84,8 @@ static void ember_q8_conv_chunk(const ember_q8_conv_job* j, int pc, uint8_t* pan
           const int run = j->Wp - ow < f1 - f ? j->Wp - ow : f1 - f;
           if (ow < j->OW) {
             const int n = j->OW - ow < run ? j->OW - ow : run;
-            memcpy(j->yn + (long)(o0 + i) * P + oh * j->OW + ow, ybuf + (long)i * ld + (f - p0),
-                   (size_t)n);
+            ember_q8_copy(j->yn + (long)(o0 + i) * P + oh * j->OW + ow,
+                          ybuf + (long)i * ld + (f - p0), n);
           }
           f += run;
         }
@@ -93,8 +93,18 @@ static void ember_q8_conv_chunk(const ember_q8_conv_job* j, int pc, uint8_t* pan
     }
     return;
   }
-  if (j->mode == 1 && p0 + 16 * cp <= P) { /* 1x1: the image rows are the patch rows */
-    ember_q8_pack(j->xn + p0, j->offs, K, j->zrow, k4, cp, (uint8_t)j->flip, panels);
+  if (j->mode == 1) { /* 1x1: the image rows are the patch rows */
+    const int full = p0 + 16 * cp <= P ? cp : (P - p0) / 16;
+    ember_q8_pack(j->xn + p0, j->offs, K, j->zrow, k4, full, (uint8_t)j->flip, panels);
+    if (full < cp) { /* the last, partial panel: its row tails copied to 16-byte rows */
+      const int p1 = p0 + 16 * full, rem = P - p1;
+      for (int k = 0; k < K; ++k) {
+        memcpy(rows + j->offs2[k], j->xn + j->offs[k] + p1, (size_t)rem);
+        memset(rows + j->offs2[k] + rem, j->xpad, (size_t)(16 - rem));
+      }
+      ember_q8_pack(rows, j->offs2, K, j->zrow, k4, 1, (uint8_t)j->flip,
+                    panels + (long)full * k4 * 64);
+    }
   } else {
     ember_q8_im2col(j->xn, j->C, j->H, j->W, j->KH, j->KW, j->OW, j->sh, j->sw, j->ph, j->pw,
                     j->dh, j->dw, (uint8_t)j->xpad, p0, 16 * cp, P, rows, ld);
@@ -190,8 +200,7 @@ static inline int32_t ember_q8_conv(const void* x_, const void* w_, const int32_
      a contiguous run of one plane; Hq x Wq each, output (oh, ow) at grid oh * Wq + ow */
   const int Hq = OH + (KH - 1) * dh / sh, Wq = OW + (KW - 1) * dw / sw, F = OH * Wq;
   const long plane = (long)Hq * Wq, cplane = plane * sh * sw;
-  ember_q8_epi e = {(float)zy, is_signed ? -128.0f : 0.0f, is_signed ? 127.0f : 255.0f,
-                    relu, is_signed};
+  const ember_q8_epi e = ember_q8_epilogue(zy, relu, is_signed);
   /* scratch: offs[4 * k4] | offs2[4 * k4] | zrow[ld] | the padded (mode 2) or subsampled
      image */
   long* offs = (long*)scratch;
@@ -296,8 +305,7 @@ static inline int32_t ember_q8_dense(const void* x_, const void* w_, const int32
                                      int32_t relu, int32_t is_signed) {
   const uint8_t* x = (const uint8_t*)x_;
   const int k4 = (K + 3) / 4, ldr = 4 * k4, R4 = (R + 3) / 4 * 4, npan = (N + 15) / 16;
-  ember_q8_epi e = {(float)zy, is_signed ? -128.0f : 0.0f, is_signed ? 127.0f : 255.0f,
-                    relu, is_signed};
+  const ember_q8_epi e = ember_q8_epilogue(zy, relu, is_signed);
   uint8_t* xr = (uint8_t*)scratch;
   for (int r = 0; r < R4; ++r) {
     for (int k = 0; k < ldr; ++k)

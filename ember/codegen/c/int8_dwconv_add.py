@@ -55,6 +55,37 @@ static inline void ember_q8_widen(const uint8_t* src, int16_t* dst, int n, int s
 }
 
 #if defined(__AVX2__)
+/* ember_q8_widen for steps 1 and 2, 16 at a time even at the end of the row: the last
+   vector spills up to 15 elements past dst + n, and dst[n, n + 16) is then zeroed (a store
+   after the store, no reload): a caller writing rows in increasing order rewrites or wants
+   zero there. Reads up to 32 bytes past src, never at or past src_end (the rest then in
+   plain C, exactly) */
+static inline void ember_q8_widen_row(const uint8_t* src, int16_t* dst, int n, int step,
+                                      int zx, int x_signed, const uint8_t* src_end) {
+  const __m256i z = _mm256_set1_epi16((int16_t)zx);
+  const int span = step == 1 ? 16 : 32;
+  int j = 0;
+  if (step <= 2) {
+    for (; j < n && src + (long)step * j + span <= src_end; j += 16) {
+      __m256i w;
+      if (step == 1) {
+        const __m128i v = _mm_loadu_si128((const __m128i*)(src + j));
+        w = x_signed ? _mm256_cvtepi8_epi16(v) : _mm256_cvtepu8_epi16(v);
+      } else {
+        const __m256i v = _mm256_loadu_si256((const __m256i*)(src + 2 * (long)j));
+        w = x_signed ? _mm256_srai_epi16(_mm256_slli_epi16(v, 8), 8)
+                     : _mm256_and_si256(v, _mm256_set1_epi16(0xFF));
+      }
+      _mm256_storeu_si256((__m256i*)(dst + j), _mm256_sub_epi16(w, z));
+    }
+  }
+  if (j < n) {
+    ember_q8_widen(src + (long)j * step, dst + j, n - j, step, zx, x_signed);
+  } else if (j > n) {
+    _mm256_storeu_si256((__m256i*)(dst + n), _mm256_setzero_si256());
+  }
+}
+
 /* two taps of 16 outputs: rows pa, pb (int16) times the weight pair w[0], w[1]; lo and hi
    hold the outputs in the order of vpunpcklwd/vpunpckhwd (ember_q8_store16 interleaved) */
 static inline void ember_q8_dw_taps(const int16_t* pa, const int16_t* pb, const int16_t* w,
@@ -71,17 +102,19 @@ static inline void ember_q8_dw_taps(const int16_t* pa, const int16_t* pb, const 
    split into sh x sw phases (phase (a, b): padded rows a, a + sh, ..., columns b, b + sw,
    ...; Hq x Wq each), so a tap is a contiguous run of one phase and output (oh, ow) sits at
    oh * Wq + ow: 16 lanes run across rows (small maps waste few lanes); the columns
-   ow >= OW are computed into a temporary and dropped */
+   ow >= OW are computed into a temporary and dropped. The padding of the planes is zeroed
+   once per task (`first`); every channel writes the same image positions, rows in
+   increasing order (their spills zeroed, or rewritten by the rows after) */
 static inline void ember_q8_dw_flat(const uint8_t* xc, const int16_t* wc, int32_t bias,
                                     float mult, const ember_q8_epi* e, uint8_t* yc, int H,
                                     int W, int KH, int KW, int OH, int OW, int sh, int sw,
                                     int ph, int pw, int dh, int dw, int zx, int x_signed,
-                                    int16_t* plane) {
+                                    int16_t* plane, const uint8_t* xend, int first) {
   const int T = KH * KW, T2 = (T + 1) / 2 * 2;
   const int Hq = OH + (KH - 1) * dh / sh, Wq = OW + (KW - 1) * dw / sw, F = OH * Wq;
   const long pq = (long)Hq * Wq;
   uint8_t* tmp = (uint8_t*)(plane + sh * sw * pq + Wq + 32);
-  memset(plane, 0, 2 * (size_t)(sh * sw * pq + Wq + 32));
+  if (first) memset(plane, 0, 2 * (size_t)(sh * sw * pq + Wq + 32));
   for (int a = 0; a < sh; ++a) {
     for (int b = 0; b < sw; ++b) {
       /* columns j in [j0, j1) of phase (a, b) read the image at j * sw + b - pw */
@@ -93,8 +126,8 @@ static inline void ember_q8_dw_flat(const uint8_t* xc, const int16_t* wc, int32_
       for (int i = 0; i < Hq; ++i) {
         const int ih = i * sh + a - ph;
         if (ih < 0 || ih >= H) continue;
-        ember_q8_widen(xc + (long)ih * W + (long)j0 * sw + b - pw, q + (long)i * Wq + j0,
-                       j1 - j0, sw, zx, x_signed);
+        ember_q8_widen_row(xc + (long)ih * W + (long)j0 * sw + b - pw, q + (long)i * Wq + j0,
+                           j1 - j0, sw, zx, x_signed, xend);
       }
     }
   }
@@ -112,7 +145,20 @@ static inline void ember_q8_dw_flat(const uint8_t* xc, const int16_t* wc, int32_
     ember_q8_store16(_mm256_add_epi32(lo, bv), _mm256_add_epi32(hi, bv), m, m, e, 1, tmp + f,
                      16);
   }
-  for (int oh = 0; oh < OH; ++oh) memcpy(yc + (long)oh * OW, tmp + (long)oh * Wq, (size_t)OW);
+  for (int oh = 0; oh < OH; ++oh) { /* 16 bytes at a time; all rows but the last may spill
+                                        into the next one, written after it */
+    const uint8_t* src = tmp + (long)oh * Wq;
+    uint8_t* dst = yc + (long)oh * OW;
+    int k = 0;
+    for (; k + 16 <= OW; k += 16)
+      _mm_storeu_si128((__m128i*)(dst + k), _mm_loadu_si128((const __m128i*)(src + k)));
+    if (k < OW) {
+      if (oh + 1 < OH)
+        _mm_storeu_si128((__m128i*)(dst + k), _mm_loadu_si128((const __m128i*)(src + k)));
+      else
+        memcpy(dst + k, src + k, (size_t)(OW - k));
+    }
+  }
 }
 #endif
 
@@ -123,6 +169,7 @@ typedef struct {
   const float* mult;
   const ember_q8_epi* e;
   uint8_t* y;
+  const uint8_t* xend; /* one past the input: a row's vector loads stop before it */
   int C, H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, zx, x_signed;
   size_t plane_bytes;
   int16_t* own; /* the planned scratch: the plane of a serial run (no allocation) */
@@ -131,7 +178,8 @@ typedef struct {
 /* depthwise: per channel, the image minus its zero point as int16 planes split by column
    phase (iw % sw), so every tap of a row of outputs is a contiguous load; taps in pairs */
 static inline void ember_q8_dw_channel(const ember_q8_dw_job* jb, long nc, int16_t* plane,
-                                       int KH, int KW, int sh, int sw, int dh, int dw) {
+                                       int KH, int KW, int sh, int sw, int dh, int dw,
+                                       int first) {
   const int C = jb->C, H = jb->H, W = jb->W, OH = jb->OH, OW = jb->OW, ph = jb->ph, pw = jb->pw;
   const int zx = jb->zx, x_signed = jb->x_signed, c = (int)(nc % C);
   const int T = KH * KW, T2 = (T + 1) / 2 * 2;
@@ -145,9 +193,10 @@ static inline void ember_q8_dw_channel(const ember_q8_dw_job* jb, long nc, int16
   const float* mult = jb->mult;
 #if defined(__AVX2__)
   ember_q8_dw_flat(xc, wc, bias[c], mult[c], jb->e, yc, H, W, KH, KW, OH, OW, sh, sw, ph, pw,
-                   dh, dw, zx, x_signed, plane);
+                   dh, dw, zx, x_signed, plane, jb->xend, first);
   return;
 #endif
+  (void)first;
   for (int i = 0; i < Hp; ++i) {
     const int ih = i - ph;
     for (int s = 0; s < sw; ++s) memset(plane + ((long)s * Hp + i) * Wq, 0, 2 * (size_t)Wq);
@@ -210,13 +259,13 @@ static int32_t ember_q8_dw_range(int64_t begin, int64_t end, void* cdata) {
   const int k3 = KH == 3 && KW == 3 && dh == 1 && dw == 1 && sh == sw;
   if (k3 && sh == 1) {
     for (long nc = (long)begin; nc < (long)end; ++nc)
-      ember_q8_dw_channel(j, nc, plane, 3, 3, 1, 1, 1, 1);
+      ember_q8_dw_channel(j, nc, plane, 3, 3, 1, 1, 1, 1, nc == begin);
   } else if (k3 && sh == 2) {
     for (long nc = (long)begin; nc < (long)end; ++nc)
-      ember_q8_dw_channel(j, nc, plane, 3, 3, 2, 2, 1, 1);
+      ember_q8_dw_channel(j, nc, plane, 3, 3, 2, 2, 1, 1, nc == begin);
   } else {
     for (long nc = (long)begin; nc < (long)end; ++nc)
-      ember_q8_dw_channel(j, nc, plane, KH, KW, sh, sw, dh, dw);
+      ember_q8_dw_channel(j, nc, plane, KH, KW, sh, sw, dh, dw, nc == begin);
   }
   if (j->own == NULL) EmberBackendFreeWorkspace(1, 0, plane);
   return 0;
@@ -229,11 +278,11 @@ static inline int32_t ember_q8_dwconv(const void* x_, const int16_t* w, const in
                         int32_t ph, int32_t pw, int32_t dh, int32_t dw, int32_t zx,
                         int32_t x_signed, int32_t zy, int32_t relu, int32_t is_signed,
                         int32_t plane_bytes) {
-  ember_q8_epi e = {(float)zy, is_signed ? -128.0f : 0.0f, is_signed ? 127.0f : 255.0f,
-                    relu, is_signed};
+  const ember_q8_epi e = ember_q8_epilogue(zy, relu, is_signed);
   const long units = (long)N * C, macs = units * OH * OW * KH * KW;
   const int par = EmberBackendGetNumThreads() > 1 && macs >= EMBER_Q8_PAR_MACS / 4;
-  ember_q8_dw_job job = {(const uint8_t*)x_, w, bias, mult, &e, (uint8_t*)y_, C, H, W, KH, KW,
+  ember_q8_dw_job job = {(const uint8_t*)x_, w, bias, mult, &e, (uint8_t*)y_,
+                         (const uint8_t*)x_ + units * H * W, C, H, W, KH, KW,
                          OH, OW, sh, sw, ph, pw, dh, dw, zx, x_signed, (size_t)plane_bytes,
                          par ? NULL : (int16_t*)scratch};
   return EmberBackendParallelFor(ember_q8_dw_range, &job, units, par ? 1 : units, 0) == 0 ? 0

@@ -37,7 +37,15 @@ HELPER_KEY = "0d_ember_q8"
 _TILES_C = r"""#if defined(__AVX2__)
 #include <immintrin.h>
 #endif
+/* lo is the clamp's lower bound with the relu folded in: rint(max(v, 0)) + zy clamped to
+   [lo, hi] is rint(v) + zy clamped to [max(lo, zy), hi] */
 typedef struct { float zy, lo, hi; int relu, is_signed; } ember_q8_epi;
+
+static inline ember_q8_epi ember_q8_epilogue(int32_t zy, int32_t relu, int32_t is_signed) {
+  const float lo = is_signed ? -128.0f : 0.0f, z = (float)zy;
+  ember_q8_epi e = {z, relu && z > lo ? z : lo, is_signed ? 127.0f : 255.0f, relu, is_signed};
+  return e;
+}
 
 static inline void ember_q8_store1(int32_t acc, float m, const ember_q8_epi* e, uint8_t* dst) {
   float v = (float)acc * m;
@@ -48,6 +56,33 @@ static inline void ember_q8_store1(int32_t acc, float m, const ember_q8_epi* e, 
   *dst = (uint8_t)(int32_t)v;
 }
 
+/* dst[0, n) = src[0, n) without a library call, for the short runs of output rows: 16 bytes
+   at a time, the last move overlapping; under 16, two overlapping moves of 8 bytes, under 8
+   byte by byte */
+static inline void ember_q8_copy(uint8_t* dst, const uint8_t* src, int n) {
+#if defined(__AVX2__)
+  if (n >= 16) {
+    int k = 0;
+    for (; k + 16 <= n; k += 16)
+      _mm_storeu_si128((__m128i*)(dst + k), _mm_loadu_si128((const __m128i*)(src + k)));
+    if (k < n)
+      _mm_storeu_si128((__m128i*)(dst + n - 16), _mm_loadu_si128((const __m128i*)(src + n - 16)));
+    return;
+  }
+  if (n >= 8) {
+    uint64_t a, b;
+    memcpy(&a, src, 8);
+    memcpy(&b, src + n - 8, 8);
+    memcpy(dst, &a, 8);
+    memcpy(dst + n - 8, &b, 8);
+    return;
+  }
+  for (int k = 0; k < n; ++k) dst[k] = src[k];
+#else
+  memcpy(dst, src, (size_t)n);
+#endif
+}
+
 #if defined(__AVX2__)
 /* requantize 16 int32 (a0: columns 0-7, a1: 8-15; or, with interleaved, the order that
    unpacklo/unpackhi_epi16 of two rows give) and store `count` bytes */
@@ -56,20 +91,18 @@ static inline void ember_q8_store16(__m256i a0, __m256i a1, __m256 m0, __m256 m1
                                     int count) {
   __m256 v0 = _mm256_mul_ps(_mm256_cvtepi32_ps(a0), m0);
   __m256 v1 = _mm256_mul_ps(_mm256_cvtepi32_ps(a1), m1);
-  if (e->relu) {
-    v0 = _mm256_max_ps(v0, _mm256_setzero_ps());
-    v1 = _mm256_max_ps(v1, _mm256_setzero_ps());
-  }
   const __m256 zy = _mm256_set1_ps(e->zy), lo = _mm256_set1_ps(e->lo);
   const __m256 hi = _mm256_set1_ps(e->hi);
   v0 = _mm256_add_ps(_mm256_round_ps(v0, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), zy);
   v1 = _mm256_add_ps(_mm256_round_ps(v1, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), zy);
   v0 = _mm256_min_ps(_mm256_max_ps(v0, lo), hi);
   v1 = _mm256_min_ps(_mm256_max_ps(v1, lo), hi);
+  /* in range already: the low bytes of the 16-bit values, signed or not */
   __m256i s = _mm256_packs_epi32(_mm256_cvtps_epi32(v0), _mm256_cvtps_epi32(v1));
+  s = _mm256_and_si256(s, _mm256_set1_epi16(0xFF));
   if (!interleaved) s = _mm256_permute4x64_epi64(s, 0xD8);
   __m128i l = _mm256_castsi256_si128(s), h = _mm256_extracti128_si256(s, 1);
-  __m128i b = e->is_signed ? _mm_packs_epi16(l, h) : _mm_packus_epi16(l, h);
+  __m128i b = _mm_packus_epi16(l, h);
   if (count >= 16) {
     _mm_storeu_si128((__m128i*)dst, b);
   } else {
