@@ -26,6 +26,7 @@ from ember.ops.nn_conv_f32 import (
     INTERPRET_EXTERNS,
     conv_tile_reference,
     tile_kernel_rewrite,
+    use_tile_kernel,
 )
 from ember.ops.nn_schedule import (
     MIN_PARALLEL_WORK,
@@ -132,6 +133,28 @@ def conv_position_lanes(
     return te.compute(out_shape, lambda n, o, *pos: acc[(n, o, *pos)], "conv_out")
 
 
+#: the fewest input channels for which loop-IR tiles call the kernel (loop_tiles_call_kernel).
+MIN_LOOP_KERNEL_CHANNELS = 8
+
+
+def loop_tiles_call_kernel(ctx: ScheduleContext) -> None:
+    """On the micro-kernel's targets, the loop-IR tiles of a short reduction (the NCHW
+    layout, e.g. resnet8's stride-2 convolutions) become calls of ember_f32_conv_tile too:
+    gcc compiles their nest with the weight loads folded into every FMA (12 loads per 8
+    FMAs) and the 3x3 taps as loops of 3; the kernel keeps the weights in registers. Not
+    for fewer than MIN_LOOP_KERNEL_CHANNELS input channels (ds_cnn_kws's 10x4 1->64 stem:
+    20.0 against 18.1 us)."""
+    if not use_tile_kernel(ctx.target, ctx.group_outputs[0].dtype):
+        return
+    for stage in reduction_stages(ctx.sch, list(ctx.group_outputs)):
+        op = _compute_op(stage)
+        channels = [_extent(r) for r in op.reduce_axis if r.var.name == "rc"] if op else []
+        if not channels or channels[0] < MIN_LOOP_KERNEL_CHANNELS:
+            return
+    if tile_kernel_rewrite not in ctx.post_lower:
+        ctx.post_lower.append(tile_kernel_rewrite)
+
+
 def schedule_conv_packed(ctx: ScheduleContext) -> None:
     """nn.conv_packed's schedule: position-lane tiles for the stages conv_position_lanes
     made, else schedule_dense_packed_conv."""
@@ -143,6 +166,7 @@ def schedule_conv_packed(ctx: ScheduleContext) -> None:
     op = _compute_op(main)
     if len(lanes) != 1 or len(outputs) != 1 or op is None or op.reduce_axis:
         schedule_dense_packed_conv(ctx)
+        loop_tiles_call_kernel(ctx)
         return
     acc = lanes[0]
     acc_op = _compute_op(acc)

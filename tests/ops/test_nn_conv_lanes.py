@@ -49,7 +49,8 @@ def test_kernel_pays_on_long_reductions_only():
 @pytest.mark.parametrize(
     ("cin", "kernel_called", "buffer"),
     [
-        (8, False, "Buffer((1, 8, 9, 9)"),  # short reduction: loop-IR tiles, NCHW padded copy
+        (4, False, "Buffer((1, 4, 9, 9)"),  # short reduction: loop-IR tiles, NCHW padded copy
+        (8, True, "Buffer((1, 8, 9, 9)"),  # the same tiles call the kernel from 8 channels on
         (32, True, "Buffer((1, 9, 9, 32)"),  # the kernel's channels-last padded copy
     ],
 )
@@ -93,10 +94,16 @@ def test_position_lanes_only_on_the_kernel_targets():
 
 @pytest.mark.cc
 @pytest.mark.parametrize(
-    ("cin", "cout", "size", "kernel", "pads"),
-    [(16, 16, 32, 3, 1), (8, 32, 32, 1, 0), (3, 32, 16, 3, 1)],
+    ("cin", "cout", "size", "kernel", "pads", "stride"),
+    [
+        (16, 16, 32, 3, 1, 1),
+        (8, 32, 32, 1, 0, 1),
+        (3, 32, 16, 3, 1, 1),
+        (16, 32, 32, 3, 1, 2),  # stride 2: loop-IR tiles calling the kernel
+        (16, 32, 32, 1, 0, 2),
+    ],
 )
-def test_compiled_position_lanes_match_onnxruntime(cin, cout, size, kernel, pads):
+def test_compiled_position_lanes_match_onnxruntime(cin, cout, size, kernel, pads, stride):
     from onnx import TensorProto, helper, numpy_helper
 
     from ember.testing import assert_matches_onnxruntime
@@ -106,12 +113,17 @@ def test_compiled_position_lanes_match_onnxruntime(cin, cout, size, kernel, pads
     b = rng.standard_normal(cout)
     nodes = [
         helper.make_node(
-            "Conv", ["x", "w", "b"], ["c"], kernel_shape=[kernel] * 2, pads=[pads] * 4
+            "Conv",
+            ["x", "w", "b"],
+            ["c"],
+            kernel_shape=[kernel] * 2,
+            pads=[pads] * 4,
+            strides=[stride] * 2,
         ),
         helper.make_node("Add", ["c", "r"], ["s"]),
         helper.make_node("Relu", ["s"], ["y"]),
     ]
-    shape = [1, cout, size, size]
+    shape = [1, cout, size // stride, size // stride]
     graph = helper.make_graph(
         nodes,
         "conv",
