@@ -375,7 +375,7 @@ def schedule_dense_packed_conv(ctx: ScheduleContext) -> None:
     schedule_packed_conv(ctx, kernel)
 
 
-def schedule_packed_conv(ctx: ScheduleContext, kernel: bool = False) -> None:
+def schedule_packed_conv(ctx: ScheduleContext, kernel: bool = False, max_cols: int = 0) -> None:
     """nn.conv_packed (reduction stage ``conv`` with attribute ``block``, output channels
     innermost in its weight): the group's output is tiled as
     ``n, o/b, spatial..., w/t | w%t, o%b`` with the outer loops fused and parallel; the
@@ -411,7 +411,7 @@ def schedule_packed_conv(ctx: ScheduleContext, kernel: bool = False) -> None:
     materialize_tagged(sch, outputs)
     axes = list(op.axis)
     oo, oi = main.split(axes[1], factor=block)
-    max_cols = register_tiles(ctx.target).conv_cols
+    max_cols = max_cols or register_tiles(ctx.target).conv_cols
     cols = _tile_cols(_extent(axes[-1]), max_cols)
     middle = axes[2:-1]
     # narrow rows (ResNet's 7x7 stage): a tile spans several rows to fill the registers
