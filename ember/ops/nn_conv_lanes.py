@@ -143,13 +143,17 @@ def loop_tiles_call_kernel(ctx: ScheduleContext) -> None:
     gcc compiles their nest with the weight loads folded into every FMA (12 loads per 8
     FMAs) and the 3x3 taps as loops of 3; the kernel keeps the weights in registers. Not
     for fewer than MIN_LOOP_KERNEL_CHANNELS input channels (ds_cnn_kws's 10x4 1->64 stem:
-    20.0 against 18.1 us)."""
+    20.0 against 18.1 us) nor for 1x1 convolutions over flattened positions (its 1x1
+    64->64 at 25x5: ds_cnn_kws 0.1151 -> 0.1199 ms best of 1000, load 8.5)."""
     if not use_tile_kernel(ctx.target, ctx.group_outputs[0].dtype):
         return
+    rank = len(static_shape(ctx.group_outputs[0]))
     for stage in reduction_stages(ctx.sch, list(ctx.group_outputs)):
         op = _compute_op(stage)
         channels = [_extent(r) for r in op.reduce_axis if r.var.name == "rc"] if op else []
         if not channels or channels[0] < MIN_LOOP_KERNEL_CHANNELS:
+            return
+        if op is None or len(op.axis) != rank:  # 1x1 over flattened positions: no gain
             return
     if tile_kernel_rewrite not in ctx.post_lower:
         ctx.post_lower.append(tile_kernel_rewrite)
