@@ -42,6 +42,7 @@ from typing import Any
 
 from ember.ops.common import static_shape
 from ember.ops.nn_conv_f32 import (
+    BLOCK,
     TILE_KERNEL,
     kernel_tile,
     positions_outer,
@@ -555,3 +556,11 @@ def schedule_matmul(ctx: ScheduleContext) -> None:
     for stage in reds:
         if stage is not acc:
             schedule_root_reduction(stage)
+    matmul_tiles_call_kernel(ctx, nb)
+
+
+def matmul_tiles_call_kernel(ctx: ScheduleContext, nb: int) -> None:
+    """On the micro-kernel's targets, matmul tiles of 16 columns call ember_f32_conv_tile
+    (gcc folds the rhs loads into every FMA; crnn's 64 x (24x256 @ 256x32))."""
+    if nb == BLOCK and use_tile_kernel(ctx.target, ctx.group_outputs[0].dtype):
+        ctx.post_lower.append(tile_kernel_rewrite)
