@@ -21,7 +21,13 @@ from __future__ import annotations
 from typing import Any
 
 from ember.ops.common import static_shape
-from ember.ops.nn_conv_f32 import BLOCK, tile_kernel_rewrite
+from ember.ops.nn_conv_f32 import (
+    BLOCK,
+    INTERPRET_EXTERNS,
+    conv_tile_reference,
+    tile_kernel_rewrite,
+    use_tile_kernel,
+)
 from ember.ops.nn_schedule import (
     MIN_PARALLEL_WORK,
     _compute_op,
@@ -33,7 +39,10 @@ from ember.ops.nn_schedule import (
     schedule_root_reduction,
 )
 from ember.ops.registry import ScheduleContext
-from ember.tir import PrimExpr, te
+from ember.tir import IRMutator, PrimExpr, PrimFunc, simplify, te
+from ember.tir.expr import Call, FloatImm, IntImm, const
+from ember.tir.op import call_extern
+from ember.tir.stmt import BufferStore, Evaluate, For, SeqStmt, Stmt
 
 #: attribute of the reduction stage of a position-lanes convolution (its value: 1).
 POSITION_LANES = "position_lanes"
@@ -124,6 +133,32 @@ def conv_position_lanes(
     return te.compute(out_shape, lambda n, o, *pos: acc[(n, o, *pos)], "conv_out")
 
 
+#: the fewest input channels for which loop-IR tiles call the kernel (loop_tiles_call_kernel).
+MIN_LOOP_KERNEL_CHANNELS = 8
+
+
+def loop_tiles_call_kernel(ctx: ScheduleContext) -> None:
+    """On the micro-kernel's targets, the loop-IR tiles of a short reduction (the NCHW
+    layout, e.g. resnet8's stride-2 convolutions) become calls of ember_f32_conv_tile too:
+    gcc compiles their nest with the weight loads folded into every FMA (12 loads per 8
+    FMAs) and the 3x3 taps as loops of 3; the kernel keeps the weights in registers. Not
+    for fewer than MIN_LOOP_KERNEL_CHANNELS input channels (ds_cnn_kws's 10x4 1->64 stem:
+    20.0 against 18.1 us) nor for 1x1 convolutions over flattened positions (its 1x1
+    64->64 at 25x5: ds_cnn_kws 0.1151 -> 0.1199 ms best of 1000, load 8.5)."""
+    if not use_tile_kernel(ctx.target, ctx.group_outputs[0].dtype):
+        return
+    rank = len(static_shape(ctx.group_outputs[0]))
+    for stage in reduction_stages(ctx.sch, list(ctx.group_outputs)):
+        op = _compute_op(stage)
+        channels = [_extent(r) for r in op.reduce_axis if r.var.name == "rc"] if op else []
+        if not channels or channels[0] < MIN_LOOP_KERNEL_CHANNELS:
+            return
+        if op is None or len(op.axis) != rank:  # 1x1 over flattened positions: no gain
+            return
+    if tile_kernel_rewrite not in ctx.post_lower:
+        ctx.post_lower.append(tile_kernel_rewrite)
+
+
 def schedule_conv_packed(ctx: ScheduleContext) -> None:
     """nn.conv_packed's schedule: position-lane tiles for the stages conv_position_lanes
     made, else schedule_dense_packed_conv."""
@@ -135,6 +170,7 @@ def schedule_conv_packed(ctx: ScheduleContext) -> None:
     op = _compute_op(main)
     if len(lanes) != 1 or len(outputs) != 1 or op is None or op.reduce_axis:
         schedule_dense_packed_conv(ctx)
+        loop_tiles_call_kernel(ctx)
         return
     acc = lanes[0]
     acc_op = _compute_op(acc)
@@ -161,4 +197,110 @@ def schedule_conv_packed(ctx: ScheduleContext) -> None:
     for stage in reds:
         if stage is not acc:
             schedule_root_reduction(stage)
-    ctx.post_lower.append(tile_kernel_rewrite)
+    ctx.post_lower.append(lanes_kernel_rewrite)
+
+
+# --- the position-lane kernel call -------------------------------------------------------
+#
+# tile_kernel_rewrite turns a tile's reduction nest into a call of ember_f32_conv_tile; the
+# lanes schedule then calls ember_f32_lanes_tile instead (ember/codegen/c/f32_lanes.py: each
+# register tile over the whole reduction; 27 calls of 3-16 steps each before), and drops
+# the zeroing nest just before the call when it covers the whole tile (the kernel starts
+# from zeroed registers: the zeroing was 10-16% of a tile's time).
+
+_CONV_TILE = "ember_f32_conv_tile"
+_LANES_TILE = "ember_f32_lanes_tile"
+
+
+def _lanes_call(call: Call, zero: int) -> Evaluate:
+    """``call`` (of ember_f32_conv_tile) as ember_f32_lanes_tile with the flag ``zero``."""
+    args = [*call.args[:9], const(zero, "int32"), *call.args[9:]]
+    return Evaluate(call_extern("int32", _LANES_TILE, *args))
+
+
+def _tile_call(s: Stmt) -> Call | None:
+    if isinstance(s, Evaluate) and isinstance(s.value, Call) and s.value.op == _CONV_TILE:
+        return s.value
+    return None
+
+
+def _zeroes_tile(init: Stmt, call: Call) -> bool:
+    """Whether ``init`` is a loop nest storing 0 to every element of ``call``'s
+    accumulators: a compact buffer of ncols x BLOCK floats, each visited once."""
+    loops: list[For] = []
+    body = init
+    while isinstance(body, For):
+        loops.append(body)
+        body = body.body
+    if not loops or not isinstance(body, BufferStore) or body.buffer.data is not call.args[0]:
+        return False
+    if not (isinstance(body.value, FloatImm) and body.value.value == 0.0):
+        return False
+    ncols, buf = call.args[5], body.buffer
+    shape = buf.const_shape()
+    if not isinstance(ncols, IntImm) or shape is None or buf.strides:
+        return False
+    if any(
+        not isinstance(f.min, IntImm) or f.min.value or not isinstance(f.extent, IntImm)
+        for f in loops
+    ):
+        return False
+    size = 1
+    for d in shape:
+        size *= int(d)
+    if size != ncols.value * BLOCK:
+        return False
+    # the row-major offset of the store must be the nest's own row-major counter
+    flat: PrimExpr = const(0, "int32")
+    for idx, dim in zip(body.indices, shape, strict=True):
+        flat = flat * int(dim) + idx
+    count: PrimExpr = const(0, "int32")
+    for f in loops:
+        count = count * f.extent + f.loop_var  # type: ignore[operator]
+    diff = simplify(flat - count)
+    return isinstance(diff, IntImm) and diff.value == 0 and _extent_product(loops) == size
+
+
+def _extent_product(loops: list[For]) -> int:
+    total = 1
+    for f in loops:
+        total *= int(f.extent.value)  # type: ignore[attr-defined]
+    return total
+
+
+class _LanesRewrite(IRMutator):
+    def visit_Evaluate(self, s: Evaluate) -> Stmt:  # noqa: N802 - visitor naming
+        call = _tile_call(s)
+        return _lanes_call(call, 0) if call is not None else s
+
+    def visit_SeqStmt(self, s: SeqStmt) -> Stmt:  # noqa: N802 - visitor naming
+        out: list[Stmt] = []
+        k = 0
+        while k < len(s.seq):
+            call = _tile_call(s.seq[k + 1]) if k + 1 < len(s.seq) else None
+            if call is not None and _zeroes_tile(s.seq[k], call):
+                out.append(_lanes_call(call, 1))
+                k += 2
+                continue
+            out.append(self.visit_stmt(s.seq[k]))
+            k += 1
+        return out[0] if len(out) == 1 else SeqStmt(tuple(out))
+
+
+def lanes_kernel_rewrite(func: PrimFunc) -> PrimFunc:
+    """``func`` with its tile reductions calls of ember_f32_lanes_tile (see above)."""
+    return _LanesRewrite().visit_func(tile_kernel_rewrite(func))
+
+
+def lanes_tile_reference(acc: list[float], *args: Any) -> int:
+    """ember_f32_lanes_tile in Python, for the TIR interpreter: ember_f32_conv_tile's
+    arguments with the flag ``zero`` after ``cr`` (the 9th)."""
+    ncols, zero = args[4], args[8]
+    if zero:
+        for k in range(max(ncols, 0) * BLOCK):
+            acc[k] = 0.0
+    return conv_tile_reference(acc, *args[:8], *args[9:])
+
+
+# the interpreter's table of kernels (nn_conv_f32 cannot import this module: it imports it)
+INTERPRET_EXTERNS[_LANES_TILE] = lanes_tile_reference  # type: ignore[assignment]

@@ -145,7 +145,7 @@ def schedule_depthwise(ctx: ScheduleContext) -> None:
     op = main.op
     ok = len(outputs) == 1 and isinstance(op, te.ComputeOp) and not op.reduce_axis
     if not rows or not ok or not isinstance(op, te.ComputeOp) or len(rows) != len(reds):
-        schedule_packed_conv(ctx)
+        schedule_packed_conv(ctx, max_cols=_blocked_cols(outputs[0]))
         return
     acc = rows[0]
     acc_op = acc.op
@@ -181,6 +181,18 @@ def schedule_depthwise(ctx: ScheduleContext) -> None:
             stage.vectorize(copy_op.axis[-1])
             parent, at = stage, copy_op.axis[1]
         materialize_tagged(sch, outputs)
+
+
+#: channel-blocked rows at most this wide are one register tile (2 x width accumulators):
+#: ds_cnn_kws's rows of 5 took a tile of 4 and a guarded one of 4 for the fifth column.
+WHOLE_ROW_COLS = 6
+
+
+def _blocked_cols(out: te.Tensor) -> int:
+    """The widest register tile of a channel-blocked depthwise output (0: the default)."""
+    shape = static_shape(out)
+    width = int(shape[-1]) if len(shape) >= 3 else 0
+    return width if 0 < width <= WHOLE_ROW_COLS else 0
 
 
 def _tile_row(acc: te.Stage, axis: te.IterVar, cols: int, before: list[te.IterVar]) -> None:

@@ -53,6 +53,15 @@ class _Window:
             return value
         return tir.if_then_else(tir.logical_and(*conds), value, fill)
 
+    def whole(self) -> bool:
+        """Whether the single window covers the whole input, tap for tap (a global pool)."""
+        return (
+            all(int(d) == 1 for d in self.out)
+            and all(b == 0 and e == 0 for b, e in self.pads)
+            and all(d == 1 for d in self.dilation)
+            and self.kernel == tuple(int(d) for d in self.in_shape[2:])
+        )
+
     def count(self, sp: tuple[Any, ...], include_pad: bool) -> PrimExpr:
         """How many taps of the window at ``sp`` fall in the counted region (at least 1)."""
         counts = []
@@ -97,7 +106,8 @@ def avg_pool(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor
     def window_sum(n: Any, c: Any, *sp: Any) -> PrimExpr:
         return te.sum(win.tap(x, n, c, sp, zero), axis=win.axes)
 
-    total = te.compute(ty.shape, window_sum, "pool_sum")
+    whole = _column_reduce(x, ty.shape, "sum", "pool_sum") if win.whole() else None
+    total = whole if whole is not None else te.compute(ty.shape, window_sum, "pool_sum")
     include = bool(attrs["count_include_pad"])
 
     def body(n: Any, c: Any, *sp: Any) -> PrimExpr:
@@ -188,7 +198,38 @@ def max_pool_argmax(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te
     return te.compute(ty.shape, body, "max_pool_argmax")
 
 
+#: whole-map reductions over rows at least this wide reduce each column first (below).
+MIN_COLUMNS = 4
+
+
+def _column_reduce(
+    x: te.Tensor, out_shape: tuple[int, ...], combiner: str, name: str
+) -> te.Tensor | None:
+    """The sum (or max) of each (n, c) map of ``x`` in two stages: per column over the rows
+    (the columns are the vector lanes, W independent chains), then across the columns;
+    None when the rows are narrower than MIN_COLUMNS. The single chain of the one-stage
+    reduction waits on every add: ds_cnn_kws's 25x5 average pool of 64 channels, resnet8's
+    8x8 (c target, gcc keeps float sums in order)."""
+    shape = static_shape(x)
+    if len(shape) < 4 or int(shape[-1]) < MIN_COLUMNS:
+        return None
+    reducer = te.sum if combiner == "sum" else te.max
+    rows = [te.reduce_axis(int(s), f"rk{k}") for k, s in enumerate(shape[2:-1])]
+
+    def column(n: Any, c: Any, w: Any) -> PrimExpr:
+        return reducer(x[(n, c, *(a.var for a in rows), w)], axis=rows)
+
+    cols = te.compute(
+        (shape[0], shape[1], shape[-1]), column, f"{name}_cols", attrs={"reduce_after": 2}
+    )
+    rw = te.reduce_axis(int(shape[-1]), "rw")
+    return te.compute(out_shape, lambda n, c, *_: reducer(cols[(n, c, rw.var)], axis=[rw]), name)
+
+
 def _global(x: te.Tensor, out_shape: tuple[int, ...], combiner: str) -> te.Tensor:
+    whole = _column_reduce(x, out_shape, combiner, f"global_{combiner}")
+    if whole is not None:
+        return whole
     shape = static_shape(x)
     axes = [te.reduce_axis(s, f"rk{k}") for k, s in enumerate(shape[2:])]
     reducer = te.sum if combiner == "sum" else te.max

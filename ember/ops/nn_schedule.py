@@ -42,6 +42,7 @@ from typing import Any
 
 from ember.ops.common import static_shape
 from ember.ops.nn_conv_f32 import (
+    BLOCK,
     TILE_KERNEL,
     kernel_tile,
     positions_outer,
@@ -375,7 +376,7 @@ def schedule_dense_packed_conv(ctx: ScheduleContext) -> None:
     schedule_packed_conv(ctx, kernel)
 
 
-def schedule_packed_conv(ctx: ScheduleContext, kernel: bool = False) -> None:
+def schedule_packed_conv(ctx: ScheduleContext, kernel: bool = False, max_cols: int = 0) -> None:
     """nn.conv_packed (reduction stage ``conv`` with attribute ``block``, output channels
     innermost in its weight): the group's output is tiled as
     ``n, o/b, spatial..., w/t | w%t, o%b`` with the outer loops fused and parallel; the
@@ -411,7 +412,7 @@ def schedule_packed_conv(ctx: ScheduleContext, kernel: bool = False) -> None:
     materialize_tagged(sch, outputs)
     axes = list(op.axis)
     oo, oi = main.split(axes[1], factor=block)
-    max_cols = register_tiles(ctx.target).conv_cols
+    max_cols = max_cols or register_tiles(ctx.target).conv_cols
     cols = _tile_cols(_extent(axes[-1]), max_cols)
     middle = axes[2:-1]
     # narrow rows (ResNet's 7x7 stage): a tile spans several rows to fill the registers
@@ -555,3 +556,11 @@ def schedule_matmul(ctx: ScheduleContext) -> None:
     for stage in reds:
         if stage is not acc:
             schedule_root_reduction(stage)
+    matmul_tiles_call_kernel(ctx, nb)
+
+
+def matmul_tiles_call_kernel(ctx: ScheduleContext, nb: int) -> None:
+    """On the micro-kernel's targets, matmul tiles of 16 columns call ember_f32_conv_tile
+    (gcc folds the rhs loads into every FMA; crnn's 64 x (24x256 @ 256x32))."""
+    if nb == BLOCK and use_tile_kernel(ctx.target, ctx.group_outputs[0].dtype):
+        ctx.post_lower.append(tile_kernel_rewrite)

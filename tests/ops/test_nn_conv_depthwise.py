@@ -91,8 +91,17 @@ def test_depthwise_lowering_matches_reference(xshape, wshape, attrs):
     assert f"vectorized({wshape[-1]})" in text and "pad_blocked" in text
 
 
+@pytest.mark.parametrize("width", [5, 6])
+def test_narrow_blocked_rows_are_one_register_tile(width):
+    # ds_cnn_kws's rows of 5: one tile of the whole row, no guarded tail tile
+    x, w = v("x", (1, 16, 6, width)), v("w", (1, 3, 3, 16))
+    conv = call("nn.conv_depthwise_packed", x, w, padding=(1, 1, 1, 1))
+    text = _run([x, w], call("relu", conv))
+    assert f"conv = allocate(Buffer((1, 1, {width}, 16)" in text and "if " not in text
+
+
 @pytest.mark.cc
-@pytest.mark.parametrize(("size", "stride"), [(14, 1), (9, 2), (30, 1)])
+@pytest.mark.parametrize(("size", "stride"), [(14, 1), (9, 2), (30, 1), (5, 1), (12, 2)])
 def test_compiled_depthwise_matches_onnxruntime(size, stride):
     from onnx import TensorProto, helper, numpy_helper
 

@@ -12,7 +12,7 @@ from ember import tir
 from ember.ir import Function, TensorType, Var, call, evaluate
 from ember.lowering.lower_group import lower_group
 from ember.ops.nn_conv_f32 import INTERPRET_EXTERNS, tile_kernel_pays
-from ember.ops.nn_conv_lanes import position_lanes
+from ember.ops.nn_conv_lanes import lanes_tile_reference, position_lanes
 from ember.testing.lowering import primitive
 
 AVX2 = "c -mcpu=haswell"
@@ -49,7 +49,8 @@ def test_kernel_pays_on_long_reductions_only():
 @pytest.mark.parametrize(
     ("cin", "kernel_called", "buffer"),
     [
-        (8, False, "Buffer((1, 8, 9, 9)"),  # short reduction: loop-IR tiles, NCHW padded copy
+        (4, False, "Buffer((1, 4, 9, 9)"),  # short reduction: loop-IR tiles, NCHW padded copy
+        (8, True, "Buffer((1, 8, 9, 9)"),  # the same tiles call the kernel from 8 channels on
         (32, True, "Buffer((1, 9, 9, 32)"),  # the kernel's channels-last padded copy
     ],
 )
@@ -72,7 +73,7 @@ def test_layout_and_schedule_switch_together(cin, kernel_called, buffer):
 )
 def test_position_lanes_call_the_kernel_and_match_reference(xshape, wshape, attrs):
     text = _lower_and_check(xshape, wshape, **attrs)
-    assert "ember_f32_conv_tile" in text
+    assert "ember_f32_lanes_tile" in text and "ember_f32_conv_tile" not in text
     assert f"Buffer((1, {xshape[1]}," in text.split("def kernel")[1]  # the input stays NCHW
 
 
@@ -93,10 +94,16 @@ def test_position_lanes_only_on_the_kernel_targets():
 
 @pytest.mark.cc
 @pytest.mark.parametrize(
-    ("cin", "cout", "size", "kernel", "pads"),
-    [(16, 16, 32, 3, 1), (8, 32, 32, 1, 0), (3, 32, 16, 3, 1)],
+    ("cin", "cout", "size", "kernel", "pads", "stride"),
+    [
+        (16, 16, 32, 3, 1, 1),
+        (8, 32, 32, 1, 0, 1),
+        (3, 32, 16, 3, 1, 1),
+        (16, 32, 32, 3, 1, 2),  # stride 2: loop-IR tiles calling the kernel
+        (16, 32, 32, 1, 0, 2),
+    ],
 )
-def test_compiled_position_lanes_match_onnxruntime(cin, cout, size, kernel, pads):
+def test_compiled_position_lanes_match_onnxruntime(cin, cout, size, kernel, pads, stride):
     from onnx import TensorProto, helper, numpy_helper
 
     from ember.testing import assert_matches_onnxruntime
@@ -106,12 +113,17 @@ def test_compiled_position_lanes_match_onnxruntime(cin, cout, size, kernel, pads
     b = rng.standard_normal(cout)
     nodes = [
         helper.make_node(
-            "Conv", ["x", "w", "b"], ["c"], kernel_shape=[kernel] * 2, pads=[pads] * 4
+            "Conv",
+            ["x", "w", "b"],
+            ["c"],
+            kernel_shape=[kernel] * 2,
+            pads=[pads] * 4,
+            strides=[stride] * 2,
         ),
         helper.make_node("Add", ["c", "r"], ["s"]),
         helper.make_node("Relu", ["s"], ["y"]),
     ]
-    shape = [1, cout, size, size]
+    shape = [1, cout, size // stride, size // stride]
     graph = helper.make_graph(
         nodes,
         "conv",
@@ -132,3 +144,20 @@ def test_compiled_position_lanes_match_onnxruntime(cin, cout, size, kernel, pads
         "r": rng.standard_normal(shape).astype(np.float32),
     }
     assert_matches_onnxruntime(model, inputs, rtol=1e-4, atol=1e-4, target="c")
+
+
+def test_position_lanes_kernel_starts_from_zero_instead_of_a_zeroing_loop():
+    text = _lower_and_check((1, 3, 6, 16), (1, 3, 3, 3, 16), padding=(1, 1, 1, 1))
+    tile = text.split("def kernel")[1].split("ember_f32_lanes_tile")
+    assert len(tile) == 2 and "= 0.0f" not in tile[0].split("parallel")[-1]
+    # the zero flag (after acc, x, w, 2 offsets, ncols, tcols, cx, cr) is set
+    assert tile[1].split(", ")[10] == "1"
+
+
+def test_lanes_tile_reference_zeroes_only_when_asked():
+    x = [1.0] * 4  # one weight per channel
+    w = [float(k) for k in range(16)]  # one row of 16 positions
+    for zero, start in ((0, 2.0), (1, 0.0)):
+        acc = [2.0] * 32
+        lanes_tile_reference(acc, x, w, 0, 0, 2, 16, 1, 0, zero, 1, 0, 0, 1, 0, 0, 1, 0, 0)
+        assert acc == [start + k for k in range(16)] * 2

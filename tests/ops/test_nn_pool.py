@@ -100,6 +100,28 @@ def test_global_pools(shape, op):
     run_group(group([x], call(op, x)))
 
 
+@pytest.mark.parametrize(
+    ("op", "attrs", "columns"),
+    [
+        ("nn.avg_pool", {"pool_size": (25, 5)}, True),  # ds_cnn_kws's whole-map window
+        ("nn.avg_pool", {"pool_size": (25, 5), "count_include_pad": True}, True),
+        ("nn.avg_pool", {"pool_size": (24, 5)}, False),  # two windows
+        ("nn.avg_pool", {"pool_size": (25, 5), "padding": (1, 0, 1, 0)}, False),
+        ("nn.global_avg_pool", {}, True),
+        ("nn.global_max_pool", {}, True),
+    ],
+)
+def test_whole_map_pools_reduce_columns_first(op, attrs, columns):
+    x = v("x", (2, 3, 25, 5))
+    text = run_group(group([x], call(op, x, **attrs)))
+    assert ("_cols" in text) is columns
+
+
+def test_global_pool_of_narrow_rows_is_one_reduction():
+    x = v("x", (1, 4, 6, 3))
+    assert "_cols" not in run_group(group([x], call("nn.global_avg_pool", x)))
+
+
 def test_global_avg_pool_float64():
     x = v("x", (2, 3, 7, 7), "float64")
     run_group(group([x], call("nn.global_avg_pool", x)), tol=1e-12)
@@ -126,3 +148,29 @@ def test_max_pool_argmax_ties_pick_first_tap():
     out = np.zeros((1, 1, 2, 2), "int64")
     tir.interpret(lower_group(func, "k"), [data, out])
     np.testing.assert_array_equal(out, [[[[0, 2], [8, 10]]]])
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize(
+    ("node", "attrs"),
+    [
+        ("AveragePool", {"kernel_shape": [25, 5]}),
+        ("GlobalAveragePool", {}),
+        ("GlobalMaxPool", {}),
+    ],
+)
+def test_compiled_whole_map_pools_match_onnxruntime(node, attrs):
+    from onnx import TensorProto, helper
+
+    from ember.testing import assert_matches_onnxruntime
+
+    graph = helper.make_graph(
+        [helper.make_node(node, ["x"], ["y"], **attrs)],
+        "pool",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 25, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, 1, 1])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    x = np.random.default_rng(2).standard_normal((1, 64, 25, 5)).astype(np.float32)
+    assert_matches_onnxruntime(model, {"x": x}, rtol=1e-5, atol=1e-6, target="c")

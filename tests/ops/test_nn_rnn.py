@@ -18,6 +18,7 @@ from ember.ir.ops.nn_rnn import (
 )
 from ember.lowering.legalize import legalize
 from ember.lowering.lower_group import lower_group
+from ember.ops.nn_conv_f32 import INTERPRET_EXTERNS
 from ember.ops.registry import find_legalizer
 
 GATES = {"nn.rnn": 1, "nn.gru": 3, "nn.lstm": 4}
@@ -220,3 +221,20 @@ def test_recurrence_kernel_in_the_interpreter(op, attrs):
     tir.interpret(func, [np.ascontiguousarray(a) for a in args] + outs)
     for got, ref in zip(outs, want, strict=True):
         np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
+
+
+def test_input_projection_tiles_call_the_kernel_on_avx2_c():
+    # the projection's packed (blocks, K, 32) matmul: 6-row x 16-column tiles as kernel calls
+    a = Var("a", TensorType((12, 20), "float32"))
+    b = Var("b", TensorType((4, 20, 32), "float32"))
+    body = call("add", call("nn.matmul", a, b), const(np.float32(0.5)))
+    func = Function((a, b), body, Attrs({"Primitive": 1}))
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal(p.type.shape).astype(np.float32) for p in (a, b)]
+    (ref,) = evaluate(Function(func.params, func.body), xs)
+    prim = lower_group(func, "kernel", "c -mcpu=haswell")
+    out = np.zeros(ref.shape, ref.dtype)
+    tir.interpret(prim, [*xs, out], externs=INTERPRET_EXTERNS)
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+    assert "ember_f32_conv_tile" in str(prim)
+    assert "ember_f32_conv_tile" not in str(lower_group(func, "kernel", "llvm -mcpu=haswell"))
