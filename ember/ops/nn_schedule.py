@@ -48,6 +48,7 @@ from ember.ops.nn_conv_f32 import (
     tile_kernel_rewrite,
     use_tile_kernel,
 )
+from ember.ops.nn_conv_narrow import NARROW_KERNELS, narrow_kernel_tile
 from ember.ops.registry import ScheduleContext
 from ember.target import Target
 from ember.tir import te
@@ -417,7 +418,9 @@ def schedule_packed_conv(ctx: ScheduleContext, kernel: bool = False) -> None:
     # narrow rows (ResNet's 7x7 stage): a tile spans several rows to fill the registers
     nrows = _tile_cols(_extent(middle[-1]), max_cols // cols) if middle else 1
     if kernel:
-        nrows, cols = kernel_tile([_extent(a) for a in axes[2:]])
+        spatial = [_extent(a) for a in axes[2:]]
+        tile = narrow_kernel_tile(spatial, block) if block in NARROW_KERNELS else None
+        nrows, cols = tile or kernel_tile(spatial)
     wo, wi = main.split(axes[-1], factor=cols)
     if nrows > 1:
         ho, hi = main.split(middle[-1], factor=nrows)
@@ -473,7 +476,9 @@ def _schedule_flat_conv(
     oo, oi = main.split(axes[1], factor=block)
     cols = _tile_cols(_extent(positions), register_tiles(ctx.target).matmul[0])
     if kernel:
-        cols = kernel_tile([_extent(positions)])[1]
+        spatial = [_extent(positions)]
+        tile = narrow_kernel_tile(spatial, block) if block in NARROW_KERNELS else None
+        cols = (tile or kernel_tile(spatial))[1]
     po, pi = main.split(positions, factor=cols)
     if kernel and positions_outer(_size(acc_op.reduce_axis), _extent(axes[1])):
         main.reorder(axes[0], po, oo, pi, oi)
