@@ -48,7 +48,12 @@ from ember.ops.nn_conv_f32 import (
     tile_kernel_rewrite,
     use_tile_kernel,
 )
-from ember.ops.nn_conv_narrow import NARROW_KERNELS, narrow_kernel_tile
+from ember.ops.nn_conv_narrow import (
+    CHANNELS_LAST_COPY,
+    NARROW_KERNELS,
+    narrow_kernel_tile,
+    schedule_channels_last_copy,
+)
 from ember.ops.registry import ScheduleContext
 from ember.target import Target
 from ember.tir import te
@@ -96,7 +101,9 @@ def materialize_tagged(sch: te.Schedule, outputs: list[te.Tensor]) -> None:
             continue
         stage = sch[op]
         if stage.attach is None and not stage.inlined:
-            schedule_output(stage)
+            copy = op.attrs.get(CHANNELS_LAST_COPY)  # nn_conv_narrow: channels outside columns
+            if not (copy and schedule_channels_last_copy(stage, MIN_PARALLEL_WORK)):
+                schedule_output(stage)
 
 
 def _compute_op(stage: te.Stage) -> te.ComputeOp | None:

@@ -100,6 +100,22 @@ def test_kernel_calls_match_reference(xshape, wshape, attrs, kernel):
 
 
 @pytest.mark.usefixtures("every_layer_takes_the_kernel")
+@pytest.mark.parametrize(("cin", "inner"), [(16, "vectorized(8)"), (3, "vectorized(13)")])
+def test_channels_last_copy_reads_rows(cin, inner):
+    """The padded channels-last copy runs channels (in groups of 8 when they divide) outside
+    the columns (schedule_channels_last_copy), and the convolution still matches."""
+    text, prim, params, func = _lower((1, cin, 5, 11), (2, cin, 3, 3, 16), AVX2, padding=(1,) * 4)
+    copy = text[text.index("for ") : text.index("call_extern")]
+    assert inner in copy and "pad[" in copy
+    rng = np.random.default_rng(2)
+    xs = [rng.standard_normal(p.type.shape).astype(np.float32) for p in params]
+    refs = evaluate(Function(func.params, func.body), xs)
+    outs = [np.zeros(r.shape, r.dtype) for r in refs]
+    tir.interpret(prim, xs + outs, externs=INTERPRET_EXTERNS)
+    np.testing.assert_allclose(outs[0], refs[0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.usefixtures("every_layer_takes_the_kernel")
 def test_no_narrow_kernel_off_avx2():
     text, *_ = _lower((1, 3, 7, 11), (3, 3, 3, 3, 8), "llvm", padding=(1, 1, 1, 1))
     assert not any(name in text for name in NARROW_KERNEL_NAMES)
