@@ -96,13 +96,13 @@ class _Axis:
             c = (x + half) / scale
         else:
             return 0
-        rounding = {
-            "round_prefer_floor": lambda v: np.ceil(v - half),
-            "round_prefer_ceil": lambda v: np.floor(v + half),
-            "floor": np.floor,
-            "ceil": np.ceil,
-        }[attrs["nearest_mode"]]
-        idx = np.clip(rounding(c.astype(np.float32)).astype(np.int64), 0, self.n_in - 1)
+        c = c.astype(np.float32)
+        rounded = {
+            "round_prefer_floor": np.ceil(c - half),
+            "round_prefer_ceil": np.floor(c + half),
+            "floor": np.floor(c),
+        }.get(attrs["nearest_mode"], np.ceil(c))
+        idx = np.clip(rounded.astype(np.int64), 0, self.n_in - 1)
         k = self.n_out // self.n_in
         return k if np.array_equal(idx, np.arange(self.n_out) // k) else 0
 
