@@ -49,6 +49,7 @@ from ember.ops.nn_conv_layouts import (
     pad_tensor,
     pointwise,
 )
+from ember.ops.nn_conv_narrow_layout import widen_blocks
 from ember.ops.nn_conv_transpose import conv_transpose_to_pointwise
 from ember.ops.nn_depthwise import depthwise_rows, schedule_depthwise, use_rows
 from ember.ops.nn_schedule import (
@@ -330,6 +331,10 @@ def conv_packed(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Ten
     if _lanes_layout(x.dtype, block, strides, tuple(ty.shape[2:]), flat):
         xl = x if flat else pad_tensor(x, pad_begin, pad_end, materialize=True)
         return conv_position_lanes(xl, wp, ty.shape, strides, dilation, groups, flat)
+    if kernel:  # blocks of 8 regrouped by 24 for the narrow kernel (nn_conv_narrow_layout)
+        wp = widen_blocks(wp, groups)
+        wshape, block = static_shape(wp), static_shape(wp)[-1]
+        blocks_per_group = wshape[0] // groups
     if kernel and not pointwise(wshape[2:-1], strides, pad_begin, pad_end):
         return conv_channels_last(x, wp, ty, strides, dilation, pad_begin, pad_end, groups)
     xp = pad_tensor(x, pad_begin, pad_end, materialize=True)

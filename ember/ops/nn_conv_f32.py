@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ember.ops.nn_conv_narrow import NARROW_INTERPRET_EXTERNS, NARROW_KERNELS, tile_reference
 from ember.target import Target
 from ember.tir import IRMutator, PrimFunc, simplify, substitute
 from ember.tir.expr import LT, Add, And, BufferLoad, IntImm, Mul, PrimExpr, const
@@ -175,7 +176,8 @@ def _match(loop: For) -> Stmt | None:
     red, cols, lane = loops[:nred], loops[nred:-1], loops[-1]
     if not 1 <= nred <= MAX_REDUCE_LOOPS or not 1 <= len(cols) <= 2:
         return None
-    if lane.kind != ForKind.VECTORIZED or lane.extent.value != BLOCK:  # type: ignore[attr-defined]
+    lanes = int(lane.extent.value)  # type: ignore[attr-defined]
+    if lane.kind != ForKind.VECTORIZED or (lanes != BLOCK and lanes not in NARROW_KERNELS):
         return None
     if any(f.kind != ForKind.SERIAL for f in red):
         return None
@@ -211,7 +213,7 @@ def _match(loop: For) -> Stmt | None:
         ncols *= int(f.extent.value)  # type: ignore[attr-defined]
     tcols = int(cols[-1].extent.value)  # type: ignore[attr-defined]
     # accumulators: position-major, lanes contiguous; x: uniform over lanes; w: lanes contiguous
-    want_acc = [0] * nred + ([tcols * BLOCK] if len(cols) == 2 else []) + [BLOCK, 1]
+    want_acc = [0] * nred + ([tcols * lanes] if len(cols) == 2 else []) + [lanes, 1]
     if acoef != want_acc or xcoef[-1] != 0 or wcoef[-1] != 1:
         return None
     if any(wcoef[nred + k] != 0 for k in range(len(cols))):
@@ -236,7 +238,8 @@ def _match(loop: For) -> Stmt | None:
     args: list[PrimExpr] = [body.buffer.data, xl.buffer.data, wl.buffer.data]
     args += [cast("int64", xbase), cast("int64", wbase), count]
     args += [const(v, "int32") for v in ints]
-    return Evaluate(call_extern("int32", "ember_f32_conv_tile", *args))
+    name = "ember_f32_conv_tile" if lanes == BLOCK else NARROW_KERNELS[lanes]
+    return Evaluate(call_extern("int32", name, *args))
 
 
 class _Rewrite(IRMutator):
@@ -271,21 +274,14 @@ def conv_tile_reference(
 ) -> int:
     """ember_f32_conv_tile in Python, for ``tir.interpret(..., externs=INTERPRET_EXTERNS)``
     (sums in float64: the interpreter's float32 buffers are Python floats)."""
-    e0, xs0, ws0, e1, xs1, ws1, e2, xs2, ws2 = loops
-    for j in range(max(ncols, 0)):
-        base = xoff + (j // tcols) * cr + (j % tcols) * cx
-        for i0 in range(e0):
-            for i1 in range(e1):
-                for i2 in range(e2):
-                    b = x[base + i0 * xs0 + i1 * xs1 + i2 * xs2]
-                    wk = woff + i0 * ws0 + i1 * ws1 + i2 * ws2
-                    for lane in range(BLOCK):
-                        acc[BLOCK * j + lane] += b * w[wk + lane]
-    return 0
+    return tile_reference(BLOCK, acc, x, w, xoff, woff, ncols, tcols, cx, cr, *loops)
 
 
 #: the Python implementations of the kernels this module emits, for the TIR interpreter.
-INTERPRET_EXTERNS = {"ember_f32_conv_tile": conv_tile_reference}
+INTERPRET_EXTERNS = {
+    "ember_f32_conv_tile": conv_tile_reference,
+    **NARROW_INTERPRET_EXTERNS,
+}
 
 
 #: images of at most this many output positions are one tile per block of channels: the

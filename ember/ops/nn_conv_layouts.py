@@ -11,6 +11,7 @@ import numpy as np
 from ember import tir
 from ember.ops.common import scalar, static_shape
 from ember.ops.nn_conv_f32 import TILE_KERNEL
+from ember.ops.nn_conv_narrow import CHANNELS_LAST_COPY
 from ember.ops.nn_schedule import MATERIALIZE
 from ember.tir import PrimExpr, te
 
@@ -58,7 +59,10 @@ def pad_channels_last(x: te.Tensor, before: tuple[int, ...], after: tuple[int, .
         lambda n, *r: x[(n, r[nsp], *r[:nsp])],
         "channels_last",
     )
-    return pad_tensor(last, (*before, 0), (*after, 0), materialize=True)
+    padded = pad_tensor(last, (*before, 0), (*after, 0), materialize=True)
+    if isinstance(padded.op, te.ComputeOp):  # its schedule: nn_conv_narrow
+        padded.op.attrs[CHANNELS_LAST_COPY] = True
+    return padded
 
 
 def conv_channels_last(

@@ -77,6 +77,35 @@ class _Axis:
             return _f(start * np.float32(n_in - 1)) + step
         return _f(np.float32(0.5) * (start + end) * np.float32(n_in - 1))
 
+    def integer_factor(self) -> int:
+        """k when this is a nearest-neighbour upsampling by an integer k whose float32 source
+        indices (computed here in numpy as the generated code would) are exactly ``o // k``
+        for every output index ``o``; else 0. FPN-style x2/x4/x8 upsampling then indexes
+        with a shift instead of a float division, a rounding and a clamp per element."""
+        attrs = self.attrs
+        mode = attrs["coordinate_transformation_mode"]
+        if attrs["method"] != "nearest" or self.n_out % self.n_in:
+            return 0
+        x = np.arange(self.n_out, dtype=np.float32)
+        half, scale = np.float32(0.5), self.scale
+        if mode == "half_pixel" or (mode == "pytorch_half_pixel" and self.n_out > 1):
+            c = (x + half) / scale - half
+        elif mode == "asymmetric":
+            c = x / scale
+        elif mode == "tf_half_pixel_for_nn":
+            c = (x + half) / scale
+        else:
+            return 0
+        c = c.astype(np.float32)
+        rounded = {
+            "round_prefer_floor": np.ceil(c - half),
+            "round_prefer_ceil": np.floor(c + half),
+            "floor": np.floor(c),
+        }.get(attrs["nearest_mode"], np.ceil(c))
+        idx = np.clip(rounded.astype(np.int64), 0, self.n_in - 1)
+        k = self.n_out // self.n_in
+        return k if np.array_equal(idx, np.arange(self.n_out) // k) else 0
+
     def clamp(self, i: PrimExpr) -> PrimExpr:
         """An int32 index clamped into the axis."""
         return tir.min(tir.max(i, 0), self.n_in - 1)
@@ -89,6 +118,9 @@ class _Axis:
         if attrs["coordinate_transformation_mode"] == "tf_crop_and_resize":
             outside = tir.logical_or(c < _f(0.0), c > _f(self.n_in - 1))
         method = attrs["method"]
+        factor = self.integer_factor()
+        if factor:  # o // factor: the same indices without float math per element
+            return [(o // factor if factor > 1 else o, None)], None
         if method == "nearest":
             return [(self.clamp(_nearest(c, attrs["nearest_mode"])), None)], outside
         if method == "linear":

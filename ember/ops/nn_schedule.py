@@ -49,6 +49,12 @@ from ember.ops.nn_conv_f32 import (
     tile_kernel_rewrite,
     use_tile_kernel,
 )
+from ember.ops.nn_conv_narrow import (
+    CHANNELS_LAST_COPY,
+    NARROW_KERNELS,
+    narrow_kernel_tile,
+    schedule_channels_last_copy,
+)
 from ember.ops.registry import ScheduleContext
 from ember.target import Target
 from ember.tir import te
@@ -96,7 +102,9 @@ def materialize_tagged(sch: te.Schedule, outputs: list[te.Tensor]) -> None:
             continue
         stage = sch[op]
         if stage.attach is None and not stage.inlined:
-            schedule_output(stage)
+            copy = op.attrs.get(CHANNELS_LAST_COPY)  # nn_conv_narrow: channels outside columns
+            if not (copy and schedule_channels_last_copy(stage, MIN_PARALLEL_WORK)):
+                schedule_output(stage)
 
 
 def _compute_op(stage: te.Stage) -> te.ComputeOp | None:
@@ -418,7 +426,9 @@ def schedule_packed_conv(ctx: ScheduleContext, kernel: bool = False, max_cols: i
     # narrow rows (ResNet's 7x7 stage): a tile spans several rows to fill the registers
     nrows = _tile_cols(_extent(middle[-1]), max_cols // cols) if middle else 1
     if kernel:
-        nrows, cols = kernel_tile([_extent(a) for a in axes[2:]])
+        spatial = [_extent(a) for a in axes[2:]]
+        tile = narrow_kernel_tile(spatial, block) if block in NARROW_KERNELS else None
+        nrows, cols = tile or kernel_tile(spatial)
     wo, wi = main.split(axes[-1], factor=cols)
     if nrows > 1:
         ho, hi = main.split(middle[-1], factor=nrows)
@@ -474,7 +484,9 @@ def _schedule_flat_conv(
     oo, oi = main.split(axes[1], factor=block)
     cols = _tile_cols(_extent(positions), register_tiles(ctx.target).matmul[0])
     if kernel:
-        cols = kernel_tile([_extent(positions)])[1]
+        spatial = [_extent(positions)]
+        tile = narrow_kernel_tile(spatial, block) if block in NARROW_KERNELS else None
+        cols = (tile or kernel_tile(spatial))[1]
     po, pi = main.split(positions, factor=cols)
     if kernel and positions_outer(_size(acc_op.reduce_axis), _extent(axes[1])):
         main.reorder(axes[0], po, oo, pi, oi)

@@ -10,6 +10,7 @@ from ember import tir
 from ember.errors import CompileError
 from ember.ir import Attrs, Function, TensorType, Var, call, evaluate
 from ember.lowering.lower_group import lower_group
+from ember.ops.nn_image import _Axis
 
 COORD_MODES = [
     "half_pixel",
@@ -216,3 +217,54 @@ def test_resize_antialias_crop_and_resize_extrapolates():
         extrapolation_value=4.0,
     )
     check(func, xs, tol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("mode", "nearest_mode", "n_in", "n_out", "factor"),
+    [
+        ("half_pixel", "round_prefer_floor", 10, 80, 8),  # ONNX's defaults, FPN upsampling
+        ("half_pixel", "round_prefer_ceil", 5, 15, 3),
+        ("asymmetric", "floor", 7, 28, 4),
+        ("tf_half_pixel_for_nn", "floor", 4, 8, 2),
+        ("asymmetric", "ceil", 4, 8, 0),  # ceil(o / 2) is not o // 2
+        ("align_corners", "floor", 4, 8, 0),  # mode without the shortcut
+        ("half_pixel", "round_prefer_floor", 8, 4, 0),  # downsampling
+    ],
+)
+def test_resize_nearest_integer_factor(mode, nearest_mode, n_in, n_out, factor):
+    """Nearest upsampling by an integer factor indexes ``o // k`` (no float math per element)
+    exactly when the float32 formula gives those indices, and still matches."""
+    attrs = {
+        "scales": (),
+        "method": "nearest",
+        "coordinate_transformation_mode": mode,
+        "nearest_mode": nearest_mode,
+    }
+    assert _Axis(2, n_in, n_out, Attrs(attrs)).integer_factor() == factor
+    func, xs = _resize((1, 2, n_in, n_in), (1, 2, n_out, n_out), roi=(), **attrs)
+    text = check(func, xs)
+    assert ("float32(" not in text and "ceil" not in text and "floor" not in text) == bool(factor)
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize(
+    ("mode", "nearest_mode", "size", "scale"),
+    [
+        ("half_pixel", "round_prefer_floor", 10, 8.0),
+        ("half_pixel", "round_prefer_ceil", 7, 3.0),
+        ("asymmetric", "floor", 6, 5.0),
+        ("pytorch_half_pixel", "floor", 5, 6.0),
+    ],
+)
+def test_resize_nearest_integer_factor_matches_onnxruntime(mode, nearest_mode, size, scale):
+    from ember.testing import assert_matches_onnxruntime
+    from ember.testing.onnx_models import build_model, node
+
+    scales = np.array([1, 1, scale, scale], np.float32)
+    resize = node(
+        "Resize", ["x", "", "s"], "y", mode="nearest", coordinate_transformation_mode=mode,
+        nearest_mode=nearest_mode,
+    )  # fmt: skip
+    model = build_model([resize], {"x": ("float32", (1, 3, size, size))}, ["y"], {"s": scales})
+    x = np.random.default_rng(1).standard_normal((1, 3, size, size)).astype(np.float32)
+    assert_matches_onnxruntime(model, {"x": x}, rtol=0, atol=0, target="c")

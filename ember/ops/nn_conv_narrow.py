@@ -1,0 +1,112 @@
+"""Tiles of packed float32 convolutions in blocks of 8 or 24 output channels for the C
+kernels ``ember_f32_conv_tile8`` / ``ember_f32_conv_tile24`` (ember/codegen/c/f32_narrow.py).
+
+nn.conv_packed packs a weight in blocks of 8 output channels when blocks of 16 would pad it
+by more than 1/8 (8, 24, 40 channels: ember.ops.nn_conv.pack_block). On AVX2 C targets
+those layers take the micro-kernel's channels-last layout like the 16-channel ones
+(ember.ops.nn_conv_f32.tile_kernel_pays), three blocks of 8 regrouped into one of 24 where
+the channels allow (ember.ops.nn_conv_narrow_layout), and ``tile_kernel_rewrite`` calls
+these kernels for reduction nests whose vectorised lane loop has 8 or 24 lanes. Measured on
+the kernels alone (3x3 96->24 at 80x80, one thread, thread CPU time, load 3-4, GFLOP/s of
+the 24 real channels): 24 x 4 positions 75-89, 24 x 8 (two register tiles over chunks) 65,
+8 x 8 47, 8 x 12 (input pointers spilled) 41-52, the 16 x 6 kernel on 32 padded channels 46;
+the loop-IR tiles before them 27 in the whole layer (with its copy and epilogue).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from ember.tir import te
+
+#: the lanes (output channels per position) of the narrow kernels, with their extern names
+#: and the most positions of one call's tile (one register tile: 8 x 8 or 24 x 4 floats).
+NARROW_KERNELS: dict[int, str] = {8: "ember_f32_conv_tile8", 24: "ember_f32_conv_tile24"}
+NARROW_MAX_COLS: dict[int, int] = {8: 8, 24: 4}
+
+#: the packed weight's block the legalizer gives such layers (ember.ops.nn_conv.PACK_BLOCKS).
+NARROW_BLOCK = 8
+
+#: blocks of 8 regrouped into one for the kernel (ember.ops.nn_conv_narrow_layout).
+WIDE_BLOCK = 24
+
+
+def narrow_kernel_cols(width: int, lanes: int) -> int:
+    """The positions per tile along a row of ``width`` for the kernel of ``lanes``: up to
+    NARROW_MAX_COLS, the least modelled time (a tile of n positions runs n * lanes / 8 FMA
+    chains, AVX2 needs 8 in flight, plus half a position per call). 80 -> 8 and 4."""
+    most = NARROW_MAX_COLS[lanes]
+    fill = -(-8 * 8 // lanes)  # positions that keep 8 chains in flight
+    best, best_cost = 1, float("inf")
+    for t in range(min(width, most), 0, -1):
+        full, tail = divmod(width, t)
+        cost = full * max(t, fill) + (max(tail, fill) if tail else 0) + 0.5 * (full + bool(tail))
+        if cost < best_cost:
+            best, best_cost = t, cost
+    return best
+
+
+def narrow_kernel_tile(spatial: list[int], lanes: int) -> tuple[int, int]:
+    """(rows, columns) of a narrow kernel's tile over the output's ``spatial`` extents: part
+    of one row (one register tile per call: splitting wider tiles over chunks of the
+    reduction measured slower, 65 vs 75 GFLOP/s at 24 channels)."""
+    return 1, narrow_kernel_cols(spatial[-1], lanes)
+
+
+def tile_reference(lanes: int, acc: list[float], x: list[float], w: list[float], *args: int) -> int:
+    """A float32 conv tile kernel of ``lanes`` output channels per position (ember_f32_conv_tile,
+    ember_f32_conv_tile8 / 24) in Python, for the TIR interpreter (sums in float64)."""
+    xoff, woff, ncols, tcols, cx, cr, e0, xs0, ws0, e1, xs1, ws1, e2, xs2, ws2 = args
+    for j in range(max(ncols, 0)):
+        base = xoff + (j // tcols) * cr + (j % tcols) * cx
+        for i0 in range(e0):
+            for i1 in range(e1):
+                for i2 in range(e2):
+                    b = x[base + i0 * xs0 + i1 * xs1 + i2 * xs2]
+                    wk = woff + i0 * ws0 + i1 * ws1 + i2 * ws2
+                    for lane in range(lanes):
+                        acc[lanes * j + lane] += b * w[wk + lane]
+    return 0
+
+
+#: the Python implementations of the narrow kernels, for the TIR interpreter.
+NARROW_INTERPRET_EXTERNS = {
+    name: partial(tile_reference, lanes) for lanes, name in NARROW_KERNELS.items()
+}
+
+
+#: attribute of a materialised stage that copies an NCHW input into a padded channels-last
+#: buffer (ember.ops.nn_conv_layouts.pad_channels_last), scheduled by channels_last_copy.
+CHANNELS_LAST_COPY = "channels_last_copy"
+
+
+#: channels per position of the copy's inner loop (one vector store of 8 floats).
+COPY_CHANNELS = 8
+
+
+def schedule_channels_last_copy(stage: te.Stage, min_parallel_work: int) -> bool:
+    """Schedule the padded channels-last copy ``(N, *padded, C)`` of an NCHW input row by
+    row with the channels outside the columns: each channel's row is read contiguously
+    (the columns vectorised, stores strided by C). The default order (channels innermost)
+    reads one float from each of C planes per position; planes 25,600 bytes apart (80x80)
+    fall into 4 of L1's 64 sets and evict each other: the copy took 25% of a 3x3 96->24
+    convolution at 80x80 (perf, one thread). False when the stage is not such a copy."""
+    op = stage.op
+    if not isinstance(op, te.ComputeOp) or len(op.axis) < 3 or op.reduce_axis:
+        return False
+    *outer_axes, col, chan = op.axis
+    extents = [int(getattr(iv.extent, "value", 1)) for iv in op.axis]
+    outer = stage.fuse(*outer_axes)
+    if extents[-1] % COPY_CHANNELS:
+        stage.reorder(outer, chan, col)
+        inner = col
+    else:
+        co, inner = stage.split(chan, factor=COPY_CHANNELS)
+        stage.reorder(outer, co, col, inner)
+    work = 1
+    for e in extents:
+        work *= e
+    if work >= min_parallel_work and int(getattr(outer.extent, "value", 1)) > 1:
+        stage.parallel(outer)
+    stage.vectorize(inner)
+    return True
