@@ -236,7 +236,9 @@ def test_a_loop_that_loses_in_parallel_runs_inline_then_tries_again(lib) -> None
     caller alone, even where a worker would have had time to join; later it is offered
     to the workers again."""
     rt.set_num_threads(2)
-    lib["slow_loop"](1, 20000, 0)  # a loss: a worker joined and slept, or none joined
+    # a loss: a worker joins while the caller's first chunk sleeps 10 ms, then sleeps 50 ms
+    # (a worker that never joined a launch that had to wake it would not count)
+    lib["slow_loop"](1, 50000, 10000)
     assert lib["slow_loop"](4, 0, 2000) == 0
     assert lib["slow_loop"](60, 0, 2000) >= 1
 
