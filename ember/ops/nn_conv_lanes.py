@@ -142,21 +142,39 @@ def loop_tiles_call_kernel(ctx: ScheduleContext) -> None:
     layout, e.g. resnet8's stride-2 convolutions) become calls of ember_f32_conv_tile too:
     gcc compiles their nest with the weight loads folded into every FMA (12 loads per 8
     FMAs) and the 3x3 taps as loops of 3; the kernel keeps the weights in registers. Not
-    for fewer than MIN_LOOP_KERNEL_CHANNELS input channels (ds_cnn_kws's 10x4 1->64 stem:
-    20.0 against 18.1 us) nor for 1x1 convolutions over flattened positions (its 1x1
-    64->64 at 25x5: ds_cnn_kws 0.1151 -> 0.1199 ms best of 1000, load 8.5)."""
+    for fewer than MIN_LOOP_KERNEL_CHANNELS input channels unless a tile is a whole row
+    (ds_cnn_kws's 10x4 1->64 stem at 25x5: tiles of 4 and 1 columns 20.0 against 18.1 us
+    without the kernel; whole rows 16.5 against 18.3), nor for 1x1 convolutions over
+    flattened positions (its 1x1 64->64 at 25x5: ds_cnn_kws 0.1151 -> 0.1199 ms best of
+    1000, load 8.5)."""
     if not use_tile_kernel(ctx.target, ctx.group_outputs[0].dtype):
         return
     rank = len(static_shape(ctx.group_outputs[0]))
+    least = 1 if whole_row_cols(ctx) else MIN_LOOP_KERNEL_CHANNELS
     for stage in reduction_stages(ctx.sch, list(ctx.group_outputs)):
         op = _compute_op(stage)
         channels = [_extent(r) for r in op.reduce_axis if r.var.name == "rc"] if op else []
-        if not channels or channels[0] < MIN_LOOP_KERNEL_CHANNELS:
+        if not channels or channels[0] < least:
             return
         if op is None or len(op.axis) != rank:  # 1x1 over flattened positions: no gain
             return
     if tile_kernel_rewrite not in ctx.post_lower:
         ctx.post_lower.append(tile_kernel_rewrite)
+
+
+#: output rows at most this wide are one register tile of the loop-IR schedule (2 x width
+#: accumulators) on the micro-kernel's targets: ds_cnn_kws's 10x4 stem at 25x5 took a tile
+#: of 4 columns and a guarded one for the fifth.
+WHOLE_ROW_COLS = 6
+
+
+def whole_row_cols(ctx: ScheduleContext) -> int:
+    """The widest register tile for schedule_packed_conv (0: its default), see above."""
+    if not use_tile_kernel(ctx.target, ctx.group_outputs[0].dtype):
+        return 0
+    shape = static_shape(ctx.group_outputs[0])
+    width = int(shape[-1]) if len(shape) >= 3 else 0
+    return width if 0 < width <= WHOLE_ROW_COLS else 0
 
 
 def schedule_conv_packed(ctx: ScheduleContext) -> None:
@@ -169,7 +187,7 @@ def schedule_conv_packed(ctx: ScheduleContext) -> None:
     main = sch[outputs[0]]
     op = _compute_op(main)
     if len(lanes) != 1 or len(outputs) != 1 or op is None or op.reduce_axis:
-        schedule_dense_packed_conv(ctx)
+        schedule_dense_packed_conv(ctx, whole_row_cols(ctx))
         loop_tiles_call_kernel(ctx)
         return
     acc = lanes[0]

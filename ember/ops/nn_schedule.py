@@ -373,7 +373,7 @@ def _channels_last(acc: tuple[int, ...], out: tuple[int, ...], block: int) -> bo
     return same and -(-out[1] // block) * block == acc[-1]
 
 
-def schedule_dense_packed_conv(ctx: ScheduleContext) -> None:
+def schedule_dense_packed_conv(ctx: ScheduleContext, max_cols: int = 0) -> None:
     """schedule_packed_conv for nn.conv_packed: float32 tiles on AVX2 through the C
     micro-kernel (ember.ops.nn_conv_f32), its tile widths, for the layers whose compute
     chose the kernel's layout (attribute TILE_KERNEL of the reduction stage, set by
@@ -381,7 +381,7 @@ def schedule_dense_packed_conv(ctx: ScheduleContext) -> None:
     ops = [_compute_op(s) for s in reduction_stages(ctx.sch, list(ctx.group_outputs))]
     chosen = any(op is not None and op.attrs.get(TILE_KERNEL) for op in ops)
     kernel = chosen and use_tile_kernel(ctx.target, ctx.group_outputs[0].dtype)
-    schedule_packed_conv(ctx, kernel)
+    schedule_packed_conv(ctx, kernel, max_cols)
 
 
 def schedule_packed_conv(ctx: ScheduleContext, kernel: bool = False, max_cols: int = 0) -> None:

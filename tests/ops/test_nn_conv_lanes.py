@@ -96,6 +96,7 @@ def test_position_lanes_only_on_the_kernel_targets():
 @pytest.mark.parametrize(
     ("cin", "cout", "size", "kernel", "pads", "stride"),
     [
+        (1, 64, 10, 3, 1, 2),  # rows of 5: one register tile each
         (16, 16, 32, 3, 1, 1),
         (8, 32, 32, 1, 0, 1),
         (3, 32, 16, 3, 1, 1),
@@ -161,3 +162,13 @@ def test_lanes_tile_reference_zeroes_only_when_asked():
         acc = [2.0] * 32
         lanes_tile_reference(acc, x, w, 0, 0, 2, 16, 1, 0, zero, 1, 0, 0, 1, 0, 0, 1, 0, 0)
         assert acc == [start + k for k in range(16)] * 2
+
+
+def test_narrow_rows_are_one_register_tile_calling_the_kernel():
+    # ds_cnn_kws's stem shape: rows of 5 output columns, one input channel
+    text = _lower_and_check((1, 1, 12, 7), (1, 1, 3, 3, 16))
+    assert 'conv = allocate(Buffer((1, 1, 5, 16), "float32"' in text
+    assert "ember_f32_conv_tile" in text
+    # the llvm back end keeps its tiles of 4 columns
+    text = _lower_and_check((1, 1, 12, 7), (1, 1, 3, 3, 16), target="llvm -mcpu=haswell")
+    assert 'conv = allocate(Buffer((1, 1, 4, 16), "float32"' in text
