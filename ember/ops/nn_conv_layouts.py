@@ -61,7 +61,7 @@ def pad_channels_last(x: te.Tensor, before: tuple[int, ...], after: tuple[int, .
     )
     padded = pad_tensor(last, (*before, 0), (*after, 0), materialize=True)
     if isinstance(padded.op, te.ComputeOp):  # its schedule: nn_conv_narrow
-        padded.op.attrs[CHANNELS_LAST_COPY] = True
+        padded.op.attrs[CHANNELS_LAST_COPY] = int(np.prod(shape[2:]))
     return padded
 
 

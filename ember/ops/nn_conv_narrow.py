@@ -15,6 +15,7 @@ the loop-IR tiles before them 27 in the whole layer (with its copy and epilogue)
 
 from __future__ import annotations
 
+import math
 from functools import partial
 
 from ember.tir import te
@@ -76,26 +77,46 @@ NARROW_INTERPRET_EXTERNS = {
 
 
 #: attribute of a materialised stage that copies an NCHW input into a padded channels-last
-#: buffer (ember.ops.nn_conv_layouts.pad_channels_last), scheduled by channels_last_copy.
+#: buffer (ember.ops.nn_conv_layouts.pad_channels_last): the input's plane size in floats.
 CHANNELS_LAST_COPY = "channels_last_copy"
 
 
 #: channels per position of the copy's inner loop (one vector store of 8 floats).
 COPY_CHANNELS = 8
 
+#: L1 data cache geometry the copy's order is chosen for (Zen and recent Intel cores: 32 KiB,
+#: 8 ways of 64 sets x 64-byte lines).
+L1_WAY_BYTES = 4096
+L1_WAYS = 8
+
+
+def plane_conflicts(channels: int, plane_floats: int) -> bool:
+    """Whether reading one float32 from each of ``channels`` planes of ``plane_floats``
+    floats per position overfills L1 sets: plane starts ``4 * plane_floats`` bytes apart
+    fall into L1_WAY_BYTES / gcd(that, L1_WAY_BYTES) distinct sets. 96 channels at 80x80:
+    4 sets, 24 lines each (conflicts); 32 at 80x80: 8 each; 96 at 40x40: 16 sets, 6 each.
+    Measured (3x3 convs, one thread, busy machine, median copy-order A/B): rows won at 96ch
+    80x80 (5.1 -> 4.6 ms), lost 3-7% at 32ch 80x80, 96ch 40x40 and 64ch 56x56."""
+    spread = math.gcd(4 * plane_floats, L1_WAY_BYTES)
+    return channels * spread > L1_WAYS * L1_WAY_BYTES
+
 
 def schedule_channels_last_copy(stage: te.Stage, min_parallel_work: int) -> bool:
-    """Schedule the padded channels-last copy ``(N, *padded, C)`` of an NCHW input row by
-    row with the channels outside the columns: each channel's row is read contiguously
-    (the columns vectorised, stores strided by C). The default order (channels innermost)
-    reads one float from each of C planes per position; planes 25,600 bytes apart (80x80)
-    fall into 4 of L1's 64 sets and evict each other: the copy took 25% of a 3x3 96->24
-    convolution at 80x80 (perf, one thread). False when the stage is not such a copy."""
+    """Schedule the padded channels-last copy ``(N, *padded, C)`` of an NCHW input (its
+    attribute CHANNELS_LAST_COPY: the input's plane size in floats) whose planes conflict
+    in L1 (plane_conflicts) row by row with the channels outside the columns: each
+    channel's row is read contiguously (the columns vectorised, stores strided by C). The
+    default order (channels innermost) reads one float from each of C planes per position;
+    planes 25,600 bytes apart (80x80) fall into 4 of L1's 64 sets and evict each other: the
+    copy took 25% of a 3x3 96->24 convolution at 80x80 (perf, one thread), 16% in rows.
+    False (default schedule) otherwise."""
     op = stage.op
     if not isinstance(op, te.ComputeOp) or len(op.axis) < 3 or op.reduce_axis:
         return False
     *outer_axes, col, chan = op.axis
     extents = [int(getattr(iv.extent, "value", 1)) for iv in op.axis]
+    if not plane_conflicts(extents[-1], int(op.attrs.get(CHANNELS_LAST_COPY, 0))):
+        return False
     outer = stage.fuse(*outer_axes)
     if extents[-1] % COPY_CHANNELS:
         stage.reorder(outer, chan, col)
