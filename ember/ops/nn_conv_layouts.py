@@ -71,8 +71,8 @@ def channels_outer(out_spatial: tuple[int, ...]) -> bool:
     """Whether the channels-last convolution of output extents ``out_spatial`` reduces over
     the input channels outermost (see CHANNELS_OUTER)."""
     height, width = kernel_tile(list(out_spatial))
-    whole = height * width == int(np.prod(out_spatial)) and height * width > MAX_COLS
-    return CHANNELS_OUTER and whole
+    whole = height * width == int(np.prod(out_spatial))
+    return CHANNELS_OUTER and whole and height * width > MAX_COLS
 
 
 #: channels from which a channels-last copy gets a padded pitch (channel_pitch): with

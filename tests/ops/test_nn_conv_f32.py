@@ -67,7 +67,10 @@ def test_kernel_only_on_avx2_c_targets(target, called):
 def test_tile_widths():
     assert [kernel_cols(w) for w in (3, 7, 8, 14, 56)] == [3, 4, 4, 5, 6]
     assert kernel_tile([7, 7]) == (7, 7)  # small images: one tile, split by the kernel
-    assert kernel_tile([56, 56]) == (1, 6)
+    assert kernel_tile([56, 56]) == (2, 56)  # bands of whole rows, split by the kernel
+    assert kernel_tile([28, 28]) == (7, 28) and kernel_tile([32, 32]) == (4, 32)
+    assert kernel_tile([112, 112]) == (1, 6)  # two rows are too many: row pieces
+    assert kernel_tile([59, 59]) == (1, 6)  # no band divides the height
     assert kernel_tile([196]) == (1, 196) and kernel_tile([784]) == (1, 6)
 
 
@@ -147,7 +150,8 @@ def _model(cin: int, cout: int, size: int, kernel: int, stride: int, residual: b
     ("cin", "cout", "size", "kernel", "stride", "residual"),
     [
         (300, 32, 7, 3, 1, True),  # whole image, input channels in two chunks
-        (24, 48, 20, 3, 1, False),  # rows of 6 + 6 + 4 + 4 columns... kernel_cols(20)
+        (24, 48, 20, 3, 1, False),  # bands of 5 rows (kernel_tile), taps outer
+        (64, 16, 28, 3, 1, True),  # bands of 7 rows x 28 columns, 33 register tiles
         (8, 32, 23, 3, 2, True),  # strided, 12 columns: tail tiles
         (64, 256, 9, 1, 1, False),  # 1x1, positions-major copy of the input
         (3, 16, 30, 7, 2, False),  # ResNet's stem shape, small
