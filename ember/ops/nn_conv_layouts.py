@@ -58,13 +58,16 @@ def pad_tensor(
 #: contiguously, so that the micro-kernel's chunks of the reduction (f32_kernels.py) are
 #: contiguous 16 KiB of weights the hardware prefetcher streams, instead of one cache line
 #: per step at a stride of taps x 64 bytes. With taps innermost every position reads one
-#: cache line per tap at once, which needs the channel pitch of channel_pitch. Only for
-#: images the micro-kernel takes whole (nn_conv_f32.kernel_tile), where it runs the chunks;
-#: row tiles keep taps outer (one call per tile reads the whole weight either way).
-#: Measured per layer (one thread, CPU time, interleaved, load 8; taps outer -> channels
-#: outer, ms): 3x3 512->512 at 7x7 4.8 -> 3.5, 256->256 at 14x14 3.3 -> 3.2, at 10x10
-#: 2.1 -> 2.0; with row tiles 128->128 at 28x28 4.4 -> 5.6, 64->64 at 56x56 4.0 -> 5.5.
+#: cache line per tap at once, which needs the channel pitch of channel_pitch; and a chunk
+#: reads the lines of all the tile's padded positions, which must stay in L1 with the
+#: chunk's weights for the register tiles after the first: so only for images the
+#: micro-kernel takes whole (nn_conv_f32.kernel_tile) of at most CHANNELS_OUTER_POSITIONS
+#: positions. Measured per layer (one thread, CPU time, interleaved, load 8-12; taps outer
+#: -> channels outer, best of 25-40, ms): 3x3 512->512 at 7x7 4.8 -> 3.5 and 5.6 -> 3.9;
+#: 256->256 at 14x14 3.3 -> 3.2 and 3.4 -> 3.5, at 10x10 2.1 -> 2.0 and 2.7 -> 2.8; with
+#: row tiles 128->128 at 28x28 4.4 -> 5.6, 64->64 at 56x56 4.0 -> 5.5.
 CHANNELS_OUTER = True
+CHANNELS_OUTER_POSITIONS = 64
 
 
 def channels_outer(out_spatial: tuple[int, ...]) -> bool:
@@ -72,7 +75,7 @@ def channels_outer(out_spatial: tuple[int, ...]) -> bool:
     the input channels outermost (see CHANNELS_OUTER)."""
     height, width = kernel_tile(list(out_spatial))
     whole = height * width == int(np.prod(out_spatial))
-    return CHANNELS_OUTER and whole and height * width > MAX_COLS
+    return CHANNELS_OUTER and whole and MAX_COLS < height * width <= CHANNELS_OUTER_POSITIONS
 
 
 #: channels from which a channels-last copy gets a padded pitch (channel_pitch): with

@@ -79,8 +79,9 @@ def test_whole_images_reduce_channels_outer_with_a_padded_pitch():
     assert "Buffer((1, 9, 9, 272)" in text  # 256 channels + one cache line
     # e0 = channels (x stride 1, weight stride 9 taps x 16), then rows, then columns
     assert "256, 1, 144, 3, 2448, 48, 3, 272, 16)" in text
-    assert channels_outer((7, 7)) and channels_outer((14, 14)) and channels_outer((4, 25))
-    assert not channels_outer((28, 28)) and not channels_outer((2, 3))  # rows; one tile
+    assert channels_outer((7, 7)) and channels_outer((8, 8)) and channels_outer((4, 16))
+    assert not channels_outer((14, 14)) and not channels_outer((4, 25))  # inputs pass L1
+    assert not channels_outer((28, 28)) and not channels_outer((2, 3))  # bands; one tile
     assert [channel_pitch(c) for c in (32, 48, 128, 144, 512)] == [32, 48, 144, 144, 528]
 
 
