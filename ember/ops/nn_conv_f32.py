@@ -316,8 +316,9 @@ def positions_outer(in_channels: int, out_channels: int) -> bool:
 #: splits like a whole image: a chunk's weights are read from L1 by ~20 register tiles
 #: instead of the whole reduction's (taps x channels x 64 bytes: 36 KiB at 64 channels,
 #: more than L1) from L2 by each tile of 6. Measured per layer (one thread, CPU time,
-#: interleaved, load 10; row pieces -> bands, best of 25): 3x3 64->64 at 56x56 3.31 ->
-#: 3.14 ms, 128->128 at 28x28 3.53 -> 3.39, 64->64 at 32x32 1.23 -> 1.16.
+#: interleaved, load 8-10; row pieces -> bands, best of 20-25, ms): 3x3 64->64 at 56x56
+#: 3.31 -> 3.14 and 3.07 -> 3.00, 128->128 at 28x28 3.53 -> 3.39 and 3.03 -> 3.07 (level),
+#: 64->64 at 32x32 1.23 -> 1.16: a few percent at most, within the noise of a busy host.
 ROW_BANDS = True
 
 
