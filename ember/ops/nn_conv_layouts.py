@@ -10,9 +10,9 @@ import numpy as np
 
 from ember import tir
 from ember.ops.common import scalar, static_shape
-from ember.ops.nn_conv_f32 import TILE_KERNEL
+from ember.ops.nn_conv_f32 import MAX_COLS, TILE_KERNEL, kernel_tile
 from ember.ops.nn_conv_narrow import CHANNELS_LAST_COPY
-from ember.ops.nn_schedule import MATERIALIZE
+from ember.ops.nn_schedule import MATERIALIZE, TRANSPOSED_COPY
 from ember.tir import PrimExpr, te
 
 
@@ -22,9 +22,11 @@ def pad_tensor(
     after: tuple[int, ...],
     value: float = 0.0,
     materialize: bool = False,
+    transposed: int | None = None,
 ) -> te.Tensor:
     """``x`` zero-padded (or ``value``-padded) on its trailing len(before) axes; with
-    ``materialize`` the nn anchor schedule keeps it in a buffer instead of inlining it."""
+    ``materialize`` the nn anchor schedule keeps it in a buffer instead of inlining it (as a
+    transposed copy, nn_schedule.TRANSPOSED_COPY, when ``transposed`` names its axis)."""
     shape = static_shape(x)
     nsp = len(before)
     if not any(before) and not any(after):
@@ -46,12 +48,59 @@ def pad_tensor(
             return x[tuple(src)]
         return tir.if_then_else(tir.logical_and(*conds), x[tuple(src)], scalar(value, x.dtype))
 
-    return te.compute(padded, body, "pad", attrs={MATERIALIZE: True} if materialize else None)
+    attrs: dict[str, Any] | None = {MATERIALIZE: True} if materialize else None
+    if attrs is not None and transposed is not None:
+        attrs[TRANSPOSED_COPY] = transposed
+    return te.compute(padded, body, "pad", attrs=attrs)
 
 
-def pad_channels_last(x: te.Tensor, before: tuple[int, ...], after: tuple[int, ...]) -> te.Tensor:
+#: reduce input channels outermost in the channels-last convolution (rc, kernel rows,
+#: kernel columns): the packed weight (blocks, channels, taps..., block) is then read
+#: contiguously, so that the micro-kernel's chunks of the reduction (f32_kernels.py) are
+#: contiguous 16 KiB of weights the hardware prefetcher streams, instead of one cache line
+#: per step at a stride of taps x 64 bytes. With taps innermost every position reads one
+#: cache line per tap at once, which needs the channel pitch of channel_pitch; and a chunk
+#: reads the lines of all the tile's padded positions, which must stay in L1 with the
+#: chunk's weights for the register tiles after the first: so only for images the
+#: micro-kernel takes whole (nn_conv_f32.kernel_tile) of at most CHANNELS_OUTER_POSITIONS
+#: positions. Measured per layer (one thread, CPU time, interleaved, load 8-12; taps outer
+#: -> channels outer, best of 25-40, ms): 3x3 512->512 at 7x7 4.8 -> 3.5 and 5.6 -> 3.9;
+#: 256->256 at 14x14 3.3 -> 3.2 and 3.4 -> 3.5, at 10x10 2.1 -> 2.0 and 2.7 -> 2.8; with
+#: row tiles 128->128 at 28x28 4.4 -> 5.6, 64->64 at 56x56 4.0 -> 5.5.
+CHANNELS_OUTER = True
+CHANNELS_OUTER_POSITIONS = 64
+
+
+def channels_outer(out_spatial: tuple[int, ...]) -> bool:
+    """Whether the channels-last convolution of output extents ``out_spatial`` reduces over
+    the input channels outermost (see CHANNELS_OUTER)."""
+    height, width = kernel_tile(list(out_spatial))
+    whole = height * width == int(np.prod(out_spatial))
+    return CHANNELS_OUTER and whole and MAX_COLS < height * width <= CHANNELS_OUTER_POSITIONS
+
+
+#: channels from which a channels-last copy gets a padded pitch (channel_pitch): with
+#: fewer, positions are at most 256 bytes apart and their lines spread over 16+ L1 sets.
+PITCH_MIN_CHANNELS = 128
+
+
+def channel_pitch(channels: int) -> int:
+    """The floats per position of a channels-last copy of ``channels`` channels: an even
+    number of cache lines (16 floats) from PITCH_MIN_CHANNELS on gets one more line, so that
+    the lines of neighbouring positions and rows (9 per position with 3x3 taps, all read at
+    once with channels outer) do not all map to the same few of the 64 L1 sets (512
+    channels, 2 KiB apart: 2 sets)."""
+    if channels >= PITCH_MIN_CHANNELS and channels % 32 == 0:
+        return channels + 16
+    return channels
+
+
+def pad_channels_last(
+    x: te.Tensor, before: tuple[int, ...], after: tuple[int, ...], pitch: bool = False
+) -> te.Tensor:
     """``x`` (N, C, *sp) zero-padded on its spatial axes and laid out channels last,
-    (N, *padded, C), in a buffer of its own."""
+    (N, *padded, C), in a buffer of its own; with ``pitch`` the channels are zero-padded to
+    channel_pitch (never read by the convolution)."""
     shape = static_shape(x)
     nsp = len(before)
     last = te.compute(
@@ -59,8 +108,9 @@ def pad_channels_last(x: te.Tensor, before: tuple[int, ...], after: tuple[int, .
         lambda n, *r: x[(n, r[nsp], *r[:nsp])],
         "channels_last",
     )
-    padded = pad_tensor(last, (*before, 0), (*after, 0), materialize=True)
-    if isinstance(padded.op, te.ComputeOp):  # its schedule: nn_conv_narrow
+    extra = channel_pitch(int(shape[1])) - int(shape[1]) if pitch else 0
+    padded = pad_tensor(last, (*before, 0), (*after, extra), materialize=True, transposed=nsp)
+    if isinstance(padded.op, te.ComputeOp):  # rows where planes conflict: nn_conv_narrow
         padded.op.attrs[CHANNELS_LAST_COPY] = int(np.prod(shape[2:]))
     return padded
 
@@ -76,13 +126,14 @@ def conv_channels_last(
     groups: int,
 ) -> te.Tensor:
     """conv_packed reading a channels-last padded copy of the input, reducing over the
-    kernel taps then the input channels (innermost: contiguous in both the copy and, per
-    tap, a fixed stride of the weight)."""
+    input channels then the kernel taps (the weight contiguous; CHANNELS_OUTER) or the
+    taps then the channels (contiguous in the copy, a stride of the taps in the weight)."""
     wshape = static_shape(wp)
     nsp = len(wshape) - 3
     block = wshape[-1]
     blocks_per_group = wshape[0] // groups
-    xp = pad_channels_last(x, pad_begin, pad_end)
+    outer = channels_outer(tuple(int(d) for d in ty.shape[2:]))
+    xp = pad_channels_last(x, pad_begin, pad_end, pitch=outer)
     rk = [te.reduce_axis(wshape[2 + k], f"rk{k}") for k in range(nsp)]
     rc = te.reduce_axis(wshape[1], "rc")
 
@@ -92,7 +143,7 @@ def conv_channels_last(
         taps = [r.var for r in rk]
         chan = rc.var if groups == 1 else (o // block) // blocks_per_group * wshape[1] + rc.var
         prod = xp[(n, *src, chan)] * wp[(o // block, rc.var, *taps, o % block)]
-        return te.sum(prod, axis=[*rk, rc])
+        return te.sum(prod, axis=[rc, *rk] if outer else [*rk, rc])
 
     shape = (ty.shape[0], *ty.shape[2:], wshape[0] * block)
     acc = te.compute(shape, body, "conv", attrs={"block": block, TILE_KERNEL: 1})
@@ -120,7 +171,8 @@ def _positions_last(x: te.Tensor, sp: list[int]) -> te.Tensor:
         return x[(n, c, *reversed(idx))]
 
     positions = int(np.prod(sp))
-    return te.compute((shape[0], positions, shape[1]), body, "x_nhwc", attrs={MATERIALIZE: True})
+    attrs = {MATERIALIZE: True, TRANSPOSED_COPY: 1}
+    return te.compute((shape[0], positions, shape[1]), body, "x_nhwc", attrs=attrs)
 
 
 def pointwise(

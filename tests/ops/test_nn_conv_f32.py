@@ -24,6 +24,7 @@ from ember.ops.nn_conv_f32 import (
     kernel_tile,
     use_tile_kernel,
 )
+from ember.ops.nn_conv_layouts import channel_pitch, channels_outer
 from ember.target import Target
 
 AVX2 = "c -mcpu=haswell"
@@ -66,8 +67,22 @@ def test_kernel_only_on_avx2_c_targets(target, called):
 def test_tile_widths():
     assert [kernel_cols(w) for w in (3, 7, 8, 14, 56)] == [3, 4, 4, 5, 6]
     assert kernel_tile([7, 7]) == (7, 7)  # small images: one tile, split by the kernel
-    assert kernel_tile([56, 56]) == (1, 6)
+    assert kernel_tile([56, 56]) == (2, 56)  # bands of whole rows, split by the kernel
+    assert kernel_tile([28, 28]) == (7, 28) and kernel_tile([32, 32]) == (4, 32)
+    assert kernel_tile([112, 112]) == (1, 6)  # two rows are too many: row pieces
+    assert kernel_tile([59, 59]) == (1, 6)  # no band divides the height
     assert kernel_tile([196]) == (1, 196) and kernel_tile([784]) == (1, 6)
+
+
+def test_whole_images_reduce_channels_outer_with_a_padded_pitch():
+    text, *_ = _lower((1, 256, 7, 7), (1, 256, 3, 3, 16), AVX2, padding=(1, 1, 1, 1))
+    assert "Buffer((1, 9, 9, 272)" in text  # 256 channels + one cache line
+    # e0 = channels (x stride 1, weight stride 9 taps x 16), then rows, then columns
+    assert "256, 1, 144, 3, 2448, 48, 3, 272, 16)" in text
+    assert channels_outer((7, 7)) and channels_outer((8, 8)) and channels_outer((4, 16))
+    assert not channels_outer((14, 14)) and not channels_outer((4, 25))  # inputs pass L1
+    assert not channels_outer((28, 28)) and not channels_outer((2, 3))  # bands; one tile
+    assert [channel_pitch(c) for c in (32, 48, 128, 144, 512)] == [32, 48, 144, 144, 528]
 
 
 @pytest.mark.parametrize(
@@ -136,10 +151,14 @@ def _model(cin: int, cout: int, size: int, kernel: int, stride: int, residual: b
     ("cin", "cout", "size", "kernel", "stride", "residual"),
     [
         (300, 32, 7, 3, 1, True),  # whole image, input channels in two chunks
-        (24, 48, 20, 3, 1, False),  # rows of 6 + 6 + 4 + 4 columns... kernel_cols(20)
+        (24, 48, 20, 3, 1, False),  # bands of 5 rows (kernel_tile), taps outer
+        (64, 16, 28, 3, 1, True),  # bands of 7 rows x 28 columns, 33 register tiles
         (8, 32, 23, 3, 2, True),  # strided, 12 columns: tail tiles
         (64, 256, 9, 1, 1, False),  # 1x1, positions-major copy of the input
         (3, 16, 30, 7, 2, False),  # ResNet's stem shape, small
+        (256, 32, 7, 3, 1, True),  # channels outer, pitch 272, chunks of 28 channels + 4
+        (160, 16, 9, 3, 2, False),  # strided, channels outer: 160 is no multiple of 28
+        (512, 256, 5, 1, 1, True),  # 1x1, the transposed copy in tiles of 5 x 16
     ],
 )
 def test_compiled_kernel_matches_onnxruntime(cin, cout, size, kernel, stride, residual):
@@ -161,9 +180,16 @@ int32_t tile(float* acc, const float* x, const float* w, const int32_t* a) {
 """
 
 
+#: 9 positions in rows of 4 (3 register tiles), 3 x 2 x 300 steps (two channel chunks)
+TAPS_OUTER = [5, 16, 9, 4, 2, 50, 3, 400, 160, 2, 1, 48, 300, 3, 16]
+#: 10 positions in rows of 5, 61 channels outer (chunks of 28, 28, 5) x 3 rows x 3 columns
+CHANNELS_OUTER = [3, 0, 10, 5, 8, 70, 61, 1, 144, 3, 70, 48, 3, 8, 16]
+
+
 @pytest.mark.cc
+@pytest.mark.parametrize("args", [TAPS_OUTER, CHANNELS_OUTER], ids=["taps", "channels"])
 @pytest.mark.parametrize("march", ["x86-64", "haswell"])
-def test_c_source_with_and_without_avx2(tmp_path: Path, march: str):
+def test_c_source_with_and_without_avx2(tmp_path: Path, march: str, args: list[int]):
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         pytest.skip("no C compiler")
@@ -175,10 +201,8 @@ def test_c_source_with_and_without_avx2(tmp_path: Path, march: str):
     fn = ctypes.CDLL(str(lib)).tile
     rng = np.random.default_rng(1)
     x = rng.standard_normal(4000).astype(np.float32)
-    w = rng.standard_normal(6000).astype(np.float32)
-    # 9 positions in rows of 4 (3 register tiles), 3 x 2 x 300 steps (two channel chunks)
-    args = [5, 16, 9, 4, 2, 50, 3, 400, 160, 2, 1, 48, 300, 3, 16]
-    acc = rng.standard_normal(9 * 16).astype(np.float32)
+    w = rng.standard_normal(10000).astype(np.float32)
+    acc = rng.standard_normal(args[2] * 16).astype(np.float32)
     want = [float(a) for a in acc]
     conv_tile_reference(want, [float(t) for t in x], [float(t) for t in w], *args)
     ptr = ctypes.POINTER(ctypes.c_float)

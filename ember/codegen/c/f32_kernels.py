@@ -15,9 +15,12 @@ is broadcast once (MLAS's 6 x 16 layout: 12 accumulators, two weights, one broad
 16 registers; 91 GFLOP/s of a 94 GFLOP/s limit on L1-resident data, Zen 3, one thread). gcc
 compiling the equivalent loop nest folds the weight loads into each FMA as memory operands,
 one load per FMA, which left the loads the bottleneck. Wider tiles (small images: the whole
-image is one tile) are split into register tiles as even as possible, and the innermost
-reduction loop runs in chunks of 256 steps with all register tiles per chunk, so that a
-chunk's weights are read from L1 by every register tile instead of from L2 by each.
+image is one tile) are split into register tiles as even as possible, and the reduction
+runs in chunks of about 256 steps with all register tiles per chunk, so that a chunk's
+weights are read from L1 by every register tile instead of from L2 by each: chunks of the
+innermost loop when it is that long (taps outer, channels inner; 1x1), else chunks of the
+outermost loop with the inner ones whole (channels outer, 3x3 taps inner: the packed
+weight then read contiguously, 16 KiB per chunk; nn_conv_layouts.CHANNELS_OUTER).
 Every accumulator receives the same fused multiply-adds in the same order as in the loop
 IR, so results are bitwise equal to it. Without AVX2 the function runs plain C loops with
 ``fmaf`` (same arithmetic).
@@ -96,6 +99,23 @@ static inline void ember_f32_tile_n(int32_t nc, float* acc, const float* x, cons
     default: ember_f32_tile_6(acc, x, w, off, EMBER_F32_LOOPS); break;
   }
 }
+/* every register tile of a chunk in turn (ntiles tiles: `big` of small + 1 positions,
+   then small), each over the chunk's loops */
+static inline void ember_f32_tiles(float* acc, const float* x, const float* w, int64_t xk,
+                                   int32_t ntiles, int32_t small, int32_t big, int32_t tcols,
+                                   int32_t cx, int32_t cr, int64_t e0, int64_t xs0,
+                                   int64_t ws0, int64_t e1, int64_t xs1, int64_t ws1,
+                                   int64_t e2, int64_t xs2, int64_t ws2) {
+  int32_t j0 = 0;
+  for (int32_t t = 0; t < ntiles; ++t) {
+    const int32_t nc = small + (t < big);
+    int64_t off[6];
+    for (int32_t j = 0; j < nc; ++j)
+      off[j] = xk + (int64_t)((j0 + j) / tcols) * cr + (int64_t)((j0 + j) % tcols) * cx;
+    ember_f32_tile_n(nc, acc + 16 * (int64_t)j0, x, w, off, EMBER_F32_LOOPS);
+    j0 += nc;
+  }
+}
 #endif
 
 /* acc[j][0:16] += sum over (i0, i1, i2) of x at position j times 16 weights (see
@@ -107,8 +127,8 @@ static int32_t __attribute__((unused)) ember_f32_conv_tile(
   if (ncols < 1) return 0;
   w += woff;
 #if defined(__AVX2__) && defined(__FMA__)
-  /* register tiles of up to 6 positions, as even as possible; the innermost reduction loop
-     in chunks of EMBER_F32_CHUNK steps, all tiles per chunk (its weights stay in L1) */
+  /* register tiles of up to 6 positions, as even as possible; the reduction in chunks of
+     about EMBER_F32_CHUNK steps, all tiles per chunk (its weights stay in L1) */
   const int32_t ntiles = (ncols + 5) / 6, small = ncols / ntiles, big = ncols % ntiles;
   if (ntiles == 1) { /* one register tile: the whole reduction in one call */
     int64_t off[6];
@@ -117,22 +137,25 @@ static int32_t __attribute__((unused)) ember_f32_conv_tile(
     ember_f32_tile_n(ncols, acc, x, w, off, EMBER_F32_LOOPS);
     return 0;
   }
+  if ((int64_t)e1 * e2 < EMBER_F32_CHUNK && e0 > 1) {
+    /* short inner loops (reduction order input channels, kernel rows, columns: the packed
+       weight read contiguously): chunks of the outermost loop, whole inner loops */
+    const int64_t inner = (int64_t)e1 * e2;
+    const int64_t n0 = inner > 0 && EMBER_F32_CHUNK / inner > 0 ? EMBER_F32_CHUNK / inner : 1;
+    for (int64_t c0 = 0; c0 < e0; c0 += n0) {
+      const int64_t m0 = e0 - c0 < n0 ? e0 - c0 : n0;
+      ember_f32_tiles(acc, x, w + c0 * ws0, xoff + c0 * xs0, ntiles, small, big, tcols, cx,
+                      cr, m0, xs0, ws0, e1, xs1, ws1, e2, xs2, ws2);
+    }
+    return 0;
+  }
   for (int64_t i0 = 0; i0 < e0; ++i0) {
     for (int64_t i1 = 0; i1 < e1; ++i1) {
       for (int64_t c0 = 0; c0 < e2; c0 += EMBER_F32_CHUNK) {
         const int64_t n2 = e2 - c0 < EMBER_F32_CHUNK ? e2 - c0 : EMBER_F32_CHUNK;
         const float* wk = w + i0 * ws0 + i1 * ws1 + c0 * ws2;
         const int64_t xk = xoff + i0 * xs0 + i1 * xs1 + c0 * xs2;
-        int32_t j0 = 0;
-        for (int32_t t = 0; t < ntiles; ++t) {
-          const int32_t nc = small + (t < big);
-          int64_t off[6];
-          for (int32_t j = 0; j < nc; ++j)
-            off[j] = xk + (int64_t)((j0 + j) / tcols) * cr + (int64_t)((j0 + j) % tcols) * cx;
-          float* a = acc + 16 * (int64_t)j0;
-          ember_f32_tile_n(nc, a, x, wk, off, EMBER_F32_LOOP);
-          j0 += nc;
-        }
+        ember_f32_tiles(acc, x, wk, xk, ntiles, small, big, tcols, cx, cr, EMBER_F32_LOOP);
       }
     }
   }
