@@ -10,15 +10,19 @@ from ember.tir.op import call_extern
 from ember.tir.op import min as tir_min
 
 
-def _tile_call(count: tir.PrimExpr, e0: int, e1: int, e2: int) -> tir.Stmt:
-    """One ember_f32_conv_tile call (the argument order of ember.ops.nn_conv_f32)."""
+def _tile_call(
+    count: tir.PrimExpr, e0: int, e1: int, e2: int, name: str = "ember_f32_conv_tile"
+) -> tir.Stmt:
+    """One ember_f32_conv_tile call (the argument order of ember.ops.nn_conv_f32); the
+    lanes kernel takes a `zero` flag before the extents."""
     acc = tir.decl_buffer((96,), "float32", "acc")
     x = tir.decl_buffer((4096,), "float32", "x")
     w = tir.decl_buffer((4096,), "float32", "w")
-    ints = [6, 1, 0, e0, 1, 1, e1, 1, 1, e2, 1, 16]
+    zero = [1] if name == "ember_f32_lanes_tile" else []
+    ints = [6, 1, 0, *zero, e0, 1, 1, e1, 1, 1, e2, 1, 16]
     args = [acc.data, x.data, w.data, const(0, "int64"), const(0, "int64"), count]
     args += [const(v, "int32") for v in ints]
-    return tir.Evaluate(call_extern("int32", "ember_f32_conv_tile", *args))
+    return tir.Evaluate(call_extern("int32", name, *args))
 
 
 def test_a_conv_tile_call_costs_its_multiply_adds() -> None:
@@ -41,3 +45,17 @@ def test_an_unknown_extern_call_costs_its_nodes() -> None:
     call = tir.Evaluate(call_extern("int32", "some_kernel", const(1, "int32")))
     assert "some_kernel" not in parallel.EXTERN_COSTS
     assert stmt_cost(call) < 10
+
+
+def test_every_tile_kernel_costs_its_multiply_adds() -> None:
+    """The narrow (8, 24 lanes) and position-lane kernels are counted too: a loop of their
+    calls must not get a grain that keeps it on one thread."""
+    i = tir.Var("i")
+    for name, lanes in [
+        ("ember_f32_conv_tile8", 8),
+        ("ember_f32_conv_tile24", 24),
+        ("ember_f32_lanes_tile", 16),
+    ]:
+        call = _tile_call(const(6, "int32"), 3, 3, 96, name)
+        assert stmt_cost(call) >= 6 * (lanes // 8) * 864 * MAC_COST, name
+        assert grain_of(tir.for_range(i, 16, call)) == 1, name

@@ -71,12 +71,17 @@ def _const(e: PrimExpr, default: int) -> int:
     return default
 
 
-def _conv_tile_cost(args: tuple[PrimExpr, ...]) -> int:
-    """``ember_f32_conv_tile`` (ember/codegen/c/f32_kernels.py): ncols positions x 16 lanes
-    x the three reduction extents (arguments 5, 9, 12 and 15) multiply-adds."""
-    ncols = _const(args[5], 6)
-    steps = _const(args[9], 1) * _const(args[12], 1) * _const(args[15], UNKNOWN_EXTENT)
-    return ncols * (16 // VECTOR_LANES) * steps * MAC_COST
+def _tile_cost(lanes: int, first_extent: int) -> Callable[[tuple[PrimExpr, ...]], int]:
+    """The cost of a float32 tile kernel call: ncols (argument 5) x ``lanes`` x the three
+    reduction extents (arguments ``first_extent``, +3, +6) multiply-adds."""
+
+    def cost(args: tuple[PrimExpr, ...]) -> int:
+        ncols = _const(args[5], 6)
+        e0, e1 = _const(args[first_extent], 1), _const(args[first_extent + 3], 1)
+        steps = e0 * e1 * _const(args[first_extent + 6], UNKNOWN_EXTENT)
+        return ncols * max(1, lanes // VECTOR_LANES) * steps * MAC_COST
+
+    return cost
 
 
 #: Cost estimates of extern kernels called from loop IR, by name: without one, a call
@@ -84,7 +89,12 @@ def _conv_tile_cost(args: tuple[PrimExpr, ...]) -> int:
 #: calls got a grain of thousands of iterations, i.e. ran on one thread (ResNet-50's 14x14
 #: and 7x7 convolutions).
 EXTERN_COSTS: dict[str, Callable[[tuple[PrimExpr, ...]], int]] = {
-    "ember_f32_conv_tile": _conv_tile_cost,
+    # ember/codegen/c/f32_kernels.py, f32_narrow.py (blocks of 8 and 24), f32_lanes.py
+    # (16 positions as the lanes; a `zero` flag before the extents)
+    "ember_f32_conv_tile": _tile_cost(16, 9),
+    "ember_f32_conv_tile8": _tile_cost(8, 9),
+    "ember_f32_conv_tile24": _tile_cost(24, 9),
+    "ember_f32_lanes_tile": _tile_cost(16, 10),
 }
 
 
