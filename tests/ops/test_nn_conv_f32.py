@@ -5,12 +5,11 @@ onnxruntime), and that its C source runs with and without AVX2."""
 from __future__ import annotations
 
 import ctypes
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+from c_source_lib import build_c_library
 
 from ember import tir
 from ember.codegen.c.f32_kernels import F32_KERNELS_C
@@ -190,15 +189,7 @@ CHANNELS_OUTER = [3, 0, 10, 5, 8, 70, 61, 1, 144, 3, 70, 48, 3, 8, 16]
 @pytest.mark.parametrize("args", [TAPS_OUTER, CHANNELS_OUTER], ids=["taps", "channels"])
 @pytest.mark.parametrize("march", ["x86-64", "haswell"])
 def test_c_source_with_and_without_avx2(tmp_path: Path, march: str, args: list[int]):
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("no C compiler")
-    src = tmp_path / "k.c"
-    src.write_text("#include <stdint.h>\n#include <math.h>\n" + F32_KERNELS_C + _WRAPPER)
-    lib = tmp_path / f"k_{march}.so"
-    cmd = [cc, "-O2", f"-march={march}", "-shared", "-fPIC", str(src), "-o", str(lib), "-lm"]
-    subprocess.run(cmd, check=True, capture_output=True)
-    fn = ctypes.CDLL(str(lib)).tile
+    fn = build_c_library(tmp_path, F32_KERNELS_C + _WRAPPER, march).tile
     rng = np.random.default_rng(1)
     x = rng.standard_normal(4000).astype(np.float32)
     w = rng.standard_normal(10000).astype(np.float32)

@@ -6,12 +6,11 @@ onnxruntime) and that their C source runs with and without AVX2."""
 from __future__ import annotations
 
 import ctypes
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+from c_source_lib import build_c_library
 
 from ember import tir
 from ember.codegen.c.f32_narrow import F32_NARROW_C, NARROW_KERNEL_NAMES
@@ -177,15 +176,7 @@ int32_t tile(int32_t lanes, float* acc, const float* x, const float* w, const in
 @pytest.mark.parametrize("march", ["x86-64", "haswell"])
 @pytest.mark.parametrize(("lanes", "ncols"), [(8, 3), (8, 19), (24, 4), (24, 11)])
 def test_c_source_with_and_without_avx2(tmp_path: Path, march: str, lanes: int, ncols: int):
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("no C compiler")
-    src = tmp_path / "k.c"
-    src.write_text("#include <stdint.h>\n#include <math.h>\n" + F32_NARROW_C + _WRAPPER)
-    lib = tmp_path / f"k_{march}.so"
-    cmd = [cc, "-O2", f"-march={march}", "-shared", "-fPIC", str(src), "-o", str(lib), "-lm"]
-    subprocess.run(cmd, check=True, capture_output=True)
-    fn = ctypes.CDLL(str(lib)).tile
+    fn = build_c_library(tmp_path, F32_NARROW_C + _WRAPPER, march).tile
     rng = np.random.default_rng(1)
     x = rng.standard_normal(6000).astype(np.float32)
     w = rng.standard_normal(3 * 2 * 300 * lanes + 8).astype(np.float32)

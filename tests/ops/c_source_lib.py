@@ -1,0 +1,24 @@
+"""A C kernel source compiled into a loadable library, for the kernel tests that run the
+generated C with and without AVX2 against a Python reference."""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+
+def build_c_library(tmp_path: Path, source: str, march: str) -> ctypes.CDLL:
+    """``source`` (after the standard integer and math headers) built with ``-march``."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    src = tmp_path / "k.c"
+    src.write_text("#include <stdint.h>\n#include <math.h>\n" + source)
+    lib = tmp_path / f"k_{march}.so"
+    cmd = [cc, "-O2", f"-march={march}", "-shared", "-fPIC", str(src), "-o", str(lib), "-lm"]
+    subprocess.run(cmd, check=True, capture_output=True)
+    return ctypes.CDLL(str(lib))
