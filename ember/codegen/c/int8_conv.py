@@ -47,7 +47,7 @@ static inline void ember_q8_conv_tile(const uint8_t* wrows, int ldw, const uint8
 #endif
 }
 
-/* one image of a convolution; mode 0: im2col, 1: 1x1 stride 1, 2: flat padded image */
+/* one image of a convolution; mode 1: 1x1 stride 1, 2: flat padded image */
 typedef struct {
   const uint8_t* xn;
   const uint8_t* w;
@@ -56,7 +56,7 @@ typedef struct {
   const ember_q8_epi* e;
   uint8_t* yn;
   const long* offs;  /* patch row k: mode 1 k * P, mode 2 its offset in the padded image */
-  const long* offs2; /* k * ld: rows of im2col */
+  const long* offs2; /* k * ld: rows of the last, partial 1x1 panel */
   const uint8_t* zrow;
   const uint8_t* padded;
   int C, H, W, M, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, xpad, flip, chunk, mode, Wp, F;
@@ -93,22 +93,17 @@ static void ember_q8_conv_chunk(const ember_q8_conv_job* j, int pc, uint8_t* pan
     }
     return;
   }
-  if (j->mode == 1) { /* 1x1: the image rows are the patch rows */
-    const int full = p0 + 16 * cp <= P ? cp : (P - p0) / 16;
-    ember_q8_pack(j->xn + p0, j->offs, K, j->zrow, k4, full, (uint8_t)j->flip, panels);
-    if (full < cp) { /* the last, partial panel: its row tails copied to 16-byte rows */
-      const int p1 = p0 + 16 * full, rem = P - p1;
-      for (int k = 0; k < K; ++k) {
-        memcpy(rows + j->offs2[k], j->xn + j->offs[k] + p1, (size_t)rem);
-        memset(rows + j->offs2[k] + rem, j->xpad, (size_t)(16 - rem));
-      }
-      ember_q8_pack(rows, j->offs2, K, j->zrow, k4, 1, (uint8_t)j->flip,
-                    panels + (long)full * k4 * 64);
+  /* mode 1, 1x1: the image rows are the patch rows */
+  const int full = p0 + 16 * cp <= P ? cp : (P - p0) / 16;
+  ember_q8_pack(j->xn + p0, j->offs, K, j->zrow, k4, full, (uint8_t)j->flip, panels);
+  if (full < cp) { /* the last, partial panel: its row tails copied to 16-byte rows */
+    const int p1 = p0 + 16 * full, rem = P - p1;
+    for (int k = 0; k < K; ++k) {
+      memcpy(rows + j->offs2[k], j->xn + j->offs[k] + p1, (size_t)rem);
+      memset(rows + j->offs2[k] + rem, j->xpad, (size_t)(16 - rem));
     }
-  } else {
-    ember_q8_im2col(j->xn, j->C, j->H, j->W, j->KH, j->KW, j->OW, j->sh, j->sw, j->ph, j->pw,
-                    j->dh, j->dw, (uint8_t)j->xpad, p0, 16 * cp, P, rows, ld);
-    ember_q8_pack(rows, j->offs2, K, j->zrow, k4, cp, (uint8_t)j->flip, panels);
+    ember_q8_pack(rows, j->offs2, K, j->zrow, k4, 1, (uint8_t)j->flip,
+                  panels + (long)full * k4 * 64);
   }
   for (int o0 = 0; o0 < j->M; o0 += 4) {
     const int rws = j->M - o0 < 4 ? j->M - o0 : 4;
@@ -121,7 +116,7 @@ static void ember_q8_conv_chunk(const ember_q8_conv_job* j, int pc, uint8_t* pan
   }
 }
 
-/* chunks [begin, end) with this task's own workspace: panels | ybuf | im2col rows */
+/* chunks [begin, end) with this task's own workspace: panels | ybuf | partial-panel rows */
 static int32_t ember_q8_conv_range(int64_t begin, int64_t end, void* cdata) {
   const ember_q8_conv_job* j = (const ember_q8_conv_job*)cdata;
   const int K = j->C * j->KH * j->KW, k4 = (K + 3) / 4, ld = 16 * j->chunk;

@@ -174,56 +174,6 @@ static inline void ember_q8_tile_ref(const uint8_t* rows, int ldr, const uint8_t
 }
 #endif
 
-/* rows k < K of the patch matrix for positions [p0, p0 + len), row k at rows + k * ld;
-   out-of-image taps get `pad` (the zero point) */
-static inline void ember_q8_im2col(const uint8_t* x, int C, int H, int W, int KH, int KW, int OW,
-                            int sh, int sw, int ph, int pw, int dh, int dw, uint8_t pad,
-                            int p0, int len, int P, uint8_t* rows, int ld) {
-  int K = C * KH * KW;
-  for (int k = 0; k < K; ++k) {
-    int c = k / (KH * KW), kh = (k / KW) % KH, kw = k % KW;
-    uint8_t* dst = rows + (long)k * ld;
-    int i = 0;
-    while (i < len) {
-      int p = p0 + i;
-      if (p >= P) {
-        memset(dst + i, pad, (size_t)(len - i));
-        break;
-      }
-      int oh = p / OW, ow = p % OW;
-      int run = OW - ow < len - i ? OW - ow : len - i;
-      int ih = oh * sh + kh * dh - ph;
-      if (ih < 0 || ih >= H) {
-        memset(dst + i, pad, (size_t)run);
-      } else {
-        const uint8_t* src = x + ((long)c * H + ih) * W;
-        int iw0 = ow * sw + kw * dw - pw;
-        if (sw == 1) {
-          int a = iw0 < 0 ? -iw0 : 0;
-          if (a > run) a = run;
-          int b = W - iw0;
-          if (b > run) b = run;
-          if (b < a) b = a;
-          memset(dst + i, pad, (size_t)a);
-          memcpy(dst + i + a, src + iw0 + a, (size_t)(b - a));
-          memset(dst + i + b, pad, (size_t)(run - b));
-        } else { /* columns j in [a, b) land inside the image */
-          int a = iw0 < 0 ? (-iw0 + sw - 1) / sw : 0;
-          int b = iw0 < W ? (W - iw0 + sw - 1) / sw : 0;
-          if (a > run) a = run;
-          if (b > run) b = run;
-          if (b < a) b = a;
-          memset(dst + i, pad, (size_t)a);
-          const uint8_t* s = src + iw0;
-          for (int j = a; j < b; ++j) dst[i + j] = s[j * sw];
-          memset(dst + i + b, pad, (size_t)(run - b));
-        }
-      }
-      i += run;
-    }
-  }
-}
-
 /* panels [np][k4][16][4] from rows (row k at base + offs[k]; from k = K on, zrow: the
    weights there are zero, so any value does), top bit flipped by `flip` (0x80 makes int8
    data unsigned) */
