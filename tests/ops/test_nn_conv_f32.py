@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from c_source_lib import build_c_library
+from packed_conv_lowering import lower_conv_bias_relu
 
 from ember import tir
 from ember.codegen.c.f32_kernels import F32_KERNELS_C
-from ember.ir import Attrs, Function, TensorType, Var, call, evaluate
-from ember.lowering.lower_group import lower_group
+from ember.ir import Function, evaluate
 from ember.ops import nn_conv
 from ember.ops.nn_conv_f32 import (
     INTERPRET_EXTERNS,
@@ -36,18 +36,7 @@ def every_layer_takes_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(nn_conv, "tile_kernel_pays", lambda *args: True)
 
 
-def v(name: str, shape: tuple[int, ...]) -> Var:
-    return Var(name, TensorType(shape, "float32"))
-
-
-def _lower(xshape, wshape, target: str, **attrs) -> tuple[str, tir.PrimFunc, list, Function]:
-    x, wp = v("x", xshape), v("wp", wshape)
-    channels = attrs.pop("channels", wshape[0] * wshape[-1])
-    b = v("b", (channels, 1, 1))
-    body = call("relu", call("add", call("nn.conv_packed", x, wp, **attrs), b))
-    func = Function((x, wp, b), body, Attrs({"Primitive": 1}))
-    prim = lower_group(func, "kernel", target)
-    return str(prim), prim, [x, wp, b], func
+_lower = lower_conv_bias_relu
 
 
 @pytest.mark.parametrize(

@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from c_source_lib import build_c_library
+from packed_conv_lowering import lower_conv_bias_relu
 
 from ember import tir
 from ember.codegen.c.f32_narrow import F32_NARROW_C, NARROW_KERNEL_NAMES
-from ember.ir import Attrs, Function, TensorType, Var, call, evaluate
-from ember.lowering.lower_group import lower_group
+from ember.ir import Function, evaluate
 from ember.ops import nn_conv
 from ember.ops.common import static_shape
 from ember.ops.nn_conv_f32 import INTERPRET_EXTERNS
@@ -33,19 +33,8 @@ from ember.tir import te
 AVX2 = "c -mcpu=haswell"
 
 
-def v(name: str, shape: tuple[int, ...]) -> Var:
-    return Var(name, TensorType(shape, "float32"))
-
-
 def _lower(xshape, wshape, target: str, **attrs) -> tuple[str, tir.PrimFunc, list, Function]:
-    x, wp = v("x", xshape), v("wp", wshape)
-    channels = attrs.pop("channels", wshape[0] * wshape[-1])
-    b = v("b", (channels, 1, 1))
-    conv = call("nn.conv_packed", x, wp, channels=channels, **attrs)
-    body = call("relu", call("add", conv, b))
-    func = Function((x, wp, b), body, Attrs({"Primitive": 1}))
-    prim = lower_group(func, "kernel", target)
-    return str(prim), prim, [x, wp, b], func
+    return lower_conv_bias_relu(xshape, wshape, target, pass_channels=True, **attrs)
 
 
 def test_names_and_tile_widths():
