@@ -7,8 +7,11 @@ works when a test loads a script by file path.
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -136,3 +139,39 @@ def load_average() -> str:
     if not hasattr(os, "getloadavg"):
         return "n/a"
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def run_table(
+    description: str,
+    cases: Sequence[Any],
+    measure: Callable[[Any, int, int], list[str]],
+    header: Sequence[str],
+    argv: Sequence[str] | None = None,
+    repeat: int = 15,
+) -> int:
+    """The command line of a per-case micro-benchmark: ``--only`` (name prefixes),
+    ``--repeat``, ``--threads``; measures every selected case (each has a ``name``) with
+    ``measure(case, repeat, threads)`` and prints a markdown table. Exit status 2 when
+    ``--only`` matches nothing."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--only", default="", help="comma-separated case names or prefixes")
+    parser.add_argument("--repeat", type=int, default=repeat, help="timed rounds per engine")
+    parser.add_argument("--threads", type=int, default=1, help="threads of both engines")
+    args = parser.parse_args(argv)
+    wanted = [s for s in args.only.split(",") if s]
+    chosen = [c for c in cases if not wanted or any(c.name.startswith(w) for w in wanted)]
+    if not chosen:
+        known = ", ".join(c.name for c in cases)
+        print(f"no case matches {args.only!r}; known: {known}", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="ember-bench-") as tmp:
+        os.environ["EMBER_NUM_THREADS"] = str(args.threads)
+        os.environ.setdefault("EMBER_CACHE_DIR", tmp)
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        print(f"threads {args.threads}; repeat {args.repeat} (best of); load {load:.2f}")
+        rows = []
+        for case in chosen:
+            rows.append(measure(case, args.repeat, args.threads))
+            print("  " + " | ".join(rows[-1]), file=sys.stderr, flush=True)
+        print(markdown_table(header, rows))
+    return 0

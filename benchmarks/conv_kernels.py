@@ -14,10 +14,7 @@ that: the script reports.
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +26,7 @@ import numpy as np
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.append(str(Path(__file__).resolve().parent))
 
-from bench_common import best_times, markdown_table  # noqa: E402
+from bench_common import best_times, markdown_table, run_table  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -181,28 +178,8 @@ def format_table(rows: Sequence[Sequence[str]]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse the command line, measure every selected shape, print the table."""
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("--only", default="", help="comma-separated shape names or prefixes")
-    parser.add_argument("--repeat", type=int, default=15, help="timed rounds per engine")
-    parser.add_argument("--threads", type=int, default=1, help="threads of both engines")
-    args = parser.parse_args(argv)
-    wanted = [s for s in args.only.split(",") if s]
-    shapes = [s for s in SHAPES if not wanted or any(s.name.startswith(w) for w in wanted)]
-    if not shapes:
-        known = ", ".join(s.name for s in SHAPES)
-        print(f"no shape matches {args.only!r}; known: {known}", file=sys.stderr)
-        return 2
-    with tempfile.TemporaryDirectory(prefix="ember-conv-bench-") as tmp:
-        os.environ["EMBER_NUM_THREADS"] = str(args.threads)
-        os.environ.setdefault("EMBER_CACHE_DIR", tmp)
-        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-        print(f"threads {args.threads}; repeat {args.repeat} (best of); load {load:.2f}")
-        rows = []
-        for shape in shapes:
-            rows.append(measure(shape, args.repeat, args.threads))
-            print("  " + " | ".join(rows[-1]), file=sys.stderr, flush=True)
-        print(format_table(rows))
-    return 0
+    description = (__doc__ or "").split("\n")[0]
+    return run_table(description, SHAPES, measure, HEADER, argv, repeat=15)
 
 
 if __name__ == "__main__":

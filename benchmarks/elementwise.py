@@ -13,10 +13,7 @@ checked against onnxruntime first (rtol 1e-5, atol 1e-6); nothing else is assert
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +25,7 @@ import numpy as np
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.append(str(Path(__file__).resolve().parent))
 
-from bench_common import best_times, markdown_table  # noqa: E402
+from bench_common import best_times, markdown_table, run_table  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -125,28 +122,8 @@ def format_table(rows: Sequence[Sequence[str]]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse the command line, measure every selected case, print the table."""
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("--only", default="", help="comma-separated case names or prefixes")
-    parser.add_argument("--repeat", type=int, default=20, help="timed rounds per engine")
-    parser.add_argument("--threads", type=int, default=1, help="threads of both engines")
-    args = parser.parse_args(argv)
-    wanted = [s for s in args.only.split(",") if s]
-    cases = [c for c in CASES if not wanted or any(c.name.startswith(w) for w in wanted)]
-    if not cases:
-        known = ", ".join(c.name for c in CASES)
-        print(f"no case matches {args.only!r}; known: {known}", file=sys.stderr)
-        return 2
-    with tempfile.TemporaryDirectory(prefix="ember-elementwise-bench-") as tmp:
-        os.environ["EMBER_NUM_THREADS"] = str(args.threads)
-        os.environ.setdefault("EMBER_CACHE_DIR", tmp)
-        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-        print(f"threads {args.threads}; repeat {args.repeat} (best of); load {load:.2f}")
-        rows = []
-        for case in cases:
-            rows.append(measure(case, args.repeat, args.threads))
-            print("  " + " | ".join(rows[-1]), file=sys.stderr, flush=True)
-        print(format_table(rows))
-    return 0
+    description = (__doc__ or "").split("\n")[0]
+    return run_table(description, CASES, measure, HEADER, argv, repeat=20)
 
 
 if __name__ == "__main__":
