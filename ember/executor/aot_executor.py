@@ -298,9 +298,10 @@ class AotExecutorModule(Module):
                 c_api.check_call(-1)  # the original exception when a Python function failed
 
     @synchronized
-    def profile(self, repeat: int = 10) -> ProfileReport:
+    def profile(self, repeat: int = 10, clock: str = "wall") -> ProfileReport:
         """Per-operator times: the same kernels run one by one by a graph executor over the
-        model's graph (its own memory, allocated on the first profile)."""
+        model's graph (its own memory, allocated on the first profile); ``clock`` as for
+        the graph executor's profile."""
         if self._profiler is None:
             if self.top.graph is None:
                 raise ExecutorError("profile: this AOT build has no graph.json to profile with")
@@ -309,7 +310,7 @@ class AotExecutorModule(Module):
             )
         for p in self.metadata.inputs:
             self._profiler.set_input(p.name, self._arrays[self._index[p.name]])
-        return self._profiler.profile(repeat)
+        return self._profiler.profile(repeat, clock)
 
     def __repr__(self) -> str:
         return f"AotExecutorModule({self.metadata.mod_name!r}, {self.run_info.function_name})"

@@ -176,9 +176,11 @@ class GraphExecutor:
         )
         return timer()
 
-    def profile(self, repeat: int = 10) -> ProfileReport:
-        """Per-node times over ``repeat`` runs (``repeat=0``: the debug runs so far)."""
-        report: ProfileReport = self.module["profile"](repeat)
+    def profile(self, repeat: int = 10, clock: str = "wall") -> ProfileReport:
+        """Per-node times over ``repeat`` runs (``repeat=0``: the debug runs so far), by
+        ``clock``: ``"wall"`` or ``"thread"`` (the calling thread's CPU time: at one thread,
+        other processes preempting it do not count)."""
+        report: ProfileReport = self.module["profile"](repeat, clock)
         return report
 
     def debug_get_output(self, node: int | str, index: int = 0) -> NDArray:

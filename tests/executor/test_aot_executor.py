@@ -231,7 +231,7 @@ def test_profile_passes_planned_scratch_to_kernels_that_take_it():
     ]
     assert with_scratch, "resnet8 no longer has kernels with planned scratch: pick another model"
     aot.set_input(**case.inputs)
-    report = aot.profile(1)
+    report = aot.profile(1, clock="thread")
     assert len(report.rows) == sum(1 for n in top.graph.nodes if n.attrs is not None)
     aot.run()
     ge = ember.GraphExecutor(

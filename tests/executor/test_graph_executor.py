@@ -234,6 +234,18 @@ def test_profile_table(kernel_lib: Module) -> None:
         g.profile(repeat=0)
 
 
+def test_profile_by_thread_cpu_time(kernel_lib: Module) -> None:
+    """clock="thread" times each node by the calling thread's CPU time (robust under load)."""
+    g = GraphExecutor(three_node_graph().to_json(), kernel_lib)
+    x, w = data()
+    g.set_input(x=x, w=w)
+    report = g.profile(repeat=3, clock="thread")
+    assert [r.name for r in report.rows] == ["relu0", "add0", "relu1"]
+    assert all(r.time_us >= 0 for r in report.rows)
+    with pytest.raises(EmberValueError, match="'thread', 'wall'"):
+        g.profile(repeat=1, clock="cycles")
+
+
 def test_debug_mode_records_runs(kernel_lib: Module) -> None:
     g = GraphExecutor(three_node_graph().to_json(), kernel_lib, debug=True)
     x, w = data()
