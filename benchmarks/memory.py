@@ -35,17 +35,22 @@ from ember.lowering.memory_plan import graph_buffers, plan_memory  # noqa: E402
 MIB = 1 << 20
 
 _ORT_PROBE = """
-import json, os, resource, sys
+import json, os, sys
 import numpy as np, onnxruntime as ort
+def kib(field):
+    # this process's own counters (VmRSS now, VmHWM peak); ru_maxrss would not do: Linux
+    # carries it across exec, so a probe started by a big parent reports the parent's peak
+    for line in open("/proc/self/status"):
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise SystemExit(field + " missing from /proc/self/status")
 data = open(sys.argv[1], "rb").read()
 inputs = dict(np.load(sys.argv[2]))
-page = os.sysconf("SC_PAGE_SIZE")
-before = int(open("/proc/self/statm").read().split()[1]) * page // 1024
+before = kib("VmRSS")
 opts = ort.SessionOptions(); opts.intra_op_num_threads = 1
 sess = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
 sess.run(None, inputs)
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"kib": peak - before}))
+print(json.dumps({"kib": kib("VmHWM") - before}))
 """
 
 

@@ -212,6 +212,27 @@ def test_benchmark_script_prints_one_row_per_model(capsys, monkeypatch):
         bench.main(["--models", "nope", "--keep-cache"])
 
 
+def test_memory_benchmark_ort_probe_ignores_the_parents_peak(monkeypatch):
+    """Regression: the onnxruntime probe read ru_maxrss, which Linux keeps across exec, so
+    every model measured after a big one reported the benchmark process's own peak (~1 GiB
+    for a 0.3 MiB autoencoder)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).parents[2] / "benchmarks" / "memory.py"
+    spec = importlib.util.spec_from_file_location("ember_bench_memory_probe", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, bench)
+    spec.loader.exec_module(bench)
+    ballast = np.ones(384 << 18, dtype=np.float32)  # 384 MiB resident in this process
+    case = make_model("dense_autoencoder")
+    growth = bench.onnxruntime_peak_growth(case.model.SerializeToString(), case.inputs)
+    assert ballast[-1] == 1.0
+    assert 0 <= growth < 128, growth
+
+
 def test_memory_benchmark_prints_plan_bound_and_ratio(capsys, monkeypatch):
     import importlib.util
     import sys
