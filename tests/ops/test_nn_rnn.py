@@ -269,3 +269,26 @@ def test_recurrent_products_alternate_block_order_with_equal_results(monkeypatch
 
 def test_projection_unit_is_sixteen_columns_where_it_divides():
     assert projection_unit(256) == 16 and projection_unit(24) == 8 and projection_unit(5) == 5
+
+
+def test_large_constant_matmul_of_few_rows_is_streamed_in_column_blocks():
+    """nn.matmul's legalizer packs a large constant rhs times few rows in column blocks of
+    16 (nn_rnn.streamed_matmul) and transposes back; the values stay."""
+    rng = np.random.default_rng(2)
+    x = Var("x", TensorType((24, 1, 512), "float32"))
+    big = rng.standard_normal((512, 256)).astype("float32")
+    node = call("nn.matmul", x, const(big))
+    legal = legalize(IRModule({"main": Function((x,), node)}))
+    calls = [n for n in post_order(legal.main.body) if isinstance(n, Call)]
+    (mm,) = (n for n in calls if n.op.name == "nn.matmul")
+    assert mm.args[1].type.shape == (16, 512, 16)
+    xs = rng.standard_normal((24, 1, 512)).astype("float32")
+    (got,) = evaluate(legal.main, [xs])
+    np.testing.assert_allclose(got, xs @ big, rtol=1e-4, atol=1e-4)
+    # a small weight, or many rows, keep the plain (K, N) product
+    for rows, cols in [(24, 64), (256, 256)]:
+        y = Var("y", TensorType((rows, 512), "float32"))
+        w = const(rng.standard_normal((512, cols)).astype("float32"))
+        out = legalize(IRModule({"main": Function((y,), call("nn.matmul", y, w))}))
+        mms = [n for n in post_order(out.main.body) if isinstance(n, Call)]
+        assert [n.args[1].type.shape for n in mms if n.op.name == "nn.matmul"] == [(512, cols)]
