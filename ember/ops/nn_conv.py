@@ -52,6 +52,7 @@ from ember.ops.nn_conv_layouts import (
 from ember.ops.nn_conv_narrow_layout import widen_blocks
 from ember.ops.nn_conv_transpose import conv_transpose_to_pointwise
 from ember.ops.nn_depthwise import depthwise_rows, schedule_depthwise, use_rows
+from ember.ops.nn_rnn import streamed_matmul
 from ember.ops.nn_schedule import (
     MATERIALIZE,
     schedule_conv_anchor,
@@ -231,14 +232,15 @@ def matmul_rows(node: Call) -> Expr:
         return node
     cols = int(bshape[1])
     pad = -cols % MATMUL_PAD_COLUMNS if isinstance(b, Constant) and cols > MATMUL_PAD_COLUMNS else 0
-    if len(ashape) == 2 and not pad:
-        return node
     dims = [int(d) for d in ashape]
     rows = int(np.prod(dims[:-1]))
     lhs = a if len(ashape) == 2 else call("reshape", a, newshape=(rows, dims[-1]))
+    streamed = None if pad else streamed_matmul(lhs, b, rows)  # nn_rnn: column blocks
+    if len(ashape) == 2 and not pad:
+        return node if streamed is None else streamed
     if pad and isinstance(b, Constant):
         b = const(np.pad(np.asarray(b.data), ((0, 0), (0, pad))))
-    out = call("nn.matmul", lhs, b, name=node.name)
+    out = streamed if streamed is not None else call("nn.matmul", lhs, b, name=node.name)
     if pad:
         out = call("strided_slice", out, begin=[0, 0], end=[rows, cols], strides=[1, 1])
     return out if len(ashape) == 2 else call("reshape", out, newshape=(*dims[:-1], cols))

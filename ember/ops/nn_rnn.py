@@ -32,6 +32,7 @@ from ember.ir.ops.nn_rnn import (
 )
 from ember.ir.types import TensorType, TupleType, Type
 from ember.ops.elemwise import FLOAT_UNARY, NUMERIC_UNARY, clamp
+from ember.ops.nn_schedule import MATMUL_MIN_ROWS
 from ember.ops.registry import register_compute, register_legalize
 from ember.tir import PrimExpr, te
 from ember.tir.buffer import Buffer
@@ -49,7 +50,19 @@ BLOCKS: tuple[int, ...] = (64, 32, 16, 8)
 #: N = 2048 (bidirectional LSTM, H 256) those rows collide in a few cache sets. Blocked
 #: (N/u, K, u), measured one thread, 40 x 512 x 2048: (K, N) 2.72 ms, u = 64 2.11 ms,
 #: u = 32 1.85 ms (the (8, 32) tile), u = 16 1.85 ms (6 x 16 tile); onnxruntime 1.67 ms.
-UNITS: tuple[int, ...] = (32, 16, 8)
+#: With the weight cold (a whole model: 2 MiB per layer read once per run) u = 16 wins:
+#: each 6 x 16 tile streams its block's K x 64 bytes contiguously where u = 32 read every
+#: other line. One thread, CPU time, interleaved, load 7: crnn's bidirectional LSTM
+#: (24 x 256, H 256) 2.15 -> 1.80 ms median (onnxruntime 2.31), crnn 11.6 -> 10.7 ms.
+UNITS: tuple[int, ...] = (16, 8)
+#: every other product walks R's column blocks backwards: a direction's R (1 MiB at H 256,
+#: LSTM) is as large as a core's L2, so walked the same way every step it missed in L2
+#: throughout (LRU evicts each block just before its next use); reversed, a step first
+#: reads the blocks the previous one read last, still in L2. Results are bitwise the same
+#: (each block's sums are unchanged). One thread, CPU time, interleaved, load 7: crnn's
+#: bidirectional LSTM 2.42 -> 2.15 ms median (best of 300 level), the bare 48 products
+#: of a layer (C) 5-10% in the mean.
+SNAKE = True
 #: the kernel's scratch buffers (state, products) larger than this come from the heap.
 STACK_BYTES = 64 << 10
 
@@ -75,6 +88,41 @@ def _cols(x: Expr, start: int, stop: int) -> Expr:
 def projection_unit(hidden: int) -> int:
     """The column block of the projection: the widest of UNITS dividing H, else H."""
     return next((u for u in UNITS if hidden % u == 0), hidden)
+
+
+def blocked_matmul(x2: Expr, wt: np.ndarray, unit: int) -> Expr:
+    """``x2`` (M, K) times the constant ``wt`` (K, N) as the batched product (N/unit, M,
+    unit) of wt's column blocks, each block's K x unit floats contiguous (see UNITS)."""
+    k, n = wt.shape
+    packed = wt.reshape(k, n // unit, unit).transpose(1, 0, 2)
+    return call("nn.matmul", x2, const(np.ascontiguousarray(packed)))
+
+
+#: nn.matmul's legalizer takes streamed_matmul for a float32 constant rhs of at least this
+#: many bytes times at most STREAMED_MAX_ROWS rows (from MATMUL_MIN_ROWS, the tiled
+#: schedule's): a weight that a run reads once from L3 or memory. Measured in crnn (one
+#: thread, CPU time, interleaved, load 6.7; its two 24 x 512 x 256 linear layers): the
+#: model 11.60 -> 11.16 ms median, 8.81 -> 8.15 best; the layers 0.34 -> 0.26 ms.
+STREAMED_MIN_BYTES = 256 << 10
+STREAMED_MAX_ROWS = 64
+
+
+def streamed_matmul(x2: Expr, w: Expr, rows: int) -> Expr | None:
+    """``x2`` (rows, K) times a constant ``w`` (K, N) that a run reads once from beyond L2
+    (few rows, a large weight; crnn's 24 x 512 x 256 linear layers) in column blocks of 16
+    (blocked_matmul, as the recurrent projection) transposed back to (rows, N); None when
+    the product is not one (see STREAMED_MIN_BYTES)."""
+    if not isinstance(w, Constant) or not MATMUL_MIN_ROWS <= rows <= STREAMED_MAX_ROWS:
+        return None
+    data = np.asarray(w.data)
+    if data.dtype != np.float32 or data.ndim != 2 or data.nbytes < STREAMED_MIN_BYTES:
+        return None
+    if data.shape[1] % 16:
+        return None
+    blocks = blocked_matmul(x2, data, 16)
+    return call(
+        "reshape", call("transpose", blocks, axes=(1, 0, 2)), newshape=(rows, data.shape[1])
+    )
 
 
 def choose_block(segments: list[int]) -> int:
@@ -108,9 +156,7 @@ class _Legalizer:
         bias = self.input_bias(b)
         no_bias = isinstance(bias, Constant) and not np.asarray(bias.data).any()
         if isinstance(w, Constant):
-            wt = np.asarray(w.data).reshape(cols, self.inp).T
-            packed = wt.reshape(self.inp, cols // unit, unit).transpose(1, 0, 2)
-            proj: Expr = call("nn.matmul", x2, const(np.ascontiguousarray(packed)))
+            proj = blocked_matmul(x2, np.asarray(w.data).reshape(cols, self.inp).T, unit)
             if no_bias:
                 return proj
             assert isinstance(bias, Constant)
@@ -302,12 +348,14 @@ class _Kernel:
             col += cols
         raise CompileError(f"gate {gate} outside the {self.cell} segments")
 
-    def matvec(self, g: Any, src: Any, base: Any, d: Any, segment: int) -> None:
-        """g[blocks of ``segment``] = src[base : base + H] x the packed R of direction d."""
+    def matvec(self, g: Any, src: Any, base: Any, d: Any, segment: int, back: Any = 0) -> None:
+        """g[blocks of ``segment``] = src[base : base + H] x the packed R of direction d,
+        the blocks in reverse order when ``back`` is 1 (see SNAKE)."""
         ib, nb, hid = self.ib, self.block, self.hidden
         first = sum(-(-c // nb) for c in self.segments[:segment])
         count = -(-self.segments[segment] // nb)
-        with ib.for_range(0, count, "jb") as jb:
+        with ib.for_range(0, count, "jo") as jo:
+            jb = ib.let("jb", jo + back * (count - 1 - 2 * jo)) if SNAKE else jo
             acc = self.buffer(nb, "acc")
             with ib.for_range(0, nb, "j", kind=tir.ForKind.VECTORIZED) as j:
                 acc[j] = self.zero()
@@ -418,7 +466,8 @@ class _Row:
 
     def step(self) -> None:
         k, ib, d = self.k, self.k.ib, self.d
-        k.matvec(self.g, self.h, self.base, d, 0)
+        back = (self.t * k.batch + self.b) % 2
+        k.matvec(self.g, self.h, self.base, d, 0, back)
         if k.cell == "rnn":
             with self.units():
                 self.commit(ib.let("h_new", self.gate(0, self.pre(0))), None)
@@ -437,7 +486,7 @@ class _Row:
             with self.units():
                 zs[self.j] = self.gate(0, self.pre(0))
                 rh[self.j] = self.gate(0, self.pre(1)) * self.old_h()
-            k.matvec(self.g, rh, 0, d, 1)
+            k.matvec(self.g, rh, 0, d, 1, back)
             with self.units():
                 cand = ib.let("cand", self.gate(1, self.pre(2)))
                 self.commit(self.blend(zs[self.j], cand), None)

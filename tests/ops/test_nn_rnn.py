@@ -18,7 +18,9 @@ from ember.ir.ops.nn_rnn import (
 )
 from ember.lowering.legalize import legalize
 from ember.lowering.lower_group import lower_group
+from ember.ops import nn_rnn
 from ember.ops.nn_conv_f32 import INTERPRET_EXTERNS
+from ember.ops.nn_rnn import projection_unit
 from ember.ops.registry import find_legalizer
 
 GATES = {"nn.rnn": 1, "nn.gru": 3, "nn.lstm": 4}
@@ -238,3 +240,55 @@ def test_input_projection_tiles_call_the_kernel_on_avx2_c():
     np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
     assert "ember_f32_conv_tile" in str(prim)
     assert "ember_f32_conv_tile" not in str(lower_group(func, "kernel", "llvm -mcpu=haswell"))
+
+
+def test_recurrent_products_alternate_block_order_with_equal_results(monkeypatch):
+    """Every other step walks R's column blocks backwards (nn_rnn.SNAKE), with bitwise
+    the same outputs as the forward walk."""
+    params, node, values = _build("nn.lstm", 4, 1, 3, 24, 2)
+    calls = _legal_ops(params, node)
+    (rec,) = (n for n in calls if n.op.name == "nn.recurrence")
+    args = [evaluate(Function(tuple(params), a), values)[0] for a in rec.args]
+    segments = recurrence_segments("lstm", 24, False)
+    args[1] = pack_recurrent_weight(unpack_recurrent_weight(args[1], segments), segments, 8)
+    attrs = {**dict(rec.attrs), "block": 8}
+    fparams = [Var(f"a{i}", TensorType(a.shape, a.dtype.name)) for i, a in enumerate(args)]
+    body = call("nn.recurrence", *fparams, **attrs)
+    results = []
+    for snake in (False, True):
+        monkeypatch.setattr(nn_rnn, "SNAKE", snake)
+        func = lower_group(Function(tuple(fparams), body), "recurrence")
+        assert ("jb: int32 = " in str(func)) == snake
+        want = rec.op.reference(args, Attrs(attrs))
+        outs = [np.zeros_like(w) for w in want]
+        tir.interpret(func, [np.ascontiguousarray(a) for a in args] + outs)
+        results.append(outs)
+    for forward, snaking in zip(*results, strict=True):
+        np.testing.assert_array_equal(forward, snaking)
+
+
+def test_projection_unit_is_sixteen_columns_where_it_divides():
+    assert projection_unit(256) == 16 and projection_unit(24) == 8 and projection_unit(5) == 5
+
+
+def test_large_constant_matmul_of_few_rows_is_streamed_in_column_blocks():
+    """nn.matmul's legalizer packs a large constant rhs times few rows in column blocks of
+    16 (nn_rnn.streamed_matmul) and transposes back; the values stay."""
+    rng = np.random.default_rng(2)
+    x = Var("x", TensorType((24, 1, 512), "float32"))
+    big = rng.standard_normal((512, 256)).astype("float32")
+    node = call("nn.matmul", x, const(big))
+    legal = legalize(IRModule({"main": Function((x,), node)}))
+    calls = [n for n in post_order(legal.main.body) if isinstance(n, Call)]
+    (mm,) = (n for n in calls if n.op.name == "nn.matmul")
+    assert mm.args[1].type.shape == (16, 512, 16)
+    xs = rng.standard_normal((24, 1, 512)).astype("float32")
+    (got,) = evaluate(legal.main, [xs])
+    np.testing.assert_allclose(got, xs @ big, rtol=1e-4, atol=1e-4)
+    # a small weight, or many rows, keep the plain (K, N) product
+    for rows, cols in [(24, 64), (256, 256)]:
+        y = Var("y", TensorType((rows, 512), "float32"))
+        w = const(rng.standard_normal((512, cols)).astype("float32"))
+        out = legalize(IRModule({"main": Function((y,), call("nn.matmul", y, w))}))
+        mms = [n for n in post_order(out.main.body) if isinstance(n, Call)]
+        assert [n.args[1].type.shape for n in mms if n.op.name == "nn.matmul"] == [(512, cols)]
