@@ -33,7 +33,6 @@ from ember.ops.nn_schedule import (
 )
 from ember.ops.registry import ScheduleContext
 from ember.tir import PrimExpr, te
-from ember.tir.te.lower import STACK_LIMIT_BYTES
 
 #: output rows at least this wide are computed as NCHW rows (depthwise_rows), narrower ones
 #: channel-blocked.
@@ -46,18 +45,10 @@ _PER_CHANNEL = {MATERIALIZE: True, "per_channel": True}
 
 def use_rows(out_shape: tuple[int, ...], in_shape: tuple[int, ...], attrs: Attrs) -> bool:
     """Whether a depthwise convolution of ``in_shape`` data with output ``out_shape`` runs
-    as NCHW rows: wide outputs, and when strided, a padded channel that fits the stack (its
-    copies are made per channel; larger ones, made in a heap workspace per channel, are
-    slower than the channel-blocked form: DBNet's 32 channels at 160x160, stride 2)."""
-    if len(out_shape) < 3 or int(out_shape[-1]) < ROW_MIN_WIDTH:
-        return False
-    nsp = len(in_shape) - 2
-    if spatial(attrs, "strides", nsp, 1)[-1] == 1:
-        return True
-    plane = 4  # bytes of a float32 (float64 rows are twice as large: a conservative bound)
-    for k, (b, e) in enumerate(padding(attrs, nsp)):
-        plane *= int(in_shape[2 + k]) + b + e
-    return plane <= STACK_LIMIT_BYTES
+    as NCHW rows: outputs at least ROW_MIN_WIDTH wide (strided ones too: their copies are
+    made per output row, so any plane size fits the stack)."""
+    del in_shape, attrs  # the choice depends on the output width alone
+    return len(out_shape) >= 3 and int(out_shape[-1]) >= ROW_MIN_WIDTH
 
 
 def _split_padded(
@@ -131,12 +122,14 @@ ROW_TILE = 64
 def schedule_depthwise(ctx: ScheduleContext) -> None:
     """nn.conv_depthwise_packed: NCHW rows (a reduction stage tagged ``rows``) register-tiled
     along the width, their accumulators t / 8 vectors whose loops run ``taps..., w/8
-    (unrolled), w%8 (vectorised)``: stride 1 computes a tile per parallel iteration of the
-    output (``n, c, h, w/t``) from a padded copy made at root; strided ones compute a whole
-    channel per parallel iteration, its two copies (padded, split by parity) made in that
-    iteration so that they stay in cache (96x112x112 stride 2, one thread, CPU time: copies
-    at root 1.5 ms, per channel 0.9 ms). The channel-blocked form takes
-    schedule_packed_conv."""
+    (unrolled), w%8 (vectorised)``, t the widest multiple of 8 dividing the width (_row_cols):
+    stride 1 computes a tile per parallel iteration of the output (``n, c, h, w/t``) from a
+    padded copy made at root; strided ones compute a row per parallel iteration (``n, c,
+    h``), its two copies (padded, split by parity) made in that iteration for the rows it
+    reads. Measured one thread, CPU time, busy machine, median (per channel -> per row):
+    96x112x112 stride 2 1.21 -> 0.83 ms, 144x56x56 0.46 -> 0.29 ms; DBNet's 32x160x160
+    (channel-blocked before: its plane outgrew the stack) 2.0 -> 1.35 ms. The
+    channel-blocked form takes schedule_packed_conv."""
     sch = ctx.sch
     outputs = list(ctx.group_outputs)
     reds = reduction_stages(sch, outputs)
@@ -153,14 +146,13 @@ def schedule_depthwise(ctx: ScheduleContext) -> None:
     axes = list(op.axis)
     copies = _per_channel(sch)
     work = _size(axes) * _size(acc_op.reduce_axis)
-    if len(copies) == 1:
-        cols = _tile_cols(_extent(axes[-1]), ROW_TILE)
+    if len(copies) == 1:  # stride 1: a row tile per iteration, the padded copy at root
+        cols = _row_cols(_extent(axes[-1]))
         wo, wi = main.split(axes[-1], factor=cols)
         outer = main.fuse(*axes[:-1], wo)
         main.vectorize(wi)
-        materialize_tagged(sch, outputs)
-    else:
-        outer = main.fuse(*axes[:2])
+    else:  # strided: a row per iteration, its copies made there
+        outer = main.fuse(*axes[:-1])
         if _extent(axes[-1]) >= MIN_VECTOR_EXTENT:
             main.vectorize(axes[-1])
     if work >= MIN_PARALLEL_WORK and _extent(outer) > 1:
@@ -170,17 +162,18 @@ def schedule_depthwise(ctx: ScheduleContext) -> None:
     if len(copies) == 1:
         _tile_row(acc, a_axes[-1], cols, a_axes[:-1])
     else:
-        cols = _tile_cols(_extent(a_axes[-1]), ROW_TILE)
+        cols = _row_cols(_extent(a_axes[-1]))
         wo, wi = acc.split(a_axes[-1], factor=cols)
         _tile_row(acc, wi, cols, [*a_axes[:-1], wo])
-        parent, at = acc, a_axes[1]
+        row = len(a_axes) - 2
+        parent, at = acc, a_axes[row]
         for stage in reversed(copies):  # the split copy reads the padded one
             stage.compute_at(parent, at)
             copy_op = stage.op
             assert isinstance(copy_op, te.ComputeOp)
             stage.vectorize(copy_op.axis[-1])
-            parent, at = stage, copy_op.axis[1]
-        materialize_tagged(sch, outputs)
+            parent, at = stage, copy_op.axis[row]
+    materialize_tagged(sch, outputs)
 
 
 #: channel-blocked rows at most this wide are one register tile (2 x width accumulators):
@@ -193,6 +186,14 @@ def _blocked_cols(out: te.Tensor) -> int:
     shape = static_shape(out)
     width = int(shape[-1]) if len(shape) >= 3 else 0
     return width if 0 < width <= WHOLE_ROW_COLS else 0
+
+
+def _row_cols(width: int) -> int:
+    """The columns of a row tile: the widest multiple of ROW_LANES up to ROW_TILE that
+    divides ``width`` (80 -> 40, 112 -> 56: no guarded tail inside the taps' loops), else
+    _tile_cols's choice."""
+    exact = [c for c in range(ROW_LANES, ROW_TILE + 1, ROW_LANES) if width % c == 0]
+    return max(exact) if exact else _tile_cols(width, ROW_TILE)
 
 
 def _tile_row(acc: te.Stage, axis: te.IterVar, cols: int, before: list[te.IterVar]) -> None:

@@ -9,7 +9,7 @@ import pytest
 from ember import tir
 from ember.ir import Attrs, Function, TensorType, Var, call, evaluate
 from ember.lowering.lower_group import lower_group
-from ember.ops.nn_depthwise import ROW_MIN_WIDTH, use_rows
+from ember.ops.nn_depthwise import ROW_MIN_WIDTH, _row_cols, use_rows
 from ember.testing.onnx_models import build_model, node
 
 
@@ -51,16 +51,31 @@ def test_rows_lowering_matches_reference(xshape, wshape, attrs, epilogue):
     assert "vectorized(8)" in text or "vectorized(" in text
 
 
-def test_only_wide_outputs_and_small_strided_planes_use_rows():
+def test_only_wide_outputs_use_rows():
     one = Attrs({"strides": (1, 1), "padding": (1, 1, 1, 1)})
     two = Attrs({"strides": (2, 2), "padding": (1, 1, 1, 1)})
     w = ROW_MIN_WIDTH
     assert use_rows((1, 8, 4, w), (1, 8, 4, w), one)
     assert not use_rows((1, 8, 4, w - 1), (1, 8, 4, w - 1), one)
     assert use_rows((1, 8, 56, 56), (1, 8, 112, 112), two)
-    assert not use_rows((1, 8, 80, 80), (1, 8, 160, 160), two)  # the copies would not fit
+    assert use_rows((1, 8, 80, 80), (1, 8, 160, 160), two)  # copies per row: any plane fits
     assert use_rows((1, 8, 160, 160), (1, 8, 160, 160), one)
     assert not use_rows((1, 8), (1, 8), Attrs({}))
+
+
+def test_strided_copies_are_made_per_output_row():
+    # DBNet's stride-2 layer at 160 columns: the split copy holds the 3 input rows of one
+    # output row (3 x 2 x 81 floats), the padded one a row at a time, on the stack
+    attrs = {"strides": (2, 2), "padding": (1, 1, 1, 1)}
+    text = _lowered((1, 8, 6, 160), (1, 3, 3, 8), attrs, True)
+    assert 'pad_split = allocate(Buffer((1, 1, 3, 2, 81), "float32", scope="local"), stack)' in text
+    assert 'pad = allocate(Buffer((1, 1, 1, 162), "float32", scope="local"), stack)' in text
+    assert 'conv = allocate(Buffer((1, 1, 1, 80), "float32", scope="local"), stack)' in text
+
+
+def test_row_tiles_divide_the_width():
+    assert _row_cols(80) == 40 and _row_cols(112) == 56 and _row_cols(56) == 56
+    assert _row_cols(64) == 64 and _row_cols(30) == 30
 
 
 def _model(c: int, size: tuple[int, int], stride: int, dilation: int, pads, bias: bool):
