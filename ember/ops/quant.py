@@ -247,6 +247,23 @@ def quantized_dense_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) 
     return _layer_extern("ember_q8_dense", "q8_dense", inputs, ty, nbytes, ints)
 
 
+@register_compute("quantized_matmul_integer_int8")
+def quantized_matmul_integer_int8(
+    inputs: list[te.Tensor], attrs: Attrs, out_type: Type
+) -> te.Tensor:
+    """``ember_q8_matmul_integer``: the dense tiles, int32 out, a run-time zero point."""
+    x = inputs[0]
+    ty = out_tensor_type(out_type)
+    shape = static_shape(x)
+    k, n = int(shape[-1]), int(attrs["units"])
+    rows = 1
+    for d in shape[:-1]:
+        rows *= int(d)
+    nbytes = (rows + 3) // 4 * 4 * ((k + 3) // 4 * 4) + 4 * ((n + 15) // 16 * 16) + 64
+    ints = [rows, k, n, int(bool(attrs["flip"])) * 128]
+    return _layer_extern("ember_q8_matmul_integer", "q8_mmi", inputs, ty, nbytes, ints)
+
+
 @register_compute("quantized_add_int8")
 def quantized_add_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
     """``ember_q8_qlinear_add``: the arithmetic of ``quantized_add`` with FMA instructions."""
@@ -294,6 +311,11 @@ def _c_only(ctx: ScheduleContext) -> None:
     )
 
 
-_INT8_OPS = ("quantized_conv_int8", "quantized_dwconv_int8", "quantized_dense_int8")
+_INT8_OPS = (
+    "quantized_conv_int8",
+    "quantized_dwconv_int8",
+    "quantized_dense_int8",
+    "quantized_matmul_integer_int8",
+)
 for _name in (*_INT8_OPS, "quantized_add_int8", "quantized_max_pool_int8"):
     register_schedule(_name, key="llvm")(_c_only)

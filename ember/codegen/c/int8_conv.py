@@ -260,8 +260,37 @@ typedef struct {
   const float* mult;
   const ember_q8_epi* e;
   uint8_t* y;
+  int32_t* y32; /* MatMulInteger: acc + bias stored as int32 (no requantization) */
   int R, N, k4;
 } ember_q8_dense_job;
+
+#if defined(__AVX2__)
+/* acc + bias as int32, `count` columns of a row */
+static inline void ember_q8_store16_i32(__m256i a0, __m256i a1, int32_t* dst, int count) {
+  if (count == 16) {
+    _mm256_storeu_si256((__m256i*)dst, a0);
+    _mm256_storeu_si256((__m256i*)(dst + 8), a1);
+  } else {
+    int32_t tmp[16];
+    _mm256_storeu_si256((__m256i*)tmp, a0);
+    _mm256_storeu_si256((__m256i*)(tmp + 8), a1);
+    memcpy(dst, tmp, (size_t)count * 4);
+  }
+}
+#endif
+
+/* rows [R, K] of x into rows of ldr bytes (zero past K, and rows R..R4 zero), top bit
+   flipped by `flip` */
+static inline void ember_q8_unsigned_rows(const uint8_t* x, int R, int R4, int K, int ldr,
+                                          uint8_t flip, uint8_t* xr) {
+  for (int r = 0; r < R; ++r) {
+    const uint8_t* src = x + (long)r * K;
+    uint8_t* dst = xr + (long)r * ldr;
+    for (int k = 0; k < K; ++k) dst[k] = (uint8_t)(src[k] ^ flip);
+    for (int k = K; k < ldr; ++k) dst[k] = 0;
+  }
+  memset(xr + (long)R * ldr, 0, (size_t)(R4 - R) * ldr);
+}
 
 /* weight panels [begin, end) times every row of x */
 static int32_t ember_q8_dense_range(int64_t begin, int64_t end, void* cdata) {
@@ -277,6 +306,13 @@ static int32_t ember_q8_dense_range(int64_t begin, int64_t end, void* cdata) {
       ember_q8_tile_rows_u8(j->xr + (long)r0 * ldr, ldr, panel, k4, acc);
       const __m256i b0 = _mm256_loadu_si256((const __m256i*)(j->bias + n0));
       const __m256i b1 = _mm256_loadu_si256((const __m256i*)(j->bias + n0 + 8));
+      if (j->y32) {
+        for (int i = 0; i < rws; ++i)
+          ember_q8_store16_i32(_mm256_add_epi32(acc[2 * i], b0),
+                               _mm256_add_epi32(acc[2 * i + 1], b1),
+                               j->y32 + (long)(r0 + i) * N + n0, count);
+        continue;
+      }
       const __m256 m0 = _mm256_loadu_ps(j->mult + n0), m1 = _mm256_loadu_ps(j->mult + n0 + 8);
       for (int i = 0; i < rws; ++i)
         ember_q8_store16(_mm256_add_epi32(acc[2 * i], b0), _mm256_add_epi32(acc[2 * i + 1], b1),
@@ -285,9 +321,14 @@ static int32_t ember_q8_dense_range(int64_t begin, int64_t end, void* cdata) {
       int32_t acc[4][16];
       ember_q8_tile_ref(j->xr + (long)r0 * ldr, ldr, panel, k4, 1, acc);
       for (int i = 0; i < rws; ++i)
-        for (int c = 0; c < count; ++c)
-          ember_q8_store1(acc[i][c] + j->bias[n0 + c], j->mult[n0 + c], j->e,
-                          j->y + (long)(r0 + i) * N + n0 + c);
+        for (int c = 0; c < count; ++c) {
+          const int32_t a = acc[i][c] + j->bias[n0 + c];
+          const long at = (long)(r0 + i) * N + n0 + c;
+          if (j->y32)
+            j->y32[at] = a;
+          else
+            ember_q8_store1(a, j->mult[n0 + c], j->e, j->y + at);
+        }
 #endif
     }
   }
@@ -302,11 +343,9 @@ static inline int32_t ember_q8_dense(const void* x_, const void* w_, const int32
   const int k4 = (K + 3) / 4, ldr = 4 * k4, R4 = (R + 3) / 4 * 4, npan = (N + 15) / 16;
   const ember_q8_epi e = ember_q8_epilogue(zy, relu, is_signed);
   uint8_t* xr = (uint8_t*)scratch;
-  for (int r = 0; r < R4; ++r) {
-    for (int k = 0; k < ldr; ++k)
-      xr[(long)r * ldr + k] = (r < R && k < K) ? (uint8_t)(x[(long)r * K + k] ^ flip) : 0;
-  }
-  ember_q8_dense_job job = {xr, (const uint8_t*)w_, bias, mult, &e, (uint8_t*)y_, R, N, k4};
+  ember_q8_unsigned_rows(x, R, R4, K, ldr, (uint8_t)flip, xr);
+  ember_q8_dense_job job = {xr, (const uint8_t*)w_, bias, mult, &e, (uint8_t*)y_, NULL,
+                            R, N, k4};
   const int par = EmberBackendGetNumThreads() > 1 && (long)R * K * N >= EMBER_Q8_PAR_MACS;
   return EmberBackendParallelFor(ember_q8_dense_range, &job, npan, par ? 1 : npan, 0) == 0 ? 0
                                                                                           : -1;

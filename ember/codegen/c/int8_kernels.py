@@ -27,9 +27,12 @@ with them; zero-point corrections (weight row sums) are folded into the bias at 
 from __future__ import annotations
 
 from ember.codegen.c.int8_conv import INT8_CONV_C
+from ember.codegen.c.int8_dynamic import INT8_DYNAMIC_C
 
 #: the call_extern names this file defines.
-INT8_KERNEL_NAMES: frozenset[str] = frozenset({"ember_q8_conv", "ember_q8_dense"})
+INT8_KERNEL_NAMES: frozenset[str] = frozenset(
+    {"ember_q8_conv", "ember_q8_dense", "ember_q8_matmul_integer"}
+)
 
 #: key of the helper block in a FileContext.
 HELPER_KEY = "0d_ember_q8"
@@ -210,5 +213,6 @@ static inline void ember_q8_pack(const uint8_t* base, const long* offs, int K,
 }
 """
 
-#: the whole helper block: tiles, packing, stores, then the conv and dense drivers.
-INT8_KERNELS_C = _TILES_C + INT8_CONV_C
+#: the whole helper block: tiles, packing, stores, then the conv, dense and MatMulInteger
+#: drivers.
+INT8_KERNELS_C = _TILES_C + INT8_CONV_C + INT8_DYNAMIC_C
