@@ -6,7 +6,8 @@ run-time tensor, the int32 product is cast to float and scaled after it. The imp
 makes that ``nn.matmul(int32(x_q) - int32(x_zp), int32(W_q) - int32(W_zp))``; with a
 constant 2-D weight whose ``vpmaddubsw`` pair sums cannot saturate (the 7-bit weights of
 ``reduce_range``), this becomes ``quantized_matmul_integer_int8`` (the dense int8 tiles,
-int32 out, exact)."""
+int32 out, exact); an ungrouped 2-D ``nn.conv`` of that form (ConvInteger) becomes
+``quantized_conv_integer_int8`` (the convolution's driver, int32 out)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import numpy as np
 
 from ember.ir.expr import Call, Constant, Expr, call
 from ember.ir.op import OpDef
-from ember.transform.qdq_int8 import fits_maddubs, pack_dense_panels
+from ember.transform.qdq_int8 import fits_maddubs, pack_conv_rows, pack_dense_panels
 
 _8BIT = ("int8", "uint8")
 
@@ -85,4 +86,31 @@ def matmul_integer_int8(mm: Call) -> Expr | None:
     return call(
         "quantized_matmul_integer_int8", x, zp, panels, Constant(colsum), units=n, flip=flip,
         name=mm.name,
+    )  # fmt: skip
+
+
+def conv_integer_int8(conv: Call) -> Expr | None:
+    """``quantized_conv_integer_int8`` for an ungrouped int32 2-D ``nn.conv`` of 8-bit data
+    (minus a scalar zero point) by a constant integer weight, or None."""
+    if _op(conv) != "nn.conv" or conv.tensor_type.dtype != "int32":
+        return None
+    if int(conv.attrs["groups"]) != 1 or conv.tensor_type.ndim != 4:
+        return None
+    data = _data(conv.args[0])
+    w = _int_value(conv.args[1])
+    if data is None or w is None or w.ndim != 4:
+        return None
+    if w.min(initial=0) < -128 or w.max(initial=0) > 127:
+        return None
+    rows = pack_conv_rows(w)
+    if not fits_maddubs(rows):
+        return None
+    x, zp = data
+    m = w.shape[0]
+    attrs = {k: conv.attrs[k] for k in ("strides", "padding", "dilation")}
+    return call(
+        "quantized_conv_integer_int8", x, zp, Constant(rows),
+        Constant(w.reshape(m, -1).sum(axis=1).astype(np.int32)),
+        flip=x.tensor_type.dtype == "int8", kernel=tuple(int(d) for d in w.shape[2:]),
+        channels=m, name=conv.name, **attrs,
     )  # fmt: skip

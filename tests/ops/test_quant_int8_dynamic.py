@@ -9,7 +9,7 @@ from onnx import helper
 
 from ember.frontend import from_onnx
 from ember.ir import Call, post_order
-from ember.testing import build_model, run_onnx_compiled, run_onnxruntime
+from ember.testing import build_model, run_onnx_compiled, run_onnx_reference, run_onnxruntime
 from ember.transform import PassContext, optimize
 
 pytestmark = pytest.mark.cc
@@ -17,6 +17,7 @@ RNG = np.random.default_rng(11)
 #: a CPU without AVX2 (x86-64-v2: SSE4.2): the portable C loops
 PORTABLE = "c -mcpu=x86-64-v2"
 OP = "quantized_matmul_integer_int8"
+OP_CONV = "quantized_conv_integer_int8"
 
 
 def _ops(model) -> set[str]:
@@ -74,3 +75,28 @@ def test_matmul_integer_full_range_weight_stays_int32() -> None:
     model = build_model([node], {"x": ("uint8", (4, 8))}, ["y"], {"w": w}, 13)
     x = RNG.integers(0, 256, (4, 8)).astype(np.uint8)
     _check(model, {"x": x}, x.astype(np.int32) @ w.astype(np.int32), used=False)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize(
+    "kernel,strides,pads,shape",
+    [((3, 3), (1, 1), (1, 1, 1, 1), (1, 5, 9, 11)), ((3, 3), (2, 2), (1, 0, 1, 2), (2, 6, 13, 10)),
+     ((1, 1), (1, 1), (0, 0, 0, 0), (1, 7, 7, 7)), ((1, 1), (2, 2), (0, 0, 0, 0), (1, 4, 9, 9))],
+)  # fmt: skip
+def test_conv_integer(dtype: str, kernel, strides, pads, shape) -> None:
+    """ConvInteger with a zero point input (the padding), stride 1 and 2, 1x1 and 3x3,
+    positions not a multiple of 16, channels not of 4."""
+    lo, hi = (-128, 128) if dtype == "int8" else (0, 256)
+    m = 6
+    w = RNG.integers(-64, 64, (m, shape[1], *kernel)).astype(np.int8)
+    node = helper.make_node(
+        "ConvInteger", ["x", "w", "xz"], ["y"], strides=list(strides), pads=list(pads)
+    )
+    model = build_model([node], {"x": (dtype, shape), "xz": (dtype, ())}, ["y"], {"w": w}, 13)
+    x = RNG.integers(lo, hi, shape).astype(dtype)
+    feeds = {"x": x, "xz": np.asarray(-5 if dtype == "int8" else 133, dtype)}
+    if OP_CONV not in _ops(model):
+        raise AssertionError(f"{OP_CONV} not used")
+    want = run_onnx_reference(model, feeds)[0]
+    np.testing.assert_array_equal(run_onnx_compiled(model, feeds)[0], want)
+    np.testing.assert_array_equal(run_onnx_compiled(model, feeds, target=PORTABLE)[0], want)

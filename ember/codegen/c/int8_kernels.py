@@ -31,7 +31,7 @@ from ember.codegen.c.int8_dynamic import INT8_DYNAMIC_C
 
 #: the call_extern names this file defines.
 INT8_KERNEL_NAMES: frozenset[str] = frozenset(
-    {"ember_q8_conv", "ember_q8_dense", "ember_q8_matmul_integer"}
+    {"ember_q8_conv", "ember_q8_dense", "ember_q8_matmul_integer", "ember_q8_conv_integer"}
 )
 
 #: key of the helper block in a FileContext.
