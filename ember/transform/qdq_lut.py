@@ -155,6 +155,8 @@ def lut_chain(root: Call) -> Expr | None:
         out = call("take", Constant(table), call("cast", x, dtype="int32"), axis=0)
     for move in on_path:
         out = call(_op(move).name, out, **dict(move.attrs))  # type: ignore[attr-defined, union-attr]
+    if tuple(out.tensor_type.shape) != tuple(root.tensor_type.shape):
+        return None  # a one-element constant of a higher rank broadcast the chain
     return out
 
 

@@ -95,3 +95,18 @@ def test_chain_with_a_vector_constant_stays_float() -> None:
     assert "take" not in ops and "sigmoid" in ops, ops
     np.testing.assert_array_equal(run_onnx_compiled(model, feeds)[0],
                                   run_onnxruntime(model, feeds)[0])  # fmt: skip
+
+
+def test_rank_raising_constant_keeps_the_float_chain() -> None:
+    """A one-element constant of a higher rank broadcasts the chain to that rank: the table
+    (of the data's shape) would not fit, so the chain stays as it is."""
+    nodes, inits = _qdq("x", "xf", "uint8", 0.05, 100)
+    inits["c"] = np.full((1, 1, 1), 0.5, np.float32)
+    nodes.append(helper.make_node("Mul", ["x_f", "c"], ["m_raw"]))
+    more, extra = _qdq("m", "m_raw", "uint8", 0.03, 10)
+    model = build_model(nodes + more, {"xf": ("float32", (3, 4))}, ["m_f"], inits | extra, 17)
+    feeds = {"xf": RNG.standard_normal((3, 4)).astype(np.float32)}
+    assert "take" not in _ops(model)
+    got = run_onnx_compiled(model, feeds)[0]
+    assert got.shape == (1, 3, 4)
+    np.testing.assert_array_equal(got, run_onnxruntime(model, feeds)[0])
