@@ -43,7 +43,8 @@ def _int_value(expr: Expr) -> np.ndarray | None:
 
 
 def _data(expr: Expr) -> tuple[Expr, Expr] | None:
-    """(8-bit data, its 8-bit scalar zero point) of ``int32(x) [- int32(zp)]``, else None."""
+    """(8-bit data, its 8-bit scalar zero point) of ``int32(x) - int32(zp)``, both computed
+    at run time, else None."""
     zp: Expr | None = None
     if _op(expr) == "subtract":
         expr, z = expr.args  # type: ignore[attr-defined]
@@ -58,8 +59,10 @@ def _data(expr: Expr) -> tuple[Expr, Expr] | None:
     dtype = x.tensor_type.dtype
     if dtype not in _8BIT:
         return None
-    if zp is None:
-        zp = Constant(np.zeros((), dtype))
+    # the kernel reads both from memory: a constant (inlined by the lowering as a value)
+    # cannot be its argument; constant data folds anyway, a constant zero point stays int32
+    if zp is None or isinstance(zp, Constant) or isinstance(x, Constant):
+        return None
     zt = zp.tensor_type
     if zt.dtype != dtype or zt.size != 1:
         return None

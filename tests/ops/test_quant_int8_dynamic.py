@@ -100,3 +100,13 @@ def test_conv_integer(dtype: str, kernel, strides, pads, shape) -> None:
     want = run_onnx_reference(model, feeds)[0]
     np.testing.assert_array_equal(run_onnx_compiled(model, feeds)[0], want)
     np.testing.assert_array_equal(run_onnx_compiled(model, feeds, target=PORTABLE)[0], want)
+
+
+def test_matmul_integer_constant_zero_point_stays_int32() -> None:
+    """A constant (or absent) zero point: the int32 path (the kernel reads its zero point
+    from memory; the lowering inlines constants as values)."""
+    w = RNG.integers(-64, 64, (8, 16)).astype(np.int8)
+    node = helper.make_node("MatMulInteger", ["x", "w", "xz"], ["y"])
+    model = build_model([node], {"x": ("uint8", (4, 8))}, ["y"], {"w": w, "xz": np.uint8(3)}, 13)
+    x = RNG.integers(0, 256, (4, 8)).astype(np.uint8)
+    _check(model, {"x": x}, (x.astype(np.int32) - 3) @ w.astype(np.int32), used=False)
