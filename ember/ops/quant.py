@@ -184,11 +184,9 @@ def _epilogue(attrs: Attrs, out_type: Type) -> list[int]:
     return [int(attrs["y_zero_point"]), int(bool(attrs["relu"])), int(signed)]
 
 
-@register_compute("quantized_conv_int8")
-def quantized_conv_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
-    """``ember_q8_conv``: patches packed per chunk of 16-position panels, 4x16 int8 tiles."""
-    x = inputs[0]
-    ty = out_tensor_type(out_type)
+def _conv_plan(x: te.Tensor, attrs: Attrs, out_type: Type, ybytes: int) -> tuple[list[int], int]:
+    """(geometry ints N..dw, scratch bytes) of ``ember_q8_conv``'s driver; ``ybytes``: output
+    bytes per position of a 4-row block (4 requantized, 16 int32)."""
     n, c, h, w, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw = _conv_geometry(x, attrs, out_type)
     k4 = (c * kh * kw + 3) // 4
     npan = (oh * ow + 15) // 16
@@ -201,15 +199,33 @@ def quantized_conv_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -
     subsample = not flat and (sh, sw) != (1, 1)  # 1x1 strided
     image = c * sh * sw * hq * wq + wq + 64 if flat else (c * oh * ow if subsample else 0)
     # a serial run's panels | ybuf | im2col rows follow (64-aligned); parallel tasks allocate
-    task = chunk * k4 * 64 + 4 * ld + (0 if flat else c * kh * kw * ld) + 64
+    task = chunk * k4 * 64 + ybytes * ld + (0 if flat else c * kh * kw * ld) + 64
     nbytes = 2 * 8 * 4 * k4 + ld + image + 64 + task
     m = int(attrs["channels"])
-    ints = [n, c, h, w, m, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw]
+    return [n, c, h, w, m, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw, chunk], nbytes
+
+
+@register_compute("quantized_conv_int8")
+def quantized_conv_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """``ember_q8_conv``: patches packed per chunk of 16-position panels, 4x16 int8 tiles."""
+    ty = out_tensor_type(out_type)
+    geometry, nbytes = _conv_plan(inputs[0], attrs, out_type, 4)
+    ints, chunk = geometry[:-1], geometry[-1]
     flip = 128 if attrs["flip"] else 0  # the padding byte: the data's own zero point
     ints += [int(attrs["x_zero_point"]) ^ flip, flip]
     ints += [*_epilogue(attrs, out_type), chunk]
 
     return _layer_extern("ember_q8_conv", "q8_conv", inputs, ty, nbytes, ints)
+
+
+@register_compute("quantized_conv_integer_int8")
+def quantized_conv_integer_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """``ember_q8_conv_integer``: the convolution's driver, int32 out, a run-time zero point."""
+    ty = out_tensor_type(out_type)
+    geometry, nbytes = _conv_plan(inputs[0], attrs, out_type, 16)
+    ints = geometry[:-1] + [int(bool(attrs["flip"])) * 128, geometry[-1]]
+    nbytes += (4 * int(attrs["channels"]) + 63) // 64 * 64
+    return _layer_extern("ember_q8_conv_integer", "q8_convi", inputs, ty, nbytes, ints)
 
 
 @register_compute("quantized_dwconv_int8")
@@ -245,6 +261,23 @@ def quantized_dense_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) 
     ints += _epilogue(attrs, out_type)
 
     return _layer_extern("ember_q8_dense", "q8_dense", inputs, ty, nbytes, ints)
+
+
+@register_compute("quantized_matmul_integer_int8")
+def quantized_matmul_integer_int8(
+    inputs: list[te.Tensor], attrs: Attrs, out_type: Type
+) -> te.Tensor:
+    """``ember_q8_matmul_integer``: the dense tiles, int32 out, a run-time zero point."""
+    x = inputs[0]
+    ty = out_tensor_type(out_type)
+    shape = static_shape(x)
+    k, n = int(shape[-1]), int(attrs["units"])
+    rows = 1
+    for d in shape[:-1]:
+        rows *= int(d)
+    nbytes = (rows + 3) // 4 * 4 * ((k + 3) // 4 * 4) + 4 * ((n + 15) // 16 * 16) + 64
+    ints = [rows, k, n, int(bool(attrs["flip"])) * 128]
+    return _layer_extern("ember_q8_matmul_integer", "q8_mmi", inputs, ty, nbytes, ints)
 
 
 @register_compute("quantized_add_int8")
@@ -294,6 +327,12 @@ def _c_only(ctx: ScheduleContext) -> None:
     )
 
 
-_INT8_OPS = ("quantized_conv_int8", "quantized_dwconv_int8", "quantized_dense_int8")
+_INT8_OPS = (
+    "quantized_conv_int8",
+    "quantized_dwconv_int8",
+    "quantized_dense_int8",
+    "quantized_matmul_integer_int8",
+    "quantized_conv_integer_int8",
+)
 for _name in (*_INT8_OPS, "quantized_add_int8", "quantized_max_pool_int8"):
     register_schedule(_name, key="llvm")(_c_only)

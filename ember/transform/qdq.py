@@ -35,7 +35,9 @@ from ember.ir.op import OpDef
 from ember.ir.ops.nn_conv import pack_conv_weight
 from ember.ir.ops.quant import QUANT_DTYPES, quant_pack_block, quant_range
 from ember.transform._util import map_bodies, rewrite_graph, use_counts
+from ember.transform.qdq_dynamic import conv_integer_int8, matmul_integer_int8
 from ember.transform.qdq_int8 import int8_layer, int8_pool
+from ember.transform.qdq_lut import lut_chain
 
 _LINEAR = ("nn.conv", "nn.dense", "nn.matmul")
 
@@ -259,17 +261,22 @@ def fuse_qdq(mod: IRModule, int8_kernels: bool = True) -> IRModule:
         uses = use_counts(root)
 
         def rule(old: Expr, rebuilt: Expr, new: Mapping[int, Expr]) -> Expr | None:
+            if int8_kernels and _op(old) == "nn.matmul":  # MatMulInteger (dynamic)
+                return matmul_integer_int8(rebuilt)  # type: ignore[arg-type]
+            if int8_kernels and _op(old) == "nn.conv":  # ConvInteger (dynamic)
+                return conv_integer_int8(rebuilt)  # type: ignore[arg-type]
             if _op(old) != "quantize":
                 return None
             assert isinstance(old, Call)
             m = _match(old, uses)
             if m is not None:
                 return _rewrite(old, m, new, int8_kernels)
-            if uses.get(id(old.args[0])) != 1:
-                return None
-            return _rewrite_add(old, new, uses, int8_kernels) or _rewrite_max_pool(
-                old, new, int8_kernels
-            )
+            if uses.get(id(old.args[0])) == 1:
+                out = _rewrite_add(old, new, uses, int8_kernels)
+                out = out or _rewrite_max_pool(old, new, int8_kernels)
+                if out is not None:
+                    return out
+            return lut_chain(rebuilt) if int8_kernels else None  # type: ignore[arg-type]
 
         return rewrite_graph(root, rule)
 

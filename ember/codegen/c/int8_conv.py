@@ -26,13 +26,37 @@ INT8_CONV_C = r"""
 /* work below this many multiply-adds runs on one thread (some 20 us) */
 #define EMBER_Q8_PAR_MACS 400000L
 
+#if defined(__AVX2__)
+/* acc + bias as int32, `count` columns of a row */
+static inline void ember_q8_store16_i32(__m256i a0, __m256i a1, int32_t* dst, int count) {
+  if (count == 16) {
+    _mm256_storeu_si256((__m256i*)dst, a0);
+    _mm256_storeu_si256((__m256i*)(dst + 8), a1);
+  } else {
+    int32_t tmp[16];
+    _mm256_storeu_si256((__m256i*)tmp, a0);
+    _mm256_storeu_si256((__m256i*)(tmp + 8), a1);
+    memcpy(dst, tmp, (size_t)count * 4);
+  }
+}
+#endif
+
 /* 4 weight rows x one 16-position panel of a convolution, requantized into y rows */
 static inline void ember_q8_conv_tile(const uint8_t* wrows, int ldw, const uint8_t* panel, int k4,
                                const int32_t* bias, const float* mult, int rows,
-                               const ember_q8_epi* e, uint8_t* y, long P, int count) {
+                               const ember_q8_epi* e, uint8_t* y, int32_t* y32, long P,
+                               int count) {
 #if defined(__AVX2__)
   __m256i acc[8];
   ember_q8_tile_panel_u8(wrows, ldw, panel, k4, acc);
+  if (y32 != NULL) { /* ConvInteger: acc + bias as int32 */
+    for (int i = 0; i < rows; ++i) {
+      const __m256i b = _mm256_set1_epi32(bias[i]);
+      ember_q8_store16_i32(_mm256_add_epi32(acc[2 * i], b), _mm256_add_epi32(acc[2 * i + 1], b),
+                           y32 + i * P, count);
+    }
+    return;
+  }
   for (int i = 0; i < rows; ++i) {
     const __m256i b = _mm256_set1_epi32(bias[i]);
     const __m256 m = _mm256_set1_ps(mult[i]);
@@ -43,7 +67,12 @@ static inline void ember_q8_conv_tile(const uint8_t* wrows, int ldw, const uint8
   int32_t acc[4][16];
   ember_q8_tile_ref(wrows, ldw, panel, k4, 0, acc);
   for (int i = 0; i < rows; ++i)
-    for (int j = 0; j < count; ++j) ember_q8_store1(acc[i][j] + bias[i], mult[i], e, y + i * P + j);
+    for (int j = 0; j < count; ++j) {
+      if (y32 != NULL)
+        y32[i * P + j] = acc[i][j] + bias[i];
+      else
+        ember_q8_store1(acc[i][j] + bias[i], mult[i], e, y + i * P + j);
+    }
 #endif
 }
 
@@ -55,6 +84,7 @@ typedef struct {
   const float* mult;
   const ember_q8_epi* e;
   uint8_t* yn;
+  int32_t* yn32; /* ConvInteger: int32 output (then yn is NULL) */
   const long* offs;  /* patch row k: mode 1 k * P, mode 2 its offset in the padded image */
   const long* offs2; /* k * ld: rows of the last, partial 1x1 panel */
   const uint8_t* zrow;
@@ -75,17 +105,22 @@ static void ember_q8_conv_chunk(const ember_q8_conv_job* j, int pc, uint8_t* pan
     ember_q8_pack(j->padded + p0, j->offs, K, j->zrow, k4, cp, (uint8_t)j->flip, panels);
     for (int o0 = 0; o0 < j->M; o0 += 4) {
       const int rws = j->M - o0 < 4 ? j->M - o0 : 4;
+      int32_t* ybuf32 = j->yn32 != NULL ? (int32_t*)ybuf : NULL;
       for (int pp = 0; pp < cp; ++pp)
         ember_q8_conv_tile(j->w + (long)o0 * ldw, ldw, panels + (long)pp * k4 * 64, k4,
-                           j->bias + o0, j->mult + o0, rws, j->e, ybuf + 16 * pp, ld, 16);
+                           j->bias + o0, j->mult + o0, rws, j->e, ybuf + 16 * pp,
+                           ybuf32 != NULL ? ybuf32 + 16 * pp : NULL, ld, 16);
       for (int i = 0; i < rws; ++i) {
         for (int f = p0; f < f1;) {
           const int oh = f / j->Wp, ow = f % j->Wp;
           const int run = j->Wp - ow < f1 - f ? j->Wp - ow : f1 - f;
           if (ow < j->OW) {
             const int n = j->OW - ow < run ? j->OW - ow : run;
-            ember_q8_copy(j->yn + (long)(o0 + i) * P + oh * j->OW + ow,
-                          ybuf + (long)i * ld + (f - p0), n);
+            const long at = (long)(o0 + i) * P + oh * j->OW + ow, from = (long)i * ld + f - p0;
+            if (ybuf32 != NULL)
+              memcpy(j->yn32 + at, ybuf32 + from, (size_t)n * 4);
+            else
+              ember_q8_copy(j->yn + at, ybuf + from, n);
           }
           f += run;
         }
@@ -109,9 +144,10 @@ static void ember_q8_conv_chunk(const ember_q8_conv_job* j, int pc, uint8_t* pan
     const int rws = j->M - o0 < 4 ? j->M - o0 : 4;
     for (int pp = 0; pp < cp; ++pp) {
       const int p = p0 + 16 * pp, count = P - p < 16 ? P - p : 16;
+      const long at = (long)o0 * P + p;
       ember_q8_conv_tile(j->w + (long)o0 * ldw, ldw, panels + (long)pp * k4 * 64, k4,
-                         j->bias + o0, j->mult + o0, rws, j->e, j->yn + (long)o0 * P + p, P,
-                         count);
+                         j->bias + o0, j->mult + o0, rws, j->e, j->yn + at,
+                         j->yn32 != NULL ? j->yn32 + at : NULL, P, count);
     }
   }
 }
@@ -125,7 +161,7 @@ static int32_t ember_q8_conv_range(int64_t begin, int64_t end, void* cdata) {
                         : (uint8_t*)EmberBackendAllocWorkspace(1, 0, (uint64_t)j->task_bytes, 1, 8);
   if (panels == NULL) return -1;
   uint8_t* ybuf = panels + (long)j->chunk * k4 * 64;
-  uint8_t* rows = ybuf + 4 * ld;
+  uint8_t* rows = ybuf + (j->yn32 != NULL ? 16 : 4) * ld; /* ybuf: 4 rows of bytes or int32 */
   for (int64_t u = begin; u < end; ++u)
     ember_q8_conv_chunk(j, (int)u * j->chunk, panels, ybuf, rows);
   if (j->own == NULL) EmberBackendFreeWorkspace(1, 0, panels);
@@ -177,15 +213,17 @@ static void ember_q8_phase_planes(const uint8_t* x, int C, int H, int W, int sh,
   }
 }
 
-static inline int32_t ember_q8_conv(const void* x_, const void* w_, const int32_t* bias,
-                                    const float* mult, void* y_, void* scratch, int32_t N,
-                                    int32_t C, int32_t H, int32_t W, int32_t M, int32_t KH,
-                                    int32_t KW, int32_t OH, int32_t OW, int32_t sh, int32_t sw,
-                                    int32_t ph, int32_t pw, int32_t dh, int32_t dw, int32_t xpad,
-                                    int32_t flip, int32_t zy, int32_t relu, int32_t is_signed,
-                                    int32_t chunk) {
+/* the convolution into bytes (requantized) or, with y32, int32 (acc + bias) */
+static int32_t ember_q8_conv_impl(const void* x_, const void* w_, const int32_t* bias,
+                                  const float* mult, void* y_, int32_t* y32, void* scratch,
+                                  int32_t N, int32_t C, int32_t H, int32_t W, int32_t M,
+                                  int32_t KH, int32_t KW, int32_t OH, int32_t OW, int32_t sh,
+                                  int32_t sw, int32_t ph, int32_t pw, int32_t dh, int32_t dw,
+                                  int32_t xpad, int32_t flip, int32_t zy, int32_t relu,
+                                  int32_t is_signed, int32_t chunk) {
   const uint8_t* x = (const uint8_t*)x_;
   uint8_t* y = (uint8_t*)y_;
+  const int ybytes = y32 != NULL ? 16 : 4; /* ybuf bytes per position of 4 rows */
   const int K = C * KH * KW, k4 = (K + 3) / 4, P = OH * OW, ld = 16 * chunk;
   const int pointwise = KH == 1 && KW == 1 && ph == 0 && pw == 0;
   const int subsample = pointwise && (sh > 1 || sw > 1); /* 1x1 strided: pick the pixels */
@@ -219,10 +257,11 @@ static inline int32_t ember_q8_conv(const void* x_, const void* w_, const int32_
     offs2[k] = (long)k * 16 * ch; /* the rows of a task */
   }
   const int units = (npan + ch - 1) / ch;
-  ember_q8_conv_job job = {NULL, (const uint8_t*)w_, bias, mult, &e, NULL, offs, offs2, zrow,
+  ember_q8_conv_job job = {NULL, (const uint8_t*)w_, bias, mult, &e, NULL, NULL, offs, offs2, zrow,
                            padded, C, H, W, M, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, xpad,
                            flip, ch, mode, Wq, F, 0, NULL};
-  job.task_bytes = (size_t)ch * k4 * 64 + 4 * (size_t)ld + (mode == 2 ? 0 : (size_t)K * ld) + 64;
+  job.task_bytes = (size_t)ch * k4 * 64 + (size_t)ybytes * ld;
+  job.task_bytes += (mode == 2 ? 0 : (size_t)K * ld) + 64;
   if (!par) { /* one task on the caller: its buffers follow the image in the planned scratch */
     const size_t image = mode == 2 ? (size_t)C * cplane + Wq + 64 : (subsample ? (size_t)C * P : 0);
     job.own = (uint8_t*)(((uintptr_t)(padded + image) + 63u) & ~(uintptr_t)63u);
@@ -232,7 +271,10 @@ static inline int32_t ember_q8_conv(const void* x_, const void* w_, const int32_
   }
   for (int n = 0; n < N; ++n) {
     job.xn = x + (long)n * C * H * W;
-    job.yn = y + (long)n * M * P;
+    if (y32 != NULL)
+      job.yn32 = y32 + (long)n * M * P;
+    else
+      job.yn = y + (long)n * M * P;
     if (subsample) {
       uint8_t* dst = padded;
       for (int c = 0; c < C; ++c) {
@@ -260,8 +302,23 @@ typedef struct {
   const float* mult;
   const ember_q8_epi* e;
   uint8_t* y;
+  int32_t* y32; /* MatMulInteger: acc + bias stored as int32 (no requantization) */
   int R, N, k4;
 } ember_q8_dense_job;
+
+
+/* rows [R, K] of x into rows of ldr bytes (zero past K, and rows R..R4 zero), top bit
+   flipped by `flip` */
+static inline void ember_q8_unsigned_rows(const uint8_t* x, int R, int R4, int K, int ldr,
+                                          uint8_t flip, uint8_t* xr) {
+  for (int r = 0; r < R; ++r) {
+    const uint8_t* src = x + (long)r * K;
+    uint8_t* dst = xr + (long)r * ldr;
+    for (int k = 0; k < K; ++k) dst[k] = (uint8_t)(src[k] ^ flip);
+    for (int k = K; k < ldr; ++k) dst[k] = 0;
+  }
+  memset(xr + (long)R * ldr, 0, (size_t)(R4 - R) * ldr);
+}
 
 /* weight panels [begin, end) times every row of x */
 static int32_t ember_q8_dense_range(int64_t begin, int64_t end, void* cdata) {
@@ -277,6 +334,13 @@ static int32_t ember_q8_dense_range(int64_t begin, int64_t end, void* cdata) {
       ember_q8_tile_rows_u8(j->xr + (long)r0 * ldr, ldr, panel, k4, acc);
       const __m256i b0 = _mm256_loadu_si256((const __m256i*)(j->bias + n0));
       const __m256i b1 = _mm256_loadu_si256((const __m256i*)(j->bias + n0 + 8));
+      if (j->y32) {
+        for (int i = 0; i < rws; ++i)
+          ember_q8_store16_i32(_mm256_add_epi32(acc[2 * i], b0),
+                               _mm256_add_epi32(acc[2 * i + 1], b1),
+                               j->y32 + (long)(r0 + i) * N + n0, count);
+        continue;
+      }
       const __m256 m0 = _mm256_loadu_ps(j->mult + n0), m1 = _mm256_loadu_ps(j->mult + n0 + 8);
       for (int i = 0; i < rws; ++i)
         ember_q8_store16(_mm256_add_epi32(acc[2 * i], b0), _mm256_add_epi32(acc[2 * i + 1], b1),
@@ -285,9 +349,14 @@ static int32_t ember_q8_dense_range(int64_t begin, int64_t end, void* cdata) {
       int32_t acc[4][16];
       ember_q8_tile_ref(j->xr + (long)r0 * ldr, ldr, panel, k4, 1, acc);
       for (int i = 0; i < rws; ++i)
-        for (int c = 0; c < count; ++c)
-          ember_q8_store1(acc[i][c] + j->bias[n0 + c], j->mult[n0 + c], j->e,
-                          j->y + (long)(r0 + i) * N + n0 + c);
+        for (int c = 0; c < count; ++c) {
+          const int32_t a = acc[i][c] + j->bias[n0 + c];
+          const long at = (long)(r0 + i) * N + n0 + c;
+          if (j->y32)
+            j->y32[at] = a;
+          else
+            ember_q8_store1(a, j->mult[n0 + c], j->e, j->y + at);
+        }
 #endif
     }
   }
@@ -302,13 +371,22 @@ static inline int32_t ember_q8_dense(const void* x_, const void* w_, const int32
   const int k4 = (K + 3) / 4, ldr = 4 * k4, R4 = (R + 3) / 4 * 4, npan = (N + 15) / 16;
   const ember_q8_epi e = ember_q8_epilogue(zy, relu, is_signed);
   uint8_t* xr = (uint8_t*)scratch;
-  for (int r = 0; r < R4; ++r) {
-    for (int k = 0; k < ldr; ++k)
-      xr[(long)r * ldr + k] = (r < R && k < K) ? (uint8_t)(x[(long)r * K + k] ^ flip) : 0;
-  }
-  ember_q8_dense_job job = {xr, (const uint8_t*)w_, bias, mult, &e, (uint8_t*)y_, R, N, k4};
+  ember_q8_unsigned_rows(x, R, R4, K, ldr, (uint8_t)flip, xr);
+  ember_q8_dense_job job = {xr, (const uint8_t*)w_, bias, mult, &e, (uint8_t*)y_, NULL,
+                            R, N, k4};
   const int par = EmberBackendGetNumThreads() > 1 && (long)R * K * N >= EMBER_Q8_PAR_MACS;
   return EmberBackendParallelFor(ember_q8_dense_range, &job, npan, par ? 1 : npan, 0) == 0 ? 0
                                                                                           : -1;
+}
+
+static inline int32_t ember_q8_conv(const void* x_, const void* w_, const int32_t* bias,
+                                    const float* mult, void* y_, void* scratch, int32_t N,
+                                    int32_t C, int32_t H, int32_t W, int32_t M, int32_t KH,
+                                    int32_t KW, int32_t OH, int32_t OW, int32_t sh, int32_t sw,
+                                    int32_t ph, int32_t pw, int32_t dh, int32_t dw, int32_t xpad,
+                                    int32_t flip, int32_t zy, int32_t relu, int32_t is_signed,
+                                    int32_t chunk) {
+  return ember_q8_conv_impl(x_, w_, bias, mult, y_, NULL, scratch, N, C, H, W, M, KH, KW, OH,
+                            OW, sh, sw, ph, pw, dh, dw, xpad, flip, zy, relu, is_signed, chunk);
 }
 """

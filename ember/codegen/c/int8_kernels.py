@@ -27,9 +27,12 @@ with them; zero-point corrections (weight row sums) are folded into the bias at 
 from __future__ import annotations
 
 from ember.codegen.c.int8_conv import INT8_CONV_C
+from ember.codegen.c.int8_dynamic import INT8_DYNAMIC_C
 
 #: the call_extern names this file defines.
-INT8_KERNEL_NAMES: frozenset[str] = frozenset({"ember_q8_conv", "ember_q8_dense"})
+INT8_KERNEL_NAMES: frozenset[str] = frozenset(
+    {"ember_q8_conv", "ember_q8_dense", "ember_q8_matmul_integer", "ember_q8_conv_integer"}
+)
 
 #: key of the helper block in a FileContext.
 HELPER_KEY = "0d_ember_q8"
@@ -91,18 +94,19 @@ static inline void ember_q8_store16(__m256i a0, __m256i a1, __m256 m0, __m256 m1
                                     int count) {
   __m256 v0 = _mm256_mul_ps(_mm256_cvtepi32_ps(a0), m0);
   __m256 v1 = _mm256_mul_ps(_mm256_cvtepi32_ps(a1), m1);
-  const __m256 zy = _mm256_set1_ps(e->zy), lo = _mm256_set1_ps(e->lo);
-  const __m256 hi = _mm256_set1_ps(e->hi);
-  v0 = _mm256_add_ps(_mm256_round_ps(v0, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), zy);
-  v1 = _mm256_add_ps(_mm256_round_ps(v1, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), zy);
-  v0 = _mm256_min_ps(_mm256_max_ps(v0, lo), hi);
-  v1 = _mm256_min_ps(_mm256_max_ps(v1, lo), hi);
-  /* in range already: the low bytes of the 16-bit values, signed or not */
+  /* cvtps rounds half to even (the default MXCSR mode, as rintf); above 2^31 it would give
+     INT_MIN, so the top is capped first (below, INT_MIN saturates the right way) */
+  const __m256 top = _mm256_set1_ps(1073741824.0f);
+  v0 = _mm256_min_ps(v0, top);
+  v1 = _mm256_min_ps(v1, top);
+  /* int16 with saturation, + zero point with saturation, the relu's bound, then bytes with
+     the output type's saturation: the clamp of rint(v) + zy to [lo, hi] */
   __m256i s = _mm256_packs_epi32(_mm256_cvtps_epi32(v0), _mm256_cvtps_epi32(v1));
-  s = _mm256_and_si256(s, _mm256_set1_epi16(0xFF));
+  s = _mm256_adds_epi16(s, _mm256_set1_epi16((short)e->zy));
+  s = _mm256_max_epi16(s, _mm256_set1_epi16((short)e->lo));
   if (!interleaved) s = _mm256_permute4x64_epi64(s, 0xD8);
   __m128i l = _mm256_castsi256_si128(s), h = _mm256_extracti128_si256(s, 1);
-  __m128i b = _mm_packus_epi16(l, h);
+  __m128i b = e->is_signed ? _mm_packs_epi16(l, h) : _mm_packus_epi16(l, h);
   if (count >= 16) {
     _mm_storeu_si128((__m128i*)dst, b);
   } else {
@@ -210,5 +214,6 @@ static inline void ember_q8_pack(const uint8_t* base, const long* offs, int K,
 }
 """
 
-#: the whole helper block: tiles, packing, stores, then the conv and dense drivers.
-INT8_KERNELS_C = _TILES_C + INT8_CONV_C
+#: the whole helper block: tiles, packing, stores, then the conv, dense and MatMulInteger
+#: drivers.
+INT8_KERNELS_C = _TILES_C + INT8_CONV_C + INT8_DYNAMIC_C

@@ -277,6 +277,36 @@ def _dense_int8_type(types: Sequence[Type], attrs: Attrs) -> Type:
     return TensorType((*x.shape[:-1], int(attrs["units"])), dtype)
 
 
+def _mmi_int8_type(types: Sequence[Type], attrs: Attrs) -> Type:
+    x = check_dtype(types[0], _DATA, "data of an int8 kernel")
+    return TensorType((*x.shape[:-1], int(attrs["units"])), "int32")
+
+
+def matmul_integer_int8_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    """(x + flip - (zero point + flip)) @ W in int32 (MatMulInteger of a 2-D weight)."""
+    x, zp, w = xs[:3]
+    n, k = int(attrs["units"]), x.shape[-1]
+    acc = (_unsigned(x, attrs) - _unsigned(zp, attrs).reshape(())) @ unpack_dense_panels(
+        np.asarray(w, np.int64), k, n
+    )
+    return acc.astype(np.int32)
+
+
+def _conv_integer_int8_type(types: Sequence[Type], attrs: Attrs) -> Type:
+    x = check_dtype(types[0], _DATA, "data of an int8 kernel")
+    return TensorType(_conv_shape(x, attrs), "int32")
+
+
+def conv_integer_int8_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    """int32 conv(x - zero point (padded with it), w) (ConvInteger, ungrouped)."""
+    x, zp, w = xs[:3]
+    c, (kh, kw), m = x.shape[1], spatial(attrs, "kernel", 2, 1), int(attrs["channels"])
+    wi = np.asarray(w, np.int64)[:m, : c * kh * kw].reshape(m, c, kh, kw)
+    shifted = _unsigned(x, attrs) - _unsigned(zp, attrs).reshape(())
+    strides, dilation = spatial(attrs, "strides", 2, 1), spatial(attrs, "dilation", 2, 1)
+    return conv_reference(shifted, wi, strides, padding(attrs, 2), dilation, 1).astype(np.int32)
+
+
 def _requantize(acc: np.ndarray, mult: np.ndarray, attrs: Attrs) -> np.ndarray:
     dtype = canonical_dtype(attrs["dtype"])
     lo, hi = quant_range(dtype)
@@ -381,6 +411,28 @@ register_op(
         OpPattern.OPAQUE,
         {**_COMMON, "units": Attr("int", doc="output features N")},
         doc="requantized [.., K] x [K, N] of 8-bit data and int8 weight panels (fuse_qdq)",
+    )
+)
+register_op(
+    OpDef(
+        "quantized_matmul_integer_int8",
+        4,
+        _mmi_int8_type,
+        matmul_integer_int8_ref,
+        OpPattern.OPAQUE,
+        {"flip": _COMMON["flip"], "units": Attr("int", doc="output features N")},
+        doc="int32 [.., K] x [K, N] of 8-bit data (run-time zero point) and int8 weight panels",
+    )
+)
+register_op(
+    OpDef(
+        "quantized_conv_integer_int8",
+        4,
+        _conv_integer_int8_type,
+        conv_integer_int8_ref,
+        OpPattern.OPAQUE,
+        {"flip": _COMMON["flip"], **_CONV},
+        doc="int32 2-D convolution of 8-bit data (run-time zero point) and int8 weight rows",
     )
 )
 _MAX_POOL = get_op("nn.max_pool")
