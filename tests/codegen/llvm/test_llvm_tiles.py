@@ -23,8 +23,7 @@ from ember.codegen.llvm.cpu import llvm_cpu
 from ember.codegen.llvm.jit import RUNTIME_SYMBOLS
 from ember.codegen.llvm.tiles import HEADER_PATH, TILE_KERNEL_NAMES, header_text
 from ember.ir import Function, IRModule, TensorType, Var, call
-from ember.ops import nn_conv
-from ember.ops.nn_conv_f32 import use_tile_kernel
+from ember.ops.nn_conv_f32 import loop_tiles_win, use_tile_kernel
 from ember.runtime import libruntime
 from ember.target import Target
 from ember.target.cpu import GENERIC, X86_AVX2, X86_AVX512, X86_SSE, cpu_info
@@ -137,28 +136,41 @@ def test_cpu_record_follows_triple_and_features(spec: str, attrs: dict, record: 
     assert target.cpu == record
     kernel = record == X86_AVX2
     assert use_tile_kernel(target, "float32") is kernel
-    shapes = ((1, 32, 7, 7), (1, 32, 3, 3, 16))
+    shapes = ((1, 32, 7, 7), (1, 32, 3, 3, 24))  # blocks of 24: the kernel on every size
     text, *_ = lower_conv_bias_relu(*shapes, target, padding=(1,) * 4)  # type: ignore[arg-type]
-    assert ("ember_f32_conv_tile" in text) is kernel
+    assert ("ember_f32_conv_tile24" in text) is kernel
     assert llvm_cpu("", "native", "") == cpu_info("native")  # the c kind's record
 
 
+@pytest.mark.parametrize(
+    ("spec", "xshape", "block", "kernel"),
+    [
+        ("c -mcpu=haswell", (1, 32, 7, 7), 16, True),
+        ("llvm -mcpu=haswell", (1, 32, 7, 7), 16, False),  # LLVM's own tiles win (resnet8)
+        ("llvm -mcpu=haswell", (1, 32, 48, 48), 16, True),  # large images: the kernel
+        ("llvm -mcpu=haswell", (1, 32, 7, 7), 8, True),  # narrow blocks: the kernel
+    ],
+)
+def test_llvm_keeps_its_loop_tiles_on_small_16_channel_layers(
+    spec: str, xshape: tuple[int, ...], block: int, kernel: bool
+) -> None:
+    wshape = (1, xshape[1], 3, 3, block)
+    text, *_ = lower_conv_bias_relu(xshape, wshape, spec, padding=(1,) * 4)
+    assert ("ember_f32_conv_tile" in text) is kernel
+    target = Target.create(spec)
+    assert loop_tiles_win(target, block, xshape[2] * xshape[3]) is (not kernel)
+
+
 def _conv_model() -> tuple[IRModule, dict[str, np.ndarray]]:
+    """A 3x3 convolution 32 -> 24 channels (blocks of 24: the kernel on c and llvm)."""
     x = Var("x", TensorType((1, 32, 12, 12), "float32"))
-    w = Var("w", TensorType((48, 32, 3, 3), "float32"))
+    w = Var("w", TensorType((24, 32, 3, 3), "float32"))
     conv = call("nn.conv", x, w, padding=(1, 1, 1, 1))
     rng = np.random.default_rng(7)
-    params = {"w": (rng.standard_normal((48, 32, 3, 3)) / 17).astype("float32")}
+    params = {"w": (rng.standard_normal((24, 32, 3, 3)) / 17).astype("float32")}
     return IRModule.from_expr(Function((x, w), call("relu", conv))), params
 
 
-@pytest.fixture
-def every_layer_takes_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The kernel on every layer of an AVX2 target, however short its reduction."""
-    monkeypatch.setattr(nn_conv, "tile_kernel_pays", lambda *args: True)
-
-
-@pytest.mark.usefixtures("every_layer_takes_the_kernel")
 def test_llvm_builds_calling_the_kernels_are_byte_identical_and_run_as_c() -> None:
     mod, params = _conv_model()
     first, second = (ember.build(mod, "llvm", params) for _ in range(2))
@@ -175,7 +187,6 @@ def test_llvm_builds_calling_the_kernels_are_byte_identical_and_run_as_c() -> No
     assert outs[0].tobytes() == outs[1].tobytes() == outs[2].tobytes()
 
 
-@pytest.mark.usefixtures("every_layer_takes_the_kernel")
 @pytest.mark.parametrize(
     "spec",
     [

@@ -2,13 +2,15 @@
 ``llvmjit``, bitwise against ``c``.
 
 ``tile_suite(module, only)`` loads a private copy of ``tests/ops/<module>.py`` (its fixtures
-and the tests named in ``only``) with an autouse fixture over the two kinds that replaces
-``ember.testing.assert_matches_onnxruntime`` for the test: the model is compiled for the kind
-and for ``c`` (as the test asks) and both run; the kind's library must call the runtime's
-tile kernels exactly when c's calls its own, its outputs must equal c's bit for bit and
-match onnxruntime with the test's tolerances. An epilogue with a transcendental function
-(SiLU's sigmoid) is computed by each back end's own polynomial, so such a model is compared
-bitwise up to its convolutions (their outputs made the graph's) and within 1e-5 whole."""
+and the tests named in ``only``) with an autouse fixture over the two kinds. It lets the
+llvm kinds take the kernels on every layer c takes them (``nn_conv_f32.loop_tiles_win``
+off) and replaces ``ember.testing.assert_matches_onnxruntime`` for the test: the model is
+compiled for the kind and for ``c`` (as the test asks) and both run; the kind's library must
+call the runtime's tile kernels exactly when c's calls its own, its outputs must equal c's
+bit for bit and match onnxruntime with the test's tolerances. An epilogue with a
+transcendental function (SiLU's sigmoid) is computed by each back end's own polynomial, so
+such a model is compared bitwise up to its convolutions (their outputs made the graph's)
+and within 1e-5 whole."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from llvm_build import E2E_KINDS, e2e_suite
 
 import ember.testing
 from ember.codegen.llvm.tiles import TILE_KERNEL_NAMES
+from ember.ops import nn_conv, nn_conv_lanes, nn_schedule
 from ember.testing.runners import compile_onnx, run_artifacts, run_onnxruntime
 
 
@@ -96,6 +99,8 @@ def _bitwise_fixture() -> Any:
             return ours
 
         monkeypatch.setattr(ember.testing, "assert_matches_onnxruntime", check)
+        for module in (nn_conv, nn_conv_lanes, nn_schedule):  # the kernels on every layer
+            monkeypatch.setattr(module, "loop_tiles_win", lambda *args: False)
         return kind
 
     return compiled_kind
