@@ -41,7 +41,7 @@ from ember.ir.ops.nn_conv import pack_conv_weight
 from ember.ir.types import TensorType, Type
 from ember.ops.common import out_tensor_type, scalar, static_shape
 from ember.ops.nn_common import check_dtype
-from ember.ops.nn_conv_f32 import TILE_KERNEL, tile_kernel_pays, use_tile_kernel
+from ember.ops.nn_conv_f32 import TILE_KERNEL, loop_tiles_win, tile_kernel_pays, use_tile_kernel
 from ember.ops.nn_conv_lanes import conv_position_lanes, position_lanes, schedule_conv_packed
 from ember.ops.nn_conv_layouts import (
     conv_channels_last,
@@ -372,6 +372,8 @@ def _kernel_layout(dtype: str, wshape: tuple[int, ...], out_shape: Any) -> bool:
         return False
     taps = int(np.prod(wshape[2:-1]))
     positions = int(np.prod([int(d) for d in out_shape[2:]]))
+    if loop_tiles_win(target, int(wshape[-1]), positions):
+        return False
     return tile_kernel_pays(int(wshape[1]), taps, positions, int(wshape[-1]))
 
 
@@ -383,7 +385,10 @@ def _lanes_layout(
     target = COMPUTE_TARGET.get()
     if target is None or not use_tile_kernel(target, dtype):
         return False
-    return position_lanes(block, strides, tuple(int(d) for d in out_spatial), flat)
+    spatial = tuple(int(d) for d in out_spatial)
+    if loop_tiles_win(target, block, int(np.prod(spatial))):
+        return False
+    return position_lanes(block, strides, spatial, flat)
 
 
 # --- depthwise convolutions ---------------------------------------------------------------

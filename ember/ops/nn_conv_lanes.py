@@ -25,6 +25,7 @@ from ember.ops.nn_conv_f32 import (
     BLOCK,
     INTERPRET_EXTERNS,
     conv_tile_reference,
+    loop_tiles_win,
     tile_kernel_rewrite,
     use_tile_kernel,
 )
@@ -133,6 +134,23 @@ def conv_position_lanes(
     return te.compute(out_shape, lambda n, o, *pos: acc[(n, o, *pos)], "conv_out")
 
 
+def _group_block(ctx: ScheduleContext) -> int:
+    """The output channels per tile of the group's packed convolution (BLOCK if none)."""
+    for stage in reduction_stages(ctx.sch, list(ctx.group_outputs)):
+        op = _compute_op(stage)
+        if op is not None and op.attrs.get("block"):
+            return int(op.attrs["block"])
+    return BLOCK
+
+
+def _positions(ctx: ScheduleContext) -> int:
+    """The output positions of the group's (N, C, *spatial) output."""
+    count = 1
+    for d in static_shape(ctx.group_outputs[0])[2:]:
+        count *= int(d)
+    return count
+
+
 #: the fewest input channels for which loop-IR tiles call the kernel (loop_tiles_call_kernel).
 MIN_LOOP_KERNEL_CHANNELS = 8
 
@@ -150,6 +168,8 @@ def loop_tiles_call_kernel(ctx: ScheduleContext) -> None:
     if not use_tile_kernel(ctx.target, ctx.group_outputs[0].dtype):
         return
     rank = len(static_shape(ctx.group_outputs[0]))
+    if loop_tiles_win(ctx.target, _group_block(ctx), _positions(ctx)):
+        return
     least = 1 if whole_row_cols(ctx) else MIN_LOOP_KERNEL_CHANNELS
     for stage in reduction_stages(ctx.sch, list(ctx.group_outputs)):
         op = _compute_op(stage)
@@ -171,6 +191,8 @@ WHOLE_ROW_COLS = 6
 def whole_row_cols(ctx: ScheduleContext) -> int:
     """The widest register tile for schedule_packed_conv (0: its default), see above."""
     if not use_tile_kernel(ctx.target, ctx.group_outputs[0].dtype):
+        return 0
+    if loop_tiles_win(ctx.target, _group_block(ctx), _positions(ctx)):
         return 0
     shape = static_shape(ctx.group_outputs[0])
     width = int(shape[-1]) if len(shape) >= 3 else 0

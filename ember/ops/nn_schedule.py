@@ -45,6 +45,7 @@ from ember.ops.nn_conv_f32 import (
     BLOCK,
     TILE_KERNEL,
     kernel_tile,
+    loop_tiles_win,
     positions_outer,
     tile_kernel_rewrite,
     use_tile_kernel,
@@ -611,5 +612,6 @@ def schedule_matmul(ctx: ScheduleContext) -> None:
 def matmul_tiles_call_kernel(ctx: ScheduleContext, nb: int) -> None:
     """On the micro-kernel's targets, matmul tiles of 16 columns call ember_f32_conv_tile
     (gcc folds the rhs loads into every FMA; crnn's 64 x (24x256 @ 256x32))."""
-    if nb == BLOCK and use_tile_kernel(ctx.target, ctx.group_outputs[0].dtype):
+    kernel = nb == BLOCK and use_tile_kernel(ctx.target, ctx.group_outputs[0].dtype)
+    if kernel and not loop_tiles_win(ctx.target):  # llvm keeps the rhs in registers itself
         ctx.post_lower.append(tile_kernel_rewrite)

@@ -24,6 +24,16 @@ _FLAGS = ("-fvisibility=hidden",)
 _LOCK = threading.Lock()
 _LOADED: list[ctypes.CDLL] = []
 
+#: the files of src/ that runtime.c includes (their text is part of the build's hash);
+#: f32_tiles.h is generated from the C back end's kernels (ember.codegen.llvm.tiles).
+INCLUDED_SOURCES = (
+    "thread_pool.h",
+    "random_kernels.h",
+    "string_arena.h",
+    "string_kernels.h",
+    "f32_tiles.h",
+)
+
 
 def include_dir() -> Path:
     """The directory to pass with -I so that ``#include <ember/runtime_api.h>`` works."""
@@ -51,12 +61,10 @@ def library_suffix() -> str:
 
 def library_path() -> Path:
     """Where the C runtime for the current sources and compiler lives in the cache."""
+    src = source_path().parent
     key = hash_bytes(
         source_path().read_bytes(),
-        (source_path().parent / "thread_pool.h").read_bytes(),  # included by runtime.c
-        (source_path().parent / "random_kernels.h").read_bytes(),  # included by runtime.c
-        (source_path().parent / "string_arena.h").read_bytes(),  # included by runtime.c
-        (source_path().parent / "string_kernels.h").read_bytes(),  # included by runtime.c
+        *((src / name).read_bytes() for name in INCLUDED_SOURCES),
         header_path().read_bytes(),
         config().cc.encode(),
         " ".join(_FLAGS).encode(),

@@ -26,6 +26,7 @@ from typing import Any
 
 from ember.errors import EmberValueError, RegistryError
 from ember.support.registry import Registry
+from ember.target.cpu import CpuInfo
 
 #: hook attribute names a target kind may carry (design document 003).
 HOOKS: tuple[str, ...] = ("relay_to_tir", "tir_to_runtime", "relay_to_runtime", "constant_updater")
@@ -82,6 +83,10 @@ class TargetKind:
     doc: str = ""
     #: schedule keys of this kind, tried before the CPU's (e.g. ``("mylib",)``).
     keys: tuple[str, ...] = ()
+    #: the CPU record of a target of this kind from its option values (None: ``-mcpu``'s,
+    #: ember.target.cpu.cpu_info); a kind whose options also name a triple or features says
+    #: what they change (llvm: -mtriple, -mattr).
+    cpu: Callable[[Mapping[str, Any]], CpuInfo] | None = None
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.hooks) - set(HOOKS))

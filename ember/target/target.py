@@ -92,7 +92,10 @@ class Target:
 
     @property
     def cpu(self) -> CpuInfo:
-        """Vector resources of the CPU this target compiles for (``-mcpu``, else the host)."""
+        """Vector resources of the CPU this target compiles for (``-mcpu``, else the host;
+        the kind's ``cpu`` function when it has one)."""
+        if self.kind.cpu is not None:
+            return self.kind.cpu(self.attrs)
         mcpu = self.attrs.get("mcpu", "native")
         return cpu_info(mcpu if isinstance(mcpu, str) else "native")
 

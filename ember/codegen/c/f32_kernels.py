@@ -34,7 +34,10 @@ F32_KERNEL_NAMES: frozenset[str] = frozenset({"ember_f32_conv_tile"})
 #: key of the helper block in a FileContext.
 HELPER_KEY = "0e_ember_f32"
 
-F32_KERNELS_C = r"""#if defined(__AVX2__) && defined(__FMA__)
+F32_KERNELS_C = r"""#ifndef EMBER_F32_API /* exported by the runtime: src/f32_tiles.h */
+#define EMBER_F32_API static __attribute__((unused))
+#endif
+#if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 /* `EMBER_F32_KEEP(v)`: v stays in a register (gcc would otherwise fold the weight loads
    into every FMA as memory operands, one load per FMA) */
@@ -120,7 +123,7 @@ static inline void ember_f32_tiles(float* acc, const float* x, const float* w, i
 
 /* acc[j][0:16] += sum over (i0, i1, i2) of x at position j times 16 weights (see
    ember/codegen/c/f32_kernels.py); returns 0 */
-static int32_t __attribute__((unused)) ember_f32_conv_tile(
+EMBER_F32_API int32_t ember_f32_conv_tile(
     float* acc, const float* x, const float* w, int64_t xoff, int64_t woff, int32_t ncols,
     int32_t tcols, int32_t cx, int32_t cr, int32_t e0, int32_t xs0, int32_t ws0, int32_t e1,
     int32_t xs1, int32_t ws1, int32_t e2, int32_t xs2, int32_t ws2) {

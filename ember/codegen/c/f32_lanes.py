@@ -23,9 +23,12 @@ LANES_KERNEL_NAMES: frozenset[str] = frozenset({"ember_f32_lanes_tile"})
 #: key of the helper block in a FileContext (after ember_f32_conv_tile's, which it uses).
 LANES_HELPER_KEY = "0f_ember_f32_lanes"
 
-LANES_KERNEL_C = r"""/* ember_f32_conv_tile's tile, each register tile (ember_f32_tile_n) over the
+LANES_KERNEL_C = r"""#ifndef EMBER_F32_API /* exported by the runtime: src/f32_tiles.h */
+#define EMBER_F32_API static __attribute__((unused))
+#endif
+/* ember_f32_conv_tile's tile, each register tile (ember_f32_tile_n) over the
    whole reduction, zeroed first when `zero` is set (ember/codegen/c/f32_lanes.py) */
-static int32_t __attribute__((unused)) ember_f32_lanes_tile(
+EMBER_F32_API int32_t ember_f32_lanes_tile(
     float* acc, const float* x, const float* w, int64_t xoff, int64_t woff, int32_t ncols,
     int32_t tcols, int32_t cx, int32_t cr, int32_t zero, int32_t e0, int32_t xs0,
     int32_t ws0, int32_t e1, int32_t xs1, int32_t ws1, int32_t e2, int32_t xs2, int32_t ws2) {

@@ -29,7 +29,10 @@ NARROW_KERNEL_NAMES: frozenset[str] = frozenset({"ember_f32_conv_tile8", "ember_
 #: key of the helper block in a FileContext (after f32_kernels.HELPER_KEY).
 NARROW_HELPER_KEY = "0e_ember_f32n"
 
-F32_NARROW_C = r"""#if defined(__AVX2__) && defined(__FMA__)
+F32_NARROW_C = r"""#ifndef EMBER_F32_API /* exported by the runtime: src/f32_tiles.h */
+#define EMBER_F32_API static __attribute__((unused))
+#endif
+#if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define EMBER_F32N_KEEP(v) __asm__("" : "+x"(v))
 #define EMBER_F32N_CHUNK 256
@@ -180,10 +183,10 @@ static inline int32_t ember_f32n_conv_tile(
 #define EMBER_F32N_PASS \
   acc, x, w, xoff, woff, ncols, tcols, cx, cr, e0, xs0, ws0, e1, xs1, ws1, e2, xs2, ws2
 /* 8 and 24 output channels per position (see ember/codegen/c/f32_narrow.py); return 0 */
-static int32_t __attribute__((unused)) ember_f32_conv_tile8(EMBER_F32N_ARGS) {
+EMBER_F32_API int32_t ember_f32_conv_tile8(EMBER_F32N_ARGS) {
   return ember_f32n_conv_tile(1, EMBER_F32N_PASS);
 }
-static int32_t __attribute__((unused)) ember_f32_conv_tile24(EMBER_F32N_ARGS) {
+EMBER_F32_API int32_t ember_f32_conv_tile24(EMBER_F32N_ARGS) {
   return ember_f32n_conv_tile(3, EMBER_F32N_PASS);
 }
 """

@@ -17,6 +17,7 @@ from typing import Any
 from ember.codegen.c.metadata import metadata_sources
 from ember.codegen.c.target import _at_least, _cpu_name
 from ember.codegen.llvm.build import CODEGEN_ID, JIT_CODEGEN_ID, build_llvm, build_llvmjit
+from ember.codegen.llvm.cpu import target_cpu
 from ember.codegen.llvm.machine import check_triple
 from ember.runtime.registry import register_func
 from ember.target import TargetKind, TargetOption, register_target_kind
@@ -72,6 +73,7 @@ for _kind, _hook, _doc in (
             options=LLVM_OPTIONS,
             hooks={"tir_to_runtime": _hook},
             keys=("llvm",),  # its own register tiles (ops/nn_schedule.TILES)
+            cpu=target_cpu,  # -mcpu read with -mtriple and -mattr
             doc=_doc,
         )
     )

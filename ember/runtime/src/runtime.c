@@ -303,6 +303,11 @@ int32_t EmberBackendFreeWorkspace(int32_t device_type, int32_t device_id, void* 
 #define EMBER_RNG_API EMBER_DLL
 #include "random_kernels.h"
 
+/* the c back end's float32 tile kernels (AVX2 + FMA on x86-64), exported for code of the
+   llvm and llvmjit targets; generated from ember/codegen/c/f32_*.py (ember.codegen.llvm.tiles) */
+#define EMBER_F32_API EMBER_DLL
+#include "f32_tiles.h"
+
 /* ---- timing -------------------------------------------------------------- */
 static double now_ms(void) {
   struct timespec ts;
