@@ -73,6 +73,15 @@ def test_whole_images_reduce_channels_outer_with_a_padded_pitch():
     assert [channel_pitch(c) for c in (32, 48, 128, 144, 512)] == [32, 48, 144, 144, 528]
 
 
+def test_strided_1x1_reads_a_subsampled_positions_major_copy():
+    text, *_ = _lower((1, 8, 9, 7), (16, 8, 1, 1, 16), AVX2, strides=(2, 2))
+    assert "x_nhwc = allocate(Buffer((1, 20, 8)" in text  # 5 x 4 positions, channels last
+    assert "ember_f32_conv_tile" in text
+    # fewer than 256 outputs: the kernel reads the NCHW input in place (rows of 4 columns)
+    text, *_ = _lower((1, 8, 9, 7), (1, 8, 1, 1, 16), AVX2, strides=(2, 2))
+    assert "x_nhwc" not in text and "ember_f32_conv_tile" in text
+
+
 @pytest.mark.parametrize(
     ("xshape", "wshape", "attrs"),
     [
@@ -81,6 +90,7 @@ def test_whole_images_reduce_channels_outer_with_a_padded_pitch():
         ((1, 2, 16, 16), (1, 2, 3, 3, 16), {"dilation": (2, 2)}),  # 144 positions: split
         ((1, 4, 6, 6), (2, 2, 3, 3, 16), {"groups": 2, "padding": (1, 1, 1, 1)}),
         ((1, 5, 5, 3), (1, 5, 1, 1, 16), {}),  # 1x1, flattened positions
+        ((1, 3, 9, 7), (16, 3, 1, 1, 16), {"strides": (2, 2)}),  # 1x1 stride 2, 256 outputs
     ],
 )
 def test_kernel_calls_match_reference(xshape, wshape, attrs):
@@ -147,6 +157,7 @@ def _model(cin: int, cout: int, size: int, kernel: int, stride: int, residual: b
         (256, 32, 7, 3, 1, True),  # channels outer, pitch 272, chunks of 28 channels + 4
         (160, 16, 9, 3, 2, False),  # strided, channels outer: 160 is no multiple of 28
         (512, 256, 5, 1, 1, True),  # 1x1, the transposed copy in tiles of 5 x 16
+        (64, 256, 11, 1, 2, True),  # 1x1 stride 2: a subsampled positions-major copy
     ],
 )
 def test_compiled_kernel_matches_onnxruntime(cin, cout, size, kernel, stride, residual):
