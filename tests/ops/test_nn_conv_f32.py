@@ -73,6 +73,18 @@ def test_whole_images_reduce_channels_outer_with_a_padded_pitch():
     assert [channel_pitch(c) for c in (32, 48, 128, 144, 512)] == [32, 48, 144, 144, 528]
 
 
+def test_wide_kernel_tiles_write_the_epilogue_positions_innermost():
+    # a whole image (1x1 over 49 flattened positions; 3x3 at 7 rows x 7 columns): per
+    # channel, the positions vectorised (NCHW output written contiguously)
+    flat, *_ = _lower((1, 8, 7, 7), (1, 8, 1, 1, 16), AVX2)
+    assert "vectorized(49)" in flat
+    rows, *_ = _lower((1, 8, 7, 7), (1, 8, 3, 3, 16), AVX2, padding=(1, 1, 1, 1))
+    assert "vectorized(7)" in rows
+    # row pieces of 6 columns (112x112): channels innermost, as the loop-IR tiles
+    piece, *_ = _lower((1, 2, 112, 112), (1, 2, 1, 1, 16), AVX2, padding=(0, 0, 0, 0))
+    assert "vectorized(6)" not in piece and "ember_f32_conv_tile" in piece
+
+
 def test_strided_1x1_reads_a_subsampled_positions_major_copy():
     text, *_ = _lower((1, 8, 9, 7), (16, 8, 1, 1, 16), AVX2, strides=(2, 2))
     assert "x_nhwc = allocate(Buffer((1, 20, 8)" in text  # 5 x 4 positions, channels last
