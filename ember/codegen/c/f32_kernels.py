@@ -24,7 +24,10 @@ weight then read contiguously, 16 KiB per chunk; nn_conv_layouts.CHANNELS_OUTER)
 While a chunk runs, its register tiles prefetch the next chunk's weights, a share each:
 the first tile of a chunk otherwise waited on L2 or L3 at every step (a layer's weights
 pass L2 from 256 channels at 3x3; kernel alone, one thread, CPU time, load 6: 3x3 256->256
-at 14x14 75 -> 84 GFLOP/s, 512->512 at 7x7 taps outer 46 -> 69).
+at 14x14 75 -> 84 GFLOP/s, 512->512 at 7x7 taps outer 46 -> 69); the last chunk prefetches
+the next block's first chunk (the weights of a network come from DRAM at every inference:
+3x3 256->256 at 14x14 with L3 flushed before each run 66 -> 72-77), unless the previous
+call took the same block (bands of rows: 3x3 64->64 at 56x56 lost 5% to it).
 Every accumulator receives the same fused multiply-adds in the same order as in the loop
 IR, so results are bitwise equal to it. Without AVX2 the function runs plain C loops with
 ``fmaf`` (same arithmetic).
@@ -103,6 +106,8 @@ static inline void ember_f32_tile_n(int32_t nc, float* acc, const float* x, cons
     default: ember_f32_tile_6(acc, x, w, off, EMBER_F32_LOOPS); break;
   }
 }
+/* the weights of the last call of ember_f32_conv_tile on this thread */
+static __thread const float* ember_f32_last_block;
 /* every register tile of a chunk in turn (ntiles tiles: `big` of small + 1 positions,
    then small), each over the chunk's loops; the tiles fetch the weights of the next chunk
    (at `pw`, same loops; NULL: none) ahead, a share each, so that its first tile does not
@@ -142,6 +147,16 @@ static int32_t __attribute__((unused)) ember_f32_conv_tile(
   /* register tiles of up to 6 positions, as even as possible; the reduction in chunks of
      about EMBER_F32_CHUNK steps, all tiles per chunk (its weights stay in L1) */
   const int32_t ntiles = (ncols + 5) / 6, small = ncols / ntiles, big = ncols % ntiles;
+  /* the last chunk prefetches the first of the next block of 16 output channels, the packed
+     weight's next (a block's weights: the longest loop's extent times its stride), unless
+     the previous call on this thread took the same block (tiles of bands of rows: the next
+     call most likely takes it again) */
+  int64_t block = (int64_t)e0 * ws0;
+  if ((int64_t)e1 * ws1 > block) block = (int64_t)e1 * ws1;
+  if ((int64_t)e2 * ws2 > block) block = (int64_t)e2 * ws2;
+  const float* next = w == ember_f32_last_block ? NULL : w + block;
+  ember_f32_last_block = w;
+#define EMBER_F32_NEXT_BLOCK next
   if (ntiles == 1) { /* one register tile: the whole reduction in one call */
     int64_t off[6];
     for (int32_t j = 0; j < ncols; ++j)
@@ -156,7 +171,7 @@ static int32_t __attribute__((unused)) ember_f32_conv_tile(
     const int64_t n0 = inner > 0 && EMBER_F32_CHUNK / inner > 0 ? EMBER_F32_CHUNK / inner : 1;
     for (int64_t c0 = 0; c0 < e0; c0 += n0) {
       const int64_t m0 = e0 - c0 < n0 ? e0 - c0 : n0;
-      const float* pw = c0 + n0 < e0 ? w + (c0 + n0) * ws0 : NULL;
+      const float* pw = c0 + n0 < e0 ? w + (c0 + n0) * ws0 : EMBER_F32_NEXT_BLOCK;
       ember_f32_tiles(acc, x, w + c0 * ws0, xoff + c0 * xs0, ntiles, small, big, tcols, cx,
                       cr, m0, xs0, ws0, e1, xs1, ws1, e2, xs2, ws2, pw);
     }
@@ -172,7 +187,7 @@ static int32_t __attribute__((unused)) ember_f32_conv_tile(
         const float* pw = c0 + EMBER_F32_CHUNK < e2   ? wk + EMBER_F32_CHUNK * ws2
                           : i1 + 1 < e1               ? w + i0 * ws0 + (i1 + 1) * ws1
                           : i0 + 1 < e0               ? w + (i0 + 1) * ws0
-                                                      : NULL;
+                                                      : EMBER_F32_NEXT_BLOCK;
         ember_f32_tiles(acc, x, wk, xk, ntiles, small, big, tcols, cx, cr, EMBER_F32_LOOP, pw);
       }
     }
