@@ -10,11 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from c_source_lib import build_c_library
-from packed_conv_lowering import lower_conv_bias_relu
+from packed_conv_lowering import lower_conv_bias_relu, v
 
 from ember import tir
 from ember.codegen.c.f32_kernels import F32_KERNELS_C
-from ember.ir import Function, evaluate
+from ember.ir import Attrs, Function, call, evaluate
+from ember.lowering.lower_group import lower_group
 from ember.ops import nn_conv
 from ember.ops.nn_conv_f32 import (
     INTERPRET_EXTERNS,
@@ -73,16 +74,25 @@ def test_whole_images_reduce_channels_outer_with_a_padded_pitch():
     assert [channel_pitch(c) for c in (32, 48, 128, 144, 512)] == [32, 48, 144, 144, 528]
 
 
-def test_wide_kernel_tiles_write_the_epilogue_positions_innermost():
-    # a whole image (1x1 over 49 flattened positions; 3x3 at 7 rows x 7 columns): per
-    # channel, the positions vectorised (NCHW output written contiguously)
+def _lower_residual(xshape, wshape, act: str = "relu", **attrs) -> str:
+    """act(conv + r) with a residual r of the output's shape, lowered for AVX2."""
+    x, wp = v("x", xshape), v("wp", wshape)
+    conv = call("nn.conv_packed", x, wp, **attrs)
+    r = v("r", (xshape[0], wshape[0] * wshape[-1], *xshape[2:]))  # stride 1, same padding
+    func = Function((x, wp, r), call(act, call("add", conv, r)), Attrs({"Primitive": 1}))
+    return str(lower_group(func, "kernel", AVX2))
+
+
+def test_wide_kernel_tiles_write_a_residual_epilogue_positions_innermost():
+    # a whole image (1x1 over 49 flattened positions; 3x3 at 7 rows x 7 columns) with a
+    # residual: per channel, the positions vectorised (NCHW output and residual contiguous)
+    assert "vectorized(49)" in _lower_residual((1, 8, 7, 7), (1, 8, 1, 1, 16))
+    assert "vectorized(7)" in _lower_residual((1, 8, 7, 7), (1, 8, 3, 3, 16), padding=(1,) * 4)
+    # no residual, or a call in the epilogue (SiLU): channels innermost
     flat, *_ = _lower((1, 8, 7, 7), (1, 8, 1, 1, 16), AVX2)
-    assert "vectorized(49)" in flat
-    rows, *_ = _lower((1, 8, 7, 7), (1, 8, 3, 3, 16), AVX2, padding=(1, 1, 1, 1))
-    assert "vectorized(7)" in rows
-    # row pieces of 6 columns (112x112): channels innermost, as the loop-IR tiles
-    piece, *_ = _lower((1, 2, 112, 112), (1, 2, 1, 1, 16), AVX2, padding=(0, 0, 0, 0))
-    assert "vectorized(6)" not in piece and "ember_f32_conv_tile" in piece
+    assert "vectorized(49)" not in flat and "ember_f32_conv_tile" in flat
+    silu = _lower_residual((1, 8, 7, 7), (1, 8, 1, 1, 16), act="sigmoid")
+    assert "vectorized(49)" not in silu and "ember_f32_conv_tile" in silu
 
 
 def test_strided_1x1_reads_a_subsampled_positions_major_copy():
