@@ -379,9 +379,10 @@ TILES: dict[str, RegisterTiles] = {
 }
 
 
-#: kernel tiles of at least this many positions (whole images, bands of rows) write their
-#: epilogue channel by channel, the positions innermost and vectorised: the NCHW output
-#: (and a residual input) are then read and written contiguously, and only the tile's
+#: kernel tiles of at least this many positions (whole images, bands of rows) whose
+#: epilogue adds a residual (residual_epilogue) write it channel by channel, the positions
+#: innermost and vectorised: the NCHW output and the residual are then read and written
+#: contiguously, and only the tile's
 #: accumulators, in L1, are read 16 floats apart (channels innermost, every output and
 #: residual element is a scalar access H*W floats from the last: 1x1 256->1024 at 14x14
 #: with a residual, one thread, the epilogue took a third of the kernel's time).
