@@ -48,6 +48,7 @@ from ember.ops.nn_conv_layouts import (
     flat_pointwise,
     pad_tensor,
     pointwise,
+    strided_pointwise,
 )
 from ember.ops.nn_conv_narrow_layout import widen_blocks
 from ember.ops.nn_conv_transpose import conv_transpose_to_pointwise
@@ -337,6 +338,13 @@ def conv_packed(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Ten
         wp = widen_blocks(wp, groups)
         wshape, block = static_shape(wp), static_shape(wp)[-1]
         blocks_per_group = wshape[0] // groups
+    shape = (ty.shape[0], *ty.shape[2:], wshape[0] * block)
+    if (
+        kernel
+        and nsp > 1
+        and strided_pointwise(wshape[2:-1], strides, pad_begin, pad_end, shape[-1])
+    ):
+        return flat_pointwise(x, wp, ty, shape, groups, blocks_per_group, kernel, strides)
     if kernel and not pointwise(wshape[2:-1], strides, pad_begin, pad_end):
         return conv_channels_last(x, wp, ty, strides, dilation, pad_begin, pad_end, groups)
     xp = pad_tensor(x, pad_begin, pad_end, materialize=True)

@@ -157,16 +157,18 @@ def conv_channels_last(
 TRANSPOSE_MIN_CHANNELS = 256
 
 
-def _positions_last(x: te.Tensor, sp: list[int]) -> te.Tensor:
-    """``x`` (N, C, *sp) as (N, positions, C) in a buffer of its own: a 1x1 convolution's
-    tile then reads each position's channels contiguously."""
+def _positions_last(x: te.Tensor, sp: list[int], strides: tuple[int, ...] = ()) -> te.Tensor:
+    """``x`` (N, C, *) at the output positions ``sp`` of a 1x1 convolution of ``strides``
+    (default 1) as (N, positions, C) in a buffer of its own: the convolution's tile then
+    reads each position's channels contiguously."""
     shape = static_shape(x)
+    steps = strides or (1,) * len(sp)
 
     def body(n: Any, p: Any, c: Any) -> PrimExpr:
         idx = []
         rest = p
         for k in range(len(sp) - 1, -1, -1):
-            idx.append(rest % sp[k] if k else rest)
+            idx.append((rest % sp[k] if k else rest) * steps[k])
             rest = rest // sp[k]
         return x[(n, c, *reversed(idx))]
 
@@ -185,6 +187,26 @@ def pointwise(
     return all(k == 1 for k in kernel) and all(s == 1 for s in strides) and not any(before + after)
 
 
+def strided_pointwise(
+    kernel: tuple[int, ...],
+    strides: tuple[int, ...],
+    before: tuple[int, ...],
+    after: tuple[int, ...],
+    out_channels: int,
+) -> bool:
+    """Whether a 1x1 unpadded convolution with a stride above 1 (ResNet's downsample
+    shortcuts) is a matrix product over a subsampled positions-major copy of its input
+    (flat_pointwise with ``strides``): at least TRANSPOSE_MIN_CHANNELS outputs, so that the
+    copy costs little. Read in place, every block of 16 output channels streamed the whole
+    input (3.2 MiB at 256x56x56, beyond L2) for the quarter of it that it uses."""
+    return (
+        all(k == 1 for k in kernel)
+        and any(s > 1 for s in strides)
+        and not any(before + after)
+        and out_channels >= TRANSPOSE_MIN_CHANNELS
+    )
+
+
 def flat_pointwise(
     x: te.Tensor,
     wp: te.Tensor,
@@ -193,17 +215,23 @@ def flat_pointwise(
     groups: int,
     blocks_per_group: int,
     kernel: bool,
+    strides: tuple[int, ...] = (),
 ) -> te.Tensor:
-    """A 1x1 stride-1 unpadded packed convolution with its spatial positions flattened into
-    one axis, ``conv[n, p, o]`` (a matrix product, positions x channels): register tiles
-    run along all positions, so small images (14x14, 7x7) leave at most one partial tile
-    instead of one per row (schedule_packed_conv tiles the flattened axis)."""
+    """A 1x1 unpadded packed convolution with its spatial positions flattened into one
+    axis, ``conv[n, p, o]`` (a matrix product, positions x channels): register tiles run
+    along all positions, so small images (14x14, 7x7) leave at most one partial tile
+    instead of one per row (schedule_packed_conv tiles the flattened axis). With
+    ``strides`` above 1 (strided_pointwise; the micro-kernel's layout) it reads a
+    positions-major copy of the input at the strided positions."""
     block = static_shape(wp)[-1]
     sp = [int(d) for d in ty.shape[2:]]
     positions = int(np.prod(sp))
     rc = te.reduce_axis(static_shape(wp)[1], "rc")
     wide = static_shape(wp)[0] * block >= TRANSPOSE_MIN_CHANNELS
-    xt = _positions_last(x, sp) if kernel and wide else None
+    strided = any(s > 1 for s in strides)
+    if strided and not (kernel and wide):
+        raise ValueError("flat_pointwise: a strided 1x1 convolution needs the kernel's layout")
+    xt = _positions_last(x, sp, strides) if kernel and wide else None
 
     def body(n: Any, p: Any, o: Any) -> PrimExpr:
         chan = (

@@ -10,11 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from c_source_lib import build_c_library
-from packed_conv_lowering import lower_conv_bias_relu
+from packed_conv_lowering import lower_conv_bias_relu, v
 
 from ember import tir
 from ember.codegen.c.f32_kernels import F32_KERNELS_C
-from ember.ir import Function, evaluate
+from ember.ir import Attrs, Function, call, evaluate
+from ember.lowering.lower_group import lower_group
 from ember.ops import nn_conv
 from ember.ops.nn_conv_f32 import (
     INTERPRET_EXTERNS,
@@ -73,6 +74,36 @@ def test_whole_images_reduce_channels_outer_with_a_padded_pitch():
     assert [channel_pitch(c) for c in (32, 48, 128, 144, 512)] == [32, 48, 144, 144, 528]
 
 
+def _lower_residual(xshape, wshape, act: str = "relu", **attrs) -> str:
+    """act(conv + r) with a residual r of the output's shape, lowered for AVX2."""
+    x, wp = v("x", xshape), v("wp", wshape)
+    conv = call("nn.conv_packed", x, wp, **attrs)
+    r = v("r", (xshape[0], wshape[0] * wshape[-1], *xshape[2:]))  # stride 1, same padding
+    func = Function((x, wp, r), call(act, call("add", conv, r)), Attrs({"Primitive": 1}))
+    return str(lower_group(func, "kernel", AVX2))
+
+
+def test_wide_kernel_tiles_write_a_residual_epilogue_positions_innermost():
+    # a whole image (1x1 over 49 flattened positions; 3x3 at 7 rows x 7 columns) with a
+    # residual: per channel, the positions vectorised (NCHW output and residual contiguous)
+    assert "vectorized(49)" in _lower_residual((1, 8, 7, 7), (1, 8, 1, 1, 16))
+    assert "vectorized(7)" in _lower_residual((1, 8, 7, 7), (1, 8, 3, 3, 16), padding=(1,) * 4)
+    # no residual, or a call in the epilogue (SiLU): channels innermost
+    flat, *_ = _lower((1, 8, 7, 7), (1, 8, 1, 1, 16), AVX2)
+    assert "vectorized(49)" not in flat and "ember_f32_conv_tile" in flat
+    silu = _lower_residual((1, 8, 7, 7), (1, 8, 1, 1, 16), act="sigmoid")
+    assert "vectorized(49)" not in silu and "ember_f32_conv_tile" in silu
+
+
+def test_strided_1x1_reads_a_subsampled_positions_major_copy():
+    text, *_ = _lower((1, 8, 9, 7), (16, 8, 1, 1, 16), AVX2, strides=(2, 2))
+    assert "x_nhwc = allocate(Buffer((1, 20, 8)" in text  # 5 x 4 positions, channels last
+    assert "ember_f32_conv_tile" in text
+    # fewer than 256 outputs: the kernel reads the NCHW input in place (rows of 4 columns)
+    text, *_ = _lower((1, 8, 9, 7), (1, 8, 1, 1, 16), AVX2, strides=(2, 2))
+    assert "x_nhwc" not in text and "ember_f32_conv_tile" in text
+
+
 @pytest.mark.parametrize(
     ("xshape", "wshape", "attrs"),
     [
@@ -81,6 +112,7 @@ def test_whole_images_reduce_channels_outer_with_a_padded_pitch():
         ((1, 2, 16, 16), (1, 2, 3, 3, 16), {"dilation": (2, 2)}),  # 144 positions: split
         ((1, 4, 6, 6), (2, 2, 3, 3, 16), {"groups": 2, "padding": (1, 1, 1, 1)}),
         ((1, 5, 5, 3), (1, 5, 1, 1, 16), {}),  # 1x1, flattened positions
+        ((1, 3, 9, 7), (16, 3, 1, 1, 16), {"strides": (2, 2)}),  # 1x1 stride 2, 256 outputs
     ],
 )
 def test_kernel_calls_match_reference(xshape, wshape, attrs):
@@ -147,6 +179,7 @@ def _model(cin: int, cout: int, size: int, kernel: int, stride: int, residual: b
         (256, 32, 7, 3, 1, True),  # channels outer, pitch 272, chunks of 28 channels + 4
         (160, 16, 9, 3, 2, False),  # strided, channels outer: 160 is no multiple of 28
         (512, 256, 5, 1, 1, True),  # 1x1, the transposed copy in tiles of 5 x 16
+        (64, 256, 11, 1, 2, True),  # 1x1 stride 2: a subsampled positions-major copy
     ],
 )
 def test_compiled_kernel_matches_onnxruntime(cin, cout, size, kernel, stride, residual):
