@@ -93,16 +93,26 @@ static inline void ember_f32_tile_n(int32_t nc, float* acc, const float* x, cons
     default: ember_f32_tile_6(acc, x, w, off, EMBER_F32_LOOPS); break;
   }
 }
+/* the weights of the last call of ember_f32_conv_tile on this thread */
+static __thread const float* ember_f32_last_block;
 /* every register tile of a chunk in turn (ntiles tiles: `big` of small + 1 positions,
-   then small), each over the chunk's loops */
+   then small), each over the chunk's loops; the tiles fetch the weights of the next chunk
+   (at `pw`, same loops; NULL: none) ahead, a share each, so that its first tile does not
+   wait on a line of L2 or L3 per step (taps outer: one line per step, 576 bytes apart) */
 static inline void ember_f32_tiles(float* acc, const float* x, const float* w, int64_t xk,
                                    int32_t ntiles, int32_t small, int32_t big, int32_t tcols,
                                    int32_t cx, int32_t cr, int64_t e0, int64_t xs0,
                                    int64_t ws0, int64_t e1, int64_t xs1, int64_t ws1,
-                                   int64_t e2, int64_t xs2, int64_t ws2) {
+                                   int64_t e2, int64_t xs2, int64_t ws2, const float* pw) {
   int32_t j0 = 0;
+  const int64_t steps = e0 * e1 * e2;
   for (int32_t t = 0; t < ntiles; ++t) {
     const int32_t nc = small + (t < big);
+    if (pw != NULL)
+      for (int64_t s = steps * t / ntiles; s < steps * (t + 1) / ntiles; ++s) {
+        const int64_t s0 = s / (e1 * e2), s1 = s / e2 % e1, s2 = s % e2;
+        _mm_prefetch((const char*)(pw + s0 * ws0 + s1 * ws1 + s2 * ws2), _MM_HINT_T0);
+      }
     int64_t off[6];
     for (int32_t j = 0; j < nc; ++j)
       off[j] = xk + (int64_t)((j0 + j) / tcols) * cr + (int64_t)((j0 + j) % tcols) * cx;
@@ -124,6 +134,16 @@ EMBER_F32_API int32_t ember_f32_conv_tile(
   /* register tiles of up to 6 positions, as even as possible; the reduction in chunks of
      about EMBER_F32_CHUNK steps, all tiles per chunk (its weights stay in L1) */
   const int32_t ntiles = (ncols + 5) / 6, small = ncols / ntiles, big = ncols % ntiles;
+  /* the last chunk prefetches the first of the next block of 16 output channels, the packed
+     weight's next (a block's weights: the longest loop's extent times its stride), unless
+     the previous call on this thread took the same block (tiles of bands of rows: the next
+     call most likely takes it again) */
+  int64_t block = (int64_t)e0 * ws0;
+  if ((int64_t)e1 * ws1 > block) block = (int64_t)e1 * ws1;
+  if ((int64_t)e2 * ws2 > block) block = (int64_t)e2 * ws2;
+  const float* next = w == ember_f32_last_block ? NULL : w + block;
+  ember_f32_last_block = w;
+#define EMBER_F32_NEXT_BLOCK next
   if (ntiles == 1) { /* one register tile: the whole reduction in one call */
     int64_t off[6];
     for (int32_t j = 0; j < ncols; ++j)
@@ -138,8 +158,9 @@ EMBER_F32_API int32_t ember_f32_conv_tile(
     const int64_t n0 = inner > 0 && EMBER_F32_CHUNK / inner > 0 ? EMBER_F32_CHUNK / inner : 1;
     for (int64_t c0 = 0; c0 < e0; c0 += n0) {
       const int64_t m0 = e0 - c0 < n0 ? e0 - c0 : n0;
+      const float* pw = c0 + n0 < e0 ? w + (c0 + n0) * ws0 : EMBER_F32_NEXT_BLOCK;
       ember_f32_tiles(acc, x, w + c0 * ws0, xoff + c0 * xs0, ntiles, small, big, tcols, cx,
-                      cr, m0, xs0, ws0, e1, xs1, ws1, e2, xs2, ws2);
+                      cr, m0, xs0, ws0, e1, xs1, ws1, e2, xs2, ws2, pw);
     }
     return 0;
   }
@@ -149,7 +170,12 @@ EMBER_F32_API int32_t ember_f32_conv_tile(
         const int64_t n2 = e2 - c0 < EMBER_F32_CHUNK ? e2 - c0 : EMBER_F32_CHUNK;
         const float* wk = w + i0 * ws0 + i1 * ws1 + c0 * ws2;
         const int64_t xk = xoff + i0 * xs0 + i1 * xs1 + c0 * xs2;
-        ember_f32_tiles(acc, x, wk, xk, ntiles, small, big, tcols, cx, cr, EMBER_F32_LOOP);
+        /* the next chunk: further along the channels, else the next tap's first */
+        const float* pw = c0 + EMBER_F32_CHUNK < e2   ? wk + EMBER_F32_CHUNK * ws2
+                          : i1 + 1 < e1               ? w + i0 * ws0 + (i1 + 1) * ws1
+                          : i0 + 1 < e0               ? w + (i0 + 1) * ws0
+                                                      : EMBER_F32_NEXT_BLOCK;
+        ember_f32_tiles(acc, x, wk, xk, ntiles, small, big, tcols, cx, cr, EMBER_F32_LOOP, pw);
       }
     }
   }
