@@ -11,6 +11,11 @@ inception_v1 and inception_v2 6.3 s, bvlc_alexnet 8.3 s, densenet121 9.8 s, zfne
 takes about 60 s in all.
 """
 
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 import onnx
 import pytest
@@ -188,18 +193,21 @@ def test_exported_real_model_runs_the_same(tmp_path):
     np.testing.assert_array_equal(ge.get_output(0).numpy(), expected)
 
 
-@pytest.mark.cc
-def test_benchmark_script_prints_one_row_per_model(capsys, monkeypatch):
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    path = Path(__file__).parents[2] / "benchmarks" / "models.py"
-    spec = importlib.util.spec_from_file_location("ember_bench_models", path)
+def _bench_script(script: str, name: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``benchmarks/<script>.py`` loaded by path as module ``name`` (registered in
+    sys.modules for the test only: dataclasses look their module up)."""
+    path = Path(__file__).parents[2] / "benchmarks" / f"{script}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     bench = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, bench)  # dataclasses look their module up
+    monkeypatch.setitem(sys.modules, spec.name, bench)
     spec.loader.exec_module(bench)
+    return bench
+
+
+@pytest.mark.cc
+def test_benchmark_script_prints_one_row_per_model(capsys, monkeypatch):
+    bench = _bench_script("models", "ember_bench_models", monkeypatch)
     # --keep-cache: the test must not point this process's ember at a temporary cache
     assert bench.main(["--models", "bert,squeezenet", "--repeat", "1", "--keep-cache"]) == 0
     out = capsys.readouterr().out
@@ -216,16 +224,7 @@ def test_memory_benchmark_ort_probe_ignores_the_parents_peak(monkeypatch):
     """Regression: the onnxruntime probe read ru_maxrss, which Linux keeps across exec, so
     every model measured after a big one reported the benchmark process's own peak (~1 GiB
     for a 0.3 MiB autoencoder)."""
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    path = Path(__file__).parents[2] / "benchmarks" / "memory.py"
-    spec = importlib.util.spec_from_file_location("ember_bench_memory_probe", path)
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, bench)
-    spec.loader.exec_module(bench)
+    bench = _bench_script("memory", "ember_bench_memory_probe", monkeypatch)
     ballast = np.ones(384 << 18, dtype=np.float32)  # 384 MiB resident in this process
     case = make_model("dense_autoencoder")
     growth = bench.onnxruntime_peak_growth(case.model.SerializeToString(), case.inputs)
@@ -234,16 +233,7 @@ def test_memory_benchmark_ort_probe_ignores_the_parents_peak(monkeypatch):
 
 
 def test_memory_benchmark_prints_plan_bound_and_ratio(capsys, monkeypatch):
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    path = Path(__file__).parents[2] / "benchmarks" / "memory.py"
-    spec = importlib.util.spec_from_file_location("ember_bench_memory", path)
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, bench)
-    spec.loader.exec_module(bench)
+    bench = _bench_script("memory", "ember_bench_memory", monkeypatch)
     assert bench.main(["--models", "ds_cnn_kws,resnet8", "--no-ort"]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
     cells = [[c.strip() for c in r.split("|")[1:-1]] for r in rows[2:]]
