@@ -331,7 +331,8 @@ def conv_packed(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Ten
     rk = [te.reduce_axis(wshape[2 + k], f"rk{k}") for k in range(nsp)]
     kernel = _kernel_layout(x.dtype, wshape, ty.shape)
     flat = pointwise(wshape[2:-1], strides, pad_begin, pad_end) and nsp > 1
-    if _lanes_layout(x.dtype, block, strides, tuple(ty.shape[2:]), flat):
+    out_elems = int(np.prod([int(d) for d in ty.shape]))
+    if _lanes_layout(x.dtype, block, strides, tuple(ty.shape[2:]), flat, out_elems):
         xl = x if flat else pad_tensor(x, pad_begin, pad_end, materialize=True)
         return conv_position_lanes(xl, wp, ty.shape, strides, dilation, groups, flat)
     if kernel:  # blocks of 8 regrouped by 24 for the narrow kernel (nn_conv_narrow_layout)
@@ -380,13 +381,19 @@ def _kernel_layout(dtype: str, wshape: tuple[int, ...], out_shape: Any) -> bool:
         return False
     taps = int(np.prod(wshape[2:-1]))
     positions = int(np.prod([int(d) for d in out_shape[2:]]))
-    if loop_tiles_win(target, int(wshape[-1]), positions):
+    outputs = int(np.prod([int(d) for d in out_shape]))
+    if loop_tiles_win(target, int(wshape[-1]), positions, outputs):
         return False
     return tile_kernel_pays(int(wshape[1]), taps, positions, int(wshape[-1]))
 
 
 def _lanes_layout(
-    dtype: str, block: int, strides: tuple[int, ...], out_spatial: tuple[Any, ...], flat: bool
+    dtype: str,
+    block: int,
+    strides: tuple[int, ...],
+    out_spatial: tuple[Any, ...],
+    flat: bool,
+    outputs: int = 0,
 ) -> bool:
     """Whether conv_packed takes position-lane tiles (ember.ops.nn_conv_lanes): the target
     runs the micro-kernel and the layer's rows fit them."""
@@ -394,7 +401,7 @@ def _lanes_layout(
     if target is None or not use_tile_kernel(target, dtype):
         return False
     spatial = tuple(int(d) for d in out_spatial)
-    if loop_tiles_win(target, block, int(np.prod(spatial))):
+    if loop_tiles_win(target, block, int(np.prod(spatial)), outputs):
         return False
     return position_lanes(block, strides, spatial, flat)
 

@@ -64,6 +64,9 @@ TILE_KERNEL = "tile_kernel"
 #: 1.04, 144->24 at 56x56 0.81, 256->64 at 56x56 0.74; 10x4 1->64 (ds_cnn_kws) 1.32.
 MIN_KERNEL_REDUCTION = 256
 LARGE_IMAGE_POSITIONS = 2048
+#: output elements of the largest layer on which the llvm kinds keep their own loop-IR
+#: tiles (resnet8's biggest, 16 channels at 32x32), see loop_tiles_win
+SMALL_LAYER_OUTPUTS = 16384
 
 
 def tile_kernel_pays(in_channels: int, taps: int, positions: int, block: int) -> bool:
@@ -78,7 +81,9 @@ def tile_kernel_pays(in_channels: int, taps: int, positions: int, block: int) ->
     return reduction >= MIN_KERNEL_REDUCTION
 
 
-def loop_tiles_win(target: Target, block: int = BLOCK, positions: int = 0) -> bool:
+def loop_tiles_win(
+    target: Target, block: int = BLOCK, positions: int = 0, outputs: int = 0
+) -> bool:
     """Whether ``target``'s own loop-IR tiles beat the micro-kernel on a layer of ``block``
     output channels per tile and ``positions`` output positions (0: any size): on the llvm
     kinds for blocks of 16 below LARGE_IMAGE_POSITIONS. LLVM keeps the loop-IR tiles'
@@ -86,8 +91,13 @@ def loop_tiles_win(target: Target, block: int = BLOCK, positions: int = 0) -> bo
     short reductions); with the kernel resnet8 ran 1.10-1.13x its llvm time (rotated A/B,
     thread CPU time, load 8-9; 3x3 64ch at 8x8 0.080 vs 0.070 ms, 32ch at 16x16 0.077 vs
     0.066, its stride-2 convolutions 0.044 vs 0.035), while the kernels for blocks of 8 and
-    24 win everywhere (dbnet's 3x3 96->24 at 80x80: 4.5 vs 11.4 ms)."""
+    24 win everywhere (dbnet's 3x3 96->24 at 80x80: 4.5 vs 11.4 ms). ``outputs`` (the
+    layer's output elements, 0: unknown) above SMALL_LAYER_OUTPUTS take the kernel: ResNet-50's
+    layers at 28x28 and below (25,088 outputs and more) ran 1.3-1.8x c's time on loop-IR
+    tiles (1x1 stride-2 downsamples, residual 1x1s at 7x7; whole model llvm/c 1.08)."""
     if "llvm" not in target.keys:
+        return False
+    if outputs > SMALL_LAYER_OUTPUTS:
         return False
     return block == BLOCK and positions < LARGE_IMAGE_POSITIONS
 

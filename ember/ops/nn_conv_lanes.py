@@ -143,6 +143,14 @@ def _group_block(ctx: ScheduleContext) -> int:
     return BLOCK
 
 
+def _outputs(ctx: ScheduleContext) -> int:
+    """The output elements of the group's output."""
+    count = 1
+    for d in static_shape(ctx.group_outputs[0]):
+        count *= int(d)
+    return count
+
+
 def _positions(ctx: ScheduleContext) -> int:
     """The output positions of the group's (N, C, *spatial) output."""
     count = 1
@@ -168,7 +176,7 @@ def loop_tiles_call_kernel(ctx: ScheduleContext) -> None:
     if not use_tile_kernel(ctx.target, ctx.group_outputs[0].dtype):
         return
     rank = len(static_shape(ctx.group_outputs[0]))
-    if loop_tiles_win(ctx.target, _group_block(ctx), _positions(ctx)):
+    if loop_tiles_win(ctx.target, _group_block(ctx), _positions(ctx), _outputs(ctx)):
         return
     least = 1 if whole_row_cols(ctx) else MIN_LOOP_KERNEL_CHANNELS
     for stage in reduction_stages(ctx.sch, list(ctx.group_outputs)):
@@ -192,7 +200,7 @@ def whole_row_cols(ctx: ScheduleContext) -> int:
     """The widest register tile for schedule_packed_conv (0: its default), see above."""
     if not use_tile_kernel(ctx.target, ctx.group_outputs[0].dtype):
         return 0
-    if loop_tiles_win(ctx.target, _group_block(ctx), _positions(ctx)):
+    if loop_tiles_win(ctx.target, _group_block(ctx), _positions(ctx), _outputs(ctx)):
         return 0
     shape = static_shape(ctx.group_outputs[0])
     width = int(shape[-1]) if len(shape) >= 3 else 0
