@@ -18,7 +18,7 @@ from ember.ir.ops.nn_rnn import (
 )
 from ember.lowering.legalize import legalize
 from ember.lowering.lower_group import lower_group
-from ember.ops import nn_rnn
+from ember.ops import nn_rnn_kernel
 from ember.ops.nn_conv_f32 import INTERPRET_EXTERNS
 from ember.ops.nn_rnn import projection_unit
 from ember.ops.registry import find_legalizer
@@ -243,7 +243,7 @@ def test_input_projection_tiles_call_the_kernel_on_avx2_c():
 
 
 def test_recurrent_products_alternate_block_order_with_equal_results(monkeypatch):
-    """Every other step walks R's column blocks backwards (nn_rnn.SNAKE), with bitwise
+    """Every other step walks R's column blocks backwards (nn_rnn_kernel.SNAKE), with bitwise
     the same outputs as the forward walk."""
     params, node, values = _build("nn.lstm", 4, 1, 3, 24, 2)
     calls = _legal_ops(params, node)
@@ -256,7 +256,7 @@ def test_recurrent_products_alternate_block_order_with_equal_results(monkeypatch
     body = call("nn.recurrence", *fparams, **attrs)
     results = []
     for snake in (False, True):
-        monkeypatch.setattr(nn_rnn, "SNAKE", snake)
+        monkeypatch.setattr(nn_rnn_kernel, "SNAKE", snake)
         func = lower_group(Function(tuple(fparams), body), "recurrence")
         assert ("jb: int32 = " in str(func)) == snake
         want = rec.op.reference(args, Attrs(attrs))
