@@ -35,7 +35,15 @@ FRONTEND_ONLY = {
 NOT_FAMILIES = {
     "ir/ops": {"__init__", "common"},
     "ops": {
-        *["__init__", "builtin", "common", "nn_common", "nn_schedule", "registry"],
+        *[
+            "__init__",
+            "builtin",
+            "common",
+            "nn_common",
+            "nn_schedule",
+            "nn_schedule_tiles",
+            "registry",
+        ],
         "nn_conv_f32",  # the AVX2 conv micro-kernel's tiles (nn.conv_packed's schedule)
         "nn_conv_narrow",  # tiles of the 8- and 24-channel AVX2 conv micro-kernels
         "nn_conv_narrow_layout",  # blocks of 8 output channels regrouped by 24 for them

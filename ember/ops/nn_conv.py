@@ -54,12 +54,8 @@ from ember.ops.nn_conv_narrow_layout import widen_blocks
 from ember.ops.nn_conv_transpose import conv_transpose_to_pointwise
 from ember.ops.nn_depthwise import depthwise_rows, schedule_depthwise, use_rows
 from ember.ops.nn_rnn import streamed_matmul
-from ember.ops.nn_schedule import (
-    MATERIALIZE,
-    schedule_conv_anchor,
-    schedule_dot_anchor,
-    schedule_matmul,
-)
+from ember.ops.nn_schedule import MATERIALIZE, schedule_conv_anchor, schedule_dot_anchor
+from ember.ops.nn_schedule_tiles import schedule_matmul
 from ember.ops.registry import (
     COMPUTE_TARGET,
     register_compute,

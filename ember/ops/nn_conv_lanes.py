@@ -36,9 +36,9 @@ from ember.ops.nn_schedule import (
     _size,
     materialize_tagged,
     reduction_stages,
-    schedule_dense_packed_conv,
     schedule_root_reduction,
 )
+from ember.ops.nn_schedule_tiles import schedule_dense_packed_conv
 from ember.ops.registry import ScheduleContext
 from ember.tir import IRMutator, PrimExpr, PrimFunc, simplify, te
 from ember.tir.expr import Call, FloatImm, IntImm, const

@@ -26,11 +26,10 @@ from ember.ops.nn_schedule import (
     MIN_VECTOR_EXTENT,
     _extent,
     _size,
-    _tile_cols,
     materialize_tagged,
     reduction_stages,
-    schedule_packed_conv,
 )
+from ember.ops.nn_schedule_tiles import _tile_cols, schedule_packed_conv
 from ember.ops.registry import ScheduleContext
 from ember.tir import PrimExpr, te
 

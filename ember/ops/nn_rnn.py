@@ -19,7 +19,7 @@ from ember.ir.op import Attrs, OpDef
 from ember.ir.ops.nn_rnn import pack_recurrent_weight, recurrence_segments
 from ember.ir.types import TensorType, TupleType, Type
 from ember.ops.nn_rnn_kernel import CELLS, Kernel
-from ember.ops.nn_schedule import MATMUL_MIN_ROWS
+from ember.ops.nn_schedule_tiles import MATMUL_MIN_ROWS
 from ember.ops.registry import register_compute, register_legalize
 from ember.tir import te
 from ember.tir.buffer import Buffer

@@ -27,7 +27,7 @@ from ember.ir.types import TensorType, Type
 from ember.ops.common import load_broadcast, out_tensor_type, static_shape
 from ember.ops.elemwise import clamp
 from ember.ops.nn_conv import pad_tensor
-from ember.ops.nn_schedule import schedule_packed_conv
+from ember.ops.nn_schedule_tiles import schedule_packed_conv
 from ember.ops.registry import ScheduleContext, register_compute, register_schedule
 from ember.tir import (
     Allocate,

@@ -13,7 +13,7 @@ from ember.ir.ops.nn_conv import pack_conv_weight, unpack_conv_weight
 from ember.lowering.lower_group import lower_group
 from ember.ops.nn_conv import PACK_BLOCKS, conv_to_packed, pack_block
 from ember.ops.nn_conv_f32 import INTERPRET_EXTERNS
-from ember.ops.nn_schedule import _tile_cols, register_tiles
+from ember.ops.nn_schedule_tiles import _tile_cols, register_tiles
 from ember.target import Target
 
 #: the schedules' shapes below are those of the wide register tiles (AVX-512's row, also the
@@ -314,7 +314,7 @@ def test_full_tiles_have_no_guard_in_the_reduction(size):
 
 
 def test_avx2_tiles_fit_avx2_registers_and_avx512_keeps_the_wide_ones():
-    from ember.ops.nn_schedule import TILES
+    from ember.ops.nn_schedule_tiles import TILES
 
     for cpu in ("haswell", "skylake-avx512"):
         assert register_tiles(Target.create(f"llvm -mcpu={cpu}")) == TILES["llvm"]

@@ -9,9 +9,9 @@ import pytest
 from ember import tir
 from ember.ir import Attrs, Function, TensorType, Var, call, evaluate
 from ember.lowering.lower_group import lower_group
-from ember.ops import nn_schedule
+from ember.ops import nn_schedule_tiles
 from ember.ops.nn_conv_f32 import INTERPRET_EXTERNS
-from ember.ops.nn_schedule import _tile_cols, register_tiles
+from ember.ops.nn_schedule_tiles import _tile_cols, register_tiles
 from ember.target import Target
 
 AVX2 = "c -mcpu=haswell"
@@ -22,7 +22,7 @@ WIDE = "c -mcpu=skylake-avx512"
 def loop_ir_tiles(monkeypatch: pytest.MonkeyPatch) -> None:
     """The loop-IR tiles (llvm, non-x86 targets): no AVX2 micro-kernel calls (those are
     tested in test_nn_conv_f32.py)."""
-    monkeypatch.setattr(nn_schedule, "use_tile_kernel", lambda target, dtype: False)
+    monkeypatch.setattr(nn_schedule_tiles, "use_tile_kernel", lambda target, dtype: False)
 
 
 def v(name: str, shape: tuple[int, ...]) -> Var:

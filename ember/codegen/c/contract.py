@@ -7,7 +7,7 @@ reduction update (convolutions, matrix products); only those are written as
 ``EMBER_FMA_F32(a, b, acc)``, a macro that is ``fmaf`` when the compiler targets a CPU with
 fused multiply-add (``__FMA__`` on x86, always on AArch64) and ``a * b + acc`` otherwise (a
 libm ``fmaf`` call in a vector loop would be slower than no contraction). Measured single
-thread (Zen 4, CPU time): see ``ember.ops.nn_schedule.TILES``.
+thread (Zen 4, CPU time): see ``ember.ops.nn_schedule_tiles.TILES``.
 """
 
 from __future__ import annotations

@@ -72,7 +72,7 @@ for _kind, _hook, _doc in (
             device_type=DEVICE_CPU,
             options=LLVM_OPTIONS,
             hooks={"tir_to_runtime": _hook},
-            keys=("llvm",),  # its own register tiles (ops/nn_schedule.TILES)
+            keys=("llvm",),  # its own register tiles (ops/nn_schedule_tiles.TILES)
             cpu=target_cpu,  # -mcpu read with -mtriple and -mattr
             doc=_doc,
         )
