@@ -42,11 +42,16 @@ _TILES_C = r"""#if defined(__AVX2__)
 #endif
 /* lo is the clamp's lower bound with the relu folded in: rint(max(v, 0)) + zy clamped to
    [lo, hi] is rint(v) + zy clamped to [max(lo, zy), hi] */
-typedef struct { float zy, lo, hi; int relu, is_signed; } ember_q8_epi;
+typedef struct {
+  float zy, lo, hi;
+  int relu, is_signed;
+  int16_t zy16, lo16; /* zy and lo for the vector stores (no float conversion per store) */
+} ember_q8_epi;
 
 static inline ember_q8_epi ember_q8_epilogue(int32_t zy, int32_t relu, int32_t is_signed) {
   const float lo = is_signed ? -128.0f : 0.0f, z = (float)zy;
-  ember_q8_epi e = {z, relu && z > lo ? z : lo, is_signed ? 127.0f : 255.0f, relu, is_signed};
+  const float l = relu && z > lo ? z : lo;
+  ember_q8_epi e = {z, l, is_signed ? 127.0f : 255.0f, relu, is_signed, (int16_t)zy, (int16_t)l};
   return e;
 }
 
@@ -102,8 +107,8 @@ static inline void ember_q8_store16(__m256i a0, __m256i a1, __m256 m0, __m256 m1
   /* int16 with saturation, + zero point with saturation, the relu's bound, then bytes with
      the output type's saturation: the clamp of rint(v) + zy to [lo, hi] */
   __m256i s = _mm256_packs_epi32(_mm256_cvtps_epi32(v0), _mm256_cvtps_epi32(v1));
-  s = _mm256_adds_epi16(s, _mm256_set1_epi16((short)e->zy));
-  s = _mm256_max_epi16(s, _mm256_set1_epi16((short)e->lo));
+  s = _mm256_adds_epi16(s, _mm256_set1_epi16(e->zy16));
+  s = _mm256_max_epi16(s, _mm256_set1_epi16(e->lo16));
   if (!interleaved) s = _mm256_permute4x64_epi64(s, 0xD8);
   __m128i l = _mm256_castsi256_si128(s), h = _mm256_extracti128_si256(s, 1);
   __m128i b = e->is_signed ? _mm_packs_epi16(l, h) : _mm_packus_epi16(l, h);
@@ -206,15 +211,14 @@ static inline void ember_q8_tile_step(const uint8_t* rows, int ldr, const uint8_
   }
 }
 
-/* acc[2i], acc[2i + 1] += the fix slots of rows i < `rows` (at wrows + i * ldw + 4 * k4):
-   value v at column k adds v * panel byte k of each of the 16 positions */
+/* acc[2i], acc[2i + 1] += the fix slots of rows i < `rows` (at wrows + i * ldw + 4 * k4, the
+   used ones first): value v at column k adds v * panel byte k of each of the 16 positions */
 static inline void ember_q8_add_fixes(const uint8_t* wrows, int ldw, const uint8_t* panel, int k4,
                                       int nfix, int rows, __m256i acc[8]) {
   const __m256i low = _mm256_set1_epi32(0xFF);
   for (int i = 0; i < rows; ++i) {
     const uint8_t* s = wrows + (long)i * ldw + 4 * k4;
-    for (int f = 0; f < nfix; ++f, s += 4) {
-      if (s[0] == 0) continue;
+    for (int f = 0; f < nfix && s[0] != 0; ++f, s += 4) {
       const int k = s[2] | s[3] << 8;
       const __m128i sh = _mm_cvtsi32_si128(8 * (k & 3));
       const __m256i v = _mm256_set1_epi32((int8_t)s[0]);
@@ -256,7 +260,7 @@ static inline void ember_q8_add_fixes_ref(const uint8_t* wrows, int ldw, const u
                                           int k4, int nfix, int rows, int32_t acc[4][16]) {
   for (int i = 0; i < rows; ++i) {
     const uint8_t* s = wrows + (long)i * ldw + 4 * k4;
-    for (int f = 0; f < nfix; ++f, s += 4) {
+    for (int f = 0; f < nfix && s[0] != 0; ++f, s += 4) {
       const int k = s[2] | s[3] << 8;
       const uint8_t* p = panel + 64 * (k >> 2) + (k & 3);
       for (int j = 0; j < 16; ++j) acc[i][j] += (int8_t)s[0] * p[4 * j];
