@@ -22,7 +22,7 @@ from ember import tir
 from ember.errors import CompileError
 from ember.ir.op import Attrs
 from ember.ir.ops.common import padding, spatial
-from ember.ir.ops.quant import quant_range
+from ember.ir.ops.quant import FIX_SLOT, quant_range
 from ember.ir.types import TensorType, Type
 from ember.ops.common import load_broadcast, out_tensor_type, static_shape
 from ember.ops.elemwise import clamp
@@ -205,6 +205,12 @@ def _conv_plan(x: te.Tensor, attrs: Attrs, out_type: Type, ybytes: int) -> tuple
     return [n, c, h, w, m, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw, chunk], nbytes
 
 
+def _fix_slots(w: te.Tensor, geometry: list[int]) -> int:
+    """Fix slots per packed weight row (``pack_conv_rows``): the columns past K's."""
+    k4 = (geometry[1] * geometry[5] * geometry[6] + 3) // 4
+    return (int(static_shape(w)[1]) - 4 * k4) // FIX_SLOT
+
+
 @register_compute("quantized_conv_int8")
 def quantized_conv_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
     """``ember_q8_conv``: patches packed per chunk of 16-position panels, 4x16 int8 tiles."""
@@ -213,8 +219,7 @@ def quantized_conv_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -
     ints, chunk = geometry[:-1], geometry[-1]
     flip = 128 if attrs["flip"] else 0  # the padding byte: the data's own zero point
     ints += [int(attrs["x_zero_point"]) ^ flip, flip]
-    ints += [*_epilogue(attrs, out_type), chunk]
-
+    ints += [*_epilogue(attrs, out_type), chunk, _fix_slots(inputs[1], geometry)]
     return _layer_extern("ember_q8_conv", "q8_conv", inputs, ty, nbytes, ints)
 
 
@@ -224,6 +229,7 @@ def quantized_conv_integer_int8(inputs: list[te.Tensor], attrs: Attrs, out_type:
     ty = out_tensor_type(out_type)
     geometry, nbytes = _conv_plan(inputs[0], attrs, out_type, 16)
     ints = geometry[:-1] + [int(bool(attrs["flip"])) * 128, geometry[-1]]
+    ints.append(_fix_slots(inputs[2], geometry))
     nbytes += (4 * int(attrs["channels"]) + 63) // 64 * 64
     return _layer_extern("ember_q8_conv_integer", "q8_convi", inputs, ty, nbytes, ints)
 

@@ -105,8 +105,8 @@ def conv_integer_int8(conv: Call) -> Expr | None:
         return None
     if w.min(initial=0) < -128 or w.max(initial=0) > 127:
         return None
-    rows = pack_conv_rows(w)
-    if not fits_maddubs(rows):
+    rows = pack_conv_rows(w) if fits_maddubs(w.reshape(w.shape[0], -1)) else None
+    if rows is None:
         return None
     x, zp = data
     m = w.shape[0]

@@ -21,7 +21,12 @@ from typing import Any
 import numpy as np
 
 from ember.ir.expr import Call, Constant, Expr, call
-from ember.ir.ops.quant import PANEL
+from ember.ir.ops.quant import FIX_SLOT, PANEL
+
+#: the largest sum of one sign's weights in a pair group: 255 * 128 fits int16.
+PAIR_GROUP_LIMIT = 32767 // 255
+#: the largest column a fix slot holds (uint16).
+MAX_FIX_COLUMN = 0xFFFF
 
 _I32 = np.iinfo(np.int32)
 
@@ -45,13 +50,59 @@ def fits_maddubs(w: np.ndarray) -> bool:
     return bool(np.all(255 * (a[..., 0::2] + a[..., 1::2]) <= 32767))
 
 
-def pack_conv_rows(w: np.ndarray) -> np.ndarray:
-    """(M, C, *k) weight -> int8 (M up to a multiple of 4, K up to a multiple of 4) rows."""
+def split_pair_groups(rows: np.ndarray) -> list[list[tuple[int, int]]]:
+    """Move weights out of ``rows`` (int64, (M, K) with K a multiple of 4; changed in place)
+    until every pair group fits int16, and return each row's moved ``(column, value)``.
+
+    The conv tile adds the ``vpmaddubsw`` results of two consecutive 4-column steps in int16
+    before widening them, so each int16 lane sums the products of a group of 4 weights
+    (columns ``8s + 2t + (0, 1, 4, 5)``, t = 0, 1) with unsigned bytes: exact while the
+    group's positive weights and its negative ones each sum to at most ``PAIR_GROUP_LIMIT``
+    in magnitude. Groups over it give up their largest weights of that sign, which the tile
+    adds back one by one after its loop (a few per row at most with He-normal weights:
+    about one row in five has one)."""
+    m, k = rows.shape
+    steps = k // 8
+    g = rows[:, : 8 * steps].reshape(m, steps, 2, 2, 2).transpose(0, 1, 3, 2, 4)
+    g = g.reshape(m, steps, 2, 4)
+    over = (np.clip(g, 0, None).sum(-1) > PAIR_GROUP_LIMIT) | (
+        np.clip(-g, 0, None).sum(-1) > PAIR_GROUP_LIMIT
+    )
+    fixes: list[list[tuple[int, int]]] = [[] for _ in range(m)]
+    for r, s, t in zip(*np.nonzero(over), strict=True):
+        cols = [8 * int(s) + 2 * int(t) + d for d in (0, 1, 4, 5)]
+        for sign in (1, -1):
+            while sum(max(sign * int(rows[r, c]), 0) for c in cols) > PAIR_GROUP_LIMIT:
+                c = max(cols, key=lambda c: sign * int(rows[r, c]))
+                fixes[r].append((c, int(rows[r, c])))
+                rows[r, c] = 0
+    return fixes
+
+
+def fix_slot(column: int, value: int) -> np.ndarray:
+    """The 4 bytes of one fix slot: the int8 value, 0, the column as little-endian uint16."""
+    return np.array([value & 0xFF, 0, column & 0xFF, column >> 8], np.uint8)
+
+
+def pack_conv_rows(w: np.ndarray) -> np.ndarray | None:
+    """(M, C, *k) weight -> int8 rows (M up to a multiple of 4) of K values (up to a multiple
+    of 4) whose pair groups fit int16 (``split_pair_groups``), then the moved weights as
+    4-byte fix slots (``FIX_SLOT``), as many per row as the row that needs most."""
     m = w.shape[0]
     flat = np.asarray(w, np.int64).reshape(m, -1)
-    out = np.zeros((_up(m, ROW_BLOCK), _up(flat.shape[1], 4)), np.int8)
-    out[:m, : flat.shape[1]] = flat
-    return out
+    k = _up(flat.shape[1], 4)
+    if k > MAX_FIX_COLUMN + 1:
+        return None
+    rows = np.zeros((_up(m, ROW_BLOCK), k), np.int64)
+    rows[:m, : flat.shape[1]] = flat
+    fixes = split_pair_groups(rows)
+    slots = max((len(f) for f in fixes), default=0)
+    out = np.zeros((rows.shape[0], k + FIX_SLOT * slots), np.uint8)
+    out[:, :k] = rows.astype(np.int8).view(np.uint8)
+    for r, row_fixes in enumerate(fixes):
+        for j, (kk, v) in enumerate(row_fixes):
+            out[r, k + FIX_SLOT * j : k + FIX_SLOT * (j + 1)] = fix_slot(kk, v)
+    return out.view(np.int8)
 
 
 def pack_dense_panels(w_kn: np.ndarray) -> np.ndarray:
@@ -153,8 +204,8 @@ def _conv(
     attrs = {k: conv.attrs[k] for k in ("strides", "padding", "dilation")}
     attrs.update(kernel=tuple(int(d) for d in wi.shape[2:]), channels=channels, **common)
     if groups == 1:
-        rows = pack_conv_rows(wi)
-        if not fits_maddubs(rows):
+        rows = pack_conv_rows(wi) if fits_maddubs(wi.reshape(channels, -1)) else None
+        if rows is None:
             return None
         zxu = zx + 128 if flip else zx
         sums = wi.reshape(channels, -1).sum(axis=1, dtype=np.int64)

@@ -151,6 +151,36 @@ def test_max_pool_int8(dtype, kernel, strides, pads, dilations, width) -> None:
     _check(model, feeds, "quantized_max_pool_int8")
 
 
+def _one_sign_weights(shape: tuple[int, ...]) -> np.ndarray:
+    """7-bit weights in runs of one sign and large magnitude: every pair group of the conv
+    tile (4 weights added in int16) is over its limit, so each row has many fix slots."""
+    w = RNG.integers(40, 64, shape)
+    sign = np.where(RNG.random(shape[:2]) < 0.5, -1, 1)[..., None, None]
+    return (w * sign).astype(np.int8)
+
+
+@pytest.mark.parametrize(
+    "x_dtype,y_dtype,per_channel,kernel,strides,pads,shape",
+    [
+        ("uint8", "uint8", True, (3, 3), (1, 1), (1, 1, 1, 1), (1, 5, 9, 11)),  # K = 45: odd k4
+        ("int8", "int8", False, (3, 3), (2, 2), (1, 0, 2, 1), (2, 7, 12, 13)),  # K = 63
+        ("uint8", "int8", True, (1, 1), (1, 1), (0, 0, 0, 0), (1, 24, 7, 7)),  # K = 24: even
+        ("int8", "uint8", True, (1, 1), (2, 2), (0, 0, 0, 0), (1, 13, 9, 9)),  # subsampled
+        ("uint8", "uint8", False, (2, 3), (1, 2), (0, 1, 1, 0), (1, 11, 6, 17)),
+    ],
+)
+def test_conv_int8_fix_slots(x_dtype, y_dtype, per_channel, kernel, strides, pads, shape) -> None:
+    """Weights whose pair groups overflow int16 go through the fix slots (moved out of the
+    rows, added back after the tile) and give onnxruntime's bytes: odd channel counts,
+    padding, stride 2, per-channel scales, int8 and uint8 zero points."""
+    m = 7
+    w = _one_sign_weights((m, shape[1], *kernel))
+    node = helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], pads=list(pads),
+                            strides=list(strides))  # fmt: skip
+    model, feeds = _chain(node, w, 0, per_channel, x_dtype, y_dtype, True, shape, m)
+    _check(model, feeds, "quantized_conv_int8")
+
+
 @pytest.mark.parametrize(
     "x_dtype,strides,shape",
     [

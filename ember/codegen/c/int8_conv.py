@@ -41,14 +41,17 @@ static inline void ember_q8_store16_i32(__m256i a0, __m256i a1, int32_t* dst, in
 }
 #endif
 
-/* 4 weight rows x one 16-position panel of a convolution, requantized into y rows */
+/* 4 weight rows (then their nfix fix slots) x one 16-position panel of a convolution,
+   requantized into y rows */
 static inline void ember_q8_conv_tile(const uint8_t* wrows, int ldw, const uint8_t* panel, int k4,
-                               const int32_t* bias, const float* mult, int rows,
-                               const ember_q8_epi* e, uint8_t* y, int32_t* y32, long P,
-                               int count) {
+                                      int nfix, const int32_t* bias, const float* mult, int rows,
+                                      const ember_q8_epi* e, uint8_t* y, int32_t* y32, long P,
+                                      int count) {
 #if defined(__AVX2__)
   __m256i acc[8];
-  ember_q8_tile_panel_u8(wrows, ldw, panel, k4, acc);
+  ember_q8_tile_pairs(wrows, ldw, panel, k4, acc);
+  if (k4 & 1) ember_q8_tile_step(wrows, ldw, panel, k4 - 1, acc);
+  if (nfix > 0) ember_q8_add_fixes(wrows, ldw, panel, k4, nfix, rows, acc);
   if (y32 != NULL) { /* ConvInteger: acc + bias as int32 */
     for (int i = 0; i < rows; ++i) {
       const __m256i b = _mm256_set1_epi32(bias[i]);
@@ -66,6 +69,7 @@ static inline void ember_q8_conv_tile(const uint8_t* wrows, int ldw, const uint8
 #else
   int32_t acc[4][16];
   ember_q8_tile_ref(wrows, ldw, panel, k4, 0, acc);
+  ember_q8_add_fixes_ref(wrows, ldw, panel, k4, nfix, rows, acc);
   for (int i = 0; i < rows; ++i)
     for (int j = 0; j < count; ++j) {
       if (y32 != NULL)
@@ -89,14 +93,15 @@ typedef struct {
   const long* offs2; /* k * ld: rows of the last, partial 1x1 panel */
   const uint8_t* zrow;
   const uint8_t* padded;
-  int C, H, W, M, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, xpad, flip, chunk, mode, Wp, F;
+  int C, H, W, M, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, xpad, flip, chunk, mode, Wp, F, nfix;
   size_t task_bytes;
   uint8_t* own; /* the planned scratch of a serial run (no allocation), else NULL */
 } ember_q8_conv_job;
 
 static void ember_q8_conv_chunk(const ember_q8_conv_job* j, int pc, uint8_t* panels,
                                 uint8_t* ybuf, uint8_t* rows) {
-  const int K = j->C * j->KH * j->KW, k4 = (K + 3) / 4, ldw = 4 * k4, P = j->OH * j->OW;
+  const int K = j->C * j->KH * j->KW, k4 = (K + 3) / 4, ldw = 4 * (k4 + j->nfix);
+  const int P = j->OH * j->OW;
   const int ld = 16 * j->chunk, extent = j->mode == 2 ? j->F : P;
   const int npan = (extent + 15) / 16, cp = npan - pc < j->chunk ? npan - pc : j->chunk;
   const int p0 = 16 * pc;
@@ -107,7 +112,7 @@ static void ember_q8_conv_chunk(const ember_q8_conv_job* j, int pc, uint8_t* pan
       const int rws = j->M - o0 < 4 ? j->M - o0 : 4;
       int32_t* ybuf32 = j->yn32 != NULL ? (int32_t*)ybuf : NULL;
       for (int pp = 0; pp < cp; ++pp)
-        ember_q8_conv_tile(j->w + (long)o0 * ldw, ldw, panels + (long)pp * k4 * 64, k4,
+        ember_q8_conv_tile(j->w + (long)o0 * ldw, ldw, panels + (long)pp * k4 * 64, k4, j->nfix,
                            j->bias + o0, j->mult + o0, rws, j->e, ybuf + 16 * pp,
                            ybuf32 != NULL ? ybuf32 + 16 * pp : NULL, ld, 16);
       for (int i = 0; i < rws; ++i) {
@@ -145,7 +150,7 @@ static void ember_q8_conv_chunk(const ember_q8_conv_job* j, int pc, uint8_t* pan
     for (int pp = 0; pp < cp; ++pp) {
       const int p = p0 + 16 * pp, count = P - p < 16 ? P - p : 16;
       const long at = (long)o0 * P + p;
-      ember_q8_conv_tile(j->w + (long)o0 * ldw, ldw, panels + (long)pp * k4 * 64, k4,
+      ember_q8_conv_tile(j->w + (long)o0 * ldw, ldw, panels + (long)pp * k4 * 64, k4, j->nfix,
                          j->bias + o0, j->mult + o0, rws, j->e, j->yn + at,
                          j->yn32 != NULL ? j->yn32 + at : NULL, P, count);
     }
@@ -220,7 +225,7 @@ static int32_t ember_q8_conv_impl(const void* x_, const void* w_, const int32_t*
                                   int32_t KH, int32_t KW, int32_t OH, int32_t OW, int32_t sh,
                                   int32_t sw, int32_t ph, int32_t pw, int32_t dh, int32_t dw,
                                   int32_t xpad, int32_t flip, int32_t zy, int32_t relu,
-                                  int32_t is_signed, int32_t chunk) {
+                                  int32_t is_signed, int32_t chunk, int32_t nfix) {
   const uint8_t* x = (const uint8_t*)x_;
   uint8_t* y = (uint8_t*)y_;
   const int ybytes = y32 != NULL ? 16 : 4; /* ybuf bytes per position of 4 rows */
@@ -259,7 +264,7 @@ static int32_t ember_q8_conv_impl(const void* x_, const void* w_, const int32_t*
   const int units = (npan + ch - 1) / ch;
   ember_q8_conv_job job = {NULL, (const uint8_t*)w_, bias, mult, &e, NULL, NULL, offs, offs2, zrow,
                            padded, C, H, W, M, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, xpad,
-                           flip, ch, mode, Wq, F, 0, NULL};
+                           flip, ch, mode, Wq, F, nfix, 0, NULL};
   job.task_bytes = (size_t)ch * k4 * 64 + (size_t)ybytes * ld;
   job.task_bytes += (mode == 2 ? 0 : (size_t)K * ld) + 64;
   if (!par) { /* one task on the caller: its buffers follow the image in the planned scratch */
@@ -385,8 +390,9 @@ static inline int32_t ember_q8_conv(const void* x_, const void* w_, const int32_
                                     int32_t KW, int32_t OH, int32_t OW, int32_t sh, int32_t sw,
                                     int32_t ph, int32_t pw, int32_t dh, int32_t dw, int32_t xpad,
                                     int32_t flip, int32_t zy, int32_t relu, int32_t is_signed,
-                                    int32_t chunk) {
+                                    int32_t chunk, int32_t nfix) {
   return ember_q8_conv_impl(x_, w_, bias, mult, y_, NULL, scratch, N, C, H, W, M, KH, KW, OH,
-                            OW, sh, sw, ph, pw, dh, dw, xpad, flip, zy, relu, is_signed, chunk);
+                            OW, sh, sw, ph, pw, dh, dw, xpad, flip, zy, relu, is_signed, chunk,
+                            nfix);
 }
 """

@@ -46,13 +46,13 @@ static inline int32_t ember_q8_conv_integer(const void* x_, const void* zp_, con
                                             int32_t M, int32_t KH, int32_t KW, int32_t OH,
                                             int32_t OW, int32_t sh, int32_t sw, int32_t ph,
                                             int32_t pw, int32_t dh, int32_t dw, int32_t flip,
-                                            int32_t chunk) {
+                                            int32_t chunk, int32_t nfix) {
   const uint8_t zp = ((const uint8_t*)zp_)[0];
   const int32_t zpu = (int32_t)(zp ^ (uint8_t)flip);
   int32_t* bias = (int32_t*)scratch;
   for (int m = 0; m < M; ++m) bias[m] = -zpu * rowsum[m];
   uint8_t* rest = (uint8_t*)scratch + ((size_t)M * 4 + 63) / 64 * 64;
   return ember_q8_conv_impl(x_, w_, bias, NULL, NULL, (int32_t*)y_, rest, N, C, H, W, M, KH, KW,
-                            OH, OW, sh, sw, ph, pw, dh, dw, zp, flip, 0, 0, 0, chunk);
+                            OH, OW, sh, sw, ph, pw, dh, dw, zp, flip, 0, 0, 0, chunk, nfix);
 }
 """

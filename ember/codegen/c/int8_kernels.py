@@ -42,11 +42,16 @@ _TILES_C = r"""#if defined(__AVX2__)
 #endif
 /* lo is the clamp's lower bound with the relu folded in: rint(max(v, 0)) + zy clamped to
    [lo, hi] is rint(v) + zy clamped to [max(lo, zy), hi] */
-typedef struct { float zy, lo, hi; int relu, is_signed; } ember_q8_epi;
+typedef struct {
+  float zy, lo, hi;
+  int relu, is_signed;
+  int16_t zy16, lo16; /* zy and lo for the vector stores (no float conversion per store) */
+} ember_q8_epi;
 
 static inline ember_q8_epi ember_q8_epilogue(int32_t zy, int32_t relu, int32_t is_signed) {
   const float lo = is_signed ? -128.0f : 0.0f, z = (float)zy;
-  ember_q8_epi e = {z, relu && z > lo ? z : lo, is_signed ? 127.0f : 255.0f, relu, is_signed};
+  const float l = relu && z > lo ? z : lo;
+  ember_q8_epi e = {z, l, is_signed ? 127.0f : 255.0f, relu, is_signed, (int16_t)zy, (int16_t)l};
   return e;
 }
 
@@ -102,8 +107,8 @@ static inline void ember_q8_store16(__m256i a0, __m256i a1, __m256 m0, __m256 m1
   /* int16 with saturation, + zero point with saturation, the relu's bound, then bytes with
      the output type's saturation: the clamp of rint(v) + zy to [lo, hi] */
   __m256i s = _mm256_packs_epi32(_mm256_cvtps_epi32(v0), _mm256_cvtps_epi32(v1));
-  s = _mm256_adds_epi16(s, _mm256_set1_epi16((short)e->zy));
-  s = _mm256_max_epi16(s, _mm256_set1_epi16((short)e->lo));
+  s = _mm256_adds_epi16(s, _mm256_set1_epi16(e->zy16));
+  s = _mm256_max_epi16(s, _mm256_set1_epi16(e->lo16));
   if (!interleaved) s = _mm256_permute4x64_epi64(s, 0xD8);
   __m128i l = _mm256_castsi256_si128(s), h = _mm256_extracti128_si256(s, 1);
   __m128i b = e->is_signed ? _mm_packs_epi16(l, h) : _mm_packus_epi16(l, h);
@@ -152,9 +157,82 @@ static inline void ember_q8_store16(__m256i a0, __m256i a1, __m256 m0, __m256 m1
     acc[0] = c00; acc[1] = c01; acc[2] = c10; acc[3] = c11;                                 \
     acc[4] = c20; acc[5] = c21; acc[6] = c30; acc[7] = c31;                                 \
   }
-#define EMBER_Q8_PANEL_U8(p, b) _mm256_maddubs_epi16((p), (b))
+/* the conv tile: 4 weight rows (broadcast) x a 16-position panel of unsigned bytes, two
+   4-column steps per iteration with their vpmaddubsw results added in int16 (exact: the
+   weights' pair groups fit, see split_pair_groups) before one vpmaddwd: 3 multiplies per
+   32 x 2 products instead of 4; an odd last step alone */
+#define EMBER_Q8_PAIR_ROW(C0, C1, R)                                                         \
+  memcpy(&t, R + 4 * q, 4);                                                                  \
+  b = _mm256_set1_epi32(t);                                                                  \
+  memcpy(&t, R + 4 * q + 4, 4);                                                              \
+  b2 = _mm256_set1_epi32(t);                                                                 \
+  C0 = _mm256_add_epi32(C0, _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(p0, b),  \
+                                                               _mm256_maddubs_epi16(p2, b2)), \
+                                              ones));                                        \
+  C1 = _mm256_add_epi32(C1, _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(p1, b),  \
+                                                               _mm256_maddubs_epi16(p3, b2)), \
+                                              ones));
+static __attribute__((noinline, unused)) void ember_q8_tile_pairs(const uint8_t* rows, int ldr,
+                                                                  const uint8_t* panel, int k4,
+                                                                  __m256i acc[8]) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00;
+  __m256i c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+  const uint8_t *r0 = rows, *r1 = rows + ldr, *r2 = rows + 2 * ldr, *r3 = rows + 3 * ldr;
+  for (int q = 0; q + 2 <= k4; q += 2) {
+    const __m256i p0 = _mm256_loadu_si256((const __m256i*)(panel + 64 * q));
+    const __m256i p1 = _mm256_loadu_si256((const __m256i*)(panel + 64 * q + 32));
+    const __m256i p2 = _mm256_loadu_si256((const __m256i*)(panel + 64 * q + 64));
+    const __m256i p3 = _mm256_loadu_si256((const __m256i*)(panel + 64 * q + 96));
+    int32_t t;
+    __m256i b, b2;
+    EMBER_Q8_PAIR_ROW(c00, c01, r0)
+    EMBER_Q8_PAIR_ROW(c10, c11, r1)
+    EMBER_Q8_PAIR_ROW(c20, c21, r2)
+    EMBER_Q8_PAIR_ROW(c30, c31, r3)
+  }
+  acc[0] = c00; acc[1] = c01; acc[2] = c10; acc[3] = c11;
+  acc[4] = c20; acc[5] = c21; acc[6] = c30; acc[7] = c31;
+}
+
+/* acc += the one step q of the tile (an odd k4's last) */
+static inline void ember_q8_tile_step(const uint8_t* rows, int ldr, const uint8_t* panel, int q,
+                                      __m256i acc[8]) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i p0 = _mm256_loadu_si256((const __m256i*)(panel + 64 * q));
+  const __m256i p1 = _mm256_loadu_si256((const __m256i*)(panel + 64 * q + 32));
+  for (int i = 0; i < 4; ++i) {
+    int32_t t;
+    memcpy(&t, rows + (long)i * ldr + 4 * q, 4);
+    const __m256i b = _mm256_set1_epi32(t);
+    acc[2 * i] = _mm256_add_epi32(acc[2 * i], _mm256_madd_epi16(_mm256_maddubs_epi16(p0, b), ones));
+    acc[2 * i + 1] =
+        _mm256_add_epi32(acc[2 * i + 1], _mm256_madd_epi16(_mm256_maddubs_epi16(p1, b), ones));
+  }
+}
+
+/* acc[2i], acc[2i + 1] += the fix slots of rows i < `rows` (at wrows + i * ldw + 4 * k4, the
+   used ones first): value v at column k adds v * panel byte k of each of the 16 positions */
+static inline void ember_q8_add_fixes(const uint8_t* wrows, int ldw, const uint8_t* panel, int k4,
+                                      int nfix, int rows, __m256i acc[8]) {
+  const __m256i low = _mm256_set1_epi32(0xFF);
+  for (int i = 0; i < rows; ++i) {
+    const uint8_t* s = wrows + (long)i * ldw + 4 * k4;
+    for (int f = 0; f < nfix && s[0] != 0; ++f, s += 4) {
+      const int k = s[2] | s[3] << 8;
+      const __m128i sh = _mm_cvtsi32_si128(8 * (k & 3));
+      const __m256i v = _mm256_set1_epi32((int8_t)s[0]);
+      const uint8_t* p = panel + 64 * (k >> 2);
+      const __m256i x0 = _mm256_and_si256(
+          _mm256_srl_epi32(_mm256_loadu_si256((const __m256i*)p), sh), low);
+      const __m256i x1 = _mm256_and_si256(
+          _mm256_srl_epi32(_mm256_loadu_si256((const __m256i*)(p + 32)), sh), low);
+      acc[2 * i] = _mm256_add_epi32(acc[2 * i], _mm256_mullo_epi32(x0, v));
+      acc[2 * i + 1] = _mm256_add_epi32(acc[2 * i + 1], _mm256_mullo_epi32(x1, v));
+    }
+  }
+}
 #define EMBER_Q8_ROWS_U8(p, b) _mm256_maddubs_epi16((b), (p))
-EMBER_Q8_TILE(ember_q8_tile_panel_u8, EMBER_Q8_PANEL_U8)
 EMBER_Q8_TILE(ember_q8_tile_rows_u8, EMBER_Q8_ROWS_U8)
 #else
 /* the same tile in plain C: acc[i][j], i < 4 rows, j < 16 columns */
@@ -173,6 +251,19 @@ static inline void ember_q8_tile_ref(const uint8_t* rows, int ldr, const uint8_t
         }
       }
       acc[i][j] = s;
+    }
+  }
+}
+
+/* the fix slots of the conv rows (see ember_q8_add_fixes), in plain C */
+static inline void ember_q8_add_fixes_ref(const uint8_t* wrows, int ldw, const uint8_t* panel,
+                                          int k4, int nfix, int rows, int32_t acc[4][16]) {
+  for (int i = 0; i < rows; ++i) {
+    const uint8_t* s = wrows + (long)i * ldw + 4 * k4;
+    for (int f = 0; f < nfix && s[0] != 0; ++f, s += 4) {
+      const int k = s[2] | s[3] << 8;
+      const uint8_t* p = panel + 64 * (k >> 2) + (k & 3);
+      for (int j = 0; j < 16; ++j) acc[i][j] += (int8_t)s[0] * p[4 * j];
     }
   }
 }

@@ -292,6 +292,22 @@ def matmul_integer_int8_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarra
     return acc.astype(np.int32)
 
 
+#: bytes per fix slot after the K columns of packed int8 conv rows: an int8 value, 0, its
+#: column (little-endian uint16); the kernel adds it back (ember/transform/qdq_int8.py).
+FIX_SLOT = 4
+
+
+def conv_weight_rows(w: np.ndarray, m: int, k: int) -> np.ndarray:
+    """The (m, k) int64 weight of packed int8 conv rows, their fix slots added back."""
+    b = np.asarray(w).view(np.uint8)[:m]
+    k4 = (k + 3) // 4 * 4
+    out = b[:, :k4].view(np.int8).astype(np.int64)
+    for r, j in zip(*np.nonzero(b[:, k4::FIX_SLOT]), strict=True):
+        v, _, lo, hi = (int(t) for t in b[r, k4 + FIX_SLOT * j : k4 + FIX_SLOT * (j + 1)])
+        out[r, lo | hi << 8] += v - 256 * (v >= 128)
+    return out[:, :k]
+
+
 def _conv_integer_int8_type(types: Sequence[Type], attrs: Attrs) -> Type:
     x = check_dtype(types[0], _DATA, "data of an int8 kernel")
     return TensorType(_conv_shape(x, attrs), "int32")
@@ -301,7 +317,7 @@ def conv_integer_int8_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     """int32 conv(x - zero point (padded with it), w) (ConvInteger, ungrouped)."""
     x, zp, w = xs[:3]
     c, (kh, kw), m = x.shape[1], spatial(attrs, "kernel", 2, 1), int(attrs["channels"])
-    wi = np.asarray(w, np.int64)[:m, : c * kh * kw].reshape(m, c, kh, kw)
+    wi = conv_weight_rows(w, m, c * kh * kw).reshape(m, c, kh, kw)
     shifted = _unsigned(x, attrs) - _unsigned(zp, attrs).reshape(())
     strides, dilation = spatial(attrs, "strides", 2, 1), spatial(attrs, "dilation", 2, 1)
     return conv_reference(shifted, wi, strides, padding(attrs, 2), dilation, 1).astype(np.int32)
@@ -325,7 +341,7 @@ def conv_int8_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     """conv(x + flip padded with the zero point, w) + bias, requantized."""
     x, w, bias, mult = xs
     c, (kh, kw), m = x.shape[1], spatial(attrs, "kernel", 2, 1), int(attrs["channels"])
-    wi = np.asarray(w, np.int64)[:m, : c * kh * kw]
+    wi = conv_weight_rows(w, m, c * kh * kw)
     zx = int(attrs["x_zero_point"])
     shifted = _unsigned(x, attrs) - zx
     acc = conv_reference(
