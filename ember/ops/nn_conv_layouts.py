@@ -124,15 +124,17 @@ def conv_channels_last(
     pad_begin: tuple[int, ...],
     pad_end: tuple[int, ...],
     groups: int,
+    taps_outer: bool = False,
 ) -> te.Tensor:
     """conv_packed reading a channels-last padded copy of the input, reducing over the
     input channels then the kernel taps (the weight contiguous; CHANNELS_OUTER) or the
-    taps then the channels (contiguous in the copy, a stride of the taps in the weight)."""
+    taps then the channels (contiguous in the copy, and in the weight when it is packed
+    taps first: ``taps_outer``, nn_conv_taps)."""
     wshape = static_shape(wp)
     nsp = len(wshape) - 3
     block = wshape[-1]
     blocks_per_group = wshape[0] // groups
-    outer = channels_outer(tuple(int(d) for d in ty.shape[2:]))
+    outer = not taps_outer and channels_outer(tuple(int(d) for d in ty.shape[2:]))
     xp = pad_channels_last(x, pad_begin, pad_end, pitch=outer)
     rk = [te.reduce_axis(wshape[2 + k], f"rk{k}") for k in range(nsp)]
     rc = te.reduce_axis(wshape[1], "rc")
