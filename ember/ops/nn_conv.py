@@ -23,8 +23,9 @@ x channels), so that its register tiles run along all positions (flat_pointwise 
 ember.ops.nn_conv_layouts).
 Where the C micro-kernel runs (float32 on AVX2 C targets, ember.ops.nn_conv_f32), the
 padded input is copied channels last and reduced over the kernel taps then the input
-channels, and 1x1 convolutions with many outputs read a positions-major copy: each tile then
-reads contiguous channels. Other targets keep the NCHW loop nests unchanged.
+channels (the weight packed taps first for it, ember.ops.nn_conv_taps), and 1x1
+convolutions with many outputs read a positions-major copy: each tile then reads contiguous
+channels. Other targets keep the NCHW loop nests unchanged.
 """
 
 from __future__ import annotations

@@ -66,7 +66,8 @@ def pad_tensor(
 #: positions. Measured per layer (one thread, CPU time, interleaved, load 8-12; taps outer
 #: -> channels outer, best of 25-40, ms): 3x3 512->512 at 7x7 4.8 -> 3.5 and 5.6 -> 3.9;
 #: 256->256 at 14x14 3.3 -> 3.2 and 3.4 -> 3.5, at 10x10 2.1 -> 2.0 and 2.7 -> 2.8; with
-#: row tiles 128->128 at 28x28 4.4 -> 5.6, 64->64 at 56x56 4.0 -> 5.5.
+#: row tiles 128->128 at 28x28 4.4 -> 5.6, 64->64 at 56x56 4.0 -> 5.5. A weight packed taps
+#: first (ember.ops.nn_conv_taps: every 16-channel block layer) reduces taps outer instead.
 CHANNELS_OUTER = True
 CHANNELS_OUTER_POSITIONS = 64
 
