@@ -337,7 +337,7 @@ def conv_packed(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Ten
     x, wp = inputs
     check_dtype("nn.conv_packed", x.dtype)
     ty = out_tensor_type(out_type)
-    first = bool(attrs["taps_first"])
+    first = bool(dict(attrs).get("taps_first", 0))  # quantized_conv_packed: none
     wp = taps_first_view(wp) if first else wp
     wshape = static_shape(wp)
     nsp = len(wshape) - 3

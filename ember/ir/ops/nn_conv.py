@@ -279,6 +279,11 @@ register_op(
 
 
 # --- post-legalization: the nn.conv legalizer (ember.ops.nn_conv) makes these two ops ---
+def _taps_first(attrs: Attrs) -> bool:
+    """nn.conv_packed's ``taps_first`` (False for ops sharing its rules without it)."""
+    return bool(dict(attrs).get("taps_first", 0))
+
+
 def _packed_conv_type(types: Sequence[Type], attrs: Attrs) -> Type:
     data = tensor_arg(types, 0, "data")
     weight = tensor_arg(types, 1, "weight")
@@ -300,7 +305,7 @@ def _packed_conv_type(types: Sequence[Type], attrs: Attrs) -> Type:
             f"(channels={channels}, weight {weight})"
         )
     inner = weight.shape[1:-1]
-    if attrs.get("taps_first", 0):  # (O/b, *k, I, b)
+    if _taps_first(attrs):  # (O/b, *k, I, b)
         inner = (inner[-1], *inner[:-1])
     plain = TensorType((channels, *inner), weight.dtype)
     conv_attrs = {k: v for k, v in attrs.items() if k not in ("channels", "taps_first")}
@@ -336,7 +341,7 @@ def pack_conv_weight(w: np.ndarray, block: int, taps_first: bool = False) -> np.
 def _packed_conv_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     x, wp = xs
     nsp = x.ndim - 2
-    w = unpack_conv_weight(wp, int(attrs["channels"]), bool(attrs["taps_first"]))
+    w = unpack_conv_weight(wp, int(attrs["channels"]), _taps_first(attrs))
     return conv_reference(
         x,
         w,
