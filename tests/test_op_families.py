@@ -47,6 +47,7 @@ NOT_FAMILIES = {
         "nn_conv_f32",  # the AVX2 conv micro-kernel's tiles (nn.conv_packed's schedule)
         "nn_conv_narrow",  # tiles of the 8- and 24-channel AVX2 conv micro-kernels
         "nn_conv_narrow_layout",  # blocks of 8 output channels regrouped by 24 for them
+        "nn_conv_taps",  # nn.conv_packed weights packed taps first: the rule and the view
         "nn_conv_lanes",  # nn.conv_packed tiles with output positions as the lanes
         "nn_conv_layouts",  # nn.conv_packed input layouts: padded, channels-last, flattened 1x1
         "nn_conv_transpose",  # kernel == stride: 1x1 conv + depth-to-space (nn_conv legalizes)

@@ -23,8 +23,9 @@ x channels), so that its register tiles run along all positions (flat_pointwise 
 ember.ops.nn_conv_layouts).
 Where the C micro-kernel runs (float32 on AVX2 C targets, ember.ops.nn_conv_f32), the
 padded input is copied channels last and reduced over the kernel taps then the input
-channels, and 1x1 convolutions with many outputs read a positions-major copy: each tile then
-reads contiguous channels. Other targets keep the NCHW loop nests unchanged.
+channels (the weight packed taps first for it, ember.ops.nn_conv_taps), and 1x1
+convolutions with many outputs read a positions-major copy: each tile then reads contiguous
+channels. Other targets keep the NCHW loop nests unchanged.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from ember.ops.nn_conv_layouts import (
     strided_pointwise,
 )
 from ember.ops.nn_conv_narrow_layout import widen_blocks
+from ember.ops.nn_conv_taps import taps_first, taps_first_view
 from ember.ops.nn_conv_transpose import conv_transpose_to_pointwise
 from ember.ops.nn_depthwise import depthwise_rows, schedule_depthwise, use_rows
 from ember.ops.nn_rnn import streamed_matmul
@@ -294,8 +296,22 @@ def conv_to_packed(node: Call) -> Expr:
     if not block:
         return node
     attrs = {k: node.attrs[k] for k in ("strides", "padding", "dilation", "groups")}
-    wp = const(pack_conv_weight(data, block))
-    return call("nn.conv_packed", x, wp, name=node.name, channels=data.shape[0], **attrs)
+    nsp = data.ndim - 2
+    dims = node.tensor_type.shape[2:]
+    static = all(isinstance(d, int | np.integer) for d in dims)
+    out = tuple(int(d) for d in dims) if static else ()
+    strides = spatial(node.attrs, "strides", nsp, 1)
+    first = taps_first(data.shape[2:], data.shape[1], block, strides, out)
+    wp = const(pack_conv_weight(data, block, first))
+    return call(
+        "nn.conv_packed",
+        x,
+        wp,
+        name=node.name,
+        channels=data.shape[0],
+        taps_first=int(first),
+        **attrs,
+    )
 
 
 def pack_block(channels: int) -> int:
@@ -317,6 +333,8 @@ def conv_packed(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Ten
     x, wp = inputs
     check_dtype("nn.conv_packed", x.dtype)
     ty = out_tensor_type(out_type)
+    first = bool(dict(attrs).get("taps_first", 0))  # quantized_conv_packed: none
+    wp = taps_first_view(wp) if first else wp
     wshape = static_shape(wp)
     nsp = len(wshape) - 3
     strides, dilation, pad_begin, pad_end = _conv_attrs(attrs, nsp)
@@ -343,7 +361,9 @@ def conv_packed(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Ten
     ):
         return flat_pointwise(x, wp, ty, shape, groups, blocks_per_group, kernel, strides)
     if kernel and not pointwise(wshape[2:-1], strides, pad_begin, pad_end):
-        return conv_channels_last(x, wp, ty, strides, dilation, pad_begin, pad_end, groups)
+        return conv_channels_last(
+            x, wp, ty, strides, dilation, pad_begin, pad_end, groups, taps_outer=first
+        )
     xp = pad_tensor(x, pad_begin, pad_end, materialize=True)
 
     def body(n: Any, *rest: Any) -> PrimExpr:

@@ -66,7 +66,8 @@ def pad_tensor(
 #: positions. Measured per layer (one thread, CPU time, interleaved, load 8-12; taps outer
 #: -> channels outer, best of 25-40, ms): 3x3 512->512 at 7x7 4.8 -> 3.5 and 5.6 -> 3.9;
 #: 256->256 at 14x14 3.3 -> 3.2 and 3.4 -> 3.5, at 10x10 2.1 -> 2.0 and 2.7 -> 2.8; with
-#: row tiles 128->128 at 28x28 4.4 -> 5.6, 64->64 at 56x56 4.0 -> 5.5.
+#: row tiles 128->128 at 28x28 4.4 -> 5.6, 64->64 at 56x56 4.0 -> 5.5. A weight packed taps
+#: first (ember.ops.nn_conv_taps: every 16-channel block layer) reduces taps outer instead.
 CHANNELS_OUTER = True
 CHANNELS_OUTER_POSITIONS = 64
 
@@ -124,15 +125,17 @@ def conv_channels_last(
     pad_begin: tuple[int, ...],
     pad_end: tuple[int, ...],
     groups: int,
+    taps_outer: bool = False,
 ) -> te.Tensor:
     """conv_packed reading a channels-last padded copy of the input, reducing over the
     input channels then the kernel taps (the weight contiguous; CHANNELS_OUTER) or the
-    taps then the channels (contiguous in the copy, a stride of the taps in the weight)."""
+    taps then the channels (contiguous in the copy, and in the weight when it is packed
+    taps first: ``taps_outer``, nn_conv_taps)."""
     wshape = static_shape(wp)
     nsp = len(wshape) - 3
     block = wshape[-1]
     blocks_per_group = wshape[0] // groups
-    outer = channels_outer(tuple(int(d) for d in ty.shape[2:]))
+    outer = not taps_outer and channels_outer(tuple(int(d) for d in ty.shape[2:]))
     xp = pad_channels_last(x, pad_begin, pad_end, pitch=outer)
     rk = [te.reduce_axis(wshape[2 + k], f"rk{k}") for k in range(nsp)]
     rc = te.reduce_axis(wshape[1], "rc")

@@ -18,8 +18,9 @@ one load per FMA, which left the loads the bottleneck. Wider tiles (small images
 image is one tile) are split into register tiles as even as possible, and the reduction
 runs in chunks of about 256 steps with all register tiles per chunk, so that a chunk's
 weights are read from L1 by every register tile instead of from L2 by each: chunks of the
-innermost loop when it is that long (taps outer, channels inner; 1x1), else chunks of the
-outermost loop with the inner ones whole (channels outer, 3x3 taps inner: the packed
+innermost loop when it is that long (taps outer, channels inner; 1x1: with the weight
+packed taps first, ember.ops.nn_conv_taps, a chunk's weights are contiguous), else chunks of
+the outermost loop with the inner ones whole (channels outer, 3x3 taps inner: the packed
 weight then read contiguously, 16 KiB per chunk; nn_conv_layouts.CHANNELS_OUTER).
 While a chunk runs, its register tiles prefetch the next chunk's weights, a share each:
 the first tile of a chunk otherwise waited on L2 or L3 at every step (a layer's weights

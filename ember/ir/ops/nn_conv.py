@@ -279,6 +279,11 @@ register_op(
 
 
 # --- post-legalization: the nn.conv legalizer (ember.ops.nn_conv) makes these two ops ---
+def _taps_first(attrs: Attrs) -> bool:
+    """nn.conv_packed's ``taps_first`` (False for ops sharing its rules without it)."""
+    return bool(dict(attrs).get("taps_first", 0))
+
+
 def _packed_conv_type(types: Sequence[Type], attrs: Attrs) -> Type:
     data = tensor_arg(types, 0, "data")
     weight = tensor_arg(types, 1, "weight")
@@ -299,36 +304,44 @@ def _packed_conv_type(types: Sequence[Type], attrs: Attrs) -> Type:
             f"nn.conv_packed: a grouped convolution cannot have padded channels "
             f"(channels={channels}, weight {weight})"
         )
-    plain = TensorType((channels, *weight.shape[1:-1]), weight.dtype)
-    conv_attrs = {k: v for k, v in attrs.items() if k != "channels"}
+    inner = weight.shape[1:-1]
+    if _taps_first(attrs):  # (O/b, *k, I, b)
+        inner = (inner[-1], *inner[:-1])
+    plain = TensorType((channels, *inner), weight.dtype)
+    conv_attrs = {k: v for k, v in attrs.items() if k not in ("channels", "taps_first")}
     return _conv_type([data, plain], Attrs(conv_attrs))
 
 
-def unpack_conv_weight(wp: np.ndarray, channels: int = 0) -> np.ndarray:
+def unpack_conv_weight(wp: np.ndarray, channels: int = 0, taps_first: bool = False) -> np.ndarray:
     """(ceil(O/b), I, *k, b) -> (O, I, *k) (O = ``channels``, or all of them when 0): the
-    inverse of pack_conv_weight."""
+    inverse of pack_conv_weight (``taps_first``: from (ceil(O/b), *k, I, b))."""
     nk = wp.ndim - 3
+    if taps_first:
+        wp = np.moveaxis(wp, wp.ndim - 2, 1)
     order = (0, wp.ndim - 1, *range(1, wp.ndim - 1))
     plain = np.transpose(wp, order).reshape(wp.shape[0] * wp.shape[-1], *wp.shape[1 : 2 + nk])
     return np.ascontiguousarray(plain[: channels or plain.shape[0]])
 
 
-def pack_conv_weight(w: np.ndarray, block: int) -> np.ndarray:
+def pack_conv_weight(w: np.ndarray, block: int, taps_first: bool = False) -> np.ndarray:
     """(O, I, *k) -> (ceil(O/b), I, *k, b), the output channels zero-padded to a multiple of
-    the block ``b``."""
+    the block ``b``; with ``taps_first`` (ceil(O/b), *k, I, b), the kernel taps before the
+    input channels (attribute ``taps_first`` of nn.conv_packed)."""
     o = w.shape[0]
     padded = -(-o // block) * block
     if padded != o:
         w = np.concatenate([w, np.zeros((padded - o, *w.shape[1:]), w.dtype)])
     blocked = w.reshape(padded // block, block, *w.shape[1:])
     order = (0, *range(2, blocked.ndim), 1)
+    if taps_first:
+        order = (0, *range(3, blocked.ndim), 2, 1)
     return np.ascontiguousarray(np.transpose(blocked, order))
 
 
 def _packed_conv_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     x, wp = xs
     nsp = x.ndim - 2
-    w = unpack_conv_weight(wp, int(attrs["channels"]))
+    w = unpack_conv_weight(wp, int(attrs["channels"]), _taps_first(attrs))
     return conv_reference(
         x,
         w,
@@ -349,10 +362,11 @@ register_op(
         attrs={
             **_CONV_ATTRS,
             "channels": Attr("int", 0, "output channels (0: all of the weight's blocks)"),
+            "taps_first": Attr("int", 0, "1: the weight is (O/b, *k, C/groups, b)"),
         },
         doc="N-d convolution of (N, C, *sp) data with an (O/b, C/groups, *k, b) weight "
-        "(b output channels innermost, b dividing O/groups); produced by the nn.conv "
-        "legalizer.",
+        "(b output channels innermost, b dividing O/groups; taps_first: (O/b, *k, C/groups, "
+        "b)); produced by the nn.conv legalizer.",
     )
 )
 
