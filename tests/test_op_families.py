@@ -41,6 +41,7 @@ NOT_FAMILIES = {
         "nn_conv_narrow_layout",  # blocks of 8 output channels regrouped by 24 for them
         "nn_conv_lanes",  # nn.conv_packed tiles with output positions as the lanes
         "nn_conv_layouts",  # nn.conv_packed input layouts: padded, channels-last, flattened 1x1
+        "nn_conv_nhwc",  # channels-last (data_layout NHWC) packed convolutions and schedule
         "nn_conv_transpose",  # kernel == stride: 1x1 conv + depth-to-space (nn_conv legalizes)
         "nn_depthwise",  # depthwise convolutions as NCHW rows (nn.conv_depthwise_packed)
         "narrow_softmax",  # float16/bfloat16 softmax rounded per step as onnx's reference (nn_norm)
