@@ -1,7 +1,7 @@
 """convert_layout: IRModule -> IRModule, activations kept channels last (NHWC) across chains
 of convolutions (TVM's ConvertLayout).
 
-Every 2-D ``nn.conv`` with a constant floating-point weight gets ``data_layout="NHWC"``:
+Every 2-D float32 ``nn.conv`` with a constant weight gets ``data_layout="NHWC"``:
 its data and result are channels last (the packed kernels then need no channels-last copy
 of their input nor a transposed store, ember.ops.nn_conv_nhwc). The layout then flows
 forward through the ops that have a channels-last form:
@@ -9,6 +9,8 @@ forward through the ops that have a channels-last form:
 * elementwise ops, and broadcasting ones whose other operands are channels last too,
   scalars, constants (permuted at build time: a (C, 1, 1) bias becomes (1, 1, 1, C)) or
   small rank-4 tensors (transposed: an SE block's (N, C, 1, 1) scale);
+* the pools (max, average, global; their data_layout attribute) and ``image.resize``
+  (per-axis sizes, scales and region of interest permuted);
 * ``concatenate``, ``split`` and ``strided_slice`` (the axis attributes permuted).
 
 Every other use of a channels-last value reads it through one ``transpose`` back to NCHW
@@ -25,6 +27,7 @@ graph unchanged) or by naming the pass in ``required`` (NHWC). Example::
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -44,7 +47,6 @@ from ember.ir.module import IRModule
 from ember.ir.op import OpDef, OpPattern
 from ember.ir.ops.common import channels_first_axes, channels_last_axes
 from ember.ir.types import TensorType
-from ember.support.dtypes import is_float
 from ember.transform._util import map_bodies
 
 #: the PassContext config key naming the layout ("NHWC"; "NCHW" or unset: no change).
@@ -52,6 +54,9 @@ CONFIG_KEY = "convert_layout"
 
 #: the layouts convert_layout plans ("NCHW": the frontend's, nothing to do).
 LAYOUTS: tuple[str, ...] = ("NCHW", "NHWC")
+
+#: the pools with a channels-last form (attribute data_layout, ember.ops.nn_pool).
+POOLS = frozenset({"nn.max_pool", "nn.avg_pool", "nn.global_avg_pool", "nn.global_max_pool"})
 
 #: a broadcast operand that is neither channels last nor constant is transposed to join a
 #: channels-last op when it has at most 1/SMALL_OPERAND of the result's elements (an SE
@@ -94,7 +99,7 @@ def _converts(node: Call) -> bool:
         return False
     x, w = node.args
     ty = x.type
-    ok = isinstance(ty, TensorType) and is_float(ty.dtype) and _rank4(x)
+    ok = isinstance(ty, TensorType) and ty.dtype == "float32" and _rank4(x)
     return ok and isinstance(w, Constant)
 
 
@@ -175,6 +180,13 @@ class _Planner:
             return self.keep(node)
         if op.pattern in (OpPattern.ELEMWISE, OpPattern.BROADCAST) and "axis" not in op.attrs:
             return self.broadcast(node)
+        if op.name in POOLS and _rank4(node.args[0]):
+            attrs = {**dict(node.attrs), "data_layout": "NHWC"}
+            value = call(op.name, self.to_last(node.args[0]), name=node.name, **attrs)
+            return self.channels_last(node, value)
+        if op.name == "image.resize" and _rank4(node.args[0]):
+            value = call(op.name, self.to_last(node.args[0]), name=node.name, **_resized(node))
+            return self.channels_last(node, value)
         if op.name == "concatenate" and all(_rank4(a) for a in node.args):
             args = [self.to_last(a) for a in node.args]
             axis = _last_axis(int(node.attrs["axis"]))
@@ -198,8 +210,8 @@ class _Planner:
         args: list[Expr] = []
         for a in node.args:
             ty = a.type
-            if id(a) in self.last:
-                if not isinstance(ty, TensorType) or tuple(ty.shape) != tuple(out.shape):
+            if id(a) in self.last:  # rank 4 (a tuple item of a split may not be)
+                if not isinstance(ty, TensorType) or ty.ndim != 4:
                     return self.keep(node)
                 args.append(self.new[id(a)])
             elif isinstance(a, Constant) and np.ndim(a.data) <= 4:
@@ -221,6 +233,19 @@ def _small(ty: object, out: TensorType) -> bool:
     return ty.size * SMALL_OPERAND <= out.size
 
 
-def _permuted(values: Sequence[int]) -> tuple[int, ...]:
+def _permuted(values: Sequence[Any]) -> tuple[Any, ...]:
     """Per-axis NCHW attribute values in NHWC order."""
-    return tuple(int(values[a]) for a in _TO_LAST)
+    return tuple(values[a] for a in _TO_LAST)
+
+
+def _resized(node: Call) -> dict[str, Any]:
+    """image.resize's attributes for NHWC data: its per-axis sizes, scales and region of
+    interest (starts then ends) permuted (the op is N-d, axis by axis)."""
+    attrs = dict(node.attrs)
+    attrs["sizes"] = _permuted(attrs["sizes"])
+    if attrs["scales"]:
+        attrs["scales"] = _permuted(attrs["scales"])
+    roi = tuple(attrs["roi"])
+    if roi:
+        attrs["roi"] = (*_permuted(roi[:4]), *_permuted(roi[4:]))
+    return attrs
