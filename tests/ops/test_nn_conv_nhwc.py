@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ember.backends.onednn.compile import conv_ok
 from ember.driver import build
 from ember.errors import IRError
 from ember.ir import Function, IRModule, TensorType, Var, call, const, evaluate
@@ -126,3 +127,11 @@ def test_convert_layout_compiled_equals_the_pass_off_and_builds_deterministicall
     assert [a.content for a in on] != [a.content for a in off]
     want = run_artifacts(off, inputs)[0]
     np.testing.assert_allclose(run_artifacts(on, inputs)[0], want, **TOL)
+
+
+def test_onednn_leaves_channels_last_convolutions_to_ember() -> None:
+    x = Var("x", TensorType((1, 3, 8, 8), F32))
+    w = const(_rand(8, 3, 3, 3))
+    assert conv_ok([call("nn.conv", x, w)])
+    xl = Var("x", TensorType((1, 8, 8, 3), F32))
+    assert not conv_ok([call("nn.conv", xl, w, data_layout="NHWC")])

@@ -25,7 +25,7 @@ from ember.ir import (
     post_order,
 )
 from ember.transform import PassContext, convert_layout, get_pass, optimize
-from ember.transform.convert_layout import permute_constant
+from ember.transform.convert_layout import DEFAULT_LEVEL, permute_constant
 
 F32 = "float32"
 TO_LAST = [0, 2, 3, 1]
@@ -199,11 +199,15 @@ def _optimized(ctx: PassContext) -> IRModule:
 
 
 def test_selected_by_config_or_required_and_off_by_default() -> None:
-    assert "transpose" not in _count(_optimized(PassContext()))
+    assert DEFAULT_LEVEL is None and get_pass("convert_layout").opt_level == 1
+    assert "transpose" not in _count(_optimized(PassContext(opt_level=3)))
     on = PassContext(config={"convert_layout": "NHWC"})
     assert _count(_optimized(on))["transpose"] == 2
     assert [r.name for r in on.report.records if r.ran][-3] == "convert_layout"
+    assert "transpose" not in _count(_optimized(PassContext(config={"convert_layout": "NCHW"})))
+    level1 = PassContext(opt_level=1, config={"convert_layout": "NHWC"})
+    assert _count(_optimized(level1))["transpose"] == 2
     assert _count(_optimized(PassContext(required=("convert_layout",))))["transpose"] == 2
     off = PassContext(config={"convert_layout": "NHWC"}, disabled=("convert_layout",))
     assert "transpose" not in _count(_optimized(off))
-    assert get_pass("convert_layout").opt_level == 1
+    assert "convert_layout" not in [r.name for r in off.report.records if r.ran]
