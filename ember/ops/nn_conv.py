@@ -37,7 +37,7 @@ import numpy as np
 from ember import tir
 from ember.ir.expr import Call, Constant, Expr, call, const
 from ember.ir.op import Attrs
-from ember.ir.ops.common import padding, spatial
+from ember.ir.ops.common import data_layout, padding, spatial
 from ember.ir.ops.nn_conv import pack_conv_weight
 from ember.ir.types import TensorType, Type
 from ember.ops.common import out_tensor_type, scalar, static_shape
@@ -52,6 +52,7 @@ from ember.ops.nn_conv_layouts import (
     strided_pointwise,
 )
 from ember.ops.nn_conv_narrow_layout import widen_blocks
+from ember.ops.nn_conv_nhwc import LAYOUT, conv_channels_first, conv_packed_nhwc, depthwise_nhwc
 from ember.ops.nn_conv_taps import taps_first, taps_first_view
 from ember.ops.nn_conv_transpose import conv_transpose_to_pointwise
 from ember.ops.nn_depthwise import depthwise_rows, schedule_depthwise, use_rows
@@ -278,7 +279,12 @@ def conv_to_packed(node: Call) -> Expr:
     """nn.conv with a constant weight -> nn.conv_packed with the weight re-laid out at
     compile time (output channels innermost, in blocks of PACK_BLOCKS; grouped convs when
     a block divides the channels of a group), or nn.conv_depthwise_packed (one filter per
-    channel); anything else stays."""
+    channel); anything else stays (a channels-last one between transposes)."""
+    out = _to_packed(node)
+    return conv_channels_first(node) if out is node else out
+
+
+def _to_packed(node: Call) -> Expr:
     x, w = node.args
     if not isinstance(w, Constant):
         return node
@@ -295,9 +301,10 @@ def conv_to_packed(node: Call) -> Expr:
         block = pack_block(data.shape[0])
     if not block:
         return node
-    attrs = {k: node.attrs[k] for k in ("strides", "padding", "dilation", "groups")}
+    attrs = {k: node.attrs[k] for k in ("strides", "padding", "dilation", "groups", LAYOUT)}
     nsp = data.ndim - 2
-    dims = node.tensor_type.shape[2:]
+    shape = node.tensor_type.shape
+    dims = shape[1:-1] if data_layout(node.attrs) == "NHWC" else shape[2:]
     static = all(isinstance(d, int | np.integer) for d in dims)
     out = tuple(int(d) for d in dims) if static else ()
     strides = spatial(node.attrs, "strides", nsp, 1)
@@ -346,6 +353,9 @@ def conv_packed(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Ten
     kernel = _kernel_layout(x.dtype, wshape, ty.shape)
     flat = pointwise(wshape[2:-1], strides, pad_begin, pad_end) and nsp > 1
     out_elems = int(np.prod([int(d) for d in ty.shape]))
+    if data_layout(attrs) == "NHWC":  # nn_conv_nhwc: no copy but the padding, no transpose
+        kernel = _kernel_layout(x.dtype, wshape, (ty.shape[0], ty.shape[-1], *ty.shape[1:-1]))
+        return conv_packed_nhwc(x, wp, ty, _conv_attrs(attrs, nsp), groups, kernel, first)
     if _lanes_layout(x.dtype, block, strides, tuple(ty.shape[2:]), flat, out_elems):
         xl = x if flat else pad_tensor(x, pad_begin, pad_end, materialize=True)
         return conv_position_lanes(xl, wp, ty.shape, strides, dilation, groups, flat)
@@ -445,7 +455,7 @@ def _depthwise_to_packed(node: Call, data: np.ndarray) -> Expr:
         return node
     blocked = data.reshape(groups // block, block, *data.shape[2:])
     wp = np.ascontiguousarray(np.moveaxis(blocked, 1, -1))
-    attrs = {k: node.attrs[k] for k in ("strides", "padding", "dilation")}
+    attrs = {k: node.attrs[k] for k in ("strides", "padding", "dilation", LAYOUT)}
     return call("nn.conv_depthwise_packed", node.args[0], const(wp), name=node.name, **attrs)
 
 
@@ -456,6 +466,8 @@ def conv_depthwise_packed(inputs: list[te.Tensor], attrs: Attrs, out_type: Type)
     x, wp = inputs
     check_dtype("nn.conv_depthwise_packed", x.dtype)
     ty = out_tensor_type(out_type)
+    if data_layout(attrs) == "NHWC":  # nn_conv_nhwc: channels across the vector lanes
+        return depthwise_nhwc(x, wp, ty.shape, _conv_attrs(attrs, len(ty.shape) - 2))
     if use_rows(ty.shape, static_shape(x), attrs):
         return depthwise_rows(x, wp, attrs, ty.shape)
     xshape, wshape = static_shape(x), static_shape(wp)

@@ -54,6 +54,24 @@ def pad_tensor(
     return te.compute(padded, body, "pad", attrs=attrs)
 
 
+#: attribute of a channels-last accumulator whose output stage is channels last as well
+#: (data_layout "NHWC"; scheduled by nn_conv_nhwc.schedule_channels_last).
+CHANNELS_LAST_OUT = "channels_last_out"
+
+#: attribute of the padded copy of a channels-last input: copied a padded row per parallel
+#: iteration (nn_conv_nhwc.materialize_rows), no index division per element.
+CHANNELS_LAST_PAD = "channels_last_pad"
+
+
+def pad_rows(x: te.Tensor, before: tuple[int, ...], after: tuple[int, ...]) -> te.Tensor:
+    """``x`` (N, *sp, C) zero-padded on its spatial axes (and channels to ``after[-1]``
+    more) in a buffer of its own (CHANNELS_LAST_PAD); ``x`` itself when unpadded."""
+    padded = pad_tensor(x, before, after, materialize=True)
+    if padded is not x and isinstance(padded.op, te.ComputeOp):
+        padded.op.attrs[CHANNELS_LAST_PAD] = 1
+    return padded
+
+
 #: reduce input channels outermost in the channels-last convolution (rc, kernel rows,
 #: kernel columns): the packed weight (blocks, channels, taps..., block) is then read
 #: contiguously, so that the micro-kernel's chunks of the reduction (f32_kernels.py) are
@@ -126,17 +144,29 @@ def conv_channels_last(
     pad_end: tuple[int, ...],
     groups: int,
     taps_outer: bool = False,
+    nhwc_kernel: bool | None = None,
 ) -> te.Tensor:
     """conv_packed reading a channels-last padded copy of the input, reducing over the
     input channels then the kernel taps (the weight contiguous; CHANNELS_OUTER) or the
     taps then the channels (contiguous in the copy, and in the weight when it is packed
-    taps first: ``taps_outer``, nn_conv_taps)."""
+    taps first: ``taps_outer``, nn_conv_taps). With ``nhwc_kernel`` set (data_layout
+    "NHWC": ``x`` and the result channels last) the copy is the padding alone (none when
+    unpadded) and the result needs no transpose; its value says whether the schedule calls
+    the micro-kernel (TILE_KERNEL)."""
     wshape = static_shape(wp)
     nsp = len(wshape) - 3
     block = wshape[-1]
     blocks_per_group = wshape[0] // groups
-    outer = not taps_outer and channels_outer(tuple(int(d) for d in ty.shape[2:]))
-    xp = pad_channels_last(x, pad_begin, pad_end, pitch=outer)
+    nhwc = nhwc_kernel is not None
+    out_sp = ty.shape[1:-1] if nhwc else ty.shape[2:]
+    outer = not taps_outer and channels_outer(tuple(int(d) for d in out_sp))
+    if nhwc:
+        padded = any(pad_begin) or any(pad_end)
+        extra = channel_pitch(int(static_shape(x)[-1])) - int(static_shape(x)[-1])
+        extra = extra if outer and padded else 0
+        xp = pad_rows(x, (*pad_begin, 0), (*pad_end, extra))
+    else:
+        xp = pad_channels_last(x, pad_begin, pad_end, pitch=outer)
     rk = [te.reduce_axis(wshape[2 + k], f"rk{k}") for k in range(nsp)]
     rc = te.reduce_axis(wshape[1], "rc")
 
@@ -148,8 +178,12 @@ def conv_channels_last(
         prod = xp[(n, *src, chan)] * wp[(o // block, rc.var, *taps, o % block)]
         return te.sum(prod, axis=[rc, *rk] if outer else [*rk, rc])
 
-    shape = (ty.shape[0], *ty.shape[2:], wshape[0] * block)
-    acc = te.compute(shape, body, "conv", attrs={"block": block, TILE_KERNEL: 1})
+    shape = (ty.shape[0], *out_sp, wshape[0] * block)
+    attrs = {"block": block, TILE_KERNEL: 1 if nhwc_kernel is None else int(nhwc_kernel)}
+    if nhwc:
+        acc = te.compute(shape, body, "conv", attrs={**attrs, CHANNELS_LAST_OUT: 1})
+        return te.compute(ty.shape, lambda n, *r: acc[(n, *r)], "conv_out")
+    acc = te.compute(shape, body, "conv", attrs=attrs)
     return te.compute(ty.shape, lambda n, o, *sp: acc[(n, *sp, o)], "conv_out")
 
 

@@ -20,6 +20,7 @@ from ember import tir
 from ember.ir.op import Attrs
 from ember.ir.ops.common import padding, spatial
 from ember.ops.common import scalar, static_shape
+from ember.ops.nn_conv_nhwc import channels_last_stage, depthwise_cols, schedule_channels_last
 from ember.ops.nn_schedule import (
     MATERIALIZE,
     MIN_PARALLEL_WORK,
@@ -128,7 +129,11 @@ def schedule_depthwise(ctx: ScheduleContext) -> None:
     reads. Measured one thread, CPU time, busy machine, median (per channel -> per row):
     96x112x112 stride 2 1.21 -> 0.83 ms, 144x56x56 0.46 -> 0.29 ms; DBNet's 32x160x160
     (channel-blocked before: its plane outgrew the stack) 2.0 -> 1.35 ms. The
-    channel-blocked form takes schedule_packed_conv."""
+    channel-blocked form takes schedule_packed_conv, the channels-last one (nn_conv_nhwc)
+    schedule_channels_last."""
+    if channels_last_stage(ctx) is not None:
+        schedule_channels_last(ctx, depthwise_cols(ctx), blocks_inner=True)
+        return
     sch = ctx.sch
     outputs = list(ctx.group_outputs)
     reds = reduction_stages(sch, outputs)

@@ -1,5 +1,6 @@
 """Pools: nn.max_pool, nn.avg_pool (N-d, padding, dilation, ceil mode, count_include_pad)
-and the global pools, on (N, C, *spatial) data.
+and the global pools, on (N, C, *spatial) data, or (N, *spatial, C) with data_layout "NHWC"
+(the convert_layout pass: the channels are then the vector lanes).
 
 A window tap outside the input reads the reduction's identity through an inlined bounds
 check (no padded buffer). The average divides by the number of taps inside the counted
@@ -8,11 +9,12 @@ region, a closed-form integer expression of the output index, so no count tensor
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ember import tir
 from ember.ir.op import Attrs
-from ember.ir.ops.common import padding, spatial
+from ember.ir.ops.common import data_layout, padding, spatial
 from ember.ir.types import Type
 from ember.ops.common import out_tensor_type, scalar, static_shape
 from ember.ops.nn_common import ceil_div, check_dtype, lowest, prod_expr, product
@@ -25,14 +27,16 @@ class _Window:
     """The window geometry of one pool call (static ints)."""
 
     def __init__(self, x: te.Tensor, attrs: Attrs, out_shape: tuple[int, ...]) -> None:
-        self.in_shape = static_shape(x)
+        #: data_layout "NHWC": data and result channels last (in_shape, out kept NCHW-ordered)
+        self.last = data_layout(attrs) == "NHWC"
+        self.in_shape = _first(static_shape(x), self.last)
         nsp = len(self.in_shape) - 2
         self.nsp = nsp
         self.kernel = tuple(int(k) for k in attrs["pool_size"])
         self.strides = spatial(attrs, "strides", nsp, 1)
         self.dilation = spatial(attrs, "dilation", nsp, 1)
         self.pads = padding(attrs, nsp)
-        self.out = out_shape[2:]
+        self.out = _first(out_shape, self.last)[2:]
         self.axes = [te.reduce_axis(self.kernel[k], f"rk{k}") for k in range(nsp)]
 
     def tap(self, x: te.Tensor, n: Any, c: Any, sp: tuple[Any, ...], fill: PrimExpr) -> PrimExpr:
@@ -48,10 +52,16 @@ class _Window:
             if last - begin >= self.in_shape[2 + k]:
                 conds.append(pos < self.in_shape[2 + k])
             src.append(pos)
-        value = x[(n, c, *src)]
+        value = x[(n, *src, c)] if self.last else x[(n, c, *src)]
         if not conds:
             return value
         return tir.if_then_else(tir.logical_and(*conds), value, fill)
+
+    def compute(self, shape: Any, body: Callable[..., PrimExpr], name: str) -> te.Tensor:
+        """``te.compute`` of ``body(n, c, *sp)`` over the output ``shape`` in this layout."""
+        if self.last:
+            return te.compute(shape, lambda n, *r: body(n, r[-1], *r[:-1]), name)
+        return te.compute(shape, body, name)
 
     def whole(self) -> bool:
         """Whether the single window covers the whole input, tap for tap (a global pool)."""
@@ -91,7 +101,7 @@ def max_pool(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor
     def body(n: Any, c: Any, *sp: Any) -> PrimExpr:
         return te.max(win.tap(x, n, c, sp, fill), axis=win.axes)
 
-    return te.compute(ty.shape, body, "max_pool")
+    return win.compute(ty.shape, body, "max_pool")
 
 
 @register_compute("nn.avg_pool")
@@ -106,14 +116,16 @@ def avg_pool(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor
     def window_sum(n: Any, c: Any, *sp: Any) -> PrimExpr:
         return te.sum(win.tap(x, n, c, sp, zero), axis=win.axes)
 
-    whole = _column_reduce(x, ty.shape, "sum", "pool_sum") if win.whole() else None
-    total = whole if whole is not None else te.compute(ty.shape, window_sum, "pool_sum")
+    whole = win.whole() and not win.last
+    total = _column_reduce(x, ty.shape, "sum", "pool_sum") if whole else None
+    total = total if total is not None else win.compute(ty.shape, window_sum, "pool_sum")
     include = bool(attrs["count_include_pad"])
 
     def body(n: Any, c: Any, *sp: Any) -> PrimExpr:
-        return total[(n, c, *sp)] / win.count(sp, include).astype(x.dtype)
+        at = (n, *sp, c) if win.last else (n, c, *sp)
+        return total[at] / win.count(sp, include).astype(x.dtype)
 
-    return te.compute(ty.shape, body, "avg_pool")
+    return win.compute(ty.shape, body, "avg_pool")
 
 
 @register_compute("nn.lp_pool")
@@ -226,18 +238,29 @@ def _column_reduce(
     return te.compute(out_shape, lambda n, c, *_: reducer(cols[(n, c, rw.var)], axis=[rw]), name)
 
 
-def _global(x: te.Tensor, out_shape: tuple[int, ...], combiner: str) -> te.Tensor:
-    whole = _column_reduce(x, out_shape, combiner, f"global_{combiner}")
+def _global(x: te.Tensor, out_shape: tuple[int, ...], combiner: str, last: bool) -> te.Tensor:
+    """The sum or max over the spatial axes of ``x`` (channels last with ``last``: the
+    channels are the vector lanes of one reduction over all positions)."""
+    whole = None if last else _column_reduce(x, out_shape, combiner, f"global_{combiner}")
     if whole is not None:
         return whole
     shape = static_shape(x)
-    axes = [te.reduce_axis(s, f"rk{k}") for k, s in enumerate(shape[2:])]
+    axes = [te.reduce_axis(s, f"rk{k}") for k, s in enumerate(shape[1:-1] if last else shape[2:])]
     reducer = te.sum if combiner == "sum" else te.max
 
     def body(n: Any, c: Any, *_: Any) -> PrimExpr:
-        return reducer(x[(n, c, *(a.var for a in axes))], axis=axes)
+        taps = tuple(a.var for a in axes)
+        return reducer(x[(n, *taps, c)] if last else x[(n, c, *taps)], axis=axes)
 
+    if last:
+        return te.compute(out_shape, lambda n, *r: body(n, r[-1]), f"global_{combiner}")
     return te.compute(out_shape, body, f"global_{combiner}")
+
+
+def _first(shape: Any, last: bool) -> tuple[int, ...]:
+    """A shape in NCHW order (from NHWC when ``last``)."""
+    dims = tuple(int(d) for d in shape)
+    return (dims[0], dims[-1], *dims[1:-1]) if last else dims
 
 
 @register_compute("nn.global_avg_pool")
@@ -246,8 +269,9 @@ def global_avg_pool(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te
     x = inputs[0]
     check_dtype("nn.global_avg_pool", x.dtype)
     ty = out_tensor_type(out_type)
-    total = _global(x, ty.shape, "sum")
-    size = scalar(product(static_shape(x)[2:]), x.dtype)
+    last = data_layout(attrs) == "NHWC"
+    total = _global(x, ty.shape, "sum", last)
+    size = scalar(product(_first(static_shape(x), last)[2:]), x.dtype)
     return te.compute(ty.shape, lambda *i: total[i] / size, "global_avg_pool")
 
 
@@ -256,7 +280,7 @@ def global_max_pool(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te
     """Max over all spatial axes (kept as size-1 axes)."""
     x = inputs[0]
     check_dtype("nn.global_max_pool", x.dtype)
-    return _global(x, out_tensor_type(out_type).shape, "max")
+    return _global(x, out_tensor_type(out_type).shape, "max", data_layout(attrs) == "NHWC")
 
 
 for _name in (

@@ -3,6 +3,7 @@ pass infrastructure. ``optimize`` runs the standard pipeline; ``fuse_ops`` is ru
 build driver right before lowering."""
 
 from ember.transform.bind_params import bind_params
+from ember.transform.convert_layout import convert_layout
 from ember.transform.dead_code_elimination import dead_code_elimination
 from ember.transform.eliminate_common_subexpr import eliminate_common_subexpr
 from ember.transform.fold_constant import fold_constant
@@ -22,6 +23,7 @@ from ember.transform.pass_manager import (
     module_pass,
     pipeline,
     register_pass,
+    standard_pipeline,
 )
 from ember.transform.simplify import simplify
 
@@ -35,6 +37,7 @@ __all__ = [
     "PassReport",
     "Sequential",
     "bind_params",
+    "convert_layout",
     "dead_code_elimination",
     "eliminate_common_subexpr",
     "fold_constant",
@@ -46,4 +49,5 @@ __all__ = [
     "pipeline",
     "register_pass",
     "simplify",
+    "standard_pipeline",
 ]

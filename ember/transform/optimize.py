@@ -1,7 +1,8 @@
 """optimize: the standard graph optimisation pipeline, IRModule (+ params) -> IRModule.
 
 Binds ``params`` as constants (when given), then runs
-:data:`~ember.transform.pass_manager.STANDARD_PIPELINE` at ``opt_level``: level 0 runs
+:data:`~ember.transform.pass_manager.STANDARD_PIPELINE` at ``opt_level`` (plus
+``convert_layout`` when the context selects it): level 0 runs
 nothing, 1 constant folding and dead-code elimination, 2 (the default) adds
 simplification (batch-norm folding, no-op reshapes/transposes/casts) and common
 subexpression elimination. Fusion is not part of it: the build driver runs
@@ -16,7 +17,7 @@ import numpy as np
 
 from ember.ir.module import IRModule
 from ember.transform.bind_params import bind_params
-from ember.transform.pass_manager import STANDARD_PIPELINE, PassContext, pipeline
+from ember.transform.pass_manager import PassContext, pipeline, standard_pipeline
 
 
 def optimize(
@@ -33,4 +34,4 @@ def optimize(
         mod = bind_params(mod, params)
     if ctx is None:
         ctx = PassContext(opt_level, tuple(required), tuple(disabled), debug)
-    return pipeline(STANDARD_PIPELINE, ctx.opt_level)(mod, ctx)
+    return pipeline(standard_pipeline(ctx), ctx.opt_level)(mod, ctx)

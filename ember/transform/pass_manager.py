@@ -17,6 +17,9 @@ fold_constant              1
 dead_code_elimination      1
 eliminate_common_subexpr   2
 simplify                   2
+convert_layout             1  (joins the pipeline when convert_layout.chosen_layout is
+                              not NCHW: config key ``convert_layout``, required, or the
+                              default of DEFAULT_LEVEL; standard_pipeline)
 fuse_ops                   3  (run by ember.lower at every level, config key
                               ``fuse_ops.max_depth``; depth 1 at level 0 or when disabled)
 =========================  =====
@@ -36,6 +39,7 @@ from ember.ir.module import IRModule
 from ember.ir.verify import verify
 from ember.support.registry import Registry
 from ember.transform._util import count_nodes
+from ember.transform.convert_layout import chosen_layout, convert_layout
 from ember.transform.dead_code_elimination import dead_code_elimination
 from ember.transform.eliminate_common_subexpr import eliminate_common_subexpr
 from ember.transform.fold_constant import fold_constant
@@ -197,6 +201,19 @@ FUSE_QDQ = register_pass(
 )
 FUSE_OPS = register_pass(Pass("fuse_ops", 3, _fuse, "operator fusion into Primitive functions"))
 
+
+def _layout(ctx: PassContext) -> str:
+    return chosen_layout(ctx.config, "convert_layout" in ctx.required, ctx.opt_level)
+
+
+def _convert_layout(mod: IRModule, ctx: PassContext) -> IRModule:
+    return convert_layout(mod, _layout(ctx))
+
+
+CONVERT_LAYOUT = register_pass(
+    Pass("convert_layout", 1, _convert_layout, "NHWC chains (config key convert_layout)")
+)
+
 #: the standard optimisation pipeline (without fusion), in order.
 STANDARD_PIPELINE: tuple[str, ...] = (
     "fuse_qdq",
@@ -206,6 +223,15 @@ STANDARD_PIPELINE: tuple[str, ...] = (
     "eliminate_common_subexpr",
     "dead_code_elimination",
 )
+
+
+def standard_pipeline(ctx: PassContext) -> tuple[str, ...]:
+    """STANDARD_PIPELINE, with convert_layout before common subexpression elimination when
+    ``ctx`` selects a layout other than NCHW (convert_layout.chosen_layout)."""
+    if _layout(ctx) == "NCHW":
+        return STANDARD_PIPELINE
+    at = STANDARD_PIPELINE.index("eliminate_common_subexpr")
+    return (*STANDARD_PIPELINE[:at], "convert_layout", *STANDARD_PIPELINE[at:])
 
 
 def pipeline(names: Iterable[str | Pass], opt_level: int = 2) -> Sequential:

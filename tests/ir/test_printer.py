@@ -35,8 +35,8 @@ def _conv_module() -> IRModule:
 def test_module_text_exact() -> None:
     assert astext(_conv_module()) == (
         "def @main(%data: Tensor[(1, 3, 8, 8), float32]) -> Tensor[(1, 4, 8, 8), float32] {\n"
-        "  %0 = nn.conv(%data, meta[0], dilation=[1, 1], groups=1, padding=[1, 1, 1, 1], "
-        "strides=[1, 1]) /* ty=Tensor[(1, 4, 8, 8), float32] */;\n"
+        '  %0 = nn.conv(%data, meta[0], data_layout="NCHW", dilation=[1, 1], groups=1, '
+        "padding=[1, 1, 1, 1], strides=[1, 1]) /* ty=Tensor[(1, 4, 8, 8), float32] */;\n"
         "  %1 = add(%0, const([[[0.5]], [[-1.0]], [[0.25]], [[2.0]]], float32)) "
         "/* ty=Tensor[(1, 4, 8, 8), float32] */;\n"
         "  %2 = relu(%1) /* ty=Tensor[(1, 4, 8, 8), float32] */;\n"

@@ -40,10 +40,12 @@ def _bias_ok(calls: Sequence[Call], shape: tuple[int, ...]) -> bool:
 
 
 def conv_ok(calls: Sequence[Call]) -> bool:
-    """2-D float32 convolution, one group, optional (C, 1, 1) bias and relu."""
+    """2-D float32 NCHW convolution, one group, optional (C, 1, 1) bias and relu."""
     conv = calls[0]
     x, w, y = conv.args[0].type, conv.args[1].type, conv.type
     if not (_f32(x, w, y) and isinstance(y, TensorType) and y.ndim == 4):
+        return False
+    if dict(conv.attrs).get("data_layout", "NCHW") != "NCHW":  # convert_layout's NHWC
         return False
     return conv.attrs["groups"] == 1 and _bias_ok(calls, (int(y.shape[1]), 1, 1))
 

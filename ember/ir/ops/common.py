@@ -176,3 +176,59 @@ def pad_or_crop(
     if any(g != (0, 0) for g in grow):
         x = np.pad(x, grow, mode="constant", constant_values=value)
     return x
+
+
+# --- data layouts of the convolutions (attribute ``data_layout``) ---------------------------
+
+#: ONNX's channels-first layout and the channels-last one the convert_layout pass plans.
+DATA_LAYOUTS: tuple[str, ...] = ("NCHW", "NHWC")
+
+
+def channels_last_axes(ndim: int) -> tuple[int, ...]:
+    """The transpose axes (N, C, *sp) -> (N, *sp, C)."""
+    return (0, *range(2, ndim), 1)
+
+
+def channels_first_axes(ndim: int) -> tuple[int, ...]:
+    """The transpose axes (N, *sp, C) -> (N, C, *sp)."""
+    return (0, ndim - 1, *range(1, ndim - 1))
+
+
+def data_layout(attrs: Attrs) -> str:
+    """An op's ``data_layout`` attribute ("NCHW" when it has none); IRError if unknown."""
+    layout = str(dict(attrs).get("data_layout", "NCHW"))
+    if layout not in DATA_LAYOUTS:
+        raise IRError(f"unknown data_layout {layout!r}; known: {', '.join(DATA_LAYOUTS)}")
+    return layout
+
+
+def layout_rule(rule: Callable[[Sequence[Type], Attrs], Type]) -> Callable[..., Type]:
+    """The type rule ``rule`` of channels-first data (operand 0) extended to data_layout
+    "NHWC": the data and the result channels last."""
+
+    def infer(types: Sequence[Type], attrs: Attrs) -> Type:
+        if data_layout(attrs) == "NCHW":
+            return rule(types, attrs)
+        data = tensor_arg(types, 0, "data")
+        axes = channels_first_axes(data.ndim)
+        first = TensorType(tuple(data.shape[a] for a in axes), data.dtype)
+        out = as_tensor_type(rule([first, *types[1:]], attrs), "convolution")
+        back = channels_last_axes(out.ndim)
+        return TensorType(tuple(out.shape[a] for a in back), out.dtype)
+
+    return infer
+
+
+def layout_reference(
+    ref: Callable[[Sequence[np.ndarray], Attrs], np.ndarray],
+) -> Callable[[Sequence[np.ndarray], Attrs], np.ndarray]:
+    """The numpy reference ``ref`` of channels-first data extended to data_layout "NHWC"."""
+
+    def run(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+        if data_layout(attrs) == "NCHW":
+            return ref(xs, attrs)
+        x = np.transpose(xs[0], channels_first_axes(xs[0].ndim))
+        out = ref([x, *xs[1:]], attrs)
+        return np.ascontiguousarray(np.transpose(out, channels_last_axes(out.ndim)))
+
+    return run

@@ -18,6 +18,8 @@ from ember.ir.op import Attr, Attrs, OpDef, OpPattern, register_op
 from ember.ir.ops.common import (
     broadcast_shapes,
     check_data_dtype,
+    layout_reference,
+    layout_rule,
     pad_or_crop,
     padding,
     spatial,
@@ -32,6 +34,7 @@ _CONV_ATTRS = {
     "dilation": Attr("ints", (), "dilation per spatial axis (empty: all 1)"),
     "groups": Attr("int", 1, "number of channel groups"),
 }
+_LAYOUT = {"data_layout": Attr("str", "NCHW", "NCHW, or NHWC (data, result channels last)")}
 
 
 def _conv_operands(types: Sequence[Type]) -> tuple[TensorType, TensorType, int]:
@@ -232,10 +235,10 @@ register_op(
     OpDef(
         name="nn.conv",
         num_inputs=2,
-        infer_type=_conv_type,
-        reference=_conv_ref,
+        infer_type=layout_rule(_conv_type),
+        reference=layout_reference(_conv_ref),
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
-        attrs=_CONV_ATTRS,
+        attrs={**_CONV_ATTRS, **_LAYOUT},
         doc="N-d grouped convolution of (N, C, *sp) data with an (O, C/groups, *k) weight.",
     )
 )
@@ -356,11 +359,12 @@ register_op(
     OpDef(
         name="nn.conv_packed",
         num_inputs=2,
-        infer_type=_packed_conv_type,
-        reference=_packed_conv_ref,
+        infer_type=layout_rule(_packed_conv_type),
+        reference=layout_reference(_packed_conv_ref),
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         attrs={
             **_CONV_ATTRS,
+            **_LAYOUT,
             "channels": Attr("int", 0, "output channels (0: all of the weight's blocks)"),
             "taps_first": Attr("int", 0, "1: the weight is (O/b, *k, C/groups, b)"),
         },
@@ -404,10 +408,10 @@ register_op(
     OpDef(
         name="nn.conv_depthwise_packed",
         num_inputs=2,
-        infer_type=_depthwise_type,
-        reference=_depthwise_ref,
+        infer_type=layout_rule(_depthwise_type),
+        reference=layout_reference(_depthwise_ref),
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
-        attrs={k: a for k, a in _CONV_ATTRS.items() if k != "groups"},
+        attrs={**{k: a for k, a in _CONV_ATTRS.items() if k != "groups"}, **_LAYOUT},
         doc="Depthwise N-d convolution (one filter per channel) with a (C/b, *k, b) weight; "
         "produced by the nn.conv legalizer for narrow images.",
     )

@@ -17,9 +17,18 @@ import numpy as np
 
 from ember.errors import IRError
 from ember.ir.op import Attr, Attrs, OpDef, OpPattern, register_op
-from ember.ir.ops.common import pad_or_crop, padding, spatial, tensor_arg, widen
+from ember.ir.ops.common import (
+    layout_reference,
+    layout_rule,
+    pad_or_crop,
+    padding,
+    spatial,
+    tensor_arg,
+    widen,
+)
 from ember.ir.types import TensorType, Type
 
+_LAYOUT = {"data_layout": Attr("str", "NCHW", "NCHW, or NHWC (data, result channels last)")}
 _POOL_ATTRS = {
     "pool_size": Attr("ints", doc="window size per spatial axis"),
     "strides": Attr("ints", (), "stride per spatial axis (empty: all 1)"),
@@ -209,10 +218,10 @@ register_op(
     OpDef(
         name="nn.max_pool",
         num_inputs=1,
-        infer_type=_pool_type,
-        reference=_max_pool_ref,
+        infer_type=layout_rule(_pool_type),
+        reference=layout_reference(_max_pool_ref),
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
-        attrs=_POOL_ATTRS,
+        attrs={**_POOL_ATTRS, **_LAYOUT},
         doc="N-d max pooling; padding never wins the max.",
     )
 )
@@ -233,11 +242,12 @@ register_op(
     OpDef(
         name="nn.avg_pool",
         num_inputs=1,
-        infer_type=_pool_type,
-        reference=_avg_pool_ref,
+        infer_type=layout_rule(_pool_type),
+        reference=layout_reference(_avg_pool_ref),
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         attrs={
             **_POOL_ATTRS,
+            **_LAYOUT,
             "count_include_pad": Attr("bool", False, "divide by taps incl. explicit padding"),
         },
         doc="N-d average pooling over the taps inside the input (or the padding too).",
@@ -260,9 +270,10 @@ register_op(
     OpDef(
         name="nn.global_avg_pool",
         num_inputs=1,
-        infer_type=_global_type,
-        reference=_global_avg_ref,
+        infer_type=layout_rule(_global_type),
+        reference=layout_reference(_global_avg_ref),
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        attrs=_LAYOUT,
         doc="Mean over all spatial axes, kept as size-1 axes.",
     )
 )
@@ -271,9 +282,10 @@ register_op(
     OpDef(
         name="nn.global_max_pool",
         num_inputs=1,
-        infer_type=_global_type,
-        reference=_global_max_ref,
+        infer_type=layout_rule(_global_type),
+        reference=layout_reference(_global_max_ref),
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        attrs=_LAYOUT,
         doc="Max over all spatial axes, kept as size-1 axes.",
     )
 )

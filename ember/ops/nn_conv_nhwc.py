@@ -1,0 +1,311 @@
+"""Channels-last convolutions (attribute ``data_layout="NHWC"``, planned by the
+convert_layout pass): their legalization fallback, the depthwise compute and the schedule
+of both packed forms.
+
+An NHWC ``nn.conv_packed`` (ember.ops.nn_conv_layouts.conv_channels_last) and
+``nn.conv_depthwise_packed`` (depthwise_channels_last) reduce into the same channels-last
+accumulator ``conv[n, *sp, o]`` as the NCHW kernels, but their input needs no
+channels-last copy (a padded copy when padded, else none) and their output stage is the
+accumulator itself, so the epilogue writes contiguous channels. schedule_channels_last
+tiles the output ``n, o/b, rows..., w/t | h%r, w%t, o%b`` as schedule_packed_conv tiles
+NCHW outputs, with the same register tiles and micro-kernel calls.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ember import tir
+from ember.ir.expr import Call, Expr, call
+from ember.ir.ops.common import channels_first_axes, channels_last_axes, data_layout
+from ember.ir.types import TensorType
+from ember.ops.common import scalar, static_shape
+from ember.ops.nn_conv_f32 import (
+    TILE_KERNEL,
+    WHOLE_IMAGE_POSITIONS,
+    kernel_tile,
+    positions_outer,
+    tile_kernel_rewrite,
+    use_tile_kernel,
+)
+from ember.ops.nn_conv_layouts import CHANNELS_LAST_OUT, CHANNELS_LAST_PAD, conv_channels_last
+from ember.ops.nn_conv_narrow import NARROW_KERNELS, narrow_kernel_tile
+from ember.ops.nn_conv_narrow_layout import widen_blocks
+from ember.ops.nn_schedule import (
+    MATERIALIZE,
+    MIN_PARALLEL_WORK,
+    MIN_VECTOR_EXTENT,
+    _compute_op,
+    _extent,
+    _size,
+    _stage_shape,
+    reduction_stages,
+    schedule_anchor,
+    schedule_output,
+    schedule_root_reduction,
+)
+from ember.ops.nn_schedule_tiles import _tile_cols, register_tiles
+from ember.ops.registry import ScheduleContext
+from ember.tir import PrimExpr, te
+
+#: the attribute naming a convolution's data layout (ember.ir.ops.common.DATA_LAYOUTS).
+LAYOUT = "data_layout"
+
+
+def conv_channels_first(node: Call) -> Expr:
+    """An NHWC nn.conv that stays unpacked as the NCHW one between two transposes (the
+    unpacked compute is channels first); an NCHW one unchanged."""
+    if data_layout(node.attrs) != "NHWC":
+        return node
+    x, w = node.args
+    ty = x.type
+    ndim = ty.ndim if isinstance(ty, TensorType) else 4
+    first = call("transpose", x, axes=channels_first_axes(ndim))
+    attrs = {**dict(node.attrs), LAYOUT: "NCHW"}
+    conv = call("nn.conv", first, w, name=node.name, **attrs)
+    return call("transpose", conv, axes=channels_last_axes(ndim))
+
+
+#: a convolution's strides, dilations, paddings before and after (nn_conv._conv_attrs).
+ConvAttrs = tuple[tuple[int, ...], ...]
+
+
+def conv_packed_nhwc(
+    x: te.Tensor,
+    wp: te.Tensor,
+    ty: Any,
+    conv: ConvAttrs,
+    groups: int,
+    kernel: bool,
+    taps_outer: bool = False,
+) -> te.Tensor:
+    """nn.conv_packed with data_layout "NHWC" (``kernel``: the micro-kernel's layout and
+    calls, nn_conv._kernel_layout; ``taps_outer``: the weight is packed taps first,
+    nn_conv_taps): flat_channels_last where it fits, else
+    conv_channels_last reading the input in place (padded copy when padded)."""
+    strides, dilation, pad_begin, pad_end = conv
+    wshape = static_shape(wp)
+    wp = widen_blocks(wp, groups) if kernel else wp
+    if flat_fits(wshape[2:-1], strides, (*pad_begin, *pad_end), ty.shape, groups):
+        return flat_channels_last(x, wp, ty.shape, kernel)
+    return conv_channels_last(
+        x, wp, ty, strides, dilation, pad_begin, pad_end, groups, taps_outer, kernel
+    )
+
+
+def depthwise_nhwc(
+    x: te.Tensor, wp: te.Tensor, out_shape: tuple[Any, ...], conv: ConvAttrs
+) -> te.Tensor:
+    """The depthwise convolution of NHWC ``x`` with the packed weight ``wp`` (C/b, *k, b):
+    the channels are the vector lanes of the input and the output, and the padding is a
+    condition uniform over the lanes (a padded copy of a 56x56x144 image streamed 2 MB more
+    through memory: 1.5x slower)."""
+    strides, dilation, pad_begin, pad_end = conv
+    wshape = static_shape(wp)
+    nsp = len(wshape) - 2
+    block = wshape[-1]
+    xshape = static_shape(x)
+    rk = [te.reduce_axis(wshape[1 + k], f"rk{k}") for k in range(nsp)]
+
+    def body(n: Any, *rest: Any) -> PrimExpr:
+        *sp, c = rest
+        src = [sp[k] * strides[k] + rk[k].var * dilation[k] - pad_begin[k] for k in range(nsp)]
+        conds = []
+        for k in range(nsp):
+            if pad_begin[k]:
+                conds.append(src[k] >= 0)
+            if pad_end[k]:
+                conds.append(src[k] < xshape[1 + k])
+        value = x[(n, *src, c)]
+        if conds:
+            value = tir.if_then_else(tir.logical_and(*conds), value, scalar(0, x.dtype))
+        taps = [r.var for r in rk]
+        return te.sum(value * wp[(c // block, *taps, c % block)], axis=rk)
+
+    attrs = {"block": block, CHANNELS_LAST_OUT: 1}
+    acc = te.compute(out_shape, body, "conv", attrs=attrs)
+    return te.compute(out_shape, lambda *i: acc[i], "conv_out")
+
+
+def flat_channels_last(
+    x: te.Tensor, wp: te.Tensor, out_shape: tuple[Any, ...], kernel: bool
+) -> te.Tensor:
+    """A 1x1, stride-1, unpadded NHWC convolution of at most WHOLE_IMAGE_POSITIONS
+    positions over its positions flattened, ``conv[n, p, o]`` (a matrix product read in
+    place: the positions of an NHWC image are already rows of channels), so that the
+    kernel's register tiles run along all positions instead of each short row (1x1 96->576
+    at 14x14: rows of 14 took tiles of 5, 5 and 4)."""
+    wshape = static_shape(wp)
+    block = wshape[-1]
+    width = int(out_shape[2])
+    positions = int(out_shape[1]) * width
+    rc = te.reduce_axis(wshape[1], "rc")
+
+    def body(n: Any, p: Any, o: Any) -> PrimExpr:
+        w = wp[(o // block, rc.var, 0, 0, o % block)]
+        return te.sum(x[(n, p // width, p % width, rc.var)] * w, axis=rc)
+
+    attrs = {"block": block, TILE_KERNEL: int(kernel), CHANNELS_LAST_OUT: 1}
+    acc = te.compute((out_shape[0], positions, wshape[0] * block), body, "conv", attrs=attrs)
+    return te.compute(out_shape, lambda n, h, w, o: acc[(n, h * width + w, o)], "conv_out")
+
+
+def flat_fits(
+    kernel_shape: tuple[int, ...],
+    strides: tuple[int, ...],
+    pads: tuple[int, ...],
+    out_shape: tuple[Any, ...],
+    groups: int,
+) -> bool:
+    """Whether an NHWC packed convolution takes flat_channels_last."""
+    if groups != 1 or len(kernel_shape) != 2 or any(k != 1 for k in kernel_shape):
+        return False
+    if any(s != 1 for s in strides) or any(pads):
+        return False
+    return int(out_shape[1]) * int(out_shape[2]) <= WHOLE_IMAGE_POSITIONS
+
+
+def channels_last_stage(ctx: ScheduleContext) -> te.Stage | None:
+    """The group's channels-last accumulator (attribute CHANNELS_LAST_OUT), if any."""
+    for stage in reduction_stages(ctx.sch, list(ctx.group_outputs)):
+        op = _compute_op(stage)
+        if op is not None and op.attrs.get(CHANNELS_LAST_OUT):
+            return stage
+    return None
+
+
+#: the widest register tile of a channels-last depthwise output (whole rows up to it).
+WHOLE_ROW_COLS = 6
+
+
+def depthwise_cols(ctx: ScheduleContext) -> int:
+    """The register tile of a channels-last depthwise convolution: whole rows of at most
+    WHOLE_ROW_COLS columns, else the default (0)."""
+    shape = static_shape(ctx.group_outputs[0])
+    width = int(shape[-2]) if len(shape) >= 3 else 0
+    return width if 0 < width <= WHOLE_ROW_COLS else 0
+
+
+def schedule_channels_last(
+    ctx: ScheduleContext, max_cols: int = 0, blocks_inner: bool = False
+) -> None:
+    """An NHWC packed convolution: output tiles ``n, o/b, rows..., w/t | h%r, w%t, o%b``
+    (outer loops fused and parallel, the channels vectorised), the accumulator computed at
+    each tile; the micro-kernel's tile sizes and calls when the compute chose them
+    (TILE_KERNEL); anything unexpected takes the generic anchor schedule."""
+    sch = ctx.sch
+    outputs = list(ctx.group_outputs)
+    reds = reduction_stages(sch, outputs)
+    acc = channels_last_stage(ctx)
+    main = sch[outputs[0]]
+    op = _compute_op(main)
+    acc_op = _compute_op(acc) if acc is not None else None
+    shape = static_shape(outputs[0])
+    ok = len(outputs) == 1 and op is not None and not op.reduce_axis and len(shape) >= 3
+    if not ok or acc is None or acc_op is None or op is None:
+        schedule_anchor(ctx)
+        return
+    flat = len(_stage_shape(acc)) == 3 and len(shape) == 4
+    if not flat and tuple(_stage_shape(acc)[:-1]) != tuple(shape[:-1]):
+        schedule_anchor(ctx)
+        return
+    block = int(acc_op.attrs["block"])
+    kernel = bool(acc_op.attrs.get(TILE_KERNEL)) and use_tile_kernel(ctx.target, outputs[0].dtype)
+    if kernel:
+        ctx.post_lower.append(tile_kernel_rewrite)
+    axes = list(op.axis)
+    if flat:
+        _schedule_flat(ctx, main, acc, kernel)
+        return
+    oo, oi = main.split(axes[-1], factor=block)
+    spatial = axes[1:-1]
+    max_cols = max_cols or register_tiles(ctx.target).conv_cols
+    cols = _tile_cols(_extent(spatial[-1]), max_cols)
+    materialize_rows(sch, outputs)
+    middle = spatial[:-1]
+    nrows = _tile_cols(_extent(middle[-1]), max_cols // cols) if middle else 1
+    if kernel:
+        extents = [_extent(a) for a in spatial]
+        tile = narrow_kernel_tile(extents, block) if block in NARROW_KERNELS else None
+        nrows, cols = tile or kernel_tile(extents)
+    wo, wi = main.split(spatial[-1], factor=cols)
+    inner = [wi, oi]
+    if nrows > 1:
+        ho, hi = main.split(middle[-1], factor=nrows)
+        middle = [*middle[:-1], ho]
+        inner = [hi, wi, oi]
+    tiles = [*middle, wo, oo] if blocks_inner else [oo, *middle, wo]
+    main.reorder(axes[0], *tiles, *inner)
+    outer = main.fuse(axes[0], *tiles)
+    if _size(axes) * _size(acc_op.reduce_axis) >= MIN_PARALLEL_WORK and _extent(outer) > 1:
+        main.parallel(outer)
+    main.vectorize(oi)
+    acc.compute_at(main, outer)
+    a_axes = list(acc_op.axis)
+    acc.reorder(*a_axes[:-3], *acc_op.reduce_axis, *a_axes[-3:])
+    if not kernel:  # the kernel's tiles are calls, their loops need no unrolling
+        if nrows > 1:
+            acc.unroll(a_axes[-3])
+        acc.unroll(a_axes[-2])
+    acc.vectorize(a_axes[-1])
+    for stage in reds:
+        if stage is not acc:
+            schedule_root_reduction(stage)
+
+
+def materialize_rows(sch: te.Schedule, outputs: list[te.Tensor]) -> None:
+    """nn_schedule.materialize_tagged for channels-last groups: a padded copy
+    (CHANNELS_LAST_PAD) as one padded row per parallel iteration, its channels vectorised
+    (a flattened loop divided its index per element: DBNet's 3x3 depthwise 2x slower);
+    other copies (the widened weight) as there."""
+    out_ops = {id(t.op) for t in outputs}
+    for op in sch.ops:
+        if id(op) in out_ops or not isinstance(op, te.ComputeOp):
+            continue
+        if not op.attrs.get(MATERIALIZE) or isinstance(op.body, te.Reduce):
+            continue
+        stage = sch[op]
+        if stage.attach is not None or stage.inlined:
+            continue
+        if not op.attrs.get(CHANNELS_LAST_PAD) or len(op.axis) < 3:
+            schedule_output(stage)
+            continue
+        axes = list(op.axis)
+        outer = stage.fuse(*axes[:-2])
+        if _size(axes) >= MIN_PARALLEL_WORK and _extent(outer) > 1:
+            stage.parallel(outer)
+        if _extent(axes[-1]) >= MIN_VECTOR_EXTENT:
+            stage.vectorize(axes[-1])
+
+
+def _schedule_flat(ctx: ScheduleContext, main: te.Stage, acc: te.Stage, kernel: bool) -> None:
+    """schedule_channels_last for flat_channels_last: the output's positions fused, tiled
+    ``n, o/b, p/t | p%t, o%b`` (positions outer for long reductions, positions_outer) with
+    the whole image one tile of the kernel."""
+    op = _compute_op(main)
+    acc_op = _compute_op(acc)
+    assert op is not None and acc_op is not None
+    block = int(acc_op.attrs["block"])
+    materialize_rows(ctx.sch, list(ctx.group_outputs))
+    n, h, w, o = op.axis
+    positions = main.fuse(h, w)
+    oo, oi = main.split(o, factor=block)
+    cols = _tile_cols(_extent(positions), register_tiles(ctx.target).matmul[0])
+    if kernel:
+        cols = _extent(positions)
+    po, pi = main.split(positions, factor=cols)
+    if kernel and positions_outer(_size(acc_op.reduce_axis), _extent(o)):
+        main.reorder(n, po, oo, pi, oi)
+        outer = main.fuse(n, po, oo)
+    else:
+        main.reorder(n, oo, po, pi, oi)
+        outer = main.fuse(n, oo, po)
+    if _size(op.axis) * _size(acc_op.reduce_axis) >= MIN_PARALLEL_WORK and _extent(outer) > 1:
+        main.parallel(outer)
+    main.vectorize(oi)
+    acc.compute_at(main, outer)
+    an, ap, ao = acc_op.axis
+    acc.reorder(an, *acc_op.reduce_axis, ap, ao)
+    if not kernel:
+        acc.unroll(ap)
+    acc.vectorize(ao)

@@ -1,0 +1,213 @@
+"""convert_layout: the NHWC rewrite of small graphs (where the transposes go, what the ops
+become), its selection through the PassContext, and equality with the unconverted graph
+(reference evaluator here; compiled in tests/ops/test_nn_conv_nhwc.py)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from ember.errors import IRError
+from ember.ir import (
+    Call,
+    Expr,
+    Function,
+    IRModule,
+    TensorType,
+    Tuple,
+    TupleGetItem,
+    Var,
+    call,
+    const,
+    evaluate,
+    post_order,
+)
+from ember.transform import PassContext, convert_layout, get_pass, optimize
+from ember.transform.convert_layout import DEFAULT_LEVEL, permute_constant
+
+F32 = "float32"
+TO_LAST = [0, 2, 3, 1]
+TO_FIRST = [0, 3, 1, 2]
+
+
+def _w(*shape: int, seed: int = 0) -> Expr:
+    return const(np.random.default_rng(seed).standard_normal(shape).astype(F32))
+
+
+def _conv(x: Expr, cin: int, cout: int, k: int = 3, seed: int = 0, groups: int = 1) -> Call:
+    p = k // 2
+    w = _w(cout, cin // groups, k, k, seed=seed)
+    return call("nn.conv", x, w, padding=[p, p, p, p], groups=groups)
+
+
+def _x(c: int = 4, h: int = 6, w: int = 6) -> Var:
+    return Var("x", TensorType((1, c, h, w), F32))
+
+
+def _calls(mod: IRModule) -> list[Call]:
+    return [n for n in post_order(mod.main.body) if isinstance(n, Call)]
+
+
+def _count(mod: IRModule) -> Counter[str]:
+    return Counter(n.op_name for n in _calls(mod))
+
+
+def _transposes(mod: IRModule) -> list[tuple[int, ...]]:
+    return [tuple(n.attrs["axes"]) for n in _calls(mod) if n.op_name == "transpose"]
+
+
+def _check_same(mod: IRModule, out: IRModule, x: Var, rtol: float = 1e-5) -> None:
+    data = np.random.default_rng(7).standard_normal(x.type.shape).astype(F32)  # type: ignore[union-attr]
+    want = evaluate(mod, [data])
+    got = evaluate(out, [data])
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=1e-5)
+
+
+def _run(body: Expr, x: Var) -> tuple[IRModule, IRModule]:
+    mod = IRModule({"main": Function((x,), body)})
+    out = convert_layout(mod)
+    _check_same(mod, out, x)
+    return mod, out
+
+
+def test_conv_relu_conv_is_one_chain_with_transposes_at_its_borders() -> None:
+    x = _x()
+    _, out = _run(_conv(call("relu", _conv(x, 4, 8)), 8, 8, seed=1), x)
+    assert _transposes(out) == [tuple(TO_LAST), tuple(TO_FIRST)]
+    convs = [n for n in _calls(out) if n.op_name == "nn.conv"]
+    assert [c.attrs["data_layout"] for c in convs] == ["NHWC", "NHWC"]
+    assert out.main.body.type == TensorType((1, 8, 6, 6), F32)
+
+
+def test_residual_add_and_per_channel_constants_stay_channels_last() -> None:
+    x = _x()
+    a = call("relu", call("add", _conv(x, 4, 8), _w(8, 1, 1, seed=2)))
+    b = call("multiply", _conv(a, 8, 8, seed=3), _w(1, 8, 1, 1, seed=4))
+    _, out = _run(call("add", a, b), x)
+    assert _transposes(out) == [tuple(TO_LAST), tuple(TO_FIRST)]
+    consts = [n.args[1] for n in _calls(out) if n.op_name in ("add", "multiply")]
+    shapes = [c.type.shape for c in consts if c.type.ndim == 4 and c.type.shape[1] == 1]
+    assert shapes == [(1, 1, 1, 8), (1, 1, 1, 8)]
+
+
+def test_permute_constant_broadcasts_like_the_nchw_one() -> None:
+    c = np.arange(6, dtype=F32).reshape(6, 1, 1)
+    x = np.random.default_rng(0).standard_normal((2, 6, 3, 4)).astype(F32)
+    got = x.transpose(TO_LAST) + permute_constant(c)
+    np.testing.assert_array_equal(got, (x + c).transpose(TO_LAST))
+    assert permute_constant(np.float32(2.0)).shape == (1, 1, 1, 1)
+
+
+def test_concat_on_channels_becomes_the_last_axis() -> None:
+    x = _x()
+    a, b = _conv(x, 4, 8), _conv(x, 4, 8, seed=5)
+    _, out = _run(_conv(call("concatenate", a, b, axis=1), 16, 8, seed=6), x)
+    (cat,) = [n for n in _calls(out) if n.op_name == "concatenate"]
+    assert cat.attrs["axis"] == 3
+    assert len(_transposes(out)) == 2
+
+
+def test_split_and_slice_on_channels_are_remapped() -> None:
+    x = _x()
+    parts = call("split", _conv(x, 4, 8), sizes=[3, 5], axis=1)
+    a = call("relu", TupleGetItem(parts, 0))
+    s = call("strided_slice", _conv(x, 4, 8, seed=2), begin=[0, 1, 0, 0], end=[1, 4, 6, 6],
+             strides=[1, 1, 1, 1])  # fmt: skip
+    _, out = _run(call("add", a, s), x)
+    (sp,) = [n for n in _calls(out) if n.op_name == "split"]
+    (sl,) = [n for n in _calls(out) if n.op_name == "strided_slice"]
+    assert sp.attrs["axis"] == 3
+    assert tuple(sl.attrs["begin"]) == (0, 0, 0, 1) and tuple(sl.attrs["end"]) == (1, 6, 6, 4)
+
+
+@pytest.mark.parametrize(
+    ("op", "attrs"),
+    [
+        ("nn.max_pool", {"pool_size": [3, 3], "strides": [2, 2], "padding": [1, 1, 1, 1]}),
+        ("nn.avg_pool", {"pool_size": [2, 2], "strides": [2, 2]}),
+        ("nn.global_avg_pool", {}),
+        ("nn.global_max_pool", {}),
+    ],
+)
+def test_pools_take_the_channels_last_form(op: str, attrs: dict) -> None:
+    x = _x()
+    _, out = _run(call(op, call("relu", _conv(x, 4, 8)), **attrs), x)
+    (pool,) = [n for n in _calls(out) if n.op_name == op]
+    assert pool.attrs["data_layout"] == "NHWC"
+    assert _transposes(out)[-1] == tuple(TO_FIRST)
+
+
+def test_se_block_scale_joins_the_chain() -> None:
+    x = _x(8)
+    y = call("relu", _conv(x, 8, 8))
+    s = call("hard_sigmoid", _conv(call("nn.global_avg_pool", y), 8, 8, k=1, seed=3))
+    _, out = _run(_conv(call("multiply", y, s), 8, 8, seed=4), x)
+    assert len(_transposes(out)) == 2
+
+
+def test_resize_permutes_sizes_and_scales() -> None:
+    x = _x()
+    up = call("image.resize", _conv(x, 4, 8), sizes=[1, 8, 12, 12], scales=[1.0, 1.0, 2.0, 2.0],
+              method="linear")  # fmt: skip
+    _, out = _run(_conv(up, 8, 4, seed=2), x)
+    (rs,) = [n for n in _calls(out) if n.op_name == "image.resize"]
+    assert tuple(rs.attrs["sizes"]) == (1, 12, 12, 8)
+    assert tuple(rs.attrs["scales"]) == (1.0, 2.0, 2.0, 1.0)
+    assert len(_transposes(out)) == 2
+
+
+def test_depthwise_chain() -> None:
+    x = _x(8)
+    y = call("clip", _conv(x, 8, 8, groups=8), a_min=0.0, a_max=6.0)
+    _, out = _run(_conv(_conv(y, 8, 16, k=1, seed=1), 16, 16, groups=16, seed=2), x)
+    assert _count(out)["transpose"] == 2
+    assert all(n.attrs["data_layout"] == "NHWC" for n in _calls(out) if n.op_name == "nn.conv")
+
+
+def test_an_op_without_a_channels_last_form_reads_through_one_transpose() -> None:
+    x = _x()
+    y = _conv(x, 4, 8)
+    soft = call("nn.softmax", y, axis=1)  # no NHWC form: the border
+    _, out = _run(Tuple((soft, y)), x)
+    assert _transposes(out).count(tuple(TO_FIRST)) == 1  # shared by softmax and the result
+    (sm,) = [n for n in _calls(out) if n.op_name == "nn.softmax"]
+    assert sm.args[0].op_name == "transpose"  # type: ignore[attr-defined]
+
+
+def test_graphs_without_2d_float_convs_are_unchanged() -> None:
+    x = Var("x", TensorType((1, 4, 10), F32))
+    mod = IRModule({"main": Function((x,), call("nn.conv", x, _w(8, 4, 3)))})
+    assert convert_layout(mod) is mod
+    assert convert_layout(mod, "NCHW") is mod
+
+
+def test_unknown_layout_says_what_is_known() -> None:
+    x = _x()
+    mod = IRModule({"main": Function((x,), _conv(x, 4, 8))})
+    with pytest.raises(IRError, match="unknown layout 'NCHW8c'; known: NCHW, NHWC"):
+        convert_layout(mod, "NCHW8c")
+    with pytest.raises(IRError, match="unknown layout"):
+        optimize(mod, ctx=PassContext(config={"convert_layout": "NCHW8c"}))
+
+
+def _optimized(ctx: PassContext) -> IRModule:
+    x = _x()
+    return optimize(IRModule({"main": Function((x,), _conv(x, 4, 8))}), ctx=ctx)
+
+
+def test_selected_by_config_or_required_and_off_by_default() -> None:
+    assert DEFAULT_LEVEL is None and get_pass("convert_layout").opt_level == 1
+    assert "transpose" not in _count(_optimized(PassContext(opt_level=3)))
+    on = PassContext(config={"convert_layout": "NHWC"})
+    assert _count(_optimized(on))["transpose"] == 2
+    assert [r.name for r in on.report.records if r.ran][-3] == "convert_layout"
+    assert "transpose" not in _count(_optimized(PassContext(config={"convert_layout": "NCHW"})))
+    level1 = PassContext(opt_level=1, config={"convert_layout": "NHWC"})
+    assert _count(_optimized(level1))["transpose"] == 2
+    assert _count(_optimized(PassContext(required=("convert_layout",))))["transpose"] == 2
+    off = PassContext(config={"convert_layout": "NHWC"}, disabled=("convert_layout",))
+    assert "transpose" not in _count(_optimized(off))
+    assert "convert_layout" not in [r.name for r in off.report.records if r.ran]
