@@ -49,7 +49,7 @@ from ember.lowering.lower_group import lower_group
 from ember.runtime.artifact import Artifact
 from ember.runtime.artifact_set import ArtifactSet
 from ember.runtime.registry import get_global_func
-from ember.target import Target
+from ember.target import HOOKS, Target
 from ember.tir import PrimFunc
 from ember.transform import PassContext, Sequential, fold_constant, get_pass, optimize
 from ember.transform.fuse_ops import DEFAULT_MAX_DEPTH
@@ -76,6 +76,11 @@ def lower(
     if "llvm" in tgt.keys and "fuse_qdq.int8_kernels" not in ctx.config:
         # the int8 layer kernels are C source: LLVM targets keep the portable int32 path
         config = {**ctx.config, "fuse_qdq.int8_kernels": False}
+        ctx = PassContext(ctx.opt_level, ctx.required, ctx.disabled, ctx.debug, config, ctx.report)
+    if "convert_layout" not in ctx.config and not _channels_last_host(tgt):
+        # hooks and external kinds see the convolutions as imported (NCHW); NHWC chains are
+        # measured on x86 with AVX2 or wider only
+        config = {**ctx.config, "convert_layout": "NCHW"}
         ctx = PassContext(ctx.opt_level, ctx.required, ctx.disabled, ctx.debug, config, ctx.report)
     verify(mod)
     mod = optimize(mod, params, ctx=ctx)  # 1
@@ -116,6 +121,14 @@ def build(
     """Compile ``mod`` for ``target`` into an ArtifactSet: ``lower(...).compile()``."""
     lowered = lower(mod, target, params, executor, mod_name, opt_level, progress, pass_context)
     return lowered.compile()
+
+
+def _channels_last_host(target: Target) -> bool:
+    """Whether convert_layout's default (NHWC chains at opt_level >= 2) applies to ``target``:
+    an x86 CPU with 256-bit vectors or wider, no target hooks and no external kinds."""
+    hooks = any(target.hook(name) for name in HOOKS)
+    x86 = target.cpu.arch == "x86" and target.cpu.vector_bits >= 256
+    return x86 and not hooks and not target.externals
 
 
 def _update_constants(mod: IRModule, target: Target) -> IRModule:

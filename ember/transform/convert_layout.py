@@ -68,10 +68,11 @@ _TO_FIRST = channels_first_axes(4)
 
 
 #: the lowest opt level at which convert_layout runs (NHWC) without being asked; None: only
-#: when asked. Opt-in for now: faster on every zoo model (mobilenet_v2 0.87x, dbnet 0.87x,
-#: pp_lcnet 0.77x, resnet50 0.90x, yolo 0.93x, crnn 1.00x), but on by default it takes the
-#: convolutions an external back end (onednn) would claim, since it runs before partition.
-DEFAULT_LEVEL: int | None = None
+#: when asked. One thread, CPU time, pass on / off (layout's A/B): mobilenet_v2 0.87x,
+#: dbnet 0.87x, pp_lcnet 0.77x, resnet50 0.90x, yolo 0.93x, crnn 1.00x. The build driver
+#: keeps NCHW (config NCHW) for targets with hooks or external kinds, which see the
+#: convolutions as imported, and for CPUs other than x86 with AVX2 or wider (unmeasured).
+DEFAULT_LEVEL: int | None = 2
 
 
 def chosen_layout(config: Mapping[str, Any], required: bool, opt_level: int) -> str:
