@@ -2,7 +2,9 @@
 
 A serial loop nest of at most ``FULL_UNROLL_TRIPS`` constant iterations in all (a 3x3
 kernel window) carries ``llvm.loop.unroll.full`` (LLVM's own unroller is off,
-``worker.run_pipeline``). So does a vectorized loop of 32 to 128 constant iterations
+``worker.run_pipeline``). unless it gathers or scatters lane by lane over more than
+``GATHER_UNROLL_TRIPS`` iterations (written out, such a nest costs LLVM's loop-load
+elimination time quadratic in its scalar accesses). So does a vectorized loop of 32 to 128 constant iterations
 (``VECTOR_UNROLL_LANES``) whose body is one reduction update (``acc[j] += x[k] * w[k, j]``
 over 128 columns): LLVM vectorizes it, then unrolls the vector loop, so the accumulators
 have constant offsets and stay in registers across the enclosing reduction, as gcc keeps
