@@ -2,16 +2,16 @@
 
 A serial loop nest of at most ``FULL_UNROLL_TRIPS`` constant iterations in all (a 3x3
 kernel window) carries ``llvm.loop.unroll.full`` (LLVM's own unroller is off,
-``worker.run_pipeline``). unless it gathers or scatters lane by lane over more than
+``worker.run_pipeline``), unless it gathers or scatters lane by lane over more than
 ``GATHER_UNROLL_TRIPS`` iterations (written out, such a nest costs LLVM's loop-load
-elimination time quadratic in its scalar accesses). So does a vectorized loop of 32 to 128 constant iterations
-(``VECTOR_UNROLL_LANES``) whose body is one reduction update (``acc[j] += x[k] * w[k, j]``
-over 128 columns): LLVM vectorizes it, then unrolls the vector loop, so the accumulators
-have constant offsets and stay in registers across the enclosing reduction, as gcc keeps
-them (dense_autoencoder's 640 -> 128 layer: 1.4x c's time before, 0.8-1.05 after). Other
-vectorized loops stay rolled (unrolling ds_cnn_kws's guarded and strided ones doubled its
-depthwise kernel's time; unrolling the shorter rows at ResNet-50's conv tile edges cost
-1.6 CPU s of LLVM time).
+elimination time quadratic in its scalar accesses). So does a vectorized loop of 32 to
+128 constant iterations (``VECTOR_UNROLL_LANES``) whose body is one reduction update
+(``acc[j] += x[k] * w[k, j]`` over 128 columns): LLVM vectorizes it, then unrolls the
+vector loop, so the accumulators have constant offsets and stay in registers across the
+enclosing reduction, as gcc keeps them (dense_autoencoder's 640 -> 128 layer: 1.4x c's
+time before, 0.8-1.05 after). Other vectorized loops stay rolled (unrolling ds_cnn_kws's
+guarded and strided ones doubled its depthwise kernel's time; unrolling the shorter rows
+at ResNet-50's conv tile edges cost 1.6 CPU s of LLVM time).
 
 A loop whose body takes an integer remainder by a power of two of a value that depends on
 the loop's own variable (``p0[4*k + i % 4]``, ONNX Tile; ``unsafe_to_vectorize``) carries
