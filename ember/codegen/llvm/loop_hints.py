@@ -2,14 +2,16 @@
 
 A serial loop nest of at most ``FULL_UNROLL_TRIPS`` constant iterations in all (a 3x3
 kernel window) carries ``llvm.loop.unroll.full`` (LLVM's own unroller is off,
-``worker.run_pipeline``). So does a vectorized loop of 32 to 128 constant iterations
-(``VECTOR_UNROLL_LANES``) whose body is one reduction update (``acc[j] += x[k] * w[k, j]``
-over 128 columns): LLVM vectorizes it, then unrolls the vector loop, so the accumulators
-have constant offsets and stay in registers across the enclosing reduction, as gcc keeps
-them (dense_autoencoder's 640 -> 128 layer: 1.4x c's time before, 0.8-1.05 after). Other
-vectorized loops stay rolled (unrolling ds_cnn_kws's guarded and strided ones doubled its
-depthwise kernel's time; unrolling the shorter rows at ResNet-50's conv tile edges cost
-1.6 CPU s of LLVM time).
+``worker.run_pipeline``), unless it gathers or scatters lane by lane over more than
+``GATHER_UNROLL_TRIPS`` iterations (written out, such a nest costs LLVM's loop-load
+elimination time quadratic in its scalar accesses). So does a vectorized loop of 32 to
+128 constant iterations (``VECTOR_UNROLL_LANES``) whose body is one reduction update
+(``acc[j] += x[k] * w[k, j]`` over 128 columns): LLVM vectorizes it, then unrolls the
+vector loop, so the accumulators have constant offsets and stay in registers across the
+enclosing reduction, as gcc keeps them (dense_autoencoder's 640 -> 128 layer: 1.4x c's
+time before, 0.8-1.05 after). Other vectorized loops stay rolled (unrolling ds_cnn_kws's
+guarded and strided ones doubled its depthwise kernel's time; unrolling the shorter rows
+at ResNet-50's conv tile edges cost 1.6 CPU s of LLVM time).
 
 A loop whose body takes an integer remainder by a power of two of a value that depends on
 the loop's own variable (``p0[4*k + i % 4]``, ONNX Tile; ``unsafe_to_vectorize``) carries
@@ -25,7 +27,7 @@ from typing import Any
 from ember.codegen.llvm.contract import reduction_update
 from ember.codegen.llvm.ir_text import ModuleContext
 from ember.tir import dtype as dt
-from ember.tir.expr import FloorMod, IntImm, Let, Mod, PrimExpr, Var
+from ember.tir.expr import Broadcast, BufferLoad, FloorMod, IntImm, Let, Mod, PrimExpr, Ramp, Var
 from ember.tir.functor import IRVisitor, free_vars, post_order_visit
 from ember.tir.stmt import (
     Allocate,
@@ -42,6 +44,13 @@ from ember.tir.stmt import (
 _FORCE = '!{!"llvm.loop.vectorize.enable", i1 true}'
 #: the most iterations (all loops of the nest together) a fully unrolled nest may have
 FULL_UNROLL_TRIPS = 16
+#: the most iterations of a fully unrolled nest that gathers or scatters (accesses lane by
+#: lane: not one contiguous vector): ResNet-50's channel-blocking copies and the scatters
+#: after its tile kernels (14-16 iterations of 16-lane accesses, 224-448 scalar loads or
+#: stores in one block once unrolled) took LLVM's loop-load elimination up to 1.6 CPU s
+#: per kernel, 6 of the 8.4 s of optimisation; mobilenet_v2's (4-7 iterations) stay
+#: unrolled (kept rolled they cost it 8% of its time)
+GATHER_UNROLL_TRIPS = 9
 _SERIAL = (ForKind.SERIAL, ForKind.UNROLLED)
 #: the iterations of a vectorized reduction row LLVM is asked to unroll after vectorizing
 #: it: rows of 4 to 16 AVX2 vectors (shorter rows, the edges of conv tiles, cost ResNet-50
@@ -85,7 +94,40 @@ def unroll_fully(s: For) -> bool:
             and isinstance(s.body, BufferStore)
             and reduction_update(s.body) is not None
         )
-    return s.kind in _SERIAL and nest_trips(s) is not None
+    if s.kind not in _SERIAL:
+        return False
+    trips = nest_trips(s)
+    return trips is not None and (trips <= GATHER_UNROLL_TRIPS or not unrolled_gather_lanes(s))
+
+
+def _gather_lanes(e: BufferLoad | BufferStore) -> int:
+    """The lanes of a vector load or store that is not one contiguous vector, else 0."""
+    lanes = dt.lanes_of(e.value.dtype if isinstance(e, BufferStore) else e.dtype)
+    index = e.indices[-1] if e.indices else None
+    contiguous = isinstance(index, Ramp) and index.stride == IntImm(index.stride.dtype, 1)
+    return 0 if lanes == 1 or contiguous or isinstance(index, Broadcast) else lanes
+
+
+def unrolled_gather_lanes(s: Stmt) -> int:
+    """The gather lanes (``_gather_lanes``) of ``s`` with its constant loops written out."""
+    if isinstance(s, For):
+        trips = s.extent.value if isinstance(s.extent, IntImm) else 1
+        return trips * unrolled_gather_lanes(s.body)
+    if isinstance(s, SeqStmt):
+        return sum(unrolled_gather_lanes(x) for x in s.seq)
+    if isinstance(s, IfThenElse):
+        parts = [s.then_case] + ([s.else_case] if s.else_case is not None else [])
+        return sum(unrolled_gather_lanes(x) for x in parts)
+    if isinstance(s, LetStmt | Allocate | AssertStmt):
+        return unrolled_gather_lanes(s.body)
+    count: list[int] = []
+
+    def fn(n: Any) -> None:
+        if isinstance(n, BufferLoad | BufferStore):
+            count.append(_gather_lanes(n))
+
+    post_order_visit(s, fn)
+    return sum(count)
 
 
 def _power_of_two_divisor(e: Mod | FloorMod) -> bool:
