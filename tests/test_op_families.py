@@ -33,7 +33,7 @@ FRONTEND_ONLY = {
 }
 #: modules of each layer that are not op families (helpers, registries, infrastructure).
 NOT_FAMILIES = {
-    "ir/ops": {"__init__", "common"},
+    "ir/ops": {"__init__", "common", "nn_conv_weights", "quant_int8_ref"},
     "ops": {
         *[
             "__init__",
@@ -49,6 +49,7 @@ NOT_FAMILIES = {
         "nn_conv_narrow_layout",  # blocks of 8 output channels regrouped by 24 for them
         "nn_conv_taps",  # nn.conv_packed weights packed taps first: the rule and the view
         "nn_conv_lanes",  # nn.conv_packed tiles with output positions as the lanes
+        "nn_conv_pack",  # the packed forms the nn_conv legalizer chooses, the compute's tiles
         "nn_conv_layouts",  # nn.conv_packed input layouts: padded, channels-last, flattened 1x1
         "nn_conv_nhwc",  # channels-last (data_layout NHWC) packed convolutions and schedule
         "nn_conv_transpose",  # kernel == stride: 1x1 conv + depth-to-space (nn_conv legalizes)

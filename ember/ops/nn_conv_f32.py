@@ -53,7 +53,7 @@ def use_tile_kernel(target: Target, dtype: str) -> bool:
 
 
 #: attribute of a packed convolution's reduction stage: 1 when its compute chose the
-#: kernel's layout (nn_conv._kernel_layout), so that its schedule calls the kernel.
+#: kernel's layout (nn_conv_pack.kernel_layout), so that its schedule calls the kernel.
 TILE_KERNEL = "tile_kernel"
 
 #: the shortest reduction (input channels per group x kernel taps) for which the kernel's

@@ -80,7 +80,7 @@ def conv_packed_nhwc(
     taps_outer: bool = False,
 ) -> te.Tensor:
     """nn.conv_packed with data_layout "NHWC" (``kernel``: the micro-kernel's layout and
-    calls, nn_conv._kernel_layout; ``taps_outer``: the weight is packed taps first,
+    calls, nn_conv_pack.kernel_layout; ``taps_outer``: the weight is packed taps first,
     nn_conv_taps): flat_channels_last where it fits, else
     conv_channels_last reading the input in place (padded copy when padded)."""
     strides, dilation, pad_begin, pad_end = conv

@@ -165,7 +165,7 @@ def schedule_dense_packed_conv(ctx: ScheduleContext, max_cols: int = 0) -> None:
     """schedule_packed_conv for nn.conv_packed: float32 tiles on AVX2 through the C
     micro-kernel (ember.ops.nn_conv_f32), its tile widths, for the layers whose compute
     chose the kernel's layout (attribute TILE_KERNEL of the reduction stage, set by
-    nn_conv._kernel_layout: the layout and the schedule switch together)."""
+    nn_conv_pack.kernel_layout: the layout and the schedule switch together)."""
     ops = [_compute_op(s) for s in reduction_stages(ctx.sch, list(ctx.group_outputs))]
     chosen = any(op is not None and op.attrs.get(TILE_KERNEL) for op in ops)
     kernel = chosen and use_tile_kernel(ctx.target, ctx.group_outputs[0].dtype)

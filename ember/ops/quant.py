@@ -21,8 +21,8 @@ import numpy as np
 from ember import tir
 from ember.errors import CompileError
 from ember.ir.op import Attrs
-from ember.ir.ops.common import padding, spatial
-from ember.ir.ops.quant import FIX_SLOT, quant_range
+from ember.ir.ops.common import padding, quant_range, spatial
+from ember.ir.ops.quant_int8_ref import FIX_SLOT
 from ember.ir.types import TensorType, Type
 from ember.ops.common import load_broadcast, out_tensor_type, static_shape
 from ember.ops.elemwise import clamp

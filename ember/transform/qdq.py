@@ -32,8 +32,9 @@ import numpy as np
 from ember.ir.expr import Call, Constant, Expr, call
 from ember.ir.module import IRModule
 from ember.ir.op import OpDef
-from ember.ir.ops.nn_conv import pack_conv_weight
-from ember.ir.ops.quant import QUANT_DTYPES, quant_pack_block, quant_range
+from ember.ir.ops.common import quant_range
+from ember.ir.ops.nn_conv_weights import pack_conv_weight
+from ember.ir.ops.quant import QUANT_DTYPES, quant_pack_block
 from ember.transform._util import map_bodies, rewrite_graph, use_counts
 from ember.transform.qdq_dynamic import conv_integer_int8, matmul_integer_int8
 from ember.transform.qdq_int8 import int8_layer, int8_pool

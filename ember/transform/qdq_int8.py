@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ember.ir.expr import Call, Constant, Expr, call
-from ember.ir.ops.quant import FIX_SLOT, PANEL
+from ember.ir.ops.quant_int8_ref import FIX_SLOT, PANEL
 
 #: the largest sum of one sign's weights in a pair group: 255 * 128 fits int16.
 PAIR_GROUP_LIMIT = 32767 // 255

@@ -9,7 +9,7 @@ import pytest
 from ember import tir
 from ember.errors import IRError
 from ember.ir import Attrs, Function, TensorType, Var, call, const, evaluate
-from ember.ir.ops.nn_conv import unpack_depthwise_weight
+from ember.ir.ops.nn_conv_weights import unpack_depthwise_weight
 from ember.lowering.lower_group import lower_group
 from ember.ops.nn_conv import conv_to_packed
 

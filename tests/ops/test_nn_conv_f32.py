@@ -16,7 +16,7 @@ from ember import tir
 from ember.codegen.c.f32_kernels import F32_KERNELS_C
 from ember.ir import Attrs, Function, call, evaluate
 from ember.lowering.lower_group import lower_group
-from ember.ops import nn_conv
+from ember.ops import nn_conv_pack
 from ember.ops.nn_conv_f32 import (
     INTERPRET_EXTERNS,
     conv_tile_reference,
@@ -34,7 +34,7 @@ AVX2 = "c -mcpu=haswell"
 def every_layer_takes_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
     """The kernel on every layer of an AVX2 C target, however short its reduction (the
     per-layer choice, nn_conv_f32.tile_kernel_pays, is tested in test_nn_conv_lanes.py)."""
-    monkeypatch.setattr(nn_conv, "tile_kernel_pays", lambda *args: True)
+    monkeypatch.setattr(nn_conv_pack, "tile_kernel_pays", lambda *args: True)
 
 
 _lower = lower_conv_bias_relu

@@ -14,7 +14,7 @@ from packed_conv_lowering import lower_conv_bias_relu
 from ember import tir
 from ember.ir import Function, call, const, evaluate
 from ember.ir.expr import Var
-from ember.ir.ops.nn_conv import conv_reference, pack_conv_weight, unpack_conv_weight
+from ember.ir.ops.nn_conv_weights import conv_reference, pack_conv_weight, unpack_conv_weight
 from ember.ir.types import TensorType
 from ember.ops import nn_conv_taps
 from ember.ops.nn_conv import conv_to_packed

@@ -6,7 +6,7 @@ import pytest
 
 from ember import tir
 from ember.ir import Attrs, Function, TensorType, Var, call, const, evaluate
-from ember.ir.ops.nn_conv import pack_conv_weight
+from ember.ir.ops.nn_conv_weights import pack_conv_weight
 from ember.lowering.lower_group import lower_group
 
 

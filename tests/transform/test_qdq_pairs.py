@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ember.ir.ops.quant import conv_weight_rows
+from ember.ir.ops.quant_int8_ref import conv_weight_rows
 from ember.transform.qdq_int8 import (
     MAX_FIX_COLUMN,
     PAIR_GROUP_LIMIT,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
+import ml_dtypes
 import numpy as np
 
 from ember.errors import IRError
@@ -232,3 +233,9 @@ def layout_reference(
         return np.ascontiguousarray(np.transpose(out, channels_last_axes(out.ndim)))
 
     return run
+
+
+def quant_range(dtype: str) -> tuple[int, int]:
+    """The smallest and largest value of the integer ``dtype`` (int4: -8 and 7)."""
+    info = ml_dtypes.iinfo(np_dtype(dtype))
+    return int(info.min), int(info.max)

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from ember.errors import IRError
 from ember.ir.op import Attr, Attrs, OpDef, OpPattern, register_op
@@ -20,11 +19,15 @@ from ember.ir.ops.common import (
     check_data_dtype,
     layout_reference,
     layout_rule,
-    pad_or_crop,
     padding,
     spatial,
     tensor_arg,
     widen,
+)
+from ember.ir.ops.nn_conv_weights import (
+    conv_reference,
+    unpack_conv_weight,
+    unpack_depthwise_weight,
 )
 from ember.ir.types import TensorType, Type
 
@@ -75,47 +78,6 @@ def _conv_type(types: Sequence[Type], attrs: Attrs) -> Type:
             )
         out.append((size - extent) // strides[i] + 1)
     return TensorType((data.shape[0], weight.shape[0], *out), data.dtype)
-
-
-def conv_reference(
-    x: np.ndarray,
-    w: np.ndarray,
-    strides: Sequence[int],
-    pads: Sequence[tuple[int, int]],
-    dilation: Sequence[int],
-    groups: int,
-) -> np.ndarray:
-    """N-d grouped convolution of ``x`` (N, C, ...) with ``w`` (O, C/g, ...), im2col style.
-
-    The columns are laid out ``(N, G, Cg*K, P)`` so one broadcast matmul with the
-    ``(G, Og, Cg*K)`` weight yields NC[D]HW directly; 1x1 stride-1 convolutions skip im2col.
-    """
-    nsp = x.ndim - 2
-    n, c = x.shape[:2]
-    o, cg = w.shape[:2]
-    kernel = w.shape[2:]
-    og = o // groups
-    xw = widen(x)
-    w = widen(w).astype(xw.dtype, copy=False)
-    pointwise = all(k == 1 for k in kernel) and all(s == 1 for s in strides)
-    if pointwise and not any(b or e for b, e in pads):
-        y = np.matmul(w.reshape(groups, og, cg), xw.reshape(n, groups, cg, -1))
-        return y.reshape(n, o, *x.shape[2:]).astype(x.dtype, copy=False)
-    xp = pad_or_crop(xw, pads)
-    extents = [d * (k - 1) + 1 for d, k in zip(dilation, kernel, strict=True)]
-    win = sliding_window_view(xp, extents, axis=tuple(range(2, 2 + nsp)))
-    step = tuple(slice(None, None, s) for s in strides) + tuple(
-        slice(None, None, d) for d in dilation
-    )
-    win = win[(slice(None), slice(None), *step)]
-    out_sp = win.shape[2 : 2 + nsp]
-    pixels = int(np.prod(out_sp, dtype=np.int64))
-    ksize = int(np.prod(kernel, dtype=np.int64))
-    # (N, C, *out, *k) -> (N, C, *k, *out) -> (N, G, Cg*K, P): the one copy of im2col
-    order = (0, 1, *range(2 + nsp, 2 + 2 * nsp), *range(2, 2 + nsp))
-    cols = win.transpose(order).reshape(n, groups, cg * ksize, pixels)
-    y = np.matmul(w.reshape(groups, og, cg * ksize), cols)  # (N, G, Og, P)
-    return y.reshape(n, o, *out_sp).astype(x.dtype, copy=False)
 
 
 def _conv_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
@@ -315,32 +277,6 @@ def _packed_conv_type(types: Sequence[Type], attrs: Attrs) -> Type:
     return _conv_type([data, plain], Attrs(conv_attrs))
 
 
-def unpack_conv_weight(wp: np.ndarray, channels: int = 0, taps_first: bool = False) -> np.ndarray:
-    """(ceil(O/b), I, *k, b) -> (O, I, *k) (O = ``channels``, or all of them when 0): the
-    inverse of pack_conv_weight (``taps_first``: from (ceil(O/b), *k, I, b))."""
-    nk = wp.ndim - 3
-    if taps_first:
-        wp = np.moveaxis(wp, wp.ndim - 2, 1)
-    order = (0, wp.ndim - 1, *range(1, wp.ndim - 1))
-    plain = np.transpose(wp, order).reshape(wp.shape[0] * wp.shape[-1], *wp.shape[1 : 2 + nk])
-    return np.ascontiguousarray(plain[: channels or plain.shape[0]])
-
-
-def pack_conv_weight(w: np.ndarray, block: int, taps_first: bool = False) -> np.ndarray:
-    """(O, I, *k) -> (ceil(O/b), I, *k, b), the output channels zero-padded to a multiple of
-    the block ``b``; with ``taps_first`` (ceil(O/b), *k, I, b), the kernel taps before the
-    input channels (attribute ``taps_first`` of nn.conv_packed)."""
-    o = w.shape[0]
-    padded = -(-o // block) * block
-    if padded != o:
-        w = np.concatenate([w, np.zeros((padded - o, *w.shape[1:]), w.dtype)])
-    blocked = w.reshape(padded // block, block, *w.shape[1:])
-    order = (0, *range(2, blocked.ndim), 1)
-    if taps_first:
-        order = (0, *range(3, blocked.ndim), 2, 1)
-    return np.ascontiguousarray(np.transpose(blocked, order))
-
-
 def _packed_conv_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     x, wp = xs
     nsp = x.ndim - 2
@@ -373,12 +309,6 @@ register_op(
         "b)); produced by the nn.conv legalizer.",
     )
 )
-
-
-def unpack_depthwise_weight(wp: np.ndarray) -> np.ndarray:
-    """(C/b, *k, b) -> (C, 1, *k): the plain weight of a packed depthwise convolution."""
-    plain = np.moveaxis(wp, -1, 1)
-    return np.ascontiguousarray(plain.reshape(wp.shape[0] * wp.shape[-1], 1, *wp.shape[1:-1]))
 
 
 def _depthwise_type(types: Sequence[Type], attrs: Attrs) -> Type:

@@ -24,7 +24,7 @@ from llvm_build import E2E_KINDS, e2e_suite
 
 import ember.testing
 from ember.codegen.llvm.tiles import TILE_KERNEL_NAMES
-from ember.ops import nn_conv, nn_conv_lanes, nn_schedule_tiles
+from ember.ops import nn_conv_lanes, nn_conv_pack, nn_schedule_tiles
 from ember.testing.runners import compile_onnx, run_artifacts, run_onnxruntime
 
 
@@ -99,7 +99,8 @@ def _bitwise_fixture() -> Any:
             return ours
 
         monkeypatch.setattr(ember.testing, "assert_matches_onnxruntime", check)
-        for module in (nn_conv, nn_conv_lanes, nn_schedule_tiles):  # the kernels on every layer
+        # the kernels on every layer
+        for module in (nn_conv_pack, nn_conv_lanes, nn_schedule_tiles):
             monkeypatch.setattr(module, "loop_tiles_win", lambda *args: False)
         return kind
 

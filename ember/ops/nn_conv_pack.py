@@ -1,0 +1,150 @@
+"""The packed forms of constant-weight convolutions, chosen by nn_conv's legalizer:
+``nn.conv_packed`` (output channels in blocks of PACK_BLOCKS, taps first where
+nn_conv_taps says so) and ``nn.conv_depthwise_packed`` (one filter per channel); and the
+tiles the packed compute takes (kernel_layout, lanes_layout)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ember.ir.expr import Call, Constant, Expr, call, const
+from ember.ir.ops.common import data_layout, spatial
+from ember.ir.ops.nn_conv_weights import pack_conv_weight
+from ember.ops.nn_conv_f32 import loop_tiles_win, tile_kernel_pays, use_tile_kernel
+from ember.ops.nn_conv_lanes import position_lanes
+from ember.ops.nn_conv_nhwc import LAYOUT
+from ember.ops.nn_conv_taps import taps_first
+from ember.ops.registry import COMPUTE_TARGET
+
+# --- convolutions with weights packed at compile time -------------------------------------
+#
+# ``nn.conv_packed`` is a convolution whose constant weight was re-laid out by the
+# legalizer from (O, I/groups, *k) to (O/b, I/groups, *k, b): b consecutive output channels of one
+# input channel and kernel tap are contiguous, so the kernel's innermost loop is a vector
+# of b output channels, ``acc[w, 0:b] += x[c, h, w] * wp[o/b, c, kh, kw, 0:b]`` (TVM's
+# NCHW[x]c kernel layout with the data left in NCHW). schedule_packed_conv computes a
+# tile of b channels times a few output columns per iteration of the reduction.
+
+#: output-channel block sizes tried by the legalizer, widest first (see pack_block).
+#: Measured single thread: 1x1 960->320 at 7x7 0.30 ms with 16, 0.46 ms with 8; 512->1000
+#: at 13x13 1.84 ms padded to 63 blocks of 16, 2.14 ms as 125 blocks of 8.
+PACK_BLOCKS: tuple[int, ...] = (16, 8)
+
+
+def to_packed(node: Call) -> Expr:
+    """nn.conv_packed or nn.conv_depthwise_packed for ``node`` (``node`` itself when its
+    weight is not a constant that packs)."""
+    x, w = node.args
+    if not isinstance(w, Constant):
+        return node
+    data = np.asarray(w.data)
+    if data.dtype not in (np.float32, np.float64, np.int32) or data.ndim < 3:
+        return node
+    groups = int(node.attrs["groups"])
+    if groups > 1 and data.shape[1] == 1 and data.shape[0] == groups:
+        return depthwise_to_packed(node, data)
+    if groups > 1:
+        per_group = data.shape[0] // groups
+        block = next((b for b in PACK_BLOCKS if per_group % b == 0), 0)
+    else:
+        block = pack_block(data.shape[0])
+    if not block:
+        return node
+    attrs = {k: node.attrs[k] for k in ("strides", "padding", "dilation", "groups", LAYOUT)}
+    nsp = data.ndim - 2
+    shape = node.tensor_type.shape
+    dims = shape[1:-1] if data_layout(node.attrs) == "NHWC" else shape[2:]
+    static = all(isinstance(d, int | np.integer) for d in dims)
+    out = tuple(int(d) for d in dims) if static else ()
+    strides = spatial(node.attrs, "strides", nsp, 1)
+    first = taps_first(data.shape[2:], data.shape[1], block, strides, out)
+    wp = const(pack_conv_weight(data, block, first))
+    return call(
+        "nn.conv_packed",
+        x,
+        wp,
+        name=node.name,
+        channels=data.shape[0],
+        taps_first=int(first),
+        **attrs,
+    )
+
+
+def pack_block(channels: int) -> int:
+    """The output-channel block of a packed convolution with ``channels`` outputs: the
+    widest of PACK_BLOCKS whose zero-padding of the weight wastes at most 1/8 of the work
+    (1000 channels: 63 blocks of 16, padded to 1008), else 0 (not packed)."""
+    for b in PACK_BLOCKS:
+        padded = -(-channels // b) * b
+        if (padded - channels) * 8 <= padded:
+            return b
+    return 0
+
+
+# --- depthwise convolutions ---------------------------------------------------------------
+#
+# ``nn.conv_depthwise_packed`` (groups = channels, one filter per channel) reads a padded
+# copy of the input blocked by channels, (N, C/b, *padded, b), and a (C/b, *k, b) weight:
+# the b channels of a block are the vector lanes, so short rows (MobileNet's 14x14 and 7x7
+# stages) and strided windows still give full-width contiguous vector loads. The blocked
+# copy is a transposition, as cheap as the row schedule's padded copy only on small images;
+# measured single thread on MobileNetV2's shapes (row schedule -> packed): 112x112 32ch
+# 0.33 -> 0.33 ms, stride 2 56x56 144ch 0.32 -> 0.22, 28x28 192ch 0.21 -> 0.13, 14x14 384ch
+# 0.13 -> 0.062, 7x7 960ch 0.13 -> 0.045: never slower, so every depthwise convolution
+# whose channels divide into blocks is packed.
+
+
+def depthwise_to_packed(node: Call, data: np.ndarray) -> Expr:
+    """nn.conv with one filter per channel -> nn.conv_depthwise_packed (else ``node``)."""
+    groups = int(node.attrs["groups"])
+    if data.shape[1] != 1 or data.shape[0] != groups:
+        return node
+    block = next((b for b in PACK_BLOCKS if groups % b == 0), 0)
+    if not block:
+        return node
+    blocked = data.reshape(groups // block, block, *data.shape[2:])
+    wp = np.ascontiguousarray(np.moveaxis(blocked, 1, -1))
+    attrs = {k: node.attrs[k] for k in ("strides", "padding", "dilation", LAYOUT)}
+    return call("nn.conv_depthwise_packed", node.args[0], const(wp), name=node.name, **attrs)
+
+
+# --- the compute's choice of tiles ---------------------------------------------------------
+
+
+def kernel_layout(dtype: str, wshape: tuple[int, ...], out_shape: Any) -> bool:
+    """Whether conv_packed (packed weight ``wshape``, output ``out_shape``) lays its input
+    out for the C micro-kernel and its schedule calls it (attribute TILE_KERNEL of the
+    reduction stage): the target being lowered for runs the kernel
+    (ember.ops.nn_conv_f32.use_tile_kernel) and the layer is long enough for it to pay
+    (tile_kernel_pays). Elsewhere the NCHW layout stays: the llvm back end's tiles measured
+    slower channels last (3x3 64ch 56x56 3.2 -> 4.2 ms, one thread, busy machine)."""
+    target = COMPUTE_TARGET.get()
+    if target is None or not use_tile_kernel(target, dtype):
+        return False
+    taps = int(np.prod(wshape[2:-1]))
+    positions = int(np.prod([int(d) for d in out_shape[2:]]))
+    outputs = int(np.prod([int(d) for d in out_shape]))
+    if loop_tiles_win(target, int(wshape[-1]), positions, outputs):
+        return False
+    return tile_kernel_pays(int(wshape[1]), taps, positions, int(wshape[-1]))
+
+
+def lanes_layout(
+    dtype: str,
+    block: int,
+    strides: tuple[int, ...],
+    out_spatial: tuple[Any, ...],
+    flat: bool,
+    outputs: int = 0,
+) -> bool:
+    """Whether conv_packed takes position-lane tiles (ember.ops.nn_conv_lanes): the target
+    runs the micro-kernel and the layer's rows fit them."""
+    target = COMPUTE_TARGET.get()
+    if target is None or not use_tile_kernel(target, dtype):
+        return False
+    spatial = tuple(int(d) for d in out_spatial)
+    if loop_tiles_win(target, block, int(np.prod(spatial)), outputs):
+        return False
+    return position_lanes(block, strides, spatial, flat)
