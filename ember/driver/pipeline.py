@@ -49,7 +49,7 @@ from ember.lowering.lower_group import lower_group
 from ember.runtime.artifact import Artifact
 from ember.runtime.artifact_set import ArtifactSet
 from ember.runtime.registry import get_global_func
-from ember.target import HOOKS, Target
+from ember.target import Target
 from ember.tir import PrimFunc
 from ember.transform import PassContext, Sequential, fold_constant, get_pass, optimize
 from ember.transform.fuse_ops import DEFAULT_MAX_DEPTH
@@ -123,10 +123,14 @@ def build(
     return lowered.compile()
 
 
+#: the target hooks that see the graph IR (tir_to_runtime sees loop IR only).
+GRAPH_HOOKS: tuple[str, ...] = ("relay_to_tir", "relay_to_runtime", "constant_updater")
+
+
 def _channels_last_host(target: Target) -> bool:
     """Whether convert_layout's default (NHWC chains at opt_level >= 2) applies to ``target``:
-    an x86 CPU with 256-bit vectors or wider, no target hooks and no external kinds."""
-    hooks = any(target.hook(name) for name in HOOKS)
+    an x86 CPU with 256-bit vectors or wider, no GRAPH_HOOKS and no external kinds."""
+    hooks = any(target.hook(name) for name in GRAPH_HOOKS)
     x86 = target.cpu.arch == "x86" and target.cpu.vector_bits >= 256
     return x86 and not hooks and not target.externals
 

@@ -2,7 +2,7 @@
 kernels ``ember_f32_conv_tile8`` / ``ember_f32_conv_tile24`` (ember/codegen/c/f32_narrow.py).
 
 nn.conv_packed packs a weight in blocks of 8 output channels when blocks of 16 would pad it
-by more than 1/8 (8, 24, 40 channels: ember.ops.nn_conv_pack.pack_block). On AVX2 C targets
+by more than 1/8 (8, 24, 40 channels: ember.ir.ops.nn_conv_weights.pack_block). On AVX2 C targets
 those layers take the micro-kernel's channels-last layout like the 16-channel ones
 (ember.ops.nn_conv_f32.tile_kernel_pays), three blocks of 8 regrouped into one of 24 where
 the channels allow (ember.ops.nn_conv_narrow_layout), and ``tile_kernel_rewrite`` calls
@@ -25,7 +25,8 @@ from ember.tir import te
 NARROW_KERNELS: dict[int, str] = {8: "ember_f32_conv_tile8", 24: "ember_f32_conv_tile24"}
 NARROW_MAX_COLS: dict[int, int] = {8: 8, 24: 4}
 
-#: the packed weight's block the legalizer gives such layers (ember.ops.nn_conv_pack.PACK_BLOCKS).
+#: the packed weight's block the legalizer gives such layers
+#: (ember.ir.ops.nn_conv_weights.PACK_BLOCKS).
 NARROW_BLOCK = 8
 
 #: blocks of 8 regrouped into one for the kernel (ember.ops.nn_conv_narrow_layout).

@@ -2,7 +2,7 @@
 24 for the C kernel ``ember_f32_conv_tile24`` (see ember.ops.nn_conv_narrow).
 
 The legalizer packs 24 output channels as three blocks of 8 (blocks of 16 would pad them to
-32: ember.ops.nn_conv_pack.pack_block). A tile of 24 channels x 4 positions loads three weight
+32: ember.ir.ops.nn_conv_weights.pack_block). A tile of 24 channels x 4 positions loads three weight
 vectors and broadcasts four inputs per 12 FMAs where three tiles of 8 channels x 8 positions
 load three weights and broadcast 24 inputs per 24: the layer's compute reads the weight
 through a copy laid out ``(O/24, I, *k, 24)``, materialised once per call (96->24 3x3:

@@ -1,7 +1,7 @@
 """The packed forms of constant-weight convolutions, chosen by nn_conv's legalizer:
-``nn.conv_packed`` (output channels in blocks of PACK_BLOCKS, taps first where
-nn_conv_taps says so) and ``nn.conv_depthwise_packed`` (one filter per channel); and the
-tiles the packed compute takes (kernel_layout, lanes_layout)."""
+``nn.conv_packed`` (output channels in blocks, ember.ir.ops.nn_conv_weights.packed_block;
+taps first where nn_conv_taps says so) and ``nn.conv_depthwise_packed`` (one filter per
+channel); and the tiles the packed compute takes (kernel_layout, lanes_layout)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 
 from ember.ir.expr import Call, Constant, Expr, call, const
 from ember.ir.ops.common import data_layout, spatial
-from ember.ir.ops.nn_conv_weights import pack_conv_weight
+from ember.ir.ops.nn_conv_weights import pack_conv_weight, packed_block
 from ember.ops.nn_conv_f32 import loop_tiles_win, tile_kernel_pays, use_tile_kernel
 from ember.ops.nn_conv_lanes import position_lanes
 from ember.ops.nn_conv_nhwc import LAYOUT
@@ -27,11 +27,6 @@ from ember.ops.registry import COMPUTE_TARGET
 # NCHW[x]c kernel layout with the data left in NCHW). schedule_packed_conv computes a
 # tile of b channels times a few output columns per iteration of the reduction.
 
-#: output-channel block sizes tried by the legalizer, widest first (see pack_block).
-#: Measured single thread: 1x1 960->320 at 7x7 0.30 ms with 16, 0.46 ms with 8; 512->1000
-#: at 13x13 1.84 ms padded to 63 blocks of 16, 2.14 ms as 125 blocks of 8.
-PACK_BLOCKS: tuple[int, ...] = (16, 8)
-
 
 def to_packed(node: Call) -> Expr:
     """nn.conv_packed or nn.conv_depthwise_packed for ``node`` (``node`` itself when its
@@ -43,15 +38,11 @@ def to_packed(node: Call) -> Expr:
     if data.dtype not in (np.float32, np.float64, np.int32) or data.ndim < 3:
         return node
     groups = int(node.attrs["groups"])
-    if groups > 1 and data.shape[1] == 1 and data.shape[0] == groups:
-        return depthwise_to_packed(node, data)
-    if groups > 1:
-        per_group = data.shape[0] // groups
-        block = next((b for b in PACK_BLOCKS if per_group % b == 0), 0)
-    else:
-        block = pack_block(data.shape[0])
+    block = packed_block(data.shape, groups)
     if not block:
         return node
+    if groups > 1 and data.shape[1] == 1 and data.shape[0] == groups:
+        return depthwise_to_packed(node, data)
     attrs = {k: node.attrs[k] for k in ("strides", "padding", "dilation", "groups", LAYOUT)}
     nsp = data.ndim - 2
     shape = node.tensor_type.shape
@@ -72,17 +63,6 @@ def to_packed(node: Call) -> Expr:
     )
 
 
-def pack_block(channels: int) -> int:
-    """The output-channel block of a packed convolution with ``channels`` outputs: the
-    widest of PACK_BLOCKS whose zero-padding of the weight wastes at most 1/8 of the work
-    (1000 channels: 63 blocks of 16, padded to 1008), else 0 (not packed)."""
-    for b in PACK_BLOCKS:
-        padded = -(-channels // b) * b
-        if (padded - channels) * 8 <= padded:
-            return b
-    return 0
-
-
 # --- depthwise convolutions ---------------------------------------------------------------
 #
 # ``nn.conv_depthwise_packed`` (groups = channels, one filter per channel) reads a padded
@@ -99,10 +79,8 @@ def pack_block(channels: int) -> int:
 def depthwise_to_packed(node: Call, data: np.ndarray) -> Expr:
     """nn.conv with one filter per channel -> nn.conv_depthwise_packed (else ``node``)."""
     groups = int(node.attrs["groups"])
-    if data.shape[1] != 1 or data.shape[0] != groups:
-        return node
-    block = next((b for b in PACK_BLOCKS if groups % b == 0), 0)
-    if not block:
+    block = packed_block(data.shape, groups)
+    if data.shape[1] != 1 or data.shape[0] != groups or not block:
         return node
     blocked = data.reshape(groups // block, block, *data.shape[2:])
     wp = np.ascontiguousarray(np.moveaxis(blocked, 1, -1))

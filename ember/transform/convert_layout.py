@@ -46,6 +46,7 @@ from ember.ir.expr import (
 from ember.ir.module import IRModule
 from ember.ir.op import OpDef, OpPattern
 from ember.ir.ops.common import channels_first_axes, channels_last_axes
+from ember.ir.ops.nn_conv_weights import packed_block
 from ember.ir.types import TensorType
 from ember.transform._util import map_bodies
 
@@ -118,7 +119,10 @@ def _converts(node: Call) -> bool:
     x, w = node.args
     ty = x.type
     ok = isinstance(ty, TensorType) and ty.dtype == "float32" and _rank4(x)
-    return ok and isinstance(w, Constant)
+    if not ok or not isinstance(w, Constant):
+        return False
+    # a conv the legalizer cannot pack stays NCHW between two transposes (nn_conv_nhwc)
+    return packed_block(np.shape(w.data), int(node.attrs["groups"])) > 0
 
 
 def permute_constant(data: np.ndarray) -> np.ndarray:

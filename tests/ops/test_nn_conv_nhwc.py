@@ -119,7 +119,7 @@ def _mobile_block() -> tuple[IRModule, dict[str, np.ndarray]]:
 
 def test_convert_layout_compiled_equals_the_pass_off_and_builds_deterministically() -> None:
     mod, inputs = _mobile_block()
-    off = build(mod, "c", pass_context=PassContext(opt_level=3))
+    off = build(mod, "c", pass_context=PassContext(opt_level=3, config={"convert_layout": "NCHW"}))
     on_ctx = {"convert_layout": "NHWC"}
     on = build(mod, "c", pass_context=PassContext(opt_level=3, config=on_ctx))
     again = build(mod, "c", pass_context=PassContext(opt_level=3, config=on_ctx))

@@ -9,11 +9,15 @@ import pytest
 from ember import tir
 from ember.errors import IRError
 from ember.ir import Attrs, Constant, Function, TensorType, Var, call, const, evaluate
-from ember.ir.ops.nn_conv_weights import pack_conv_weight, unpack_conv_weight
+from ember.ir.ops.nn_conv_weights import (
+    PACK_BLOCKS,
+    pack_block,
+    pack_conv_weight,
+    unpack_conv_weight,
+)
 from ember.lowering.lower_group import lower_group
 from ember.ops.nn_conv import conv_to_packed
 from ember.ops.nn_conv_f32 import INTERPRET_EXTERNS
-from ember.ops.nn_conv_pack import PACK_BLOCKS, pack_block
 from ember.ops.nn_schedule_tiles import _tile_cols, register_tiles
 from ember.target import Target
 

@@ -9,6 +9,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from ember.driver.pipeline import _channels_last_host
 from ember.errors import IRError
 from ember.ir import (
     Call,
@@ -24,6 +25,7 @@ from ember.ir import (
     evaluate,
     post_order,
 )
+from ember.target import Target
 from ember.transform import PassContext, convert_layout, get_pass, optimize
 from ember.transform.convert_layout import DEFAULT_LEVEL, permute_constant
 
@@ -198,9 +200,10 @@ def _optimized(ctx: PassContext) -> IRModule:
     return optimize(IRModule({"main": Function((x,), _conv(x, 4, 8))}), ctx=ctx)
 
 
-def test_selected_by_config_or_required_and_off_by_default() -> None:
-    assert DEFAULT_LEVEL is None and get_pass("convert_layout").opt_level == 1
-    assert "transpose" not in _count(_optimized(PassContext(opt_level=3)))
+def test_selected_by_config_or_required_and_on_by_default_from_level_2() -> None:
+    assert DEFAULT_LEVEL == 2 and get_pass("convert_layout").opt_level == 1
+    assert _count(_optimized(PassContext(opt_level=2)))["transpose"] == 2
+    assert "transpose" not in _count(_optimized(PassContext(opt_level=1)))
     on = PassContext(config={"convert_layout": "NHWC"})
     assert _count(_optimized(on))["transpose"] == 2
     assert [r.name for r in on.report.records if r.ran][-3] == "convert_layout"
@@ -211,3 +214,24 @@ def test_selected_by_config_or_required_and_off_by_default() -> None:
     off = PassContext(config={"convert_layout": "NHWC"}, disabled=("convert_layout",))
     assert "transpose" not in _count(_optimized(off))
     assert "convert_layout" not in [r.name for r in off.report.records if r.ran]
+
+
+def test_build_default_nhwc_only_on_wide_x86_targets_without_hooks_or_externals() -> None:
+    """The build driver keeps NCHW where NHWC chains are unmeasured (other CPUs) or where
+    hooks and external kinds expect the convolutions as imported (pipeline.lower)."""
+    assert _channels_last_host(Target.create("c -mcpu=haswell"))
+    assert _channels_last_host(Target.create("llvm -mcpu=haswell"))
+    assert not _channels_last_host(Target.create("llvm -mtriple=aarch64-linux-gnu"))
+    assert not _channels_last_host(Target.create("c -mcpu=x86-64"))  # 128-bit vectors
+    assert not _channels_last_host(Target.create("openblas, c -mcpu=haswell"))
+
+
+def test_convs_the_legalizer_cannot_pack_stay_channels_first() -> None:
+    """A conv of 4 or 12 output channels (no block of 8 or 16 fits) would run NCHW between two
+    transposes: the pass leaves it, and the chain around it, as imported."""
+    x = _x(3)
+    for cout in (4, 12):
+        mod = IRModule({"main": Function((x,), call("relu", _conv(x, 3, cout)))})
+        assert "transpose" not in _count(convert_layout(mod))
+    grouped = IRModule({"main": Function((_x(8),), _conv(_x(8), 8, 12, groups=2))})
+    assert "transpose" not in _count(convert_layout(grouped))

@@ -5,7 +5,7 @@
 they add to ``ncols`` positions x 8 (24) channels of accumulators (``acc[j * 8 + lane]``,
 ``acc[j * 24 + lane]``) the products of the input and the weight over up to three
 reduction loops, with the same arguments and addressing. nn.conv_packed takes blocks of 8
-when 16 would pad the weight by more than 1/8 (ember.ops.nn_conv_pack.pack_block: 8, 24, 40
+when 16 would pad the weight by more than 1/8 (ember.ir.ops.nn_conv_weights.pack_block: 8, 24, 40
 channels) and regroups three of them into one of 24 for the kernel
 (ember.ops.nn_conv_narrow_layout). Without these kernels such layers ran loop-IR tiles, where
 gcc folds the weight load into each FMA (3x3 96->24 at 80x80 in dbnet: 45 GFLOP/s of 93).

@@ -75,12 +75,25 @@ def test_light_model(name, rtol, atol):
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
 
-    # 3. optimized == unoptimized
+    # 3. optimized == unoptimized (convert_layout changes the order of the pools' sums)
     opt = optimize(mod, params)
     assert [p.name for p in opt.main.params] == [data.name]
     got_opt = evaluate(opt, [x])
-    for g, o in zip(got, got_opt, strict=True):
+    for g, o in zip(got[1:], got_opt[1:], strict=True):
         np.testing.assert_allclose(o, g, rtol=1e-5, atol=1e-6)
+    has_logits = n_out > len(model.graph.output)
+    if not has_logits or _softmax_well_conditioned(got[-1]):
+        np.testing.assert_allclose(got_opt[0], got[0], rtol=1e-5, atol=1e-6)
+    else:
+        np.testing.assert_allclose(got_opt[0].sum(axis=1), 1.0, rtol=1e-5)
+
+
+def _softmax_well_conditioned(logits: np.ndarray) -> bool:
+    """Whether a softmax of ``logits`` moves by less than 1e-3 when they move by one float32
+    rounding: squeezenet's light model has logits near 1e10, where one ulp is ~1e3 and
+    which of equal logits rounds highest decides a one-hot output (the logits themselves
+    are compared above)."""
+    return float(np.spacing(np.abs(logits).max().astype(np.float32))) < 1e-3
 
 
 def test_weight_fills_are_not_materialised_at_import():
