@@ -74,12 +74,18 @@ def test_optimize_levels_keep_results() -> None:
         ],
         2: ["nn.conv", "add", "relu", "nn.global_avg_pool", "reshape", "nn.dense", "exp", "add"],
     }
-    for level, ops in expected_ops.items():
-        out = optimize(mod, params, opt_level=level, debug=True)
+    for level, ops in expected_ops.items():  # channels first: convert_layout has its tests
+        nchw = PassContext(opt_level=level, debug=True, config={"convert_layout": "NCHW"})
+        out = optimize(mod, params, ctx=nchw)
         assert [p.name for p in out.main.params] == ["data"]
         assert _ops(out) == ops, level
         np.testing.assert_allclose(evaluate(out, [data])[0], want, rtol=1e-4, atol=1e-4)
-    fused = fuse_ops(optimize(mod, params))
+    default = optimize(mod, params)  # level 2: the conv channels last between transposes
+    convs = [
+        n for n in post_order(default.main.body) if isinstance(n, Call) and n.op_name == "nn.conv"
+    ]
+    assert [n.attrs["data_layout"] for n in convs] == ["NHWC"]
+    fused = fuse_ops(default)
     np.testing.assert_allclose(evaluate(fused, [data])[0], want, rtol=1e-4, atol=1e-4)
 
 
@@ -92,6 +98,7 @@ def test_optimize_reports_through_context_and_is_deterministic() -> None:
         "fold_constant",
         "simplify",
         "fold_constant",
+        "convert_layout",
         "eliminate_common_subexpr",
         "dead_code_elimination",
     ]

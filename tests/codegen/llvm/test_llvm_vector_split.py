@@ -23,6 +23,7 @@ from ember.tir.stmt import BufferStore, For, ForKind, PrimFunc
 pytest.importorskip("llvmlite")
 
 from ember.codegen.llvm.inspect import ir_text  # noqa: E402 - needs llvmlite
+from ember.transform import PassContext
 
 
 def _loop(extent: int, stride: int, kind: ForKind = ForKind.VECTORIZED) -> PrimFunc:
@@ -119,13 +120,14 @@ def test_strided_depthwise_row_accumulators_are_not_in_memory():
     the accumulator row (formerly [28 x float], loaded and stored on every tap) is gone,
     and no loop-vectorizer masking is left."""
     model = _depthwise(16, 56, 2)
-    arts = compile_onnx(model, shape={"x": (1, 16, 56, 56)}, target="llvm -jobs=1")
+    nchw = {"pass_context": PassContext(config={"convert_layout": "NCHW"})}  # the row kernel
+    arts = compile_onnx(model, shape={"x": (1, 16, 56, 56)}, target="llvm -jobs=1", **nchw)
     (art,) = [a for a in arts if a.codegen_id == "llvm"]
     body = _function(ir_text(art), "_par0")
     allocas = re.findall(r"alloca \[(\d+) x float\]", body)
     assert sorted(int(n) for n in allocas) == [58, 174]  # the copies only
     assert "llvm.masked" not in body
     x = np.random.default_rng(1).standard_normal((1, 16, 56, 56)).astype(np.float32)
-    got = run_onnx_compiled(model, {"x": x}, target="llvm -jobs=1")[0]
-    want = run_onnx_compiled(model, {"x": x}, target="c")[0]
+    got = run_onnx_compiled(model, {"x": x}, target="llvm -jobs=1", **nchw)[0]
+    want = run_onnx_compiled(model, {"x": x}, target="c", **nchw)[0]
     np.testing.assert_array_equal(got, want)
