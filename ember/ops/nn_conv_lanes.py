@@ -29,7 +29,7 @@ from ember.ops.nn_conv_f32 import (
     tile_kernel_rewrite,
     use_tile_kernel,
 )
-from ember.ops.nn_conv_nhwc import channels_last_stage, schedule_channels_last
+from ember.ops.nn_conv_nhwc import channels_last_stage, llvm_loop_tiles, schedule_channels_last
 from ember.ops.nn_schedule import (
     MIN_PARALLEL_WORK,
     _compute_op,
@@ -213,7 +213,8 @@ def schedule_conv_packed(ctx: ScheduleContext) -> None:
     made, channels-last ones (nn_conv_nhwc), else schedule_dense_packed_conv."""
     if channels_last_stage(ctx) is not None:
         schedule_channels_last(ctx)
-        loop_tiles_call_kernel(ctx)
+        if not llvm_loop_tiles(ctx):
+            loop_tiles_call_kernel(ctx)
         return
     sch = ctx.sch
     outputs = list(ctx.group_outputs)

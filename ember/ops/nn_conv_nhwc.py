@@ -21,6 +21,7 @@ from ember.ir.ops.common import channels_first_axes, channels_last_axes, data_la
 from ember.ir.types import TensorType
 from ember.ops.common import scalar, static_shape
 from ember.ops.nn_conv_f32 import (
+    BLOCK,
     TILE_KERNEL,
     WHOLE_IMAGE_POSITIONS,
     kernel_tile,
@@ -178,12 +179,48 @@ def channels_last_stage(ctx: ScheduleContext) -> te.Stage | None:
 WHOLE_ROW_COLS = 6
 
 
+#: the float32 lanes of accumulators an LLVM channels-last depthwise tile holds (14 AVX2
+#: registers: 7 columns of 16 channels).
+LLVM_DEPTHWISE_LANES = 112
+
+
 def depthwise_cols(ctx: ScheduleContext) -> int:
     """The register tile of a channels-last depthwise convolution: whole rows of at most
-    WHOLE_ROW_COLS columns, else the default (0)."""
+    WHOLE_ROW_COLS columns, else the default (0); on LLVM, up to LLVM_DEPTHWISE_LANES / block
+    columns (schedule_channels_last takes a divisor of the width: no guarded tail tile).
+    mobilenet_v2 on llvm, one thread, CPU time, llvm/c per kernel: 4 columns (14 = 4+4+4+2,
+    the tail guarded inside the vectorized channel loop, kept in a stack buffer) 1.09-1.50
+    at 28x28x192, 14x14x384/576 and 7x7x960; 7 columns 0.67-0.85."""
     shape = static_shape(ctx.group_outputs[0])
     width = int(shape[-2]) if len(shape) >= 3 else 0
+    acc = channels_last_stage(ctx)
+    op = _compute_op(acc) if acc is not None else None
+    block = int(op.attrs.get("block", 0)) if op is not None else 0
+    if "llvm" in ctx.target.keys and width > WHOLE_ROW_COLS and 0 < block <= LLVM_DEPTHWISE_LANES:
+        return LLVM_DEPTHWISE_LANES // block
     return width if 0 < width <= WHOLE_ROW_COLS else 0
+
+
+#: the longest reduction (input channels per group x taps) of a channels-last convolution
+#: on which the llvm kinds keep their loop-IR tiles rather than call the micro-kernel.
+LLVM_LOOP_TILE_REDUCTION = 256
+
+
+def llvm_loop_tiles(ctx: ScheduleContext) -> bool:
+    """Whether the group's channels-last convolution keeps its loop-IR tiles (no kernel
+    call, nn_conv_lanes.loop_tiles_call_kernel neither): on the llvm kinds for reductions of
+    at most LLVM_LOOP_TILE_REDUCTION. gcc inlines the C kernel and folds its constant
+    arguments; LLVM calls the runtime's generic copy once per tile (ember.codegen.llvm.tiles),
+    which short reductions do not cover: mobilenet_v2, one thread, CPU time, llvm/c per
+    kernel 1.05-1.31 calling it (1x1 16->96 at 112x112, 24->144 at 56x56, 32->192 at 28x28),
+    0.53-0.96 on loop-IR tiles. Blocks of 16 only: the kernels for blocks of 8 and 24 win
+    everywhere (nn_conv_f32.loop_tiles_win)."""
+    acc = channels_last_stage(ctx)
+    op = _compute_op(acc) if acc is not None else None
+    if op is None or "llvm" not in ctx.target.keys:
+        return False
+    block = int(op.attrs.get("block", 0))
+    return block == BLOCK and _size(op.reduce_axis) <= LLVM_LOOP_TILE_REDUCTION
 
 
 def schedule_channels_last(
@@ -211,6 +248,7 @@ def schedule_channels_last(
         return
     block = int(acc_op.attrs["block"])
     kernel = bool(acc_op.attrs.get(TILE_KERNEL)) and use_tile_kernel(ctx.target, outputs[0].dtype)
+    kernel = kernel and not llvm_loop_tiles(ctx)
     if kernel:
         ctx.post_lower.append(tile_kernel_rewrite)
     axes = list(op.axis)

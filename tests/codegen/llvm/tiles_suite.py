@@ -3,14 +3,14 @@
 
 ``tile_suite(module, only)`` loads a private copy of ``tests/ops/<module>.py`` (its fixtures
 and the tests named in ``only``) with an autouse fixture over the two kinds. It lets the
-llvm kinds take the kernels on every layer c takes them (``nn_conv_f32.loop_tiles_win``
-off) and replaces ``ember.testing.assert_matches_onnxruntime`` for the test: the model is
-compiled for the kind and for ``c`` (as the test asks) and both run; the kind's library must
-call the runtime's tile kernels exactly when c's calls its own, its outputs must equal c's
-bit for bit and match onnxruntime with the test's tolerances. An epilogue with a
-transcendental function (SiLU's sigmoid) is computed by each back end's own polynomial, so
-such a model is compared bitwise up to its convolutions (their outputs made the graph's)
-and within 1e-5 whole."""
+llvm kinds take the kernels on every layer c takes them (``nn_conv_f32.loop_tiles_win`` and
+``nn_conv_nhwc.llvm_loop_tiles`` off) and replaces ``ember.testing.assert_matches_onnxruntime``
+for the test: the model is compiled for the kind and for ``c`` (as the test asks) and both
+run; the kind's library must call the runtime's tile kernels exactly when c's calls its own,
+its outputs must equal c's bit for bit and match onnxruntime with the test's tolerances. An
+epilogue with a transcendental function (SiLU's sigmoid) is computed by each back end's own
+polynomial, so such a model is compared bitwise up to its convolutions (their outputs made
+the graph's) and within 1e-5 whole."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from llvm_build import E2E_KINDS, e2e_suite
 
 import ember.testing
 from ember.codegen.llvm.tiles import TILE_KERNEL_NAMES
-from ember.ops import nn_conv_lanes, nn_conv_pack, nn_schedule_tiles
+from ember.ops import nn_conv_lanes, nn_conv_nhwc, nn_conv_pack, nn_schedule_tiles
 from ember.testing.runners import compile_onnx, run_artifacts, run_onnxruntime
 
 
@@ -102,6 +102,7 @@ def _bitwise_fixture() -> Any:
         # the kernels on every layer
         for module in (nn_conv_pack, nn_conv_lanes, nn_schedule_tiles):
             monkeypatch.setattr(module, "loop_tiles_win", lambda *args: False)
+        monkeypatch.setattr(nn_conv_nhwc, "LLVM_LOOP_TILE_REDUCTION", 0)
         return kind
 
     return compiled_kind
