@@ -43,9 +43,8 @@ from ember.ops.nn_schedule import (
     reduction_stages,
     schedule_anchor,
     schedule_output,
-    schedule_root_reduction,
 )
-from ember.ops.nn_schedule_tiles import _tile_cols, register_tiles
+from ember.ops.nn_schedule_tiles import _tile_cols, register_tiles, tile_accumulator
 from ember.ops.registry import ScheduleContext
 from ember.tir import PrimExpr, te
 
@@ -278,17 +277,7 @@ def schedule_channels_last(
     if _size(axes) * _size(acc_op.reduce_axis) >= MIN_PARALLEL_WORK and _extent(outer) > 1:
         main.parallel(outer)
     main.vectorize(oi)
-    acc.compute_at(main, outer)
-    a_axes = list(acc_op.axis)
-    acc.reorder(*a_axes[:-3], *acc_op.reduce_axis, *a_axes[-3:])
-    if not kernel:  # the kernel's tiles are calls, their loops need no unrolling
-        if nrows > 1:
-            acc.unroll(a_axes[-3])
-        acc.unroll(a_axes[-2])
-    acc.vectorize(a_axes[-1])
-    for stage in reds:
-        if stage is not acc:
-            schedule_root_reduction(stage)
+    tile_accumulator(main, outer, acc, reds, kernel, nrows)
 
 
 def materialize_rows(sch: te.Schedule, outputs: list[te.Tensor]) -> None:

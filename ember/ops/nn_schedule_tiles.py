@@ -230,6 +230,18 @@ def schedule_packed_conv(ctx: ScheduleContext, kernel: bool = False, max_cols: i
     if work >= MIN_PARALLEL_WORK and _extent(outer) > 1:
         main.parallel(outer)
     main.vectorize(wi if by_rows else oi)
+    tile_accumulator(main, outer, acc, reds, kernel, nrows)
+
+
+def tile_accumulator(
+    main: te.Stage, outer: te.IterVar, acc: te.Stage, reds: list[te.Stage], kernel: bool, nrows: int
+) -> None:
+    """The register tile of a packed convolution's channels-last accumulator ``acc`` (rows,
+    columns, block) computed at ``outer`` of the output stage ``main``: reduce loops outside
+    the tile, the tile unrolled (unless ``kernel``: its loops become a micro-kernel call) and
+    its block vectorised; the other reduction stages at root."""
+    acc_op = _compute_op(acc)
+    assert acc_op is not None
     acc.compute_at(main, outer)
     a_axes = list(acc_op.axis)
     acc.reorder(*a_axes[:-3], *acc_op.reduce_axis, *a_axes[-3:])
