@@ -131,6 +131,7 @@ def measure(
     cpu_clock: bool = False,
     targets: Sequence[str] = ("c",),
     threads: int = 2,
+    limit: FmaLimit | None = None,
 ) -> Row:
     """Compile, check and time one example model: ember's graph and AOT executors for the
     first of ``targets`` and onnxruntime at 1 and ``threads`` threads in one interleaved
@@ -174,9 +175,10 @@ def measure(
     timings = interleaved_timings(entries, repeat)
     times = dict(zip(keys, timings, strict=False))
     extra = compare_targets(ge, others, repeat, cpu_clock)
+    flops = node_flops(model)
     if profile > 0:
-        print_profile(name, ge, profile, repeat)
-    gflop = model_gflop(model)
+        print_profile(name, ge, profile, repeat, flops, limit or fma_limit())
+    gflop = sum(flops.values()) / 1e9
     return Row(name, build_s, load_s, times, threads, cpu_clock, max_err, gflop, extra)
 
 
@@ -201,8 +203,12 @@ def compare_targets(
     )
 
 
-def print_profile(name: str, ge: Any, top: int, repeat: int) -> None:
-    """Print the ``top`` slowest kernels of ``ge``'s per-operator profile at 1 thread."""
+def print_profile(
+    name: str, ge: Any, top: int, repeat: int, flops: dict[str, int], limit: FmaLimit
+) -> None:
+    """Print the ``top`` slowest kernels of ``ge``'s per-operator profile at 1 thread, each
+    with its GFLOP/s as a percentage of one core's FMA limit when it does such work (the
+    ONNX nodes fused into it, ``flops`` from node_flops)."""
     from ember.runtime import num_threads
 
     with num_threads(1):
@@ -212,17 +218,20 @@ def print_profile(name: str, ge: Any, top: int, repeat: int) -> None:
         f"{report.total_us / 1e3:.2f} ms"
     )
     shapes: dict[str, tuple[tuple[int, ...], ...]] = {}
+    work: dict[str, int] = {}
     for row in report.rows:
         shapes.setdefault(row.op, row.shape)
+        work[row.op] = work.get(row.op, 0) + sum(flops.get(n, 0) for n in row.onnx_nodes)
     for op, calls, us, pct in report.by_op()[:top]:
         out = " ".join("x".join(map(str, s)) for s in shapes[op])
-        print(f"  {pct:5.1f}%  {us / 1e3:8.3f} ms  {calls:3d}x  {op} -> {out}")
+        fma = f"{100 * work[op] / (us * 1e3) / limit.gflops:3.0f}% FMA" if work[op] else " " * 8
+        print(f"  {pct:5.1f}%  {us / 1e3:8.3f} ms  {calls:3d}x  {fma}  {op} -> {out}")
     sys.stdout.flush()
 
 
-def model_gflop(model: Any) -> float:
-    """Floating-point work of Conv, ConvTranspose, Gemm and MatMul nodes (2 per
-    multiply-add, shapes from ONNX shape inference), in GFLOP."""
+def node_flops(model: Any) -> dict[str, int]:
+    """Floating-point work per node name of Conv, ConvTranspose, Gemm and MatMul nodes (2
+    per multiply-add, shapes from ONNX shape inference); other nodes count 0."""
     import onnx
 
     inferred = onnx.shape_inference.infer_shapes(model)
@@ -231,20 +240,29 @@ def model_gflop(model: Any) -> float:
     for info in [*graph.input, *graph.value_info, *graph.output]:
         dims = info.type.tensor_type.shape.dim
         shapes[info.name] = [d.dim_value for d in dims]
-    flops = 0
-    for node in graph.node:
+    flops: dict[str, int] = {}
+    for i, node in enumerate(graph.node):
         out = shapes.get(node.output[0], [])
+        work = 0
         if node.op_type == "Conv":  # out N x M x spatial; weight M x C/g x kernel
             weight = shapes[node.input[1]]
-            flops += 2 * math.prod(out) * math.prod(weight[1:])
+            work = 2 * math.prod(out) * math.prod(weight[1:])
         elif node.op_type == "ConvTranspose":  # every input value meets a C x M/g x k filter
             x, weight = shapes[node.input[0]], shapes[node.input[1]]
-            flops += 2 * math.prod(x) * math.prod(weight[1:])
+            work = 2 * math.prod(x) * math.prod(weight[1:])
         elif node.op_type in ("Gemm", "MatMul"):  # out ... x N; reduce over A's last axis
             a = shapes[node.input[0]]
             trans_a = any(x.name == "transA" and x.i for x in node.attribute)
-            flops += 2 * math.prod(out) * (a[0] if trans_a else a[-1])
-    return flops / 1e9
+            work = 2 * math.prod(out) * (a[0] if trans_a else a[-1])
+        name = node.name or f"{node.op_type}_{i}"
+        flops[name] = flops.get(name, 0) + work
+    return flops
+
+
+def model_gflop(model: Any) -> float:
+    """Floating-point work of the model's Conv, ConvTranspose, Gemm and MatMul nodes
+    (node_flops), in GFLOP."""
+    return sum(node_flops(model).values()) / 1e9
 
 
 def _runner(session: Any, inputs: dict[str, np.ndarray]) -> Callable[[], object]:
@@ -372,7 +390,7 @@ def _int8_table(names: Sequence[str], args: argparse.Namespace) -> str:
 def _measure(name: str, args: argparse.Namespace, targets: Sequence[str], limit: FmaLimit) -> Row:
     """Measure one model and print its row to stderr at once (a long run that fails
     later keeps what it measured)."""
-    row = measure(name, args.repeat, args.profile, args.cpu_clock, targets, args.threads)
+    row = measure(name, args.repeat, args.profile, args.cpu_clock, targets, args.threads, limit)
     cells = " | ".join(row.cells(limit, args.noisy))
     print(f"  done {name}: | {cells} |", file=sys.stderr, flush=True)
     return row

@@ -3,6 +3,7 @@ a tiny model and print what issue 12 asks for. No timing is asserted, only the s
 the report, the FLOP count, the FMA-limit formula and the busy process's lifetime."""
 
 import importlib.util
+import re
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,8 +35,11 @@ def _table(out: str) -> tuple[list[str], list[list[str]]]:
 @pytest.mark.cc
 def test_models_benchmark_prints_both_thread_counts_ratios_and_geomeans(bench, capsys):
     argv = ["--models", "dense_autoencoder", "--repeat", "1", "--keep-cache", "--cpu-clock"]
-    assert bench.main(argv) == 0
+    assert bench.main([*argv, "--profile", "3"]) == 0
     out = capsys.readouterr().out
+    # the profile: each matrix-product kernel with its share of one core's FMA limit
+    kernels = [ln for ln in out.splitlines() if "ember_fused_nn_matmul" in ln]
+    assert len(kernels) == 3 and all(re.search(r"\d+% FMA", ln) for ln in kernels)
     head, rows = _table(out)
     for name in ("graph1 ms", "aot1 ms", "ort1 ms", "ort1/ember1", "graph2 ms", "ort2/ember2"):
         assert name in head
@@ -129,6 +133,9 @@ def test_model_gflop_counts_conv_conv_transpose_and_matmul(bench):
     transpose = 2 * (4 * 8 * 8) * (2 * 4)
     matmul = 2 * (2 * 16 * 5) * 16
     assert bench.model_gflop(model) * 1e9 == pytest.approx(conv + transpose + matmul)
+    # per node, named as ember's importer names unnamed nodes (the profile's onnx_nodes)
+    flops = bench.node_flops(model)
+    assert flops == {"Conv_0": conv, "ConvTranspose_1": transpose, "MatMul_2": matmul}
 
 
 def test_geomean_and_summary_name_the_extreme_models(bench):
