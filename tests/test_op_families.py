@@ -33,7 +33,7 @@ FRONTEND_ONLY = {
 }
 #: modules of each layer that are not op families (helpers, registries, infrastructure).
 NOT_FAMILIES = {
-    "ir/ops": {"__init__", "common", "nn_conv_weights", "quant_int8_ref"},
+    "ir/ops": {"__init__", "common", "nn_conv_weights", "nn_conv_transpose_form", "quant_int8_ref"},
     "ops": {
         *[
             "__init__",

@@ -309,13 +309,23 @@ def depth_to_space(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.
     x = inputs[0]
     ty = out_tensor_type(out_type)
     bs = int(attrs["block_size"])
-    oc = int(ty.shape[1])
+    last = attrs["data_layout"] == "NHWC"
+    oc = int(ty.shape[3] if last else ty.shape[1])
     dcr = attrs["mode"] == "DCR"
 
-    def source(n: Any, c: Any, h: Any, w: Any) -> tuple[Any, ...]:
+    def channel(c: Any, h: Any, w: Any) -> Any:
         b1, b2 = h % bs, w % bs
-        chan = (b1 * bs + b2) * oc + c if dcr else (c * bs + b1) * bs + b2
-        return (n, chan, h // bs, w // bs)
+        return (b1 * bs + b2) * oc + c if dcr else (c * bs + b1) * bs + b2
+
+    if last:  # DCR: each output pixel copies one contiguous run of oc input channels
+        return te.compute(
+            ty.shape,
+            lambda n, h, w, c: x[n, h // bs, w // bs, channel(c, h, w)],
+            "depth_to_space",
+        )
+
+    def source(n: Any, c: Any, h: Any, w: Any) -> tuple[Any, ...]:
+        return (n, channel(c, h, w), h // bs, w // bs)
 
     return _block_compute(x, ty.shape, source, "depth_to_space")
 

@@ -11,7 +11,10 @@ forward through the ops that have a channels-last form:
   small rank-4 tensors (transposed: an SE block's (N, C, 1, 1) scale);
 * the pools (max, average, global; their data_layout attribute) and ``image.resize``
   (per-axis sizes, scales and region of interest permuted);
-* ``concatenate``, ``split`` and ``strided_slice`` (the axis attributes permuted).
+* ``concatenate``, ``split`` and ``strided_slice`` (the axis attributes permuted);
+* ``nn.conv_transpose`` whose kernel equals its stride (DBNet's upsampling head): a
+  channels-last 1x1 conv and a channels-last ``nn.depth_to_space``
+  (ember.ir.ops.nn_conv_transpose_form), and ``nn.depth_to_space`` itself.
 
 Every other use of a channels-last value reads it through one ``transpose`` back to NCHW
 (made once per value), as do the function's results: the layout changes only at the borders
@@ -46,6 +49,7 @@ from ember.ir.expr import (
 from ember.ir.module import IRModule
 from ember.ir.op import OpDef, OpPattern
 from ember.ir.ops.common import channels_first_axes, channels_last_axes
+from ember.ir.ops.nn_conv_transpose_form import pointwise_form
 from ember.ir.ops.nn_conv_weights import packed_block
 from ember.ir.types import TensorType
 from ember.transform._util import map_bodies
@@ -111,15 +115,18 @@ def _rank4(node: Expr) -> bool:
     return isinstance(node.type, TensorType) and node.type.ndim == 4
 
 
+def _float32_rank4(node: Expr) -> bool:
+    ty = node.type
+    return isinstance(ty, TensorType) and ty.ndim == 4 and ty.dtype == "float32"
+
+
 def _converts(node: Call) -> bool:
     """Whether ``node`` is a convolution convert_layout lays out channels last."""
     op = _op(node)
     if op is None or op.name != "nn.conv" or node.attrs["data_layout"] != "NCHW":
         return False
     x, w = node.args
-    ty = x.type
-    ok = isinstance(ty, TensorType) and ty.dtype == "float32" and _rank4(x)
-    if not ok or not isinstance(w, Constant):
+    if not _float32_rank4(x) or not isinstance(w, Constant):
         return False
     # a conv the legalizer cannot pack stays NCHW between two transposes (nn_conv_nhwc)
     return packed_block(np.shape(w.data), int(node.attrs["groups"])) > 0
@@ -208,6 +215,14 @@ class _Planner:
             return self.channels_last(node, value)
         if op.name == "image.resize" and _rank4(node.args[0]):
             value = call(op.name, self.to_last(node.args[0]), name=node.name, **_resized(node))
+            return self.channels_last(node, value)
+        if op.name == "nn.conv_transpose" and _float32_rank4(node.args[0]):
+            pointwise = pointwise_form(node, self.to_last(node.args[0]), "NHWC")
+            if pointwise is not None:
+                return self.channels_last(node, pointwise)
+        if op.name == "nn.depth_to_space" and node.attrs["data_layout"] == "NCHW":
+            attrs = {**dict(node.attrs), "data_layout": "NHWC"}
+            value = call(op.name, self.to_last(node.args[0]), name=node.name, **attrs)
             return self.channels_last(node, value)
         if op.name == "concatenate" and all(_rank4(a) for a in node.args):
             args = [self.to_last(a) for a in node.args]

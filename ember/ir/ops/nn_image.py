@@ -224,15 +224,29 @@ def _block_check(data: TensorType, attrs: Attrs) -> int:
 def _d2s_type(types: Sequence[Type], attrs: Attrs) -> Type:
     data = tensor_arg(types, 0, "data")
     bs = _block_check(data, attrs)
-    n, c, h, w = data.shape
+    last = _channels_last(attrs)
+    n, c, h, w = (data.shape[0], data.shape[3], *data.shape[1:3]) if last else data.shape
     if c % (bs * bs):
         raise IRError(f"channels {c} of {data} are not divisible by block_size^2 = {bs * bs}")
     if attrs["mode"] not in ("DCR", "CRD"):
         raise IRError(f"unknown depth_to_space mode {attrs['mode']!r}; known: DCR, CRD")
+    if last:
+        return TensorType((n, h * bs, w * bs, c // (bs * bs)), data.dtype)
     return TensorType((n, c // (bs * bs), h * bs, w * bs), data.dtype)
 
 
+def _channels_last(attrs: Attrs) -> bool:
+    """Whether a depth_to_space's data and result are NHWC (its data_layout attribute)."""
+    layout = attrs["data_layout"]
+    if layout not in ("NCHW", "NHWC"):
+        raise IRError(f"unknown depth_to_space data_layout {layout!r}; known: NCHW, NHWC")
+    return layout == "NHWC"
+
+
 def _d2s_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    if _channels_last(attrs):
+        y = _d2s_ref([np.transpose(xs[0], (0, 3, 1, 2))], attrs.replace(data_layout="NCHW"))
+        return np.ascontiguousarray(np.transpose(y, (0, 2, 3, 1)))
     x = xs[0]
     bs = attrs["block_size"]
     n, c, h, w = x.shape
@@ -294,7 +308,11 @@ register_op(
         infer_type=_d2s_type,
         reference=_d2s_ref,
         pattern=OpPattern.INJECTIVE,
-        attrs={"block_size": Attr("int"), "mode": Attr("str", "DCR", "DCR or CRD")},
+        attrs={
+            "block_size": Attr("int"),
+            "mode": Attr("str", "DCR", "DCR or CRD"),
+            "data_layout": Attr("str", "NCHW", "NCHW, or NHWC (data, result channels last)"),
+        },
         doc="Move channel blocks into spatial blocks (ONNX DepthToSpace).",
     )
 )
