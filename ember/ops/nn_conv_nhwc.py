@@ -22,6 +22,7 @@ from ember.ir.types import TensorType
 from ember.ops.common import scalar, static_shape
 from ember.ops.nn_conv_f32 import (
     BLOCK,
+    POSITIONS_OUTER_CHANNELS,
     TILE_KERNEL,
     WHOLE_IMAGE_POSITIONS,
     kernel_tile,
@@ -88,7 +89,7 @@ def conv_packed_nhwc(
     wp = widen_blocks(wp, groups) if kernel else wp
     flat = flat_fits(wshape[2:-1], strides, (*pad_begin, *pad_end), ty.shape, groups)
     if flat and kernel and int(ty.shape[1]) * int(ty.shape[2]) > WHOLE_IMAGE_POSITIONS:
-        flat = not positions_outer(int(wshape[1]), int(wshape[0]) * int(wshape[-1]))
+        flat = int(wshape[1]) < POSITIONS_OUTER_CHANNELS
     if flat:
         return flat_channels_last(x, wp, ty.shape, kernel)
     return conv_channels_last(
@@ -160,8 +161,9 @@ def flat_channels_last(
 #: the kernel's tiles span rows. One thread, thread CPU time, A/B in one process, load 4-5,
 #: flat/rows: mobilenet_v2's 1x1 16->96 at 112x112 0.57, 24->144 at 56x56 0.58, 32->192 at
 #: 28x28 0.75, 96->24 at 56x56 0.74, 32->16 at 112x112 0.71; ResNet-50's 64->256 at 56x56
-#: 0.72, 128->512 at 28x28 0.72, 512->128 at 28x28 level; but 256->64 at 56x56 1.10-1.14
-#: (kernel tiles positions outer, nn_conv_f32.positions_outer: those keep their row bands).
+#: 0.72, 128->512 at 28x28 0.72-0.93, 512->128 at 28x28 level; but 256->64 at 56x56
+#: 1.10-1.14 and 512->256 at 28x28 1.06-1.14: kernel tiles of POSITIONS_OUTER_CHANNELS input
+#: channels or more keep their row bands at those sizes.
 FLAT_ANY_SIZE = True
 
 
