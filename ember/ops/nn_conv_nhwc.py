@@ -22,6 +22,7 @@ from ember.ir.types import TensorType
 from ember.ops.common import scalar, static_shape
 from ember.ops.nn_conv_f32 import (
     BLOCK,
+    POSITIONS_OUTER_CHANNELS,
     TILE_KERNEL,
     WHOLE_IMAGE_POSITIONS,
     kernel_tile,
@@ -86,7 +87,10 @@ def conv_packed_nhwc(
     strides, dilation, pad_begin, pad_end = conv
     wshape = static_shape(wp)
     wp = widen_blocks(wp, groups) if kernel else wp
-    if flat_fits(wshape[2:-1], strides, (*pad_begin, *pad_end), ty.shape, groups):
+    flat = flat_fits(wshape[2:-1], strides, (*pad_begin, *pad_end), ty.shape, groups)
+    if flat and kernel and int(ty.shape[1]) * int(ty.shape[2]) > WHOLE_IMAGE_POSITIONS:
+        flat = int(wshape[1]) < POSITIONS_OUTER_CHANNELS
+    if flat:
         return flat_channels_last(x, wp, ty.shape, kernel)
     return conv_channels_last(
         x, wp, ty, strides, dilation, pad_begin, pad_end, groups, taps_outer, kernel
@@ -130,11 +134,11 @@ def depthwise_nhwc(
 def flat_channels_last(
     x: te.Tensor, wp: te.Tensor, out_shape: tuple[Any, ...], kernel: bool
 ) -> te.Tensor:
-    """A 1x1, stride-1, unpadded NHWC convolution of at most WHOLE_IMAGE_POSITIONS
-    positions over its positions flattened, ``conv[n, p, o]`` (a matrix product read in
-    place: the positions of an NHWC image are already rows of channels), so that the
-    kernel's register tiles run along all positions instead of each short row (1x1 96->576
-    at 14x14: rows of 14 took tiles of 5, 5 and 4)."""
+    """A 1x1, stride-1, unpadded NHWC convolution over its positions flattened,
+    ``conv[n, p, o]`` (a matrix product read in place: the positions of an NHWC image are
+    already rows of channels), so that the register tiles run along all positions instead
+    of each short row (1x1 96->576 at 14x14: rows of 14 took tiles of 5, 5 and 4), and
+    loop-IR tiles stay inline (FLAT_ANY_SIZE)."""
     wshape = static_shape(wp)
     block = wshape[-1]
     width = int(out_shape[2])
@@ -150,6 +154,19 @@ def flat_channels_last(
     return te.compute(out_shape, lambda n, h, w, o: acc[(n, h * width + w, o)], "conv_out")
 
 
+#: whether 1x1 convolutions of any image size take flat_channels_last (tiles of the flattened
+#: positions, at most WHOLE_IMAGE_POSITIONS per kernel call), not only images of at most
+#: WHOLE_IMAGE_POSITIONS. Their short-reduction tiles then stay inline loop IR of 6 positions
+#: instead of row tiles turned into kernel calls (nn_conv_lanes.loop_tiles_call_kernel), and
+#: the kernel's tiles span rows. One thread, thread CPU time, A/B in one process, load 4-5,
+#: flat/rows: mobilenet_v2's 1x1 16->96 at 112x112 0.57, 24->144 at 56x56 0.58, 32->192 at
+#: 28x28 0.75, 96->24 at 56x56 0.74, 32->16 at 112x112 0.71; ResNet-50's 64->256 at 56x56
+#: 0.72, 128->512 at 28x28 0.72-0.93, 512->128 at 28x28 level; but 256->64 at 56x56
+#: 1.10-1.14 and 512->256 at 28x28 1.06-1.14: kernel tiles of POSITIONS_OUTER_CHANNELS input
+#: channels or more keep their row bands at those sizes.
+FLAT_ANY_SIZE = True
+
+
 def flat_fits(
     kernel_shape: tuple[int, ...],
     strides: tuple[int, ...],
@@ -162,7 +179,7 @@ def flat_fits(
         return False
     if any(s != 1 for s in strides) or any(pads):
         return False
-    return int(out_shape[1]) * int(out_shape[2]) <= WHOLE_IMAGE_POSITIONS
+    return FLAT_ANY_SIZE or int(out_shape[1]) * int(out_shape[2]) <= WHOLE_IMAGE_POSITIONS
 
 
 def channels_last_stage(ctx: ScheduleContext) -> te.Stage | None:
@@ -308,7 +325,8 @@ def materialize_rows(sch: te.Schedule, outputs: list[te.Tensor]) -> None:
 def _schedule_flat(ctx: ScheduleContext, main: te.Stage, acc: te.Stage, kernel: bool) -> None:
     """schedule_channels_last for flat_channels_last: the output's positions fused, tiled
     ``n, o/b, p/t | p%t, o%b`` (positions outer for long reductions, positions_outer) with
-    the whole image one tile of the kernel."""
+    the whole image, or about WHOLE_IMAGE_POSITIONS of its positions, one tile of the
+    kernel."""
     op = _compute_op(main)
     acc_op = _compute_op(acc)
     assert op is not None and acc_op is not None
@@ -319,7 +337,7 @@ def _schedule_flat(ctx: ScheduleContext, main: te.Stage, acc: te.Stage, kernel: 
     oo, oi = main.split(o, factor=block)
     cols = _tile_cols(_extent(positions), register_tiles(ctx.target).matmul[0])
     if kernel:
-        cols = _extent(positions)
+        cols = _tile_cols(_extent(positions), WHOLE_IMAGE_POSITIONS)
     po, pi = main.split(positions, factor=cols)
     if kernel and positions_outer(_size(acc_op.reduce_axis), _extent(o)):
         main.reorder(n, po, oo, pi, oi)

@@ -59,3 +59,20 @@ def test_every_tile_kernel_costs_its_multiply_adds() -> None:
         call = _tile_call(const(6, "int32"), 3, 3, 96, name)
         assert stmt_cost(call) >= 6 * (lanes // 8) * 864 * MAC_COST, name
         assert grain_of(tir.for_range(i, 16, call)) == 1, name
+
+
+def test_a_scalar_copy_costs_copy_cost_per_element() -> None:
+    """A layout transpose (a store of a plain load, scalar) counts COPY_COST per element; the
+    same copy vectorized, or a scalar store of arithmetic, keeps the operation count."""
+    a = tir.decl_buffer((64, 3), "float32", "A")
+    out = tir.decl_buffer((3, 64), "float32", "out")
+    i, j = tir.Var("i"), tir.Var("j")
+    copy = tir.for_range(i, 64, tir.store(out, a[i, j], j, i))
+    assert stmt_cost(copy) == 64 * parallel.COPY_COST
+    cast = tir.for_range(i, 64, tir.store(out, tir.cast("float32", a[i, j]), j, i))
+    assert stmt_cost(cast) == 64 * parallel.COPY_COST
+    vector = tir.for_range(i, 64, tir.store(out, a[i, j], j, i), tir.ForKind.VECTORIZED)
+    assert stmt_cost(vector) == 64 // parallel.VECTOR_LANES
+    scaled = tir.for_range(i, 64, tir.store(out, a[i, j] * 2.0, j, i))
+    assert stmt_cost(scaled) < 64 * parallel.COPY_COST
+    assert grain_of(tir.for_range(j, 3, copy)) < grain_of(tir.for_range(j, 3, scaled))

@@ -8,6 +8,7 @@ from ember import tir
 from ember.ir import Attrs, Function, TensorType, Var, call, evaluate
 from ember.lowering.lower_group import lower_group
 from ember.ops.elemwise import LIBM_EXTERNS
+from ember.tir.expr import Div
 
 SHAPES = [(7,), (2, 3, 5)]
 
@@ -162,3 +163,15 @@ def test_half_precision_computes_in_float32(op):
     _unary(op, x)
     v = Var("x", TensorType(x.shape, "float16"))
     check(_group([v], call("sum", call(op, v), axes=(1,), keepdims=False)), [x], rtol=2e-3)
+
+
+def test_hard_swish_multiplies_by_its_slope() -> None:
+    # x * clip(x / 6 + 0.5, 0, 1) computed with x * (1/6): no divide in the kernel (a vector
+    # divide in every conv epilogue), equal to the reference at and around the knees
+    x = np.array([-4.0, -3.0, -2.9, -1e-3, 0.0, 1.0, 2.99, 3.0, 3.01, 7.5], "float32")
+    v = Var("x", TensorType(x.shape, "float32"))
+    func = _group([v], call("hard_swish", v))
+    check(func, [x])
+    found: list[object] = []
+    tir.post_order_visit(lower_group(func, "kernel").body, found.append)
+    assert not [n for n in found if isinstance(n, Div)]

@@ -17,6 +17,7 @@ from ember.driver import build
 from ember.errors import IRError
 from ember.ir import Function, IRModule, TensorType, Var, call, const, evaluate
 from ember.ops.nn_conv import conv_to_packed
+from ember.ops.nn_conv_nhwc import flat_fits
 from ember.testing.runners import run_artifacts
 from ember.transform import PassContext
 
@@ -84,6 +85,12 @@ CASES = [
     ((1, 48, 9, 9), (48, 1, 3, 3), {"padding": [1, 1, 1, 1], "strides": [2, 2], "groups": 48}),
     ((1, 16, 8, 8), (16, 1, 5, 5), {"padding": [2, 2, 2, 2], "groups": 16}),
     ((1, 3, 16, 16), (10, 3, 3, 3), {"padding": [1, 1, 1, 1]}),
+    # 1x1s over more than WHOLE_IMAGE_POSITIONS flattened positions: loop-IR tiles with a
+    # tail (17x17), kernel tiles of a divisor (16x16 of 64 channels) or with a tail (15x15)
+    ((1, 16, 17, 17), (96, 16, 1, 1), {}),
+    ((1, 64, 16, 16), (64, 64, 1, 1), {}),
+    ((1, 96, 15, 15), (32, 96, 1, 1), {}),
+    ((1, 256, 16, 16), (64, 256, 1, 1), {}),
 ]
 
 
@@ -135,3 +142,11 @@ def test_onednn_leaves_channels_last_convolutions_to_ember() -> None:
     assert conv_ok([call("nn.conv", x, w)])
     xl = Var("x", TensorType((1, 8, 8, 3), F32))
     assert not conv_ok([call("nn.conv", xl, w, data_layout="NHWC")])
+
+
+def test_flat_positions_at_any_image_size() -> None:
+    # 1x1 stride-1 unpadded convs flatten their positions at any size (FLAT_ANY_SIZE)
+    assert flat_fits((1, 1), (1, 1), (0, 0, 0, 0), (1, 112, 112, 96), 1)
+    assert not flat_fits((1, 1), (2, 2), (0, 0, 0, 0), (1, 56, 56, 96), 1)
+    assert not flat_fits((3, 3), (1, 1), (1, 1, 1, 1), (1, 56, 56, 96), 1)
+    assert not flat_fits((1, 1), (1, 1), (0, 0, 0, 0), (1, 56, 56, 96), 2)

@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ember.tir.expr import BufferLoad, Call, IntImm, Min, PrimExpr
+from ember.tir.expr import BufferLoad, Call, Cast, IntImm, Min, PrimExpr
 from ember.tir.functor import post_order_visit
 from ember.tir.simplify import simplify
 from ember.tir.stmt import (
@@ -58,6 +58,14 @@ VECTOR_LANES = 8
 #: Operations of one multiply-add into an accumulator (``acc = acc + x * w``: load, load,
 #: multiply, add, as :func:`expr_cost` counts that store's value).
 MAC_COST = 5
+#: Operations of one scalar copy (a store of a plain load outside vectorized loops: layout
+#: transposes, gathers), counted as one before: the NHWC transpose of a 224x224x3 input
+#: took 72-87 us, one chunk by the estimate (a serial loop at 2 threads), while chunks of
+#: vectorized conv tiles took 2-3 us (one thread, CPU time, mobilenet_v2 and pp_lcnet).
+#: A strided scalar copy costs some 2 cycles per element against about 0.1 per counted
+#: operation of vector code; 8 gives that transpose 9 chunks (its 2-thread time could not
+#: be measured on a quiet machine: at load 5-8 the pool backed it off either way).
+COPY_COST = 8
 
 
 def _const(e: PrimExpr, default: int) -> int:
@@ -123,27 +131,38 @@ def expr_cost(e: PrimExpr) -> int:
     return max(1, _nodes(e) - indices[0]) + calls[0]
 
 
-def stmt_cost(s: Stmt) -> int:
+def _is_copy(value: PrimExpr) -> bool:
+    """Whether a stored value is a plain load (or a cast of one)."""
+    while isinstance(value, Cast):
+        value = value.value
+    return isinstance(value, BufferLoad)
+
+
+def stmt_cost(s: Stmt, vector: bool = False) -> int:
     """Estimated operations of one execution of ``s``: expression operations times trip
-    counts, a vectorized loop counting one per VECTOR_LANES iterations."""
+    counts, a vectorized loop counting one per VECTOR_LANES iterations, a scalar copy
+    COPY_COST (``vector``: ``s`` is inside a vectorized loop)."""
     if isinstance(s, SeqStmt):
-        return sum(stmt_cost(x) for x in s.seq)
+        return sum(stmt_cost(x, vector) for x in s.seq)
     if isinstance(s, For):
         ext = int(s.extent.value) if isinstance(s.extent, IntImm) else UNKNOWN_EXTENT
         if s.kind is ForKind.VECTORIZED:
             ext = -(-ext // VECTOR_LANES)
-        return max(1, ext) * stmt_cost(s.body)
+            vector = True
+        return max(1, ext) * stmt_cost(s.body, vector)
     if isinstance(s, BufferStore):
+        if not vector and _is_copy(s.value):
+            return COPY_COST
         return expr_cost(s.value)
     if isinstance(s, LetStmt):
-        return expr_cost(s.value) + stmt_cost(s.body)
+        return expr_cost(s.value) + stmt_cost(s.body, vector)
     if isinstance(s, IfThenElse):
-        other = stmt_cost(s.else_case) if s.else_case is not None else 0
-        return expr_cost(s.condition) + max(stmt_cost(s.then_case), other)
+        other = stmt_cost(s.else_case, vector) if s.else_case is not None else 0
+        return expr_cost(s.condition) + max(stmt_cost(s.then_case, vector), other)
     if isinstance(s, AssertStmt):
-        return expr_cost(s.condition) + stmt_cost(s.body)
+        return expr_cost(s.condition) + stmt_cost(s.body, vector)
     if isinstance(s, Allocate):
-        return 1 + stmt_cost(s.body)
+        return 1 + stmt_cost(s.body, vector)
     if isinstance(s, Evaluate):
         return expr_cost(s.value)
     return 1
