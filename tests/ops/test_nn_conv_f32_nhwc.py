@@ -37,7 +37,9 @@ def test_short_nhwc_pointwise_reductions_take_the_kernel_layout(
     # ResNet-50's 1x1 64->256 at 56x56: 64 channels, below tile_kernel_pays' threshold
     assert _layout((16, 64, 1, 1, 16), (1, 256, 56, 56), channels_last=True)
     assert not _layout((16, 64, 1, 1, 16), (1, 256, 56, 56), channels_last=False)
-    # 3x3 taps and narrow blocks keep the per-layer choice
+    # small images (taken whole by the kernel), 3x3 taps and narrow blocks: as before
+    assert not _layout((36, 96, 1, 1, 16), (1, 576, 14, 14), channels_last=True)
+    assert not _layout((6, 16, 1, 1, 16), (1, 96, 112, 112), channels_last=True)  # 16 channels
     assert not _layout((1, 16, 3, 3, 16), (1, 16, 14, 14), channels_last=True)
     assert not _layout((3, 16, 1, 1, 8), (1, 24, 14, 14), channels_last=True)
     monkeypatch.setattr(nn_conv_pack, "NHWC_POINTWISE_KERNEL", False)
@@ -71,11 +73,11 @@ def _module(xshape: tuple[int, ...], w: np.ndarray, layout: str, **attrs: object
 @pytest.mark.parametrize(
     ("xshape", "cout", "attrs"),
     [
-        ((1, 24, 20, 20), 48, {}),  # bands of whole rows (400 positions)
+        ((1, 64, 20, 20), 48, {}),  # bands of whole rows (400 positions)
         ((1, 16, 9, 9), 32, {}),  # a whole image, flattened positions
         ((1, 64, 30, 14), 32, {}),  # rows of 14: bands of 14 rows
-        ((1, 32, 15, 15), 64, {"strides": [2, 2]}),  # strided
-        ((1, 40, 11, 13), 16, {}),  # odd sizes: row pieces
+        ((1, 96, 31, 31), 64, {"strides": [2, 2]}),  # strided
+        ((1, 72, 17, 13), 16, {}),  # odd sizes: row pieces
     ],
 )
 def test_short_nhwc_pointwise_matches_nchw(xshape, cout, attrs) -> None:  # type: ignore[no-untyped-def]
