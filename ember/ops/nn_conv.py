@@ -293,7 +293,8 @@ def conv_packed(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Ten
     flat = pointwise(wshape[2:-1], strides, pad_begin, pad_end) and nsp > 1
     out_elems = int(np.prod([int(d) for d in ty.shape]))
     if data_layout(attrs) == "NHWC":  # nn_conv_nhwc: no copy but the padding, no transpose
-        kernel = kernel_layout(x.dtype, wshape, (ty.shape[0], ty.shape[-1], *ty.shape[1:-1]))
+        nchw_shape = (ty.shape[0], ty.shape[-1], *ty.shape[1:-1])
+        kernel = kernel_layout(x.dtype, wshape, nchw_shape, channels_last=True)
         return conv_packed_nhwc(x, wp, ty, _conv_attrs(attrs, nsp), groups, kernel, first)
     if lanes_layout(x.dtype, block, strides, tuple(ty.shape[2:]), flat, out_elems):
         xl = x if flat else pad_tensor(x, pad_begin, pad_end, materialize=True)

@@ -12,7 +12,13 @@ import numpy as np
 from ember.ir.expr import Call, Constant, Expr, call, const
 from ember.ir.ops.common import data_layout, spatial
 from ember.ir.ops.nn_conv_weights import pack_conv_weight, packed_block
-from ember.ops.nn_conv_f32 import loop_tiles_win, tile_kernel_pays, use_tile_kernel
+from ember.ops.nn_conv_f32 import (
+    BLOCK,
+    WHOLE_IMAGE_POSITIONS,
+    loop_tiles_win,
+    tile_kernel_pays,
+    use_tile_kernel,
+)
 from ember.ops.nn_conv_lanes import position_lanes
 from ember.ops.nn_conv_nhwc import LAYOUT
 from ember.ops.nn_conv_taps import taps_first
@@ -91,13 +97,36 @@ def depthwise_to_packed(node: Call, data: np.ndarray) -> Expr:
 # --- the compute's choice of tiles ---------------------------------------------------------
 
 
-def kernel_layout(dtype: str, wshape: tuple[int, ...], out_shape: Any) -> bool:
-    """Whether conv_packed (packed weight ``wshape``, output ``out_shape``) lays its input
-    out for the C micro-kernel and its schedule calls it (attribute TILE_KERNEL of the
-    reduction stage): the target being lowered for runs the kernel
-    (ember.ops.nn_conv_f32.use_tile_kernel) and the layer is long enough for it to pay
-    (tile_kernel_pays). Elsewhere the NCHW layout stays: the llvm back end's tiles measured
-    slower channels last (3x3 64ch 56x56 3.2 -> 4.2 ms, one thread, busy machine)."""
+#: channels-last (NHWC) 1x1 convolutions with blocks of BLOCK output channels take the
+#: micro-kernel's tiles on short reductions too (False: tile_kernel_pays decides, as for
+#: NCHW). tile_kernel_pays weighs the channels-last copy of an NCHW input, which an NHWC
+#: input does not need; the kernel's tiles (bands of whole rows, a block's weights read
+#: once per band) then beat the loop-IR tiles of 4-6 columns that the tile rewrite turns
+#: into one short kernel call each. ResNet-50, one thread, thread CPU time, interleaved in
+#: one process, load 5-13 (loop-IR tiles -> kernel tiles, ms, medians): 1x1 64->256 at
+#: 56x56 (its 4 layers) 14.4 -> 10.6, 12.6 -> 11.1 and 15.3 -> 12.8; 128->512 at 28x28
+#: 11.0 -> 8.4, 10.4 -> 9.4 and 12.4 -> 10.9; alone after the residual's conv, 64->256
+#: 5.84 -> 5.39, 128->512 4.64 -> 3.97. Only on images of more than
+#: WHOLE_IMAGE_POSITIONS positions (smaller ones the kernel takes whole: MobileNetV2's 1x1
+#: 96->576 and 64->384 at 14x14 ran 1.34x and 1.08x their time) and from
+#: NHWC_KERNEL_CHANNELS input channels (its 16->96 at 112x112 and 24->144 at 56x56, row
+#: pieces of 6 columns: 0.96-1.45x, not shown to win at a load of 13).
+NHWC_POINTWISE_KERNEL = True
+NHWC_KERNEL_CHANNELS = 64
+
+
+def kernel_layout(
+    dtype: str, wshape: tuple[int, ...], out_shape: Any, channels_last: bool = False
+) -> bool:
+    """Whether conv_packed (packed weight ``wshape``, output ``out_shape`` as N, C,
+    *spatial) lays its input out for the C micro-kernel and its schedule calls it
+    (attribute TILE_KERNEL of the reduction stage): the target being lowered for runs the
+    kernel (ember.ops.nn_conv_f32.use_tile_kernel) and the layer is long enough for it to
+    pay (tile_kernel_pays), or it is a ``channels_last`` 1x1 of blocks of BLOCK on an
+    image larger than WHOLE_IMAGE_POSITIONS with at least NHWC_KERNEL_CHANNELS input
+    channels (NHWC_POINTWISE_KERNEL). Elsewhere the NCHW layout stays: the llvm back end's
+    tiles measured slower channels last (3x3 64ch 56x56 3.2 -> 4.2 ms, one thread, busy
+    machine)."""
     target = COMPUTE_TARGET.get()
     if target is None or not use_tile_kernel(target, dtype):
         return False
@@ -106,7 +135,11 @@ def kernel_layout(dtype: str, wshape: tuple[int, ...], out_shape: Any) -> bool:
     outputs = int(np.prod([int(d) for d in out_shape]))
     if loop_tiles_win(target, int(wshape[-1]), positions, outputs):
         return False
-    return tile_kernel_pays(int(wshape[1]), taps, positions, int(wshape[-1]))
+    block = int(wshape[-1])
+    short = channels_last and NHWC_POINTWISE_KERNEL and taps == 1 and block == BLOCK
+    if short and positions > WHOLE_IMAGE_POSITIONS and int(wshape[1]) >= NHWC_KERNEL_CHANNELS:
+        return True
+    return tile_kernel_pays(int(wshape[1]), taps, positions, block)
 
 
 def lanes_layout(
