@@ -26,21 +26,6 @@ INT8_CONV_C = r"""
 /* work below this many multiply-adds runs on one thread (some 20 us) */
 #define EMBER_Q8_PAR_MACS 400000L
 
-#if defined(__AVX2__)
-/* acc + bias as int32, `count` columns of a row */
-static inline void ember_q8_store16_i32(__m256i a0, __m256i a1, int32_t* dst, int count) {
-  if (count == 16) {
-    _mm256_storeu_si256((__m256i*)dst, a0);
-    _mm256_storeu_si256((__m256i*)(dst + 8), a1);
-  } else {
-    int32_t tmp[16];
-    _mm256_storeu_si256((__m256i*)tmp, a0);
-    _mm256_storeu_si256((__m256i*)(tmp + 8), a1);
-    memcpy(dst, tmp, (size_t)count * 4);
-  }
-}
-#endif
-
 /* 4 weight rows (then their nfix fix slots) x one 16-position panel of a convolution,
    requantized into y rows */
 static inline void ember_q8_conv_tile(const uint8_t* wrows, int ldw, const uint8_t* panel, int k4,
@@ -49,8 +34,12 @@ static inline void ember_q8_conv_tile(const uint8_t* wrows, int ldw, const uint8
                                       int count) {
 #if defined(__AVX2__)
   __m256i acc[8];
-  ember_q8_tile_pairs(wrows, ldw, panel, k4, acc);
-  if (k4 & 1) ember_q8_tile_step(wrows, ldw, panel, k4 - 1, acc);
+  if (count <= 8) { /* a tail: half the products (the fix slots add garbage to 8-15) */
+    ember_q8_tile_pairs8(wrows, ldw, panel, k4, acc);
+  } else {
+    ember_q8_tile_pairs(wrows, ldw, panel, k4, acc);
+    if (k4 & 1) ember_q8_tile_step(wrows, ldw, panel, k4 - 1, acc);
+  }
   if (nfix > 0) ember_q8_add_fixes(wrows, ldw, panel, k4, nfix, rows, acc);
   if (y32 != NULL) { /* ConvInteger: acc + bias as int32 */
     for (int i = 0; i < rows; ++i) {
@@ -60,7 +49,20 @@ static inline void ember_q8_conv_tile(const uint8_t* wrows, int ldw, const uint8
     }
     return;
   }
-  for (int i = 0; i < rows; ++i) {
+  int i = 0;
+  if (count == 16) { /* full rows two at a time */
+    const __m256i zy = _mm256_set1_epi16(e->zy16), lo = _mm256_set1_epi16(e->lo16);
+    const int is_signed = e->is_signed;
+    for (; i + 2 <= rows; i += 2) {
+      const __m256i b = _mm256_set1_epi32(bias[i]), b2 = _mm256_set1_epi32(bias[i + 1]);
+      ember_q8_store2x16(_mm256_add_epi32(acc[2 * i], b), _mm256_add_epi32(acc[2 * i + 1], b),
+                         _mm256_add_epi32(acc[2 * i + 2], b2),
+                         _mm256_add_epi32(acc[2 * i + 3], b2), _mm256_set1_ps(mult[i]),
+                         _mm256_set1_ps(mult[i + 1]), zy, lo, is_signed, y + i * P,
+                         y + (i + 1) * P);
+    }
+  }
+  for (; i < rows; ++i) {
     const __m256i b = _mm256_set1_epi32(bias[i]);
     const __m256 m = _mm256_set1_ps(mult[i]);
     ember_q8_store16(_mm256_add_epi32(acc[2 * i], b), _mm256_add_epi32(acc[2 * i + 1], b), m,
