@@ -34,39 +34,35 @@ static inline void ember_q8_conv_tile(const uint8_t* wrows, int ldw, const uint8
                                       int count) {
 #if defined(__AVX2__)
   __m256i acc[8];
+  int32_t b4[4]; /* bias is not padded to the 4 rows */
+  for (int i = 0; i < 4; ++i) b4[i] = i < rows ? bias[i] : 0;
   if (count <= 8) { /* a tail: half the products (the fix slots add garbage to 8-15) */
-    ember_q8_tile_pairs8(wrows, ldw, panel, k4, acc);
+    ember_q8_tile_pairs8(wrows, ldw, panel, k4, b4, acc);
   } else {
-    ember_q8_tile_pairs(wrows, ldw, panel, k4, acc);
+    ember_q8_tile_pairs(wrows, ldw, panel, k4, b4, acc);
     if (k4 & 1) ember_q8_tile_step(wrows, ldw, panel, k4 - 1, acc);
   }
   if (nfix > 0) ember_q8_add_fixes(wrows, ldw, panel, k4, nfix, rows, acc);
   if (y32 != NULL) { /* ConvInteger: acc + bias as int32 */
-    for (int i = 0; i < rows; ++i) {
-      const __m256i b = _mm256_set1_epi32(bias[i]);
-      ember_q8_store16_i32(_mm256_add_epi32(acc[2 * i], b), _mm256_add_epi32(acc[2 * i + 1], b),
-                           y32 + i * P, count);
-    }
+    for (int i = 0; i < rows; ++i)
+      ember_q8_store16_i32(acc[2 * i], acc[2 * i + 1], y32 + i * P, count);
     return;
   }
   int i = 0;
   if (count == 16) { /* full rows two at a time */
     const __m256i zy = _mm256_set1_epi16(e->zy16), lo = _mm256_set1_epi16(e->lo16);
     const int is_signed = e->is_signed;
-    for (; i + 2 <= rows; i += 2) {
-      const __m256i b = _mm256_set1_epi32(bias[i]), b2 = _mm256_set1_epi32(bias[i + 1]);
-      ember_q8_store2x16(_mm256_add_epi32(acc[2 * i], b), _mm256_add_epi32(acc[2 * i + 1], b),
-                         _mm256_add_epi32(acc[2 * i + 2], b2),
-                         _mm256_add_epi32(acc[2 * i + 3], b2), _mm256_set1_ps(mult[i]),
-                         _mm256_set1_ps(mult[i + 1]), zy, lo, is_signed, y + i * P,
-                         y + (i + 1) * P);
-    }
+#define EMBER_Q8_ROW_PAIRS(CAP)                                                              \
+  for (; i + 2 <= rows; i += 2)                                                              \
+    ember_q8_store2x16(acc[2 * i], acc[2 * i + 1], acc[2 * i + 2], acc[2 * i + 3],            \
+                       _mm256_set1_ps(mult[i]), _mm256_set1_ps(mult[i + 1]), zy, lo, is_signed, \
+                       CAP, y + i * P, y + (i + 1) * P);
+    if (e->cap) { EMBER_Q8_ROW_PAIRS(1) } else { EMBER_Q8_ROW_PAIRS(0) }
+#undef EMBER_Q8_ROW_PAIRS
   }
   for (; i < rows; ++i) {
-    const __m256i b = _mm256_set1_epi32(bias[i]);
     const __m256 m = _mm256_set1_ps(mult[i]);
-    ember_q8_store16(_mm256_add_epi32(acc[2 * i], b), _mm256_add_epi32(acc[2 * i + 1], b), m,
-                     m, e, 0, y + i * P, count);
+    ember_q8_store16(acc[2 * i], acc[2 * i + 1], m, m, e, 0, y + i * P, count);
   }
 #else
   int32_t acc[4][16];
@@ -240,9 +236,13 @@ static int32_t ember_q8_conv_impl(const void* x_, const void* w_, const int32_t*
      a contiguous run of one plane; Hq x Wq each, output (oh, ow) at grid oh * Wq + ow */
   const int Hq = OH + (KH - 1) * dh / sh, Wq = OW + (KW - 1) * dw / sw, F = OH * Wq;
   const long plane = (long)Hq * Wq, cplane = plane * sh * sw;
-  const ember_q8_epi e = ember_q8_epilogue(zy, relu, is_signed);
-  /* scratch: offs[4 * k4] | offs2[4 * k4] | zrow[ld] | the padded (mode 2) or subsampled
-     image */
+  ember_q8_epi e = ember_q8_epilogue(zy, relu, is_signed);
+  /* the store's cap only where |acc| <= |bias| + 255 * 128 * K (|w| <= 128, the fix slots
+     add back what they took) times |m| can reach 2^30, or m is NaN; no m: ConvInteger */
+  e.cap = 0;
+  for (int m = 0; mult != NULL && m < M; ++m)
+    if (!((fabs((double)bias[m]) + 32640.0 * K) * fabs((double)mult[m]) < 1073741824.0)) e.cap = 1;
+  /* scratch: offs[4 * k4] | offs2[4 * k4] | zrow[ld] | the padded (mode 2) or subsampled image */
   long* offs = (long*)scratch;
   long* offs2 = offs + 4 * k4;
   uint8_t* zrow = (uint8_t*)(offs2 + 4 * k4);
