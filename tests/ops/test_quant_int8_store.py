@@ -50,13 +50,22 @@ def test_requantize_saturates(y_dtype: str, y_scale: float, relu: bool) -> None:
 
 @pytest.mark.parametrize("y_dtype", ["uint8", "int8"])
 @pytest.mark.parametrize("y_scale", [1e-12, 0.05])
-def test_conv_requantize_caps_only_where_it_can_bind(y_dtype: str, y_scale: float) -> None:
-    """The conv's store drops the 2^30 cap when |bias| + 255 * 128 * K times the multiplier
-    stays below it (y_scale 0.05) and keeps it otherwise (1e-12: products of either sign
-    far above 2^31 saturate): onnxruntime's bytes either way, full and half tiles, rows in
+@pytest.mark.parametrize("depthwise", [False, True])
+def test_conv_requantize_caps_only_where_it_can_bind(
+    y_dtype: str, y_scale: float, depthwise: bool
+) -> None:
+    """The conv's and the depthwise conv's stores drop the 2^30 cap when the accumulator's
+    bound (|bias| + 255 * the weights' magnitudes) times the multiplier stays below it
+    (y_scale 0.05) and keep it otherwise (1e-12: products of either sign far above 2^31
+    saturate): onnxruntime's bytes either way; the conv with full and half tiles, rows in
     pairs and a last single row (6 output channels, 7 x 7 positions)."""
-    w = RNG.integers(-64, 64, (6, 24, 1, 1)).astype(np.int8)
-    linear = [helper.make_node("Conv", ["xd", "wd"], ["c"])]
+    if depthwise:
+        w = RNG.integers(-64, 64, (24, 1, 3, 3)).astype(np.int8)
+        conv = helper.make_node("Conv", ["xd", "wd"], ["c"], group=24, pads=[1, 1, 1, 1])
+    else:
+        w = RNG.integers(-64, 64, (6, 24, 1, 1)).astype(np.int8)
+        conv = helper.make_node("Conv", ["xd", "wd"], ["c"])
+    linear = [conv]
     model, feeds = _requantized(linear, (1, 24, 7, 7), w, y_dtype, y_scale)
     got = run_onnx_compiled(model, feeds)[0]
     np.testing.assert_array_equal(got, run_onnxruntime(model, feeds)[0])
