@@ -256,11 +256,13 @@ def test_matmul_int8(x_dtype: str, y_dtype: str, per_channel: bool) -> None:
     _check(model, feeds, "quantized_dense_int8")
 
 
-def test_gemm_int8() -> None:
-    """Gemm with transB (nn.dense): the weight (N, K) packed transposed."""
+@pytest.mark.parametrize("rows", [3, 1, 5])
+def test_gemm_int8(rows: int) -> None:
+    """Gemm with transB (nn.dense): the weight (N, K) packed transposed; a last row block
+    of one row (1, 5) takes the one-row tile."""
     w = RNG.integers(-64, 64, (21, 30)).astype(np.int8)
     node = helper.make_node("Gemm", ["xd", "wd", "bd"], ["c"], transB=1)
-    model, feeds = _chain(node, w, 0, True, "uint8", "uint8", True, (3, 30), 21)
+    model, feeds = _chain(node, w, 0, True, "uint8", "uint8", True, (rows, 30), 21)
     _check(model, feeds, "quantized_dense_int8")
 
 

@@ -34,8 +34,8 @@ static inline void ember_q8_conv_tile(const uint8_t* wrows, int ldw, const uint8
                                       int count) {
 #if defined(__AVX2__)
   __m256i acc[8];
-  int32_t b4[4]; /* bias is not padded to the 4 rows */
-  for (int i = 0; i < 4; ++i) b4[i] = i < rows ? bias[i] : 0;
+  const int32_t b4[4] = {bias[0], rows > 1 ? bias[1] : 0, rows > 2 ? bias[2] : 0,
+                        rows > 3 ? bias[3] : 0}; /* bias is not padded to the 4 rows */
   if (count <= 8) { /* a tail: half the products (the fix slots add garbage to 8-15) */
     ember_q8_tile_pairs8(wrows, ldw, panel, k4, b4, acc);
   } else {
@@ -313,7 +313,6 @@ typedef struct {
   int R, N, k4;
 } ember_q8_dense_job;
 
-
 /* rows [R, K] of x into rows of ldr bytes (zero past K, and rows R..R4 zero), top bit
    flipped by `flip` */
 static inline void ember_q8_unsigned_rows(const uint8_t* x, int R, int R4, int K, int ldr,
@@ -338,7 +337,8 @@ static int32_t ember_q8_dense_range(int64_t begin, int64_t end, void* cdata) {
       const int rws = R - r0 < 4 ? R - r0 : 4;
 #if defined(__AVX2__)
       __m256i acc[8];
-      ember_q8_tile_rows_u8(j->xr + (long)r0 * ldr, ldr, panel, k4, acc);
+      if (rws == 1) ember_q8_tile1_rows_u8(j->xr + (long)r0 * ldr, panel, k4, acc);
+      else ember_q8_tile_rows_u8(j->xr + (long)r0 * ldr, ldr, panel, k4, acc);
       const __m256i b0 = _mm256_loadu_si256((const __m256i*)(j->bias + n0));
       const __m256i b1 = _mm256_loadu_si256((const __m256i*)(j->bias + n0 + 8));
       if (j->y32) {

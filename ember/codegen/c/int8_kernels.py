@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from ember.codegen.c.int8_conv import INT8_CONV_C
 from ember.codegen.c.int8_dynamic import INT8_DYNAMIC_C
+from ember.codegen.c.int8_tails import INT8_TAIL_TILES_C
 
 #: the call_extern names this file defines.
 INT8_KERNEL_NAMES: frozenset[str] = frozenset(
@@ -236,48 +237,6 @@ static __attribute__((noinline, unused)) void ember_q8_tile_pairs(const uint8_t*
   acc[4] = c20; acc[5] = c21; acc[6] = c30; acc[7] = c31;
 }
 
-/* the conv tile on the first 8 positions of a panel (a tail of at most 8 positions: the 7x7
-   and 14x14 maps' last panels), pair steps as ember_q8_tile_pairs and the odd last step:
-   acc[2i] gets row i, acc[2i + 1] zero (the columns 8-15 are dropped) */
-static __attribute__((noinline, unused)) void ember_q8_tile_pairs8(const uint8_t* rows, int ldr,
-                                                                   const uint8_t* panel, int k4,
-                                                                   const int32_t* b4,
-                                                                   __m256i acc[8]) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256i c0 = _mm256_set1_epi32(b4[0]), c1 = _mm256_set1_epi32(b4[1]);
-  __m256i c2 = _mm256_set1_epi32(b4[2]), c3 = _mm256_set1_epi32(b4[3]);
-  const uint8_t *r0 = rows, *r1 = rows + ldr, *r2 = rows + 2 * ldr, *r3 = rows + 3 * ldr;
-  int q = 0;
-  for (; q + 2 <= k4; q += 2) {
-    const __m256i p0 = _mm256_loadu_si256((const __m256i*)(panel + 64 * q));
-    const __m256i p2 = _mm256_loadu_si256((const __m256i*)(panel + 64 * q + 64));
-    int32_t t;
-    __m256i b, b2;
-#define EMBER_Q8_PAIR8(C, R) EMBER_Q8_BCAST2(R) EMBER_Q8_PAIR_ACC(C, p0, p2)
-    EMBER_Q8_PAIR8(c0, r0)
-    EMBER_Q8_PAIR8(c1, r1)
-    EMBER_Q8_PAIR8(c2, r2)
-    EMBER_Q8_PAIR8(c3, r3)
-#undef EMBER_Q8_PAIR8
-  }
-  if (q < k4) { /* an odd last step */
-    const __m256i p0 = _mm256_loadu_si256((const __m256i*)(panel + 64 * q));
-    int32_t t;
-#define EMBER_Q8_STEP8(C, R)                                                             \
-  memcpy(&t, R + 4 * q, 4);                                                              \
-  C = _mm256_add_epi32(C, _mm256_madd_epi16(_mm256_maddubs_epi16(p0, _mm256_set1_epi32(t)), \
-                                            ones));
-    EMBER_Q8_STEP8(c0, r0)
-    EMBER_Q8_STEP8(c1, r1)
-    EMBER_Q8_STEP8(c2, r2)
-    EMBER_Q8_STEP8(c3, r3)
-#undef EMBER_Q8_STEP8
-  }
-  const __m256i z = _mm256_setzero_si256();
-  acc[0] = c0; acc[1] = z; acc[2] = c1; acc[3] = z;
-  acc[4] = c2; acc[5] = z; acc[6] = c3; acc[7] = z;
-}
-
 /* acc += the one step q of the tile (an odd k4's last) */
 static inline void ember_q8_tile_step(const uint8_t* rows, int ldr, const uint8_t* panel, int q,
                                       __m256i acc[8]) {
@@ -388,6 +347,6 @@ static inline void ember_q8_pack(const uint8_t* base, const long* offs, int K,
 }
 """
 
-#: the whole helper block: tiles, packing, stores, then the conv, dense and MatMulInteger
-#: drivers.
-INT8_KERNELS_C = _TILES_C + INT8_CONV_C + INT8_DYNAMIC_C
+#: the whole helper block: tiles, packing, stores, the tail tiles, then the conv, dense and
+#: MatMulInteger drivers.
+INT8_KERNELS_C = _TILES_C + INT8_TAIL_TILES_C + INT8_CONV_C + INT8_DYNAMIC_C
