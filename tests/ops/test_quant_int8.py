@@ -167,6 +167,7 @@ def _one_sign_weights(shape: tuple[int, ...]) -> np.ndarray:
         ("uint8", "int8", True, (1, 1), (1, 1), (0, 0, 0, 0), (1, 24, 7, 7)),  # K = 24: even
         ("int8", "uint8", True, (1, 1), (2, 2), (0, 0, 0, 0), (1, 13, 9, 9)),  # subsampled
         ("uint8", "uint8", False, (2, 3), (1, 2), (0, 1, 1, 0), (1, 11, 6, 17)),
+        ("int8", "uint8", True, (1, 1), (1, 1), (0, 0, 0, 0), (1, 19, 7, 7)),  # 8-wide tail tile
     ],
 )
 def test_conv_int8_fix_slots(x_dtype, y_dtype, per_channel, kernel, strides, pads, shape) -> None:
@@ -187,6 +188,8 @@ def test_conv_int8_fix_slots(x_dtype, y_dtype, per_channel, kernel, strides, pad
         ("uint8", (1, 1), (1, 10, 7, 9)),  # 63 positions: 3 panels and a tail of 15
         ("int8", (1, 1), (2, 37, 7, 7)),  # 49: a tail of 1, top bit flipped, K % 4 != 0
         ("uint8", (2, 2), (1, 6, 13, 9)),  # subsampled to 7 x 5: one partial panel only
+        ("uint8", (1, 1), (1, 21, 7, 8)),  # 56: a tail of 8 (the 8-position tile), odd K/4
+        ("int8", (1, 1), (1, 20, 14, 14)),  # 196: a tail of 4, odd K/4
     ],
 )
 def test_pointwise_conv_int8_over_a_panel_tail(x_dtype, strides, shape) -> None:
@@ -253,11 +256,13 @@ def test_matmul_int8(x_dtype: str, y_dtype: str, per_channel: bool) -> None:
     _check(model, feeds, "quantized_dense_int8")
 
 
-def test_gemm_int8() -> None:
-    """Gemm with transB (nn.dense): the weight (N, K) packed transposed."""
+@pytest.mark.parametrize("rows", [3, 1, 5])
+def test_gemm_int8(rows: int) -> None:
+    """Gemm with transB (nn.dense): the weight (N, K) packed transposed; a last row block
+    of one row (1, 5) takes the one-row tile."""
     w = RNG.integers(-64, 64, (21, 30)).astype(np.int8)
     node = helper.make_node("Gemm", ["xd", "wd", "bd"], ["c"], transB=1)
-    model, feeds = _chain(node, w, 0, True, "uint8", "uint8", True, (3, 30), 21)
+    model, feeds = _chain(node, w, 0, True, "uint8", "uint8", True, (rows, 30), 21)
     _check(model, feeds, "quantized_dense_int8")
 
 

@@ -13,13 +13,11 @@ pytestmark = pytest.mark.cc
 RNG = np.random.default_rng(3)
 
 
-@pytest.mark.parametrize("y_dtype", ["uint8", "int8"])
-@pytest.mark.parametrize("y_scale", [1e-12, 1e-3, 0.05])
-@pytest.mark.parametrize("relu", [False, True])
-def test_requantize_saturates(y_dtype: str, y_scale: float, relu: bool) -> None:
-    """QDQ MatMul whose multiplier s_x * s_w / s_y is up to 1e10: products of either sign
-    saturate to the type's bounds (equal to onnxruntime's output)."""
-    w = RNG.integers(-64, 64, (24, 20)).astype(np.int8)
+def _requantized(
+    linear: list, x_shape: tuple[int, ...], w: np.ndarray, y_dtype: str, y_scale: float
+) -> tuple:
+    """QuantizeLinear -> DequantizeLinear -> ``linear`` (nodes from ``xd``, ``wd`` to
+    ``last``) -> QuantizeLinear to ``y_dtype`` at ``y_scale``; the model and its feeds."""
     yz = np.asarray(-20 if y_dtype == "int8" else 30, y_dtype)
     inits = {"w": w, "w_s": np.float32(0.01), "w_z": np.int8(0)}
     inits |= {"x_s": np.float32(0.02), "x_z": np.uint8(120), "y_s": np.float32(y_scale)}
@@ -28,14 +26,46 @@ def test_requantize_saturates(y_dtype: str, y_scale: float, relu: bool) -> None:
         helper.make_node("QuantizeLinear", ["xf", "x_s", "x_z"], ["x"]),
         helper.make_node("DequantizeLinear", ["x", "x_s", "x_z"], ["xd"]),
         helper.make_node("DequantizeLinear", ["w", "w_s", "w_z"], ["wd"]),
-        helper.make_node("MatMul", ["xd", "wd"], ["mm"]),
+        *linear,
+        helper.make_node("QuantizeLinear", [linear[-1].output[0], "y_s", "y_z"], ["y"]),
     ]
-    last = "mm"
+    model = build_model(nodes, {"xf": ("float32", x_shape)}, ["y"], inits, opset=17)
+    return model, {"xf": RNG.standard_normal(x_shape).astype(np.float32) * 2}
+
+
+@pytest.mark.parametrize("y_dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("y_scale", [1e-12, 1e-3, 0.05])
+@pytest.mark.parametrize("relu", [False, True])
+def test_requantize_saturates(y_dtype: str, y_scale: float, relu: bool) -> None:
+    """QDQ MatMul whose multiplier s_x * s_w / s_y is up to 1e10: products of either sign
+    saturate to the type's bounds (equal to onnxruntime's output)."""
+    w = RNG.integers(-64, 64, (24, 20)).astype(np.int8)
+    linear = [helper.make_node("MatMul", ["xd", "wd"], ["mm"])]
     if relu:
-        nodes.append(helper.make_node("Relu", ["mm"], ["r"]))
-        last = "r"
-    nodes.append(helper.make_node("QuantizeLinear", [last, "y_s", "y_z"], ["y"]))
-    model = build_model(nodes, {"xf": ("float32", (5, 24))}, ["y"], inits, opset=17)
-    feeds = {"xf": RNG.standard_normal((5, 24)).astype(np.float32) * 2}
+        linear.append(helper.make_node("Relu", ["mm"], ["r"]))
+    model, feeds = _requantized(linear, (5, 24), w, y_dtype, y_scale)
+    got = run_onnx_compiled(model, feeds)[0]
+    np.testing.assert_array_equal(got, run_onnxruntime(model, feeds)[0])
+
+
+@pytest.mark.parametrize("y_dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("y_scale", [1e-12, 0.0473])  # 0.0473: no exact ties of the rounding
+@pytest.mark.parametrize("depthwise", [False, True])
+def test_conv_requantize_caps_only_where_it_can_bind(
+    y_dtype: str, y_scale: float, depthwise: bool
+) -> None:
+    """The conv's and the depthwise conv's stores drop the 2^30 cap when the accumulator's
+    bound (|bias| + 255 * the weights' magnitudes) times the multiplier stays below it
+    (y_scale 0.0473) and keep it otherwise (1e-12: products of either sign far above 2^31
+    saturate): onnxruntime's bytes either way; the conv with full and half tiles, rows in
+    pairs and a last single row (6 output channels, 7 x 7 positions)."""
+    if depthwise:
+        w = RNG.integers(-64, 64, (24, 1, 3, 3)).astype(np.int8)
+        conv = helper.make_node("Conv", ["xd", "wd"], ["c"], group=24, pads=[1, 1, 1, 1])
+    else:
+        w = RNG.integers(-64, 64, (6, 24, 1, 1)).astype(np.int8)
+        conv = helper.make_node("Conv", ["xd", "wd"], ["c"])
+    linear = [conv]
+    model, feeds = _requantized(linear, (1, 24, 7, 7), w, y_dtype, y_scale)
     got = run_onnx_compiled(model, feeds)[0]
     np.testing.assert_array_equal(got, run_onnxruntime(model, feeds)[0])

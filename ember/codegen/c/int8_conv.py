@@ -26,21 +26,6 @@ INT8_CONV_C = r"""
 /* work below this many multiply-adds runs on one thread (some 20 us) */
 #define EMBER_Q8_PAR_MACS 400000L
 
-#if defined(__AVX2__)
-/* acc + bias as int32, `count` columns of a row */
-static inline void ember_q8_store16_i32(__m256i a0, __m256i a1, int32_t* dst, int count) {
-  if (count == 16) {
-    _mm256_storeu_si256((__m256i*)dst, a0);
-    _mm256_storeu_si256((__m256i*)(dst + 8), a1);
-  } else {
-    int32_t tmp[16];
-    _mm256_storeu_si256((__m256i*)tmp, a0);
-    _mm256_storeu_si256((__m256i*)(tmp + 8), a1);
-    memcpy(dst, tmp, (size_t)count * 4);
-  }
-}
-#endif
-
 /* 4 weight rows (then their nfix fix slots) x one 16-position panel of a convolution,
    requantized into y rows */
 static inline void ember_q8_conv_tile(const uint8_t* wrows, int ldw, const uint8_t* panel, int k4,
@@ -49,22 +34,35 @@ static inline void ember_q8_conv_tile(const uint8_t* wrows, int ldw, const uint8
                                       int count) {
 #if defined(__AVX2__)
   __m256i acc[8];
-  ember_q8_tile_pairs(wrows, ldw, panel, k4, acc);
-  if (k4 & 1) ember_q8_tile_step(wrows, ldw, panel, k4 - 1, acc);
+  const int32_t b4[4] = {bias[0], rows > 1 ? bias[1] : 0, rows > 2 ? bias[2] : 0,
+                        rows > 3 ? bias[3] : 0}; /* bias is not padded to the 4 rows */
+  if (count <= 8) { /* a tail: half the products (the fix slots add garbage to 8-15) */
+    ember_q8_tile_pairs8(wrows, ldw, panel, k4, b4, acc);
+  } else {
+    ember_q8_tile_pairs(wrows, ldw, panel, k4, b4, acc);
+    if (k4 & 1) ember_q8_tile_step(wrows, ldw, panel, k4 - 1, acc);
+  }
   if (nfix > 0) ember_q8_add_fixes(wrows, ldw, panel, k4, nfix, rows, acc);
   if (y32 != NULL) { /* ConvInteger: acc + bias as int32 */
-    for (int i = 0; i < rows; ++i) {
-      const __m256i b = _mm256_set1_epi32(bias[i]);
-      ember_q8_store16_i32(_mm256_add_epi32(acc[2 * i], b), _mm256_add_epi32(acc[2 * i + 1], b),
-                           y32 + i * P, count);
-    }
+    for (int i = 0; i < rows; ++i)
+      ember_q8_store16_i32(acc[2 * i], acc[2 * i + 1], y32 + i * P, count);
     return;
   }
-  for (int i = 0; i < rows; ++i) {
-    const __m256i b = _mm256_set1_epi32(bias[i]);
+  int i = 0;
+  if (count == 16) { /* full rows two at a time */
+    const __m256i zy = _mm256_set1_epi16(e->zy16), lo = _mm256_set1_epi16(e->lo16);
+    const int is_signed = e->is_signed;
+#define EMBER_Q8_ROW_PAIRS(CAP)                                                              \
+  for (; i + 2 <= rows; i += 2)                                                              \
+    ember_q8_store2x16(acc[2 * i], acc[2 * i + 1], acc[2 * i + 2], acc[2 * i + 3],            \
+                       _mm256_set1_ps(mult[i]), _mm256_set1_ps(mult[i + 1]), zy, lo, is_signed, \
+                       CAP, y + i * P, y + (i + 1) * P);
+    if (e->cap) { EMBER_Q8_ROW_PAIRS(1) } else { EMBER_Q8_ROW_PAIRS(0) }
+#undef EMBER_Q8_ROW_PAIRS
+  }
+  for (; i < rows; ++i) {
     const __m256 m = _mm256_set1_ps(mult[i]);
-    ember_q8_store16(_mm256_add_epi32(acc[2 * i], b), _mm256_add_epi32(acc[2 * i + 1], b), m,
-                     m, e, 0, y + i * P, count);
+    ember_q8_store16(acc[2 * i], acc[2 * i + 1], m, m, e, 0, y + i * P, count);
   }
 #else
   int32_t acc[4][16];
@@ -238,9 +236,13 @@ static int32_t ember_q8_conv_impl(const void* x_, const void* w_, const int32_t*
      a contiguous run of one plane; Hq x Wq each, output (oh, ow) at grid oh * Wq + ow */
   const int Hq = OH + (KH - 1) * dh / sh, Wq = OW + (KW - 1) * dw / sw, F = OH * Wq;
   const long plane = (long)Hq * Wq, cplane = plane * sh * sw;
-  const ember_q8_epi e = ember_q8_epilogue(zy, relu, is_signed);
-  /* scratch: offs[4 * k4] | offs2[4 * k4] | zrow[ld] | the padded (mode 2) or subsampled
-     image */
+  ember_q8_epi e = ember_q8_epilogue(zy, relu, is_signed);
+  /* the store's cap only where |acc| <= |bias| + 255 * 128 * K (|w| <= 128, the fix slots
+     add back what they took) times |m| can reach 2^30, or m is NaN; no m: ConvInteger */
+  e.cap = 0;
+  for (int m = 0; mult != NULL && m < M; ++m)
+    if (!((fabs((double)bias[m]) + 32640.0 * K) * fabs((double)mult[m]) < 1073741824.0)) e.cap = 1;
+  /* scratch: offs[4 * k4] | offs2[4 * k4] | zrow[ld] | the padded (mode 2) or subsampled image */
   long* offs = (long*)scratch;
   long* offs2 = offs + 4 * k4;
   uint8_t* zrow = (uint8_t*)(offs2 + 4 * k4);
@@ -311,7 +313,6 @@ typedef struct {
   int R, N, k4;
 } ember_q8_dense_job;
 
-
 /* rows [R, K] of x into rows of ldr bytes (zero past K, and rows R..R4 zero), top bit
    flipped by `flip` */
 static inline void ember_q8_unsigned_rows(const uint8_t* x, int R, int R4, int K, int ldr,
@@ -336,7 +337,8 @@ static int32_t ember_q8_dense_range(int64_t begin, int64_t end, void* cdata) {
       const int rws = R - r0 < 4 ? R - r0 : 4;
 #if defined(__AVX2__)
       __m256i acc[8];
-      ember_q8_tile_rows_u8(j->xr + (long)r0 * ldr, ldr, panel, k4, acc);
+      if (rws == 1) ember_q8_tile1_rows_u8(j->xr + (long)r0 * ldr, panel, k4, acc);
+      else ember_q8_tile_rows_u8(j->xr + (long)r0 * ldr, ldr, panel, k4, acc);
       const __m256i b0 = _mm256_loadu_si256((const __m256i*)(j->bias + n0));
       const __m256i b1 = _mm256_loadu_si256((const __m256i*)(j->bias + n0 + 8));
       if (j->y32) {

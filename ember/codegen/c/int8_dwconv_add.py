@@ -86,6 +86,23 @@ static inline void ember_q8_widen_row(const uint8_t* src, int16_t* dst, int n, i
   }
 }
 
+/* 16 outputs requantized as ember_q8_store16 (count 16) with the epilogue's constants
+   broadcast once by the caller (zy, lo) and cap 0 dropping the 2^30 cap (see e->cap) */
+static inline void ember_q8_store16c(__m256i a0, __m256i a1, __m256 m, __m256i zy, __m256i lo,
+                                     int is_signed, int cap, int interleaved, uint8_t* dst) {
+  __m256 v0 = _mm256_mul_ps(_mm256_cvtepi32_ps(a0), m);
+  __m256 v1 = _mm256_mul_ps(_mm256_cvtepi32_ps(a1), m);
+  if (cap) {
+    v0 = _mm256_min_ps(v0, _mm256_set1_ps(1073741824.0f));
+    v1 = _mm256_min_ps(v1, _mm256_set1_ps(1073741824.0f));
+  }
+  __m256i s = _mm256_packs_epi32(_mm256_cvtps_epi32(v0), _mm256_cvtps_epi32(v1));
+  s = _mm256_max_epi16(_mm256_adds_epi16(s, zy), lo);
+  if (!interleaved) s = _mm256_permute4x64_epi64(s, 0xD8);
+  const __m128i l = _mm256_castsi256_si128(s), h = _mm256_extracti128_si256(s, 1);
+  _mm_storeu_si128((__m128i*)dst, is_signed ? _mm_packs_epi16(l, h) : _mm_packus_epi16(l, h));
+}
+
 /* two taps of 16 outputs: rows pa, pb (int16) times the weight pair w[0], w[1]; lo and hi
    hold the outputs in the order of vpunpcklwd/vpunpckhwd (ember_q8_store16 interleaved) */
 static inline void ember_q8_dw_taps(const int16_t* pa, const int16_t* pb, const int16_t* w,
@@ -133,6 +150,8 @@ static inline void ember_q8_dw_flat(const uint8_t* xc, const int16_t* wc, int32_
   }
   const __m256i bv = _mm256_set1_epi32(bias);
   const __m256 m = _mm256_set1_ps(mult);
+  const __m256i zy = _mm256_set1_epi16(e->zy16), lo16 = _mm256_set1_epi16(e->lo16);
+  const int is_signed = e->is_signed, cap = e->cap;
   for (int f = 0; f < F; f += 16) {
     __m256i lo = _mm256_setzero_si256(), hi = lo;
     for (int t = 0; t < T2; t += 2) { /* constant offsets once inlined with the geometry */
@@ -142,8 +161,8 @@ static inline void ember_q8_dw_flat(const uint8_t* xc, const int16_t* wc, int32_
       const int16_t* pb = plane + ((rb % sh) * sw + cb % sw) * pq + (rb / sh) * Wq + cb / sw + f;
       ember_q8_dw_taps(pa, pb, wc + t, &lo, &hi);
     }
-    ember_q8_store16(_mm256_add_epi32(lo, bv), _mm256_add_epi32(hi, bv), m, m, e, 1, tmp + f,
-                     16);
+    ember_q8_store16c(_mm256_add_epi32(lo, bv), _mm256_add_epi32(hi, bv), m, zy, lo16, is_signed,
+                      cap, 1, tmp + f);
   }
   for (int oh = 0; oh < OH; ++oh) { /* 16 bytes at a time; all rows but the last may spill
                                         into the next one, written after it */
@@ -278,8 +297,15 @@ static inline int32_t ember_q8_dwconv(const void* x_, const int16_t* w, const in
                         int32_t ph, int32_t pw, int32_t dh, int32_t dw, int32_t zx,
                         int32_t x_signed, int32_t zy, int32_t relu, int32_t is_signed,
                         int32_t plane_bytes) {
-  const ember_q8_epi e = ember_q8_epilogue(zy, relu, is_signed);
+  ember_q8_epi e = ember_q8_epilogue(zy, relu, is_signed);
   const long units = (long)N * C, macs = units * OH * OW * KH * KW;
+  const int T2 = (KH * KW + 1) / 2 * 2;
+  e.cap = 0; /* the store's cap only where |bias| + 255 * sum |w| times |m| can reach 2^30 */
+  for (int c = 0; c < C; ++c) {
+    double a = fabs((double)bias[c]);
+    for (int t = 0; t < T2; ++t) a += 255.0 * fabs((double)w[(long)c * T2 + t]);
+    if (!(a * fabs((double)mult[c]) < 1073741824.0)) e.cap = 1;
+  }
   const int par = EmberBackendGetNumThreads() > 1 && macs >= EMBER_Q8_PAR_MACS / 4;
   ember_q8_dw_job job = {(const uint8_t*)x_, w, bias, mult, &e, (uint8_t*)y_,
                          (const uint8_t*)x_ + units * H * W, C, H, W, KH, KW,

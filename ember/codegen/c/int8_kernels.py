@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from ember.codegen.c.int8_conv import INT8_CONV_C
 from ember.codegen.c.int8_dynamic import INT8_DYNAMIC_C
+from ember.codegen.c.int8_tails import INT8_TAIL_TILES_C
 
 #: the call_extern names this file defines.
 INT8_KERNEL_NAMES: frozenset[str] = frozenset(
@@ -46,12 +47,13 @@ typedef struct {
   float zy, lo, hi;
   int relu, is_signed;
   int16_t zy16, lo16; /* zy and lo for the vector stores (no float conversion per store) */
+  int cap; /* float(acc) * m may reach 2^30 (cvtps would overflow): cap it first */
 } ember_q8_epi;
 
 static inline ember_q8_epi ember_q8_epilogue(int32_t zy, int32_t relu, int32_t is_signed) {
   const float lo = is_signed ? -128.0f : 0.0f, z = (float)zy;
   const float l = relu && z > lo ? z : lo;
-  ember_q8_epi e = {z, l, is_signed ? 127.0f : 255.0f, relu, is_signed, (int16_t)zy, (int16_t)l};
+  ember_q8_epi e = {z, l, is_signed ? 127.0f : 255.0f, relu, is_signed, (int16_t)zy, (int16_t)l, 1};
   return e;
 }
 
@@ -121,6 +123,42 @@ static inline void ember_q8_store16(__m256i a0, __m256i a1, __m256 m0, __m256 m1
   }
 }
 
+/* rows i (a0: columns 0-7, a1: 8-15) and i + 1 (b0, b1) requantized as ember_q8_store16
+   and stored as 16 bytes each at d0 and d1, the two rows sharing one byte pack and one
+   permute; zy, lo: the epilogue's int16 zero point and lower bound (broadcast once by
+   the caller); cap 0 (a constant once inlined) drops the 2^30 cap where it cannot bind */
+static inline void ember_q8_store2x16(__m256i a0, __m256i a1, __m256i b0, __m256i b1, __m256 ma,
+                                      __m256 mb, __m256i zy, __m256i lo, int is_signed,
+                                      int cap, uint8_t* d0, uint8_t* d1) {
+  const __m256 top = _mm256_set1_ps(cap ? 1073741824.0f : INFINITY);
+#define EMBER_Q8_I16(X, M) \
+  _mm256_cvtps_epi32(cap ? _mm256_min_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(X), M), top) \
+                         : _mm256_mul_ps(_mm256_cvtepi32_ps(X), M))
+  __m256i sa = _mm256_packs_epi32(EMBER_Q8_I16(a0, ma), EMBER_Q8_I16(a1, ma));
+  __m256i sb = _mm256_packs_epi32(EMBER_Q8_I16(b0, mb), EMBER_Q8_I16(b1, mb));
+#undef EMBER_Q8_I16
+  sa = _mm256_max_epi16(_mm256_adds_epi16(sa, zy), lo);
+  sb = _mm256_max_epi16(_mm256_adds_epi16(sb, zy), lo);
+  /* dwords: a 0-3, a 8-11, b 0-3, b 8-11 | a 4-7, a 12-15, b 4-7, b 12-15 */
+  __m256i v = is_signed ? _mm256_packs_epi16(sa, sb) : _mm256_packus_epi16(sa, sb);
+  v = _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  _mm_storeu_si128((__m128i*)d0, _mm256_castsi256_si128(v));
+  _mm_storeu_si128((__m128i*)d1, _mm256_extracti128_si256(v, 1));
+}
+
+/* acc (+ bias: the tiles start at it) as int32, `count` columns of a row */
+static inline void ember_q8_store16_i32(__m256i a0, __m256i a1, int32_t* dst, int count) {
+  if (count == 16) {
+    _mm256_storeu_si256((__m256i*)dst, a0);
+    _mm256_storeu_si256((__m256i*)(dst + 8), a1);
+  } else {
+    int32_t tmp[16];
+    _mm256_storeu_si256((__m256i*)tmp, a0);
+    _mm256_storeu_si256((__m256i*)(tmp + 8), a1);
+    memcpy(dst, tmp, (size_t)count * 4);
+  }
+}
+
 /* 4 rows x 16 columns of sum_k row[k] * panel[k][col]; rows: 4 bytes broadcast per step
    (row i at rows + i * ldr), panel: [k4][16][4] bytes; MADDUBS puts the unsigned side
    first. Never inlined: inlined into the packing loops, gcc spills the accumulators. */
@@ -157,27 +195,31 @@ static inline void ember_q8_store16(__m256i a0, __m256i a1, __m256 m0, __m256 m1
     acc[0] = c00; acc[1] = c01; acc[2] = c10; acc[3] = c11;                                 \
     acc[4] = c20; acc[5] = c21; acc[6] = c30; acc[7] = c31;                                 \
   }
-/* the conv tile: 4 weight rows (broadcast) x a 16-position panel of unsigned bytes, two
+/* the conv tile (the accumulators start at the rows' biases b4): 4 weight rows (broadcast) x
+   a 16-position panel of unsigned bytes, two
    4-column steps per iteration with their vpmaddubsw results added in int16 (exact: the
    weights' pair groups fit, see split_pair_groups) before one vpmaddwd: 3 multiplies per
    32 x 2 products instead of 4; an odd last step alone */
-#define EMBER_Q8_PAIR_ROW(C0, C1, R)                                                         \
-  memcpy(&t, R + 4 * q, 4);                                                                  \
-  b = _mm256_set1_epi32(t);                                                                  \
-  memcpy(&t, R + 4 * q + 4, 4);                                                              \
-  b2 = _mm256_set1_epi32(t);                                                                 \
-  C0 = _mm256_add_epi32(C0, _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(p0, b),  \
-                                                               _mm256_maddubs_epi16(p2, b2)), \
-                                              ones));                                        \
-  C1 = _mm256_add_epi32(C1, _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(p1, b),  \
-                                                               _mm256_maddubs_epi16(p3, b2)), \
-                                              ones));
+#define EMBER_Q8_BCAST2(R)    \
+  memcpy(&t, R + 4 * q, 4);      \
+  b = _mm256_set1_epi32(t);      \
+  memcpy(&t, R + 4 * q + 4, 4);  \
+  b2 = _mm256_set1_epi32(t);
+#define EMBER_Q8_PAIR_ACC(C, PA, PB)                                                 \
+  C = _mm256_add_epi32(C, _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(PA, b),  \
+                                                             _mm256_maddubs_epi16(PB, b2)), \
+                                            ones));
+#define EMBER_Q8_PAIR_ROW(C0, C1, R) \
+  EMBER_Q8_BCAST2(R)                 \
+  EMBER_Q8_PAIR_ACC(C0, p0, p2)      \
+  EMBER_Q8_PAIR_ACC(C1, p1, p3)
 static __attribute__((noinline, unused)) void ember_q8_tile_pairs(const uint8_t* rows, int ldr,
                                                                   const uint8_t* panel, int k4,
+                                                                  const int32_t* b4,
                                                                   __m256i acc[8]) {
   const __m256i ones = _mm256_set1_epi16(1);
-  __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00;
-  __m256i c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+  __m256i c00 = _mm256_set1_epi32(b4[0]), c01 = c00, c10 = _mm256_set1_epi32(b4[1]), c11 = c10;
+  __m256i c20 = _mm256_set1_epi32(b4[2]), c21 = c20, c30 = _mm256_set1_epi32(b4[3]), c31 = c30;
   const uint8_t *r0 = rows, *r1 = rows + ldr, *r2 = rows + 2 * ldr, *r3 = rows + 3 * ldr;
   for (int q = 0; q + 2 <= k4; q += 2) {
     const __m256i p0 = _mm256_loadu_si256((const __m256i*)(panel + 64 * q));
@@ -305,6 +347,6 @@ static inline void ember_q8_pack(const uint8_t* base, const long* offs, int K,
 }
 """
 
-#: the whole helper block: tiles, packing, stores, then the conv, dense and MatMulInteger
-#: drivers.
-INT8_KERNELS_C = _TILES_C + INT8_CONV_C + INT8_DYNAMIC_C
+#: the whole helper block: tiles, packing, stores, the tail tiles, then the conv, dense and
+#: MatMulInteger drivers.
+INT8_KERNELS_C = _TILES_C + INT8_TAIL_TILES_C + INT8_CONV_C + INT8_DYNAMIC_C
