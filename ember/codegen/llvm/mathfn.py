@@ -110,11 +110,17 @@ class _Poly:
         name = intrinsic(self.ctx, stem, self.ty)
         return self.w.inst(self.ty, f"call {self.ty} @{name}({self.ty} {a})").ref
 
+    def muladd(self, a: str, b: str, c: str) -> str:
+        """``a * b + c`` as ``llvm.fmuladd``: one FMA where the target has it."""
+        name = intrinsic(self.ctx, "fmuladd", self.ty, 3)
+        t = self.ty
+        return self.w.inst(t, f"call {t} @{name}({t} {a}, {t} {b}, {t} {c})").ref
+
     def horner(self, x: str, coeffs: list[float]) -> str:
-        """coeffs[0] * x^n + ... + coeffs[n] by Horner's rule."""
+        """coeffs[0] * x^n + ... + coeffs[n] by Horner's rule, one multiply-add a step."""
         acc = self.c(coeffs[0])
         for k in coeffs[1:]:
-            acc = self.f("fadd", self.f("fmul", acc, x), self.c(k))
+            acc = self.muladd(acc, x, self.c(k))
         return acc
 
     def finish(self, name: str, result: str) -> str:
@@ -139,8 +145,8 @@ def _exp(p: _Poly, x: str) -> str:
     poly = p.horner(
         r, [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1]
     )
-    poly = p.f("fadd", p.f("fmul", poly, r), p.c(5.0000001201e-1))
-    y = p.f("fadd", p.f("fadd", p.f("fmul", poly, z), r), p.c(1.0))
+    poly = p.muladd(poly, r, p.c(5.0000001201e-1))
+    y = p.f("fadd", p.muladd(poly, z, r), p.c(1.0))
     w, ity = p.w, p.ity
     ni = w.inst(ity, f"fptosi {p.ty} {n} to {ity}").ref
     half = w.inst(ity, f"ashr {ity} {ni}, {p.ic(1)}").ref
