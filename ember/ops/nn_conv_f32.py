@@ -67,10 +67,6 @@ LARGE_IMAGE_POSITIONS = 2048
 #: output elements of the largest layer on which the llvm kinds keep their own loop-IR
 #: tiles (resnet8's biggest, 16 channels at 32x32), see loop_tiles_win
 SMALL_LAYER_OUTPUTS = 16384
-#: the llvm kinds keep their loop-IR tiles only on layers whose output positions are a
-#: multiple of this (square rows of a multiple of the 4-column tile): yolo's 10x10 layers
-#: (a guarded tail tile per row) ran 1.2-1.4x c's time on them, 0.96-1.05 with the kernel
-LOOP_TILE_POSITIONS = 16
 
 
 def tile_kernel_pays(in_channels: int, taps: int, positions: int, block: int) -> bool:
@@ -101,7 +97,7 @@ def loop_tiles_win(
     tiles (1x1 stride-2 downsamples, residual 1x1s at 7x7; whole model llvm/c 1.08)."""
     if "llvm" not in target.keys:
         return False
-    if outputs > SMALL_LAYER_OUTPUTS or positions % LOOP_TILE_POSITIONS:
+    if outputs > SMALL_LAYER_OUTPUTS:
         return False
     return block == BLOCK and positions < LARGE_IMAGE_POSITIONS
 
