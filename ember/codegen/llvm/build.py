@@ -31,6 +31,7 @@ from ember.codegen.llvm.ir_text import ModuleContext, Val, value_type
 from ember.codegen.llvm.jit import LLVMJitArtifact, jit_loader
 from ember.codegen.llvm.machine import MachineSpec, pointer_bits
 from ember.codegen.llvm.parallel import CompilePool, compile_groups, usable_cores
+from ember.codegen.llvm.select_split import split_select_loops
 from ember.codegen.llvm.vector_split import split_vector_loops
 from ember.codegen.llvm.worker import MachineTuple
 from ember.codegen.llvm.wrapper import packed_wrapper
@@ -90,7 +91,7 @@ def unpacked_function(func: PrimFunc, ctx: ModuleContext, opts: Options) -> list
     """The unpacked function of ``func`` and the lambdas of its parallel loops."""
     verify(func)
     sym = symbol_name(func)
-    func = unroll_loops(vectorize_loops(split_vector_loops(func)))
+    func = unroll_loops(vectorize_loops(split_vector_loops(split_select_loops(func))))
     scope = Scope()
     gen = FuncGen(ctx, func, opts, scope)
     gen.func_symbol = sym

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 
 from ember.codegen.llvm import loop_hints
 from ember.codegen.llvm.checks import CheckLowering
-from ember.codegen.llvm.contract import contracted_update, reduction_update
 from ember.codegen.llvm.expr import ExprLowering
 from ember.codegen.llvm.ir_text import FunctionWriter, ModuleContext, Val, memory_type, value_type
 from ember.codegen.llvm.narrow import is_narrow
+from ember.codegen.llvm.select_store import stored_value
 from ember.errors import CompileError
 from ember.tir import dtype as dt
 from ember.tir.buffer import Buffer
@@ -130,11 +130,10 @@ class FuncGen(ExprLowering, CheckLowering):
         elif isinstance(s, For):
             self.loop(s)
         elif isinstance(s, BufferStore):
-            fused = reduction_update(s)
             if is_narrow(s.buffer.dtype):  # the bits (narrow_lower)
                 value = self.narrow_bits(s.value)
             else:
-                value = contracted_update(self, *fused) if fused else self.expr(s.value)
+                value = stored_value(self, s)
             self.store_value(s.buffer, value, s.indices, s.value.dtype)
         elif isinstance(s, LetStmt):
             value = self.expr(s.value)

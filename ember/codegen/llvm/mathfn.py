@@ -110,11 +110,17 @@ class _Poly:
         name = intrinsic(self.ctx, stem, self.ty)
         return self.w.inst(self.ty, f"call {self.ty} @{name}({self.ty} {a})").ref
 
+    def muladd(self, a: str, b: str, c: str) -> str:
+        """``a * b + c`` as ``llvm.fmuladd``: one FMA where the target has it."""
+        name = intrinsic(self.ctx, "fmuladd", self.ty, 3)
+        t = self.ty
+        return self.w.inst(t, f"call {t} @{name}({t} {a}, {t} {b}, {t} {c})").ref
+
     def horner(self, x: str, coeffs: list[float]) -> str:
-        """coeffs[0] * x^n + ... + coeffs[n] by Horner's rule."""
+        """coeffs[0] * x^n + ... + coeffs[n] by Horner's rule, one multiply-add a step."""
         acc = self.c(coeffs[0])
         for k in coeffs[1:]:
-            acc = self.f("fadd", self.f("fmul", acc, x), self.c(k))
+            acc = self.muladd(acc, x, self.c(k))
         return acc
 
     def finish(self, name: str, result: str) -> str:
@@ -126,12 +132,8 @@ class _Poly:
         )
 
 
-def _exp(p: _Poly, x: str) -> str:
-    nan = p.cmp("uno", x, x)
-    xs = p.sel(nan, p.c(0.0), x)
-    hi = p.cmp("ogt", xs, p.c(88.72283))
-    lo = p.cmp("olt", xs, p.c(-87.33654))
-    xc = p.sel(lo, p.c(-87.33654), p.sel(hi, p.c(88.72283), xs))
+def _exp_reduced(p: _Poly, xc: str) -> tuple[str, str]:
+    """``(y, n)``: ``exp(xc) = y * 2^n``, ``xc`` in [-87.34, 88.73] (Cephes' reduction)."""
     n = p.call("floor", p.f("fadd", p.f("fmul", xc, p.c(1.4426950408889634)), p.c(0.5)))
     r = p.f("fsub", xc, p.f("fmul", n, p.c(0.693359375)))
     r = p.f("fsub", r, p.f("fmul", n, p.c(-2.12194440e-4)))
@@ -139,20 +141,44 @@ def _exp(p: _Poly, x: str) -> str:
     poly = p.horner(
         r, [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1]
     )
-    poly = p.f("fadd", p.f("fmul", poly, r), p.c(5.0000001201e-1))
-    y = p.f("fadd", p.f("fadd", p.f("fmul", poly, z), r), p.c(1.0))
+    poly = p.muladd(poly, r, p.c(5.0000001201e-1))
+    return p.f("fadd", p.muladd(poly, z, r), p.c(1.0)), n
+
+
+def _scaled(p: _Poly, y: str, exponent: str) -> str:
+    """``y * 2^exponent`` for an integer ``exponent`` of a normal float (-126..127)."""
+    w, ity = p.w, p.ity
+    biased = w.inst(ity, f"add {ity} {exponent}, {p.ic(127)}").ref
+    bits = w.inst(ity, f"shl {ity} {biased}, {p.ic(23)}").ref
+    return p.f("fmul", y, w.inst(p.ty, f"bitcast {ity} {bits} to {p.ty}").ref)
+
+
+def _exp(p: _Poly, x: str) -> str:
+    nan = p.cmp("uno", x, x)
+    xs = p.sel(nan, p.c(0.0), x)
+    hi = p.cmp("ogt", xs, p.c(88.72283))
+    lo = p.cmp("olt", xs, p.c(-87.33654))
+    xc = p.sel(lo, p.c(-87.33654), p.sel(hi, p.c(88.72283), xs))
+    y, n = _exp_reduced(p, xc)
     w, ity = p.w, p.ity
     ni = w.inst(ity, f"fptosi {p.ty} {n} to {ity}").ref
     half = w.inst(ity, f"ashr {ity} {ni}, {p.ic(1)}").ref
     rest = w.inst(ity, f"sub {ity} {ni}, {half}").ref
-    for part in (half, rest):
-        biased = w.inst(ity, f"add {ity} {part}, {p.ic(127)}").ref
-        bits = w.inst(ity, f"shl {ity} {biased}, {p.ic(23)}").ref
-        scale = w.inst(p.ty, f"bitcast {ity} {bits} to {p.ty}").ref
-        y = p.f("fmul", y, scale)
+    y = _scaled(p, _scaled(p, y, half), rest)
     y = p.sel(hi, p.c(float("inf")), y)
     y = p.sel(lo, p.c(0.0), y)
     return p.sel(nan, x, y)
+
+
+def _exp_nonpositive(p: _Poly, x: str) -> str:
+    """``exp(x)`` for ``x <= 0`` or NaN (sigmoid's ``exp(-|x|)``), equal to ``_exp`` there
+    with fewer steps: no upper clamp, and ``2^n`` (n in -126..0) is one normal scale, so
+    ``y * 2^n`` rounds as ``y * 2^half * 2^rest`` does (the first product is exact)."""
+    lo = p.cmp("ult", x, p.c(-87.33654))  # below the range, or NaN
+    y, n = _exp_reduced(p, p.sel(lo, p.c(-87.33654), x))
+    ni = p.w.inst(p.ity, f"fptosi {p.ty} {n} to {p.ity}").ref
+    y = p.sel(lo, p.c(0.0), _scaled(p, y, ni))
+    return p.sel(p.cmp("uno", x, x), x, y)
 
 
 def _tanh(p: _Poly, x: str, exp_name: str) -> str:
@@ -211,7 +237,8 @@ def polynomial(ctx: ModuleContext, op: str, ty: str) -> str:
         "exp": lambda: _exp(p, "%x"),
         "tanh": lambda: _tanh(p, "%x", polynomial(ctx, "exp", ty)),
         "erf": lambda: _erf(p, "%x"),
-        "sigmoid": lambda: _sigmoid(p, "%x", polynomial(ctx, "exp", ty)),
+        "exp_nonpositive": lambda: _exp_nonpositive(p, "%x"),
+        "sigmoid": lambda: _sigmoid(p, "%x", polynomial(ctx, "exp_nonpositive", ty)),
     }
     ctx.helpers[name] = p.finish(name, builders[op]())
     return name
