@@ -12,7 +12,7 @@ from packed_conv_lowering import v
 from ember.driver import build
 from ember.ir import Attrs, Function, IRModule, TensorType, Var, call, const
 from ember.lowering.lower_group import lower_group
-from ember.ops import nn_conv_pack
+from ember.ops import nn_conv_nhwc, nn_conv_pack
 from ember.ops.nn_conv_pack import kernel_layout
 from ember.ops.registry import COMPUTE_TARGET
 from ember.target import Target
@@ -55,9 +55,16 @@ def _lower_nhwc(xshape: tuple[int, ...], wshape: tuple[int, ...]) -> str:
     return str(lower_group(func, "kernel", AVX2))
 
 
-def test_short_nhwc_pointwise_kernel_calls_take_bands_of_rows() -> None:
+def test_short_nhwc_pointwise_kernel_calls_take_long_tiles(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     text = _lower_nhwc((1, 56, 56, 64), (16, 64, 1, 1, 16))
-    # one call per band of 2 rows x 56 columns (112 positions), 64 reduction steps
+    # positions flattened (nn_conv_nhwc.FLAT_ANY_SIZE): one call per 196 of the 3136
+    # positions, 64 reduction steps
+    assert '"ember_f32_conv_tile"' in text and ", 196, 196, 64, 0," in text
+    # by rows: one call per band of 2 rows x 56 columns (112 positions)
+    monkeypatch.setattr(nn_conv_nhwc, "FLAT_ANY_SIZE", False)
+    text = _lower_nhwc((1, 56, 56, 64), (16, 64, 1, 1, 16))
     assert '"ember_f32_conv_tile"' in text and ", 112, 56, 64, 3584," in text
 
 
