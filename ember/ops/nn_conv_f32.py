@@ -67,6 +67,13 @@ LARGE_IMAGE_POSITIONS = 2048
 #: output elements of the largest layer on which the llvm kinds keep their own loop-IR
 #: tiles (resnet8's biggest, 16 channels at 32x32), see loop_tiles_win
 SMALL_LAYER_OUTPUTS = 16384
+#: the shortest reduction (input channels x taps) with which even the small layers of
+#: SMALL_LAYER_OUTPUTS take the kernel on the llvm kinds: LLVM's loop-IR tiles ran yolo's
+#: 10x10 layers (3x3 128->128, 256->80, 256->64: reductions 1152-2304) at 1.2-1.4x c's
+#: kernel, while resnet8's layers (reductions 144-576) keep winning on them (see
+#: loop_tiles_win). One thread, thread CPU time, per kernel, quiet machine: 3x3 128->128
+#: at 10x10 2.85 (loop-IR tiles) against c's 2.35 ms for its three calls.
+LLVM_KERNEL_REDUCTION = 1024
 
 
 def tile_kernel_pays(in_channels: int, taps: int, positions: int, block: int) -> bool:
@@ -82,7 +89,7 @@ def tile_kernel_pays(in_channels: int, taps: int, positions: int, block: int) ->
 
 
 def loop_tiles_win(
-    target: Target, block: int = BLOCK, positions: int = 0, outputs: int = 0
+    target: Target, block: int = BLOCK, positions: int = 0, outputs: int = 0, reduction: int = 0
 ) -> bool:
     """Whether ``target``'s own loop-IR tiles beat the micro-kernel on a layer of ``block``
     output channels per tile and ``positions`` output positions (0: any size): on the llvm
@@ -94,10 +101,11 @@ def loop_tiles_win(
     24 win everywhere (dbnet's 3x3 96->24 at 80x80: 4.5 vs 11.4 ms). ``outputs`` (the
     layer's output elements, 0: unknown) above SMALL_LAYER_OUTPUTS take the kernel: ResNet-50's
     layers at 28x28 and below (25,088 outputs and more) ran 1.3-1.8x c's time on loop-IR
-    tiles (1x1 stride-2 downsamples, residual 1x1s at 7x7; whole model llvm/c 1.08)."""
+    tiles (1x1 stride-2 downsamples, residual 1x1s at 7x7; whole model llvm/c 1.08), and so
+    does a ``reduction`` (input channels x taps, 0: unknown) of LLVM_KERNEL_REDUCTION or more."""
     if "llvm" not in target.keys:
         return False
-    if outputs > SMALL_LAYER_OUTPUTS:
+    if outputs > SMALL_LAYER_OUTPUTS or reduction >= LLVM_KERNEL_REDUCTION:
         return False
     return block == BLOCK and positions < LARGE_IMAGE_POSITIONS
 

@@ -133,7 +133,8 @@ def kernel_layout(
     taps = int(np.prod(wshape[2:-1]))
     positions = int(np.prod([int(d) for d in out_shape[2:]]))
     outputs = int(np.prod([int(d) for d in out_shape]))
-    if loop_tiles_win(target, int(wshape[-1]), positions, outputs):
+    reduction = int(np.prod(wshape[1:-1]))
+    if loop_tiles_win(target, int(wshape[-1]), positions, outputs, reduction):
         return False
     block = int(wshape[-1])
     short = channels_last and NHWC_POINTWISE_KERNEL and taps == 1 and block == BLOCK

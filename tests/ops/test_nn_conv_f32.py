@@ -22,6 +22,7 @@ from ember.ops.nn_conv_f32 import (
     conv_tile_reference,
     kernel_cols,
     kernel_tile,
+    loop_tiles_win,
     use_tile_kernel,
 )
 from ember.ops.nn_conv_layouts import channel_pitch, channels_outer
@@ -51,6 +52,19 @@ def test_kernel_only_on_avx2_c_targets(target, called):
     assert ("Buffer((1, 19, 19, 3)" in text) is called
     assert ("Buffer((1, 3, 19, 19)" in text) is not called
     assert use_tile_kernel(Target.create(AVX2), "float64") is False
+
+
+def test_llvm_small_layers_with_long_reductions_call_the_kernel():
+    # yolo's 10x10 layers: LLVM's own tiles lost to the kernel (LLVM_KERNEL_REDUCTION)
+    llvm = Target.create("llvm")
+    assert loop_tiles_win(llvm, 16, 100, 12800)  # reduction unknown: LLVM's tiles
+    assert loop_tiles_win(llvm, 16, 256, 4096, reduction=576)  # resnet8's 3x3 64 at 8x8
+    assert not loop_tiles_win(llvm, 16, 100, 12800, reduction=1152)
+    assert not loop_tiles_win(Target.create("c"), 16, 100, 12800)
+    text, *_ = _lower((1, 128, 10, 10), (1, 128, 3, 3, 16), "llvm", padding=(1, 1, 1, 1))
+    assert "ember_f32_conv_tile" in text
+    text, *_ = _lower((1, 32, 10, 10), (1, 32, 3, 3, 16), "llvm", padding=(1, 1, 1, 1))
+    assert "ember_f32_conv_tile" not in text
 
 
 def test_tile_widths():
