@@ -52,7 +52,7 @@ from ember.ops.nn_conv_layouts import (
 )
 from ember.ops.nn_conv_narrow_layout import widen_blocks
 from ember.ops.nn_conv_nhwc import conv_channels_first, conv_packed_nhwc, depthwise_nhwc
-from ember.ops.nn_conv_pack import kernel_layout, lanes_layout, to_packed
+from ember.ops.nn_conv_pack import kernel_layout, lanes_layout, nhwc_tiles, to_packed
 from ember.ops.nn_conv_taps import taps_first_view
 from ember.ops.nn_conv_transpose import conv_transpose_to_pointwise
 from ember.ops.nn_depthwise import depthwise_rows, schedule_depthwise, use_rows
@@ -293,9 +293,9 @@ def conv_packed(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Ten
     flat = pointwise(wshape[2:-1], strides, pad_begin, pad_end) and nsp > 1
     out_elems = int(np.prod([int(d) for d in ty.shape]))
     if data_layout(attrs) == "NHWC":  # nn_conv_nhwc: no copy but the padding, no transpose
-        nchw_shape = (ty.shape[0], ty.shape[-1], *ty.shape[1:-1])
-        kernel = kernel_layout(x.dtype, wshape, nchw_shape, channels_last=True)
-        return conv_packed_nhwc(x, wp, ty, _conv_attrs(attrs, nsp), groups, kernel, first)
+        conv = _conv_attrs(attrs, nsp)
+        tiles = nhwc_tiles(x.dtype, wshape, ty.shape, conv, groups)
+        return conv_packed_nhwc(x, wp, ty, conv, groups, tiles, first)
     if lanes_layout(x.dtype, block, strides, tuple(ty.shape[2:]), flat, out_elems):
         xl = x if flat else pad_tensor(x, pad_begin, pad_end, materialize=True)
         return conv_position_lanes(xl, wp, ty.shape, strides, dilation, groups, flat)

@@ -22,7 +22,6 @@ from ember.ir.types import TensorType
 from ember.ops.common import scalar, static_shape
 from ember.ops.nn_conv_f32 import (
     BLOCK,
-    POSITIONS_OUTER_CHANNELS,
     TILE_KERNEL,
     WHOLE_IMAGE_POSITIONS,
     kernel_tile,
@@ -77,19 +76,17 @@ def conv_packed_nhwc(
     ty: Any,
     conv: ConvAttrs,
     groups: int,
-    kernel: bool,
+    tiles: tuple[bool, bool],
     taps_outer: bool = False,
 ) -> te.Tensor:
-    """nn.conv_packed with data_layout "NHWC" (``kernel``: the micro-kernel's layout and
-    calls, nn_conv_pack.kernel_layout; ``taps_outer``: the weight is packed taps first,
-    nn_conv_taps): flat_channels_last where it fits, else
-    conv_channels_last reading the input in place (padded copy when padded)."""
+    """nn.conv_packed with data_layout "NHWC" (``tiles``: whether it takes the
+    micro-kernel's layout and calls and whether its positions are flattened, both from
+    ember.ops.nn_conv_pack.nhwc_tiles; ``taps_outer``: the weight is packed taps first,
+    nn_conv_taps): flat_channels_last when flat, else conv_channels_last reading the input
+    in place (padded copy when padded)."""
     strides, dilation, pad_begin, pad_end = conv
-    wshape = static_shape(wp)
+    kernel, flat = tiles
     wp = widen_blocks(wp, groups) if kernel else wp
-    flat = flat_fits(wshape[2:-1], strides, (*pad_begin, *pad_end), ty.shape, groups)
-    if flat and kernel and int(ty.shape[1]) * int(ty.shape[2]) > WHOLE_IMAGE_POSITIONS:
-        flat = int(wshape[1]) < POSITIONS_OUTER_CHANNELS
     if flat:
         return flat_channels_last(x, wp, ty.shape, kernel)
     return conv_channels_last(
@@ -162,8 +159,9 @@ def flat_channels_last(
 #: flat/rows: mobilenet_v2's 1x1 16->96 at 112x112 0.57, 24->144 at 56x56 0.58, 32->192 at
 #: 28x28 0.75, 96->24 at 56x56 0.74, 32->16 at 112x112 0.71; ResNet-50's 64->256 at 56x56
 #: 0.72, 128->512 at 28x28 0.72-0.93, 512->128 at 28x28 level; but 256->64 at 56x56
-#: 1.10-1.14 and 512->256 at 28x28 1.06-1.14: kernel tiles of POSITIONS_OUTER_CHANNELS input
-#: channels or more keep their row bands at those sizes.
+#: 1.10-1.14 and 512->256 at 28x28 1.06-1.14: kernel tiles of
+#: ember.ops.nn_conv_pack.ROW_BAND_CHANNELS input channels or more keep their row bands at
+#: those sizes (nn_conv_pack.nhwc_tiles decides).
 FLAT_ANY_SIZE = True
 
 

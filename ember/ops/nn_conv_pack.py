@@ -20,7 +20,7 @@ from ember.ops.nn_conv_f32 import (
     use_tile_kernel,
 )
 from ember.ops.nn_conv_lanes import position_lanes
-from ember.ops.nn_conv_nhwc import LAYOUT
+from ember.ops.nn_conv_nhwc import LAYOUT, flat_fits
 from ember.ops.nn_conv_taps import taps_first
 from ember.ops.registry import COMPUTE_TARGET
 
@@ -141,6 +141,36 @@ def kernel_layout(
     if short and positions > WHOLE_IMAGE_POSITIONS and int(wshape[1]) >= NHWC_KERNEL_CHANNELS:
         return True
     return tile_kernel_pays(int(wshape[1]), taps, positions, block)
+
+
+#: NHWC 1x1 convolutions with at least this many input channels, on the micro-kernel's
+#: layout and on images of more than WHOLE_IMAGE_POSITIONS positions, keep the kernel's row
+#: bands instead of flattened positions: ResNet-50, one thread, thread CPU time, A/B in one
+#: process, load 4-5, flat/rows: 256->64 at 56x56 1.10-1.14, 512->256 at 28x28 1.06-1.14
+#: (below it flat won: 64->256 at 56x56 0.72, 128->512 at 28x28 0.72-0.93).
+ROW_BAND_CHANNELS = 256
+
+
+def nhwc_tiles(
+    dtype: str,
+    wshape: tuple[int, ...],
+    out_shape: Any,
+    conv: tuple[tuple[int, ...], ...],
+    groups: int,
+) -> tuple[bool, bool]:
+    """``(kernel, flat)`` for an NHWC conv_packed (packed weight ``wshape``, output
+    ``out_shape`` as N, *spatial, C; ``conv`` its strides, dilations, paddings before and
+    after): whether it takes the micro-kernel's layout (kernel_layout, channels last) and
+    whether its positions are flattened into one matrix product
+    (ember.ops.nn_conv_nhwc.flat_channels_last). The one place both are decided."""
+    nchw_shape = (out_shape[0], out_shape[-1], *out_shape[1:-1])
+    kernel = kernel_layout(dtype, wshape, nchw_shape, channels_last=True)
+    strides, _, pad_begin, pad_end = conv
+    flat = flat_fits(wshape[2:-1], strides, (*pad_begin, *pad_end), out_shape, groups)
+    positions = int(np.prod([int(d) for d in out_shape[1:-1]]))
+    if flat and kernel and positions > WHOLE_IMAGE_POSITIONS:
+        flat = int(wshape[1]) < ROW_BAND_CHANNELS
+    return kernel, flat
 
 
 def lanes_layout(

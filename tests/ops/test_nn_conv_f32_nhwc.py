@@ -13,7 +13,7 @@ from ember.driver import build
 from ember.ir import Attrs, Function, IRModule, TensorType, Var, call, const
 from ember.lowering.lower_group import lower_group
 from ember.ops import nn_conv_nhwc, nn_conv_pack
-from ember.ops.nn_conv_pack import kernel_layout
+from ember.ops.nn_conv_pack import kernel_layout, nhwc_tiles
 from ember.ops.registry import COMPUTE_TARGET
 from ember.target import Target
 from ember.testing.runners import run_artifacts
@@ -44,6 +44,26 @@ def test_short_nhwc_pointwise_reductions_take_the_kernel_layout(
     assert not _layout((3, 16, 1, 1, 8), (1, 24, 14, 14), channels_last=True)
     monkeypatch.setattr(nn_conv_pack, "NHWC_POINTWISE_KERNEL", False)
     assert not _layout((16, 64, 1, 1, 16), (1, 256, 56, 56), channels_last=True)
+
+
+def _tiles(wshape: tuple[int, ...], out_nhwc: tuple[int, ...], strides: int = 1) -> object:
+    conv = ((strides, strides), (1, 1), (0, 0), (0, 0))
+    token = COMPUTE_TARGET.set(Target.create(AVX2))
+    try:
+        return nhwc_tiles("float32", wshape, out_nhwc, conv, 1)
+    finally:
+        COMPUTE_TARGET.reset(token)
+
+
+def test_nhwc_pointwise_tiles_are_decided_in_one_place() -> None:
+    # (kernel layout, flattened positions) for ResNet-50's 1x1s at 56x56: 64->256 flat on
+    # the kernel's layout; 256->64 keeps the kernel's row bands (ROW_BAND_CHANNELS)
+    assert _tiles((16, 64, 1, 1, 16), (1, 56, 56, 256)) == (True, True)
+    assert _tiles((4, 256, 1, 1, 16), (1, 56, 56, 64)) == (True, False)
+    # MobileNetV2's 96->576 at 14x14: flat, the kernel takes the whole image
+    assert _tiles((36, 96, 1, 1, 16), (1, 14, 14, 576)) == (False, True)
+    # a strided 1x1 is not flattened
+    assert _tiles((16, 64, 1, 1, 16), (1, 28, 28, 256), strides=2)[1] is False
 
 
 def _lower_nhwc(xshape: tuple[int, ...], wshape: tuple[int, ...]) -> str:

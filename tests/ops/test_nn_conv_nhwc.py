@@ -133,7 +133,12 @@ def test_convert_layout_compiled_equals_the_pass_off_and_builds_deterministicall
     assert [a.content for a in on] == [a.content for a in again]
     assert [a.content for a in on] != [a.content for a in off]
     want = run_artifacts(off, inputs)[0]
-    np.testing.assert_allclose(run_artifacts(on, inputs)[0], want, **TOL)
+    # the block's last conv sums 576 products of values up to ~100 into outputs up to ~900;
+    # NHWC and NCHW tiles sum in other orders, so the float32 rounding of those sums (a few
+    # ulps of the largest partial sums, ~1e-4-1e-3) lands on small outputs too: the
+    # absolute tolerance follows the output's scale, not a fixed 1e-5
+    atol = 2e-6 * float(np.abs(want).max())
+    np.testing.assert_allclose(run_artifacts(on, inputs)[0], want, rtol=1e-5, atol=atol)
 
 
 def test_onednn_leaves_channels_last_convolutions_to_ember() -> None:
