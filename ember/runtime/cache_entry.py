@@ -94,13 +94,15 @@ def verify_entry(path: Path) -> bool:
         return False
 
 
-def record_entry(path: Path) -> None:
-    """Write the hash of ``path`` next to it, atomically."""
+def record_entry(path: Path, digest: str | None = None) -> None:
+    """Write the hash of ``path`` (``digest`` when the caller hashed it already) next to
+    it, atomically."""
     record = path.with_name(path.name + HASH_SUFFIX)
+    digest = digest if digest is not None else file_sha256(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{record.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="ascii") as f:
-            f.write(file_sha256(path) + "\n")
+            f.write(digest + "\n")
         os.replace(tmp, record)
     finally:
         if os.path.exists(tmp):
@@ -108,13 +110,21 @@ def record_entry(path: Path) -> None:
 
 
 def cached_build(output: Path, build: Callable[[Path], object]) -> Path:
-    """``output`` if it is a verified entry; otherwise ``build(output)``, record it, return it."""
+    """``output`` if it is a verified entry; otherwise ``build`` it, record it, return it.
+
+    The build writes into a private directory next to ``output`` and its file is renamed
+    over the entry, so processes building the same entry at once never delete or read each
+    other's half-made files (one that found an entry without its record yet used to delete
+    it under the process about to record it). A stale, planted or linked entry is replaced
+    by the rename, never built or written through."""
     if verify_entry(output):
         return output
     if output.is_dir() and not output.is_symlink():
         raise EmberValueError(f"the ember cache entry {output} is a directory; remove it")
-    if output.is_symlink() or output.exists():
-        output.unlink()  # a stale, planted or linked entry is never built through
-    build(output)
-    record_entry(output)
+    with tempfile.TemporaryDirectory(prefix=f".{output.name}.", dir=output.parent) as tmp:
+        staged = Path(tmp) / output.name
+        build(staged)
+        digest = file_sha256(staged)
+        os.replace(staged, output)
+    record_entry(output, digest)
     return output
