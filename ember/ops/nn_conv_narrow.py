@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from functools import partial
 
+from ember.target import Target
 from ember.tir import te
 
 #: the lanes (output channels per position) of the narrow kernels, with their extern names
@@ -33,12 +34,35 @@ NARROW_BLOCK = 8
 WIDE_BLOCK = 24
 
 
-def narrow_kernel_cols(width: int, lanes: int) -> int:
+#: with AVX-512 the kernel of 24 channels holds up to this many positions in one register
+#: tile (1.5 zmm accumulators each: 18 of the 32 registers at 12).
+AVX512_MAX_COLS: dict[int, int] = {24: 12}
+
+
+def narrow_avx512(target: Target | None, dtype: str, block: int) -> bool:
+    """Whether a packed ``dtype`` convolution of ``block`` output channels per tile (before
+    or after the regrouping by 24) calls the narrow kernel on ``target`` although the main
+    micro-kernel's predicate (ember.ops.nn_conv_f32.use_tile_kernel) excludes it: float32
+    blocks of 8 regrouped by 24 on an AVX-512 C target, whose loop-IR tiles of 8 lanes
+    fill half a vector (dbnet's 3x3 96->24 at 80x80: 47% of the FMA limit)."""
+    if target is None or dtype != "float32" or block not in (NARROW_BLOCK, WIDE_BLOCK):
+        return False
+    keys = set(target.keys)
+    return "x86-avx512" in keys and "llvm" not in keys
+
+
+def _avx512(target: Target | None) -> bool:
+    return target is not None and "x86-avx512" in target.keys
+
+
+def narrow_kernel_cols(width: int, lanes: int, target: Target | None = None) -> int:
     """The positions per tile along a row of ``width`` for the kernel of ``lanes``: up to
-    NARROW_MAX_COLS, the least modelled time (a tile of n positions runs n * lanes / 8 FMA
-    chains, AVX2 needs 8 in flight, plus half a position per call). 80 -> 8 and 4."""
-    most = NARROW_MAX_COLS[lanes]
-    fill = -(-8 * 8 // lanes)  # positions that keep 8 chains in flight
+    NARROW_MAX_COLS (AVX512_MAX_COLS on an AVX-512 ``target``), the least modelled time (a
+    tile of n positions runs n * lanes / 8 FMA chains, 8 needed in flight, plus half a
+    position per call; with AVX-512 n * lanes / 16). AVX2: 80 -> 8 and 4."""
+    wide = _avx512(target) and lanes in AVX512_MAX_COLS
+    most = AVX512_MAX_COLS[lanes] if wide else NARROW_MAX_COLS[lanes]
+    fill = -(-8 * (16 if wide else 8) // lanes)  # positions that keep 8 chains in flight
     best, best_cost = 1, float("inf")
     for t in range(min(width, most), 0, -1):
         full, tail = divmod(width, t)
@@ -48,11 +72,13 @@ def narrow_kernel_cols(width: int, lanes: int) -> int:
     return best
 
 
-def narrow_kernel_tile(spatial: list[int], lanes: int) -> tuple[int, int]:
+def narrow_kernel_tile(
+    spatial: list[int], lanes: int, target: Target | None = None
+) -> tuple[int, int]:
     """(rows, columns) of a narrow kernel's tile over the output's ``spatial`` extents: part
     of one row (one register tile per call: splitting wider tiles over chunks of the
     reduction measured slower, 65 vs 75 GFLOP/s at 24 channels)."""
-    return 1, narrow_kernel_cols(spatial[-1], lanes)
+    return 1, narrow_kernel_cols(spatial[-1], lanes, target)
 
 
 def tile_reference(lanes: int, acc: list[float], x: list[float], w: list[float], *args: int) -> int:
