@@ -41,32 +41,55 @@ AVX512_MAX_COLS: dict[int, int] = {24: 12}
 
 def narrow_avx512(target: Target | None, dtype: str, block: int) -> bool:
     """Whether a packed ``dtype`` convolution of ``block`` output channels per tile (before
-    or after the regrouping by 24) calls the narrow kernel on ``target`` although the main
+    or after the regrouping by 24) calls the narrow kernels on ``target`` although the main
     micro-kernel's predicate (ember.ops.nn_conv_f32.use_tile_kernel) excludes it: float32
-    blocks of 8 regrouped by 24 on an AVX-512 C target, whose loop-IR tiles of 8 lanes
-    fill half a vector (dbnet's 3x3 96->24 at 80x80: 47% of the FMA limit)."""
+    blocks of 8 or 24 on an AVX-512 CPU, whose loop-IR tiles of 8 lanes fill half a vector.
+    c compiles the kernel's AVX-512 code, the llvm kinds call the runtime's AVX2 copy
+    (ember/runtime/src/f32_tiles.h). Measured on dbnet's 3x3 96->24 at 80x80 (one thread,
+    thread CPU time, interleaved, load 8.4; with NCHW transposes): c 1.57 ms (loop-IR
+    tiles 2.98), llvm 2.63 with the kernel, 4.45 with its loop-IR tiles; 40x40 and 20x20
+    alike (llvm 0.659 vs 1.085, 0.160 vs 0.267 ms)."""
     if target is None or dtype != "float32" or block not in (NARROW_BLOCK, WIDE_BLOCK):
         return False
-    keys = set(target.keys)
-    return "x86-avx512" in keys and "llvm" not in keys
+    return "x86-avx512" in target.keys
 
 
 def _avx512(target: Target | None) -> bool:
-    return target is not None and "x86-avx512" in target.keys
+    """Whether ``target`` compiles the kernels' AVX-512 code (c on an AVX-512 CPU; the llvm
+    kinds call the runtime's AVX2 copy)."""
+    return target is not None and "x86-avx512" in target.keys and "llvm" not in target.keys
 
 
 def narrow_kernel_cols(width: int, lanes: int, target: Target | None = None) -> int:
     """The positions per tile along a row of ``width`` for the kernel of ``lanes``: up to
-    NARROW_MAX_COLS (AVX512_MAX_COLS on an AVX-512 ``target``), the least modelled time (a
-    tile of n positions runs n * lanes / 8 FMA chains, 8 needed in flight, plus half a
-    position per call; with AVX-512 n * lanes / 16). AVX2: 80 -> 8 and 4."""
-    wide = _avx512(target) and lanes in AVX512_MAX_COLS
-    most = AVX512_MAX_COLS[lanes] if wide else NARROW_MAX_COLS[lanes]
-    fill = -(-8 * (16 if wide else 8) // lanes)  # positions that keep 8 chains in flight
+    NARROW_MAX_COLS, the least modelled time (a tile of n positions runs n * lanes / 8 FMA
+    chains, AVX2 needs 8 in flight, plus half a position per call). 80 -> 8 and 4. On an
+    AVX-512 ``target`` see _avx512_cols."""
+    if _avx512(target) and lanes in AVX512_MAX_COLS:
+        return _avx512_cols(width, lanes)
+    most = NARROW_MAX_COLS[lanes]
+    fill = -(-8 * 8 // lanes)  # positions that keep 8 chains in flight
     best, best_cost = 1, float("inf")
     for t in range(min(width, most), 0, -1):
         full, tail = divmod(width, t)
         cost = full * max(t, fill) + (max(tail, fill) if tail else 0) + 0.5 * (full + bool(tail))
+        if cost < best_cost:
+            best, best_cost = t, cost
+    return best
+
+
+def _avx512_cols(width: int, lanes: int) -> int:
+    """narrow_kernel_cols with zmm accumulators: up to AVX512_MAX_COLS positions, a tile
+    costing its zmm vectors (an odd count of positions rounded up to a whole vector), at
+    least 8 (the chains in flight), plus half a position's per call. 80 -> 12, 40 -> 10."""
+
+    def chains(n: int) -> float:
+        return max(-(-n * lanes // 16), 8) if n else 0
+
+    best, best_cost = 1, float("inf")
+    for t in range(min(width, AVX512_MAX_COLS[lanes]), 0, -1):
+        full, tail = divmod(width, t)
+        cost = full * chains(t) + chains(tail) + lanes / 32 * (full + bool(tail))
         if cost < best_cost:
             best, best_cost = t, cost
     return best
