@@ -11,6 +11,10 @@ the kernels alone (3x3 96->24 at 80x80, one thread, thread CPU time, load 3-4, G
 the 24 real channels): 24 x 4 positions 75-89, 24 x 8 (two register tiles over chunks) 65,
 8 x 8 47, 8 x 12 (input pointers spilled) 41-52, the 16 x 6 kernel on 32 padded channels 46;
 the loop-IR tiles before them 27 in the whole layer (with its copy and epilogue).
+
+On AVX-512 CPUs, which the main micro-kernel's predicate excludes, ``narrow_avx512`` opens
+the same path for these blocks: c compiles the kernel of 24 channels with zmm register
+tiles of up to 12 positions (AVX512_MAX_COLS), the llvm kinds call the runtime's AVX2 copy.
 """
 
 from __future__ import annotations
