@@ -11,6 +11,10 @@ the kernels alone (3x3 96->24 at 80x80, one thread, thread CPU time, load 3-4, G
 the 24 real channels): 24 x 4 positions 75-89, 24 x 8 (two register tiles over chunks) 65,
 8 x 8 47, 8 x 12 (input pointers spilled) 41-52, the 16 x 6 kernel on 32 padded channels 46;
 the loop-IR tiles before them 27 in the whole layer (with its copy and epilogue).
+
+On AVX-512 CPUs, which the main micro-kernel's predicate excludes, ``narrow_avx512`` opens
+the same path for these blocks: c compiles the kernel of 24 channels with zmm register
+tiles of up to 12 positions (AVX512_MAX_COLS), the llvm kinds call the runtime's AVX2 copy.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import math
 from functools import partial
 
+from ember.target import Target
 from ember.tir import te
 
 #: the lanes (output channels per position) of the narrow kernels, with their extern names
@@ -33,10 +38,39 @@ NARROW_BLOCK = 8
 WIDE_BLOCK = 24
 
 
-def narrow_kernel_cols(width: int, lanes: int) -> int:
+#: with AVX-512 the kernel of 24 channels holds up to this many positions in one register
+#: tile (1.5 zmm accumulators each: 18 of the 32 registers at 12).
+AVX512_MAX_COLS: dict[int, int] = {24: 12}
+
+
+def narrow_avx512(target: Target | None, dtype: str, block: int) -> bool:
+    """Whether a packed ``dtype`` convolution of ``block`` output channels per tile (before
+    or after the regrouping by 24) calls the narrow kernels on ``target`` although the main
+    micro-kernel's predicate (ember.ops.nn_conv_f32.use_tile_kernel) excludes it: float32
+    blocks of 8 or 24 on an AVX-512 CPU, whose loop-IR tiles of 8 lanes fill half a vector.
+    c compiles the kernel's AVX-512 code, the llvm kinds call the runtime's AVX2 copy
+    (ember/runtime/src/f32_tiles.h). Measured on dbnet's 3x3 96->24 at 80x80 (one thread,
+    thread CPU time, interleaved, load 8.4; with NCHW transposes): c 1.57 ms (loop-IR
+    tiles 2.98), llvm 2.63 with the kernel, 4.45 with its loop-IR tiles; 40x40 and 20x20
+    alike (llvm 0.659 vs 1.085, 0.160 vs 0.267 ms)."""
+    if target is None or dtype != "float32" or block not in (NARROW_BLOCK, WIDE_BLOCK):
+        return False
+    return "x86-avx512" in target.keys
+
+
+def _avx512(target: Target | None) -> bool:
+    """Whether ``target`` compiles the kernels' AVX-512 code (c on an AVX-512 CPU; the llvm
+    kinds call the runtime's AVX2 copy)."""
+    return target is not None and "x86-avx512" in target.keys and "llvm" not in target.keys
+
+
+def narrow_kernel_cols(width: int, lanes: int, target: Target | None = None) -> int:
     """The positions per tile along a row of ``width`` for the kernel of ``lanes``: up to
     NARROW_MAX_COLS, the least modelled time (a tile of n positions runs n * lanes / 8 FMA
-    chains, AVX2 needs 8 in flight, plus half a position per call). 80 -> 8 and 4."""
+    chains, AVX2 needs 8 in flight, plus half a position per call). 80 -> 8 and 4. On an
+    AVX-512 ``target`` see _avx512_cols."""
+    if _avx512(target) and lanes in AVX512_MAX_COLS:
+        return _avx512_cols(width, lanes)
     most = NARROW_MAX_COLS[lanes]
     fill = -(-8 * 8 // lanes)  # positions that keep 8 chains in flight
     best, best_cost = 1, float("inf")
@@ -48,11 +82,30 @@ def narrow_kernel_cols(width: int, lanes: int) -> int:
     return best
 
 
-def narrow_kernel_tile(spatial: list[int], lanes: int) -> tuple[int, int]:
+def _avx512_cols(width: int, lanes: int) -> int:
+    """narrow_kernel_cols with zmm accumulators: up to AVX512_MAX_COLS positions, a tile
+    costing its zmm vectors (an odd count of positions rounded up to a whole vector), at
+    least 8 (the chains in flight), plus half a position's per call. 80 -> 12, 40 -> 10."""
+
+    def chains(n: int) -> float:
+        return max(-(-n * lanes // 16), 8) if n else 0
+
+    best, best_cost = 1, float("inf")
+    for t in range(min(width, AVX512_MAX_COLS[lanes]), 0, -1):
+        full, tail = divmod(width, t)
+        cost = full * chains(t) + chains(tail) + lanes / 32 * (full + bool(tail))
+        if cost < best_cost:
+            best, best_cost = t, cost
+    return best
+
+
+def narrow_kernel_tile(
+    spatial: list[int], lanes: int, target: Target | None = None
+) -> tuple[int, int]:
     """(rows, columns) of a narrow kernel's tile over the output's ``spatial`` extents: part
     of one row (one register tile per call: splitting wider tiles over chunks of the
     reduction measured slower, 65 vs 75 GFLOP/s at 24 channels)."""
-    return 1, narrow_kernel_cols(spatial[-1], lanes)
+    return 1, narrow_kernel_cols(spatial[-1], lanes, target)
 
 
 def tile_reference(lanes: int, acc: list[float], x: list[float], w: list[float], *args: int) -> int:

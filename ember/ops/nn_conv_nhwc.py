@@ -30,7 +30,7 @@ from ember.ops.nn_conv_f32 import (
     use_tile_kernel,
 )
 from ember.ops.nn_conv_layouts import CHANNELS_LAST_OUT, CHANNELS_LAST_PAD, conv_channels_last
-from ember.ops.nn_conv_narrow import NARROW_KERNELS, narrow_kernel_tile
+from ember.ops.nn_conv_narrow import NARROW_KERNELS, narrow_avx512, narrow_kernel_tile
 from ember.ops.nn_conv_narrow_layout import widen_blocks
 from ember.ops.nn_schedule import (
     MATERIALIZE,
@@ -261,7 +261,10 @@ def schedule_channels_last(
         schedule_anchor(ctx)
         return
     block = int(acc_op.attrs["block"])
-    kernel = bool(acc_op.attrs.get(TILE_KERNEL)) and use_tile_kernel(ctx.target, outputs[0].dtype)
+    dtype = outputs[0].dtype
+    kernel = bool(acc_op.attrs.get(TILE_KERNEL)) and (
+        use_tile_kernel(ctx.target, dtype) or narrow_avx512(ctx.target, dtype, block)
+    )
     kernel = kernel and not llvm_loop_tiles(ctx)
     if kernel:
         ctx.post_lower.append(tile_kernel_rewrite)
@@ -278,7 +281,7 @@ def schedule_channels_last(
     nrows = _tile_cols(_extent(middle[-1]), max_cols // cols) if middle else 1
     if kernel:
         extents = [_extent(a) for a in spatial]
-        tile = narrow_kernel_tile(extents, block) if block in NARROW_KERNELS else None
+        tile = narrow_kernel_tile(extents, block, ctx.target) if block in NARROW_KERNELS else None
         nrows, cols = tile or kernel_tile(extents)
     wo, wi = main.split(spatial[-1], factor=cols)
     inner = [wi, oi]

@@ -20,6 +20,7 @@ from ember.ops.nn_conv_f32 import (
     use_tile_kernel,
 )
 from ember.ops.nn_conv_lanes import position_lanes
+from ember.ops.nn_conv_narrow import narrow_avx512
 from ember.ops.nn_conv_nhwc import LAYOUT, flat_fits
 from ember.ops.nn_conv_taps import taps_first
 from ember.ops.registry import COMPUTE_TARGET
@@ -128,7 +129,8 @@ def kernel_layout(
     tiles measured slower channels last (3x3 64ch 56x56 3.2 -> 4.2 ms, one thread, busy
     machine)."""
     target = COMPUTE_TARGET.get()
-    if target is None or not use_tile_kernel(target, dtype):
+    narrow = narrow_avx512(target, dtype, int(wshape[-1]))
+    if target is None or not (use_tile_kernel(target, dtype) or narrow):
         return False
     taps = int(np.prod(wshape[2:-1]))
     positions = int(np.prod([int(d) for d in out_shape[2:]]))

@@ -23,6 +23,7 @@ from ember.ops.nn_conv_f32 import (
 )
 from ember.ops.nn_conv_narrow import (
     NARROW_KERNELS,
+    narrow_avx512,
     narrow_kernel_tile,
 )
 from ember.ops.nn_schedule import (
@@ -168,7 +169,10 @@ def schedule_dense_packed_conv(ctx: ScheduleContext, max_cols: int = 0) -> None:
     nn_conv_pack.kernel_layout: the layout and the schedule switch together)."""
     ops = [_compute_op(s) for s in reduction_stages(ctx.sch, list(ctx.group_outputs))]
     chosen = any(op is not None and op.attrs.get(TILE_KERNEL) for op in ops)
-    kernel = chosen and use_tile_kernel(ctx.target, ctx.group_outputs[0].dtype)
+    dtype = ctx.group_outputs[0].dtype
+    blocks = [int(op.attrs.get("block", 0)) for op in ops if op is not None]
+    narrow = bool(blocks) and narrow_avx512(ctx.target, dtype, blocks[0])
+    kernel = chosen and (use_tile_kernel(ctx.target, dtype) or narrow)
     schedule_packed_conv(ctx, kernel, max_cols)
 
 
@@ -215,7 +219,7 @@ def schedule_packed_conv(ctx: ScheduleContext, kernel: bool = False, max_cols: i
     nrows = _tile_cols(_extent(middle[-1]), max_cols // cols) if middle else 1
     if kernel:
         spatial = [_extent(a) for a in axes[2:]]
-        tile = narrow_kernel_tile(spatial, block) if block in NARROW_KERNELS else None
+        tile = narrow_kernel_tile(spatial, block, ctx.target) if block in NARROW_KERNELS else None
         nrows, cols = tile or kernel_tile(spatial)
     wo, wi = main.split(axes[-1], factor=cols)
     by_rows = kernel and positions_inner(nrows * cols) and residual_epilogue(outputs[0], acc)
@@ -286,7 +290,7 @@ def _schedule_flat_conv(
     cols = _tile_cols(_extent(positions), register_tiles(ctx.target).matmul[0])
     if kernel:
         spatial = [_extent(positions)]
-        tile = narrow_kernel_tile(spatial, block) if block in NARROW_KERNELS else None
+        tile = narrow_kernel_tile(spatial, block, ctx.target) if block in NARROW_KERNELS else None
         cols = (tile or kernel_tile(spatial))[1]
     po, pi = main.split(positions, factor=cols)
     wide = kernel and positions_inner(cols) and residual_epilogue(ctx.group_outputs[0], acc)
