@@ -142,6 +142,11 @@ register_schedule("quantized_conv_packed")(schedule_packed_conv)
 #: bytes of patch panels packed per chunk of a convolution (kept in the L2 cache).
 CONV_CHUNK_BYTES = 96 * 1024
 
+#: at least this many panels per chunk, whatever K: the AVX-512 tile covers 4 panels (64
+#: positions) per weight block, and with 1-2 panel chunks (K of 2304-4608: ResNet-50's 3x3
+#: layers at 14x14 and 7x7) it ran 1-2 panel tiles, latency-bound on 4-8 accumulators.
+CONV_MIN_CHUNK = 4
+
 
 def _i32(*values: int) -> list[PrimExpr]:
     return [const(int(v), "int32") for v in values]
@@ -190,7 +195,7 @@ def _conv_plan(x: te.Tensor, attrs: Attrs, out_type: Type, ybytes: int) -> tuple
     n, c, h, w, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw = _conv_geometry(x, attrs, out_type)
     k4 = (c * kh * kw + 3) // 4
     npan = (oh * ow + 15) // 16
-    chunk = max(1, min(npan, CONV_CHUNK_BYTES // (k4 * 64)))
+    chunk = min(npan, max(CONV_MIN_CHUNK, CONV_CHUNK_BYTES // (k4 * 64)))
     ld = 16 * chunk
     # the padded image as sh x sw phase planes of hq x wq (every tap a contiguous run)
     hq, wq = oh + (kh - 1) * dh // sh, ow + (kw - 1) * dw // sw

@@ -109,10 +109,15 @@ static void ember_q8_conv_chunk(const ember_q8_conv_job* j, int pc, uint8_t* pan
     for (int o0 = 0; o0 < j->M; o0 += 4) {
       const int rws = j->M - o0 < 4 ? j->M - o0 : 4;
       int32_t* ybuf32 = j->yn32 != NULL ? (int32_t*)ybuf : NULL;
+#if defined(EMBER_Q8_VNNI512)
+      ember_q8_conv_block512(j->w + (long)o0 * ldw, ldw, panels, cp, k4, j->nfix, j->bias + o0,
+                             j->mult + o0, rws, j->e, ybuf, ybuf32, ld, 16 * cp);
+#else
       for (int pp = 0; pp < cp; ++pp)
         ember_q8_conv_tile(j->w + (long)o0 * ldw, ldw, panels + (long)pp * k4 * 64, k4, j->nfix,
                            j->bias + o0, j->mult + o0, rws, j->e, ybuf + 16 * pp,
                            ybuf32 != NULL ? ybuf32 + 16 * pp : NULL, ld, 16);
+#endif
       for (int i = 0; i < rws; ++i) {
         for (int f = p0; f < f1;) {
           const int oh = f / j->Wp, ow = f % j->Wp;
@@ -145,6 +150,14 @@ static void ember_q8_conv_chunk(const ember_q8_conv_job* j, int pc, uint8_t* pan
   }
   for (int o0 = 0; o0 < j->M; o0 += 4) {
     const int rws = j->M - o0 < 4 ? j->M - o0 : 4;
+#if defined(EMBER_Q8_VNNI512)
+    const long at = (long)o0 * P + p0;
+    ember_q8_conv_block512(j->w + (long)o0 * ldw, ldw, panels, cp, k4, j->nfix, j->bias + o0,
+                           j->mult + o0, rws, j->e, j->yn + at,
+                           j->yn32 != NULL ? j->yn32 + at : NULL, P,
+                           P - p0 < 16 * cp ? P - p0 : 16 * cp);
+    continue;
+#endif
     for (int pp = 0; pp < cp; ++pp) {
       const int p = p0 + 16 * pp, count = P - p < 16 ? P - p : 16;
       const long at = (long)o0 * P + p;
@@ -330,6 +343,11 @@ static inline void ember_q8_unsigned_rows(const uint8_t* x, int R, int R4, int K
 static int32_t ember_q8_dense_range(int64_t begin, int64_t end, void* cdata) {
   const ember_q8_dense_job* j = (const ember_q8_dense_job*)cdata;
   const int k4 = j->k4, ldr = 4 * k4, R = j->R, N = j->N;
+#if defined(EMBER_Q8_VNNI512)
+  ember_q8_dense_range512(j->xr, ldr, j->w, k4, j->bias, j->mult, j->e, j->y, j->y32, R, N,
+                          (int)begin, (int)end);
+  return 0;
+#endif
   for (int64_t pn = begin; pn < end; ++pn) {
     const uint8_t* panel = j->w + (long)pn * k4 * 64;
     const int n0 = 16 * (int)pn, count = N - n0 < 16 ? N - n0 : 16;

@@ -26,6 +26,7 @@ with them; zero-point corrections (weight row sums) are folded into the bias at 
 
 from __future__ import annotations
 
+from ember.codegen.c.int8_avx512 import INT8_AVX512_C
 from ember.codegen.c.int8_conv import INT8_CONV_C
 from ember.codegen.c.int8_dynamic import INT8_DYNAMIC_C
 from ember.codegen.c.int8_tails import INT8_TAIL_TILES_C
@@ -317,6 +318,31 @@ static inline void ember_q8_add_fixes_ref(const uint8_t* wrows, int ldw, const u
 static inline void ember_q8_pack(const uint8_t* base, const long* offs, int K,
                           const uint8_t* zrow, int k4,
                           int np, uint8_t flip, uint8_t* out) {
+#if defined(__AVX512VBMI__)
+  /* the 4 rows' 16 bytes in one zmm, interleaved by one vpermb: out 4j + t = in 16t + j */
+  static const uint8_t ember_q8_pack_idx[64] = {
+      0, 16, 32, 48, 1, 17, 33, 49, 2, 18, 34, 50, 3, 19, 35, 51, 4, 20, 36, 52, 5, 21,
+      37, 53, 6, 22, 38, 54, 7, 23, 39, 55, 8, 24, 40, 56, 9, 25, 41, 57, 10, 26, 42, 58,
+      11, 27, 43, 59, 12, 28, 44, 60, 13, 29, 45, 61, 14, 30, 46, 62, 15, 31, 47, 63};
+  const __m512i idx = _mm512_loadu_si512((const void*)ember_q8_pack_idx);
+  const __m512i f = _mm512_set1_epi8((char)flip);
+  for (int pp = 0; pp < np; ++pp) {
+    for (int q = 0; q < k4; ++q) {
+      const uint8_t* r[4];
+      for (int t = 0; t < 4; ++t) {
+        int k = 4 * q + t;
+        r[t] = (k < K ? base + offs[k] : zrow) + 16 * pp;
+      }
+      __m512i x = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i*)r[0]));
+      x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i*)r[1]), 1);
+      x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i*)r[2]), 2);
+      x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i*)r[3]), 3);
+      x = _mm512_permutexvar_epi8(idx, _mm512_xor_si512(x, f));
+      _mm512_storeu_si512((void*)(out + ((long)pp * k4 + q) * 64), x);
+    }
+  }
+  return;
+#endif
   for (int pp = 0; pp < np; ++pp) {
     for (int q = 0; q < k4; ++q) {
       const uint8_t* r[4];
@@ -349,4 +375,4 @@ static inline void ember_q8_pack(const uint8_t* base, const long* offs, int K,
 
 #: the whole helper block: tiles, packing, stores, the tail tiles, then the conv, dense and
 #: MatMulInteger drivers.
-INT8_KERNELS_C = _TILES_C + INT8_TAIL_TILES_C + INT8_CONV_C + INT8_DYNAMIC_C
+INT8_KERNELS_C = _TILES_C + INT8_TAIL_TILES_C + INT8_AVX512_C + INT8_CONV_C + INT8_DYNAMIC_C

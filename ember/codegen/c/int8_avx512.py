@@ -1,0 +1,191 @@
+"""C source of the AVX-512 VNNI int8 tiles (``vpdpbusd`` on zmm), taken by the conv and dense
+drivers of ``int8_conv.py`` where the compiler defines ``__AVX512VNNI__`` and
+``__AVX512BW__`` (``-march`` of Ice Lake, Sapphire Rapids, Zen 4, Zen 5); the AVX2 and
+portable paths are unchanged.
+
+One ``vpdpbusd`` sums 4 unsigned x signed byte products into each of 16 int32 lanes without
+saturation, so a 16-position panel step (``[k4][16][4]``, 64 bytes) is one zmm: the conv tile
+is 4 weight rows (4 bytes broadcast) x up to 4 panels (64 positions), 16 accumulators; the
+dense tile 4 data rows (broadcast) x up to 4 weight panels (64 columns). The integer sums are
+exact, the same as the ``vpmaddubsw`` tiles' (whose weights never saturate their pair sums),
+and the requantization ``clamp(cvtps(float(acc) * m) + zy, lo, hi)`` is the AVX2 stores'
+(int16 saturation, then bytes) computed as an int32 clamp before the add, so the bytes are
+bit-identical to the AVX2 build's.
+"""
+
+from __future__ import annotations
+
+INT8_AVX512_C = r"""#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#define EMBER_Q8_VNNI512 1
+/* the epilogue as int32 vectors: clamp(v, lo - zy, hi - zy) + zy is clamp(v + zy, lo, hi)
+   without overflow, the AVX2 stores' saturating int16 steps' result */
+typedef struct {
+  __m512i lo, hi, zy;
+  int cap;
+} ember_q8_epi512;
+
+static inline ember_q8_epi512 ember_q8_epi512_of(const ember_q8_epi* e) {
+  const int32_t zy = e->zy16, hi = e->is_signed ? 127 : 255;
+  ember_q8_epi512 v = {_mm512_set1_epi32(e->lo16 - zy), _mm512_set1_epi32(hi - zy),
+                       _mm512_set1_epi32(zy), e->cap};
+  return v;
+}
+
+/* 16 int32 requantized by m to 16 bytes (cvtps rounds half to even, as rintf) */
+static inline __m128i ember_q8_requant512(__m512i acc, __m512 m, const ember_q8_epi512* e) {
+  __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), m);
+  if (e->cap) v = _mm512_min_ps(v, _mm512_set1_ps(1073741824.0f));
+  __m512i t = _mm512_max_epi32(_mm512_cvtps_epi32(v), e->lo);
+  t = _mm512_add_epi32(_mm512_min_epi32(t, e->hi), e->zy);
+  return _mm512_cvtepi32_epi8(t);
+}
+
+static inline __mmask16 ember_q8_mask16(int count) {
+  return count >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (count > 0 ? count : 0)) - 1u);
+}
+
+/* 4 rows (4 bytes of row i at rows + i * ldr + 4 q, broadcast) x NP panels (panel j at
+   panel + j * pstride, [k4][16][4]); ROWS_U8: the rows are the unsigned side (dense), else
+   the panels are (conv). The accumulators start at init[i] (or zero) */
+#define EMBER_Q8_TILE512(NAME, NP, ROWS_U8)                                                   \
+  static __attribute__((noinline, unused)) void NAME(const uint8_t* rows, int ldr,            \
+                                                     const uint8_t* panel, long pstride,      \
+                                                     int k4, const int32_t* init,             \
+                                                     __m512i acc[16]) {                       \
+    __m512i c[4][NP];                                                                         \
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; ++i)                                       \
+      _Pragma("GCC unroll 4") for (int j = 0; j < NP; ++j)                                    \
+        c[i][j] = _mm512_set1_epi32(init != NULL ? init[i] : 0);                              \
+    for (int q = 0; q < k4; ++q) {                                                            \
+      __m512i p[NP];                                                                          \
+      _Pragma("GCC unroll 4") for (int j = 0; j < NP; ++j)                                    \
+        p[j] = _mm512_loadu_si512((const void*)(panel + j * pstride + 64 * q));               \
+      _Pragma("GCC unroll 4") for (int i = 0; i < 4; ++i) {                                   \
+        int32_t t;                                                                            \
+        memcpy(&t, rows + (long)i * ldr + 4 * q, 4);                                          \
+        const __m512i b = _mm512_set1_epi32(t);                                               \
+        _Pragma("GCC unroll 4") for (int j = 0; j < NP; ++j)                                  \
+          c[i][j] = ROWS_U8 ? _mm512_dpbusd_epi32(c[i][j], b, p[j])                           \
+                            : _mm512_dpbusd_epi32(c[i][j], p[j], b);                          \
+      }                                                                                       \
+    }                                                                                         \
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; ++i)                                       \
+      _Pragma("GCC unroll 4") for (int j = 0; j < NP; ++j) acc[4 * i + j] = c[i][j];          \
+  }
+EMBER_Q8_TILE512(ember_q8_conv512_4, 4, 0)
+EMBER_Q8_TILE512(ember_q8_conv512_2, 2, 0)
+EMBER_Q8_TILE512(ember_q8_conv512_1, 1, 0)
+EMBER_Q8_TILE512(ember_q8_dense512_4, 4, 1)
+EMBER_Q8_TILE512(ember_q8_dense512_2, 2, 1)
+EMBER_Q8_TILE512(ember_q8_dense512_1, 1, 1)
+#undef EMBER_Q8_TILE512
+
+/* acc[4i + j] += the fix slots of rows i < `rows` over panel j < np (see
+   ember_q8_add_fixes) */
+static inline void ember_q8_add_fixes512(const uint8_t* wrows, int ldw, const uint8_t* panel,
+                                         long pstride, int np, int k4, int nfix, int rows,
+                                         __m512i acc[16]) {
+  const __m512i low = _mm512_set1_epi32(0xFF);
+  for (int i = 0; i < rows; ++i) {
+    const uint8_t* s = wrows + (long)i * ldw + 4 * k4;
+    for (int f = 0; f < nfix && s[0] != 0; ++f, s += 4) {
+      const int k = s[2] | s[3] << 8;
+      const __m512i v = _mm512_set1_epi32((int8_t)s[0]);
+      for (int j = 0; j < np; ++j) {
+        const __m512i x = _mm512_loadu_si512((const void*)(panel + j * pstride + 64 * (k >> 2)));
+        const __m512i b = _mm512_and_si512(_mm512_srli_epi32(x, 8 * (k & 3)), low);
+        acc[4 * i + j] = _mm512_add_epi32(acc[4 * i + j], _mm512_mullo_epi32(b, v));
+      }
+    }
+  }
+}
+
+/* 4 weight rows (the last block may have fewer: `rows`) times np consecutive panels of a
+   convolution, requantized into y (row i at y + i * stride, panel j's 16 positions at
+   16 j, `valid` positions in all) or, with y32, stored as int32 */
+static inline void ember_q8_conv_block512(const uint8_t* wrows, int ldw, const uint8_t* panels,
+                                          int np, int k4, int nfix, const int32_t* bias,
+                                          const float* mult, int rows, const ember_q8_epi* e,
+                                          uint8_t* y, int32_t* y32, long stride, int valid) {
+  const long pstride = (long)k4 * 64;
+  const int32_t b4[4] = {bias[0], rows > 1 ? bias[1] : 0, rows > 2 ? bias[2] : 0,
+                        rows > 3 ? bias[3] : 0}; /* bias is not padded to the 4 rows */
+  const ember_q8_epi512 v = ember_q8_epi512_of(e);
+  __m512i acc[16];
+  for (int j0 = 0; j0 < np; j0 += 4) {
+    const int n = np - j0 < 4 ? np - j0 : 4;
+    const uint8_t* pan = panels + j0 * pstride;
+    if (n == 4) {
+      ember_q8_conv512_4(wrows, ldw, pan, pstride, k4, b4, acc);
+    } else if (n == 3) { /* 2 + 1 */
+      __m512i one[16];
+      ember_q8_conv512_2(wrows, ldw, pan, pstride, k4, b4, acc);
+      ember_q8_conv512_1(wrows, ldw, pan + 2 * pstride, pstride, k4, b4, one);
+      for (int i = 0; i < 4; ++i) acc[4 * i + 2] = one[4 * i];
+    } else if (n == 2) {
+      ember_q8_conv512_2(wrows, ldw, pan, pstride, k4, b4, acc);
+    } else {
+      ember_q8_conv512_1(wrows, ldw, pan, pstride, k4, b4, acc);
+    }
+    if (nfix > 0) ember_q8_add_fixes512(wrows, ldw, pan, pstride, n, k4, nfix, rows, acc);
+    for (int i = 0; i < rows; ++i) {
+      const __m512 m = y32 != NULL ? _mm512_setzero_ps() : _mm512_set1_ps(mult[i]);
+      for (int j = 0; j < n; ++j) {
+        const int at = 16 * (j0 + j), count = valid - at < 16 ? valid - at : 16;
+        const __mmask16 k = ember_q8_mask16(count);
+        if (y32 != NULL)
+          _mm512_mask_storeu_epi32(y32 + i * stride + at, k, acc[4 * i + j]);
+        else
+          _mm_mask_storeu_epi8(y + i * stride + at, k, ember_q8_requant512(acc[4 * i + j], m, &v));
+      }
+    }
+  }
+}
+
+/* weight panels [pb, pe) (16 output columns each) times every row of xr (R rows of ldr
+   bytes, unsigned, zero rows up to a multiple of 4), + bias, requantized into y (N columns)
+   or stored as int32 into y32 */
+static inline void ember_q8_dense_range512(const uint8_t* xr, int ldr, const uint8_t* w, int k4,
+                                           const int32_t* bias, const float* mult,
+                                           const ember_q8_epi* e, uint8_t* y, int32_t* y32,
+                                           int R, int N, int pb, int pe) {
+  const long pstride = (long)k4 * 64;
+  const ember_q8_epi512 v = y32 != NULL ? (ember_q8_epi512){0} : ember_q8_epi512_of(e);
+  __m512i acc[16];
+  for (int pn = pb; pn < pe; pn += 4) {
+    const int n = pe - pn < 4 ? pe - pn : 4;
+    const uint8_t* pan = w + pn * pstride;
+    for (int r0 = 0; r0 < R; r0 += 4) {
+      const uint8_t* rows = xr + (long)r0 * ldr;
+      if (n == 4) {
+        ember_q8_dense512_4(rows, ldr, pan, pstride, k4, NULL, acc);
+      } else if (n == 3) { /* 2 + 1 */
+        __m512i one[16];
+        ember_q8_dense512_2(rows, ldr, pan, pstride, k4, NULL, acc);
+        ember_q8_dense512_1(rows, ldr, pan + 2 * pstride, pstride, k4, NULL, one);
+        for (int i = 0; i < 4; ++i) acc[4 * i + 2] = one[4 * i];
+      } else if (n == 2) {
+        ember_q8_dense512_2(rows, ldr, pan, pstride, k4, NULL, acc);
+      } else {
+        ember_q8_dense512_1(rows, ldr, pan, pstride, k4, NULL, acc);
+      }
+      const int rws = R - r0 < 4 ? R - r0 : 4;
+      for (int j = 0; j < n; ++j) {
+        const int n0 = 16 * (pn + j), count = N - n0 < 16 ? N - n0 : 16;
+        const __mmask16 k = ember_q8_mask16(count);
+        const __m512i b = _mm512_loadu_si512((const void*)(bias + n0)); /* padded to 16 */
+        const __m512 m = y32 != NULL ? _mm512_setzero_ps() : _mm512_loadu_ps(mult + n0);
+        for (int i = 0; i < rws; ++i) {
+          const __m512i a = _mm512_add_epi32(acc[4 * i + j], b);
+          const long at = (long)(r0 + i) * N + n0;
+          if (y32 != NULL)
+            _mm512_mask_storeu_epi32(y32 + at, k, a);
+          else
+            _mm_mask_storeu_epi8(y + at, k, ember_q8_requant512(a, m, &v));
+        }
+      }
+    }
+  }
+}
+#endif
+"""
