@@ -44,23 +44,23 @@ static inline __mmask16 ember_q8_mask16(int count) {
   return count >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (count > 0 ? count : 0)) - 1u);
 }
 
-/* 4 rows (4 bytes of row i at rows + i * ldr + 4 q, broadcast) x NP panels (panel j at
-   panel + j * pstride, [k4][16][4]); ROWS_U8: the rows are the unsigned side (dense), else
-   the panels are (conv). The accumulators start at init[i] (or zero) */
-#define EMBER_Q8_TILE512(NAME, NP, ROWS_U8)                                                   \
+/* R rows (4 bytes of row i at rows + i * ldr + 4 q, broadcast) x NP panels (panel j at
+   panel + j * pstride, [k4][16][4]) into acc[S i + j]; ROWS_U8: the rows are the unsigned
+   side (dense), else the panels are (conv). The accumulators start at init[i] (or zero) */
+#define EMBER_Q8_TILE512(NAME, R, NP, S, ROWS_U8)                                             \
   static __attribute__((noinline, unused)) void NAME(const uint8_t* rows, int ldr,            \
                                                      const uint8_t* panel, long pstride,      \
                                                      int k4, const int32_t* init,             \
-                                                     __m512i acc[16]) {                       \
-    __m512i c[4][NP];                                                                         \
-    _Pragma("GCC unroll 4") for (int i = 0; i < 4; ++i)                                       \
+                                                     __m512i* acc) {                          \
+    __m512i c[R][NP];                                                                         \
+    _Pragma("GCC unroll 8") for (int i = 0; i < R; ++i)                                       \
       _Pragma("GCC unroll 4") for (int j = 0; j < NP; ++j)                                    \
         c[i][j] = _mm512_set1_epi32(init != NULL ? init[i] : 0);                              \
     for (int q = 0; q < k4; ++q) {                                                            \
       __m512i p[NP];                                                                          \
       _Pragma("GCC unroll 4") for (int j = 0; j < NP; ++j)                                    \
         p[j] = _mm512_loadu_si512((const void*)(panel + j * pstride + 64 * q));               \
-      _Pragma("GCC unroll 4") for (int i = 0; i < 4; ++i) {                                   \
+      _Pragma("GCC unroll 8") for (int i = 0; i < R; ++i) {                                   \
         int32_t t;                                                                            \
         memcpy(&t, rows + (long)i * ldr + 4 * q, 4);                                          \
         const __m512i b = _mm512_set1_epi32(t);                                               \
@@ -69,22 +69,27 @@ static inline __mmask16 ember_q8_mask16(int count) {
                             : _mm512_dpbusd_epi32(c[i][j], p[j], b);                          \
       }                                                                                       \
     }                                                                                         \
-    _Pragma("GCC unroll 4") for (int i = 0; i < 4; ++i)                                       \
-      _Pragma("GCC unroll 4") for (int j = 0; j < NP; ++j) acc[4 * i + j] = c[i][j];          \
+    _Pragma("GCC unroll 8") for (int i = 0; i < R; ++i)                                       \
+      _Pragma("GCC unroll 4") for (int j = 0; j < NP; ++j) acc[S * i + j] = c[i][j];          \
   }
-EMBER_Q8_TILE512(ember_q8_conv512_4, 4, 0)
-EMBER_Q8_TILE512(ember_q8_conv512_2, 2, 0)
-EMBER_Q8_TILE512(ember_q8_conv512_1, 1, 0)
-EMBER_Q8_TILE512(ember_q8_dense512_4, 4, 1)
-EMBER_Q8_TILE512(ember_q8_dense512_2, 2, 1)
-EMBER_Q8_TILE512(ember_q8_dense512_1, 1, 1)
+/* the conv: 8 rows x 3 panels (24 accumulators: per step 3 panel loads from L2 for 24
+   products, where 4 x 4 streamed 4 for 16), 4-row tiles for a last block of 1-4 rows */
+EMBER_Q8_TILE512(ember_q8_conv512_8x3, 8, 3, 3, 0)
+EMBER_Q8_TILE512(ember_q8_conv512_8x2, 8, 2, 3, 0)
+EMBER_Q8_TILE512(ember_q8_conv512_8x1, 8, 1, 3, 0)
+EMBER_Q8_TILE512(ember_q8_conv512_4, 4, 4, 4, 0)
+EMBER_Q8_TILE512(ember_q8_conv512_2, 4, 2, 4, 0)
+EMBER_Q8_TILE512(ember_q8_conv512_1, 4, 1, 4, 0)
+EMBER_Q8_TILE512(ember_q8_dense512_4, 4, 4, 4, 1)
+EMBER_Q8_TILE512(ember_q8_dense512_2, 4, 2, 4, 1)
+EMBER_Q8_TILE512(ember_q8_dense512_1, 4, 1, 4, 1)
 #undef EMBER_Q8_TILE512
 
-/* acc[4i + j] += the fix slots of rows i < `rows` over panel j < np (see
+/* acc[S i + j] += the fix slots of rows i < `rows` over panel j < np (see
    ember_q8_add_fixes) */
 static inline void ember_q8_add_fixes512(const uint8_t* wrows, int ldw, const uint8_t* panel,
                                          long pstride, int np, int k4, int nfix, int rows,
-                                         __m512i acc[16]) {
+                                         int S, __m512i* acc) {
   const __m512i low = _mm512_set1_epi32(0xFF);
   for (int i = 0; i < rows; ++i) {
     const uint8_t* s = wrows + (long)i * ldw + 4 * k4;
@@ -94,49 +99,74 @@ static inline void ember_q8_add_fixes512(const uint8_t* wrows, int ldw, const ui
       for (int j = 0; j < np; ++j) {
         const __m512i x = _mm512_loadu_si512((const void*)(panel + j * pstride + 64 * (k >> 2)));
         const __m512i b = _mm512_and_si512(_mm512_srli_epi32(x, 8 * (k & 3)), low);
-        acc[4 * i + j] = _mm512_add_epi32(acc[4 * i + j], _mm512_mullo_epi32(b, v));
+        acc[S * i + j] = _mm512_add_epi32(acc[S * i + j], _mm512_mullo_epi32(b, v));
       }
     }
   }
 }
 
-/* 4 weight rows (the last block may have fewer: `rows`) times np consecutive panels of a
-   convolution, requantized into y (row i at y + i * stride, panel j's 16 positions at
-   16 j, `valid` positions in all) or, with y32, stored as int32 */
+/* the 8-row tiles from this many 4-byte steps of K on: below, 4 x 4 (MobileNetV2's 1x1
+   expansions of K 16 and 24 at 112x112 and 56x56 ran 0.169 -> 0.188 and 0.058 -> 0.070 ms
+   on 8 x 3, epilogue-bound) */
+#define EMBER_Q8_EIGHT_ROWS_K4 16
+
+/* up to 8 weight rows (`rows`; the packed weight has them up to a multiple of 4) times np
+   consecutive panels of a convolution, requantized into y (row i at y + i * stride, panel
+   j's 16 positions at 16 j, `valid` positions in all) or, with y32, stored as int32 */
 static inline void ember_q8_conv_block512(const uint8_t* wrows, int ldw, const uint8_t* panels,
                                           int np, int k4, int nfix, const int32_t* bias,
                                           const float* mult, int rows, const ember_q8_epi* e,
                                           uint8_t* y, int32_t* y32, long stride, int valid) {
   const long pstride = (long)k4 * 64;
-  const int32_t b4[4] = {bias[0], rows > 1 ? bias[1] : 0, rows > 2 ? bias[2] : 0,
-                        rows > 3 ? bias[3] : 0}; /* bias is not padded to the 4 rows */
+  /* 8-row tiles over groups of 3 panels up to `split`; the rest (all of a short sum, the
+     last 4 panels where 3-groups would leave 1: 7x7 maps are 4 panels) as 4-row blocks */
+  const int split = rows <= 4 || k4 < EMBER_Q8_EIGHT_ROWS_K4 ? 0
+                    : np % 3 == 1 && np >= 4                  ? np - 4
+                                                              : np;
+  if (rows > 4 && split < np) {
+    const long at = 16L * split;
+    for (int h = 0; h < rows; h += 4)
+      ember_q8_conv_block512(wrows + (long)h * ldw, ldw, panels + split * pstride, np - split, k4,
+                             nfix, bias + h, mult != NULL ? mult + h : NULL,
+                             rows - h < 4 ? rows - h : 4, e, y != NULL ? y + h * stride + at : NULL,
+                             y32 != NULL ? y32 + h * stride + at : NULL, stride, valid - (int)at);
+    if (split == 0) return;
+    np = split;
+  }
+  int32_t b8[8]; /* bias is not padded to the tile's rows */
+  for (int i = 0; i < 8; ++i) b8[i] = i < rows ? bias[i] : 0;
   const ember_q8_epi512 v = ember_q8_epi512_of(e);
-  __m512i acc[16];
-  for (int j0 = 0; j0 < np; j0 += 4) {
-    const int n = np - j0 < 4 ? np - j0 : 4;
+  const int eight = rows > 4, S = eight ? 3 : 4, G = eight ? 3 : 4;
+  __m512i acc[24];
+  for (int j0 = 0; j0 < np; j0 += G) {
+    const int n = np - j0 < G ? np - j0 : G;
     const uint8_t* pan = panels + j0 * pstride;
-    if (n == 4) {
-      ember_q8_conv512_4(wrows, ldw, pan, pstride, k4, b4, acc);
+    if (eight) {
+      if (n == 3) ember_q8_conv512_8x3(wrows, ldw, pan, pstride, k4, b8, acc);
+      else if (n == 2) ember_q8_conv512_8x2(wrows, ldw, pan, pstride, k4, b8, acc);
+      else ember_q8_conv512_8x1(wrows, ldw, pan, pstride, k4, b8, acc);
+    } else if (n == 4) {
+      ember_q8_conv512_4(wrows, ldw, pan, pstride, k4, b8, acc);
     } else if (n == 3) { /* 2 + 1 */
       __m512i one[16];
-      ember_q8_conv512_2(wrows, ldw, pan, pstride, k4, b4, acc);
-      ember_q8_conv512_1(wrows, ldw, pan + 2 * pstride, pstride, k4, b4, one);
+      ember_q8_conv512_2(wrows, ldw, pan, pstride, k4, b8, acc);
+      ember_q8_conv512_1(wrows, ldw, pan + 2 * pstride, pstride, k4, b8, one);
       for (int i = 0; i < 4; ++i) acc[4 * i + 2] = one[4 * i];
     } else if (n == 2) {
-      ember_q8_conv512_2(wrows, ldw, pan, pstride, k4, b4, acc);
+      ember_q8_conv512_2(wrows, ldw, pan, pstride, k4, b8, acc);
     } else {
-      ember_q8_conv512_1(wrows, ldw, pan, pstride, k4, b4, acc);
+      ember_q8_conv512_1(wrows, ldw, pan, pstride, k4, b8, acc);
     }
-    if (nfix > 0) ember_q8_add_fixes512(wrows, ldw, pan, pstride, n, k4, nfix, rows, acc);
+    if (nfix > 0) ember_q8_add_fixes512(wrows, ldw, pan, pstride, n, k4, nfix, rows, S, acc);
     for (int i = 0; i < rows; ++i) {
       const __m512 m = y32 != NULL ? _mm512_setzero_ps() : _mm512_set1_ps(mult[i]);
       for (int j = 0; j < n; ++j) {
         const int at = 16 * (j0 + j), count = valid - at < 16 ? valid - at : 16;
         const __mmask16 k = ember_q8_mask16(count);
         if (y32 != NULL)
-          _mm512_mask_storeu_epi32(y32 + i * stride + at, k, acc[4 * i + j]);
+          _mm512_mask_storeu_epi32(y32 + i * stride + at, k, acc[S * i + j]);
         else
-          _mm_mask_storeu_epi8(y + i * stride + at, k, ember_q8_requant512(acc[4 * i + j], m, &v));
+          _mm_mask_storeu_epi8(y + i * stride + at, k, ember_q8_requant512(acc[S * i + j], m, &v));
       }
     }
   }

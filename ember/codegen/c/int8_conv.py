@@ -23,6 +23,12 @@ appended to that block):
 from __future__ import annotations
 
 INT8_CONV_C = r"""
+/* weight rows per block: the AVX-512 tiles take 8 (the ybuf of a chunk holds 8 rows) */
+#if defined(EMBER_Q8_VNNI512)
+#define EMBER_Q8_ROW_BLOCK 8
+#else
+#define EMBER_Q8_ROW_BLOCK 4
+#endif
 /* work below this many multiply-adds runs on one thread (some 20 us) */
 #define EMBER_Q8_PAR_MACS 400000L
 
@@ -106,8 +112,8 @@ static void ember_q8_conv_chunk(const ember_q8_conv_job* j, int pc, uint8_t* pan
   if (j->mode == 2) {
     const int f1 = p0 + 16 * cp < j->F ? p0 + 16 * cp : j->F;
     ember_q8_pack(j->padded + p0, j->offs, K, j->zrow, k4, cp, (uint8_t)j->flip, panels);
-    for (int o0 = 0; o0 < j->M; o0 += 4) {
-      const int rws = j->M - o0 < 4 ? j->M - o0 : 4;
+    for (int o0 = 0; o0 < j->M; o0 += EMBER_Q8_ROW_BLOCK) {
+      const int rws = j->M - o0 < EMBER_Q8_ROW_BLOCK ? j->M - o0 : EMBER_Q8_ROW_BLOCK;
       int32_t* ybuf32 = j->yn32 != NULL ? (int32_t*)ybuf : NULL;
 #if defined(EMBER_Q8_VNNI512)
       ember_q8_conv_block512(j->w + (long)o0 * ldw, ldw, panels, cp, k4, j->nfix, j->bias + o0,
@@ -148,8 +154,8 @@ static void ember_q8_conv_chunk(const ember_q8_conv_job* j, int pc, uint8_t* pan
     ember_q8_pack(rows, j->offs2, K, j->zrow, k4, 1, (uint8_t)j->flip,
                   panels + (long)full * k4 * 64);
   }
-  for (int o0 = 0; o0 < j->M; o0 += 4) {
-    const int rws = j->M - o0 < 4 ? j->M - o0 : 4;
+  for (int o0 = 0; o0 < j->M; o0 += EMBER_Q8_ROW_BLOCK) {
+    const int rws = j->M - o0 < EMBER_Q8_ROW_BLOCK ? j->M - o0 : EMBER_Q8_ROW_BLOCK;
 #if defined(EMBER_Q8_VNNI512)
     const long at = (long)o0 * P + p0;
     ember_q8_conv_block512(j->w + (long)o0 * ldw, ldw, panels, cp, k4, j->nfix, j->bias + o0,
@@ -177,7 +183,7 @@ static int32_t ember_q8_conv_range(int64_t begin, int64_t end, void* cdata) {
                         : (uint8_t*)EmberBackendAllocWorkspace(1, 0, (uint64_t)j->task_bytes, 1, 8);
   if (panels == NULL) return -1;
   uint8_t* ybuf = panels + (long)j->chunk * k4 * 64;
-  uint8_t* rows = ybuf + (j->yn32 != NULL ? 16 : 4) * ld; /* ybuf: 4 rows of bytes or int32 */
+  uint8_t* rows = ybuf + (j->yn32 != NULL ? 32 : 8) * ld; /* ybuf: 8 rows of bytes or int32 */
   for (int64_t u = begin; u < end; ++u)
     ember_q8_conv_chunk(j, (int)u * j->chunk, panels, ybuf, rows);
   if (j->own == NULL) EmberBackendFreeWorkspace(1, 0, panels);
@@ -239,7 +245,7 @@ static int32_t ember_q8_conv_impl(const void* x_, const void* w_, const int32_t*
                                   int32_t is_signed, int32_t chunk, int32_t nfix) {
   const uint8_t* x = (const uint8_t*)x_;
   uint8_t* y = (uint8_t*)y_;
-  const int ybytes = y32 != NULL ? 16 : 4; /* ybuf bytes per position of 4 rows */
+  const int ybytes = y32 != NULL ? 32 : 8; /* ybuf bytes per position of 8 rows */
   const int K = C * KH * KW, k4 = (K + 3) / 4, P = OH * OW, ld = 16 * chunk;
   const int pointwise = KH == 1 && KW == 1 && ph == 0 && pw == 0;
   const int subsample = pointwise && (sh > 1 || sw > 1); /* 1x1 strided: pick the pixels */
