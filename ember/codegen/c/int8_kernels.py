@@ -326,19 +326,20 @@ static inline void ember_q8_pack(const uint8_t* base, const long* offs, int K,
       11, 27, 43, 59, 12, 28, 44, 60, 13, 29, 45, 61, 14, 30, 46, 62, 15, 31, 47, 63};
   const __m512i idx = _mm512_loadu_si512((const void*)ember_q8_pack_idx);
   const __m512i f = _mm512_set1_epi8((char)flip);
-  for (int pp = 0; pp < np; ++pp) {
-    for (int q = 0; q < k4; ++q) {
-      const uint8_t* r[4];
-      for (int t = 0; t < 4; ++t) {
-        int k = 4 * q + t;
-        r[t] = (k < K ? base + offs[k] : zrow) + 16 * pp;
-      }
-      __m512i x = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i*)r[0]));
-      x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i*)r[1]), 1);
-      x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i*)r[2]), 2);
-      x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i*)r[3]), 3);
+  for (int q = 0; q < k4; ++q) { /* the 4 rows' addresses once for all the panels */
+    const uint8_t* r[4];
+    for (int t = 0; t < 4; ++t) {
+      int k = 4 * q + t;
+      r[t] = k < K ? base + offs[k] : zrow;
+    }
+    uint8_t* o = out + (long)q * 64;
+    for (int pp = 0; pp < np; ++pp, o += (long)k4 * 64) {
+      __m512i x = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i*)(r[0] + 16 * pp)));
+      x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i*)(r[1] + 16 * pp)), 1);
+      x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i*)(r[2] + 16 * pp)), 2);
+      x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i*)(r[3] + 16 * pp)), 3);
       x = _mm512_permutexvar_epi8(idx, _mm512_xor_si512(x, f));
-      _mm512_storeu_si512((void*)(out + ((long)pp * k4 + q) * 64), x);
+      _mm512_storeu_si512((void*)o, x);
     }
   }
   return;
