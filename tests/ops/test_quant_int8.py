@@ -138,6 +138,15 @@ def test_conv_int8_output_rows(width: int) -> None:
     _check(model, feeds, "quantized_conv_int8", reference=False)
 
 
+def test_conv_int8_many_output_runs() -> None:
+    """A tall narrow image (200 rows of 3): a chunk's positions hold more output runs than
+    the driver's table of 64, so the rows are found run by run (the other copy loop)."""
+    w = RNG.integers(-64, 64, (5, 3, 3, 3)).astype(np.int8)
+    node = helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], pads=[1, 1, 1, 1])
+    model, feeds = _chain(node, w, 0, True, "uint8", "uint8", False, (1, 3, 200, 3), 5)
+    _check(model, feeds, "quantized_conv_int8", reference=False)
+
+
 @pytest.mark.parametrize(
     "dtype,kernel,strides,pads,dilations,width",
     [

@@ -111,6 +111,22 @@ static void ember_q8_conv_chunk(const ember_q8_conv_job* j, int pc, uint8_t* pan
   const int p0 = 16 * pc;
   if (j->mode == 2) {
     const int f1 = p0 + 16 * cp < j->F ? p0 + 16 * cp : j->F;
+    /* the output runs of the chunk's positions (the same for every row): grid position
+       p0 + run_from -> output run_to, run_n bytes; nrun -1: more than fit, found per row */
+    int run_from[64], run_to[64], run_n[64], nrun = 0;
+    for (int f = p0; f < f1 && nrun >= 0;) {
+      const int oh = f / j->Wp, ow = f % j->Wp;
+      const int run = j->Wp - ow < f1 - f ? j->Wp - ow : f1 - f;
+      if (ow < j->OW) {
+        if (nrun == 64) {
+          nrun = -1;
+          break;
+        }
+        run_from[nrun] = f - p0, run_to[nrun] = oh * j->OW + ow;
+        run_n[nrun++] = j->OW - ow < run ? j->OW - ow : run;
+      }
+      f += run;
+    }
     ember_q8_pack(j->padded + p0, j->offs, K, j->zrow, k4, cp, (uint8_t)j->flip, panels);
     for (int o0 = 0; o0 < j->M; o0 += EMBER_Q8_ROW_BLOCK) {
       const int rws = j->M - o0 < EMBER_Q8_ROW_BLOCK ? j->M - o0 : EMBER_Q8_ROW_BLOCK;
@@ -124,6 +140,18 @@ static void ember_q8_conv_chunk(const ember_q8_conv_job* j, int pc, uint8_t* pan
                            j->bias + o0, j->mult + o0, rws, j->e, ybuf + 16 * pp,
                            ybuf32 != NULL ? ybuf32 + 16 * pp : NULL, ld, 16);
 #endif
+      if (nrun >= 0) { /* the runs found once per chunk */
+        for (int i = 0; i < rws; ++i) {
+          for (int r = 0; r < nrun; ++r) {
+            const long at = (long)(o0 + i) * P + run_to[r], from = (long)i * ld + run_from[r];
+            if (ybuf32 != NULL)
+              memcpy(j->yn32 + at, ybuf32 + from, (size_t)run_n[r] * 4);
+            else
+              ember_q8_copy(j->yn + at, ybuf + from, run_n[r]);
+          }
+        }
+        continue;
+      }
       for (int i = 0; i < rws; ++i) {
         for (int f = p0; f < f1;) {
           const int oh = f / j->Wp, ow = f % j->Wp;
