@@ -19,7 +19,10 @@ relu, round half to even, ``+ zero point``, clamp) on 8 lanes at a time. ``vpmad
 saturates its int16 pair sums, so the compiler only takes this path for weights whose
 pairs satisfy ``255 * (|w0| + |w1|) <= 32767`` (7-bit weights, what onnxruntime's quantizer
 writes for AVX2 with ``reduce_range``): then the result is exact. Without AVX2 (other x86
-levels, Arm, Cortex-M) the same functions run plain C loops with the same arithmetic. Signed
+levels, Arm, Cortex-M) the same functions run plain C loops with the same arithmetic. With
+AVX-512 VNNI (``__AVX512VNNI__`` and ``__AVX512BW__``: Ice Lake server, Zen 4/5) the conv and
+dense drivers take the ``vpdpbusd`` zmm tiles of ``int8_avx512.py`` instead (bit-identical
+bytes), the patch packing one ``vpermb`` per panel step where ``__AVX512VBMI__``. Signed
 activations are made unsigned by flipping their top bit (``x + 128``), the zero point moved
 with them; zero-point corrections (weight row sums) are folded into the bias at build time.
 """
