@@ -106,6 +106,35 @@ EMBER_Q8_TILE512(ember_q8_dense512_2, 4, 2, 4, 1)
 EMBER_Q8_TILE512(ember_q8_dense512_1, 4, 1, 4, 1)
 #undef EMBER_Q8_TILE512
 
+/* one row (unsigned, broadcast) x 4 weight panels, the even and odd K steps in separate
+   accumulators (8 chains: a classifier at batch 1 was latency-bound on the 4 of one row, or
+   computed 4 rows for 1 with the 4-row tile): acc[j] as the 4-row tile's row 0 */
+static __attribute__((noinline, unused)) void ember_q8_dense512_row4(const uint8_t* row,
+                                                                     const uint8_t* panel,
+                                                                     long pstride, int k4,
+                                                                     __m512i* acc) {
+  __m512i c[2][4];
+  _Pragma("GCC unroll 4") for (int j = 0; j < 4; ++j) c[0][j] = c[1][j] = _mm512_setzero_si512();
+  int q = 0;
+  for (; q + 2 <= k4; q += 2) {
+    _Pragma("GCC unroll 2") for (int h = 0; h < 2; ++h) {
+      int32_t t;
+      memcpy(&t, row + 4 * (q + h), 4);
+      const __m512i b = _mm512_set1_epi32(t);
+      _Pragma("GCC unroll 4") for (int j = 0; j < 4; ++j) c[h][j] = _mm512_dpbusd_epi32(
+          c[h][j], b, _mm512_loadu_si512((const void*)(panel + j * pstride + 64 * (q + h))));
+    }
+  }
+  if (q < k4) {
+    int32_t t;
+    memcpy(&t, row + 4 * q, 4);
+    const __m512i b = _mm512_set1_epi32(t);
+    _Pragma("GCC unroll 4") for (int j = 0; j < 4; ++j) c[0][j] = _mm512_dpbusd_epi32(
+        c[0][j], b, _mm512_loadu_si512((const void*)(panel + j * pstride + 64 * q)));
+  }
+  _Pragma("GCC unroll 4") for (int j = 0; j < 4; ++j) acc[j] = _mm512_add_epi32(c[0][j], c[1][j]);
+}
+
 /* acc[S i + j] += the fix slots of rows i < `rows` over panel j < np (see
    ember_q8_add_fixes) */
 static inline void ember_q8_add_fixes512(const uint8_t* wrows, int ldw, const uint8_t* panel,
@@ -215,7 +244,9 @@ static inline void ember_q8_dense_range512(const uint8_t* xr, int ldr, const uin
     const uint8_t* pan = w + pn * pstride;
     for (int r0 = 0; r0 < R; r0 += 4) {
       const uint8_t* rows = xr + (long)r0 * ldr;
-      if (n == 4) {
+      if (n == 4 && R - r0 == 1) {
+        ember_q8_dense512_row4(rows, pan, pstride, k4, acc);
+      } else if (n == 4) {
         ember_q8_dense512_4(rows, ldr, pan, pstride, k4, NULL, acc);
       } else if (n == 3) { /* 2 + 1 */
         __m512i one[16];
