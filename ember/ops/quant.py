@@ -142,6 +142,11 @@ register_schedule("quantized_conv_packed")(schedule_packed_conv)
 #: bytes of patch panels packed per chunk of a convolution (kept in the L2 cache).
 CONV_CHUNK_BYTES = 96 * 1024
 
+#: at least this many panels per chunk, whatever K: the AVX-512 tile covers 4 panels (64
+#: positions) per weight block, and with 1-2 panel chunks (K of 2304-4608: ResNet-50's 3x3
+#: layers at 14x14 and 7x7) it ran 1-2 panel tiles, latency-bound on 4-8 accumulators.
+CONV_MIN_CHUNK = 4
+
 
 def _i32(*values: int) -> list[PrimExpr]:
     return [const(int(v), "int32") for v in values]
@@ -186,11 +191,11 @@ def _epilogue(attrs: Attrs, out_type: Type) -> list[int]:
 
 def _conv_plan(x: te.Tensor, attrs: Attrs, out_type: Type, ybytes: int) -> tuple[list[int], int]:
     """(geometry ints N..dw, scratch bytes) of ``ember_q8_conv``'s driver; ``ybytes``: output
-    bytes per position of a 4-row block (4 requantized, 16 int32)."""
+    bytes per position of an 8-row block (8 requantized, 32 int32: the AVX-512 tiles' rows)."""
     n, c, h, w, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw = _conv_geometry(x, attrs, out_type)
     k4 = (c * kh * kw + 3) // 4
     npan = (oh * ow + 15) // 16
-    chunk = max(1, min(npan, CONV_CHUNK_BYTES // (k4 * 64)))
+    chunk = min(npan, max(CONV_MIN_CHUNK, CONV_CHUNK_BYTES // (k4 * 64)))
     ld = 16 * chunk
     # the padded image as sh x sw phase planes of hq x wq (every tap a contiguous run)
     hq, wq = oh + (kh - 1) * dh // sh, ow + (kw - 1) * dw // sw
@@ -215,7 +220,7 @@ def _fix_slots(w: te.Tensor, geometry: list[int]) -> int:
 def quantized_conv_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
     """``ember_q8_conv``: patches packed per chunk of 16-position panels, 4x16 int8 tiles."""
     ty = out_tensor_type(out_type)
-    geometry, nbytes = _conv_plan(inputs[0], attrs, out_type, 4)
+    geometry, nbytes = _conv_plan(inputs[0], attrs, out_type, 8)
     ints, chunk = geometry[:-1], geometry[-1]
     flip = 128 if attrs["flip"] else 0  # the padding byte: the data's own zero point
     ints += [int(attrs["x_zero_point"]) ^ flip, flip]
@@ -227,7 +232,7 @@ def quantized_conv_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -
 def quantized_conv_integer_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
     """``ember_q8_conv_integer``: the convolution's driver, int32 out, a run-time zero point."""
     ty = out_tensor_type(out_type)
-    geometry, nbytes = _conv_plan(inputs[0], attrs, out_type, 16)
+    geometry, nbytes = _conv_plan(inputs[0], attrs, out_type, 32)
     ints = geometry[:-1] + [int(bool(attrs["flip"])) * 128, geometry[-1]]
     ints.append(_fix_slots(inputs[2], geometry))
     nbytes += (4 * int(attrs["channels"]) + 63) // 64 * 64

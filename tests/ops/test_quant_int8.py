@@ -1,5 +1,6 @@
 """The whole-layer int8 kernels (``quantized_conv_int8``, ``quantized_dwconv_int8``,
-``quantized_dense_int8``) against onnxruntime on odd sizes.
+``quantized_dense_int8``) against onnxruntime on odd sizes, on every path: AVX-512 VNNI
+(where the host has it), AVX2 and portable C.
 
 Each case is a QDQ chain (the form onnxruntime's quantizer writes) with 7-bit weights, so
 both onnxruntime's u8s8 kernels and ember's ``vpmaddubsw`` tiles compute the exact integer
@@ -25,6 +26,7 @@ from ember.errors import CompileError
 from ember.examples.models import make_model
 from ember.frontend import from_onnx
 from ember.ir import Call, post_order
+from ember.runtime.cpu_features import host_features
 from ember.runtime.threads import num_threads
 from ember.testing import build_model, run_onnx_compiled, run_onnx_reference, run_onnxruntime
 from ember.testing.quantize import quantize_static
@@ -34,6 +36,12 @@ pytestmark = pytest.mark.cc
 RNG = np.random.default_rng(7)
 #: a CPU without AVX2 (x86-64-v2: SSE4.2): the portable C loops
 PORTABLE = "c -mcpu=x86-64-v2"
+#: AVX2 without AVX-512 (Zen 3): the vpmaddubsw tiles
+AVX2 = "c -mcpu=znver3"
+#: AVX-512 with VNNI (Ice Lake server): the vpdpbusd zmm tiles of int8_avx512.py
+AVX512_VNNI = "c -mcpu=icelake-server"
+#: whether this host runs AVX512_VNNI code (elsewhere those builds cannot load)
+HAS_VNNI512 = {"avx512_vnni", "avx512bw", "avx512vl"} <= host_features()
 
 
 def _qp(name: str, scale, zp) -> dict[str, np.ndarray]:
@@ -86,6 +94,10 @@ def _check(model, feeds, op: str, reference: bool = True) -> None:
         np.testing.assert_array_equal(run_onnx_reference(model, feeds)[0], want)
     np.testing.assert_array_equal(run_onnx_compiled(model, feeds)[0], want)
     np.testing.assert_array_equal(run_onnx_compiled(model, feeds, target=PORTABLE)[0], want)
+    np.testing.assert_array_equal(run_onnx_compiled(model, feeds, target=AVX2)[0], want)
+    if HAS_VNNI512:
+        got = run_onnx_compiled(model, feeds, target=AVX512_VNNI)[0]
+        np.testing.assert_array_equal(got, want)
 
 
 def _conv_case(x_dtype: str, y_dtype: str, per_channel: bool, relu: bool, group_dw: bool,
@@ -123,6 +135,15 @@ def test_conv_int8_output_rows(width: int) -> None:
     w = RNG.integers(-64, 64, (5, 3, 3, 3)).astype(np.int8)
     node = helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], pads=[1, 1, 1, 1])
     model, feeds = _chain(node, w, 0, True, "uint8", "uint8", False, (1, 3, 6, width), 5)
+    _check(model, feeds, "quantized_conv_int8", reference=False)
+
+
+def test_conv_int8_many_output_runs() -> None:
+    """A tall narrow image (200 rows of 3): a chunk's positions hold more output runs than
+    the driver's table of 64, so the rows are found run by run (the other copy loop)."""
+    w = RNG.integers(-64, 64, (5, 3, 3, 3)).astype(np.int8)
+    node = helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], pads=[1, 1, 1, 1])
+    model, feeds = _chain(node, w, 0, True, "uint8", "uint8", False, (1, 3, 200, 3), 5)
     _check(model, feeds, "quantized_conv_int8", reference=False)
 
 
@@ -400,3 +421,39 @@ def test_dense_int8_splits_its_panels_across_threads() -> None:
     want = run_onnxruntime(model, feeds)[0]
     with num_threads(2):
         np.testing.assert_array_equal(run_onnx_compiled(model, feeds)[0], want)
+
+
+@pytest.mark.skipif(not HAS_VNNI512, reason="the host has no AVX512_VNNI")
+@pytest.mark.parametrize(
+    "kernel,strides,group_dw,x_dtype,op",
+    [
+        ((3, 3), (1, 1), False, "uint8", "quantized_conv_int8"),  # 4-panel tiles, 2-panel tail
+        ((1, 1), (1, 1), False, "int8", "quantized_conv_int8"),  # masked stores of the tail
+        ((3, 3), (2, 2), False, "uint8", "quantized_conv_int8"),
+        ((3, 3), (1, 1), True, "int8", "quantized_dwconv_int8"),
+        ((3, 3), (2, 2), True, "uint8", "quantized_dwconv_int8"),
+    ],
+)
+def test_int8_avx512_vnni_equals_avx2_bitwise(kernel, strides, group_dw, x_dtype, op) -> None:
+    """The zmm vpdpbusd tiles and int32-clamp stores give the AVX2 build's bytes."""
+    model, feeds = _big_conv(kernel, strides, group_dw, x_dtype)
+    assert op in _ops(model)
+    with num_threads(1):
+        wide = run_onnx_compiled(model, feeds, target=AVX512_VNNI)[0]
+        narrow = run_onnx_compiled(model, feeds, target=AVX2)[0]
+    np.testing.assert_array_equal(wide, narrow)
+
+
+@pytest.mark.skipif(not HAS_VNNI512, reason="the host has no AVX512_VNNI")
+@pytest.mark.parametrize("rows,units", [(1, 200), (7, 40), (64, 232)])
+def test_dense_int8_avx512_vnni_equals_avx2_bitwise(rows: int, units: int) -> None:
+    """Dense tiles of 4 rows x 1-4 panels (the 3-panel group as 2 + 1), 1 row, column tails;
+    onnxruntime within one step (its float requantization rounds a rare tie otherwise)."""
+    w = RNG.integers(-64, 64, (units, 96)).astype(np.int8)
+    node = helper.make_node("Gemm", ["xd", "wd", "bd"], ["c"], transB=1)
+    model, feeds = _chain(node, w, 0, True, "int8", "uint8", True, (rows, 96), units)
+    assert "quantized_dense_int8" in _ops(model)
+    want = run_onnxruntime(model, feeds)[0]
+    wide = run_onnx_compiled(model, feeds, target=AVX512_VNNI)[0]
+    np.testing.assert_array_equal(wide, run_onnx_compiled(model, feeds, target=AVX2)[0])
+    assert np.abs(wide.astype(np.int32) - want).max() <= 1  # onnxruntime rounds a rare tie

@@ -23,6 +23,12 @@ appended to that block):
 from __future__ import annotations
 
 INT8_CONV_C = r"""
+/* weight rows per block: the AVX-512 tiles take 8 (the ybuf of a chunk holds 8 rows) */
+#if defined(EMBER_Q8_VNNI512)
+#define EMBER_Q8_ROW_BLOCK 8
+#else
+#define EMBER_Q8_ROW_BLOCK 4
+#endif
 /* work below this many multiply-adds runs on one thread (some 20 us) */
 #define EMBER_Q8_PAR_MACS 400000L
 
@@ -105,14 +111,47 @@ static void ember_q8_conv_chunk(const ember_q8_conv_job* j, int pc, uint8_t* pan
   const int p0 = 16 * pc;
   if (j->mode == 2) {
     const int f1 = p0 + 16 * cp < j->F ? p0 + 16 * cp : j->F;
+    /* the output runs of the chunk's positions (the same for every row): grid position
+       p0 + run_from -> output run_to, run_n bytes; nrun -1: more than fit, found per row */
+    int run_from[64], run_to[64], run_n[64], nrun = 0;
+    for (int f = p0; f < f1 && nrun >= 0;) {
+      const int oh = f / j->Wp, ow = f % j->Wp;
+      const int run = j->Wp - ow < f1 - f ? j->Wp - ow : f1 - f;
+      if (ow < j->OW) {
+        if (nrun == 64) {
+          nrun = -1;
+          break;
+        }
+        run_from[nrun] = f - p0, run_to[nrun] = oh * j->OW + ow;
+        run_n[nrun++] = j->OW - ow < run ? j->OW - ow : run;
+      }
+      f += run;
+    }
     ember_q8_pack(j->padded + p0, j->offs, K, j->zrow, k4, cp, (uint8_t)j->flip, panels);
-    for (int o0 = 0; o0 < j->M; o0 += 4) {
-      const int rws = j->M - o0 < 4 ? j->M - o0 : 4;
+    for (int o0 = 0; o0 < j->M; o0 += EMBER_Q8_ROW_BLOCK) {
+      const int rws = j->M - o0 < EMBER_Q8_ROW_BLOCK ? j->M - o0 : EMBER_Q8_ROW_BLOCK;
       int32_t* ybuf32 = j->yn32 != NULL ? (int32_t*)ybuf : NULL;
+#if defined(EMBER_Q8_VNNI512)
+      ember_q8_conv_block512(j->w + (long)o0 * ldw, ldw, panels, cp, k4, j->nfix, j->bias + o0,
+                             j->mult + o0, rws, j->e, ybuf, ybuf32, ld, 16 * cp);
+#else
       for (int pp = 0; pp < cp; ++pp)
         ember_q8_conv_tile(j->w + (long)o0 * ldw, ldw, panels + (long)pp * k4 * 64, k4, j->nfix,
                            j->bias + o0, j->mult + o0, rws, j->e, ybuf + 16 * pp,
                            ybuf32 != NULL ? ybuf32 + 16 * pp : NULL, ld, 16);
+#endif
+      if (nrun >= 0) { /* the runs found once per chunk */
+        for (int i = 0; i < rws; ++i) {
+          for (int r = 0; r < nrun; ++r) {
+            const long at = (long)(o0 + i) * P + run_to[r], from = (long)i * ld + run_from[r];
+            if (ybuf32 != NULL)
+              memcpy(j->yn32 + at, ybuf32 + from, (size_t)run_n[r] * 4);
+            else
+              ember_q8_copy(j->yn + at, ybuf + from, run_n[r]);
+          }
+        }
+        continue;
+      }
       for (int i = 0; i < rws; ++i) {
         for (int f = p0; f < f1;) {
           const int oh = f / j->Wp, ow = f % j->Wp;
@@ -143,8 +182,16 @@ static void ember_q8_conv_chunk(const ember_q8_conv_job* j, int pc, uint8_t* pan
     ember_q8_pack(rows, j->offs2, K, j->zrow, k4, 1, (uint8_t)j->flip,
                   panels + (long)full * k4 * 64);
   }
-  for (int o0 = 0; o0 < j->M; o0 += 4) {
-    const int rws = j->M - o0 < 4 ? j->M - o0 : 4;
+  for (int o0 = 0; o0 < j->M; o0 += EMBER_Q8_ROW_BLOCK) {
+    const int rws = j->M - o0 < EMBER_Q8_ROW_BLOCK ? j->M - o0 : EMBER_Q8_ROW_BLOCK;
+#if defined(EMBER_Q8_VNNI512)
+    const long at = (long)o0 * P + p0;
+    ember_q8_conv_block512(j->w + (long)o0 * ldw, ldw, panels, cp, k4, j->nfix, j->bias + o0,
+                           j->mult + o0, rws, j->e, j->yn + at,
+                           j->yn32 != NULL ? j->yn32 + at : NULL, P,
+                           P - p0 < 16 * cp ? P - p0 : 16 * cp);
+    continue;
+#endif
     for (int pp = 0; pp < cp; ++pp) {
       const int p = p0 + 16 * pp, count = P - p < 16 ? P - p : 16;
       const long at = (long)o0 * P + p;
@@ -164,7 +211,7 @@ static int32_t ember_q8_conv_range(int64_t begin, int64_t end, void* cdata) {
                         : (uint8_t*)EmberBackendAllocWorkspace(1, 0, (uint64_t)j->task_bytes, 1, 8);
   if (panels == NULL) return -1;
   uint8_t* ybuf = panels + (long)j->chunk * k4 * 64;
-  uint8_t* rows = ybuf + (j->yn32 != NULL ? 16 : 4) * ld; /* ybuf: 4 rows of bytes or int32 */
+  uint8_t* rows = ybuf + (j->yn32 != NULL ? 32 : 8) * ld; /* ybuf: 8 rows of bytes or int32 */
   for (int64_t u = begin; u < end; ++u)
     ember_q8_conv_chunk(j, (int)u * j->chunk, panels, ybuf, rows);
   if (j->own == NULL) EmberBackendFreeWorkspace(1, 0, panels);
@@ -226,7 +273,7 @@ static int32_t ember_q8_conv_impl(const void* x_, const void* w_, const int32_t*
                                   int32_t is_signed, int32_t chunk, int32_t nfix) {
   const uint8_t* x = (const uint8_t*)x_;
   uint8_t* y = (uint8_t*)y_;
-  const int ybytes = y32 != NULL ? 16 : 4; /* ybuf bytes per position of 4 rows */
+  const int ybytes = y32 != NULL ? 32 : 8; /* ybuf bytes per position of 8 rows */
   const int K = C * KH * KW, k4 = (K + 3) / 4, P = OH * OW, ld = 16 * chunk;
   const int pointwise = KH == 1 && KW == 1 && ph == 0 && pw == 0;
   const int subsample = pointwise && (sh > 1 || sw > 1); /* 1x1 strided: pick the pixels */
@@ -330,6 +377,11 @@ static inline void ember_q8_unsigned_rows(const uint8_t* x, int R, int R4, int K
 static int32_t ember_q8_dense_range(int64_t begin, int64_t end, void* cdata) {
   const ember_q8_dense_job* j = (const ember_q8_dense_job*)cdata;
   const int k4 = j->k4, ldr = 4 * k4, R = j->R, N = j->N;
+#if defined(EMBER_Q8_VNNI512)
+  ember_q8_dense_range512(j->xr, ldr, j->w, k4, j->bias, j->mult, j->e, j->y, j->y32, R, N,
+                          (int)begin, (int)end);
+  return 0;
+#endif
   for (int64_t pn = begin; pn < end; ++pn) {
     const uint8_t* panel = j->w + (long)pn * k4 * 64;
     const int n0 = 16 * (int)pn, count = N - n0 < 16 ? N - n0 : 16;

@@ -115,6 +115,35 @@ static inline void ember_q8_dw_taps(const int16_t* pa, const int16_t* pb, const 
   *hi = _mm256_add_epi32(*hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(va, vb), wp));
 }
 
+#if defined(__AVX512BW__)
+/* ember_q8_dw_taps on 32 outputs: lo, hi hold positions 0-3, 8-11, 16-19, 24-27 and 4-7,
+   12-15, 20-23, 28-31 (vpunpcklwd/vpunpckhwd per 128-bit lane) */
+static inline void ember_q8_dw_taps512(const int16_t* pa, const int16_t* pb, const int16_t* w,
+                                       __m512i* lo, __m512i* hi) {
+  const __m512i va = _mm512_loadu_si512((const void*)pa);
+  const __m512i vb = _mm512_loadu_si512((const void*)pb);
+  const uint32_t pair = (uint16_t)w[0] | ((uint32_t)(uint16_t)w[1] << 16);
+  const __m512i wp = _mm512_set1_epi32((int32_t)pair);
+  *lo = _mm512_add_epi32(*lo, _mm512_madd_epi16(_mm512_unpacklo_epi16(va, vb), wp));
+  *hi = _mm512_add_epi32(*hi, _mm512_madd_epi16(_mm512_unpackhi_epi16(va, vb), wp));
+}
+
+/* ember_q8_store16c (interleaved) on 32 outputs: the per-lane int16 pack puts them in
+   order; the byte saturation of the pack is the min with hi (s >= lo already) */
+static inline void ember_q8_store32_dw(__m512i a0, __m512i a1, __m512 m, __m512i zy, __m512i lo,
+                                       __m512i hi, int cap, uint8_t* dst) {
+  __m512 v0 = _mm512_mul_ps(_mm512_cvtepi32_ps(a0), m);
+  __m512 v1 = _mm512_mul_ps(_mm512_cvtepi32_ps(a1), m);
+  if (cap) {
+    v0 = _mm512_min_ps(v0, _mm512_set1_ps(1073741824.0f));
+    v1 = _mm512_min_ps(v1, _mm512_set1_ps(1073741824.0f));
+  }
+  __m512i s = _mm512_packs_epi32(_mm512_cvtps_epi32(v0), _mm512_cvtps_epi32(v1));
+  s = _mm512_min_epi16(_mm512_max_epi16(_mm512_adds_epi16(s, zy), lo), hi);
+  _mm256_storeu_si256((__m256i*)dst, _mm512_cvtepi16_epi8(s));
+}
+#endif
+
 /* one channel of a depthwise convolution over flattened phase planes: the padded plane
    split into sh x sw phases (phase (a, b): padded rows a, a + sh, ..., columns b, b + sw,
    ...; Hq x Wq each), so a tap is a contiguous run of one phase and output (oh, ow) sits at
@@ -152,7 +181,26 @@ static inline void ember_q8_dw_flat(const uint8_t* xc, const int16_t* wc, int32_
   const __m256 m = _mm256_set1_ps(mult);
   const __m256i zy = _mm256_set1_epi16(e->zy16), lo16 = _mm256_set1_epi16(e->lo16);
   const int is_signed = e->is_signed, cap = e->cap;
-  for (int f = 0; f < F; f += 16) {
+  int f = 0;
+#if defined(__AVX512BW__)
+  /* 32 lanes per zmm (the planes and tmp leave room for the 32-lane spill) */
+  const __m512i zy32 = _mm512_set1_epi16(e->zy16), lo32 = _mm512_set1_epi16(e->lo16);
+  const __m512i hi32 = _mm512_set1_epi16(is_signed ? 127 : 255), bv32 = _mm512_set1_epi32(bias);
+  const __m512 m32 = _mm512_set1_ps(mult);
+  for (; f < F; f += 32) {
+    __m512i lo = _mm512_setzero_si512(), hi = lo;
+    for (int t = 0; t < T2; t += 2) {
+      const int ta = t, tb = t + 1 < T ? t + 1 : t;
+      const int ra = (ta / KW) * dh, ca = (ta % KW) * dw, rb = (tb / KW) * dh, cb = (tb % KW) * dw;
+      const int16_t* pa = plane + ((ra % sh) * sw + ca % sw) * pq + (ra / sh) * Wq + ca / sw + f;
+      const int16_t* pb = plane + ((rb % sh) * sw + cb % sw) * pq + (rb / sh) * Wq + cb / sw + f;
+      ember_q8_dw_taps512(pa, pb, wc + t, &lo, &hi);
+    }
+    ember_q8_store32_dw(_mm512_add_epi32(lo, bv32), _mm512_add_epi32(hi, bv32), m32, zy32, lo32,
+                        hi32, cap, tmp + f);
+  }
+#endif
+  for (; f < F; f += 16) {
     __m256i lo = _mm256_setzero_si256(), hi = lo;
     for (int t = 0; t < T2; t += 2) { /* constant offsets once inlined with the geometry */
       const int ta = t, tb = t + 1 < T ? t + 1 : t;
@@ -331,6 +379,23 @@ static inline int32_t ember_q8_qlinear_add(const void* a_, const void* b_, void*
   uint8_t* y = (uint8_t*)y_;
   const float lo = is_signed ? -128.0f : 0.0f, hi = is_signed ? 127.0f : 255.0f;
   int i = 0;
+#if defined(__AVX512BW__) && defined(__FMA__)
+  { /* the same steps on 16 lanes */
+    const __m512 ra16 = _mm512_set1_ps(ra), rb16 = _mm512_set1_ps(rb), f16 = _mm512_set1_ps(fixed);
+    const __m512 lo16 = _mm512_set1_ps(lo), hi16 = _mm512_set1_ps(hi);
+    for (; i + 16 <= n; i += 16) {
+      const __m128i a8 = _mm_loadu_si128((const __m128i*)(a + i));
+      const __m128i b8 = _mm_loadu_si128((const __m128i*)(b + i));
+      const __m512i ai = a_signed ? _mm512_cvtepi8_epi32(a8) : _mm512_cvtepu8_epi32(a8);
+      const __m512i bi = b_signed ? _mm512_cvtepi8_epi32(b8) : _mm512_cvtepu8_epi32(b8);
+      __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ai), ra16,
+                                 _mm512_fmadd_ps(_mm512_cvtepi32_ps(bi), rb16, f16));
+      v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      const __m512i q = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(v, lo16), hi16));
+      _mm_storeu_si128((__m128i*)(y + i), _mm512_cvtepi32_epi8(q)); /* in range: truncation */
+    }
+  }
+#endif
 #if defined(__AVX2__) && defined(__FMA__)
   const __m256 vra = _mm256_set1_ps(ra), vrb = _mm256_set1_ps(rb), vf = _mm256_set1_ps(fixed);
   const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);

@@ -19,13 +19,17 @@ relu, round half to even, ``+ zero point``, clamp) on 8 lanes at a time. ``vpmad
 saturates its int16 pair sums, so the compiler only takes this path for weights whose
 pairs satisfy ``255 * (|w0| + |w1|) <= 32767`` (7-bit weights, what onnxruntime's quantizer
 writes for AVX2 with ``reduce_range``): then the result is exact. Without AVX2 (other x86
-levels, Arm, Cortex-M) the same functions run plain C loops with the same arithmetic. Signed
+levels, Arm, Cortex-M) the same functions run plain C loops with the same arithmetic. With
+AVX-512 VNNI (``__AVX512VNNI__`` and ``__AVX512BW__``: Ice Lake server, Zen 4/5) the conv and
+dense drivers take the ``vpdpbusd`` zmm tiles of ``int8_avx512.py`` instead (bit-identical
+bytes), the patch packing one ``vpermb`` per panel step where ``__AVX512VBMI__``. Signed
 activations are made unsigned by flipping their top bit (``x + 128``), the zero point moved
 with them; zero-point corrections (weight row sums) are folded into the bias at build time.
 """
 
 from __future__ import annotations
 
+from ember.codegen.c.int8_avx512 import INT8_AVX512_C
 from ember.codegen.c.int8_conv import INT8_CONV_C
 from ember.codegen.c.int8_dynamic import INT8_DYNAMIC_C
 from ember.codegen.c.int8_tails import INT8_TAIL_TILES_C
@@ -317,6 +321,32 @@ static inline void ember_q8_add_fixes_ref(const uint8_t* wrows, int ldw, const u
 static inline void ember_q8_pack(const uint8_t* base, const long* offs, int K,
                           const uint8_t* zrow, int k4,
                           int np, uint8_t flip, uint8_t* out) {
+#if defined(__AVX512VBMI__)
+  /* the 4 rows' 16 bytes in one zmm, interleaved by one vpermb: out 4j + t = in 16t + j */
+  static const uint8_t ember_q8_pack_idx[64] = {
+      0, 16, 32, 48, 1, 17, 33, 49, 2, 18, 34, 50, 3, 19, 35, 51, 4, 20, 36, 52, 5, 21,
+      37, 53, 6, 22, 38, 54, 7, 23, 39, 55, 8, 24, 40, 56, 9, 25, 41, 57, 10, 26, 42, 58,
+      11, 27, 43, 59, 12, 28, 44, 60, 13, 29, 45, 61, 14, 30, 46, 62, 15, 31, 47, 63};
+  const __m512i idx = _mm512_loadu_si512((const void*)ember_q8_pack_idx);
+  const __m512i f = _mm512_set1_epi8((char)flip);
+  for (int q = 0; q < k4; ++q) { /* the 4 rows' addresses once for all the panels */
+    const uint8_t* r[4];
+    for (int t = 0; t < 4; ++t) {
+      int k = 4 * q + t;
+      r[t] = k < K ? base + offs[k] : zrow;
+    }
+    uint8_t* o = out + (long)q * 64;
+    for (int pp = 0; pp < np; ++pp, o += (long)k4 * 64) {
+      __m512i x = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i*)(r[0] + 16 * pp)));
+      x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i*)(r[1] + 16 * pp)), 1);
+      x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i*)(r[2] + 16 * pp)), 2);
+      x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i*)(r[3] + 16 * pp)), 3);
+      x = _mm512_permutexvar_epi8(idx, _mm512_xor_si512(x, f));
+      _mm512_storeu_si512((void*)o, x);
+    }
+  }
+  return;
+#endif
   for (int pp = 0; pp < np; ++pp) {
     for (int q = 0; q < k4; ++q) {
       const uint8_t* r[4];
@@ -349,4 +379,4 @@ static inline void ember_q8_pack(const uint8_t* base, const long* offs, int K,
 
 #: the whole helper block: tiles, packing, stores, the tail tiles, then the conv, dense and
 #: MatMulInteger drivers.
-INT8_KERNELS_C = _TILES_C + INT8_TAIL_TILES_C + INT8_CONV_C + INT8_DYNAMIC_C
+INT8_KERNELS_C = _TILES_C + INT8_TAIL_TILES_C + INT8_AVX512_C + INT8_CONV_C + INT8_DYNAMIC_C
