@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 import llvmlite.binding as llvm
 
 from ember.codegen.c.abi import symbol_name, symbolic_extents
+from ember.codegen.llvm.branch_allocs import split_branch_allocs
 from ember.codegen.llvm.codegen import FuncGen, Options, Scope
 from ember.codegen.llvm.ir_text import ModuleContext, Val, value_type
 from ember.codegen.llvm.jit import LLVMJitArtifact, jit_loader
@@ -91,7 +92,8 @@ def unpacked_function(func: PrimFunc, ctx: ModuleContext, opts: Options) -> list
     """The unpacked function of ``func`` and the lambdas of its parallel loops."""
     verify(func)
     sym = symbol_name(func)
-    func = unroll_loops(vectorize_loops(split_vector_loops(split_select_loops(func))))
+    func = split_vector_loops(split_select_loops(split_branch_allocs(func)))
+    func = unroll_loops(vectorize_loops(func))
     scope = Scope()
     gen = FuncGen(ctx, func, opts, scope)
     gen.func_symbol = sym
