@@ -16,6 +16,12 @@ at 32x32 with 12-column tiles on AVX-512: 2.4x the time of the same kernel with
 else: B)`` becomes ``if c: allocate(b, A) else: allocate(b, B)``: two allocas, and the
 full tile's is promoted to registers whatever happens to the tail's. The buffer is not
 live across the branch (its scope is exactly the branch), so the result is the same.
+
+Only for CPUs with BRANCH_ALLOC_REGISTERS vector registers (the build's ``Options``): on
+AVX2's 16 the tiles are sized to the last register (6 x 2 accumulators, a weight pair
+and a broadcast), and with the split LLVM's register allocator spilled two accumulators
+in the reduction loop of yolo's 1x1 tiles with SiLU (1.5-1.9x those kernels' time,
+``-mcpu=haswell`` on Zen 5), where the shared buffer had left them all in registers.
 """
 
 from __future__ import annotations
@@ -26,6 +32,11 @@ from typing import Any
 from ember.tir.expr import BufferLoad
 from ember.tir.functor import IRMutator, post_order_visit
 from ember.tir.stmt import Allocate, IfThenElse, PrimFunc, Stmt, StorageKind
+
+#: the fewest vector registers of a CPU whose builds split branch allocations (AVX-512's
+#: 32; Zen 5, one thread, thread CPU time, llvm/c with 14-column tiles: yolo 0.97 -> 0.90,
+#: resnet8 0.89 -> 0.87, mobilenet_v2 1.07 -> 1.03; AVX2's 16: see the module text)
+BRANCH_ALLOC_REGISTERS = 32
 
 
 def _reads(cond: Any, alloc: Allocate) -> bool:
@@ -61,4 +72,4 @@ def split_branch_allocs(func: PrimFunc) -> PrimFunc:
     return _Split().visit_func(func)
 
 
-__all__ = ["split_branch_allocs"]
+__all__ = ["split_branch_allocs", "BRANCH_ALLOC_REGISTERS"]

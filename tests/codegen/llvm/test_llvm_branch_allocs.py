@@ -110,3 +110,17 @@ def test_tail_tiles_compute_what_c_computes(monkeypatch, cols):
         mod = IRModule({"main": Function(func.params, func.body)})
         outs.append(run_artifacts(build(mod, target), {"x": xs[0]})[0])
     np.testing.assert_allclose(outs[0], outs[1], rtol=1e-5, atol=1e-5)
+
+
+def test_only_cpus_with_32_vector_registers_split():
+    """AVX2 keeps one buffer: its 16 registers spilled accumulators of yolo's split tiles."""
+    from ember.codegen.llvm.build import LLVMOptions
+    from ember.target import Target
+
+    for spec, split in [
+        ("llvm -mcpu=haswell", False),
+        ("llvm -mcpu=skylake-avx512 -mattr=-avx512f", False),
+        ("llvm -mcpu=skylake-avx512", True),
+        ("llvmjit -mcpu=znver4", True),
+    ]:
+        assert LLVMOptions(Target.create(spec)).codegen.split_branch_allocs is split
