@@ -78,8 +78,19 @@ class RegisterTiles:
 #: writes unrolled tiles out (tir.transform.unroll_loops) so SROA keeps them in registers,
 #: which needs tiles that fit: 14 columns 8.1 ms, 5 3.3, 4 3.1, 3 4.2 (c 4.4 at the time);
 #: matmul 6x16 0.97 ms, 4x16 1.28, 8x64 2.90.
+#: ``llvm x86-avx512`` (the llvm kinds on an AVX-512 CPU, see register_tiles): the AVX2 row's
+#: 4 columns are 4 accumulators of 16 floats, half of the 8 that two FMA units of 4 cycles'
+#: latency need (resnet8's 3x3 tiles ran at 50% of the FMA limit). Zen 5, one thread, thread
+#: CPU time, builds interleaved in one process, load 4-11, llvm/c per model for tiles of
+#: 4 / 8 / 10 / 14 columns (matmul 6x16 / 6x16 / 8x32 / 8x64): resnet8 1.30 / 0.82 / 0.86 /
+#: 0.90, crnn 1.34 / 1.47 / 0.97 / 0.96, yolo 1.37 / 0.99 / 0.88 / 0.97, dbnet 1.37 / 0.99 /
+#: 0.95 / 0.94, resnet50 1.32 / 1.00 / 0.97 / 0.97; 14 x (8, 32) matched 14 x (8, 64)
+#: everywhere (0.94-0.99). 12 columns: crnn 1.68 (25 columns = 12 + 12 + a guarded tile
+#: with 1 column in range). With the full and tail tiles' buffers split
+#: (codegen.llvm.branch_allocs) 14 columns ran yolo at 0.89. C's own tiles, then.
 TILES: dict[str, RegisterTiles] = {
     "x86-avx512": RegisterTiles(14, (8, 64)),
+    "llvm x86-avx512": RegisterTiles(14, (8, 64)),
     "llvm": RegisterTiles(4, (6, 16)),
     "x86-avx2": RegisterTiles(4, (6, 16)),
     "cpu": RegisterTiles(14, (8, 64)),
@@ -130,10 +141,12 @@ def residual_epilogue(output: te.Tensor, acc: te.Stage) -> bool:
 
 
 def register_tiles(target: Target) -> RegisterTiles:
-    """The register tiles for ``target`` (its most specific key with a row in TILES)."""
+    """The register tiles for ``target``: its most specific key with a row in TILES, a row
+    named ``"<key> <CPU record key>"`` (``"llvm x86-avx512"``) before the key's own."""
     for key in target.keys:
-        if key in TILES:
-            return TILES[key]
+        for name in (f"{key} {target.cpu.key}", key):
+            if name in TILES:
+                return TILES[name]
     return TILES["cpu"]
 
 

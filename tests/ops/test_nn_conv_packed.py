@@ -319,10 +319,17 @@ def test_full_tiles_have_no_guard_in_the_reduction(size):
 
 
 def test_avx2_tiles_fit_avx2_registers_and_avx512_keeps_the_wide_ones():
+    """The register tile row each kind and CPU gets (llvm on AVX-512: its own row)."""
     from ember.ops.nn_schedule_tiles import TILES
 
-    for cpu in ("haswell", "skylake-avx512"):
-        assert register_tiles(Target.create(f"llvm -mcpu={cpu}")) == TILES["llvm"]
+    for kind in ("llvm", "llvmjit"):
+        for llvm_avx2 in ("-mcpu=haswell", "-mcpu=skylake-avx512 -mattr=-avx512f"):
+            assert register_tiles(Target.create(f"{kind} {llvm_avx2}")) is TILES["llvm"]
+        # AVX-512's 32 registers: the llvm kinds take a row of their own, not AVX2's
+        wide = register_tiles(Target.create(f"{kind} -mcpu=skylake-avx512"))
+        assert wide is TILES["llvm x86-avx512"]
+        assert wide.conv_cols + 2 <= 32 and wide.matmul[0] * wide.matmul[1] // 16 <= 32
+        assert wide.conv_cols >= 8  # 2 FMA units x 4 cycles of latency: 8 accumulators
     # C contracts reduction updates into FMAs (codegen/c/contract.py): the small tiles win
     assert register_tiles(Target.create("c -mcpu=haswell")) == TILES["x86-avx2"]
     assert register_tiles(Target.create("c -mcpu=skylake-avx512")) == TILES["x86-avx512"]

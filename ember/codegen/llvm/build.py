@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 import llvmlite.binding as llvm
 
 from ember.codegen.c.abi import symbol_name, symbolic_extents
+from ember.codegen.llvm.branch_allocs import BRANCH_ALLOC_REGISTERS, split_branch_allocs
 from ember.codegen.llvm.codegen import FuncGen, Options, Scope
 from ember.codegen.llvm.ir_text import ModuleContext, Val, value_type
 from ember.codegen.llvm.jit import LLVMJitArtifact, jit_loader
@@ -65,7 +66,11 @@ class LLVMOptions:
         self.mtriple: str = target["mtriple"]
         self.mattr: str = target["mattr"]
         self.opt_level: int = target["opt-level"]
-        self.codegen = Options(target["num-threads"], bool(target["export-unpacked"]))
+        self.codegen = Options(
+            target["num-threads"],
+            bool(target["export-unpacked"]),
+            target.cpu.vector_registers >= BRANCH_ALLOC_REGISTERS,
+        )
         self.jobs: int = target["jobs"]
 
     def spec(self) -> MachineSpec:
@@ -91,7 +96,10 @@ def unpacked_function(func: PrimFunc, ctx: ModuleContext, opts: Options) -> list
     """The unpacked function of ``func`` and the lambdas of its parallel loops."""
     verify(func)
     sym = symbol_name(func)
-    func = unroll_loops(vectorize_loops(split_vector_loops(split_select_loops(func))))
+    if opts.split_branch_allocs:
+        func = split_branch_allocs(func)
+    func = split_vector_loops(split_select_loops(func))
+    func = unroll_loops(vectorize_loops(func))
     scope = Scope()
     gen = FuncGen(ctx, func, opts, scope)
     gen.func_symbol = sym

@@ -56,6 +56,9 @@ class Options:
 
     num_threads: int = 0
     export_unpacked: bool = False
+    #: allocate a stack buffer on each side of the if/else that is its scope
+    #: (branch_allocs.split_branch_allocs; on CPUs with BRANCH_ALLOC_REGISTERS registers)
+    split_branch_allocs: bool = False
 
 
 @dataclass

@@ -24,6 +24,7 @@ from ember.tir.expr import GE, GT, LE, LT, CmpOp, IntImm, PrimExpr, Select, Var
 from ember.tir.functor import IRMutator, post_order_visit, substitute
 from ember.tir.simplify import simplify
 from ember.tir.stmt import For, ForKind, PrimFunc, Stmt, seq
+from ember.tir.transform.constant_loops import ConstantLoopRewriter
 
 #: the most loops one loop is split into
 MAX_PIECES = 8
@@ -104,13 +105,10 @@ def _split(op: For, cuts: list[int]) -> Stmt:
     return seq(pieces)
 
 
-class _Split(IRMutator):
-    def visit_For(self, op: For) -> Stmt:
-        op = self.generic_stmt(op)  # type: ignore[assignment]
-        if op.kind is not ForKind.VECTORIZED:
-            return op
-        if not isinstance(op.min, IntImm) or not isinstance(op.extent, IntImm):
-            return op
+class _Split(ConstantLoopRewriter):
+    kind = ForKind.VECTORIZED
+
+    def rewrite(self, op: For, extent: int) -> Stmt:
         cuts = _cuts(op)
         if not cuts or len(cuts) + 1 > MAX_PIECES:
             return op

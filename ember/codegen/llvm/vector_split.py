@@ -19,10 +19,11 @@ from __future__ import annotations
 from typing import Any
 
 from ember.tir.expr import IntImm, Ramp, Var
-from ember.tir.functor import IRMutator, post_order_visit, substitute
+from ember.tir.functor import post_order_visit, substitute
 from ember.tir.simplify import simplify
 from ember.tir.stmt import BufferStore, For, ForKind, PrimFunc, SeqStmt, Stmt, seq
 from ember.tir.transform import vectorize_loops
+from ember.tir.transform.constant_loops import ConstantLoopRewriter
 
 #: lanes of a chunk (an AVX2 vector of float32)
 VECTOR_CHUNK = 8
@@ -79,12 +80,11 @@ def _split(op: For) -> Stmt | None:
     return out if _contiguous(out) else None
 
 
-class _Split(IRMutator):
-    def visit_For(self, op: For) -> Stmt:
-        op = self.generic_stmt(op)  # type: ignore[assignment]
-        if op.kind is not ForKind.VECTORIZED or not isinstance(op.extent, IntImm):
-            return op
-        n = op.extent.value
+class _Split(ConstantLoopRewriter):
+    kind = ForKind.VECTORIZED
+    constant_min = False
+
+    def rewrite(self, op: For, n: int) -> Stmt:
         if n <= VECTOR_CHUNK or n > MAX_SPLIT or n & (n - 1) == 0 or not _only_stores(op.body):
             return op
         return _split(op) or op

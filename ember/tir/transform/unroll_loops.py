@@ -10,27 +10,26 @@ Longer or non-constant loops stay loops.
 from __future__ import annotations
 
 from ember.tir.expr import IntImm, const
-from ember.tir.functor import IRMutator, substitute
+from ember.tir.functor import substitute
 from ember.tir.simplify import simplify
 from ember.tir.stmt import For, ForKind, PrimFunc, Stmt, seq
+from ember.tir.transform.constant_loops import ConstantLoopRewriter
 
 #: unrolled loops with more iterations than this stay loops.
 MAX_UNROLL = 64
 
 
-class _Pass(IRMutator):
-    def visit_For(self, op: For) -> Stmt:
-        op = self.generic_stmt(op)  # type: ignore[assignment]
-        if op.kind is not ForKind.UNROLLED:
+class _Pass(ConstantLoopRewriter):
+    kind = ForKind.UNROLLED
+
+    def rewrite(self, op: For, extent: int) -> Stmt:
+        if extent > MAX_UNROLL:
             return op
-        if not isinstance(op.min, IntImm) or not isinstance(op.extent, IntImm):
-            return op
-        if op.extent.value > MAX_UNROLL:
-            return op
+        assert isinstance(op.min, IntImm)
         start, dtype = op.min.value, op.loop_var.dtype
         copies = [
             simplify(substitute(op.body, {op.loop_var: const(start + k, dtype)}))
-            for k in range(op.extent.value)
+            for k in range(extent)
         ]
         return seq(copies)
 
