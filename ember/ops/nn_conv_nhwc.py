@@ -24,10 +24,11 @@ from ember.ops.nn_conv_f32 import (
     BLOCK,
     TILE_KERNEL,
     WHOLE_IMAGE_POSITIONS,
+    kernel_max_cols,
     kernel_tile,
     positions_outer,
     tile_kernel_rewrite,
-    use_tile_kernel,
+    use_block_kernel,
 )
 from ember.ops.nn_conv_layouts import CHANNELS_LAST_OUT, CHANNELS_LAST_PAD, conv_channels_last
 from ember.ops.nn_conv_narrow import NARROW_KERNELS, narrow_kernel_tile
@@ -261,7 +262,7 @@ def schedule_channels_last(
         schedule_anchor(ctx)
         return
     block = int(acc_op.attrs["block"])
-    kernel = bool(acc_op.attrs.get(TILE_KERNEL)) and use_tile_kernel(ctx.target, outputs[0].dtype)
+    kernel = bool(acc_op.attrs.get(TILE_KERNEL)) and use_block_kernel(ctx.target, outputs[0].dtype)
     kernel = kernel and not llvm_loop_tiles(ctx)
     if kernel:
         ctx.post_lower.append(tile_kernel_rewrite)
@@ -279,7 +280,7 @@ def schedule_channels_last(
     if kernel:
         extents = [_extent(a) for a in spatial]
         tile = narrow_kernel_tile(extents, block) if block in NARROW_KERNELS else None
-        nrows, cols = tile or kernel_tile(extents)
+        nrows, cols = tile or kernel_tile(extents, kernel_max_cols(ctx.target))
     wo, wi = main.split(spatial[-1], factor=cols)
     inner = [wi, oi]
     if nrows > 1:

@@ -15,10 +15,12 @@ from ember.ops.common import static_shape
 from ember.ops.nn_conv_f32 import (
     BLOCK,
     TILE_KERNEL,
+    kernel_max_cols,
     kernel_tile,
     loop_tiles_win,
     positions_outer,
     tile_kernel_rewrite,
+    use_block_kernel,
     use_tile_kernel,
 )
 from ember.ops.nn_conv_narrow import (
@@ -168,7 +170,7 @@ def schedule_dense_packed_conv(ctx: ScheduleContext, max_cols: int = 0) -> None:
     nn_conv_pack.kernel_layout: the layout and the schedule switch together)."""
     ops = [_compute_op(s) for s in reduction_stages(ctx.sch, list(ctx.group_outputs))]
     chosen = any(op is not None and op.attrs.get(TILE_KERNEL) for op in ops)
-    kernel = chosen and use_tile_kernel(ctx.target, ctx.group_outputs[0].dtype)
+    kernel = chosen and use_block_kernel(ctx.target, ctx.group_outputs[0].dtype)
     schedule_packed_conv(ctx, kernel, max_cols)
 
 
@@ -216,7 +218,7 @@ def schedule_packed_conv(ctx: ScheduleContext, kernel: bool = False, max_cols: i
     if kernel:
         spatial = [_extent(a) for a in axes[2:]]
         tile = narrow_kernel_tile(spatial, block) if block in NARROW_KERNELS else None
-        nrows, cols = tile or kernel_tile(spatial)
+        nrows, cols = tile or kernel_tile(spatial, kernel_max_cols(ctx.target))
     wo, wi = main.split(axes[-1], factor=cols)
     by_rows = kernel and positions_inner(nrows * cols) and residual_epilogue(outputs[0], acc)
     if nrows > 1:
@@ -287,7 +289,7 @@ def _schedule_flat_conv(
     if kernel:
         spatial = [_extent(positions)]
         tile = narrow_kernel_tile(spatial, block) if block in NARROW_KERNELS else None
-        cols = (tile or kernel_tile(spatial))[1]
+        cols = (tile or kernel_tile(spatial, kernel_max_cols(ctx.target)))[1]
     po, pi = main.split(positions, factor=cols)
     wide = kernel and positions_inner(cols) and residual_epilogue(ctx.group_outputs[0], acc)
     inner = (oi, pi) if wide else (pi, oi)
