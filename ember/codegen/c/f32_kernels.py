@@ -29,6 +29,16 @@ at 14x14 75 -> 84 GFLOP/s, 512->512 at 7x7 taps outer 46 -> 69); the last chunk 
 the next block's first chunk (the weights of a network come from DRAM at every inference:
 3x3 256->256 at 14x14 with L3 flushed before each run 66 -> 72-77), unless the previous
 call took the same block (bands of rows: 3x3 64->64 at 56x56 lost 5% to it).
+With AVX-512 (``__AVX512F__``; the c kind on x86-avx512 CPUs, ember.ops.nn_conv_f32
+.use_block_kernel) a register tile of up to AVX512_MAX_TILE positions keeps one zmm
+accumulator per position: per step one weight vector is loaded and kept in a register, and
+every position's input is an embedded broadcast (``{1to16}``) memory operand of its FMA.
+There the reduction runs in chunks of AVX512_CHUNK steps: a tile call's fixed cost (its
+accumulators' loads and stores, the offsets) weighed more than the weights' L1 residency
+(kernel alone, Zen 5, one thread, CPU time, GFLOP/s of a 277 limit, chunks of 256 -> 1024
+steps: 3x3 256->256 at 14x14 190 -> 241, 128->128 at 28x28 184 -> 238, 64->64 at 56x56
+225 -> 243, 1x1 2048->512 at 7x7 211 -> 227; the AVX2 kernel compiled for the same CPU:
+113-134).
 Every accumulator receives the same fused multiply-adds in the same order as in the loop
 IR, so results are bitwise equal to it. Without AVX2 the function runs plain C loops with
 ``fmaf`` (same arithmetic).
@@ -224,9 +234,11 @@ EMBER_F32_API int32_t ember_f32_conv_tile(
   if (ncols < 1) return 0;
   w += woff;
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-  /* register tiles of up to EMBER_F32_MAX_TILE positions, as even as possible; the reduction in chunks of
-     about EMBER_F32_CHUNK steps, all tiles per chunk (its weights stay in L1) */
-  const int32_t ntiles = (ncols + EMBER_F32_MAX_TILE - 1) / EMBER_F32_MAX_TILE, small = ncols / ntiles, big = ncols % ntiles;
+  /* register tiles of up to EMBER_F32_MAX_TILE positions, as even as possible; the
+     reduction in chunks of about EMBER_F32_CHUNK steps, all tiles per chunk (its weights
+     stay in L1) */
+  const int32_t ntiles = (ncols + EMBER_F32_MAX_TILE - 1) / EMBER_F32_MAX_TILE;
+  const int32_t small = ncols / ntiles, big = ncols % ntiles;
   /* the last chunk prefetches the first of the next block of 16 output channels, the packed
      weight's next (a block's weights: the longest loop's extent times its stride), unless
      the previous call on this thread took the same block (tiles of bands of rows: the next

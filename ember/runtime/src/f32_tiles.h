@@ -229,9 +229,11 @@ EMBER_F32_API int32_t ember_f32_conv_tile(
   if (ncols < 1) return 0;
   w += woff;
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-  /* register tiles of up to EMBER_F32_MAX_TILE positions, as even as possible; the reduction in chunks of
-     about EMBER_F32_CHUNK steps, all tiles per chunk (its weights stay in L1) */
-  const int32_t ntiles = (ncols + EMBER_F32_MAX_TILE - 1) / EMBER_F32_MAX_TILE, small = ncols / ntiles, big = ncols % ntiles;
+  /* register tiles of up to EMBER_F32_MAX_TILE positions, as even as possible; the
+     reduction in chunks of about EMBER_F32_CHUNK steps, all tiles per chunk (its weights
+     stay in L1) */
+  const int32_t ntiles = (ncols + EMBER_F32_MAX_TILE - 1) / EMBER_F32_MAX_TILE;
+  const int32_t small = ncols / ntiles, big = ncols % ntiles;
   /* the last chunk prefetches the first of the next block of 16 output channels, the packed
      weight's next (a block's weights: the longest loop's extent times its stride), unless
      the previous call on this thread took the same block (tiles of bands of rows: the next
