@@ -188,6 +188,22 @@ static __thread const float* ember_f32_last_block;
    then small), each over the chunk's loops; the tiles fetch the weights of the next chunk
    (at `pw`, same loops; NULL: none) ahead, a share each, so that its first tile does not
    wait on a line of L2 or L3 per step (taps outer: one line per step, 576 bytes apart) */
+/* off[0..nc) = base plus the offsets of positions j0 .. j0 + nc - 1 (rows of tcols
+   positions cx apart, rows cr apart), counted along (no division per position) */
+static inline void ember_f32_offsets(int64_t* off, int64_t base, int32_t j0, int32_t nc,
+                                     int32_t tcols, int32_t cx, int32_t cr) {
+  int32_t c = j0 % tcols;
+  int64_t o = base + (int64_t)(j0 / tcols) * cr + (int64_t)c * cx;
+  for (int32_t j = 0; j < nc; ++j) {
+    off[j] = o;
+    if (++c == tcols) {
+      c = 0;
+      o += cr - (int64_t)(tcols - 1) * cx;
+    } else {
+      o += cx;
+    }
+  }
+}
 static inline void ember_f32_tiles(float* acc, const float* x, const float* w, int64_t xk,
                                    int32_t ntiles, int32_t small, int32_t big, int32_t tcols,
                                    int32_t cx, int32_t cr, int64_t e0, int64_t xs0,
@@ -212,8 +228,7 @@ static inline void ember_f32_tiles(float* acc, const float* x, const float* w, i
       }
     }
     int64_t off[EMBER_F32_MAX_TILE];
-    for (int32_t j = 0; j < nc; ++j)
-      off[j] = xk + (int64_t)((j0 + j) / tcols) * cr + (int64_t)((j0 + j) % tcols) * cx;
+    ember_f32_offsets(off, xk, j0, nc, tcols, cx, cr);
     ember_f32_tile_n(nc, acc + 16 * (int64_t)j0, x, w, off, EMBER_F32_LOOPS);
     j0 += nc;
   }
@@ -246,8 +261,7 @@ EMBER_F32_API int32_t ember_f32_conv_tile(
 #define EMBER_F32_NEXT_BLOCK next
   if (ntiles == 1) { /* one register tile: the whole reduction in one call */
     int64_t off[EMBER_F32_MAX_TILE];
-    for (int32_t j = 0; j < ncols; ++j)
-      off[j] = xoff + (int64_t)(j / tcols) * cr + (int64_t)(j % tcols) * cx;
+    ember_f32_offsets(off, xoff, 0, ncols, tcols, cx, cr);
     ember_f32_tile_n(ncols, acc, x, w, off, EMBER_F32_LOOPS);
     return 0;
   }
