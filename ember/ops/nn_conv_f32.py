@@ -46,10 +46,12 @@ MAX_REDUCE_LOOPS = 3
 #: the most positions of one register tile on AVX-512 CPUs: one zmm accumulator per
 #: position (EMBER_F32_MAX_TILE, ember.codegen.c.f32_kernels.AVX512_MAX_TILE). Measured
 #: with the kernel alone on ResNet-50's layers (Zen 5, one thread, CPU time, GFLOP/s of a
-#: 277 limit; 6 / 12 / 14 / 16 positions): 3x3 512->512 at 7x7 161 / 190 / 163 / 162,
-#: 1x1 2048->512 at 7x7 160 / 188 / 163 / 162, 3x3 64->64 at 56x56 174 / 189 / 170 / 159:
-#: more positions than 12 leave too few general registers for their input pointers.
-AVX512_MAX_COLS = 12
+#: 277 limit; at most 8 / 9 / 10 / 11 / 12 / 14 / 16 positions): 3x3 256->256 at 14x14
+#: 223 / 229 / 231 / 231 / 229 / 207 / 195, 128->128 at 28x28 221 / 227 / 232 / 231 / 225 /
+#: 203 / 195, 1x1 1024->256 at 14x14 231 / 232 / 226 / 210 / 200 / 202 / 193, 2048->512 at
+#: 7x7 216 / 222 / 218 / 216 / 215 / 217 / 210: from 14 positions on, too few general
+#: registers are left for their input pointers (gcc spills them).
+AVX512_MAX_COLS = 10
 
 #: whether AVX-512 CPUs call ember_f32_conv_tile at all (use_block_kernel; False: their
 #: loop-IR tiles of 14 columns, as before the AVX-512 register tiles).

@@ -318,7 +318,7 @@ EMBER_F32_API int32_t ember_f32_conv_tile(
 
 #: the most positions of an AVX-512 register tile (EMBER_F32_MAX_TILE under __AVX512F__;
 #: the schedules' ember.ops.nn_conv_f32.AVX512_MAX_COLS, where it is measured).
-AVX512_MAX_TILE = 12
+AVX512_MAX_TILE = 10
 
 #: the reduction steps of a chunk on AVX-512 (EMBER_F32_CHUNK; AVX2: 256)
 AVX512_CHUNK = 1024

@@ -34,7 +34,7 @@
    are the FMAs' memory operands) */
 #define EMBER_F32_KEEP(v) __asm__("" : "+v"(v))
 /* the most positions of one register tile: one zmm accumulator per position */
-#define EMBER_F32_MAX_TILE 12
+#define EMBER_F32_MAX_TILE 10
 /* one chunk of the innermost reduction loop: 1-iteration outer loops */
 #define EMBER_F32_CHUNK 1024
 #define EMBER_F32_LOOP 1, 0, 0, 1, 0, 0, n2, xs2, ws2
@@ -91,8 +91,6 @@ EMBER_F32_TILE(7)
 EMBER_F32_TILE(8)
 EMBER_F32_TILE(9)
 EMBER_F32_TILE(10)
-EMBER_F32_TILE(11)
-EMBER_F32_TILE(12)
 /* the register tile of nc (1-EMBER_F32_MAX_TILE) positions */
 static inline void ember_f32_tile_n(int32_t nc, float* acc, const float* x, const float* w,
                                     const int64_t* off, int64_t e0, int64_t xs0, int64_t ws0,
@@ -108,9 +106,7 @@ static inline void ember_f32_tile_n(int32_t nc, float* acc, const float* x, cons
     case 7: ember_f32_tile_7(acc, x, w, off, EMBER_F32_LOOPS); break;
     case 8: ember_f32_tile_8(acc, x, w, off, EMBER_F32_LOOPS); break;
     case 9: ember_f32_tile_9(acc, x, w, off, EMBER_F32_LOOPS); break;
-    case 10: ember_f32_tile_10(acc, x, w, off, EMBER_F32_LOOPS); break;
-    case 11: ember_f32_tile_11(acc, x, w, off, EMBER_F32_LOOPS); break;
-    default: ember_f32_tile_12(acc, x, w, off, EMBER_F32_LOOPS); break;
+    default: ember_f32_tile_10(acc, x, w, off, EMBER_F32_LOOPS); break;
   }
 }
 #elif defined(__AVX2__) && defined(__FMA__)
