@@ -3,7 +3,8 @@
 schedule_packed_conv computes a tile of a packed convolution's accumulators (a few output
 positions x one block of 16 output channels) per iteration of the reduction, with the
 positions unrolled and the channels vectorised; the epilogue reads the tile after. On
-AVX2 targets (``use_tile_kernel``), for the layers whose reduction is long
+AVX2 targets (``use_tile_kernel``) and AVX-512 ones (``use_block_kernel``: blocks of 16
+output channels, not the layers avx512_loop_tiles_win keeps), for the layers whose reduction is long
 enough for it to pay (``tile_kernel_pays``: the compute then lays the input out channels
 last and marks its reduction stage with TILE_KERNEL, which the schedule follows),
 ``tile_kernel_rewrite`` replaces each guard-free reduction nest of that shape in the

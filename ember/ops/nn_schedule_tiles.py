@@ -164,7 +164,7 @@ def _channels_last(acc: tuple[int, ...], out: tuple[int, ...], block: int) -> bo
 
 
 def schedule_dense_packed_conv(ctx: ScheduleContext, max_cols: int = 0) -> None:
-    """schedule_packed_conv for nn.conv_packed: float32 tiles on AVX2 through the C
+    """schedule_packed_conv for nn.conv_packed: float32 tiles on AVX2 and AVX-512 through the C
     micro-kernel (ember.ops.nn_conv_f32), its tile widths, for the layers whose compute
     chose the kernel's layout (attribute TILE_KERNEL of the reduction stage, set by
     nn_conv_pack.kernel_layout: the layout and the schedule switch together)."""
