@@ -289,7 +289,8 @@ def conv_packed(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Ten
     blocks_per_group = wshape[0] // groups
     rc = te.reduce_axis(wshape[1], "rc")
     rk = [te.reduce_axis(wshape[2 + k], f"rk{k}") for k in range(nsp)]
-    kernel = kernel_layout(x.dtype, wshape, ty.shape)
+    strided = any(int(v) > 1 for v in strides)
+    kernel = kernel_layout(x.dtype, wshape, ty.shape, strided=strided)
     flat = pointwise(wshape[2:-1], strides, pad_begin, pad_end) and nsp > 1
     out_elems = int(np.prod([int(d) for d in ty.shape]))
     if data_layout(attrs) == "NHWC":  # nn_conv_nhwc: no copy but the padding, no transpose

@@ -3,7 +3,8 @@
 schedule_packed_conv computes a tile of a packed convolution's accumulators (a few output
 positions x one block of 16 output channels) per iteration of the reduction, with the
 positions unrolled and the channels vectorised; the epilogue reads the tile after. On
-AVX2 targets (``use_tile_kernel``), for the layers whose reduction is long
+AVX2 targets (``use_tile_kernel``) and AVX-512 ones (``use_block_kernel``: blocks of 16
+output channels, not the layers avx512_loop_tiles_win keeps), for the layers whose reduction is long
 enough for it to pay (``tile_kernel_pays``: the compute then lays the input out channels
 last and marks its reduction stage with TILE_KERNEL, which the schedule follows),
 ``tile_kernel_rewrite`` replaces each guard-free reduction nest of that shape in the
@@ -24,7 +25,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember.ops.nn_conv_narrow import NARROW_INTERPRET_EXTERNS, NARROW_KERNELS, tile_reference
+from ember.ops.nn_conv_narrow import (
+    NARROW_INTERPRET_EXTERNS,
+    NARROW_KERNELS,
+    narrow_avx512,
+    tile_reference,
+)
 from ember.target import Target
 from ember.tir import IRMutator, PrimFunc, simplify, substitute
 from ember.tir.expr import LT, Add, And, BufferLoad, IntImm, Mul, PrimExpr, const
@@ -43,13 +49,88 @@ MAX_COLS = 6
 MAX_REDUCE_LOOPS = 3
 
 
+#: the most positions of one register tile on AVX-512 CPUs: one zmm accumulator per
+#: position (EMBER_F32_MAX_TILE, ember.codegen.c.f32_kernels.AVX512_MAX_TILE). Measured
+#: with the kernel alone on ResNet-50's layers (Zen 5, one thread, CPU time, GFLOP/s of a
+#: 277 limit; at most 8 / 9 / 10 / 11 / 12 / 14 / 16 positions): 3x3 256->256 at 14x14
+#: 223 / 229 / 231 / 231 / 229 / 207 / 195, 128->128 at 28x28 221 / 227 / 232 / 231 / 225 /
+#: 203 / 195, 1x1 1024->256 at 14x14 231 / 232 / 226 / 210 / 200 / 202 / 193, 2048->512 at
+#: 7x7 216 / 222 / 218 / 216 / 215 / 217 / 210: from 14 positions on, too few general
+#: registers are left for their input pointers (gcc spills them).
+AVX512_MAX_COLS = 10
+
+#: whether AVX-512 CPUs call ember_f32_conv_tile at all (use_block_kernel; False: their
+#: loop-IR tiles of 14 columns, as before the AVX-512 register tiles).
+AVX512_KERNEL = True
+
+
 def use_tile_kernel(target: Target, dtype: str) -> bool:
-    """Whether packed ``dtype`` convolutions on ``target`` call the micro-kernel: float32 on
-    an AVX2 + FMA x86 CPU (``x86-avx2``; the llvm kinds call the runtime library's copy,
-    ember.codegen.llvm.tiles; not AVX-512 CPUs: their 14-column loop-IR tiles use 32
-    registers)."""
+    """Whether packed ``dtype`` convolutions on ``target`` call the AVX2 micro-kernels (the
+    narrow and position-lane ones too): float32 on an AVX2 + FMA x86 CPU (``x86-avx2``; the
+    llvm kinds call the runtime library's copy, ember.codegen.llvm.tiles). AVX-512 CPUs call
+    only ember_f32_conv_tile (use_block_kernel)."""
     keys = set(target.keys)
     return dtype == "float32" and "x86-avx2" in keys and "x86-avx512" not in keys
+
+
+def use_block_kernel(target: Target, dtype: str) -> bool:
+    """Whether packed ``dtype`` convolutions of blocks of BLOCK output channels on ``target``
+    call ember_f32_conv_tile: use_tile_kernel's targets, and the c kind on AVX-512 CPUs
+    (``x86-avx512``), whose code compiles the kernel's AVX-512 register tiles (one zmm per
+    position, up to AVX512_MAX_COLS). Not the llvm kinds there: the runtime library's copy
+    is compiled for AVX2."""
+    keys = set(target.keys)
+    avx512 = AVX512_KERNEL and "x86-avx512" in keys and "llvm" not in keys
+    return use_tile_kernel(target, dtype) or (dtype == "float32" and avx512)
+
+
+def block_kernel(target: Target | None, dtype: str, block: int) -> bool:
+    """Whether a packed ``dtype`` convolution of ``block`` output channels per tile calls a
+    micro-kernel on ``target``: ember_f32_conv_tile for blocks of BLOCK (use_block_kernel),
+    the narrow kernels for the others (use_tile_kernel's targets, and AVX-512 CPUs for
+    blocks of 8 and 24: ember.ops.nn_conv_narrow.narrow_avx512). The one predicate the
+    layout choice and the schedules share."""
+    if target is None:
+        return False
+    if block == BLOCK:
+        return use_block_kernel(target, dtype)
+    return use_tile_kernel(target, dtype) or narrow_avx512(target, dtype, block)
+
+
+#: on AVX-512 CPUs (the c kind) the loop-IR tiles of 14 columns keep the layers with fewer
+#: input channels than this (ResNet-50's 7x7 stem, 3 channels: the kernel's innermost loop
+#: then has 3 steps; 1.27x the loop-IR tiles' time)
+AVX512_MIN_CHANNELS = 16
+#: and the stride-1 1x1 convolutions of more output positions than this: gcc's loop-IR
+#: tiles of 14 positions keep their accumulators in registers through the epilogue, and
+#: the kernel's flattened tiles and row bands ran slower. One thread, thread CPU time,
+#: interleaved in one process, load 5, kernel / loop-IR tiles: ResNet-50's 1x1 at 7x7
+#: 0.90-1.00, at 14x14 1.01-1.16, 28x28 1.16-1.29, 56x56 1.10-1.45; PP-LCNet's at 7x7
+#: 0.86, 14x14 1.01-1.05, 28x28 1.12-1.16; MobileNetV2's at 7x7 0.81-0.93, 14x14 0.95-1.14.
+#: (3x3 convolutions: 0.70-0.98 at 7x7 to 56x56, YOLO's 0.83-0.99 at 10x10 to 80x80.)
+#: Raised to 196 with the final kernel (tiles of 10, weights prefetched in the tiles' loop),
+#: 14x14 was level: ResNet-50's 1024->256 0.95-0.99, 256->1024 1.01-1.03, MobileNetV2's
+#: 576->96 and 384->64 0.84-0.95, 96->576 and 64->384 0.94-1.11; models 0.929x vs 0.930x.
+AVX512_POINTWISE_POSITIONS = 64
+
+
+def avx512_loop_tiles_win(
+    target: Target, in_channels: int, taps: int, positions: int, strided: bool
+) -> bool:
+    """Whether a packed convolution of blocks of BLOCK on ``target`` keeps its loop-IR tiles
+    although use_block_kernel: on AVX-512 CPUs, layers of fewer than AVX512_MIN_CHANNELS
+    input channels (per group) and stride-1 1x1s (``taps`` 1, not ``strided``) of more than
+    AVX512_POINTWISE_POSITIONS output positions (see there)."""
+    if use_tile_kernel(target, "float32") or "x86-avx512" not in target.keys:
+        return False
+    if in_channels < AVX512_MIN_CHANNELS:
+        return True
+    return taps == 1 and not strided and positions > AVX512_POINTWISE_POSITIONS
+
+
+def kernel_max_cols(target: Target) -> int:
+    """The most positions of one register tile of ember_f32_conv_tile on ``target``."""
+    return AVX512_MAX_COLS if "x86-avx512" in target.keys else MAX_COLS
 
 
 #: attribute of a packed convolution's reduction stage: 1 when its compute chose the
@@ -351,10 +432,11 @@ def positions_outer(in_channels: int, out_channels: int) -> bool:
 ROW_BANDS = True
 
 
-def kernel_tile(spatial: list[int]) -> tuple[int, int]:
+def kernel_tile(spatial: list[int], most: int = MAX_COLS) -> tuple[int, int]:
     """(rows, columns) of a tile over the output's ``spatial`` extents (the last two; one for
     flattened positions) when the micro-kernel computes it: the whole image when it is
-    small, else a band of whole rows (ROW_BANDS), else ``kernel_cols`` of one row."""
+    small, else a band of whole rows (ROW_BANDS), else ``kernel_cols`` of one row (register
+    tiles of at most ``most`` positions, kernel_max_cols)."""
     width = spatial[-1]
     height = spatial[-2] if len(spatial) == 2 else 1
     if len(spatial) <= 2 and height * width <= WHOLE_IMAGE_POSITIONS:
@@ -364,19 +446,21 @@ def kernel_tile(spatial: list[int]) -> tuple[int, int]:
         rows = max(r for r in fits if height % r == 0)
         if rows > 1:
             return rows, width
-    return 1, kernel_cols(width)
+    return 1, kernel_cols(width, most)
 
 
-def kernel_cols(width: int) -> int:
+def kernel_cols(width: int, most: int = MAX_COLS) -> int:
     """The positions per tile along a row of ``width`` when the micro-kernel computes the
-    tiles: up to MAX_COLS, the one with the least modelled time. A tile of n positions runs
-    2n independent FMA chains; AVX2 needs 8 in flight (2 pipes x 4 cycles latency), so a
-    tile costs like max(n, 4) positions, plus half a position per call (zeroing, epilogue).
-    Rows of 56 take 6 (9 tiles and a tail of 2), 14 take 5 (5, 5, 4), 7 take 4 (4, 3)."""
+    tiles: up to ``most``, the one with the least modelled time. A tile of n positions runs
+    2n independent FMA chains on AVX2 (n on AVX-512: ``most`` above MAX_COLS); both need 8
+    in flight (2 pipes x 4 cycles latency), so a tile costs like max(n, 4) positions (AVX2;
+    max(n, 8) on AVX-512), plus half a position per call (zeroing, epilogue). AVX2: rows of
+    56 take 6 (9 tiles and a tail of 2), 14 take 5 (5, 5, 4), 7 take 4 (4, 3)."""
+    least = 8 if most > MAX_COLS else 4
     best, best_cost = 1, float("inf")
-    for t in range(min(width, MAX_COLS), 0, -1):
+    for t in range(min(width, most), 0, -1):
         full, tail = divmod(width, t)
-        cost = full * max(t, 4) + (max(tail, 4) if tail else 0) + 0.5 * (full + bool(tail))
+        cost = full * max(t, least) + (max(tail, least) if tail else 0) + 0.5 * (full + bool(tail))
         if cost < best_cost:
             best, best_cost = t, cost
     return best

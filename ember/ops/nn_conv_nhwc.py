@@ -24,13 +24,14 @@ from ember.ops.nn_conv_f32 import (
     BLOCK,
     TILE_KERNEL,
     WHOLE_IMAGE_POSITIONS,
+    block_kernel,
+    kernel_max_cols,
     kernel_tile,
     positions_outer,
     tile_kernel_rewrite,
-    use_tile_kernel,
 )
 from ember.ops.nn_conv_layouts import CHANNELS_LAST_OUT, CHANNELS_LAST_PAD, conv_channels_last
-from ember.ops.nn_conv_narrow import NARROW_KERNELS, narrow_avx512, narrow_kernel_tile
+from ember.ops.nn_conv_narrow import NARROW_KERNELS, narrow_kernel_tile
 from ember.ops.nn_conv_narrow_layout import widen_blocks
 from ember.ops.nn_schedule import (
     MATERIALIZE,
@@ -261,9 +262,8 @@ def schedule_channels_last(
         schedule_anchor(ctx)
         return
     block = int(acc_op.attrs["block"])
-    dtype = outputs[0].dtype
-    kernel = bool(acc_op.attrs.get(TILE_KERNEL)) and (
-        use_tile_kernel(ctx.target, dtype) or narrow_avx512(ctx.target, dtype, block)
+    kernel = bool(acc_op.attrs.get(TILE_KERNEL)) and block_kernel(
+        ctx.target, outputs[0].dtype, block
     )
     kernel = kernel and not llvm_loop_tiles(ctx)
     if kernel:
@@ -282,7 +282,7 @@ def schedule_channels_last(
     if kernel:
         extents = [_extent(a) for a in spatial]
         tile = narrow_kernel_tile(extents, block, ctx.target) if block in NARROW_KERNELS else None
-        nrows, cols = tile or kernel_tile(extents)
+        nrows, cols = tile or kernel_tile(extents, kernel_max_cols(ctx.target))
     wo, wi = main.split(spatial[-1], factor=cols)
     inner = [wi, oi]
     if nrows > 1:

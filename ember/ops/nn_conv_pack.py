@@ -15,12 +15,13 @@ from ember.ir.ops.nn_conv_weights import pack_conv_weight, packed_block
 from ember.ops.nn_conv_f32 import (
     BLOCK,
     WHOLE_IMAGE_POSITIONS,
+    avx512_loop_tiles_win,
+    block_kernel,
     loop_tiles_win,
     tile_kernel_pays,
     use_tile_kernel,
 )
 from ember.ops.nn_conv_lanes import position_lanes
-from ember.ops.nn_conv_narrow import narrow_avx512
 from ember.ops.nn_conv_nhwc import LAYOUT, flat_fits
 from ember.ops.nn_conv_taps import taps_first
 from ember.ops.registry import COMPUTE_TARGET
@@ -117,7 +118,11 @@ NHWC_KERNEL_CHANNELS = 64
 
 
 def kernel_layout(
-    dtype: str, wshape: tuple[int, ...], out_shape: Any, channels_last: bool = False
+    dtype: str,
+    wshape: tuple[int, ...],
+    out_shape: Any,
+    channels_last: bool = False,
+    strided: bool = False,
 ) -> bool:
     """Whether conv_packed (packed weight ``wshape``, output ``out_shape`` as N, C,
     *spatial) lays its input out for the C micro-kernel and its schedule calls it
@@ -127,18 +132,20 @@ def kernel_layout(
     image larger than WHOLE_IMAGE_POSITIONS with at least NHWC_KERNEL_CHANNELS input
     channels (NHWC_POINTWISE_KERNEL). Elsewhere the NCHW layout stays: the llvm back end's
     tiles measured slower channels last (3x3 64ch 56x56 3.2 -> 4.2 ms, one thread, busy
-    machine)."""
+    machine). On AVX-512 CPUs avx512_loop_tiles_win keeps some blocks of BLOCK on loop-IR
+    tiles (``strided``: the convolution has a stride above 1)."""
     target = COMPUTE_TARGET.get()
-    narrow = narrow_avx512(target, dtype, int(wshape[-1]))
-    if target is None or not (use_tile_kernel(target, dtype) or narrow):
+    block = int(wshape[-1])
+    if target is None or not block_kernel(target, dtype, block):
         return False
     taps = int(np.prod(wshape[2:-1]))
     positions = int(np.prod([int(d) for d in out_shape[2:]]))
     outputs = int(np.prod([int(d) for d in out_shape]))
     reduction = int(np.prod(wshape[1:-1]))
-    if loop_tiles_win(target, int(wshape[-1]), positions, outputs, reduction):
+    if loop_tiles_win(target, block, positions, outputs, reduction):
         return False
-    block = int(wshape[-1])
+    if block == BLOCK and avx512_loop_tiles_win(target, int(wshape[1]), taps, positions, strided):
+        return False
     short = channels_last and NHWC_POINTWISE_KERNEL and taps == 1 and block == BLOCK
     if short and positions > WHOLE_IMAGE_POSITIONS and int(wshape[1]) >= NHWC_KERNEL_CHANNELS:
         return True
@@ -166,8 +173,9 @@ def nhwc_tiles(
     whether its positions are flattened into one matrix product
     (ember.ops.nn_conv_nhwc.flat_channels_last). The one place both are decided."""
     nchw_shape = (out_shape[0], out_shape[-1], *out_shape[1:-1])
-    kernel = kernel_layout(dtype, wshape, nchw_shape, channels_last=True)
     strides, _, pad_begin, pad_end = conv
+    strided = any(int(v) > 1 for v in strides)
+    kernel = kernel_layout(dtype, wshape, nchw_shape, channels_last=True, strided=strided)
     flat = flat_fits(wshape[2:-1], strides, (*pad_begin, *pad_end), out_shape, groups)
     positions = int(np.prod([int(d) for d in out_shape[1:-1]]))
     if flat and kernel and positions > WHOLE_IMAGE_POSITIONS:

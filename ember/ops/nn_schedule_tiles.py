@@ -15,6 +15,8 @@ from ember.ops.common import static_shape
 from ember.ops.nn_conv_f32 import (
     BLOCK,
     TILE_KERNEL,
+    block_kernel,
+    kernel_max_cols,
     kernel_tile,
     loop_tiles_win,
     positions_outer,
@@ -23,7 +25,6 @@ from ember.ops.nn_conv_f32 import (
 )
 from ember.ops.nn_conv_narrow import (
     NARROW_KERNELS,
-    narrow_avx512,
     narrow_kernel_tile,
 )
 from ember.ops.nn_schedule import (
@@ -176,16 +177,15 @@ def _channels_last(acc: tuple[int, ...], out: tuple[int, ...], block: int) -> bo
 
 
 def schedule_dense_packed_conv(ctx: ScheduleContext, max_cols: int = 0) -> None:
-    """schedule_packed_conv for nn.conv_packed: float32 tiles on AVX2 through the C
+    """schedule_packed_conv for nn.conv_packed: float32 tiles on AVX2 and AVX-512 through the C
     micro-kernel (ember.ops.nn_conv_f32), its tile widths, for the layers whose compute
     chose the kernel's layout (attribute TILE_KERNEL of the reduction stage, set by
     nn_conv_pack.kernel_layout: the layout and the schedule switch together)."""
     ops = [_compute_op(s) for s in reduction_stages(ctx.sch, list(ctx.group_outputs))]
     chosen = any(op is not None and op.attrs.get(TILE_KERNEL) for op in ops)
-    dtype = ctx.group_outputs[0].dtype
-    blocks = [int(op.attrs.get("block", 0)) for op in ops if op is not None]
-    narrow = bool(blocks) and narrow_avx512(ctx.target, dtype, blocks[0])
-    kernel = chosen and (use_tile_kernel(ctx.target, dtype) or narrow)
+    blocks = [int(op.attrs.get("block", BLOCK)) for op in ops if op is not None]
+    block = blocks[0] if blocks else BLOCK
+    kernel = chosen and block_kernel(ctx.target, ctx.group_outputs[0].dtype, block)
     schedule_packed_conv(ctx, kernel, max_cols)
 
 
@@ -233,7 +233,7 @@ def schedule_packed_conv(ctx: ScheduleContext, kernel: bool = False, max_cols: i
     if kernel:
         spatial = [_extent(a) for a in axes[2:]]
         tile = narrow_kernel_tile(spatial, block, ctx.target) if block in NARROW_KERNELS else None
-        nrows, cols = tile or kernel_tile(spatial)
+        nrows, cols = tile or kernel_tile(spatial, kernel_max_cols(ctx.target))
     wo, wi = main.split(axes[-1], factor=cols)
     by_rows = kernel and positions_inner(nrows * cols) and residual_epilogue(outputs[0], acc)
     if nrows > 1:
@@ -304,7 +304,7 @@ def _schedule_flat_conv(
     if kernel:
         spatial = [_extent(positions)]
         tile = narrow_kernel_tile(spatial, block, ctx.target) if block in NARROW_KERNELS else None
-        cols = (tile or kernel_tile(spatial))[1]
+        cols = (tile or kernel_tile(spatial, kernel_max_cols(ctx.target)))[1]
     po, pi = main.split(positions, factor=cols)
     wide = kernel and positions_inner(cols) and residual_epilogue(ctx.group_outputs[0], acc)
     inner = (oi, pi) if wide else (pi, oi)
