@@ -240,7 +240,8 @@ def stem_cols(ctx: ScheduleContext, acc: te.Stage) -> int:
 
 def schedule_conv_packed(ctx: ScheduleContext) -> None:
     """nn.conv_packed's schedule: position-lane tiles for the stages conv_position_lanes
-    made, channels-last ones (nn_conv_nhwc), else schedule_dense_packed_conv."""
+    made, channels-last ones (nn_conv_nhwc; stems on AVX-512 as stem_cols says), else
+    schedule_dense_packed_conv."""
     stage = channels_last_stage(ctx)
     if stage is not None:
         schedule_channels_last(ctx, stem_cols(ctx, stage))
