@@ -216,13 +216,18 @@ def whole_row_cols(ctx: ScheduleContext) -> int:
 #: everywhere (mobilenet_v2's 3->32 at 112x112 0.156 -> 0.208 ms), 10 with a tail at 112
 #: too (pp_lcnet's 3->16 0.076 -> 0.081). 0: never.
 STEM_MIN_COLS = 10
+#: such stems run a tile's blocks of output channels one after the other (its input rows
+#: stay in L1; False: each block over the whole image): mobilenet_v2's 3->32 at 112x112,
+#: A/B as above, 0.1371 -> 0.1323 and 0.1483 -> 0.1387 ms.
+STEM_BLOCKS_INNER = True
+#: the most input channels per group of a stem (STEM_MIN_COLS; the zoo's stems: 3).
 STEM_CHANNELS = 4
 
 
 def stem_cols(ctx: ScheduleContext, acc: te.Stage) -> int:
     """The register tile's columns for the channels-last reduction ``acc`` of a packed
-    convolution with few input channels on an AVX-512 C target (see STEM_MIN_COLS), 0
-    for the schedule's default."""
+    convolution with few input channels on an AVX-512 C target (see STEM_MIN_COLS; such
+    stems also take STEM_BLOCKS_INNER), 0 for the schedule's default (no stem)."""
     keys = set(ctx.target.keys)
     if "x86-avx512" not in keys or "llvm" in keys or ctx.group_outputs[0].dtype != "float32":
         return 0
@@ -235,7 +240,9 @@ def stem_cols(ctx: ScheduleContext, acc: te.Stage) -> int:
         return 0
     width, most = int(shape[-2]), register_tiles(ctx.target).conv_cols
     fits = [d for d in range(STEM_MIN_COLS, most + 1) if width % d == 0]
-    return max(fits) if fits and width % most else 0
+    if fits and width % most:
+        return max(fits)
+    return most if STEM_BLOCKS_INNER else 0
 
 
 def schedule_conv_packed(ctx: ScheduleContext) -> None:
@@ -244,7 +251,8 @@ def schedule_conv_packed(ctx: ScheduleContext) -> None:
     schedule_dense_packed_conv."""
     stage = channels_last_stage(ctx)
     if stage is not None:
-        schedule_channels_last(ctx, stem_cols(ctx, stage))
+        cols = stem_cols(ctx, stage)
+        schedule_channels_last(ctx, cols, blocks_inner=bool(cols) and STEM_BLOCKS_INNER)
         if not llvm_loop_tiles(ctx):
             loop_tiles_call_kernel(ctx)
         return

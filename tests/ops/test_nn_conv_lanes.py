@@ -217,3 +217,18 @@ def test_channels_last_stems_on_avx512_take_a_tile_dividing_the_row(target, widt
     out = np.zeros(ref.shape, ref.dtype)
     tir.interpret(prim, [*xs, out], externs=EXTERNS)
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("target", "tiles"),
+    [
+        ("c -mcpu=skylake-avx512", "i0_i1_fused_i2_outer_fused_i3_outer_fused"),  # blocks inner
+        ("c -mcpu=haswell", "i0_i3_outer_fused_i1_fused_i2_outer_fused"),  # blocks outer
+    ],
+)
+def test_channels_last_stems_on_avx512_run_the_blocks_of_a_tile_together(target, tiles):
+    x, wp = v("x", (1, 8, 56, 3)), v("wp", (2, 3, 3, 3, 16))  # 3->32, rows of 28
+    attrs = {"padding": (1, 1, 1, 1), "strides": (2, 2), "data_layout": "NHWC"}
+    body = call("relu", call("nn.conv_packed", x, wp, **attrs))
+    prim = lower_group(primitive((x, wp), body), "kernel", target)
+    assert f"for {tiles} in" in str(prim)
