@@ -39,7 +39,7 @@ from ember.ops.nn_schedule import (
     reduction_stages,
     schedule_root_reduction,
 )
-from ember.ops.nn_schedule_tiles import schedule_dense_packed_conv
+from ember.ops.nn_schedule_tiles import register_tiles, schedule_dense_packed_conv
 from ember.ops.registry import ScheduleContext
 from ember.tir import IRMutator, PrimExpr, PrimFunc, simplify, te
 from ember.tir.expr import Call, FloatImm, IntImm, const
@@ -208,11 +208,51 @@ def whole_row_cols(ctx: ScheduleContext) -> int:
     return width if 0 < width <= WHOLE_ROW_COLS else 0
 
 
+#: the fewest output columns per register tile of a channels-last stem (at most
+#: STEM_CHANNELS input channels per group) on AVX-512 C targets, which take the widest
+#: tile from it up to the target's (14 columns) that divides the row: no guarded tail.
+#: yolo's 3->16 stem at 160x160 (SiLU), one thread, thread CPU time, A/B interleaved:
+#: 14 columns and a tail of 6 0.2665 ms, 10 columns 0.2435; 16 columns ran slower
+#: everywhere (mobilenet_v2's 3->32 at 112x112 0.156 -> 0.208 ms), 10 with a tail at 112
+#: too (pp_lcnet's 3->16 0.076 -> 0.081). 0: never.
+STEM_MIN_COLS = 10
+#: such stems run a tile's blocks of output channels one after the other (its input rows
+#: stay in L1; False: each block over the whole image): mobilenet_v2's 3->32 at 112x112,
+#: A/B as above, 0.1371 -> 0.1323 and 0.1483 -> 0.1387 ms.
+STEM_BLOCKS_INNER = True
+#: the most input channels per group of a stem (STEM_MIN_COLS; the zoo's stems: 3).
+STEM_CHANNELS = 4
+
+
+def stem_cols(ctx: ScheduleContext, acc: te.Stage) -> int:
+    """The register tile's columns for the channels-last reduction ``acc`` of a packed
+    convolution with few input channels on an AVX-512 C target (see STEM_MIN_COLS; such
+    stems also take STEM_BLOCKS_INNER), 0 for the schedule's default (no stem)."""
+    keys = set(ctx.target.keys)
+    if "x86-avx512" not in keys or "llvm" in keys or ctx.group_outputs[0].dtype != "float32":
+        return 0
+    op = _compute_op(acc)
+    shape = static_shape(ctx.group_outputs[0])
+    if op is None or not STEM_MIN_COLS or len(shape) != 4:
+        return 0
+    channels = [_extent(r) for r in op.reduce_axis if r.var.name == "rc"]
+    if not channels or channels[0] > STEM_CHANNELS:
+        return 0
+    width, most = int(shape[-2]), register_tiles(ctx.target).conv_cols
+    fits = [d for d in range(STEM_MIN_COLS, most + 1) if width % d == 0]
+    if fits and width % most:
+        return max(fits)
+    return most if STEM_BLOCKS_INNER else 0
+
+
 def schedule_conv_packed(ctx: ScheduleContext) -> None:
     """nn.conv_packed's schedule: position-lane tiles for the stages conv_position_lanes
-    made, channels-last ones (nn_conv_nhwc), else schedule_dense_packed_conv."""
-    if channels_last_stage(ctx) is not None:
-        schedule_channels_last(ctx)
+    made, channels-last ones (nn_conv_nhwc; stems on AVX-512 as stem_cols says), else
+    schedule_dense_packed_conv."""
+    stage = channels_last_stage(ctx)
+    if stage is not None:
+        cols = stem_cols(ctx, stage)
+        schedule_channels_last(ctx, cols, blocks_inner=bool(cols) and STEM_BLOCKS_INNER)
         if not llvm_loop_tiles(ctx):
             loop_tiles_call_kernel(ctx)
         return

@@ -298,6 +298,14 @@ def schedule_channels_last(
     tile_accumulator(main, outer, acc, reds, kernel, nrows)
 
 
+#: a padded copy of fewer than MIN_VECTOR_EXTENT channels (the stems' 3-channel images)
+#: is vectorised along its whole padded row, columns and channels fused (False: a scalar
+#: loop of 3 channels per column). The 224x224x3 copy of a 3x3 stride-2 stem (one thread,
+#: thread CPU time, the generated functions timed alone, AMD Zen 5): 37.1 -> 10.3 us, its
+#: 3->16 convolution 47 us.
+FUSED_PAD_ROWS = True
+
+
 def materialize_rows(sch: te.Schedule, outputs: list[te.Tensor]) -> None:
     """nn_schedule.materialize_tagged for channels-last groups: a padded copy
     (CHANNELS_LAST_PAD) as one padded row per parallel iteration, its channels vectorised
@@ -321,6 +329,8 @@ def materialize_rows(sch: te.Schedule, outputs: list[te.Tensor]) -> None:
             stage.parallel(outer)
         if _extent(axes[-1]) >= MIN_VECTOR_EXTENT:
             stage.vectorize(axes[-1])
+        elif FUSED_PAD_ROWS and _extent(axes[-2]) * _extent(axes[-1]) >= MIN_VECTOR_EXTENT:
+            stage.vectorize(stage.fuse(axes[-2], axes[-1]))
 
 
 def _schedule_flat(ctx: ScheduleContext, main: te.Stage, acc: te.Stage, kernel: bool) -> None:

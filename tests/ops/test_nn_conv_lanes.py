@@ -105,6 +105,26 @@ def test_position_lanes_only_on_the_kernel_targets():
     ],
 )
 def test_compiled_position_lanes_match_onnxruntime(cin, cout, size, kernel, pads, stride):
+    _compiled_matches_onnxruntime(cin, cout, size, kernel, pads, stride, "c")
+
+
+def _host_avx512() -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return " avx512f" in f.read()
+    except OSError:
+        return False
+
+
+@pytest.mark.cc
+@pytest.mark.skipif(not _host_avx512(), reason="the host runs no AVX-512")
+@pytest.mark.parametrize(("cin", "cout", "size"), [(3, 16, 40), (3, 32, 56), (3, 8, 40)])
+def test_compiled_stems_on_avx512_match_onnxruntime(cin, cout, size):
+    # 3x3 stride-2 stems: rows of 20 (10-column tiles) and 28 (14), blocks of 16 and 8
+    _compiled_matches_onnxruntime(cin, cout, size, 3, 1, 2, "c -mcpu=skylake-avx512")
+
+
+def _compiled_matches_onnxruntime(cin, cout, size, kernel, pads, stride, target):
     from onnx import TensorProto, helper, numpy_helper
 
     from ember.testing import assert_matches_onnxruntime
@@ -144,7 +164,7 @@ def test_compiled_position_lanes_match_onnxruntime(cin, cout, size, kernel, pads
         "x": rng.standard_normal((1, cin, size, size)).astype(np.float32),
         "r": rng.standard_normal(shape).astype(np.float32),
     }
-    assert_matches_onnxruntime(model, inputs, rtol=1e-4, atol=1e-4, target="c")
+    assert_matches_onnxruntime(model, inputs, rtol=1e-4, atol=1e-4, target=target)
 
 
 def test_position_lanes_kernel_starts_from_zero_instead_of_a_zeroing_loop():
@@ -172,3 +192,43 @@ def test_narrow_rows_are_one_register_tile_calling_the_kernel():
     # the llvm back end keeps its tiles of 4 columns
     text = _lower_and_check((1, 1, 12, 7), (1, 1, 3, 3, 16), target="llvm -mcpu=haswell")
     assert 'conv = allocate(Buffer((1, 1, 4, 16), "float32"' in text
+
+
+@pytest.mark.parametrize(
+    ("target", "width", "cin", "cols"),
+    [
+        ("c -mcpu=skylake-avx512", 20, 3, 10),  # 14 would leave a guarded tail of 6
+        ("c -mcpu=skylake-avx512", 28, 3, 14),  # 14 divides the row
+        ("c -mcpu=skylake-avx512", 20, 8, 14),  # not a stem: the target's tile and a tail
+        ("c -mcpu=skylake-avx512", 17, 3, 14),  # nothing from 10 to 14 divides 17
+    ],
+)
+def test_channels_last_stems_on_avx512_take_a_tile_dividing_the_row(target, width, cin, cols):
+    from ember.ops.nn_conv_f32 import INTERPRET_EXTERNS as EXTERNS
+
+    x, wp = v("x", (1, 7, 2 * width, cin)), v("wp", (1, cin, 3, 3, 16))
+    attrs = {"padding": (1, 1, 1, 1), "strides": (2, 2), "data_layout": "NHWC"}
+    body = call("relu", call("nn.conv_packed", x, wp, **attrs))
+    prim = lower_group(primitive((x, wp), body), "kernel", target)
+    assert f'conv = allocate(Buffer((1, 1, {cols}, 16), "float32"' in str(prim)
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal(p.type.shape).astype(np.float32) for p in (x, wp)]
+    (ref,) = evaluate(Function((x, wp), body), xs)
+    out = np.zeros(ref.shape, ref.dtype)
+    tir.interpret(prim, [*xs, out], externs=EXTERNS)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("target", "tiles"),
+    [
+        ("c -mcpu=skylake-avx512", "i0_i1_fused_i2_outer_fused_i3_outer_fused"),  # blocks inner
+        ("c -mcpu=haswell", "i0_i3_outer_fused_i1_fused_i2_outer_fused"),  # blocks outer
+    ],
+)
+def test_channels_last_stems_on_avx512_run_the_blocks_of_a_tile_together(target, tiles):
+    x, wp = v("x", (1, 8, 56, 3)), v("wp", (2, 3, 3, 3, 16))  # 3->32, rows of 28
+    attrs = {"padding": (1, 1, 1, 1), "strides": (2, 2), "data_layout": "NHWC"}
+    body = call("relu", call("nn.conv_packed", x, wp, **attrs))
+    prim = lower_group(primitive((x, wp), body), "kernel", target)
+    assert f"for {tiles} in" in str(prim)

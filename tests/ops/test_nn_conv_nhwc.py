@@ -85,6 +85,7 @@ CASES = [
     ((1, 48, 9, 9), (48, 1, 3, 3), {"padding": [1, 1, 1, 1], "strides": [2, 2], "groups": 48}),
     ((1, 16, 8, 8), (16, 1, 5, 5), {"padding": [2, 2, 2, 2], "groups": 16}),
     ((1, 3, 16, 16), (10, 3, 3, 3), {"padding": [1, 1, 1, 1]}),
+    ((1, 3, 34, 64), (16, 3, 3, 3), {"padding": [1, 1, 1, 1], "strides": [2, 2]}),  # a stem
     # 1x1s over more than WHOLE_IMAGE_POSITIONS flattened positions: loop-IR tiles with a
     # tail (17x17), kernel tiles of a divisor (16x16 of 64 channels) or with a tail (15x15)
     ((1, 16, 17, 17), (96, 16, 1, 1), {}),
@@ -155,3 +156,24 @@ def test_flat_positions_at_any_image_size() -> None:
     assert not flat_fits((1, 1), (2, 2), (0, 0, 0, 0), (1, 56, 56, 96), 1)
     assert not flat_fits((3, 3), (1, 1), (1, 1, 1, 1), (1, 56, 56, 96), 1)
     assert not flat_fits((1, 1), (1, 1), (0, 0, 0, 0), (1, 56, 56, 96), 2)
+
+
+@pytest.mark.parametrize("target", ["c -mcpu=skylake-avx512", "c -mcpu=haswell"])
+def test_few_channel_padded_copy_is_one_vectorized_row(target: str) -> None:
+    # a 3-channel stem's padded copy: columns and channels fused into one vector loop
+    # (a scalar loop of 3 channels per column took 3.6x as long), checked by interpretation
+    from ember import tir
+    from ember.lowering.lower_group import lower_group
+    from ember.ops.nn_conv_f32 import INTERPRET_EXTERNS
+    from ember.testing.lowering import primitive
+
+    x, wp = Var("x", TensorType((1, 9, 8, 3), F32)), Var("wp", TensorType((1, 3, 3, 3, 16), F32))
+    attrs = {"padding": (1, 1, 1, 1), "strides": (2, 2), "data_layout": "NHWC"}
+    body = call("relu", call("nn.conv_packed", x, wp, **attrs))
+    prim = lower_group(primitive((x, wp), body), "kernel", target)
+    assert "for i2_i3_fused in vectorized(30):" in str(prim)
+    xs = [_rand(1, 9, 8, 3), _rand(1, 3, 3, 3, 16, seed=1)]
+    (want,) = evaluate(Function((x, wp), body), xs)
+    got = np.zeros(want.shape, F32)
+    tir.interpret(prim, [*xs, got], externs=INTERPRET_EXTERNS)
+    np.testing.assert_allclose(got, want, **TOL)
