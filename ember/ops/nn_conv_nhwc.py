@@ -349,8 +349,15 @@ def _schedule_flat(ctx: ScheduleContext, main: te.Stage, acc: te.Stage, kernel: 
     cols = _tile_cols(_extent(positions), register_tiles(ctx.target).matmul[0])
     if kernel:
         cols = _tile_cols(_extent(positions), WHOLE_IMAGE_POSITIONS)
+    blocks = 1 if kernel else flat_tile_blocks(ctx.target, _extent(oo))
+    if blocks > 1:
+        cols = _tile_cols(_extent(positions), FLAT_TILE_LANES // (blocks * block))
     po, pi = main.split(positions, factor=cols)
-    if kernel and positions_outer(_size(acc_op.reduce_axis), _extent(o)):
+    if blocks > 1:
+        oo, ob = main.split(oo, factor=blocks)
+        main.reorder(n, oo, po, pi, ob, oi)
+        outer = main.fuse(n, oo, po)
+    elif kernel and positions_outer(_size(acc_op.reduce_axis), _extent(o)):
         main.reorder(n, po, oo, pi, oi)
         outer = main.fuse(n, po, oo)
     else:
@@ -361,7 +368,33 @@ def _schedule_flat(ctx: ScheduleContext, main: te.Stage, acc: te.Stage, kernel: 
     main.vectorize(oi)
     acc.compute_at(main, outer)
     an, ap, ao = acc_op.axis
+    if blocks > 1:
+        aob, aoi = acc.split(ao, factor=block)
+        acc.reorder(an, *acc_op.reduce_axis, ap, aob, aoi)
+        acc.unroll(ap)
+        acc.unroll(aob)
+        acc.vectorize(aoi)
+        return
     acc.reorder(an, *acc_op.reduce_axis, ap, ao)
     if not kernel:
         acc.unroll(ap)
     acc.vectorize(ao)
+
+
+#: float32 lanes of accumulators of one loop-IR tile of a flattened 1x1 convolution on
+#: AVX-512 C targets (flat_tile_blocks): 28 of the 32 zmm registers.
+FLAT_TILE_LANES = 448
+
+#: whether flattened 1x1 convolutions on loop-IR tiles (not the kernel's) on AVX-512 C
+#: targets tile several blocks of output channels at once (flat_tile_blocks).
+FLAT_MULTI_BLOCK = True
+
+
+def flat_tile_blocks(target: Any, blocks: int) -> int:
+    """How many blocks of output channels (of ``blocks``) one loop-IR tile of a flattened
+    1x1 convolution covers on ``target``: on AVX-512 C targets the largest of 4, 3 and 2
+    dividing ``blocks`` (FLAT_MULTI_BLOCK), else 1."""
+    keys = set(target.keys) if target is not None else set()
+    if not FLAT_MULTI_BLOCK or "x86-avx512" not in keys or "llvm" in keys:
+        return 1
+    return next((b for b in (4, 3, 2) if blocks % b == 0), 1)
