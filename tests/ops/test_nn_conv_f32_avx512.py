@@ -49,7 +49,7 @@ def test_avx512_c_targets_call_only_the_16_channel_kernel():
     [
         ((1, 32, 17, 17), (1, 32, 3, 3, 16), {"padding": (1, 1, 1, 1)}, True),  # 3x3
         ((1, 3, 30, 30), (1, 3, 7, 7, 16), {"strides": (2, 2)}, False),  # a 3-channel stem
-        ((1, 256, 7, 7), (1, 256, 1, 1, 16), {}, True),  # 1x1 on 49 positions
+        ((1, 256, 7, 7), (1, 256, 1, 1, 16), {}, False),  # 1x1 on 49 positions: loop IR
         ((1, 256, 14, 14), (1, 256, 1, 1, 16), {}, False),  # 1x1 on 196: loop-IR tiles
         ((1, 256, 27, 27), (1, 256, 1, 1, 16), {"strides": (2, 2)}, True),  # strided 1x1
     ],
@@ -149,7 +149,7 @@ def _conv_model(cin: int, cout: int, size: int, kernel: int, stride: int):
     [
         (64, 32, 14, 3, 1),  # whole image: 196 positions in 17 register tiles
         (48, 32, 28, 3, 1),  # bands of 7 rows
-        (256, 32, 7, 1, 1),  # 1x1 on 49 positions
+        (256, 32, 7, 1, 1),  # 1x1 on 49 positions (with AVX512_POINTWISE_POSITIONS 64)
         (300, 16, 9, 3, 1),  # channels outer, chunks of the input channels
         (128, 32, 15, 1, 2),  # strided 1x1
     ],
@@ -160,6 +160,7 @@ def test_avx512_kernel_is_bitwise_the_loop_ir_tiles(monkeypatch, cin, cout, size
     model = _conv_model(cin, cout, size, kernel, stride)
     x = np.random.default_rng(5).standard_normal((1, cin, size, size)).astype(np.float32)
     outs = []
+    monkeypatch.setattr(nn_conv_f32, "AVX512_POINTWISE_POSITIONS", 64)
     for on in (True, False):
         monkeypatch.setattr(nn_conv_f32, "AVX512_KERNEL", on)
         artifacts = compile_onnx(model, shape={"x": x.shape}, target=AVX512)
