@@ -22,7 +22,7 @@ from ember.ops.nn_conv_f32 import (
     use_tile_kernel,
 )
 from ember.ops.nn_conv_lanes import position_lanes
-from ember.ops.nn_conv_nhwc import LAYOUT, flat_fits
+from ember.ops.nn_conv_nhwc import LAYOUT, flat_fits, flat_strided
 from ember.ops.nn_conv_taps import taps_first
 from ember.ops.registry import COMPUTE_TARGET
 
@@ -171,12 +171,16 @@ def nhwc_tiles(
     ``out_shape`` as N, *spatial, C; ``conv`` its strides, dilations, paddings before and
     after): whether it takes the micro-kernel's layout (kernel_layout, channels last) and
     whether its positions are flattened into one matrix product
-    (ember.ops.nn_conv_nhwc.flat_channels_last). The one place both are decided."""
+    (ember.ops.nn_conv_nhwc.flat_channels_last; strided 1x1s on AVX-512 C targets too,
+    on loop-IR tiles: nn_conv_nhwc.flat_strided). The one place both are decided."""
     nchw_shape = (out_shape[0], out_shape[-1], *out_shape[1:-1])
     strides, _, pad_begin, pad_end = conv
     strided = any(int(v) > 1 for v in strides)
+    pads = (*pad_begin, *pad_end)
+    if strided and flat_strided(COMPUTE_TARGET.get(), dtype, wshape, strides, pads, groups):
+        return False, True
     kernel = kernel_layout(dtype, wshape, nchw_shape, channels_last=True, strided=strided)
-    flat = flat_fits(wshape[2:-1], strides, (*pad_begin, *pad_end), out_shape, groups)
+    flat = flat_fits(wshape[2:-1], strides, pads, out_shape, groups)
     positions = int(np.prod([int(d) for d in out_shape[1:-1]]))
     if flat and kernel and positions > WHOLE_IMAGE_POSITIONS:
         flat = int(wshape[1]) < ROW_BAND_CHANNELS

@@ -1,6 +1,7 @@
 """Flattened NHWC 1x1 convolutions on loop-IR tiles of several blocks of output channels on
-AVX-512 C targets (ember.ops.nn_conv_nhwc.flat_tile_blocks): the rule, the lowered tile,
-and compiled results bitwise equal to the one-block tiles."""
+AVX-512 C targets (ember.ops.nn_conv_nhwc.flat_tile_blocks; strided ones too, flat_strided):
+the rules, the lowered tiles, and compiled results bitwise equal to the one-block tiles and
+to the micro-kernel's."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from ember.driver import build
 from ember.ir import Attrs, Function, IRModule, TensorType, Var, call, const
 from ember.lowering.lower_group import lower_group
 from ember.ops import nn_conv_nhwc
-from ember.ops.nn_conv_nhwc import FLAT_TILE_LANES, flat_tile_blocks
+from ember.ops.nn_conv_nhwc import FLAT_TILE_LANES, flat_strided, flat_tile_blocks
 from ember.support.cpuinfo import host_cpu_flags
 from ember.target import Target
 from ember.testing.runners import run_artifacts
@@ -36,10 +37,26 @@ def test_flat_tile_blocks_rule(monkeypatch: pytest.MonkeyPatch) -> None:
     assert flat_tile_blocks(avx512, 16) == 1
 
 
-def _lower(xshape: tuple[int, ...], wshape: tuple[int, ...], target: str) -> str:
+def test_flat_strided_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    avx512 = Target.create(AVX512)
+    one = ((2, 2), (0, 0, 0, 0), 1)  # strides, pads, groups
+    # ResNet-50's downsample 1x1 256->512 stride 2
+    assert flat_strided(avx512, "float32", (32, 256, 1, 1, 16), *one)
+    assert not flat_strided(avx512, "float32", (32, 256, 3, 3, 16), *one)  # 3x3
+    assert not flat_strided(avx512, "float32", (32, 256, 1, 1, 16), (2, 2), (1, 1, 1, 1), 1)
+    assert not flat_strided(avx512, "float32", (32, 256, 1, 1, 16), (2, 2), (0,) * 4, 2)
+    assert not flat_strided(avx512, "float32", (32, 256, 1, 1, 8), *one)  # narrow blocks
+    assert not flat_strided(avx512, "float32", (1, 256, 1, 1, 16), *one)  # one block
+    assert not flat_strided(avx512, "int8", (32, 256, 1, 1, 16), *one)
+    assert not flat_strided(Target.create("c -mcpu=haswell"), "float32", (32, 256, 1, 1, 16), *one)
+    monkeypatch.setattr(nn_conv_nhwc, "FLAT_STRIDED", False)
+    assert not flat_strided(avx512, "float32", (32, 256, 1, 1, 16), *one)
+
+
+def _lower(xshape: tuple[int, ...], wshape: tuple[int, ...], target: str, strides: int = 1) -> str:
     x, wp = v("x", xshape), v("wp", wshape)
     b = v("b", (1, 1, wshape[0] * wshape[-1]))
-    conv = call("nn.conv_packed", x, wp, data_layout="NHWC")
+    conv = call("nn.conv_packed", x, wp, data_layout="NHWC", strides=(strides, strides))
     func = Function((x, wp, b), call("relu", call("add", conv, b)), Attrs({"Primitive": 1}))
     return str(lower_group(func, "kernel", target))
 
@@ -55,9 +72,19 @@ def test_flat_pointwise_tile_covers_four_blocks_on_avx512() -> None:
     assert ', 64), "float32", scope="local")' not in text
 
 
-def _module(xshape: tuple[int, ...], w: np.ndarray, bias: np.ndarray) -> IRModule:
+def test_strided_pointwise_takes_flat_loop_ir_tiles_on_avx512() -> None:
+    # 256->512 stride 2 at 56x56: positions flattened, every second row and column read
+    text = _lower((1, 56, 56, 256), (32, 256, 1, 1, 16), AVX512, strides=2)
+    assert 'Buffer((1, 7, 64), "float32", scope="local")' in text
+    assert "ember_f32_conv_tile" not in text and "// 28 * 2, " in text
+    # AVX2 keeps the micro-kernel
+    text = _lower((1, 56, 56, 256), (32, 256, 1, 1, 16), "c -mcpu=haswell", strides=2)
+    assert "ember_f32_conv_tile" in text
+
+
+def _module(xshape: tuple[int, ...], w: np.ndarray, bias: np.ndarray, strides: int = 1) -> IRModule:
     x = Var("x", TensorType(xshape, "float32"))
-    y = call("nn.conv", x, const(w), data_layout="NHWC")  # type: ignore[arg-type]
+    y = call("nn.conv", x, const(w), data_layout="NHWC", strides=(strides, strides))  # type: ignore[arg-type]
     return IRModule({"main": Function((x,), call("relu", call("add", y, const(bias))))})
 
 
@@ -84,4 +111,30 @@ def test_flat_multi_block_tiles_are_bitwise_the_one_block_tiles(
         outs.append(run_artifacts(build(_module(xshape, w, bias), AVX512), {"x": x})[0])
     want = np.maximum(np.einsum("nhwc,oc->nhwo", x, w[:, :, 0, 0]) + bias, 0.0)
     np.testing.assert_allclose(outs[0], want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
+@pytest.mark.cc
+@needs_avx512
+@pytest.mark.parametrize(
+    ("xshape", "cout"),
+    [
+        ((1, 14, 14, 256), 64),  # else on the micro-kernel (a reduction of 256)
+        ((1, 28, 28, 64), 128),  # else on row tiles of loop IR
+        ((1, 15, 13, 48), 96),  # odd sizes: a tail tile
+    ],
+)
+def test_flat_strided_tiles_are_bitwise_the_kernel_or_row_tiles(
+    monkeypatch: pytest.MonkeyPatch, xshape: tuple[int, ...], cout: int
+) -> None:
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(xshape).astype(np.float32)
+    w = rng.standard_normal((cout, xshape[-1], 1, 1)).astype(np.float32)
+    bias = rng.standard_normal((1, 1, cout)).astype(np.float32)
+    outs = []
+    for on in (True, False):
+        monkeypatch.setattr(nn_conv_nhwc, "FLAT_STRIDED", on)
+        outs.append(run_artifacts(build(_module(xshape, w, bias, 2), AVX512), {"x": x})[0])
+    want = np.einsum("nhwc,oc->nhwo", x[:, ::2, ::2], w[:, :, 0, 0]) + bias
+    np.testing.assert_allclose(outs[0], np.maximum(want, 0.0), rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal(outs[0], outs[1])
