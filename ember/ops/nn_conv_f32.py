@@ -112,7 +112,7 @@ AVX512_MIN_CHANNELS = 16
 #: 14x14 was level: ResNet-50's 1024->256 0.95-0.99, 256->1024 1.01-1.03, MobileNetV2's
 #: 576->96 and 384->64 0.84-0.95, 96->576 and 64->384 0.94-1.11; models 0.929x vs 0.930x.
 #: Lowered to 0 (every stride-1 1x1) once the flattened loop-IR tiles cover up to 4 blocks
-#: of output channels (ember.ops.nn_conv_nhwc.flat_tile_blocks): at 7x7 they beat the
+#: of output channels (ember.ops.nn_conv_flat.flat_tile_blocks): at 7x7 they beat the
 #: kernel (one thread, thread CPU time, per-kernel profiles interleaved in one process,
 #: load 5-6, loop-IR/kernel: ResNet-50's 512->2048 0.84, 2048->512 0.91; MobileNetV2's
 #: 960->320, 320->1280, 960->160 0.87-0.91; PP-LCNet's 7x7 0.89-0.91; models: ResNet-50

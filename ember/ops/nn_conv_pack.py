@@ -21,8 +21,9 @@ from ember.ops.nn_conv_f32 import (
     tile_kernel_pays,
     use_tile_kernel,
 )
+from ember.ops.nn_conv_flat import flat_strided
 from ember.ops.nn_conv_lanes import position_lanes
-from ember.ops.nn_conv_nhwc import LAYOUT, flat_fits, flat_strided
+from ember.ops.nn_conv_nhwc import LAYOUT, flat_fits
 from ember.ops.nn_conv_taps import taps_first
 from ember.ops.registry import COMPUTE_TARGET
 
@@ -172,7 +173,7 @@ def nhwc_tiles(
     after): whether it takes the micro-kernel's layout (kernel_layout, channels last) and
     whether its positions are flattened into one matrix product
     (ember.ops.nn_conv_nhwc.flat_channels_last; strided 1x1s on AVX-512 C targets too,
-    on loop-IR tiles: nn_conv_nhwc.flat_strided). The one place both are decided."""
+    on loop-IR tiles: nn_conv_flat.flat_strided). The one place both are decided."""
     nchw_shape = (out_shape[0], out_shape[-1], *out_shape[1:-1])
     strides, _, pad_begin, pad_end = conv
     strided = any(int(v) > 1 for v in strides)

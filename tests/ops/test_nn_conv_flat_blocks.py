@@ -1,5 +1,5 @@
 """Flattened NHWC 1x1 convolutions on loop-IR tiles of several blocks of output channels on
-AVX-512 C targets (ember.ops.nn_conv_nhwc.flat_tile_blocks; strided ones too, flat_strided):
+AVX-512 C targets (ember.ops.nn_conv_flat.flat_tile_blocks; strided ones too, flat_strided):
 the rules, the lowered tiles, and compiled results bitwise equal to the one-block tiles and
 to the micro-kernel's."""
 
@@ -12,8 +12,8 @@ from packed_conv_lowering import v
 from ember.driver import build
 from ember.ir import Attrs, Function, IRModule, TensorType, Var, call, const
 from ember.lowering.lower_group import lower_group
-from ember.ops import nn_conv_nhwc
-from ember.ops.nn_conv_nhwc import FLAT_TILE_LANES, flat_strided, flat_tile_blocks
+from ember.ops import nn_conv_flat
+from ember.ops.nn_conv_flat import FLAT_TILE_LANES, flat_strided, flat_tile_blocks
 from ember.support.cpuinfo import host_cpu_flags
 from ember.target import Target
 from ember.testing.runners import run_artifacts
@@ -33,7 +33,7 @@ def test_flat_tile_blocks_rule(monkeypatch: pytest.MonkeyPatch) -> None:
     assert flat_tile_blocks(Target.create("c -mcpu=haswell"), 16) == 1
     assert flat_tile_blocks(Target.create("llvm -mcpu=x86-64-v4"), 16) == 1
     assert flat_tile_blocks(None, 16) == 1
-    monkeypatch.setattr(nn_conv_nhwc, "FLAT_MULTI_BLOCK", False)
+    monkeypatch.setattr(nn_conv_flat, "FLAT_MULTI_BLOCK", False)
     assert flat_tile_blocks(avx512, 16) == 1
 
 
@@ -49,7 +49,7 @@ def test_flat_strided_rule(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not flat_strided(avx512, "float32", (1, 256, 1, 1, 16), *one)  # one block
     assert not flat_strided(avx512, "int8", (32, 256, 1, 1, 16), *one)
     assert not flat_strided(Target.create("c -mcpu=haswell"), "float32", (32, 256, 1, 1, 16), *one)
-    monkeypatch.setattr(nn_conv_nhwc, "FLAT_STRIDED", False)
+    monkeypatch.setattr(nn_conv_flat, "FLAT_STRIDED", False)
     assert not flat_strided(avx512, "float32", (32, 256, 1, 1, 16), *one)
 
 
@@ -107,7 +107,7 @@ def test_flat_multi_block_tiles_are_bitwise_the_one_block_tiles(
     bias = rng.standard_normal((1, 1, cout)).astype(np.float32)
     outs = []
     for on in (True, False):
-        monkeypatch.setattr(nn_conv_nhwc, "FLAT_MULTI_BLOCK", on)
+        monkeypatch.setattr(nn_conv_flat, "FLAT_MULTI_BLOCK", on)
         outs.append(run_artifacts(build(_module(xshape, w, bias), AVX512), {"x": x})[0])
     want = np.maximum(np.einsum("nhwc,oc->nhwo", x, w[:, :, 0, 0]) + bias, 0.0)
     np.testing.assert_allclose(outs[0], want, rtol=1e-4, atol=1e-4)
@@ -133,7 +133,7 @@ def test_flat_strided_tiles_are_bitwise_the_kernel_or_row_tiles(
     bias = rng.standard_normal((1, 1, cout)).astype(np.float32)
     outs = []
     for on in (True, False):
-        monkeypatch.setattr(nn_conv_nhwc, "FLAT_STRIDED", on)
+        monkeypatch.setattr(nn_conv_flat, "FLAT_STRIDED", on)
         outs.append(run_artifacts(build(_module(xshape, w, bias, 2), AVX512), {"x": x})[0])
     want = np.einsum("nhwc,oc->nhwo", x[:, ::2, ::2], w[:, :, 0, 0]) + bias
     np.testing.assert_allclose(outs[0], np.maximum(want, 0.0), rtol=1e-4, atol=1e-4)

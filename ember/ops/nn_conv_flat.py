@@ -1,0 +1,66 @@
+"""Loop-IR tiles of flattened NHWC 1x1 convolutions on AVX-512 C targets
+(ember.ops.nn_conv_nhwc.flat_channels_last when the micro-kernel does not compute them):
+how many blocks of output channels one tile covers (flat_tile_blocks) and which strided
+1x1s flatten their positions too (flat_strided)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ember.ops.nn_conv_f32 import BLOCK
+
+#: float32 lanes of accumulators of one loop-IR tile of a flattened 1x1 convolution on
+#: AVX-512 C targets (flat_tile_blocks): 28 of the 32 zmm registers (7 positions x 4
+#: blocks). 384 (6 x 4) measured level: ResNet-50 1.006x (one thread, thread CPU time,
+#: per-kernel profiles interleaved in one process, load 5).
+FLAT_TILE_LANES = 448
+
+#: whether flattened 1x1 convolutions on loop-IR tiles (not the kernel's) on AVX-512 C
+#: targets tile several blocks of output channels at once (flat_tile_blocks): one weight
+#: vector and one broadcast serve 4 and 7 FMAs instead of 7 and 1, and 28 accumulators
+#: instead of 7 (the tile of one block: 8 positions at most, RegisterTiles.matmul) hide the
+#: FMA latency. Measured as FLAT_TILE_LANES, one block -> several: ResNet-50 0.924x (1x1
+#: 256->1024 at 14x14 0.78, 1024->256 0.76, 128->512 at 28x28 0.85, 64->256 at 56x56 0.87,
+#: 64->64 0.73), MobileNetV2 0.880x; bitwise the same outputs.
+FLAT_MULTI_BLOCK = True
+#: the blocks per tile flat_tile_blocks picks from, largest first. (2,) ran ResNet-50 at
+#: 1.032x and MobileNetV2 at 1.063x of (4, 3, 2); (6, 5, 4, 3, 2) MobileNetV2 0.997x
+#: (16->96 at 112x112 0.81 but 576, 384 and 192 outputs 1.07-1.14).
+FLAT_BLOCKS = (4, 3, 2)
+
+
+#: whether strided unpadded 1x1 convolutions (ResNet-50's downsamples) take
+#: flat_channels_last with flat_tile_blocks' loop-IR tiles on AVX-512 C targets
+#: (flat_strided) instead of the micro-kernel's row tiles. Measured as FLAT_TILE_LANES,
+#: kernel -> flat loop-IR tiles: ResNet-50's 256->512 at 28x28 0.74, 512->1024 at 14x14
+#: 0.78, 1024->2048 at 7x7 0.79, the model 0.972x; bitwise the same outputs.
+FLAT_STRIDED = True
+
+
+def flat_strided(
+    target: Any,
+    dtype: str,
+    wshape: tuple[int, ...],
+    strides: tuple[int, ...],
+    pads: tuple[int, ...],
+    groups: int,
+) -> bool:
+    """Whether an NHWC strided 1x1 convolution (packed weight ``wshape``) takes
+    flat_channels_last on loop-IR tiles (FLAT_STRIDED): float32 blocks of 16 of which
+    flat_tile_blocks puts several in one tile on ``target``."""
+    if not FLAT_STRIDED or dtype != "float32" or groups != 1 or any(pads):
+        return False
+    kernel = tuple(int(k) for k in wshape[2:-1])
+    if len(kernel) != 2 or any(k != 1 for k in kernel) or int(wshape[-1]) != BLOCK:
+        return False
+    return len(strides) == 2 and flat_tile_blocks(target, int(wshape[0])) > 1
+
+
+def flat_tile_blocks(target: Any, blocks: int) -> int:
+    """How many blocks of output channels (of ``blocks``) one loop-IR tile of a flattened
+    1x1 convolution covers on ``target``: on AVX-512 C targets the first of FLAT_BLOCKS
+    dividing ``blocks`` (FLAT_MULTI_BLOCK), else 1."""
+    keys = set(target.keys) if target is not None else set()
+    if not FLAT_MULTI_BLOCK or "x86-avx512" not in keys or "llvm" in keys:
+        return 1
+    return next((b for b in FLAT_BLOCKS if blocks % b == 0), 1)
