@@ -11,8 +11,9 @@ from ember.ops.nn_conv_f32 import BLOCK
 
 #: float32 lanes of accumulators of one loop-IR tile of a flattened 1x1 convolution on
 #: AVX-512 C targets (flat_tile_blocks): 28 of the 32 zmm registers (7 positions x 4
-#: blocks). 384 (6 x 4) measured level: ResNet-50 1.006x (one thread, thread CPU time,
-#: per-kernel profiles interleaved in one process, load 5).
+#: blocks). 384 (6 x 4) and 512 (8 x 4) measured level: ResNet-50 1.006x and 1.008x,
+#: MobileNetV2 0.981x at 512 (one thread, thread CPU time, per-kernel profiles interleaved
+#: in one process, load 5-7).
 FLAT_TILE_LANES = 448
 
 #: whether flattened 1x1 convolutions on loop-IR tiles (not the kernel's) on AVX-512 C
