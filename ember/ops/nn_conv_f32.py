@@ -77,10 +77,10 @@ def use_block_kernel(target: Target, dtype: str) -> bool:
     """Whether packed ``dtype`` convolutions of blocks of BLOCK output channels on ``target``
     call ember_f32_conv_tile: use_tile_kernel's targets, and the c kind on AVX-512 CPUs
     (``x86-avx512``), whose code compiles the kernel's AVX-512 register tiles (one zmm per
-    position, up to AVX512_MAX_COLS). Not the llvm kinds there: the runtime library's copy
-    is compiled for AVX2."""
+    position, up to AVX512_MAX_COLS); the llvm kinds there call the runtime library's
+    AVX-512 copy (ember.codegen.llvm.tiles.tile_symbol)."""
     keys = set(target.keys)
-    avx512 = AVX512_KERNEL and "x86-avx512" in keys and "llvm" not in keys
+    avx512 = AVX512_KERNEL and "x86-avx512" in keys
     return use_tile_kernel(target, dtype) or (dtype == "float32" and avx512)
 
 

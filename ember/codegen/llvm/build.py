@@ -39,6 +39,7 @@ from ember.codegen.llvm.wrapper import packed_wrapper
 from ember.errors import CompileError
 from ember.runtime.artifact import Artifact
 from ember.target import Target
+from ember.target.cpu import X86_AVX512
 from ember.tir.buffer import Buffer
 from ember.tir.expr import Var
 from ember.tir.simplify import NON_NEGATIVE_MAX
@@ -70,6 +71,7 @@ class LLVMOptions:
             target["num-threads"],
             bool(target["export-unpacked"]),
             target.cpu.vector_registers >= BRANCH_ALLOC_REGISTERS,
+            target.cpu.key == X86_AVX512.key,
         )
         self.jobs: int = target["jobs"]
 
