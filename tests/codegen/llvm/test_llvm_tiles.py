@@ -177,6 +177,12 @@ def test_cpu_record_follows_triple_and_features(spec: str, attrs: dict, record: 
         ("llvm -mcpu=haswell", (1, 32, 7, 7), 16, False),  # LLVM's own tiles win (resnet8)
         ("llvm -mcpu=haswell", (1, 32, 48, 48), 16, True),  # large images: the kernel
         ("llvm -mcpu=haswell", (1, 32, 7, 7), 8, True),  # narrow blocks: the kernel
+        # AVX-512: the runtime's AVX-512 copy on images up to LLVM_AVX512_KERNEL_POSITIONS
+        ("llvm -mcpu=skylake-avx512", (1, 32, 7, 7), 16, True),
+        ("llvm -mcpu=skylake-avx512", (1, 32, 14, 14), 16, False),
+        ("llvm -mcpu=skylake-avx512", (1, 32, 48, 48), 16, False),
+        ("llvm -mcpu=skylake-avx512", (1, 32, 48, 48), 24, True),
+        ("c -mcpu=skylake-avx512", (1, 32, 14, 14), 16, True),
     ],
 )
 def test_llvm_keeps_its_loop_tiles_on_small_16_channel_layers(
