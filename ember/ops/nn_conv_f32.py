@@ -77,10 +77,10 @@ def use_block_kernel(target: Target, dtype: str) -> bool:
     """Whether packed ``dtype`` convolutions of blocks of BLOCK output channels on ``target``
     call ember_f32_conv_tile: use_tile_kernel's targets, and the c kind on AVX-512 CPUs
     (``x86-avx512``), whose code compiles the kernel's AVX-512 register tiles (one zmm per
-    position, up to AVX512_MAX_COLS). Not the llvm kinds there: the runtime library's copy
-    is compiled for AVX2."""
+    position, up to AVX512_MAX_COLS); the llvm kinds there call the runtime library's
+    AVX-512 copy (ember.codegen.llvm.tiles.tile_symbol)."""
     keys = set(target.keys)
-    avx512 = AVX512_KERNEL and "x86-avx512" in keys and "llvm" not in keys
+    avx512 = AVX512_KERNEL and "x86-avx512" in keys
     return use_tile_kernel(target, dtype) or (dtype == "float32" and avx512)
 
 
@@ -161,6 +161,13 @@ SMALL_LAYER_OUTPUTS = 16384
 #: loop_tiles_win). One thread, thread CPU time, per kernel, quiet machine: 3x3 128->128
 #: at 10x10 2.85 (loop-IR tiles) against c's 2.35 ms for its three calls.
 LLVM_KERNEL_REDUCTION = 1024
+#: on AVX-512 CPUs the llvm kinds call ember_f32_conv_tile (the runtime's AVX-512 copy) for
+#: blocks of BLOCK only on images of at most this many output positions: LLVM's loop-IR
+#: tiles of 14 columns (32 zmm registers) beat it from 10x10 up. One thread, thread CPU
+#: time, per kernel, rotated A/B in one process, load 6, kernel / loop-IR tiles: ResNet-50's
+#: 7x7 layers 0.66-0.89, 14x14 0.87-1.09, 28x28 1.00-1.13, 56x56 0.93-1.13; YOLO's 10x10
+#: 1.00-1.14, 20x20 to 80x80 1.01-1.17 (whole models: yolo 1.07x, resnet50 0.975x).
+LLVM_AVX512_KERNEL_POSITIONS = 64
 
 
 def tile_kernel_pays(in_channels: int, taps: int, positions: int, block: int) -> bool:
@@ -189,9 +196,13 @@ def loop_tiles_win(
     layer's output elements, 0: unknown) above SMALL_LAYER_OUTPUTS take the kernel: ResNet-50's
     layers at 28x28 and below (25,088 outputs and more) ran 1.3-1.8x c's time on loop-IR
     tiles (1x1 stride-2 downsamples, residual 1x1s at 7x7; whole model llvm/c 1.08), and so
-    does a ``reduction`` (input channels x taps, 0: unknown) of LLVM_KERNEL_REDUCTION or more."""
+    does a ``reduction`` (input channels x taps, 0: unknown) of LLVM_KERNEL_REDUCTION or more.
+    On AVX-512 CPUs blocks of BLOCK keep them on more than LLVM_AVX512_KERNEL_POSITIONS
+    positions (0: unknown, the loop-IR tiles)."""
     if "llvm" not in target.keys:
         return False
+    if "x86-avx512" in target.keys:
+        return block == BLOCK and not 0 < positions <= LLVM_AVX512_KERNEL_POSITIONS
     if outputs > SMALL_LAYER_OUTPUTS or reduction >= LLVM_KERNEL_REDUCTION:
         return False
     return block == BLOCK and positions < LARGE_IMAGE_POSITIONS

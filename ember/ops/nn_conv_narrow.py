@@ -48,10 +48,10 @@ def narrow_avx512(target: Target | None, dtype: str, block: int) -> bool:
     or after the regrouping by 24) calls the narrow kernels on ``target`` although the main
     micro-kernel's predicate (ember.ops.nn_conv_f32.use_tile_kernel) excludes it: float32
     blocks of 8 or 24 on an AVX-512 CPU, whose loop-IR tiles of 8 lanes fill half a vector.
-    c compiles the kernel's AVX-512 code, the llvm kinds call the runtime's AVX2 copy
+    c compiles the kernel's AVX-512 code, the llvm kinds call the runtime's AVX-512 copy
     (ember/runtime/src/f32_tiles.h). Measured on dbnet's 3x3 96->24 at 80x80 (one thread,
     thread CPU time, interleaved, load 8.4; with NCHW transposes): c 1.57 ms (loop-IR
-    tiles 2.98), llvm 2.63 with the kernel, 4.45 with its loop-IR tiles; 40x40 and 20x20
+    tiles 2.98), llvm 2.63 with the kernel's AVX2 copy, 4.45 with its loop-IR tiles; 40x40 and 20x20
     alike (llvm 0.659 vs 1.085, 0.160 vs 0.267 ms)."""
     if target is None or dtype != "float32" or block not in (NARROW_BLOCK, WIDE_BLOCK):
         return False
@@ -59,9 +59,9 @@ def narrow_avx512(target: Target | None, dtype: str, block: int) -> bool:
 
 
 def _avx512(target: Target | None) -> bool:
-    """Whether ``target`` compiles the kernels' AVX-512 code (c on an AVX-512 CPU; the llvm
-    kinds call the runtime's AVX2 copy)."""
-    return target is not None and "x86-avx512" in target.keys and "llvm" not in target.keys
+    """Whether ``target`` runs the kernels' AVX-512 code (an AVX-512 CPU: c compiles it, the
+    llvm kinds call the runtime's AVX-512 copy)."""
+    return target is not None and "x86-avx512" in target.keys
 
 
 def narrow_kernel_cols(width: int, lanes: int, target: Target | None = None) -> int:

@@ -54,8 +54,9 @@ def test_tile_widths():
     # 8 channels: the AVX2 kernel's widths on both
     assert [narrow_kernel_cols(w, 8, znver4) for w in (5, 16, 80)] == [5, 8, 8]
     assert narrow_kernel_tile([80, 80], 24, znver4) == (1, 12)
-    # the llvm kinds call the runtime's AVX2 copy: its widths
-    assert narrow_kernel_cols(80, 24, Target.create("llvm -mcpu=znver4")) == 4
+    # the llvm kinds call the runtime's AVX-512 copy: its widths; on AVX2 the AVX2 ones
+    assert narrow_kernel_cols(80, 24, Target.create("llvm -mcpu=znver4")) == 12
+    assert narrow_kernel_cols(80, 24, Target.create("llvm -mcpu=haswell")) == 4
 
 
 @pytest.fixture

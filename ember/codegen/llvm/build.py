@@ -30,8 +30,10 @@ from ember.codegen.llvm.branch_allocs import BRANCH_ALLOC_REGISTERS, split_branc
 from ember.codegen.llvm.codegen import FuncGen, Options, Scope
 from ember.codegen.llvm.ir_text import ModuleContext, Val, value_type
 from ember.codegen.llvm.jit import LLVMJitArtifact, jit_loader
+from ember.codegen.llvm.loop_hints import has_remainder
 from ember.codegen.llvm.machine import MachineSpec, pointer_bits
 from ember.codegen.llvm.parallel import CompilePool, compile_groups, usable_cores
+from ember.codegen.llvm.remainder_split import split_remainder_loops
 from ember.codegen.llvm.select_split import split_select_loops
 from ember.codegen.llvm.vector_split import split_vector_loops
 from ember.codegen.llvm.worker import MachineTuple
@@ -39,6 +41,7 @@ from ember.codegen.llvm.wrapper import packed_wrapper
 from ember.errors import CompileError
 from ember.runtime.artifact import Artifact
 from ember.target import Target
+from ember.target.cpu import X86_AVX512
 from ember.tir.buffer import Buffer
 from ember.tir.expr import Var
 from ember.tir.simplify import NON_NEGATIVE_MAX
@@ -70,6 +73,7 @@ class LLVMOptions:
             target["num-threads"],
             bool(target["export-unpacked"]),
             target.cpu.vector_registers >= BRANCH_ALLOC_REGISTERS,
+            target.cpu.key == X86_AVX512.key,
         )
         self.jobs: int = target["jobs"]
 
@@ -99,6 +103,8 @@ def unpacked_function(func: PrimFunc, ctx: ModuleContext, opts: Options) -> list
     if opts.split_branch_allocs:
         func = split_branch_allocs(func)
     func = split_vector_loops(split_select_loops(func))
+    if has_remainder(func.body):  # vectorizable once split (remainder_split)
+        func = split_remainder_loops(func)
     func = unroll_loops(vectorize_loops(func))
     scope = Scope()
     gen = FuncGen(ctx, func, opts, scope)

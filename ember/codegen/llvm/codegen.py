@@ -59,6 +59,9 @@ class Options:
     #: allocate a stack buffer on each side of the if/else that is its scope
     #: (branch_allocs.split_branch_allocs; on CPUs with BRANCH_ALLOC_REGISTERS registers)
     split_branch_allocs: bool = False
+    #: call the AVX-512 copies of the runtime's float32 tile kernels (tiles.tile_symbol;
+    #: on CPUs with AVX-512: ``x86-avx512``)
+    avx512_tiles: bool = False
 
 
 @dataclass
@@ -82,6 +85,7 @@ class FuncGen(ExprLowering, CheckLowering):
         self.ctx = ctx
         self.func = func
         self.opts = opts
+        self.avx512_tiles = opts.avx512_tiles
         self.scope = scope
         self.w = FunctionWriter(ctx)
         self.w.lines.append("entry:")

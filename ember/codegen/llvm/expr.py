@@ -24,6 +24,7 @@ from ember.codegen.llvm.mathfn import math_call
 from ember.codegen.llvm.memory import MemoryLowering
 from ember.codegen.llvm.narrow import is_narrow, narrow_value
 from ember.codegen.llvm.narrow_lower import NarrowLowering
+from ember.codegen.llvm.tiles import tile_symbol
 from ember.errors import CompileError
 from ember.support.dtypes import sub_bits
 from ember.tir import dtype as dt
@@ -91,6 +92,8 @@ class ExprLowering(NarrowLowering, MemoryLowering):
     env: dict[Var, Val]
     bounds: Simplifier
     where: str
+    #: call the AVX-512 copies of the float32 tile kernels (Options.avx512_tiles)
+    avx512_tiles: bool = False
 
     def const(self, dtype: str, value: int | float) -> Val:
         """A constant of (possibly vector) ``dtype``."""
@@ -379,13 +382,14 @@ class ExprLowering(NarrowLowering, MemoryLowering):
         args = [self.expr(a) for a in e.args]
         ret = value_type(e.dtype, self.where)
         sig = f"{ret} ({', '.join(a.ty for a in args)})"
-        defined = self.w.ctx.defined.get(e.op)
+        name = tile_symbol(e.op, self.avx512_tiles)
+        defined = self.w.ctx.defined.get(name)
         if defined is not None and defined != sig:
             raise CompileError(
                 f"LLVM codegen{self.where}: call_extern '{e.op}' as {sig} does not match "
                 f"its definition {defined}"
             )
         if defined is None:
-            self.w.ctx.declare(e.op, f"declare {ret} @{e.op}({', '.join(a.ty for a in args)})")
-        val = self.w.call(ret, e.op, args)
+            self.w.ctx.declare(name, f"declare {ret} @{name}({', '.join(a.ty for a in args)})")
+        val = self.w.call(ret, name, args)
         return val if val is not None else Val("i32", "0")

@@ -18,7 +18,7 @@ from typing import Any
 import llvmlite.binding as llvm
 
 from ember.codegen.llvm.machine import MachineSpec, new_machine
-from ember.codegen.llvm.tiles import TILE_KERNEL_NAMES
+from ember.codegen.llvm.tiles import AVX512_KERNEL_NAMES, TILE_KERNEL_NAMES
 from ember.runtime import c_api
 from ember.runtime.artifact import InMemoryArtifact
 from ember.runtime.module import Module
@@ -43,6 +43,7 @@ RUNTIME_SYMBOLS = (
     "ember_str_label_encode",
     # the float32 tile kernels (ember/runtime/src/f32_tiles.h), called by ember.ops.nn_conv_f32
     *TILE_KERNEL_NAMES,
+    *AVX512_KERNEL_NAMES,  # their AVX-512 copies (tiles.tile_symbol)
 )
 
 

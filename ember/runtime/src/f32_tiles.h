@@ -609,6 +609,604 @@ EMBER_F32_API int32_t ember_f32_lanes_tile(
                              xs1, ws1, e2, xs2, ws2);
 #endif
 }
+/* the AVX-512 copy (ember_f32_*_avx512): the same text for AVX-512F/VL/BW/DQ (gcc: which
+   defines __AVX512F__ for it, at -O3 as the c back end compiles it: dbnet's 3x3 96->24
+   row of 80 positions 2.64 -> 2.36-2.61 ms, -O3 -march=native's 2.39-2.61; clang: the
+   portable path), private names renamed */
+#if EMBER_F32_TARGET == 2
+#pragma clang attribute pop
+#pragma clang attribute push( \
+    __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma"))), apply_to = function)
+#elif EMBER_F32_TARGET == 1
+#pragma GCC pop_options
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")
+#pragma GCC optimize("O3")
+#endif
+#ifndef EMBER_F32_API /* exported by the runtime: src/f32_tiles.h */
+#define EMBER_F32_API static __attribute__((unused))
+#endif
+#if defined(__AVX512F__)
+#include <immintrin.h>
+/* `EMBER_AVX512_F32_KEEP(v)`: v stays in a register (so that the broadcasts, not the weights,
+   are the FMAs' memory operands) */
+#define EMBER_AVX512_F32_KEEP(v) __asm__("" : "+v"(v))
+/* the most positions of one register tile: one zmm accumulator per position */
+#define EMBER_AVX512_F32_MAX_TILE 10
+/* one chunk of the innermost reduction loop: 1-iteration outer loops */
+#define EMBER_AVX512_F32_CHUNK 1024
+#define EMBER_AVX512_F32_LOOP 1, 0, 0, 1, 0, 0, n2, xs2, ws2
+#define EMBER_AVX512_F32_LOOPS e0, xs0, ws0, e1, xs1, ws1, e2, xs2, ws2
+/* the next chunk's weight lines that the next register tile fetches ahead (ember_avx512_f32_npf
+   lines ember_avx512_f32_pfs floats apart from ember_avx512_f32_pf; NULL: none), one per step of its flat
+   loop instead of all before it: a burst of a hundred prefetches waited on DRAM (ResNet-50,
+   one thread, CPU time, interleaved, load 9, ms: 3x3 512->512 at 7x7 1.63 -> 1.18, 1.39 ->
+   1.16, 1.30 -> 1.10, 1x1 1024->2048 stride 2 1.26 -> 1.05; the whole model 0.972x) */
+static __thread const float* ember_avx512_f32_pf;
+static __thread int64_t ember_avx512_f32_npf, ember_avx512_f32_pfs;
+#define EMBER_AVX512_F32_PF_IN_TILE 1
+#define EMBER_AVX512_F32_TILE(NC)                                                                   \
+  static __attribute__((noinline, unused)) void ember_avx512_f32_tile_##NC(                       \
+      float* acc, const float* x, const float* w, const int64_t* off, int64_t e0,          \
+      int64_t xs0, int64_t ws0, int64_t e1, int64_t xs1, int64_t ws1, int64_t e2,          \
+      int64_t xs2, int64_t ws2) {                                                          \
+    const float* pf = ember_avx512_f32_pf;                                                        \
+    int64_t npf = pf != NULL ? ember_avx512_f32_npf : 0;                                          \
+    const int64_t pfs = ember_avx512_f32_pfs;                                                     \
+    ember_avx512_f32_pf = NULL;                                                                   \
+    __m512 a[NC];                                                                          \
+    const float* xp[NC];                                                                   \
+    _Pragma("GCC unroll 16") for (int j = 0; j < NC; ++j) {                                \
+      xp[j] = x + off[j];                                                                  \
+      a[j] = _mm512_loadu_ps(acc + 16 * j);                                                \
+    }                                                                                      \
+    if (e0 * e1 == 1) { /* one loop (chunks of a long innermost loop): a flat nest */     \
+      const float* wk = w;                                                                 \
+      for (int64_t xk = 0; xk < e2 * xs2; xk += xs2) {                                     \
+        if (npf > 0) {                                                                     \
+          _mm_prefetch((const char*)pf, _MM_HINT_T0);                                      \
+          pf += pfs;                                                                       \
+          --npf;                                                                           \
+        }                                                                                  \
+        __m512 w0 = _mm512_loadu_ps(wk);                                                   \
+        EMBER_AVX512_F32_KEEP(w0);                                                                \
+        _Pragma("GCC unroll 16") for (int j = 0; j < NC; ++j) {                            \
+          a[j] = _mm512_fmadd_ps(_mm512_set1_ps(xp[j][xk]), w0, a[j]);                     \
+        }                                                                                  \
+        wk += ws2;                                                                         \
+      }                                                                                    \
+      e0 = 0;                                                                              \
+    }                                                                                      \
+    for (int64_t i0 = 0; i0 < e0; ++i0) {                                                  \
+      for (int64_t i1 = 0; i1 < e1; ++i1) {                                                \
+        int64_t xk = i0 * xs0 + i1 * xs1;                                                  \
+        const float* wk = w + i0 * ws0 + i1 * ws1;                                         \
+        for (int64_t i2 = 0; i2 < e2; ++i2) {                                              \
+          __m512 w0 = _mm512_loadu_ps(wk);                                                 \
+          EMBER_AVX512_F32_KEEP(w0);                                                              \
+          _Pragma("GCC unroll 16") for (int j = 0; j < NC; ++j) {                          \
+            a[j] = _mm512_fmadd_ps(_mm512_set1_ps(xp[j][xk]), w0, a[j]);                   \
+          }                                                                                \
+          xk += xs2;                                                                       \
+          wk += ws2;                                                                       \
+        }                                                                                  \
+      }                                                                                    \
+    }                                                                                      \
+    _Pragma("GCC unroll 16") for (int j = 0; j < NC; ++j) {                                \
+      _mm512_storeu_ps(acc + 16 * j, a[j]);                                                \
+    }                                                                                      \
+  }
+EMBER_AVX512_F32_TILE(1)
+EMBER_AVX512_F32_TILE(2)
+EMBER_AVX512_F32_TILE(3)
+EMBER_AVX512_F32_TILE(4)
+EMBER_AVX512_F32_TILE(5)
+EMBER_AVX512_F32_TILE(6)
+EMBER_AVX512_F32_TILE(7)
+EMBER_AVX512_F32_TILE(8)
+EMBER_AVX512_F32_TILE(9)
+EMBER_AVX512_F32_TILE(10)
+/* the register tile of nc (1-EMBER_AVX512_F32_MAX_TILE) positions */
+static inline void ember_avx512_f32_tile_n(int32_t nc, float* acc, const float* x, const float* w,
+                                    const int64_t* off, int64_t e0, int64_t xs0, int64_t ws0,
+                                    int64_t e1, int64_t xs1, int64_t ws1, int64_t e2,
+                                    int64_t xs2, int64_t ws2) {
+  switch (nc) {
+    case 1: ember_avx512_f32_tile_1(acc, x, w, off, EMBER_AVX512_F32_LOOPS); break;
+    case 2: ember_avx512_f32_tile_2(acc, x, w, off, EMBER_AVX512_F32_LOOPS); break;
+    case 3: ember_avx512_f32_tile_3(acc, x, w, off, EMBER_AVX512_F32_LOOPS); break;
+    case 4: ember_avx512_f32_tile_4(acc, x, w, off, EMBER_AVX512_F32_LOOPS); break;
+    case 5: ember_avx512_f32_tile_5(acc, x, w, off, EMBER_AVX512_F32_LOOPS); break;
+    case 6: ember_avx512_f32_tile_6(acc, x, w, off, EMBER_AVX512_F32_LOOPS); break;
+    case 7: ember_avx512_f32_tile_7(acc, x, w, off, EMBER_AVX512_F32_LOOPS); break;
+    case 8: ember_avx512_f32_tile_8(acc, x, w, off, EMBER_AVX512_F32_LOOPS); break;
+    case 9: ember_avx512_f32_tile_9(acc, x, w, off, EMBER_AVX512_F32_LOOPS); break;
+    default: ember_avx512_f32_tile_10(acc, x, w, off, EMBER_AVX512_F32_LOOPS); break;
+  }
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+/* `EMBER_AVX512_F32_KEEP(v)`: v stays in a register (gcc would otherwise fold the weight loads
+   into every FMA as memory operands, one load per FMA) */
+#define EMBER_AVX512_F32_KEEP(v) __asm__("" : "+x"(v))
+/* the most positions of one register tile: 6 x 16 accumulators in 12 ymm */
+#define EMBER_AVX512_F32_MAX_TILE 6
+/* one chunk of the innermost reduction loop: 1-iteration outer loops */
+#define EMBER_AVX512_F32_CHUNK 256
+#define EMBER_AVX512_F32_LOOP 1, 0, 0, 1, 0, 0, n2, xs2, ws2
+#define EMBER_AVX512_F32_LOOPS e0, xs0, ws0, e1, xs1, ws1, e2, xs2, ws2
+#define EMBER_AVX512_F32_TILE(NC)                                                                   \
+  static __attribute__((noinline, unused)) void ember_avx512_f32_tile_##NC(                       \
+      float* acc, const float* x, const float* w, const int64_t* off, int64_t e0,          \
+      int64_t xs0, int64_t ws0, int64_t e1, int64_t xs1, int64_t ws1, int64_t e2,          \
+      int64_t xs2, int64_t ws2) {                                                          \
+    __m256 a0[NC], a1[NC];                                                                 \
+    const float* xp[NC];                                                                   \
+    _Pragma("GCC unroll 8") for (int j = 0; j < NC; ++j) {                                 \
+      xp[j] = x + off[j];                                                                  \
+      a0[j] = _mm256_loadu_ps(acc + 16 * j);                                               \
+      a1[j] = _mm256_loadu_ps(acc + 16 * j + 8);                                           \
+    }                                                                                      \
+    for (int64_t i0 = 0; i0 < e0; ++i0) {                                                  \
+      for (int64_t i1 = 0; i1 < e1; ++i1) {                                                \
+        int64_t xk = i0 * xs0 + i1 * xs1;                                                  \
+        const float* wk = w + i0 * ws0 + i1 * ws1;                                         \
+        for (int64_t i2 = 0; i2 < e2; ++i2) {                                              \
+          __m256 w0 = _mm256_loadu_ps(wk), w1 = _mm256_loadu_ps(wk + 8);                   \
+          EMBER_AVX512_F32_KEEP(w0);                                                              \
+          EMBER_AVX512_F32_KEEP(w1);                                                              \
+          _Pragma("GCC unroll 8") for (int j = 0; j < NC; ++j) {                           \
+            const __m256 b = _mm256_broadcast_ss(xp[j] + xk);                              \
+            a0[j] = _mm256_fmadd_ps(b, w0, a0[j]);                                         \
+            a1[j] = _mm256_fmadd_ps(b, w1, a1[j]);                                         \
+          }                                                                                \
+          xk += xs2;                                                                       \
+          wk += ws2;                                                                       \
+        }                                                                                  \
+      }                                                                                    \
+    }                                                                                      \
+    _Pragma("GCC unroll 8") for (int j = 0; j < NC; ++j) {                                 \
+      _mm256_storeu_ps(acc + 16 * j, a0[j]);                                               \
+      _mm256_storeu_ps(acc + 16 * j + 8, a1[j]);                                           \
+    }                                                                                      \
+  }
+EMBER_AVX512_F32_TILE(1)
+EMBER_AVX512_F32_TILE(2)
+EMBER_AVX512_F32_TILE(3)
+EMBER_AVX512_F32_TILE(4)
+EMBER_AVX512_F32_TILE(5)
+EMBER_AVX512_F32_TILE(6)
+
+/* the register tile of nc (1-6) positions */
+static inline void ember_avx512_f32_tile_n(int32_t nc, float* acc, const float* x, const float* w,
+                                    const int64_t* off, int64_t e0, int64_t xs0, int64_t ws0,
+                                    int64_t e1, int64_t xs1, int64_t ws1, int64_t e2,
+                                    int64_t xs2, int64_t ws2) {
+  switch (nc) {
+    case 1: ember_avx512_f32_tile_1(acc, x, w, off, EMBER_AVX512_F32_LOOPS); break;
+    case 2: ember_avx512_f32_tile_2(acc, x, w, off, EMBER_AVX512_F32_LOOPS); break;
+    case 3: ember_avx512_f32_tile_3(acc, x, w, off, EMBER_AVX512_F32_LOOPS); break;
+    case 4: ember_avx512_f32_tile_4(acc, x, w, off, EMBER_AVX512_F32_LOOPS); break;
+    case 5: ember_avx512_f32_tile_5(acc, x, w, off, EMBER_AVX512_F32_LOOPS); break;
+    default: ember_avx512_f32_tile_6(acc, x, w, off, EMBER_AVX512_F32_LOOPS); break;
+  }
+}
+#endif
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+/* the weights of the last call of ember_f32_conv_tile_avx512 on this thread */
+static __thread const float* ember_avx512_f32_last_block;
+/* every register tile of a chunk in turn (ntiles tiles: `big` of small + 1 positions,
+   then small), each over the chunk's loops; the tiles fetch the weights of the next chunk
+   (at `pw`, same loops; NULL: none) ahead, a share each, so that its first tile does not
+   wait on a line of L2 or L3 per step (taps outer: one line per step, 576 bytes apart) */
+/* off[0..nc) = base plus the offsets of positions j0 .. j0 + nc - 1 (rows of tcols
+   positions cx apart, rows cr apart), counted along (no division per position) */
+static inline void ember_avx512_f32_offsets(int64_t* off, int64_t base, int32_t j0, int32_t nc,
+                                     int32_t tcols, int32_t cx, int32_t cr) {
+  int32_t c = j0 % tcols;
+  int64_t o = base + (int64_t)(j0 / tcols) * cr + (int64_t)c * cx;
+  for (int32_t j = 0; j < nc; ++j) {
+    off[j] = o;
+    if (++c == tcols) {
+      c = 0;
+      o += cr - (int64_t)(tcols - 1) * cx;
+    } else {
+      o += cx;
+    }
+  }
+}
+static inline void ember_avx512_f32_tiles(float* acc, const float* x, const float* w, int64_t xk,
+                                   int32_t ntiles, int32_t small, int32_t big, int32_t tcols,
+                                   int32_t cx, int32_t cr, int64_t e0, int64_t xs0,
+                                   int64_t ws0, int64_t e1, int64_t xs1, int64_t ws1,
+                                   int64_t e2, int64_t xs2, int64_t ws2, const float* pw) {
+  int32_t j0 = 0;
+  const int64_t steps = e0 * e1 * e2;
+  for (int32_t t = 0; t < ntiles; ++t) {
+    const int32_t nc = small + (t < big);
+#ifdef EMBER_AVX512_F32_PF_IN_TILE
+    if (pw != NULL && e0 * e1 == 1 && steps >= 2 * ntiles) { /* in the tile's flat loop */
+      ember_avx512_f32_pf = pw + steps * t / ntiles * ws2;
+      ember_avx512_f32_npf = steps * (t + 1) / ntiles - steps * t / ntiles;
+      ember_avx512_f32_pfs = ws2;
+    } else
+#endif
+    if (pw != NULL) { /* steps s of the tile's share, (s0, s1, s2) counted along */
+      int64_t s = steps * t / ntiles;
+      int64_t s0 = s / (e1 * e2), s1 = s / e2 % e1, s2 = s % e2;
+      for (; s < steps * (t + 1) / ntiles; ++s) {
+        _mm_prefetch((const char*)(pw + s0 * ws0 + s1 * ws1 + s2 * ws2), _MM_HINT_T0);
+        if (++s2 == e2) {
+          s2 = 0;
+          if (++s1 == e1) {
+            s1 = 0;
+            ++s0;
+          }
+        }
+      }
+    }
+    int64_t off[EMBER_AVX512_F32_MAX_TILE];
+    ember_avx512_f32_offsets(off, xk, j0, nc, tcols, cx, cr);
+    ember_avx512_f32_tile_n(nc, acc + 16 * (int64_t)j0, x, w, off, EMBER_AVX512_F32_LOOPS);
+    j0 += nc;
+  }
+}
+#endif
+
+/* acc[j][0:16] += sum over (i0, i1, i2) of x at position j times 16 weights (see
+   ember/codegen/c/f32_kernels.py); returns 0 */
+EMBER_F32_API int32_t ember_f32_conv_tile_avx512(
+    float* acc, const float* x, const float* w, int64_t xoff, int64_t woff, int32_t ncols,
+    int32_t tcols, int32_t cx, int32_t cr, int32_t e0, int32_t xs0, int32_t ws0, int32_t e1,
+    int32_t xs1, int32_t ws1, int32_t e2, int32_t xs2, int32_t ws2) {
+  if (ncols < 1) return 0;
+  w += woff;
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+  /* register tiles of up to EMBER_AVX512_F32_MAX_TILE positions, as even as possible; the
+     reduction in chunks of about EMBER_AVX512_F32_CHUNK steps, all tiles per chunk (its weights
+     stay in L1) */
+  const int32_t ntiles = (ncols + EMBER_AVX512_F32_MAX_TILE - 1) / EMBER_AVX512_F32_MAX_TILE;
+  const int32_t small = ncols / ntiles, big = ncols % ntiles;
+  /* the last chunk prefetches the first of the next block of 16 output channels, the packed
+     weight's next (a block's weights: the longest loop's extent times its stride), unless
+     the previous call on this thread took the same block (tiles of bands of rows: the next
+     call most likely takes it again) */
+  int64_t block = (int64_t)e0 * ws0;
+  if ((int64_t)e1 * ws1 > block) block = (int64_t)e1 * ws1;
+  if ((int64_t)e2 * ws2 > block) block = (int64_t)e2 * ws2;
+  const float* next = w == ember_avx512_f32_last_block ? NULL : w + block;
+  ember_avx512_f32_last_block = w;
+#define EMBER_AVX512_F32_NEXT_BLOCK next
+  if (ntiles == 1) { /* one register tile: the whole reduction in one call */
+    int64_t off[EMBER_AVX512_F32_MAX_TILE];
+    ember_avx512_f32_offsets(off, xoff, 0, ncols, tcols, cx, cr);
+    ember_avx512_f32_tile_n(ncols, acc, x, w, off, EMBER_AVX512_F32_LOOPS);
+    return 0;
+  }
+  if ((int64_t)e1 * e2 < EMBER_AVX512_F32_CHUNK && e0 > 1) {
+    /* short inner loops (reduction order input channels, kernel rows, columns: the packed
+       weight read contiguously): chunks of the outermost loop, whole inner loops */
+    const int64_t inner = (int64_t)e1 * e2;
+    const int64_t n0 = inner > 0 && EMBER_AVX512_F32_CHUNK / inner > 0 ? EMBER_AVX512_F32_CHUNK / inner : 1;
+    for (int64_t c0 = 0; c0 < e0; c0 += n0) {
+      const int64_t m0 = e0 - c0 < n0 ? e0 - c0 : n0;
+      const float* pw = c0 + n0 < e0 ? w + (c0 + n0) * ws0 : EMBER_AVX512_F32_NEXT_BLOCK;
+      ember_avx512_f32_tiles(acc, x, w + c0 * ws0, xoff + c0 * xs0, ntiles, small, big, tcols, cx,
+                      cr, m0, xs0, ws0, e1, xs1, ws1, e2, xs2, ws2, pw);
+    }
+    return 0;
+  }
+  for (int64_t i0 = 0; i0 < e0; ++i0) {
+    for (int64_t i1 = 0; i1 < e1; ++i1) {
+      for (int64_t c0 = 0; c0 < e2; c0 += EMBER_AVX512_F32_CHUNK) {
+        const int64_t n2 = e2 - c0 < EMBER_AVX512_F32_CHUNK ? e2 - c0 : EMBER_AVX512_F32_CHUNK;
+        const float* wk = w + i0 * ws0 + i1 * ws1 + c0 * ws2;
+        const int64_t xk = xoff + i0 * xs0 + i1 * xs1 + c0 * xs2;
+        /* the next chunk: further along the channels, else the next tap's first */
+        const float* pw = c0 + EMBER_AVX512_F32_CHUNK < e2   ? wk + EMBER_AVX512_F32_CHUNK * ws2
+                          : i1 + 1 < e1               ? w + i0 * ws0 + (i1 + 1) * ws1
+                          : i0 + 1 < e0               ? w + (i0 + 1) * ws0
+                                                      : EMBER_AVX512_F32_NEXT_BLOCK;
+        ember_avx512_f32_tiles(acc, x, wk, xk, ntiles, small, big, tcols, cx, cr, EMBER_AVX512_F32_LOOP, pw);
+      }
+    }
+  }
+  return 0;
+#else
+  for (int64_t i0 = 0; i0 < e0; ++i0)
+    for (int64_t i1 = 0; i1 < e1; ++i1)
+      for (int64_t i2 = 0; i2 < e2; ++i2) {
+        const float* wk = w + i0 * ws0 + i1 * ws1 + i2 * ws2;
+        const int64_t xk = xoff + i0 * xs0 + i1 * xs1 + i2 * xs2;
+        for (int32_t j = 0; j < ncols; ++j) {
+          const float b = x[xk + (int64_t)(j / tcols) * cr + (int64_t)(j % tcols) * cx];
+          for (int l = 0; l < 16; ++l) acc[16 * j + l] = fmaf(b, wk[l], acc[16 * j + l]);
+        }
+      }
+  return 0;
+#endif
+}
+
+#ifndef EMBER_F32_API /* exported by the runtime: src/f32_tiles.h */
+#define EMBER_F32_API static __attribute__((unused))
+#endif
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define EMBER_AVX512_F32N_KEEP(v) __asm__("" : "+x"(v))
+#define EMBER_AVX512_F32N_CHUNK 256
+#define EMBER_AVX512_F32N_LOOP 1, 0, 0, 1, 0, 0, n2, xs2, ws2
+#define EMBER_AVX512_F32N_LOOPS e0, xs0, ws0, e1, xs1, ws1, e2, xs2, ws2
+/* a register tile of NC positions x NV vectors of 8 channels (NV = 1 or 3) */
+#define EMBER_AVX512_F32N_TILE(NV, NC)                                                              \
+  static __attribute__((noinline, unused)) void ember_avx512_f32n_tile_##NV##_##NC(               \
+      float* acc, const float* x, const float* w, const int64_t* off, int64_t e0,          \
+      int64_t xs0, int64_t ws0, int64_t e1, int64_t xs1, int64_t ws1, int64_t e2,          \
+      int64_t xs2, int64_t ws2) {                                                          \
+    __m256 a0[NC], a1[NC], a2[NC];                                                         \
+    const float* xp[NC];                                                                   \
+    _Pragma("GCC unroll 8") for (int j = 0; j < NC; ++j) {                                 \
+      xp[j] = x + off[j];                                                                  \
+      a0[j] = _mm256_loadu_ps(acc + 8 * NV * j);                                           \
+      if (NV > 1) a1[j] = _mm256_loadu_ps(acc + 8 * NV * j + 8);                           \
+      if (NV > 1) a2[j] = _mm256_loadu_ps(acc + 8 * NV * j + 16);                          \
+    }                                                                                      \
+    for (int64_t i0 = 0; i0 < e0; ++i0) {                                                  \
+      for (int64_t i1 = 0; i1 < e1; ++i1) {                                                \
+        int64_t xk = i0 * xs0 + i1 * xs1;                                                  \
+        const float* wk = w + i0 * ws0 + i1 * ws1;                                         \
+        for (int64_t i2 = 0; i2 < e2; ++i2) {                                              \
+          __m256 w0 = _mm256_loadu_ps(wk), w1 = w0, w2 = w0;                               \
+          if (NV > 1) {                                                                    \
+            w1 = _mm256_loadu_ps(wk + 8);                                                  \
+            w2 = _mm256_loadu_ps(wk + 16);                                                 \
+            EMBER_AVX512_F32N_KEEP(w1);                                                           \
+            EMBER_AVX512_F32N_KEEP(w2);                                                           \
+          }                                                                                \
+          EMBER_AVX512_F32N_KEEP(w0);                                                             \
+          _Pragma("GCC unroll 8") for (int j = 0; j < NC; ++j) {                           \
+            const __m256 b = _mm256_broadcast_ss(xp[j] + xk);                              \
+            a0[j] = _mm256_fmadd_ps(b, w0, a0[j]);                                         \
+            if (NV > 1) a1[j] = _mm256_fmadd_ps(b, w1, a1[j]);                             \
+            if (NV > 1) a2[j] = _mm256_fmadd_ps(b, w2, a2[j]);                             \
+          }                                                                                \
+          xk += xs2;                                                                       \
+          wk += ws2;                                                                       \
+        }                                                                                  \
+      }                                                                                    \
+    }                                                                                      \
+    _Pragma("GCC unroll 8") for (int j = 0; j < NC; ++j) {                                 \
+      _mm256_storeu_ps(acc + 8 * NV * j, a0[j]);                                           \
+      if (NV > 1) _mm256_storeu_ps(acc + 8 * NV * j + 8, a1[j]);                           \
+      if (NV > 1) _mm256_storeu_ps(acc + 8 * NV * j + 16, a2[j]);                          \
+    }                                                                                      \
+  }
+EMBER_AVX512_F32N_TILE(1, 1)
+EMBER_AVX512_F32N_TILE(1, 2)
+EMBER_AVX512_F32N_TILE(1, 3)
+EMBER_AVX512_F32N_TILE(1, 4)
+EMBER_AVX512_F32N_TILE(1, 5)
+EMBER_AVX512_F32N_TILE(1, 6)
+EMBER_AVX512_F32N_TILE(1, 7)
+EMBER_AVX512_F32N_TILE(1, 8)
+EMBER_AVX512_F32N_TILE(3, 1)
+EMBER_AVX512_F32N_TILE(3, 2)
+EMBER_AVX512_F32N_TILE(3, 3)
+EMBER_AVX512_F32N_TILE(3, 4)
+
+#if defined(__AVX512F__)
+/* AVX-512, 24 channels: a register tile of NC positions as ceil(24 NC / 16) zmm vectors
+   of the accumulators in memory order. Of each pair of positions (p, q) vector 0 holds
+   p's channels 0-15, vector 1 p's 16-23 and q's 0-7, vector 2 q's 8-23: per reduction
+   step the weights w0 = w[0:16], w2 = w[8:24] and w1 = (w[16:24], w[0:8]) (one shuffle),
+   per pair two broadcasts and one shuffle (a masked blend measured 15% slower). An odd
+   last position keeps its channels 16-23 in the low half of a masked vector. */
+#define EMBER_AVX512_F32N_ZV(NC) ((24 * (NC) + 15) / 16)
+#define EMBER_AVX512_F32N_ZTILE(NC)                                                                 \
+  static __attribute__((noinline, unused)) void ember_avx512_f32n_ztile_##NC(                     \
+      float* acc, const float* x, const float* w, const int64_t* off, int64_t e0,          \
+      int64_t xs0, int64_t ws0, int64_t e1, int64_t xs1, int64_t ws1, int64_t e2,          \
+      int64_t xs2, int64_t ws2) {                                                          \
+    __m512 a[EMBER_AVX512_F32N_ZV(NC)];                                                           \
+    const float* xp[NC];                                                                   \
+    const __mmask16 last = (NC) % 2 ? 0x00FF : 0xFFFF;                                     \
+    _Pragma("GCC unroll 16") for (int j = 0; j < NC; ++j) xp[j] = x + off[j];              \
+    _Pragma("GCC unroll 24") for (int v = 0; v < EMBER_AVX512_F32N_ZV(NC); ++v) {                 \
+      a[v] = v == EMBER_AVX512_F32N_ZV(NC) - 1 ? _mm512_maskz_loadu_ps(last, acc + 16 * v)         \
+                                        : _mm512_loadu_ps(acc + 16 * v);                   \
+    }                                                                                      \
+    for (int64_t i0 = 0; i0 < e0; ++i0) {                                                  \
+      for (int64_t i1 = 0; i1 < e1; ++i1) {                                                \
+        int64_t xk = i0 * xs0 + i1 * xs1;                                                  \
+        const float* wk = w + i0 * ws0 + i1 * ws1;                                         \
+        for (int64_t i2 = 0; i2 < e2; ++i2) {                                              \
+          const __m512 w0 = _mm512_loadu_ps(wk), w2 = _mm512_loadu_ps(wk + 8);             \
+          const __m512 w1 = _mm512_shuffle_f32x4(w2, w0, 0x4E);                            \
+          _Pragma("GCC unroll 16") for (int j = 0; j + 1 < NC; j += 2) {                   \
+            const __m512 bp = _mm512_set1_ps(xp[j][xk]);                                   \
+            const __m512 bq = _mm512_set1_ps(xp[j + 1][xk]);                               \
+            const __m512 bm = _mm512_shuffle_f32x4(bp, bq, 0);                            \
+            a[3 * j / 2] = _mm512_fmadd_ps(bp, w0, a[3 * j / 2]);                          \
+            a[3 * j / 2 + 1] = _mm512_fmadd_ps(bm, w1, a[3 * j / 2 + 1]);                  \
+            a[3 * j / 2 + 2] = _mm512_fmadd_ps(bq, w2, a[3 * j / 2 + 2]);                  \
+          }                                                                                \
+          if ((NC) % 2) {                                                                  \
+            const __m512 bp = _mm512_set1_ps(xp[(NC) - 1][xk]);                            \
+            a[3 * ((NC) / 2)] = _mm512_fmadd_ps(bp, w0, a[3 * ((NC) / 2)]);                \
+            a[3 * ((NC) / 2) + 1] = _mm512_fmadd_ps(bp, w1, a[3 * ((NC) / 2) + 1]);        \
+          }                                                                                \
+          xk += xs2;                                                                       \
+          wk += ws2;                                                                       \
+        }                                                                                  \
+      }                                                                                    \
+    }                                                                                      \
+    _Pragma("GCC unroll 24") for (int v = 0; v < EMBER_AVX512_F32N_ZV(NC); ++v) {                 \
+      if (v == EMBER_AVX512_F32N_ZV(NC) - 1)                                                      \
+        _mm512_mask_storeu_ps(acc + 16 * v, last, a[v]);                                   \
+      else                                                                                 \
+        _mm512_storeu_ps(acc + 16 * v, a[v]);                                              \
+    }                                                                                      \
+  }
+EMBER_AVX512_F32N_ZTILE(1)
+EMBER_AVX512_F32N_ZTILE(2)
+EMBER_AVX512_F32N_ZTILE(3)
+EMBER_AVX512_F32N_ZTILE(4)
+EMBER_AVX512_F32N_ZTILE(5)
+EMBER_AVX512_F32N_ZTILE(6)
+EMBER_AVX512_F32N_ZTILE(7)
+EMBER_AVX512_F32N_ZTILE(8)
+EMBER_AVX512_F32N_ZTILE(9)
+EMBER_AVX512_F32N_ZTILE(10)
+EMBER_AVX512_F32N_ZTILE(11)
+EMBER_AVX512_F32N_ZTILE(12)
+#define EMBER_AVX512_F32N_ZMOST 12
+#endif
+
+/* the register tile of nc positions x nv vectors (nv 1: nc 1-8; nv 3: nc 1-4, with
+   AVX-512 1-EMBER_AVX512_F32N_ZMOST) */
+static inline void ember_avx512_f32n_tile_n(int32_t nv, int32_t nc, float* acc, const float* x,
+                                     const float* w, const int64_t* off, int64_t e0,
+                                     int64_t xs0, int64_t ws0, int64_t e1, int64_t xs1,
+                                     int64_t ws1, int64_t e2, int64_t xs2, int64_t ws2) {
+  if (nv == 3) {
+#if defined(__AVX512F__)
+    switch (nc) {
+      case 1: ember_avx512_f32n_ztile_1(acc, x, w, off, EMBER_AVX512_F32N_LOOPS); break;
+      case 2: ember_avx512_f32n_ztile_2(acc, x, w, off, EMBER_AVX512_F32N_LOOPS); break;
+      case 3: ember_avx512_f32n_ztile_3(acc, x, w, off, EMBER_AVX512_F32N_LOOPS); break;
+      case 4: ember_avx512_f32n_ztile_4(acc, x, w, off, EMBER_AVX512_F32N_LOOPS); break;
+      case 5: ember_avx512_f32n_ztile_5(acc, x, w, off, EMBER_AVX512_F32N_LOOPS); break;
+      case 6: ember_avx512_f32n_ztile_6(acc, x, w, off, EMBER_AVX512_F32N_LOOPS); break;
+      case 7: ember_avx512_f32n_ztile_7(acc, x, w, off, EMBER_AVX512_F32N_LOOPS); break;
+      case 8: ember_avx512_f32n_ztile_8(acc, x, w, off, EMBER_AVX512_F32N_LOOPS); break;
+      case 9: ember_avx512_f32n_ztile_9(acc, x, w, off, EMBER_AVX512_F32N_LOOPS); break;
+      case 10: ember_avx512_f32n_ztile_10(acc, x, w, off, EMBER_AVX512_F32N_LOOPS); break;
+      case 11: ember_avx512_f32n_ztile_11(acc, x, w, off, EMBER_AVX512_F32N_LOOPS); break;
+      default: ember_avx512_f32n_ztile_12(acc, x, w, off, EMBER_AVX512_F32N_LOOPS); break;
+    }
+    return;
+#endif
+    switch (nc) {
+      case 1: ember_avx512_f32n_tile_3_1(acc, x, w, off, EMBER_AVX512_F32N_LOOPS); break;
+      case 2: ember_avx512_f32n_tile_3_2(acc, x, w, off, EMBER_AVX512_F32N_LOOPS); break;
+      case 3: ember_avx512_f32n_tile_3_3(acc, x, w, off, EMBER_AVX512_F32N_LOOPS); break;
+      default: ember_avx512_f32n_tile_3_4(acc, x, w, off, EMBER_AVX512_F32N_LOOPS); break;
+    }
+    return;
+  }
+  switch (nc) {
+    case 1: ember_avx512_f32n_tile_1_1(acc, x, w, off, EMBER_AVX512_F32N_LOOPS); break;
+    case 2: ember_avx512_f32n_tile_1_2(acc, x, w, off, EMBER_AVX512_F32N_LOOPS); break;
+    case 3: ember_avx512_f32n_tile_1_3(acc, x, w, off, EMBER_AVX512_F32N_LOOPS); break;
+    case 4: ember_avx512_f32n_tile_1_4(acc, x, w, off, EMBER_AVX512_F32N_LOOPS); break;
+    case 5: ember_avx512_f32n_tile_1_5(acc, x, w, off, EMBER_AVX512_F32N_LOOPS); break;
+    case 6: ember_avx512_f32n_tile_1_6(acc, x, w, off, EMBER_AVX512_F32N_LOOPS); break;
+    case 7: ember_avx512_f32n_tile_1_7(acc, x, w, off, EMBER_AVX512_F32N_LOOPS); break;
+    default: ember_avx512_f32n_tile_1_8(acc, x, w, off, EMBER_AVX512_F32N_LOOPS); break;
+  }
+}
+#endif
+
+/* acc[j][0:8*nv] += sum over (i0, i1, i2) of x at position j times 8*nv weights */
+static inline int32_t ember_avx512_f32n_conv_tile(
+    int32_t nv, float* acc, const float* x, const float* w, int64_t xoff, int64_t woff,
+    int32_t ncols, int32_t tcols, int32_t cx, int32_t cr, int32_t e0, int32_t xs0,
+    int32_t ws0, int32_t e1, int32_t xs1, int32_t ws1, int32_t e2, int32_t xs2, int32_t ws2) {
+  if (ncols < 1) return 0;
+  w += woff;
+  const int32_t lanes = 8 * nv;
+#if defined(__AVX2__) && defined(__FMA__)
+#if defined(__AVX512F__)
+  const int32_t most = nv == 3 ? EMBER_AVX512_F32N_ZMOST : 8;
+#else
+  const int32_t most = nv == 3 ? 4 : 8;
+#endif
+  const int32_t ntiles = (ncols + most - 1) / most;
+  const int32_t small = ncols / ntiles, big = ncols % ntiles;
+  if (ntiles == 1) {
+    int64_t off[16];
+    for (int32_t j = 0; j < ncols; ++j)
+      off[j] = xoff + (int64_t)(j / tcols) * cr + (int64_t)(j % tcols) * cx;
+    ember_avx512_f32n_tile_n(nv, ncols, acc, x, w, off, EMBER_AVX512_F32N_LOOPS);
+    return 0;
+  }
+  for (int64_t i0 = 0; i0 < e0; ++i0) {
+    for (int64_t i1 = 0; i1 < e1; ++i1) {
+      for (int64_t c0 = 0; c0 < e2; c0 += EMBER_AVX512_F32N_CHUNK) {
+        const int64_t n2 = e2 - c0 < EMBER_AVX512_F32N_CHUNK ? e2 - c0 : EMBER_AVX512_F32N_CHUNK;
+        const float* wk = w + i0 * ws0 + i1 * ws1 + c0 * ws2;
+        const int64_t xk = xoff + i0 * xs0 + i1 * xs1 + c0 * xs2;
+        int32_t j0 = 0;
+        for (int32_t t = 0; t < ntiles; ++t) {
+          const int32_t nc = small + (t < big);
+          int64_t off[16];
+          for (int32_t j = 0; j < nc; ++j)
+            off[j] = xk + (int64_t)((j0 + j) / tcols) * cr + (int64_t)((j0 + j) % tcols) * cx;
+          ember_avx512_f32n_tile_n(nv, nc, acc + lanes * (int64_t)j0, x, wk, off, EMBER_AVX512_F32N_LOOP);
+          j0 += nc;
+        }
+      }
+    }
+  }
+  return 0;
+#else
+  for (int64_t i0 = 0; i0 < e0; ++i0)
+    for (int64_t i1 = 0; i1 < e1; ++i1)
+      for (int64_t i2 = 0; i2 < e2; ++i2) {
+        const float* wk = w + i0 * ws0 + i1 * ws1 + i2 * ws2;
+        const int64_t xk = xoff + i0 * xs0 + i1 * xs1 + i2 * xs2;
+        for (int32_t j = 0; j < ncols; ++j) {
+          const float b = x[xk + (int64_t)(j / tcols) * cr + (int64_t)(j % tcols) * cx];
+          for (int32_t l = 0; l < lanes; ++l)
+            acc[lanes * j + l] = fmaf(b, wk[l], acc[lanes * j + l]);
+        }
+      }
+  return 0;
+#endif
+}
+
+#define EMBER_AVX512_F32N_ARGS                                                                       \
+  float *acc, const float *x, const float *w, int64_t xoff, int64_t woff, int32_t ncols,   \
+      int32_t tcols, int32_t cx, int32_t cr, int32_t e0, int32_t xs0, int32_t ws0,         \
+      int32_t e1, int32_t xs1, int32_t ws1, int32_t e2, int32_t xs2, int32_t ws2
+#define EMBER_AVX512_F32N_PASS \
+  acc, x, w, xoff, woff, ncols, tcols, cx, cr, e0, xs0, ws0, e1, xs1, ws1, e2, xs2, ws2
+/* 8 and 24 output channels per position (see ember/codegen/c/f32_narrow.py); return 0 */
+EMBER_F32_API int32_t ember_f32_conv_tile8_avx512(EMBER_AVX512_F32N_ARGS) {
+  return ember_avx512_f32n_conv_tile(1, EMBER_AVX512_F32N_PASS);
+}
+EMBER_F32_API int32_t ember_f32_conv_tile24_avx512(EMBER_AVX512_F32N_ARGS) {
+  return ember_avx512_f32n_conv_tile(3, EMBER_AVX512_F32N_PASS);
+}
+
+#ifndef EMBER_F32_API /* exported by the runtime: src/f32_tiles.h */
+#define EMBER_F32_API static __attribute__((unused))
+#endif
+/* ember_f32_conv_tile_avx512's tile, each register tile (ember_avx512_f32_tile_n) over the
+   whole reduction, zeroed first when `zero` is set (ember/codegen/c/f32_lanes.py) */
+EMBER_F32_API int32_t ember_f32_lanes_tile_avx512(
+    float* acc, const float* x, const float* w, int64_t xoff, int64_t woff, int32_t ncols,
+    int32_t tcols, int32_t cx, int32_t cr, int32_t zero, int32_t e0, int32_t xs0,
+    int32_t ws0, int32_t e1, int32_t xs1, int32_t ws1, int32_t e2, int32_t xs2, int32_t ws2) {
+  if (ncols < 1) return 0;
+  if (zero) memset(acc, 0, sizeof(float) * 16 * (size_t)ncols);
+#if defined(__AVX2__) && defined(__FMA__)
+  const int32_t ntiles = (ncols + 5) / 6, small = ncols / ntiles, big = ncols % ntiles;
+  int32_t j0 = 0;
+  for (int32_t t = 0; t < ntiles; ++t) {
+    const int32_t nc = small + (t < big);
+    int64_t off[6];
+    for (int32_t j = 0; j < nc; ++j)
+      off[j] = xoff + (int64_t)((j0 + j) / tcols) * cr + (int64_t)((j0 + j) % tcols) * cx;
+    ember_avx512_f32_tile_n(nc, acc + 16 * (int64_t)j0, x, w + woff, off, e0, xs0, ws0, e1, xs1, ws1,
+                     e2, xs2, ws2);
+    j0 += nc;
+  }
+  return 0;
+#else
+  return ember_f32_conv_tile_avx512(acc, x, w, xoff, woff, ncols, tcols, cx, cr, e0, xs0, ws0, e1,
+                             xs1, ws1, e2, xs2, ws2);
+#endif
+}
 #if EMBER_F32_TARGET == 2
 #pragma clang attribute pop
 #elif EMBER_F32_TARGET == 1

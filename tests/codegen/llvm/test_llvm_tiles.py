@@ -21,7 +21,13 @@ from ember.codegen.c.f32_lanes import LANES_KERNEL_C
 from ember.codegen.c.f32_narrow import F32_NARROW_C
 from ember.codegen.llvm.cpu import llvm_cpu
 from ember.codegen.llvm.jit import RUNTIME_SYMBOLS
-from ember.codegen.llvm.tiles import HEADER_PATH, TILE_KERNEL_NAMES, header_text
+from ember.codegen.llvm.tiles import (
+    AVX512_KERNEL_NAMES,
+    HEADER_PATH,
+    TILE_KERNEL_NAMES,
+    header_text,
+    tile_symbol,
+)
 from ember.ir import Function, IRModule, TensorType, Var, call
 from ember.ops.nn_conv_f32 import loop_tiles_win, use_tile_kernel
 from ember.runtime import libruntime
@@ -36,6 +42,18 @@ def test_runtime_header_is_the_generators_text() -> None:
         f"{HEADER_PATH} is stale: run `python -m ember.codegen.llvm` and commit it"
     )
     assert set(TILE_KERNEL_NAMES) <= set(RUNTIME_SYMBOLS)  # llvmjit registers their addresses
+    assert set(AVX512_KERNEL_NAMES) <= set(RUNTIME_SYMBOLS)
+
+
+def test_runtime_exports_both_copies_of_the_kernels() -> None:
+    """The library carries the AVX2 kernels and their AVX-512 copies (loading it executes
+    neither, so it loads on any x86-64 CPU); code names the copy its CPU runs."""
+    lib = libruntime.load()
+    for name in TILE_KERNEL_NAMES:
+        assert tile_symbol(name, False) == name
+        assert tile_symbol(name, True) == f"{name}_avx512" in AVX512_KERNEL_NAMES
+        assert getattr(lib, name) and getattr(lib, f"{name}_avx512")
+    assert tile_symbol("ember_rng_uniform", True) == "ember_rng_uniform"  # not a tile kernel
 
 
 def test_every_included_runtime_file_is_part_of_the_build_hash() -> None:
@@ -74,18 +92,27 @@ def _args(lanes: int, ncols: int, channels_outer: bool) -> list[int]:
     return [5, 8, ncols, 4, 2, 50, 3, 400, 600 * lanes, 2, 1, 300 * lanes, 300, 3, lanes]
 
 
+def _avx512_host() -> bool:
+    return cpu_info("native") == X86_AVX512
+
+
+@pytest.mark.parametrize("mcpu", ["haswell", "skylake-avx512"])
 @pytest.mark.parametrize("channels_outer", [False, True], ids=["taps", "channels"])
 @pytest.mark.parametrize("ncols", [3, 6, 19])
 @pytest.mark.parametrize("which", range(len(_KERNELS)), ids=[k for k, _ in _KERNELS])
 def test_runtime_kernels_equal_the_c_back_ends_bitwise(
-    tmp_path: Path, which: int, ncols: int, channels_outer: bool
+    tmp_path: Path, which: int, ncols: int, channels_outer: bool, mcpu: str
 ) -> None:
-    """The runtime's export against the kernels' text compiled as the c back end compiles
-    it for an AVX2 CPU (-march=haswell), on the same random data."""
+    """The runtime's export for ``mcpu`` (the AVX2 kernels, or their AVX-512 copies) against
+    the kernels' text compiled as the c back end compiles it for that CPU (-march), on the
+    same random data."""
+    avx512 = mcpu == "skylake-avx512"
+    if avx512 and not _avx512_host():
+        pytest.skip("needs an AVX-512 host")
     name, lanes = _KERNELS[which]
     source = F32_KERNELS_C + F32_NARROW_C + LANES_KERNEL_C + _CALL
-    c_copy = build_c_library(tmp_path, source, "haswell").call
-    runtime = getattr(libruntime.load(), name)
+    c_copy = build_c_library(tmp_path, source, mcpu).call
+    runtime = getattr(libruntime.load(), tile_symbol(name, avx512))
     ints = _args(lanes, ncols, channels_outer)
     rng = np.random.default_rng(which)
     x = rng.standard_normal(8000).astype(np.float32)
@@ -150,6 +177,12 @@ def test_cpu_record_follows_triple_and_features(spec: str, attrs: dict, record: 
         ("llvm -mcpu=haswell", (1, 32, 7, 7), 16, False),  # LLVM's own tiles win (resnet8)
         ("llvm -mcpu=haswell", (1, 32, 48, 48), 16, True),  # large images: the kernel
         ("llvm -mcpu=haswell", (1, 32, 7, 7), 8, True),  # narrow blocks: the kernel
+        # AVX-512: the runtime's AVX-512 copy on images up to LLVM_AVX512_KERNEL_POSITIONS
+        ("llvm -mcpu=skylake-avx512", (1, 32, 7, 7), 16, True),
+        ("llvm -mcpu=skylake-avx512", (1, 32, 14, 14), 16, False),
+        ("llvm -mcpu=skylake-avx512", (1, 32, 48, 48), 16, False),
+        ("llvm -mcpu=skylake-avx512", (1, 32, 48, 48), 24, True),
+        ("c -mcpu=skylake-avx512", (1, 32, 14, 14), 16, True),
     ],
 )
 def test_llvm_keeps_its_loop_tiles_on_small_16_channel_layers(
@@ -184,18 +217,20 @@ def _conv_model() -> tuple[IRModule, dict[str, np.ndarray]]:
     return IRModule.from_expr(Function((x, w), call("relu", conv))), params
 
 
-def test_llvm_builds_calling_the_kernels_are_byte_identical_and_run_as_c() -> None:
-    """On AVX2 (``-mcpu=haswell``, also on an AVX-512 host, whose own loop-IR tiles call no
-    kernel) llvm, llvmjit and c call the same kernel: bitwise equal outputs."""
-    if cpu_info("native") not in (X86_AVX2, X86_AVX512):
-        pytest.skip("needs an AVX2 host")
+@pytest.mark.parametrize("mcpu", ["haswell", "skylake-avx512"])
+def test_llvm_builds_calling_the_kernels_are_byte_identical_and_run_as_c(mcpu: str) -> None:
+    """On AVX2 (``-mcpu=haswell``) and AVX-512 (``-mcpu=skylake-avx512``: the runtime's
+    AVX-512 copies) llvm, llvmjit and c call the same kernel: bitwise equal outputs."""
+    avx512 = mcpu == "skylake-avx512"
+    if cpu_info("native") not in (X86_AVX2, X86_AVX512) or (avx512 and not _avx512_host()):
+        pytest.skip(f"needs a host that runs -mcpu={mcpu}")
     mod, params = _conv_model()
-    first, second = (ember.build(mod, "llvm -mcpu=haswell", params) for _ in range(2))
+    first, second = (ember.build(mod, f"llvm -mcpu={mcpu}", params) for _ in range(2))
     assert calls_tile_kernel(first)
     assert [a.content for a in first] == [a.content for a in second]
     x = np.random.default_rng(8).standard_normal((1, 32, 12, 12)).astype("float32")
     outs = []
-    others = [ember.build(mod, f"{kind} -mcpu=haswell", params) for kind in ("c", "llvmjit")]
+    others = [ember.build(mod, f"{kind} -mcpu={mcpu}", params) for kind in ("c", "llvmjit")]
     for arts in (first, *others):
         dev = ember.cpu(0)
         gmod = ember.GraphExecutor(ember.load_artifacts(arts, dev)["default"](dev))
@@ -219,3 +254,16 @@ def test_cross_targets_give_object_files(spec: str) -> None:
     objects = [a for a in arts if a.file_name.endswith(".o")]
     assert objects and all(a.content[:4] == b"\x7fELF" for a in objects)
     assert calls_tile_kernel(objects) is spec.endswith("haswell")
+
+
+@pytest.mark.parametrize(
+    ("mcpu", "avx512"), [("haswell", False), ("x86-64-v4", True), ("skylake-avx512", True)]
+)
+def test_llvm_calls_the_copy_its_cpu_runs(mcpu: str, avx512: bool) -> None:
+    """The object of an llvm target names the kernels' AVX-512 copies exactly when its CPU
+    has AVX-512 (compiled, not run: any x86-64 host)."""
+    mod, params = _conv_model()
+    spec = f"llvm -mtriple=x86_64-linux-gnu -mcpu={mcpu}"
+    blob = b"".join(a.content for a in ember.build(mod, spec, params) if a.file_name.endswith(".o"))
+    assert b"ember_f32_conv_tile24" in blob
+    assert (b"ember_f32_conv_tile24_avx512" in blob) is avx512
