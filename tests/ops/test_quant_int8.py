@@ -457,3 +457,35 @@ def test_dense_int8_avx512_vnni_equals_avx2_bitwise(rows: int, units: int) -> No
     wide = run_onnx_compiled(model, feeds, target=AVX512_VNNI)[0]
     np.testing.assert_array_equal(wide, run_onnx_compiled(model, feeds, target=AVX2)[0])
     assert np.abs(wide.astype(np.int32) - want).max() <= 1  # onnxruntime rounds a rare tie
+
+
+@pytest.mark.skipif(not HAS_VNNI512, reason="the host has no AVX512_VNNI")
+@pytest.mark.parametrize(
+    "x_dtype,shape",
+    [
+        ("uint8", (2, 11, 7, 7)),  # MobileNetV2's 7x7: 49 positions, a vector of 17
+        ("int8", (1, 5, 14, 14)),  # rows of 14 across the 32-lane vectors
+        ("uint8", (1, 3, 3, 16)),  # the widest map the kernel takes
+        ("int8", (1, 4, 1, 5)),  # one row: no row above or below
+        ("uint8", (1, 3, 9, 1)),  # one column: no column left or right
+        ("uint8", (1, 3, 9, 17)),  # wider: the int16 planes
+    ],
+)
+def test_depthwise_same3_from_the_image_equals_avx2_bitwise(x_dtype, shape) -> None:
+    """3x3 stride-1 'same' depthwise on small maps (ember_q8_dw_same3: taps loaded from the
+    image, the lanes outside it as the zero point) gives the AVX2 planes' bytes, on 1 and 2
+    threads, and onnxruntime's."""
+    c = shape[1]
+    w = RNG.integers(-128, 128, (c, 1, 3, 3)).astype(np.int8)
+    node = helper.make_node(
+        "Conv", ["xd", "wd", "bd"], ["c"], pads=[1, 1, 1, 1], strides=[1, 1], group=c
+    )
+    model, feeds = _chain(node, w, 0, True, x_dtype, "uint8", True, shape, c)
+    assert "quantized_dwconv_int8" in _ops(model)
+    want = run_onnxruntime(model, feeds)[0]
+    narrow = run_onnx_compiled(model, feeds, target=AVX2)[0]
+    np.testing.assert_array_equal(narrow, want)
+    for threads in (1, 2):
+        with num_threads(threads):
+            wide = run_onnx_compiled(model, feeds, target=AVX512_VNNI)[0]
+        np.testing.assert_array_equal(wide, narrow)

@@ -4,7 +4,8 @@
 * ``ember_q8_dwconv``: depthwise 2-D convolution on int16 planes (the image minus its zero
   point), taps in pairs (``vpmaddwd``: int16 x int16, never saturates); with AVX2 every
   stride runs over the flattened stride phases of the padded plane (16 lanes across rows),
-  the portable loops over column phases;
+  the portable loops over column phases; with AVX-512 a small 3x3 stride-1 'same' map runs
+  ``ember_q8_dw_same3`` of ``int8_dw_same3.py`` (taps read from the image, no planes);
 * ``ember_q8_qlinear_add``: onnxruntime's QLinearAdd of two same-shape tensors,
   ``rint(fma(a, ra, fma(b, rb, fixed)))`` (``vfmadd`` with FMA; without it each multiply-add
   is computed in double and rounded once, the same value but for double-rounding cases).
@@ -12,6 +13,7 @@
 
 from __future__ import annotations
 
+from ember.codegen.c.int8_dw_same3 import DW_SAME3_C
 from ember.codegen.c.int8_pool import POOL_C
 
 #: the call_extern names this block defines (the max pool of int8_pool.py appended).
@@ -142,6 +144,7 @@ static inline void ember_q8_store32_dw(__m512i a0, __m512i a1, __m512 m, __m512i
   s = _mm512_min_epi16(_mm512_max_epi16(_mm512_adds_epi16(s, zy), lo), hi);
   _mm256_storeu_si256((__m256i*)dst, _mm512_cvtepi16_epi8(s));
 }
+
 #endif
 
 /* one channel of a depthwise convolution over flattened phase planes: the padded plane
@@ -258,6 +261,16 @@ static inline void ember_q8_dw_channel(const ember_q8_dw_job* jb, long nc, int16
   const int16_t* wc = jb->w + (long)c * T2;
   const int32_t* bias = jb->bias;
   const float* mult = jb->mult;
+#if defined(__AVX512BW__)
+  if (KH == 3 && KW == 3 && sh == 1 && sw == 1 && dh == 1 && dw == 1 && ph == 1 && pw == 1 &&
+      OH == H && OW == W && W <= EMBER_Q8_SAME3_MAX_W) { /* the masks in the plane's scratch,
+                                                            found once per task */
+    if (first) ember_q8_same3_masks(H, W, (uint32_t*)plane);
+    ember_q8_dw_same3(xc, wc, bias[c], mult[c], jb->e, yc, H, W, zx, x_signed,
+                      (const uint32_t*)plane);
+    return;
+  }
+#endif
 #if defined(__AVX2__)
   ember_q8_dw_flat(xc, wc, bias[c], mult[c], jb->e, yc, H, W, KH, KW, OH, OW, sh, sw, ph, pw,
                    dh, dw, zx, x_signed, plane, jb->xend, first);
@@ -425,4 +438,4 @@ static inline int32_t ember_q8_qlinear_add(const void* a_, const void* b_, void*
 """
 
 #: the whole block: depthwise convolution, QLinearAdd, then the 8-bit max pool.
-DW_ADD_KERNELS_C = _DW_ADD_C + POOL_C
+DW_ADD_KERNELS_C = DW_SAME3_C + _DW_ADD_C + POOL_C
