@@ -489,3 +489,29 @@ def test_depthwise_same3_from_the_image_equals_avx2_bitwise(x_dtype, shape) -> N
         with num_threads(threads):
             wide = run_onnx_compiled(model, feeds, target=AVX512_VNNI)[0]
         np.testing.assert_array_equal(wide, narrow)
+
+
+@pytest.mark.skipif(not HAS_VNNI512, reason="the host has no AVX512_VNNI")
+@pytest.mark.parametrize(
+    "c,kernel,hw",
+    [
+        (128, (3, 3), 7),  # K 1152: a 7x7 map's 4 panels (grid 7 x 9) as 8-row tiles of 2 + 2
+        (1024, (1, 1), 7),  # K 1024, pointwise: 49 positions, the last panel of 1
+        (1024, (1, 1), 13),  # 11 panels in chunks of 6 and 5 (3 + 2), a tail of 9
+    ],
+)
+def test_conv_int8_avx512_long_sums_equal_avx2_bitwise(c, kernel, hw) -> None:
+    """Long sums (4 panels beyond L1): a block's last 4 panels as two 8 x 2 tiles give the
+    AVX2 build's bytes, and onnxruntime's within one step."""
+    m = 20  # 8-row blocks and a block of 4
+    w = RNG.integers(-64, 64, (m, c, *kernel)).astype(np.int8)
+    pads = [k // 2 for k in kernel] * 2
+    node = helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], pads=pads)
+    model, feeds = _chain(node, w, 0, True, "uint8", "uint8", True, (1, c, hw, hw), m)
+    assert "quantized_conv_int8" in _ops(model)
+    want = run_onnxruntime(model, feeds)[0]
+    with num_threads(1):
+        wide = run_onnx_compiled(model, feeds, target=AVX512_VNNI)[0]
+        narrow = run_onnx_compiled(model, feeds, target=AVX2)[0]
+    np.testing.assert_array_equal(wide, narrow)
+    assert np.abs(wide.astype(np.int32) - want).max() <= 1
