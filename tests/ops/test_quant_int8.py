@@ -515,3 +515,31 @@ def test_conv_int8_avx512_long_sums_equal_avx2_bitwise(c, kernel, hw) -> None:
         narrow = run_onnx_compiled(model, feeds, target=AVX2)[0]
     np.testing.assert_array_equal(wide, narrow)
     assert np.abs(wide.astype(np.int32) - want).max() <= 1
+
+
+@pytest.mark.skipif(not HAS_VNNI512, reason="the host has no AVX512_VNNI")
+@pytest.mark.parametrize(
+    "x_dtype,shape,pads",
+    [
+        ("uint8", (1, 5, 112, 112), [1, 1, 1, 1]),  # 56 outputs a row: a vector and 24 lanes
+        ("int8", (2, 3, 15, 67), [1, 1, 1, 1]),  # odd width: the last tap column is padding
+        ("uint8", (1, 4, 14, 66), [1, 1, 0, 0]),  # no padding after: ONNX's SAME_UPPER-like
+        ("int8", (1, 3, 7, 7), [1, 1, 1, 1]),  # 4 outputs a row, the last row's taps below
+        ("uint8", (1, 2, 2, 1), [1, 1, 1, 1]),  # one column
+    ],
+)
+def test_depthwise_stride2_rows_from_the_image_equal_avx2_bitwise(x_dtype, shape, pads) -> None:
+    """3x3 stride-2 depthwise (ember_q8_dw_s2rows: even and odd bytes of the image rows as
+    the taps, bytes outside it loaded as the zero point) gives the AVX2 planes' bytes and
+    onnxruntime's."""
+    c = shape[1]
+    w = RNG.integers(-128, 128, (c, 1, 3, 3)).astype(np.int8)
+    node = helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], pads=pads, strides=[2, 2], group=c)
+    model, feeds = _chain(node, w, 0, True, x_dtype, "uint8", True, shape, c)
+    assert "quantized_dwconv_int8" in _ops(model)
+    want = run_onnxruntime(model, feeds)[0]
+    narrow = run_onnx_compiled(model, feeds, target=AVX2)[0]
+    np.testing.assert_array_equal(narrow, want)
+    with num_threads(1):
+        wide = run_onnx_compiled(model, feeds, target=AVX512_VNNI)[0]
+    np.testing.assert_array_equal(wide, narrow)

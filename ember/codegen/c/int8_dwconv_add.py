@@ -4,8 +4,9 @@
 * ``ember_q8_dwconv``: depthwise 2-D convolution on int16 planes (the image minus its zero
   point), taps in pairs (``vpmaddwd``: int16 x int16, never saturates); with AVX2 every
   stride runs over the flattened stride phases of the padded plane (16 lanes across rows),
-  the portable loops over column phases; with AVX-512 a small 3x3 stride-1 'same' map runs
-  ``ember_q8_dw_same3`` of ``int8_dw_same3.py`` (taps read from the image, no planes);
+  the portable loops over column phases; with AVX-512, 3x3 stride-1 'same' maps up to 16
+  wide and 3x3 stride-2 maps run the kernels of ``int8_dw_same3.py`` (taps read from the
+  image, no planes);
 * ``ember_q8_qlinear_add``: onnxruntime's QLinearAdd of two same-shape tensors,
   ``rint(fma(a, ra, fma(b, rb, fixed)))`` (``vfmadd`` with FMA; without it each multiply-add
   is computed in double and rounded once, the same value but for double-rounding cases).
@@ -307,6 +308,10 @@ static inline void ember_q8_dw_channel(const ember_q8_dw_job* jb, long nc, int16
     if (first) ember_q8_same3_masks(H, W, (uint32_t*)plane);
     ember_q8_dw_same3(xc, wc, bias[c], mult[c], jb->e, yc, H, W, zx, x_signed,
                       (const uint32_t*)plane);
+    return;
+  }
+  if (KH == 3 && KW == 3 && sh == 2 && sw == 2 && dh == 1 && dw == 1 && ph == 1 && pw == 1) {
+    ember_q8_dw_s2rows(xc, wc, bias[c], mult[c], jb->e, yc, H, W, OH, OW, zx, x_signed);
     return;
   }
 #endif
