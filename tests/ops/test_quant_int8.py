@@ -469,12 +469,15 @@ def test_dense_int8_avx512_vnni_equals_avx2_bitwise(rows: int, units: int) -> No
         ("int8", (1, 4, 1, 5)),  # one row: no row above or below
         ("uint8", (1, 3, 9, 1)),  # one column: no column left or right
         ("uint8", (1, 3, 9, 17)),  # wider: the int16 planes
+        ("uint8", (1, 3, 5, 56)),  # rows of 56: ember_q8_dw_s1rows (vpdpbusd), 1 step of 64
+        ("int8", (1, 2, 4, 130)),  # 3 steps, the last of 2; int8 data flipped to uint8
+        ("uint8", (2, 3, 1, 64)),  # one row of exactly 64
     ],
 )
 def test_depthwise_same3_from_the_image_equals_avx2_bitwise(x_dtype, shape) -> None:
-    """3x3 stride-1 'same' depthwise on small maps (ember_q8_dw_same3: taps loaded from the
-    image, the lanes outside it as the zero point) gives the AVX2 planes' bytes, on 1 and 2
-    threads, and onnxruntime's."""
+    """3x3 stride-1 'same' depthwise read from the image (ember_q8_dw_same3 on small maps,
+    ember_q8_dw_s1rows on rows of 48 and more: the bytes outside it as the zero point) gives
+    the AVX2 planes' bytes, on 1 and 2 threads, and onnxruntime's."""
     c = shape[1]
     w = RNG.integers(-128, 128, (c, 1, 3, 3)).astype(np.int8)
     node = helper.make_node(

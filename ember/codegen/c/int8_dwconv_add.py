@@ -310,6 +310,17 @@ static inline void ember_q8_dw_channel(const ember_q8_dw_job* jb, long nc, int16
                       (const uint32_t*)plane);
     return;
   }
+#if defined(__AVX512VNNI__)
+  if (KH == 3 && KW == 3 && sh == 1 && sw == 1 && dh == 1 && dw == 1 && ph == 1 && pw == 1 &&
+      OH == H && OW == W && W >= EMBER_Q8_S1ROWS_MIN_W) {
+    int small = 1; /* the weights in int8's range (vpdpbusd's signed side) */
+    for (int t = 0; t < 9; ++t) small &= wc[t] >= -128 && wc[t] <= 127;
+    if (small) {
+      ember_q8_dw_s1rows(xc, wc, bias[c], mult[c], jb->e, yc, H, W, zx, x_signed);
+      return;
+    }
+  }
+#endif
   if (KH == 3 && KW == 3 && sh == 2 && sw == 2 && dh == 1 && dw == 1 && ph == 1 && pw == 1) {
     ember_q8_dw_s2rows(xc, wc, bias[c], mult[c], jb->e, yc, H, W, OH, OW, zx, x_signed);
     return;
