@@ -457,3 +457,92 @@ def test_dense_int8_avx512_vnni_equals_avx2_bitwise(rows: int, units: int) -> No
     wide = run_onnx_compiled(model, feeds, target=AVX512_VNNI)[0]
     np.testing.assert_array_equal(wide, run_onnx_compiled(model, feeds, target=AVX2)[0])
     assert np.abs(wide.astype(np.int32) - want).max() <= 1  # onnxruntime rounds a rare tie
+
+
+@pytest.mark.skipif(not HAS_VNNI512, reason="the host has no AVX512_VNNI")
+@pytest.mark.parametrize(
+    "x_dtype,shape",
+    [
+        ("uint8", (2, 11, 7, 7)),  # MobileNetV2's 7x7: 49 positions, a vector of 17
+        ("int8", (1, 5, 14, 14)),  # rows of 14 across the 32-lane vectors
+        ("uint8", (1, 3, 3, 16)),  # the widest map the kernel takes
+        ("int8", (1, 4, 1, 5)),  # one row: no row above or below
+        ("uint8", (1, 3, 9, 1)),  # one column: no column left or right
+        ("uint8", (1, 3, 9, 17)),  # wider: the int16 planes
+        ("uint8", (1, 3, 5, 56)),  # rows of 56: ember_q8_dw_s1rows (vpdpbusd), 1 step of 64
+        ("int8", (1, 2, 4, 130)),  # 3 steps, the last of 2; int8 data flipped to uint8
+        ("uint8", (2, 3, 1, 64)),  # one row of exactly 64
+    ],
+)
+def test_depthwise_same3_from_the_image_equals_avx2_bitwise(x_dtype, shape) -> None:
+    """3x3 stride-1 'same' depthwise read from the image (ember_q8_dw_same3 on small maps,
+    ember_q8_dw_s1rows on rows of 48 and more: the bytes outside it as the zero point) gives
+    the AVX2 planes' bytes, on 1 and 2 threads, and onnxruntime's."""
+    c = shape[1]
+    w = RNG.integers(-128, 128, (c, 1, 3, 3)).astype(np.int8)
+    node = helper.make_node(
+        "Conv", ["xd", "wd", "bd"], ["c"], pads=[1, 1, 1, 1], strides=[1, 1], group=c
+    )
+    model, feeds = _chain(node, w, 0, True, x_dtype, "uint8", True, shape, c)
+    assert "quantized_dwconv_int8" in _ops(model)
+    want = run_onnxruntime(model, feeds)[0]
+    narrow = run_onnx_compiled(model, feeds, target=AVX2)[0]
+    np.testing.assert_array_equal(narrow, want)
+    for threads in (1, 2):
+        with num_threads(threads):
+            wide = run_onnx_compiled(model, feeds, target=AVX512_VNNI)[0]
+        np.testing.assert_array_equal(wide, narrow)
+
+
+@pytest.mark.skipif(not HAS_VNNI512, reason="the host has no AVX512_VNNI")
+@pytest.mark.parametrize(
+    "c,kernel,hw",
+    [
+        (128, (3, 3), 7),  # K 1152: a 7x7 map's 4 panels (grid 7 x 9) as 8-row tiles of 2 + 2
+        (1024, (1, 1), 7),  # K 1024, pointwise: 49 positions, the last panel of 1
+        (1024, (1, 1), 13),  # 11 panels in chunks of 6 and 5 (3 + 2), a tail of 9
+    ],
+)
+def test_conv_int8_avx512_long_sums_equal_avx2_bitwise(c, kernel, hw) -> None:
+    """Long sums (4 panels beyond L1): a block's last 4 panels as two 8 x 2 tiles give the
+    AVX2 build's bytes, and onnxruntime's within one step."""
+    m = 20  # 8-row blocks and a block of 4
+    w = RNG.integers(-64, 64, (m, c, *kernel)).astype(np.int8)
+    pads = [k // 2 for k in kernel] * 2
+    node = helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], pads=pads)
+    model, feeds = _chain(node, w, 0, True, "uint8", "uint8", True, (1, c, hw, hw), m)
+    assert "quantized_conv_int8" in _ops(model)
+    want = run_onnxruntime(model, feeds)[0]
+    with num_threads(1):
+        wide = run_onnx_compiled(model, feeds, target=AVX512_VNNI)[0]
+        narrow = run_onnx_compiled(model, feeds, target=AVX2)[0]
+    np.testing.assert_array_equal(wide, narrow)
+    assert np.abs(wide.astype(np.int32) - want).max() <= 1
+
+
+@pytest.mark.skipif(not HAS_VNNI512, reason="the host has no AVX512_VNNI")
+@pytest.mark.parametrize(
+    "x_dtype,shape,pads",
+    [
+        ("uint8", (1, 5, 112, 112), [1, 1, 1, 1]),  # 56 outputs a row: a vector and 24 lanes
+        ("int8", (2, 3, 15, 67), [1, 1, 1, 1]),  # odd width: the last tap column is padding
+        ("uint8", (1, 4, 14, 66), [1, 1, 0, 0]),  # no padding after: ONNX's SAME_UPPER-like
+        ("int8", (1, 3, 7, 7), [1, 1, 1, 1]),  # 4 outputs a row, the last row's taps below
+        ("uint8", (1, 2, 2, 1), [1, 1, 1, 1]),  # one column
+    ],
+)
+def test_depthwise_stride2_rows_from_the_image_equal_avx2_bitwise(x_dtype, shape, pads) -> None:
+    """3x3 stride-2 depthwise (ember_q8_dw_s2rows: even and odd bytes of the image rows as
+    the taps, bytes outside it loaded as the zero point) gives the AVX2 planes' bytes and
+    onnxruntime's."""
+    c = shape[1]
+    w = RNG.integers(-128, 128, (c, 1, 3, 3)).astype(np.int8)
+    node = helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], pads=pads, strides=[2, 2], group=c)
+    model, feeds = _chain(node, w, 0, True, x_dtype, "uint8", True, shape, c)
+    assert "quantized_dwconv_int8" in _ops(model)
+    want = run_onnxruntime(model, feeds)[0]
+    narrow = run_onnx_compiled(model, feeds, target=AVX2)[0]
+    np.testing.assert_array_equal(narrow, want)
+    with num_threads(1):
+        wide = run_onnx_compiled(model, feeds, target=AVX512_VNNI)[0]
+    np.testing.assert_array_equal(wide, narrow)

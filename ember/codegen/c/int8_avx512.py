@@ -159,6 +159,12 @@ static inline void ember_q8_add_fixes512(const uint8_t* wrows, int ldw, const ui
    expansions of K 16 and 24 at 112x112 and 56x56 ran 0.169 -> 0.188 and 0.058 -> 0.070 ms
    on 8 x 3, epilogue-bound) */
 #define EMBER_Q8_EIGHT_ROWS_K4 16
+/* from this many 4-byte steps of K on (4 panels of 64 KB: out of L1), a block's last 4
+   panels run as 8 x 2 twice, half the panel loads from L2 of the 4 x 4 tile's (ResNet-50
+   int8, 1 thread: 7x7 3x3 layers 0.443 -> 0.399 and 0.433 -> 0.415 ms, 14x14 3x3 1.003 ->
+   0.964 (3 calls), 7x7 1x1 of K 2048 0.201 -> 0.186; at K 256, 16 KB panels, 4 x 4 stays:
+   14x14 1x1 0.155 -> 0.172 as 8 x 2) */
+#define EMBER_Q8_TWO_PAIRS_K4 256
 
 /* up to 8 weight rows (`rows`; the packed weight has them up to a multiple of 4) times np
    consecutive panels of a convolution, requantized into y (row i at y + i * stride, panel
@@ -169,10 +175,11 @@ static inline void ember_q8_conv_block512(const uint8_t* wrows, int ldw, const u
                                           uint8_t* y, int32_t* y32, long stride, int valid) {
   const long pstride = (long)k4 * 64;
   /* 8-row tiles over groups of 3 panels up to `split`; the rest (all of a short sum, the
-     last 4 panels where 3-groups would leave 1: 7x7 maps are 4 panels) as 4-row blocks */
-  const int split = rows <= 4 || k4 < EMBER_Q8_EIGHT_ROWS_K4 ? 0
-                    : np % 3 == 1 && np >= 4                  ? np - 4
-                                                              : np;
+     last 4 panels where 3-groups would leave 1: 7x7 maps are 4 panels) as 4-row blocks, or
+     on long sums as two 8-row tiles of 2 */
+  const int split = rows <= 4 || k4 < EMBER_Q8_EIGHT_ROWS_K4               ? 0
+                    : np % 3 == 1 && np >= 4 && k4 < EMBER_Q8_TWO_PAIRS_K4 ? np - 4
+                                                                           : np;
   if (rows > 4 && split < np) {
     const long at = 16L * split;
     for (int h = 0; h < rows; h += 4)
@@ -188,8 +195,8 @@ static inline void ember_q8_conv_block512(const uint8_t* wrows, int ldw, const u
   const ember_q8_epi512 v = ember_q8_epi512_of(e);
   const int eight = rows > 4, S = eight ? 3 : 4, G = eight ? 3 : 4;
   __m512i acc[24];
-  for (int j0 = 0; j0 < np; j0 += G) {
-    const int n = np - j0 < G ? np - j0 : G;
+  for (int j0 = 0, n = 0; j0 < np; j0 += n) {
+    n = np - j0 < G ? np - j0 : eight && np - j0 == 4 ? 2 : G;
     const uint8_t* pan = panels + j0 * pstride;
     if (eight) {
       if (n == 3) ember_q8_conv512_8x3(wrows, ldw, pan, pstride, k4, b8, acc);

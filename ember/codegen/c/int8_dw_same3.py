@@ -1,0 +1,241 @@
+"""C source of the AVX-512 depthwise kernels that read their taps from the image, no int16
+planes (``ember_q8_dw_same3``: 3x3 stride 1 on small maps, ``ember_q8_dw_s1rows``: 3x3
+stride 1 on rows of 48 and more, with VNNI, ``ember_q8_dw_s2rows``: 3x3 stride 2), called
+by ``ember_q8_dw_channel`` of ``int8_dwconv_add.py`` (this text precedes that block).
+
+A 3x3 stride-1 depthwise convolution with padding 1 keeps the map's size, so output
+``oh * W + ow`` is grid position ``p`` of the image itself and tap ``(kh, kw)`` the byte at
+``p + (kh - 1) * W + kw - 1``: the taps are read straight from the image, 32 lanes at a time,
+with the lanes that fall outside it (the row above the first, below the last, left of
+column 0, right of the last column: a table of masks per vector, found once per task)
+loaded as the zero point, and the 32 outputs stored in place. On 7x7 and 14x14 maps
+(MobileNetV2) this drops the int16 planes' per-row widening and the row copies of the
+outputs, which cost more there than the products. The sums are the planes' (the same
+int16 pairs, exact), so the bytes are the AVX2 build's.
+"""
+
+from __future__ import annotations
+
+DW_SAME3_C = r"""#if defined(__AVX512BW__)
+/* per 32-position vector of a 3x3 stride-1 'same' depthwise (H x W in, H x W out): the lanes
+   in the image, those with a row above, a row below, a column left, a column right */
+enum { EMBER_Q8_SAME3_TAB = 5 };
+/* ember_q8_dw_same3 up to this width (MobileNetV2 int8, AVX-512, 1 thread, per layer vs the
+   int16 planes: 7x7x960 0.108 -> 0.060 ms, 14x14x384 0.094 -> 0.084, 14x14x576 0.069 ->
+   0.062; 28x28 the same; 56x56 0.089 -> 0.095 and 112x112 0.070 -> 0.090: on wide rows
+   the planes' per-row costs are small and the 9 byte-to-word widenings per vector, not 1,
+   load the shuffle unit) */
+#define EMBER_Q8_SAME3_MAX_W 16
+/* ember_q8_dw_s1rows (VNNI) from this width on: its rows step 64 outputs (MobileNetV2 int8,
+   1 thread, vs the planes: 56x56 0.087 -> 0.069 ms, 112x112 0.072 -> 0.053; 28x28, 28 of
+   64 lanes, 0.070 -> 0.090) */
+#define EMBER_Q8_S1ROWS_MIN_W 48
+
+/* the masks of ember_q8_dw_same3 for every vector of an H x W map into tab */
+static inline void ember_q8_same3_masks(int H, int W, uint32_t* tab) {
+  const long P = (long)H * W;
+  for (long f = 0, c = 0; f < P; f += 32, tab += EMBER_Q8_SAME3_TAB) {
+    uint64_t left = 0, right = 0;
+    for (long s = -c; s < 32; s += W) { /* the row whose column 0 is lane s */
+      long a = s + 1 < 0 ? 0 : s + 1, b = s + W < 32 ? s + W : 32;
+      if (b > a) left |= ((1ull << (b - a)) - 1) << a;
+      a = s < 0 ? 0 : s, b = s + W - 1 < 32 ? s + W - 1 : 32;
+      if (b > a) right |= ((1ull << (b - a)) - 1) << a;
+    }
+    const uint64_t all = P - f >= 32 ? 0xFFFFFFFFull : (1ull << (P - f)) - 1;
+    const long up = W - f, down = P - W - f; /* lanes >= up have a row above, < down below */
+    const uint64_t top = up <= 0 ? all : up >= 32 ? 0 : all & ~((1ull << up) - 1);
+    const uint64_t bottom = down >= 32 ? all : down <= 0 ? 0 : all & ((1ull << down) - 1);
+    tab[0] = (uint32_t)all, tab[1] = (uint32_t)top, tab[2] = (uint32_t)bottom;
+    tab[3] = (uint32_t)(left & all), tab[4] = (uint32_t)(right & all);
+    c = (c + 32) % W;
+  }
+}
+
+/* one channel of a 3x3 stride-1 depthwise convolution with padding 1 straight from the
+   image: output p = oh * W + ow is grid position p, tap (kh, kw) the bytes at p + (kh - 1) W
+   + kw - 1, the lanes outside the image (masks of ember_q8_same3_masks) loaded as the zero
+   point: no int16 plane, no row copies (the sums, and so the bytes, are ember_q8_dw_flat's) */
+static inline void ember_q8_dw_same3(const uint8_t* xc, const int16_t* wc, int32_t bias,
+                                     float mult, const ember_q8_epi* e, uint8_t* yc, int H,
+                                     int W, int zx, int x_signed, const uint32_t* tab) {
+  const long P = (long)H * W;
+  const __m256i zb = _mm256_set1_epi8((char)zx);
+  const __m512i z = _mm512_set1_epi16((int16_t)zx);
+  const __m512i zy = _mm512_set1_epi16(e->zy16), lo16 = _mm512_set1_epi16(e->lo16);
+  const __m512i hi16 = _mm512_set1_epi16(e->is_signed ? 127 : 255), bv = _mm512_set1_epi32(bias);
+  const __m512 m = _mm512_set1_ps(mult);
+  __m512i wp[5];
+  for (int t = 0; t < 5; ++t) {
+    const uint32_t pair = (uint16_t)wc[2 * t] | ((uint32_t)(uint16_t)wc[2 * t + 1] << 16);
+    wp[t] = _mm512_set1_epi32((int32_t)pair);
+  }
+  for (long f = 0; f < P; f += 32, tab += EMBER_Q8_SAME3_TAB) {
+    const uint32_t rows[3] = {tab[1], tab[0], tab[2]}, cols[3] = {tab[3], tab[0], tab[4]};
+    __m512i v[10];
+    _Pragma("GCC unroll 3") for (int kh = 0; kh < 3; ++kh) {
+      _Pragma("GCC unroll 3") for (int kw = 0; kw < 3; ++kw) {
+        const intptr_t at = (intptr_t)f + (intptr_t)(kh - 1) * W + kw - 1; /* may be < 0 */
+        const uint8_t* src = (const uint8_t*)((uintptr_t)xc + (uintptr_t)at);
+        const __m256i b = _mm256_mask_loadu_epi8(zb, (__mmask32)(rows[kh] & cols[kw]), src);
+        v[3 * kh + kw] =
+            _mm512_sub_epi16(x_signed ? _mm512_cvtepi8_epi16(b) : _mm512_cvtepu8_epi16(b), z);
+      }
+    }
+    v[9] = v[8]; /* the last pair: tap 8 twice, its second weight 0 */
+    __m512i lo = _mm512_setzero_si512(), hi = lo;
+    _Pragma("GCC unroll 5") for (int t = 0; t < 5; ++t) {
+      const __m512i a = v[2 * t], b = v[2 * t + 1];
+      lo = _mm512_add_epi32(lo, _mm512_madd_epi16(_mm512_unpacklo_epi16(a, b), wp[t]));
+      hi = _mm512_add_epi32(hi, _mm512_madd_epi16(_mm512_unpackhi_epi16(a, b), wp[t]));
+    }
+    /* ember_q8_store32_dw's requantization (that block follows this one) */
+    __m512 v0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(lo, bv)), m);
+    __m512 v1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(hi, bv)), m);
+    if (e->cap) {
+      v0 = _mm512_min_ps(v0, _mm512_set1_ps(1073741824.0f));
+      v1 = _mm512_min_ps(v1, _mm512_set1_ps(1073741824.0f));
+    }
+    __m512i s = _mm512_packs_epi32(_mm512_cvtps_epi32(v0), _mm512_cvtps_epi32(v1));
+    s = _mm512_min_epi16(_mm512_max_epi16(_mm512_adds_epi16(s, zy), lo16), hi16);
+    _mm256_mask_storeu_epi8(yc + f, (__mmask32)tab[0], _mm512_cvtepi16_epi8(s));
+  }
+}
+
+/* one channel of a 3x3 stride-2 depthwise convolution with padding 1 before (after: 0 or
+   1) straight from the image, an output row at a time: 32 outputs of a row need 64 (+1)
+   bytes of each of 3 image rows, whose even and odd bytes as 16-bit lanes are taps kw = 1
+   and 2 (the 64 bytes from column 2 ow) and kw = 0 (the 64 from one column before): no
+   phase planes, no row copies; bytes outside the image loaded as the zero point, rows
+   outside it left out (the sums, and so the bytes, are ember_q8_dw_flat's). MobileNetV2
+   int8, 1 thread, vs the planes: 112x112 -> 56x56 0.114 -> 0.087 ms, 56 -> 28 0.045 ->
+   0.023, 28 -> 14 0.027 -> 0.017, 14 -> 7 0.037 -> 0.026 (even with 7 of 32 lanes: no
+   per-row widening and copies) */
+static inline void ember_q8_dw_s2rows(const uint8_t* xc, const int16_t* wc, int32_t bias,
+                                      float mult, const ember_q8_epi* e, uint8_t* yc, int H,
+                                      int W, int OH, int OW, int zx, int x_signed) {
+  const __m512i zb = _mm512_set1_epi8((char)zx), z = _mm512_set1_epi16((int16_t)zx);
+  const __m512i low = _mm512_set1_epi16(0xFF);
+  const __m512i zy = _mm512_set1_epi16(e->zy16), lo16 = _mm512_set1_epi16(e->lo16);
+  const __m512i hi16 = _mm512_set1_epi16(e->is_signed ? 127 : 255), bv = _mm512_set1_epi32(bias);
+  const __m512 m = _mm512_set1_ps(mult);
+  __m512i wp[5];
+  for (int t = 0; t < 5; ++t) {
+    const uint32_t pair = (uint16_t)wc[2 * t] | ((uint32_t)(uint16_t)wc[2 * t + 1] << 16);
+    wp[t] = _mm512_set1_epi32((int32_t)pair);
+  }
+  for (int ow0 = 0; ow0 < OW; ow0 += 32) {
+    const int n = OW - ow0 < 32 ? OW - ow0 : 32, left = W - 2 * ow0; /* bytes of the row left */
+    const __mmask64 ka = left >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << left) - 1;
+    __mmask64 kb = left + 1 >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << (left + 1)) - 1;
+    if (ow0 == 0) kb &= ~(__mmask64)1; /* column -1 */
+    const __mmask32 kn = n >= 32 ? ~(__mmask32)0 : ((__mmask32)1 << n) - 1;
+    for (int oh = 0; oh < OH; ++oh) {
+      __m512i v[10];
+      _Pragma("GCC unroll 3") for (int kh = 0; kh < 3; ++kh) {
+        const int r = 2 * oh + kh - 1;
+        if (r < 0 || r >= H) {
+          v[3 * kh] = v[3 * kh + 1] = v[3 * kh + 2] = _mm512_setzero_si512();
+          continue;
+        }
+        const uint8_t* row = xc + (long)r * W + 2 * ow0;
+        const __m512i a = _mm512_mask_loadu_epi8(zb, ka, row);
+        const __m512i b = _mm512_mask_loadu_epi8(zb, kb, (const uint8_t*)((uintptr_t)row - 1));
+        __m512i t0, t1, t2;
+        if (x_signed) {
+          t0 = _mm512_srai_epi16(_mm512_slli_epi16(b, 8), 8);
+          t1 = _mm512_srai_epi16(_mm512_slli_epi16(a, 8), 8);
+          t2 = _mm512_srai_epi16(a, 8);
+        } else {
+          t0 = _mm512_and_si512(b, low), t1 = _mm512_and_si512(a, low);
+          t2 = _mm512_srli_epi16(a, 8);
+        }
+        v[3 * kh] = _mm512_sub_epi16(t0, z);
+        v[3 * kh + 1] = _mm512_sub_epi16(t1, z);
+        v[3 * kh + 2] = _mm512_sub_epi16(t2, z);
+      }
+      v[9] = v[8]; /* the last pair: tap 8 twice, its second weight 0 */
+      __m512i lo = _mm512_setzero_si512(), hi = lo;
+      _Pragma("GCC unroll 5") for (int t = 0; t < 5; ++t) {
+        const __m512i p = v[2 * t], q = v[2 * t + 1];
+        lo = _mm512_add_epi32(lo, _mm512_madd_epi16(_mm512_unpacklo_epi16(p, q), wp[t]));
+        hi = _mm512_add_epi32(hi, _mm512_madd_epi16(_mm512_unpackhi_epi16(p, q), wp[t]));
+      }
+      /* ember_q8_store32_dw's requantization (that block follows this one) */
+      __m512 v0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(lo, bv)), m);
+      __m512 v1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(hi, bv)), m);
+      if (e->cap) {
+        v0 = _mm512_min_ps(v0, _mm512_set1_ps(1073741824.0f));
+        v1 = _mm512_min_ps(v1, _mm512_set1_ps(1073741824.0f));
+      }
+      __m512i s = _mm512_packs_epi32(_mm512_cvtps_epi32(v0), _mm512_cvtps_epi32(v1));
+      s = _mm512_min_epi16(_mm512_max_epi16(_mm512_adds_epi16(s, zy), lo16), hi16);
+      _mm256_mask_storeu_epi8(yc + (long)oh * OW + ow0, kn, _mm512_cvtepi16_epi8(s));
+    }
+  }
+}
+/* one channel of a 3x3 stride-1 'same' depthwise convolution (weights in int8's range) from
+   the image an output row at a time, on vpdpbusd: the dword at byte c - 1 of an image row
+   holds x[c - 1], x[c], x[c + 1], x[c + 2], so one vpdpbusd by (w0, w1, w2, 0) sums a row's
+   3 taps of output c; 4 loads (bytes -1, 0, 1, 2) cover outputs c = 0, 1, 2, 3 mod 4, 64 a
+   row step, no widening and no pairs' shuffles. The zero point comes off the bias once
+   (zx * the weights' sum; bytes outside the image loaded as zx, int8 data flipped to
+   uint8): the same integer sums as the planes', requantized as ember_q8_store64 */
+static inline void ember_q8_dw_s1rows(const uint8_t* xc, const int16_t* wc, int32_t bias,
+                                      float mult, const ember_q8_epi* e, uint8_t* yc, int H,
+                                      int W, int zx, int x_signed) {
+  const int flip = x_signed ? 0x80 : 0, zu = zx + (x_signed ? 128 : 0);
+  const __m512i fb = _mm512_set1_epi8((char)flip), zraw = _mm512_set1_epi8((char)(zu ^ flip));
+  const __m512i zb = _mm512_set1_epi8((char)zu);
+  int32_t wsum = 0;
+  __m512i wr[3];
+  for (int kh = 0; kh < 3; ++kh) {
+    const uint32_t q = (uint32_t)(uint8_t)wc[3 * kh] | (uint32_t)(uint8_t)wc[3 * kh + 1] << 8 |
+                       (uint32_t)(uint8_t)wc[3 * kh + 2] << 16;
+    wr[kh] = _mm512_set1_epi32((int32_t)q);
+    wsum += wc[3 * kh] + wc[3 * kh + 1] + wc[3 * kh + 2];
+  }
+  const __m512i b0 = _mm512_set1_epi32(bias - zu * wsum);
+  const __m512 m = _mm512_set1_ps(mult);
+  const __m512 top = _mm512_set1_ps(e->cap ? 1073741824.0f : INFINITY);
+  const __m512i zy = _mm512_set1_epi16(e->zy16), lo = _mm512_set1_epi16(e->lo16);
+  /* per 128-bit lane: bytes of phases 0-3 (4 each) to outputs in order */
+  const __m512i tr = _mm512_broadcast_i32x4(
+      _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
+  for (int oh = 0; oh < H; ++oh) {
+    for (int c0 = 0; c0 < W; c0 += 64) {
+      __m512i acc[4] = {b0, b0, b0, b0};
+      _Pragma("GCC unroll 3") for (int kh = 0; kh < 3; ++kh) {
+        const int r = oh + kh - 1;
+        if (r < 0 || r >= H) {
+          _Pragma("GCC unroll 4") for (int d = 0; d < 4; ++d) acc[d] =
+              _mm512_dpbusd_epi32(acc[d], zb, wr[kh]);
+          continue;
+        }
+        _Pragma("GCC unroll 4") for (int d = 0; d < 4; ++d) {
+          const int start = c0 + d - 1, j0 = start < 0 ? -start : 0;
+          const int j1 = W - start < 64 ? W - start : 64; /* bytes [j0, j1) in the row */
+          const __mmask64 k = (j1 >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << j1) - 1) &
+                              ~(((__mmask64)1 << j0) - 1);
+          const uint8_t* src = (const uint8_t*)((uintptr_t)(xc + (long)r * W) + (intptr_t)start);
+          const __m512i x = _mm512_xor_si512(_mm512_mask_loadu_epi8(zraw, k, src), fb);
+          acc[d] = _mm512_dpbusd_epi32(acc[d], x, wr[kh]);
+        }
+      }
+#define EMBER_Q8_I32(X) \
+  _mm512_cvtps_epi32(_mm512_min_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(X), m), top))
+      __m512i s01 = _mm512_packs_epi32(EMBER_Q8_I32(acc[0]), EMBER_Q8_I32(acc[1]));
+      __m512i s23 = _mm512_packs_epi32(EMBER_Q8_I32(acc[2]), EMBER_Q8_I32(acc[3]));
+#undef EMBER_Q8_I32
+      s01 = _mm512_max_epi16(_mm512_adds_epi16(s01, zy), lo);
+      s23 = _mm512_max_epi16(_mm512_adds_epi16(s23, zy), lo);
+      const __m512i b =
+          e->is_signed ? _mm512_packs_epi16(s01, s23) : _mm512_packus_epi16(s01, s23);
+      const int n = W - c0 < 64 ? W - c0 : 64;
+      const __mmask64 kn = n >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << n) - 1;
+      _mm512_mask_storeu_epi8(yc + (long)oh * W + c0, kn, _mm512_shuffle_epi8(b, tr));
+    }
+  }
+}
+#endif
+"""
