@@ -52,6 +52,7 @@ NOT_FAMILIES = {
         "nn_conv_pack",  # the packed forms the nn_conv legalizer chooses, the compute's tiles
         "nn_conv_layouts",  # nn.conv_packed input layouts: padded, channels-last, flattened 1x1
         "nn_conv_nhwc",  # channels-last (data_layout NHWC) packed convolutions and schedule
+        "nn_conv_flat",  # flattened 1x1 loop-IR tiles on AVX-512: blocks per tile, strided
         "nn_conv_transpose",  # kernel == stride: 1x1 conv + depth-to-space (nn_conv legalizes)
         "nn_rnn_kernel",  # the nn.recurrence loop nest (nn_rnn registers its compute)
         "nn_depthwise",  # depthwise convolutions as NCHW rows (nn.conv_depthwise_packed)
