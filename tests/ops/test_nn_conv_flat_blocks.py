@@ -73,6 +73,18 @@ def test_flat_pointwise_tile_covers_four_blocks_on_avx512() -> None:
     assert ', 64), "float32", scope="local")' not in text
 
 
+def test_llvm_takes_multi_block_tiles_only_without_a_tail() -> None:
+    # 14x14 = 28 tiles of 7: four blocks per tile on llvm as on c
+    text = _lower((1, 14, 14, 256), (64, 256, 1, 1, 16), "llvm -mcpu=x86-64-v4")
+    assert 'Buffer((1, 7, 64), "float32", scope="local")' in text
+    # ds_cnn's 1x1 64->64 at 25x5: 125 = 17 x 7 + 6, a guarded tail tile, which LLVM kept
+    # in memory with four blocks (1.7x the time): one block there; c keeps four
+    text = _lower((1, 25, 5, 64), (4, 64, 1, 1, 16), "llvm -mcpu=x86-64-v4")
+    assert ', 64), "float32", scope="local")' not in text
+    text = _lower((1, 25, 5, 64), (4, 64, 1, 1, 16), AVX512)
+    assert 'Buffer((1, 7, 64), "float32", scope="local")' in text
+
+
 def test_strided_pointwise_takes_flat_loop_ir_tiles_on_avx512() -> None:
     # 256->512 stride 2 at 56x56: positions flattened, every second row and column read
     text = _lower((1, 56, 56, 256), (32, 256, 1, 1, 16), AVX512, strides=2)
