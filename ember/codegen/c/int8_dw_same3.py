@@ -1,7 +1,8 @@
 """C source of the AVX-512 depthwise kernels that read their taps from the image, no int16
 planes (``ember_q8_dw_same3``: 3x3 stride 1 on small maps, ``ember_q8_dw_s1rows``: 3x3
 stride 1 on rows of 48 and more, with VNNI, ``ember_q8_dw_s2rows``: 3x3 stride 2), called
-by ``ember_q8_dw_channel`` of ``int8_dwconv_add.py`` (this text precedes that block).
+by ``ember_q8_dw_channel`` of ``int8_dwconv_add.py`` (this text precedes that block), and
+the 32-output requantization ``ember_q8_requant32_dw`` they share with its phase planes.
 
 A 3x3 stride-1 depthwise convolution with padding 1 keeps the map's size, so output
 ``oh * W + ow`` is grid position ``p`` of the image itself and tap ``(kh, kw)`` the byte at
@@ -30,6 +31,35 @@ enum { EMBER_Q8_SAME3_TAB = 5 };
    1 thread, vs the planes: 56x56 0.087 -> 0.069 ms, 112x112 0.072 -> 0.053; 28x28, 28 of
    64 lanes, 0.070 -> 0.090) */
 #define EMBER_Q8_S1ROWS_MIN_W 48
+
+/* ember_q8_store16c (interleaved) on 32 outputs: the per-lane int16 pack puts them in
+   order; the byte saturation of the pack is the min with hi (s >= lo already) */
+static inline __m256i ember_q8_requant32_dw(__m512i a0, __m512i a1, __m512 m, __m512i zy,
+                                            __m512i lo, __m512i hi, int cap) {
+  __m512 v0 = _mm512_mul_ps(_mm512_cvtepi32_ps(a0), m);
+  __m512 v1 = _mm512_mul_ps(_mm512_cvtepi32_ps(a1), m);
+  if (cap) {
+    v0 = _mm512_min_ps(v0, _mm512_set1_ps(1073741824.0f));
+    v1 = _mm512_min_ps(v1, _mm512_set1_ps(1073741824.0f));
+  }
+  __m512i s = _mm512_packs_epi32(_mm512_cvtps_epi32(v0), _mm512_cvtps_epi32(v1));
+  s = _mm512_min_epi16(_mm512_max_epi16(_mm512_adds_epi16(s, zy), lo), hi);
+  return _mm512_cvtepi16_epi8(s);
+}
+
+/* the 9 taps of 32 positions as int16 lanes (v[9] = v[8], its second weight 0) times the
+   weight pairs wp into 32-bit sums, ember_q8_dw_taps512's order: lo positions 0-3, 8-11,
+   16-19, 24-27, hi the others */
+static inline void ember_q8_dw_pairs(const __m512i* v, const __m512i* wp, __m512i* lo,
+                                     __m512i* hi) {
+  __m512i l = _mm512_setzero_si512(), h = l;
+  _Pragma("GCC unroll 5") for (int t = 0; t < 5; ++t) {
+    const __m512i a = v[2 * t], b = v[2 * t + 1];
+    l = _mm512_add_epi32(l, _mm512_madd_epi16(_mm512_unpacklo_epi16(a, b), wp[t]));
+    h = _mm512_add_epi32(h, _mm512_madd_epi16(_mm512_unpackhi_epi16(a, b), wp[t]));
+  }
+  *lo = l, *hi = h;
+}
 
 /* the masks of ember_q8_dw_same3 for every vector of an H x W map into tab */
 static inline void ember_q8_same3_masks(int H, int W, uint32_t* tab) {
@@ -83,22 +113,11 @@ static inline void ember_q8_dw_same3(const uint8_t* xc, const int16_t* wc, int32
       }
     }
     v[9] = v[8]; /* the last pair: tap 8 twice, its second weight 0 */
-    __m512i lo = _mm512_setzero_si512(), hi = lo;
-    _Pragma("GCC unroll 5") for (int t = 0; t < 5; ++t) {
-      const __m512i a = v[2 * t], b = v[2 * t + 1];
-      lo = _mm512_add_epi32(lo, _mm512_madd_epi16(_mm512_unpacklo_epi16(a, b), wp[t]));
-      hi = _mm512_add_epi32(hi, _mm512_madd_epi16(_mm512_unpackhi_epi16(a, b), wp[t]));
-    }
-    /* ember_q8_store32_dw's requantization (that block follows this one) */
-    __m512 v0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(lo, bv)), m);
-    __m512 v1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(hi, bv)), m);
-    if (e->cap) {
-      v0 = _mm512_min_ps(v0, _mm512_set1_ps(1073741824.0f));
-      v1 = _mm512_min_ps(v1, _mm512_set1_ps(1073741824.0f));
-    }
-    __m512i s = _mm512_packs_epi32(_mm512_cvtps_epi32(v0), _mm512_cvtps_epi32(v1));
-    s = _mm512_min_epi16(_mm512_max_epi16(_mm512_adds_epi16(s, zy), lo16), hi16);
-    _mm256_mask_storeu_epi8(yc + f, (__mmask32)tab[0], _mm512_cvtepi16_epi8(s));
+    __m512i lo, hi;
+    ember_q8_dw_pairs(v, wp, &lo, &hi);
+    const __m256i out = ember_q8_requant32_dw(_mm512_add_epi32(lo, bv), _mm512_add_epi32(hi, bv),
+                                              m, zy, lo16, hi16, e->cap);
+    _mm256_mask_storeu_epi8(yc + f, (__mmask32)tab[0], out);
   }
 }
 
@@ -155,22 +174,11 @@ static inline void ember_q8_dw_s2rows(const uint8_t* xc, const int16_t* wc, int3
         v[3 * kh + 2] = _mm512_sub_epi16(t2, z);
       }
       v[9] = v[8]; /* the last pair: tap 8 twice, its second weight 0 */
-      __m512i lo = _mm512_setzero_si512(), hi = lo;
-      _Pragma("GCC unroll 5") for (int t = 0; t < 5; ++t) {
-        const __m512i p = v[2 * t], q = v[2 * t + 1];
-        lo = _mm512_add_epi32(lo, _mm512_madd_epi16(_mm512_unpacklo_epi16(p, q), wp[t]));
-        hi = _mm512_add_epi32(hi, _mm512_madd_epi16(_mm512_unpackhi_epi16(p, q), wp[t]));
-      }
-      /* ember_q8_store32_dw's requantization (that block follows this one) */
-      __m512 v0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(lo, bv)), m);
-      __m512 v1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(hi, bv)), m);
-      if (e->cap) {
-        v0 = _mm512_min_ps(v0, _mm512_set1_ps(1073741824.0f));
-        v1 = _mm512_min_ps(v1, _mm512_set1_ps(1073741824.0f));
-      }
-      __m512i s = _mm512_packs_epi32(_mm512_cvtps_epi32(v0), _mm512_cvtps_epi32(v1));
-      s = _mm512_min_epi16(_mm512_max_epi16(_mm512_adds_epi16(s, zy), lo16), hi16);
-      _mm256_mask_storeu_epi8(yc + (long)oh * OW + ow0, kn, _mm512_cvtepi16_epi8(s));
+      __m512i lo, hi;
+      ember_q8_dw_pairs(v, wp, &lo, &hi);
+      const __m256i out = ember_q8_requant32_dw(
+          _mm512_add_epi32(lo, bv), _mm512_add_epi32(hi, bv), m, zy, lo16, hi16, e->cap);
+      _mm256_mask_storeu_epi8(yc + (long)oh * OW + ow0, kn, out);
     }
   }
 }

@@ -131,21 +131,6 @@ static inline void ember_q8_dw_taps512(const int16_t* pa, const int16_t* pb, con
   *hi = _mm512_add_epi32(*hi, _mm512_madd_epi16(_mm512_unpackhi_epi16(va, vb), wp));
 }
 
-/* ember_q8_store16c (interleaved) on 32 outputs: the per-lane int16 pack puts them in
-   order; the byte saturation of the pack is the min with hi (s >= lo already) */
-static inline __m256i ember_q8_requant32_dw(__m512i a0, __m512i a1, __m512 m, __m512i zy,
-                                            __m512i lo, __m512i hi, int cap) {
-  __m512 v0 = _mm512_mul_ps(_mm512_cvtepi32_ps(a0), m);
-  __m512 v1 = _mm512_mul_ps(_mm512_cvtepi32_ps(a1), m);
-  if (cap) {
-    v0 = _mm512_min_ps(v0, _mm512_set1_ps(1073741824.0f));
-    v1 = _mm512_min_ps(v1, _mm512_set1_ps(1073741824.0f));
-  }
-  __m512i s = _mm512_packs_epi32(_mm512_cvtps_epi32(v0), _mm512_cvtps_epi32(v1));
-  s = _mm512_min_epi16(_mm512_max_epi16(_mm512_adds_epi16(s, zy), lo), hi);
-  return _mm512_cvtepi16_epi8(s);
-}
-
 #endif
 
 /* one channel of a depthwise convolution over flattened phase planes: the padded plane
