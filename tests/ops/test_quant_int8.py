@@ -33,7 +33,8 @@ from ember.testing.quantize import quantize_static
 from ember.transform import PassContext, optimize
 
 pytestmark = pytest.mark.cc
-RNG = np.random.default_rng(7)
+RNG_SEED = 7  # every test draws from a fresh RNG of this seed (tests/ops/conftest.py)
+RNG = np.random.default_rng(RNG_SEED)
 #: a CPU without AVX2 (x86-64-v2: SSE4.2): the portable C loops
 PORTABLE = "c -mcpu=x86-64-v2"
 #: AVX2 without AVX-512 (Zen 3): the vpmaddubsw tiles

@@ -13,7 +13,8 @@ from ember.testing import build_model, run_onnx_compiled, run_onnx_reference, ru
 from ember.transform import PassContext, optimize
 
 pytestmark = pytest.mark.cc
-RNG = np.random.default_rng(11)
+RNG_SEED = 11  # every test draws from a fresh RNG of this seed (tests/ops/conftest.py)
+RNG = np.random.default_rng(RNG_SEED)
 #: a CPU without AVX2 (x86-64-v2: SSE4.2): the portable C loops
 PORTABLE = "c -mcpu=x86-64-v2"
 OP = "quantized_matmul_integer_int8"
