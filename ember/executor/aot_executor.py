@@ -150,6 +150,7 @@ class AotExecutorModule(Module):
         self._param_names = {p.name for p in md.params}
         self._arrays = [ndarray.empty(p.shape, p.dtype, device) for p in self._infos]
         self._outputs = [ndarray.empty(p.shape, p.dtype, device) for p in md.outputs]
+        self._output_names = tuple(p.name for p in md.outputs)
         self._unset = {p.name for p in md.inputs}
         # set_input's fast path: a numpy array of exactly this shape and numpy dtype (None
         # where the numpy dtype's name is not the input's, e.g. strings) is copied with no
@@ -328,19 +329,22 @@ class AotExecutorModule(Module):
 
     def get_output_names(self) -> list[str]:
         """The output names, in output order (the ONNX names for an imported model)."""
-        return [p.name for p in self.metadata.outputs]
+        return list(self._output_names)
 
     def get_output_index(self, name: str) -> int:
         """Index of output ``name``, or -1."""
-        names = self.get_output_names()
+        names = self._output_names
         return names.index(name) if name in names else -1
 
     @synchronized
     def get_output(self, index: int | str, out: Any = None) -> Any:
         """Output ``index`` (or name) as a view of executor memory, or copied into ``out``."""
-        k = output_index(index, len(self._outputs), self.get_output_names())
+        k = output_index(index, len(self._outputs), self._output_names)
         array = self._outputs[k]
-        return hand_out(array, array.numpy(), k, out)
+        if out is None:  # the view itself: no numpy copy made only to be dropped
+            return array
+        view = array.numpy() if array.dtype == "string" else np.asarray(array, copy=False)
+        return hand_out(array, view, k, out)
 
     def run(self) -> None:
         """One call of the run function over the inputs, outputs and constants."""

@@ -1,4 +1,4 @@
-"""The AOT executor's inputs: set_input's fast path, set_input_zero_copy, run after either."""
+"""The AOT executor's inputs and outputs: set_input's fast path, zero copy, get_output."""
 
 import numpy as np
 import pytest
@@ -106,3 +106,24 @@ def test_set_input_zero_copy_refuses_what_it_cannot_share():
     const = aot.module.metadata.params[0].name
     with pytest.raises(EmberValueError, match="is a constant"):
         aot.set_input_zero_copy(const, ember.nd.array(np.zeros((4, 32), "float32")))
+
+
+def test_get_output_hands_out_the_view_or_copies_into_out():
+    aot, graph, _ = _executors()
+    inputs = _inputs(2)
+    aot.set_input(**inputs)
+    aot.run()
+    want = _graph_out(graph, inputs)
+    (name,) = aot.module.get_output_names()
+    view = aot.get_output(name)
+    assert view is aot.get_output(0)  # the executor's array, not a copy
+    out = np.empty((4, 32), "float32")
+    assert aot.get_output(0, out=out) is out
+    np.testing.assert_array_equal(out, want)
+    aot.set_input("x", np.zeros((4, 32), "float32"))
+    aot.run()
+    inputs["x"] = np.zeros((4, 32), "float32")
+    np.testing.assert_array_equal(view.numpy(), _graph_out(graph, inputs))  # overwritten
+    np.testing.assert_array_equal(out, want)  # the copy is not
+    with pytest.raises(EmberValueError, match="out has shape"):
+        aot.get_output(0, out=np.empty((4, 31), "float32"))
