@@ -154,8 +154,8 @@ class AotExecutorModule(Module):
         self._unset = {p.name for p in md.inputs}
         # set_input's fast path: a numpy array of exactly this shape and numpy dtype (None
         # where the numpy dtype's name is not the input's, e.g. strings) is copied with no
-        # conversion; the checks it replaces (str(dtype) alone took 2 us) cost 3.3 us of
-        # set_input's 3.8 (dense_autoencoder, 1 thread, thread CPU time, load 8.6)
+        # conversion; the checks it skips (str(dtype) alone took 2 us) made set_input 4.1 us,
+        # the fast path 1.4 (dense_autoencoder, 1 thread, thread CPU time, load 8.6)
         self._fast = [self._fast_entry(k) for k in range(len(self._infos))]
         self._args = [*self._arrays[: len(md.inputs)], *self._outputs]
         self._args += self._arrays[len(md.inputs) :]
