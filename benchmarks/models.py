@@ -7,7 +7,8 @@ the zoo of issue 12, ``ember.examples.models.ZOO``; ``--models``: a list) it pri
 * ember build seconds (graph IR -> artifacts) and load seconds (C compile + link + load,
   with a fresh artifact cache unless ``--keep-cache``, so the C compiler's time is counted),
 * from ONE run of interleaved rounds (each round calls every engine once, so a burst of
-  load from other processes hits them alike; the order rotates every round): the median
+  load from other processes hits them alike; the order rotates every round; each timed
+  call follows an untimed call of the same engine, see interleaved_timings): the median
   time of ember's graph executor and AOT executor (the same kernels, one native call;
   inputs set beforehand, outputs left in place) and of onnxruntime's ``run`` (all graph
   optimizations, the CPU provider, no spinning between runs; includes copying inputs and
@@ -73,11 +74,18 @@ from quantized import measure as measure_int8  # noqa: E402
 Entry = tuple[Callable[[], object], Callable[[], object]]
 
 
-def interleaved_timings(entries: Sequence[Entry], repeat: int, warmup: int = 2) -> list[Timing]:
+def interleaved_timings(
+    entries: Sequence[Entry], repeat: int, warmup: int = 2, settle: bool = True
+) -> list[Timing]:
     """Median wall and thread CPU time of each entry's call over ``repeat`` rounds that
-    run every entry once (its setup first, untimed), the order rotating every round: the
-    call right after a 2-thread engine and a short pause runs slow (1.3-1.6x on 0.05 ms
-    models, docs/llvm.md), and in a fixed order the same entry always sat there."""
+    run every entry once (its setup first, untimed), the order rotating every round.
+
+    What ran just before a call changes its time: the call right after a 2-thread engine
+    and a short pause runs slow (1.3-1.6x on 0.05 ms models, docs/llvm.md), and ember at
+    2 threads after a pause starts with its pool's worker asleep. Rotating the order does
+    not change which entry precedes which (graph2 always followed ort1, aot2 always graph2),
+    so with ``settle`` each timed call comes right after an untimed call of the same entry:
+    every entry is timed warm, whatever its neighbours."""
     for setup, fn in entries:
         setup()
         for _ in range(warmup):
@@ -88,6 +96,8 @@ def interleaved_timings(entries: Sequence[Entry], repeat: int, warmup: int = 2) 
         for k in [(r + j) % len(entries) for j in range(len(entries))]:
             setup, fn = entries[k]
             setup()
+            if settle:
+                fn()
             wall, cpu = time.perf_counter(), time.thread_time()
             fn()
             cpus[k].append(time.thread_time() - cpu)

@@ -192,6 +192,26 @@ def test_models_benchmark_times_further_targets_against_the_first_in_their_own_r
 def test_main_run_rotates_its_order_every_round(bench):
     calls: list[str] = []
     entries = [((lambda: None), (lambda name=name: calls.append(name))) for name in "abc"]
-    timings = bench.interleaved_timings(entries, repeat=3, warmup=0)
+    timings = bench.interleaved_timings(entries, repeat=3, warmup=0, settle=False)
     assert len(timings) == 3
     assert calls == list("abcbcacab")
+
+
+def test_main_run_times_each_call_right_after_a_call_of_the_same_entry(bench, monkeypatch):
+    """A rotated order keeps every entry's predecessor (b always follows a); the settling
+    call makes the entry itself the predecessor of every timed call."""
+    calls: list[str] = []
+    before_clock: list[str] = []
+    real = bench.time.perf_counter
+
+    def clock() -> float:
+        before_clock.append(calls[-1])  # what ran just before the clock was read
+        return real()
+
+    entries = [((lambda: None), (lambda name=name: calls.append(name))) for name in "abc"]
+    monkeypatch.setattr(bench.time, "perf_counter", clock)
+    bench.interleaved_timings(entries, repeat=3, warmup=0)
+    assert calls == [n for n in "abcbcacab" for _ in range(2)]  # settling call, timed call
+    # the clock is read before and after each timed call: after the settling call of the
+    # same entry, then after the timed call itself
+    assert before_clock == [n for n in "abcbcacab" for _ in range(2)]
