@@ -226,6 +226,9 @@ static int32_t count_cores(void) {
 
 static int32_t g_pool_cores = 0; /* count_cores() when the pool last grew */
 
+/* The cores, as of the pool's last growth (count_cores() before it first grew). */
+static inline int32_t pool_cores(void) { return g_pool_cores > 0 ? g_pool_cores : count_cores(); }
+
 static int32_t pool_grow(int32_t n) {
   if (g_pool.num_workers < n) {
     pthread_once(&g_fork_once, pool_register_fork);
@@ -345,7 +348,8 @@ int32_t EmberBackendParallelLaunch(FEmberParallelLambda flambda, void* cdata, in
   int32_t want = num_task > 0 ? num_task : EmberBackendGetNumThreads();
   if (want > POOL_MAX_THREADS) want = POOL_MAX_THREADS;
   uintptr_t key = (uintptr_t)flambda;
-  if (want > 1 && !g_in_pool && pool_serial()) { /* the pool is on a serial stretch */
+  if (want > 1 && !g_in_pool && want <= pool_cores() && pool_serial()) { /* a serial stretch
+                                                  (more tasks than cores: asked for, kept) */
     EmberParallelGroupEnv one = {NULL, 1};
     uint64_t start = pool_ticks();
     g_in_pool = 1;
@@ -410,7 +414,8 @@ int32_t EmberBackendParallelFor(FEmberParallelRange frange, void* cdata, int64_t
   /* under two grains, nested, one thread, a loop that lost lately, or another thread's
    * launch runs: inline */
   if (threads <= 1 || g_in_pool) return frange(0, extent, cdata);
-  if (pool_serial()) { /* a serial stretch; as if launched: loops it starts stay inline too */
+  if (threads <= pool_cores() && pool_serial()) { /* a serial stretch; as if launched: loops
+                                                   * it starts stay inline too */
     uint64_t start = pool_ticks();
     g_in_pool = 1;
     int32_t rc = frange(0, extent, cdata);
