@@ -69,9 +69,15 @@ static inline void stat_add(int32_t k, int64_t v) {
   atomic_fetch_add_explicit(&g_stats[k], v, memory_order_relaxed);
 }
 
-static void adapt_forget(void) {
+/* Forget what the adaptive state and the per-loop backoff learnt. */
+static void learn_forget(void) {
   memset(&g_adapt, 0, sizeof(g_adapt));
   atomic_store(&g_serial, 0);
+  for (int32_t k = 0; k < POOL_SITES; ++k) {
+    atomic_store(&g_sites[k].key, 0);
+    atomic_store(&g_sites[k].serial_left, 0);
+    g_sites[k].backoff = 0;
+  }
 }
 
 static PoolSite* site_of(uintptr_t key) {
@@ -181,14 +187,7 @@ int32_t EmberBackendPoolPolicy(int32_t policy, int32_t reset) {
   if (policy > 2) return set_error("EmberBackendPoolPolicy: %s", "policy is 0, 1 or 2");
   pthread_mutex_lock(&g_pool.launch);
   int32_t before = policy < 0 ? atomic_load(&g_policy) : atomic_exchange(&g_policy, policy);
-  if (reset) { /* forget what the adaptive state and the per-loop backoff learnt */
-    adapt_forget();
-    for (int32_t k = 0; k < POOL_SITES; ++k) {
-      atomic_store(&g_sites[k].key, 0);
-      atomic_store(&g_sites[k].serial_left, 0);
-      g_sites[k].backoff = 0;
-    }
-  }
+  if (reset) learn_forget();
   pthread_mutex_unlock(&g_pool.launch);
   return before;
 }

@@ -67,7 +67,7 @@ static struct {
             .done = PTHREAD_COND_INITIALIZER,
             .job = {.caller_cpu = -1}};
 
-static void adapt_forget(void); /* pool_learn.h */
+static void learn_forget(void); /* pool_learn.h */
 
 static _Thread_local int32_t g_in_pool = 0; /* set in workers and in a launching caller */
 static int32_t g_num_threads = 0;           /* 0: not decided yet */
@@ -209,7 +209,7 @@ static void pool_after_fork(void) {
   atomic_store(&g_pool.sleepers, 0);
   g_pool.num_workers = 0;
   g_in_pool = 0;
-  adapt_forget(); /* a fresh pool learns afresh */
+  learn_forget(); /* a fresh pool learns afresh: a loop the parent backed off runs split */
 }
 
 static pthread_once_t g_fork_once = PTHREAD_ONCE_INIT;
