@@ -69,8 +69,12 @@ EMBER_DLL int32_t wake_then_again(EMBER_ARGS) {
   for (int64_t k = 0; k < args[0].v_int64; ++k) {
     usleep((unsigned int)args[1].v_int64);
     Wake w = {pthread_self(), 0, 0};
+    int64_t before[16], after[16]; /* [13]: launches that woke a sleeping worker */
+    EmberBackendPoolStats(before, 16);
     if (EmberBackendParallelFor(wake_chunk, &w, 2, 1, 0) != 0) return -1;
-    if (w.calls != 2 || w.others != 0) continue;
+    EmberBackendPoolStats(after, 16);
+    /* on a loaded machine the worker may still be in its spin, descheduled: not asleep */
+    if (w.calls != 2 || w.others != 0 || after[13] == before[13]) continue;
     Wake again = {pthread_self(), 0, 0};
     if (EmberBackendParallelFor(wake_chunk, &again, 2, 1, 0) != 0) return -1;
     ret->v_int64 = again.calls; *ret_code = EMBER_INT; return 0;
