@@ -348,8 +348,9 @@ int32_t EmberBackendParallelLaunch(FEmberParallelLambda flambda, void* cdata, in
   int32_t want = num_task > 0 ? num_task : EmberBackendGetNumThreads();
   if (want > POOL_MAX_THREADS) want = POOL_MAX_THREADS;
   uintptr_t key = (uintptr_t)flambda;
-  if (want > 1 && !g_in_pool && want <= pool_cores() && pool_serial()) { /* a serial stretch
-                                                  (more tasks than cores: asked for, kept) */
+  /* a serial stretch (pool_learn.h) runs it as one task; more tasks than cores were asked
+   * for: kept */
+  if (want > 1 && !g_in_pool && pool_serial() && want <= pool_cores()) {
     EmberParallelGroupEnv one = {NULL, 1};
     uint64_t start = pool_ticks();
     g_in_pool = 1;
@@ -414,8 +415,9 @@ int32_t EmberBackendParallelFor(FEmberParallelRange frange, void* cdata, int64_t
   /* under two grains, nested, one thread, a loop that lost lately, or another thread's
    * launch runs: inline */
   if (threads <= 1 || g_in_pool) return frange(0, extent, cdata);
-  if (threads <= pool_cores() && pool_serial()) { /* a serial stretch; as if launched: loops
-                                                   * it starts stay inline too */
+  /* a serial stretch, as if launched (loops it starts stay inline too); more threads than
+   * cores were asked for: kept */
+  if (pool_serial() && threads <= pool_cores()) {
     uint64_t start = pool_ticks();
     g_in_pool = 1;
     int32_t rc = frange(0, extent, cdata);
