@@ -27,7 +27,8 @@ Outputs are checked against onnxruntime first (a wrong answer has no latency).
 processes preempting it do not count (a machine shared by many jobs); multi-threaded
 runs are always wall time. ``--noisy`` starts one bounded busy process pinned to the last
 core for the whole run and adds a column: ember's best wall time at ``--threads``
-threads over its best wall time at 1 thread (issue 12: at most 1.3). ``--profile K``
+threads over its best wall time at 1 thread (issue 12: at most 1.3; one run is one draw:
+``noisy_runs.py`` gives its distribution over trials, per pool policy). ``--profile K``
 also prints each model's K slowest ember kernels. ``--quantized static[,dynamic]`` adds the
 int8 table of issue 16 for the selected models among resnet50, mobilenet_v2 and bert
 (``quantized.py``'s measurement: ember int8, onnxruntime int8 and ember float32 at 1

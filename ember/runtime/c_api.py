@@ -228,6 +228,8 @@ PROTOTYPES: dict[str, tuple[Any, tuple[Any, ...]]] = {
         (FEmberParallelRange, c_void_p, c_int64, c_int64, c_int32),
     ),
     "EmberBackendNumCores": (c_int32, ()),
+    "EmberBackendPoolStats": (c_int32, (c_void_p, c_int32)),
+    "EmberBackendPoolPolicy": (c_int32, (c_int32, c_int32)),
     "EmberTimeEvaluate": (
         c_int32,
         (

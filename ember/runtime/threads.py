@@ -6,7 +6,11 @@ next parallel loop uses it) and :func:`num_threads` changes it for a block. A ta
 ``-num-threads=N`` fixes the count of the kernels built with it. A loop that ran slower in
 parallel than its caller alone would have (its worker shared a core with another busy
 process) runs on the caller for its next 4 to 1024 launches, then is offered to the pool
-again, so a busy machine costs little over one thread. Example::
+again; and when the pool's launches together lose more than 0.4 ms lately (a worker was
+descheduled holding a chunk: the caller waited a scheduler slice at the join), every launch
+runs on the caller for 20-640 ms of its work, then the pool is tried again
+(src/pool_adapt.h), so a busy machine costs little over one thread. :func:`pool_stats`
+counts what the pool did. Example::
 
     import ember
     ember.runtime.set_num_threads(1)        # single-threaded from now on
@@ -17,6 +21,7 @@ again, so a busy machine costs little over one thread. Example::
 
 from __future__ import annotations
 
+import ctypes
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,10 +30,49 @@ from ember.config import ThreadCountWarning
 from ember.errors import EmberValueError
 from ember.runtime import c_api
 
-__all__ = ["ThreadCountWarning", "get_num_threads", "num_cores", "num_threads", "set_num_threads"]
+__all__ = [
+    "POOL_STATS",
+    "ThreadCountWarning",
+    "get_num_threads",
+    "num_cores",
+    "num_threads",
+    "pool_policy",
+    "pool_stats",
+    "set_num_threads",
+]
 
 #: The most threads the C pool starts (runtime.c POOL_MAX_THREADS).
 MAX_THREADS = 1024
+
+#: The pool's counters (EmberBackendPoolStats), in the C order (src/thread_pool.h POOL_STAT_*):
+#: launches split (range) or run (group) by the pool, run inline by the per-loop backoff or
+#: the adaptive state; pool launches a worker joined; chunks; iterations and the caller's
+#: share; ns the caller waited at joins; ns of pool launches; joins that waited over 0.2 ms
+#: (a late worker) and the longest wait; times the adaptive state went serial; launches that
+#: woke a sleeping worker; ns lost by launches slower than the caller alone; ns of inline runs;
+#: launches whose threads shared one core.
+POOL_STATS = (
+    "range",
+    "group",
+    "site_inline",
+    "adapt_inline",
+    "joined",
+    "chunks",
+    "iters",
+    "own_iters",
+    "wait_ns",
+    "pool_ns",
+    "late",
+    "max_wait_ns",
+    "stalls",
+    "woke",
+    "lost_ns",
+    "inline_ns",
+    "shared",
+)
+
+#: EmberBackendPoolPolicy's values: the default, the per-loop backoff alone, neither.
+POOL_POLICIES = ("adaptive", "per-loop", "always")
 
 
 def num_cores() -> int:
@@ -70,3 +114,22 @@ def num_threads(n: int) -> Iterator[None]:
         yield
     finally:
         c_api.check_call(c_api.lib().EmberBackendSetNumThreads(before))
+
+
+def pool_stats() -> dict[str, int]:
+    """The thread pool's cumulative counters (:data:`POOL_STATS`; subtract two readings)."""
+    out = (ctypes.c_int64 * len(POOL_STATS))()
+    c_api.lib().EmberBackendPoolStats(out, len(POOL_STATS))
+    return dict(zip(POOL_STATS, (int(v) for v in out), strict=True))
+
+
+def pool_policy(policy: str | None = None, reset: bool = False) -> str:
+    """Set the pool's policy (:data:`POOL_POLICIES`; for measurements and tests; ``None``
+    keeps it); what the pool learnt stays unless ``reset``. Returns the policy before."""
+    if policy is not None and policy not in POOL_POLICIES:
+        raise EmberValueError(f"pool_policy: expected one of {POOL_POLICIES}, got {policy!r}")
+    code = POOL_POLICIES.index(policy) if policy is not None else -1
+    before = int(c_api.lib().EmberBackendPoolPolicy(code, int(reset)))
+    if before < 0:
+        c_api.check_call(before)
+    return POOL_POLICIES[before]

@@ -13,6 +13,7 @@ import ember.runtime as rt
 from ember.config import ThreadCountWarning, config_from
 from ember.errors import EmberValueError, FFIError
 from ember.runtime import libruntime
+from ember.runtime.threads import pool_policy
 from ember.support.toolchain import compile_executable
 
 C_SOURCE = r"""
@@ -167,8 +168,12 @@ def lib(tmp_path_factory):  # type: ignore[no-untyped-def]
 
 @pytest.fixture(autouse=True)
 def _restore_thread_count():  # type: ignore[no-untyped-def]
+    """Each test starts from a pool that learnt nothing, with the per-loop backoff alone
+    (the process-wide serial stretches: test_pool_adapt.py)."""
     before = rt.get_num_threads()
+    pool_policy("per-loop", reset=True)
     yield
+    pool_policy("adaptive", reset=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ThreadCountWarning)
         rt.set_num_threads(before)
@@ -284,16 +289,24 @@ FORK_MAIN = r"""
 #include <stdio.h>
 #include <sys/wait.h>
 #include <unistd.h>
+static int g_slow = 0; /* the workers' tasks sleep, no barrier: a launch that loses */
 static int32_t task(int32_t id, EmberParallelGroupEnv* penv, void* cdata) {
+  if (g_slow) {
+    if (id != 0) usleep(20000);
+    return 0;
+  }
   EmberBackendParallelBarrier(id, penv);
   __atomic_add_fetch((int*)cdata, 1, __ATOMIC_RELAXED);
   return 0;
 }
 int main(void) {
-  int hits = 0;
+  int hits = 0, ignored = 0;
   if (EmberBackendParallelLaunch(task, &hits, 3) != 0) return 1;
+  g_slow = 1; /* the parent's pool backs this launch off (as one task) ... */
+  if (EmberBackendParallelLaunch(task, &ignored, 3) != 0) return 1;
+  g_slow = 0;
   pid_t pid = fork();
-  if (pid == 0) { /* the child has no workers of its own yet: the pool starts afresh */
+  if (pid == 0) { /* ... the child has no workers yet: the pool starts afresh, learnt nothing */
     int child_hits = 0;
     _exit(EmberBackendParallelLaunch(task, &child_hits, 3) == 0 && child_hits == 3 ? 0 : 3);
   }

@@ -81,3 +81,15 @@ int32_t EmberBackendSetNumThreads(int32_t num_threads) { return num_threads == 1
 int32_t EmberBackendGetNumThreads(void) { return 1; }
 
 int32_t EmberBackendNumCores(void) { return 1; }
+
+int32_t EmberBackendPoolStats(int64_t* out, int32_t n) {
+  (void)out;
+  (void)n;
+  return 0;
+}
+
+int32_t EmberBackendPoolPolicy(int32_t policy, int32_t reset) {
+  (void)policy;
+  (void)reset;
+  return 0;
+}

@@ -12,26 +12,23 @@
  * an epoch in `state` (epoch << 33 | OPEN | participants); a worker joins only with a CAS
  * on the epoch it saw while the job is still OPEN, so a late worker (asleep, descheduled)
  * never delays a range job: the caller closes the job once the chunks are gone and waits
- * only for workers that did join. Idle workers spin briefly, then sleep on a condvar. */
+ * only for workers that did join. Idle workers spin briefly, then sleep on a condvar; a
+ * thread waiting for one on its own CPU yields instead of spinning. Whether a launch goes to
+ * the pool at all is learnt from earlier ones (pool_learn.h: per loop, and process-wide). */
 #define POOL_OPEN ((uint64_t)1 << 32)
 #define POOL_COUNT_MASK (POOL_OPEN - 1)
 #ifndef POOL_SPIN
 #define POOL_SPIN 4000 /* pause iterations before an idle worker sleeps (~10-40 us) */
 #endif
+/* Yields (instead of pauses) before a thread that shares its CPU with the thread it waits
+ * for sleeps: a pause loop holds the CPU the other needs until the scheduler's tick; no spin
+ * at all makes every launch a futex wake that preempts the caller (ds_cnn_kws at 2 threads,
+ * co-located next to a busy process: 3.75x its 1-thread time with no spin, 1.06 spinning). */
+#define POOL_YIELDS 64
 #define POOL_MAX_THREADS 1024
 #ifndef CHUNKS_PER_THREAD
 #define CHUNKS_PER_THREAD 4 /* dynamic chunks per thread of a range job */
 #endif
-/* A range loop whose parallel run did not beat its estimated serial time (the caller's own
- * rate times the extent) runs inline for its next launches: POOL_BACKOFF_MIN of them, twice
- * as many after each further loss up to POOL_BACKOFF_MAX, halved again after each gain. On
- * a busy machine a worker shares a core with another process: it runs its chunk at half
- * speed or is descheduled holding it, and the caller waits; its spinning also takes the
- * caller's core. Kept per loop (the lambda's address) in a small direct-mapped table; a
- * group launch (EmberBackendParallelLaunch) that backs off runs as one task. */
-#define POOL_BACKOFF_MIN 4
-#define POOL_BACKOFF_MAX 1024
-#define POOL_SITES 256
 
 typedef struct {
   _Atomic int32_t count;
@@ -47,6 +44,9 @@ typedef struct {
   int64_t chunk;
   _Atomic int64_t next; /* next task id / chunk start */
   _Atomic int32_t failed;
+  _Atomic int32_t caller_cpu; /* the caller's CPU when it published the job (-1: unknown) */
+  _Atomic int32_t join_cpu;   /* the CPU a worker joined on (the last to join; -1: none) */
+  _Atomic int32_t left_cpu;   /* the CPU a worker left the job on (the last to leave) */
   char* error; /* the first failure's message, owned by the job */
   PoolBarrier barrier;
 } PoolJob;
@@ -64,15 +64,10 @@ static struct {
 } g_pool = {.launch = PTHREAD_MUTEX_INITIALIZER,
             .lock = PTHREAD_MUTEX_INITIALIZER,
             .wake = PTHREAD_COND_INITIALIZER,
-            .done = PTHREAD_COND_INITIALIZER};
+            .done = PTHREAD_COND_INITIALIZER,
+            .job = {.caller_cpu = -1}};
 
-typedef struct {
-  _Atomic uintptr_t key; /* the loop's lambda */
-  _Atomic int32_t serial_left; /* launches still to run inline */
-  int32_t backoff;             /* the next loss's serial_left; written under launch */
-} PoolSite;
-
-static PoolSite g_sites[POOL_SITES];
+static void learn_forget(void); /* pool_learn.h */
 
 static _Thread_local int32_t g_in_pool = 0; /* set in workers and in a launching caller */
 static int32_t g_num_threads = 0;           /* 0: not decided yet */
@@ -122,23 +117,29 @@ static int64_t job_work(PoolJob* job) {
   }
 }
 
-/* A cheap monotonic tick count (the TSC on x86, else nanoseconds). */
+/* Monotonic nanoseconds (the adaptive state and the statistics count time in ns). */
 static inline uint64_t pool_ticks(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  return __builtin_ia32_rdtsc();
-#else
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The CPU the calling thread runs on, or -1. */
+static inline int32_t pool_cpu(void) {
+#ifdef __linux__
+  return sched_getcpu();
+#else
+  return -1;
 #endif
 }
 
 /* What the caller measured of one launch (pool_run fills it). */
 typedef struct {
   int64_t own;        /* iterations (or tasks) the caller ran itself */
-  uint64_t own_ticks; /* from publishing to the end of the caller's share */
-  uint64_t all_ticks; /* from publishing until the joined workers were done */
+  uint64_t own_ticks; /* ns from publishing to the end of the caller's share */
+  uint64_t all_ticks; /* ns from publishing until the joined workers were done */
   int32_t woke;       /* a worker was asleep when the job was published */
+  int32_t shared;     /* a worker joined on the caller's CPU, with no more threads than cores */
 } PoolRunStats;
 
 /* Join the job of `epoch` if it is still open; run a share; leave. */
@@ -146,7 +147,9 @@ static void worker_join(uint64_t seen_state, int32_t index) {
   uint64_t s = seen_state;
   while ((s & POOL_OPEN) && index < atomic_load_explicit(&g_pool.want, memory_order_relaxed)) {
     if (atomic_compare_exchange_weak(&g_pool.state, &s, s + 1)) {
+      atomic_store_explicit(&g_pool.job.join_cpu, pool_cpu(), memory_order_relaxed);
       job_work(&g_pool.job);
+      atomic_store_explicit(&g_pool.job.left_cpu, pool_cpu(), memory_order_relaxed);
       uint64_t left = atomic_fetch_sub(&g_pool.state, 1) - 1;
       if ((left & POOL_COUNT_MASK) == 0 && !(left & POOL_OPEN)) {
         pthread_mutex_lock(&g_pool.lock); /* the caller may be waiting for the last one */
@@ -172,8 +175,12 @@ static void* worker_main(void* arg) {
   g_in_pool = 1;
   for (;;) {
     uint64_t s = atomic_load(&g_pool.state);
-    for (int32_t spin = 0; (s >> 33) == epoch && spin < POOL_SPIN; ++spin) {
-      backoff(spin);
+    /* on the CPU of the last job's caller, a pause loop takes the caller's core: yield */
+    int32_t caller = atomic_load_explicit(&g_pool.job.caller_cpu, memory_order_relaxed);
+    int32_t shared = caller >= 0 && pool_cpu() == caller;
+    for (int32_t spin = 0; (s >> 33) == epoch && spin < (shared ? POOL_YIELDS : POOL_SPIN);
+         ++spin) {
+      backoff(shared ? POOL_SPIN : spin);
       s = atomic_load(&g_pool.state);
     }
     if ((s >> 33) == epoch) {
@@ -202,13 +209,31 @@ static void pool_after_fork(void) {
   atomic_store(&g_pool.sleepers, 0);
   g_pool.num_workers = 0;
   g_in_pool = 0;
+  learn_forget(); /* a fresh pool learns afresh: a loop the parent backed off runs split */
 }
 
 static pthread_once_t g_fork_once = PTHREAD_ONCE_INIT;
 static void pool_register_fork(void) { pthread_atfork(NULL, NULL, pool_after_fork); }
 
+static int32_t count_cores(void) {
+#ifdef CPU_COUNT
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+#endif
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (int32_t)n : 1;
+}
+
+static int32_t g_pool_cores = 0; /* count_cores() when the pool last grew */
+
+/* The cores, as of the pool's last growth (count_cores() before it first grew). */
+static inline int32_t pool_cores(void) { return g_pool_cores > 0 ? g_pool_cores : count_cores(); }
+
 static int32_t pool_grow(int32_t n) {
-  if (g_pool.num_workers < n) pthread_once(&g_fork_once, pool_register_fork);
+  if (g_pool.num_workers < n) {
+    pthread_once(&g_fork_once, pool_register_fork);
+    g_pool_cores = count_cores();
+  }
   while (g_pool.num_workers < n) {
     WorkerStart* start = (WorkerStart*)malloc(sizeof(WorkerStart));
     if (start == NULL) break;
@@ -235,6 +260,10 @@ static int32_t pool_run(int32_t workers, int32_t wait_all_tasks, PoolRunStats* s
   PoolJob* job = &g_pool.job;
   uint64_t start = pool_ticks();
   atomic_store(&job->failed, 0);
+  int32_t caller_cpu = pool_cpu();
+  atomic_store_explicit(&job->caller_cpu, caller_cpu, memory_order_relaxed);
+  atomic_store_explicit(&job->join_cpu, -1, memory_order_relaxed);
+  atomic_store_explicit(&job->left_cpu, -1, memory_order_relaxed);
   job->error = NULL;
   atomic_store(&job->barrier.count, 0);
   atomic_store(&job->barrier.sense, 0);
@@ -250,12 +279,17 @@ static int32_t pool_run(int32_t workers, int32_t wait_all_tasks, PoolRunStats* s
   g_in_pool = 1;
   stats->own = job_work(job);
   stats->own_ticks = pool_ticks() - start;
+  int32_t own_cpu = pool_cpu();
   if (wait_all_tasks) { /* a group job: every task id must be taken (barriers need them) */
     for (int32_t spin = 0; atomic_load(&job->next) < job->num_task; ++spin) backoff(spin);
   }
   uint64_t s = atomic_fetch_and(&g_pool.state, ~POOL_OPEN) & ~POOL_OPEN; /* close */
-  for (int32_t spin = 0; (s & POOL_COUNT_MASK) != 0 && spin < POOL_SPIN; ++spin) {
-    backoff(spin);
+  /* a worker on this CPU runs only when this thread stops: yield to it */
+  int32_t join_cpu = atomic_load_explicit(&job->join_cpu, memory_order_relaxed);
+  int32_t shared = join_cpu >= 0 && join_cpu == own_cpu;
+  for (int32_t spin = 0; (s & POOL_COUNT_MASK) != 0 && spin < (shared ? POOL_YIELDS : POOL_SPIN);
+       ++spin) {
+    backoff(shared ? POOL_SPIN : spin);
     s = atomic_load(&g_pool.state);
   }
   if ((s & POOL_COUNT_MASK) != 0) {
@@ -266,6 +300,12 @@ static int32_t pool_run(int32_t workers, int32_t wait_all_tasks, PoolRunStats* s
     pthread_mutex_unlock(&g_pool.lock);
   }
   stats->all_ticks = pool_ticks() - start;
+  /* a worker that joined on the caller's CPU and left on the one the caller ended its share
+   * on: the two shared one core all along (a passing co-location, which the scheduler soon
+   * undoes, is not counted). More threads than cores share cores by request. */
+  stats->shared = workers < g_pool_cores && caller_cpu >= 0 &&
+                  atomic_load_explicit(&job->join_cpu, memory_order_relaxed) == caller_cpu &&
+                  atomic_load_explicit(&job->left_cpu, memory_order_relaxed) == own_cpu;
   g_in_pool = 0;
   if (atomic_load(&job->failed)) {
     EmberAPISetLastError(job->error != NULL ? job->error : "a parallel task failed");
@@ -274,15 +314,6 @@ static int32_t pool_run(int32_t workers, int32_t wait_all_tasks, PoolRunStats* s
     return -1;
   }
   return 0;
-}
-
-static int32_t count_cores(void) {
-#ifdef CPU_COUNT
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
-#endif
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? (int32_t)n : 1;
 }
 
 int32_t EmberBackendSetNumThreads(int32_t num_threads) {
@@ -310,57 +341,26 @@ int32_t EmberBackendGetNumThreads(void) {
 
 int32_t EmberBackendNumCores(void) { return count_cores(); }
 
-static PoolSite* site_of(uintptr_t key) {
-  uintptr_t h = key;
-  h ^= h >> 17;
-  h *= (uintptr_t)0x9E3779B97F4A7C15u;
-  return &g_sites[(h >> 24) % POOL_SITES];
-}
-
-/* Whether the loop `key` runs inline this time (it lost in parallel lately). */
-static int32_t site_backs_off(uintptr_t key) {
-  PoolSite* site = site_of(key);
-  if (atomic_load_explicit(&site->key, memory_order_relaxed) != key) return 0;
-  if (atomic_load_explicit(&site->serial_left, memory_order_relaxed) <= 0) return 0;
-  atomic_fetch_sub_explicit(&site->serial_left, 1, memory_order_relaxed);
-  return 1;
-}
-
-/* After a parallel launch of the loop `key` (under g_pool.launch): a loss when the caller ran
- * everything itself or the launch took longer than the caller alone would have (its own
- * rate times the extent, or the tasks); a loss backs the loop off, a gain halves its backoff.
- * A launch that had to wake a sleeping worker and was over before it joined is neither: the
- * caller lost no time (one wake), the worker now spins for the next loop, and counting it a
- * loss serialised, after every pause of the caller (between two runs, or after a stretch of
- * small loops), the first loop too short to cover a worker's wake-up, for 4-1024 launches. */
-static void site_record(uintptr_t key, int64_t extent, const PoolRunStats* st) {
-  PoolSite* site = site_of(key);
-  if (atomic_load_explicit(&site->key, memory_order_relaxed) != key) {
-    atomic_store_explicit(&site->key, key, memory_order_relaxed);
-    atomic_store_explicit(&site->serial_left, 0, memory_order_relaxed);
-    site->backoff = 0;
-  }
-  if (st->own >= extent && st->woke) return;
-  int lost = st->own >= extent;
-  if (!lost && st->own > 0) {
-    double serial = (double)st->own_ticks * (double)extent / (double)st->own;
-    lost = (double)st->all_ticks > serial;
-  }
-  if (lost) {
-    int32_t next = site->backoff < POOL_BACKOFF_MIN ? POOL_BACKOFF_MIN : site->backoff;
-    atomic_store_explicit(&site->serial_left, next, memory_order_relaxed);
-    site->backoff = next * 2 < POOL_BACKOFF_MAX ? next * 2 : POOL_BACKOFF_MAX;
-  } else {
-    site->backoff /= 2;
-  }
-}
+#include "pool_learn.h" /* the per-loop backoff, the adaptive state, the statistics */
 
 int32_t EmberBackendParallelLaunch(FEmberParallelLambda flambda, void* cdata, int32_t num_task) {
   if (flambda == NULL) return set_error("EmberBackendParallelLaunch: %s is NULL", "flambda");
   int32_t want = num_task > 0 ? num_task : EmberBackendGetNumThreads();
   if (want > POOL_MAX_THREADS) want = POOL_MAX_THREADS;
   uintptr_t key = (uintptr_t)flambda;
+  /* a serial stretch (pool_learn.h) runs it as one task; more tasks than cores were asked
+   * for: kept */
+  if (want > 1 && !g_in_pool && pool_serial() && want <= pool_cores()) {
+    EmberParallelGroupEnv one = {NULL, 1};
+    uint64_t start = pool_ticks();
+    g_in_pool = 1;
+    int32_t rc = flambda(0, &one, cdata);
+    g_in_pool = 0;
+    pool_serial_ran((int64_t)(pool_ticks() - start));
+    return rc;
+  }
   if (want > 1 && !g_in_pool && site_backs_off(key)) {
+    stat_add(POOL_STAT_SITE_INLINE, 1);
     EmberParallelGroupEnv one = {NULL, 1};
     g_in_pool = 1;
     int32_t rc = flambda(0, &one, cdata);
@@ -380,7 +380,7 @@ int32_t EmberBackendParallelLaunch(FEmberParallelLambda flambda, void* cdata, in
       PoolRunStats stats;
       int32_t rc = pool_run(want - 1, 1, &stats);
       stats.woke |= g_pool.num_workers > had;
-      site_record(key, want, &stats);
+      pool_record(key, want, POOL_STAT_GROUP, &stats);
       pthread_mutex_unlock(&g_pool.launch);
       return rc;
     }
@@ -415,7 +415,18 @@ int32_t EmberBackendParallelFor(FEmberParallelRange frange, void* cdata, int64_t
   /* under two grains, nested, one thread, a loop that lost lately, or another thread's
    * launch runs: inline */
   if (threads <= 1 || g_in_pool) return frange(0, extent, cdata);
+  /* a serial stretch, as if launched (loops it starts stay inline too); more threads than
+   * cores were asked for: kept */
+  if (pool_serial() && threads <= pool_cores()) {
+    uint64_t start = pool_ticks();
+    g_in_pool = 1;
+    int32_t rc = frange(0, extent, cdata);
+    g_in_pool = 0;
+    pool_serial_ran((int64_t)(pool_ticks() - start));
+    return rc;
+  }
   if (site_backs_off((uintptr_t)frange)) { /* as if launched: loops it starts stay inline too */
+    stat_add(POOL_STAT_SITE_INLINE, 1);
     g_in_pool = 1;
     int32_t rc = frange(0, extent, cdata);
     g_in_pool = 0;
@@ -439,7 +450,8 @@ int32_t EmberBackendParallelFor(FEmberParallelRange frange, void* cdata, int64_t
   PoolRunStats stats;
   int32_t rc = pool_run(threads - 1, 0, &stats);
   stats.woke |= workers > had; /* a worker started for this launch: as good as asleep */
-  site_record((uintptr_t)frange, extent, &stats);
+  stat_add(POOL_STAT_CHUNKS, (extent + job->chunk - 1) / job->chunk);
+  pool_record((uintptr_t)frange, extent, POOL_STAT_RANGE, &stats);
   pthread_mutex_unlock(&g_pool.launch);
   return rc;
 }

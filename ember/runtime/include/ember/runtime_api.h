@@ -232,6 +232,14 @@ EMBER_DLL int32_t EmberBackendSetNumThreads(int32_t num_threads);
 EMBER_DLL int32_t EmberBackendGetNumThreads(void);
 /* The cores this process may run on (its CPU affinity). */
 EMBER_DLL int32_t EmberBackendNumCores(void);
+/* The thread pool's cumulative counters (launches, chunks, join waits in ns, ...: the order
+ * of ember.runtime.threads.POOL_STATS) into out[0..n); returns how many there are. */
+EMBER_DLL int32_t EmberBackendPoolStats(int64_t* out, int32_t n);
+/* For measurements and tests: 0 (the default) the adaptive pool and the per-loop backoff,
+ * 1 the per-loop backoff only, 2 neither (every launch of 2+ grains is split); a negative
+ * policy keeps the current one. What they learnt stays unless `reset`. Returns the policy
+ * before. */
+EMBER_DLL int32_t EmberBackendPoolPolicy(int32_t policy, int32_t reset);
 
 /* ---- timing ------------------------------------------------------------- */
 /* TVM's time_evaluator loop: one discarded warm-up call, then `repeat` rounds of `number`
