@@ -146,10 +146,24 @@ def winograd_form(node: Call) -> Expr | None:
     return call("nn.conv_winograd", x, const(u), name=node.name, padding=pads, tile=m)
 
 
+#: the most tiles (rows) of one register tile of the matrix products: 14 x 2 zmm
+#: accumulators (32 output channels) of AVX-512's 32 registers.
+MAX_ROWS = 14
+
+
+def panel_rows(tiles: int) -> int:
+    """Tiles per panel (register tile rows) of the products: the one of 8..MAX_ROWS that
+    pads ``tiles`` least (the most rows on ties), or all of them when fewer than 8."""
+    if tiles <= MAX_ROWS:
+        return tiles
+    return min(range(MAX_ROWS, 7, -1), key=lambda r: -(-tiles // r) * r)
+
+
 def scratch_bytes(n: int, c: int, o: int, oh: int, ow: int, m: int) -> int:
-    """Bytes of ember_f32_winograd's scratch: V and M, (m+2)^2 x tiles x (C + O) floats."""
+    """Bytes of ember_f32_winograd's scratch: V and M, (m+2)^2 x padded tiles x (C + O)."""
     tiles = n * -(-oh // m) * -(-ow // m)
-    return 4 * (m + 2) ** 2 * tiles * (c + o) + 64
+    rows = panel_rows(tiles)
+    return 4 * (m + 2) ** 2 * (-(-tiles // rows) * rows) * (c + o) + 64
 
 
 def conv_winograd(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
@@ -163,7 +177,8 @@ def conv_winograd(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.T
     nb = int(static_shape(u)[3]) // LANES
     assert nb == channel_blocks(o)
     nbytes = scratch_bytes(n, c, o, oh, ow, m)
-    ints = [n, h, w, c, o, oh, ow, top, left, m, nb]
+    rows = panel_rows(n * -(-oh // m) * -(-ow // m))
+    ints = [n, h, w, c, o, oh, ow, top, left, m, nb, rows]
 
     def body(ins: list[Buffer], outs: list[Buffer]) -> Stmt:
         scratch = decl_buffer((nbytes,), "uint8", "winograd_scratch")

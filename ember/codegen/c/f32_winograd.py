@@ -122,9 +122,9 @@ typedef struct {
   const float* x;
   const float* u;
   float* y;
-  float* v; /* [P][T][C] */
-  float* mm; /* [P][T][O] */
-  int N, H, W, C, O, OH, OW, ph, pw, m, th, tw, T, nb;
+  float* v;  /* [P][T/R][C/16][R][16]: panels of R tiles, 16 channels contiguous per tile */
+  float* mm; /* [P][Tp][O], Tp = T rounded up to a multiple of R */
+  int N, H, W, C, O, OH, OW, ph, pw, m, th, tw, T, nb, R, Tp;
 } ember_wino_job;
 
 /* r = sum_k t[i][k] * d[k] for the rows i < rows of table t (zero coefficients skipped,
@@ -161,7 +161,14 @@ static inline __attribute__((always_inline)) void ember_wino_apply(const float (
 static inline __attribute__((always_inline)) void ember_wino_in_tile(const ember_wino_job* j,
                                                                      long t, int m,
                                                                      const float (*bt)[6]) {
-  const int a = m + 2, P = a * a, C = j->C;
+  const int a = m + 2, P = a * a, C = j->C, R = j->R;
+  const long pstride = (long)j->Tp * C, at = (t / R) * (long)R * C + (t % R) * 16;
+  if (t >= j->T) { /* a panel's padding rows: zeros */
+    for (int c = 0; c < C; c += 16)
+      for (int p = 0; p < P; ++p)
+        EMBER_WV_STORE(j->v + p * pstride + at + (long)c * R, EMBER_WV_ZERO());
+    return;
+  }
   const int n = (int)(t / (j->th * j->tw)), rem = (int)(t % (j->th * j->tw));
   const int y0 = (rem / j->tw) * m - j->ph, x0 = (rem % j->tw) * m - j->pw;
   const float* xn = j->x + (long)n * j->H * j->W * C;
@@ -178,8 +185,7 @@ static inline __attribute__((always_inline)) void ember_wino_in_tile(const ember
     }
     for (int k = 0; k < a; ++k) ember_wino_apply(bt, a, a, d + k, a, e + k, a); /* B^T d */
     for (int i = 0; i < a; ++i) ember_wino_apply(bt, a, a, e + i * a, 1, d + i * a, 1); /* .B */
-    for (int p = 0; p < P; ++p)
-      EMBER_WV_STORE(j->v + ((long)p * j->T + t) * C + c, d[p]);
+    for (int p = 0; p < P; ++p) EMBER_WV_STORE(j->v + p * pstride + at + (long)c * R, d[p]);
   }
 }
 
@@ -194,31 +200,37 @@ static int32_t ember_wino_in(int64_t begin, int64_t end, void* cdata) {
   return 0;
 }
 
-/* M[rows x 16nb] = V[rows x C] @ U[C x 16nb]; V rows ldv apart, M rows ldm apart */
-static inline __attribute__((always_inline)) void ember_wino_gemm_tile(
-    const float* v, long ldv, const float* u, int C, float* mo, long ldm, int R, int NB) {
-  ember_wv acc[12][2];
-#pragma GCC unroll 12
-  for (int r = 0; r < 12; ++r) {
+/* M[R x 16nb] = V[R x C] @ U[C x 16nb]: v one panel ([C/16][R][16]), u [C][16nb], M rows
+   ldm apart; R accumulators per 16 channels (at most 14 x 2 = 28 zmm) */
+static inline __attribute__((always_inline)) void ember_wino_gemm_tile(const float* v,
+                                                                       const float* u, int C,
+                                                                       float* mo, long ldm,
+                                                                       int R, int NB) {
+  ember_wv acc[14][2];
+#pragma GCC unroll 14
+  for (int r = 0; r < 14; ++r) {
     if (r < R) {
       acc[r][0] = EMBER_WV_ZERO();
-      if (NB == 2) acc[r][1] = EMBER_WV_ZERO();
+      acc[r][1] = EMBER_WV_ZERO();
     }
   }
-  for (int c = 0; c < C; ++c) {
-    const ember_wv w0 = EMBER_WV_LOAD(u + (long)c * 16 * NB);
-    const ember_wv w1 = NB == 2 ? EMBER_WV_LOAD(u + (long)c * 32 + 16) : w0;
-#pragma GCC unroll 12
-    for (int r = 0; r < 12; ++r) {
-      if (r < R) {
-        const ember_wv b = EMBER_WV_SET1(v[r * ldv + c]);
-        acc[r][0] = EMBER_WV_FMA(b, w0, acc[r][0]);
-        if (NB == 2) acc[r][1] = EMBER_WV_FMA(b, w1, acc[r][1]);
+  for (int cb = 0; cb < C; cb += 16, v += 16 * R) {
+#pragma GCC unroll 4
+    for (int cc = 0; cc < 16; ++cc, u += 16 * NB) {
+      const ember_wv w0 = EMBER_WV_LOAD(u);
+      const ember_wv w1 = NB == 2 ? EMBER_WV_LOAD(u + 16) : w0;
+#pragma GCC unroll 14
+      for (int r = 0; r < 14; ++r) {
+        if (r < R) {
+          const ember_wv b = EMBER_WV_SET1(v[r * 16 + cc]);
+          acc[r][0] = EMBER_WV_FMA(b, w0, acc[r][0]);
+          if (NB == 2) acc[r][1] = EMBER_WV_FMA(b, w1, acc[r][1]);
+        }
       }
     }
   }
-#pragma GCC unroll 12
-  for (int r = 0; r < 12; ++r) {
+#pragma GCC unroll 14
+  for (int r = 0; r < 14; ++r) {
     if (r < R) {
       EMBER_WV_STORE(mo + r * ldm, acc[r][0]);
       if (NB == 2) EMBER_WV_STORE(mo + r * ldm + 16, acc[r][1]);
@@ -226,38 +238,49 @@ static inline __attribute__((always_inline)) void ember_wino_gemm_tile(
   }
 }
 
-#define EMBER_WINO_ROWS(NB)                                                              \
-  switch (R) {                                                                           \
-    case 12: ember_wino_gemm_tile(v, C, u, C, mo, O, 12, NB); break;                     \
-    case 11: ember_wino_gemm_tile(v, C, u, C, mo, O, 11, NB); break;                     \
-    case 10: ember_wino_gemm_tile(v, C, u, C, mo, O, 10, NB); break;                     \
-    case 9: ember_wino_gemm_tile(v, C, u, C, mo, O, 9, NB); break;                       \
-    case 8: ember_wino_gemm_tile(v, C, u, C, mo, O, 8, NB); break;                       \
-    case 7: ember_wino_gemm_tile(v, C, u, C, mo, O, 7, NB); break;                       \
-    case 6: ember_wino_gemm_tile(v, C, u, C, mo, O, 6, NB); break;                       \
-    case 5: ember_wino_gemm_tile(v, C, u, C, mo, O, 5, NB); break;                       \
-    case 4: ember_wino_gemm_tile(v, C, u, C, mo, O, 4, NB); break;                       \
-    case 3: ember_wino_gemm_tile(v, C, u, C, mo, O, 3, NB); break;                       \
-    case 2: ember_wino_gemm_tile(v, C, u, C, mo, O, 2, NB); break;                       \
-    default: ember_wino_gemm_tile(v, C, u, C, mo, O, 1, NB); break;                      \
-  }
+#define EMBER_WINO_R(RR)                                                       \
+  case RR:                                                                     \
+    if (NB == 2)                                                               \
+      ember_wino_gemm_tile(v, u, C, mo, ldm, RR, 2);                           \
+    else                                                                       \
+      ember_wino_gemm_tile(v, u, C, mo, ldm, RR, 1);                           \
+    break;
 
-/* task = (point p, block of 16nb output channels) */
+static void ember_wino_gemm_rows(const float* v, const float* u, int C, float* mo, long ldm,
+                                 int R, int NB) {
+  switch (R) {
+    EMBER_WINO_R(14)
+    EMBER_WINO_R(13)
+    EMBER_WINO_R(12)
+    EMBER_WINO_R(11)
+    EMBER_WINO_R(10)
+    EMBER_WINO_R(9)
+    EMBER_WINO_R(8)
+    EMBER_WINO_R(7)
+    EMBER_WINO_R(6)
+    EMBER_WINO_R(5)
+    EMBER_WINO_R(4)
+    EMBER_WINO_R(3)
+    EMBER_WINO_R(2)
+    default:
+      if (NB == 2)
+        ember_wino_gemm_tile(v, u, C, mo, ldm, 1, 2);
+      else
+        ember_wino_gemm_tile(v, u, C, mo, ldm, 1, 1);
+  }
+}
+
+/* task = (point p, block of 16nb output channels): every panel of tiles */
 static int32_t ember_wino_gemm(int64_t begin, int64_t end, void* cdata) {
   const ember_wino_job* j = (const ember_wino_job*)cdata;
-  const int C = j->C, O = j->O, T = j->T, bw = 16 * j->nb, nblk = O / bw;
+  const int C = j->C, O = j->O, R = j->R, bw = 16 * j->nb, nblk = O / bw;
   for (int64_t task = begin; task < end; ++task) {
     const int p = (int)(task / nblk), ob = (int)(task % nblk);
     const float* u = j->u + ((long)p * nblk + ob) * (long)C * bw;
-    for (int t = 0; t < T; t += 12) {
-      const int R = T - t < 12 ? T - t : 12;
-      const float* v = j->v + ((long)p * T + t) * C;
-      float* mo = j->mm + ((long)p * T + t) * O + (long)ob * bw;
-      if (j->nb == 2) {
-        EMBER_WINO_ROWS(2)
-      } else {
-        EMBER_WINO_ROWS(1)
-      }
+    for (int t = 0; t < j->Tp; t += R) {
+      const float* v = j->v + ((long)p * j->Tp + t) * C;
+      float* mo = j->mm + ((long)p * j->Tp + t) * O + (long)ob * bw;
+      ember_wino_gemm_rows(v, u, C, mo, O, R, j->nb);
     }
   }
   return 0;
@@ -273,7 +296,7 @@ static inline __attribute__((always_inline)) void ember_wino_out_tile(const embe
   float* yn = j->y + (long)n * j->OH * j->OW * O;
   for (int o = 0; o < O; o += 16) {
     ember_wv d[36], e[24], r[16];
-    for (int p = 0; p < a * a; ++p) d[p] = EMBER_WV_LOAD(j->mm + ((long)p * j->T + t) * O + o);
+    for (int p = 0; p < a * a; ++p) d[p] = EMBER_WV_LOAD(j->mm + ((long)p * j->Tp + t) * O + o);
     for (int k = 0; k < a; ++k) ember_wino_apply(at, m, a, d + k, a, e + k, a); /* A^T M */
     for (int i = 0; i < m; ++i) ember_wino_apply(at, m, a, e + i * a, 1, r + i * m, 1); /* .A */
     for (int i = 0; i < hm; ++i)
@@ -294,28 +317,31 @@ static int32_t ember_wino_out(int64_t begin, int64_t end, void* cdata) {
 }
 
 /* the whole convolution: y (N, OH, OW, O) of x (N, H, W, C) padded by (ph, pw) at the
-   start; u the transformed weight; scratch (m + 2)^2 * T * (C + O) floats */
+   start; u the transformed weight; R tiles per panel of the products; scratch
+   (m + 2)^2 * Tp * (C + O) floats (Tp: the tiles rounded up to a multiple of R) */
 static __attribute__((unused)) int32_t ember_f32_winograd(const float* x, const float* u,
                                                           float* y, void* scratch, int32_t N,
                                                           int32_t H, int32_t W, int32_t C,
                                                           int32_t O, int32_t OH, int32_t OW,
                                                           int32_t ph, int32_t pw, int32_t m,
-                                                          int32_t nb) {
+                                                          int32_t nb, int32_t R) {
   ember_wino_job j;
   j.x = x, j.u = u, j.y = y, j.N = N, j.H = H, j.W = W, j.C = C, j.O = O, j.OH = OH;
-  j.OW = OW, j.ph = ph, j.pw = pw, j.m = m, j.nb = nb;
+  j.OW = OW, j.ph = ph, j.pw = pw, j.m = m, j.nb = nb, j.R = R;
   j.th = (OH + m - 1) / m, j.tw = (OW + m - 1) / m, j.T = N * j.th * j.tw;
+  j.Tp = (j.T + R - 1) / R * R;
   const int P = (m + 2) * (m + 2);
   j.v = (float*)scratch;
-  j.mm = j.v + (long)P * j.T * C;
+  j.mm = j.v + (long)P * j.Tp * C;
   const int par = EmberBackendGetNumThreads() > 1;
   const long tasks = (long)P * (O / (16 * nb));
-  if (EmberBackendParallelFor(ember_wino_in, &j, j.T, par ? 4 : j.T, 0) != 0) return -1;
+  if (EmberBackendParallelFor(ember_wino_in, &j, j.Tp, par ? 4 : j.Tp, 0) != 0) return -1;
   if (EmberBackendParallelFor(ember_wino_gemm, &j, tasks, par ? 1 : tasks, 0) != 0) return -1;
   if (EmberBackendParallelFor(ember_wino_out, &j, j.T, par ? 4 : j.T, 0) != 0) return -1;
   return 0;
 }
 """
+
 
 #: the C source added to a file that calls ember_f32_winograd.
 WINOGRAD_C = winograd_c()
