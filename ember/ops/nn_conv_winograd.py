@@ -90,14 +90,27 @@ def winograd_target(target: Target | None) -> bool:
 #: 80x80 16ch, 0.95 at 7x7 512ch.)
 FEW_TILES = 4
 WEIGHT_BYTES = 4 << 20
+#: nor when its scratch (the transformed input and products, whole-image: no chunks yet)
+#: would exceed this: the largest measured, ResNet-50's 56x56 64->64, needs 3.4 MiB (YOLO's
+#: 40x40 64->80 2.0, 80x80 16->16 1.8); a 224x224 64-channel layer would need 55 MiB
+#: (unmeasured).
+SCRATCH_BYTES = 16 << 20
 
 
-def winograd_pays(in_channels: int, out_channels: int, height: int, width: int) -> int:
+def winograd_pays(
+    in_channels: int, out_channels: int, height: int, width: int, batch: int = 1
+) -> int:
     """The tile m (4, or 0: the direct kernel) of a layer of ``height`` x ``width`` outputs
-    when the build does not choose (see FEW_TILES)."""
+    when the build does not choose (see FEW_TILES and SCRATCH_BYTES; only batch 1 was
+    measured, larger batches keep the direct kernel)."""
+    if batch != 1:
+        return 0
     tiles = -(-height // 4) * -(-width // 4)
     weight = 4 * 36 * in_channels * out_channels
-    return 0 if tiles <= FEW_TILES and weight > WEIGHT_BYTES else 4
+    if tiles <= FEW_TILES and weight > WEIGHT_BYTES:
+        return 0
+    scratch = scratch_bytes(batch, in_channels, out_channels, height, width, 4)
+    return 4 if scratch <= SCRATCH_BYTES else 0
 
 
 def _eligible(node: Call) -> bool:
@@ -129,9 +142,9 @@ def winograd_tile(node: Call) -> int:
     if choice in (2, 4):
         return int(choice)
     assert isinstance(node.type, TensorType)
-    _, oh, ow, o = (int(d) for d in node.type.shape)
+    n, oh, ow, o = (int(d) for d in node.type.shape)
     c = int(np.asarray(node.args[1].data).shape[1])  # type: ignore[attr-defined]
-    return winograd_pays(c, o, oh, ow)
+    return winograd_pays(c, o, oh, ow, n)
 
 
 def winograd_form(node: Call) -> Expr | None:

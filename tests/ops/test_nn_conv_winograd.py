@@ -186,3 +186,29 @@ def test_builds_are_deterministic() -> None:
     a = build(mod, "c", pass_context=cfg)
     b = build(mod, "c", pass_context=cfg)
     assert a.content_hash() == b.content_hash()
+
+
+def test_default_choice_follows_the_measurements() -> None:
+    from ember.ops.nn_conv_winograd import winograd_pays
+
+    assert winograd_pays(64, 64, 56, 56) == 4  # ResNet-50, measured 0.47-0.55x
+    assert winograd_pays(256, 256, 14, 14) == 4
+    assert winograd_pays(512, 512, 7, 7) == 0  # 4 tiles, 37.7 MB weight: level
+    assert winograd_pays(64, 64, 8, 8) == 4  # resnet8's: 4 tiles but a 0.6 MB weight
+    assert winograd_pays(64, 64, 224, 224) == 0  # 55 MiB of scratch: not measured
+    assert winograd_pays(64, 64, 56, 56, batch=2) == 0  # only batch 1 measured
+
+
+@needs_avx512
+def test_batch_of_two_when_forced() -> None:
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 9, 10, 32)).astype(np.float32)
+    wt = (rng.standard_normal((32, 32, 3, 3)) * 0.1).astype(np.float32)
+    xv = Var("x", TensorType(x.shape, "float32"))
+    y = call("nn.conv", xv, const(wt), data_layout="NHWC", padding=[1, 1, 1, 1])
+    mod = IRModule({"main": Function((xv,), y)})
+    art = build(mod, "c", pass_context=PassContext(config={WINOGRAD_CONFIG: True}))
+    assert _calls_winograd(art)
+    want = _direct64(x, wt, (1, 1, 1, 1))
+    got = run_artifacts(art, {"x": x})[0]
+    np.testing.assert_allclose(got, want, atol=RTOL * np.abs(want).max(), rtol=0)
