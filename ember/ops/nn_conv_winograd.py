@@ -7,9 +7,10 @@ becomes ``nn.conv_winograd`` with the weight transformed and packed at build tim
 (ember.ir.ops.nn_conv_winograd_form) when the build's target is the c kind on an AVX-512
 CPU and the build selects it:
 
-* PassContext config ``WINOGRAD_CONFIG`` (``"nn.conv_winograd"``): False (never), True (every
-  eligible convolution, F(4,3)), 2 or 4 (every eligible one, that tile), or unset / "auto":
-  the layers ``winograd_pays`` lists (measured, see there);
+* PassContext config ``WINOGRAD_CONFIG`` (``"nn.conv_winograd"``): False or 0 (never), True
+  (every eligible convolution, F(4,3)), 2 or 4 (every eligible one, that tile), or unset:
+  ``winograd_pays``'s choice (F(4,3), F(2,3) for few tiles of a large weight, or none;
+  measured per layer, see there);
 
 the compute is one call of ``ember_f32_winograd`` (ember/codegen/c/f32_winograd.py: input
 transform, (m+2)^2 matrix products, output transform, each split across the threads); the
@@ -78,39 +79,43 @@ def winograd_target(target: Target | None) -> bool:
     return target is not None and "x86-avx512" in target.keys and "llvm" not in target.keys
 
 
-#: F(4,3) by default unless the layer has at most this many output tiles (4x4 each) and a
-#: transformed weight larger than WEIGHT_BYTES: the matrix products then read a weight 4x
-#: the direct one's (36 points for 9 taps) for a few rows each. One thread, thread CPU time,
-#: interleaved in one process (direct, F(2,3), F(4,3) builds of conv+bias+ReLU), load 8-9,
-#: Winograd F(4,3) / direct: ResNet-50's 3x3 at 56x56 64ch 0.47, 28x28 128ch 0.34, 14x14
-#: 256ch 0.62, 7x7 512ch 0.98 (4 tiles, 37.7 MB: level, left direct); resnet8's 32x32 16ch
-#: 0.74, 16x16 32ch 0.46, 8x8 64ch 0.46 (4 tiles, 0.6 MB); YOLO's 10x10 0.42-0.51, 20x20
-#: 0.32-0.63, 40x40 0.50-0.67, 80x80 16ch 0.93; CRNN's 4x25 128->256 0.32, 256->256 0.71
-#: (7 tiles), 8x25 0.39-0.40, 16x50 0.44. (F(2,3): 0.46-0.75 where F(4,3) won, 1.19 at
-#: 80x80 16ch, 0.95 at 7x7 512ch.)
-FEW_TILES = 4
-WEIGHT_BYTES = 4 << 20
-#: nor when its scratch (the transformed input and products, whole-image: no chunks yet)
-#: would exceed this: the largest measured, ResNet-50's 56x56 64->64, needs 3.4 MiB (YOLO's
-#: 40x40 64->80 2.0, 80x80 16->16 1.8); a 224x224 64-channel layer would need 55 MiB
-#: (unmeasured).
+#: F(4,3) by default; F(2,3) (a weight 16/9 of the direct one's instead of 36/9) on the layers
+#: of at most FEW_TILES output tiles of 4x4 whose F(4,3) weight exceeds WEIGHT_BYTES: their
+#: matrix products have few rows per weight read, and the network's weights come from DRAM
+#: at every inference. Measured (one thread, thread CPU time, interleaved in one process,
+#: direct / F(2,3) / F(4,3) builds of conv+bias+ReLU, load 8-16), Winograd / direct:
+#: * one layer (its weights hot in L3), F(2,3) and F(4,3): ResNet-50's 3x3 at 56x56 64ch
+#:   0.56-0.76 / 0.47-0.55, 28x28 128ch 0.46-0.56 / 0.34-0.45, 14x14 256ch 0.56-0.59 /
+#:   0.62-0.65, 7x7 512ch 0.89-0.95 / 0.98-1.05; resnet8's 32x32 16ch 0.86-0.89 / 0.74-0.77,
+#:   16x16 32ch 0.65 / 0.46, 8x8 64ch 0.56 / 0.46; YOLO's 10x10 0.49-0.63 / 0.39-0.51,
+#:   20x20 0.46-0.75 / 0.32-0.63, 40x40 0.69-0.74 / 0.50-0.67, 80x80 16ch 1.14-1.19 /
+#:   0.68-0.93; CRNN's 4x25 128->256 0.54 / 0.32, 4x25 256->256 0.72 / 0.71, 8x25
+#:   0.46-0.53 / 0.39-0.40, 16x50 0.56 / 0.44;
+#: * a chain of 8 such layers with different weights (cold: 8 x 9.4 MB at 14x14 256ch):
+#:   14x14 256ch 0.54 / 0.54, 28x28 128ch 0.48 / 0.36, 56x56 64ch 0.61 / 0.41, 7x7 512ch
+#:   0.77 / 0.96, 10x10 128ch 0.71 / 0.70, 20x20 64ch 0.57 / 0.43.
+FEW_TILES = 16
+WEIGHT_BYTES = 8 << 20
+#: no Winograd when its scratch (the transformed input and products, whole-image: no chunks
+#: yet) would exceed this: the largest measured, ResNet-50's 56x56 64->64, needs 3.4 MiB
+#: (YOLO's 40x40 64->80 2.0, 80x80 16->16 1.8); a 224x224 64-channel layer would need
+#: 55 MiB (unmeasured).
 SCRATCH_BYTES = 16 << 20
 
 
 def winograd_pays(
     in_channels: int, out_channels: int, height: int, width: int, batch: int = 1
 ) -> int:
-    """The tile m (4, or 0: the direct kernel) of a layer of ``height`` x ``width`` outputs
-    when the build does not choose (see FEW_TILES and SCRATCH_BYTES; only batch 1 was
-    measured, larger batches keep the direct kernel)."""
+    """The tile m (4, 2, or 0: the direct kernel) of a layer of ``height`` x ``width``
+    outputs when the build does not choose (see FEW_TILES and SCRATCH_BYTES; only batch 1
+    was measured, larger batches keep the direct kernel)."""
     if batch != 1:
         return 0
     tiles = -(-height // 4) * -(-width // 4)
     weight = 4 * 36 * in_channels * out_channels
-    if tiles <= FEW_TILES and weight > WEIGHT_BYTES:
-        return 0
-    scratch = scratch_bytes(batch, in_channels, out_channels, height, width, 4)
-    return 4 if scratch <= SCRATCH_BYTES else 0
+    m = 2 if tiles <= FEW_TILES and weight > WEIGHT_BYTES else 4
+    scratch = scratch_bytes(batch, in_channels, out_channels, height, width, m)
+    return m if scratch <= SCRATCH_BYTES else 0
 
 
 def _eligible(node: Call) -> bool:
