@@ -214,3 +214,24 @@ def test_batch_of_two_when_forced() -> None:
     want = _direct64(x, wt, (1, 1, 1, 1))
     got = run_artifacts(art, {"x": x})[0]
     np.testing.assert_allclose(got, want, atol=RTOL * np.abs(want).max(), rtol=0)
+
+
+@needs_avx512
+@pytest.mark.parametrize("m", [2, 4])
+@pytest.mark.parametrize("pads", [(0, 0, 0, 0), (0, 1, 2, 0), (2, 2, 2, 2)])
+def test_other_paddings(m: int, pads: tuple[int, int, int, int]) -> None:
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((1, 11, 9, 16)).astype(np.float32)
+    wt = (rng.standard_normal((32, 16, 3, 3)) * 0.2).astype(np.float32)
+    xv = Var("x", TensorType(x.shape, "float32"))
+    onnx_pads = [pads[0], pads[1], pads[2], pads[3]]  # top, left, bottom, right
+    y = call("nn.conv", xv, const(wt), data_layout="NHWC", padding=onnx_pads)
+    art = build(
+        IRModule({"main": Function((xv,), y)}),
+        "c",
+        pass_context=PassContext(config={WINOGRAD_CONFIG: m}),
+    )
+    assert _calls_winograd(art)
+    want = _direct64(x, wt, pads)
+    got = run_artifacts(art, {"x": x})[0]
+    np.testing.assert_allclose(got, want, atol=RTOL * np.abs(want).max(), rtol=0)
