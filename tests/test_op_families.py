@@ -33,7 +33,10 @@ FRONTEND_ONLY = {
 }
 #: modules of each layer that are not op families (helpers, registries, infrastructure).
 NOT_FAMILIES = {
-    "ir/ops": {"__init__", "common", "nn_conv_weights", "nn_conv_transpose_form", "quant_int8_ref"},
+    "ir/ops": {
+        *["__init__", "common", "nn_conv_weights", "nn_conv_transpose_form", "quant_int8_ref"],
+        "nn_conv_winograd_form",  # Winograd F(m, 3) matrices, weight transform, reference
+    },
     "ops": {
         *[
             "__init__",
@@ -53,6 +56,7 @@ NOT_FAMILIES = {
         "nn_conv_layouts",  # nn.conv_packed input layouts: padded, channels-last, flattened 1x1
         "nn_conv_nhwc",  # channels-last (data_layout NHWC) packed convolutions and schedule
         "nn_conv_flat",  # flattened 1x1 loop-IR tiles on AVX-512: blocks per tile, strided
+        "nn_conv_winograd",  # 3x3 stride-1 convs by Winograd F(m, 3): the choice, the compute
         "nn_conv_transpose",  # kernel == stride: 1x1 conv + depth-to-space (nn_conv legalizes)
         "nn_rnn_kernel",  # the nn.recurrence loop nest (nn_rnn registers its compute)
         "nn_depthwise",  # depthwise convolutions as NCHW rows (nn.conv_depthwise_packed)

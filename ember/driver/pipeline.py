@@ -46,6 +46,7 @@ from ember.lowering.aot import build_aot
 from ember.lowering.graph_plan import plan_graph
 from ember.lowering.legalize import check_lowerable, legalize
 from ember.lowering.lower_group import lower_group
+from ember.ops.nn_conv_winograd import winograd_scope
 from ember.runtime.artifact import Artifact
 from ember.runtime.artifact_set import ArtifactSet
 from ember.runtime.registry import get_global_func
@@ -86,7 +87,8 @@ def lower(
     mod = optimize(mod, params, ctx=ctx)  # 1
     mod = _update_constants(mod, tgt)  # 2
     mod = _partition(mod, tgt)  # before legalize: external kinds see the ops as imported
-    mod = fold_constant(legalize(mod))  # 3
+    with winograd_scope(tgt, ctx.config):  # nn.conv_winograd where the build selects it
+        mod = fold_constant(legalize(mod))  # 3
     mod, helpers = compile_control(mod, lower, tgt, ctx, mod_name)  # 3b: If/Loop/Scan bodies
     check_lowerable(mod)
     mod = _fuse(mod, ctx)  # 4

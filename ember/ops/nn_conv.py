@@ -55,6 +55,8 @@ from ember.ops.nn_conv_nhwc import conv_channels_first, conv_packed_nhwc, depthw
 from ember.ops.nn_conv_pack import kernel_layout, lanes_layout, nhwc_tiles, to_packed
 from ember.ops.nn_conv_taps import taps_first_view
 from ember.ops.nn_conv_transpose import conv_transpose_to_pointwise
+from ember.ops.nn_conv_winograd import conv_winograd as winograd_compute
+from ember.ops.nn_conv_winograd import winograd_form
 from ember.ops.nn_depthwise import depthwise_rows, schedule_depthwise, use_rows
 from ember.ops.nn_rnn import streamed_matmul
 from ember.ops.nn_schedule import MATERIALIZE, schedule_conv_anchor, schedule_dot_anchor
@@ -266,7 +268,11 @@ def conv_to_packed(node: Call) -> Expr:
     """nn.conv with a constant weight -> nn.conv_packed with the weight re-laid out at
     compile time (output channels innermost, in blocks of PACK_BLOCKS; grouped convs when
     a block divides the channels of a group), or nn.conv_depthwise_packed (one filter per
-    channel); anything else stays (a channels-last one between transposes)."""
+    channel); anything else stays (a channels-last one between transposes). Where the build
+    selects it, a 3x3 stride-1 one becomes nn.conv_winograd (ember.ops.nn_conv_winograd)."""
+    wino = winograd_form(node)
+    if wino is not None:
+        return wino
     out = to_packed(node)
     return conv_channels_first(node) if out is node else out
 
@@ -334,6 +340,12 @@ def conv_packed(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Ten
         return flat_pointwise(x, wp, ty, shape, groups, blocks_per_group, kernel)
     acc = te.compute(shape, body, "conv", attrs={"block": block, TILE_KERNEL: 0})
     return te.compute(ty.shape, lambda n, o, *sp: acc[(n, *sp, o)], "conv_out")
+
+
+@register_compute("nn.conv_winograd")
+def conv_winograd(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """Winograd F(m x m, 3 x 3): one call of ember_f32_winograd (ember.ops.nn_conv_winograd)."""
+    return winograd_compute(inputs, attrs, out_type)
 
 
 # --- depthwise convolutions (packed by nn_conv_pack) ---------------------------------------

@@ -18,6 +18,7 @@ from ember.codegen.c.f32_kernels import F32_KERNEL_NAMES, F32_KERNELS_C
 from ember.codegen.c.f32_kernels import HELPER_KEY as F32_HELPER_KEY
 from ember.codegen.c.f32_lanes import LANES_HELPER_KEY, LANES_KERNEL_C, LANES_KERNEL_NAMES
 from ember.codegen.c.f32_narrow import F32_NARROW_C, NARROW_HELPER_KEY, NARROW_KERNEL_NAMES
+from ember.codegen.c.f32_winograd import WINOGRAD_C, WINOGRAD_HELPER_KEY, WINOGRAD_KERNEL_NAMES
 from ember.codegen.c.file_context import FileContext
 from ember.codegen.c.int8_dwconv_add import DW_ADD_KERNEL_NAMES, DW_ADD_KERNELS_C
 from ember.codegen.c.int8_dwconv_add import HELPER_KEY as DW_ADD_HELPER_KEY
@@ -371,6 +372,9 @@ class ExprCodegen(VectorMixin, CheckMixin, PackedCallMixin):
             self.ctx.helpers.setdefault(F32_HELPER_KEY, F32_KERNELS_C)
             if e.op in LANES_KERNEL_NAMES:
                 self.ctx.helpers.setdefault(LANES_HELPER_KEY, LANES_KERNEL_C)
+            return f"{e.op}({', '.join(self.expr(a) for a in e.args)})"
+        if e.op in WINOGRAD_KERNEL_NAMES:
+            self.ctx.helpers.setdefault(WINOGRAD_HELPER_KEY, WINOGRAD_C)
             return f"{e.op}({', '.join(self.expr(a) for a in e.args)})"
         if e.op in NARROW_KERNEL_NAMES:
             self.ctx.helpers.setdefault(NARROW_HELPER_KEY, F32_NARROW_C)

@@ -1,5 +1,5 @@
 """Convolution and matrix product ops: nn.conv, nn.conv_transpose, nn.dense, nn.matmul and
-the post-legalization nn.conv_packed and nn.conv_depthwise_packed.
+the post-legalization nn.conv_packed, nn.conv_depthwise_packed and nn.conv_winograd.
 
 Layouts are ONNX's: data ``(N, C, *spatial)``, conv weight ``(O, C/groups, *kernel)``,
 transposed-conv weight ``(C, O/groups, *kernel)``. Padding is ``(begin..., end...)``.
@@ -29,6 +29,7 @@ from ember.ir.ops.nn_conv_weights import (
     unpack_conv_weight,
     unpack_depthwise_weight,
 )
+from ember.ir.ops.nn_conv_winograd_form import winograd_reference
 from ember.ir.types import TensorType, Type
 
 _CONV_ATTRS = {
@@ -344,5 +345,48 @@ register_op(
         attrs={**{k: a for k, a in _CONV_ATTRS.items() if k != "groups"}, **_LAYOUT},
         doc="Depthwise N-d convolution (one filter per channel) with a (C/b, *k, b) weight; "
         "produced by the nn.conv legalizer for narrow images.",
+    )
+)
+
+
+def _winograd_type(types: Sequence[Type], attrs: Attrs) -> Type:
+    data = tensor_arg(types, 0, "data")
+    weight = tensor_arg(types, 1, "weight")
+    m = int(attrs["tile"])
+    if data.ndim != 4 or weight.ndim != 4 or weight.shape[0] != (m + 2) ** 2:
+        raise IRError(
+            f"nn.conv_winograd: NHWC data {data} and a ((m+2)^2, O/b, C, b) weight {weight} "
+            f"(tile m={m})"
+        )
+    if weight.shape[2] != data.shape[3]:
+        raise IRError(f"nn.conv_winograd: weight {weight} does not take {data.shape[3]} channels")
+    top, left, bottom, right = (int(p) for p in attrs["padding"])
+    n, h, w, _ = data.shape
+    out_hw = (h + top + bottom - 2, w + left + right - 2)
+    return TensorType((n, *out_hw, weight.shape[1] * weight.shape[3]), data.dtype)
+
+
+def _winograd_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    x, u = xs
+    pads = tuple(int(p) for p in attrs["padding"])
+    out_hw = (x.shape[1] + pads[0] + pads[2] - 2, x.shape[2] + pads[1] + pads[3] - 2)
+    return winograd_reference(x, u, int(attrs["tile"]), pads, out_hw)  # type: ignore[arg-type]
+
+
+register_op(
+    OpDef(
+        name="nn.conv_winograd",
+        num_inputs=2,
+        infer_type=_winograd_type,
+        reference=_winograd_ref,
+        pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        attrs={
+            "padding": Attr("ints", (0, 0, 0, 0), "top, left, bottom, right"),
+            "tile": Attr("int", 4, "output tile m of F(m x m, 3 x 3): 2 or 4"),
+        },
+        doc="Stride-1 3x3 convolution of NHWC float32 data by Winograd F(m x m, 3 x 3) with "
+        "a weight transformed at build time ((m+2)^2, O/b, C, b: ember.ir.ops."
+        "nn_conv_winograd_form); produced by the nn.conv legalizer (TVM's "
+        "conv2d_winograd_without_weight_transform).",
     )
 )

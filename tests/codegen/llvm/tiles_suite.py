@@ -24,7 +24,14 @@ from llvm_build import E2E_KINDS, e2e_suite
 
 import ember.testing
 from ember.codegen.llvm.tiles import TILE_KERNEL_NAMES
-from ember.ops import nn_conv_f32, nn_conv_lanes, nn_conv_nhwc, nn_conv_pack, nn_schedule_tiles
+from ember.ops import (
+    nn_conv_f32,
+    nn_conv_lanes,
+    nn_conv_nhwc,
+    nn_conv_pack,
+    nn_conv_winograd,
+    nn_schedule_tiles,
+)
 from ember.testing.runners import compile_onnx, run_artifacts, run_onnxruntime
 
 
@@ -106,6 +113,8 @@ def _bitwise_fixture() -> Any:
         # c on an AVX-512 CPU: the loop-IR tiles, as the llvm kinds there (the runtime's
         # kernels are compiled for AVX2; c's own have AVX-512 register tiles)
         monkeypatch.setattr(nn_conv_f32, "AVX512_KERNEL", False)
+        # and c's direct kernels on the 3x3 layers (its Winograd kernel is c source only)
+        monkeypatch.setattr(nn_conv_winograd, "winograd_pays", lambda *args: 0)
         return kind
 
     return compiled_kind

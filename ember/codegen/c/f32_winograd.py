@@ -1,0 +1,347 @@
+"""C source of the Winograd float32 3x3 convolution that ``ember.ops.nn_conv_winograd`` calls.
+
+``ember_f32_winograd`` is a whole stride-1, dilation-1 3x3 convolution of channels-last
+(NHWC) float32 data, F(m x m, 3 x 3) with output tiles of m = 2 or 4 (a = m + 2 transform
+points per axis; Lavin & Gray's matrices, ember.ops.nn_conv_winograd.winograd_matrices):
+
+1. input transform: every a x a patch of the zero-padded input (tile t, 16 channels at a
+   time) becomes ``V[p][t][c] = (B^T d B)[p]`` for the a * a points p;
+2. a * a matrix products ``M[p] = V[p] (T x C) @ U[p] (C x O)``, ``U = G g G^T`` the
+   weight transformed and packed at build time (``[p][O/16nb][C][16nb]``, nb = 2 when the
+   output channels are a multiple of 32, else 1): register tiles of up to 12 tiles x 16nb
+   output channels, every V value broadcast once per step;
+3. output transform: ``y = A^T M A`` per tile and 16 output channels, the image's edge
+   tiles cut to the output (odd sizes).
+
+Each phase is split across the runtime's threads (``EmberBackendParallelFor``); V and M
+live in the call's heap scratch (``a * a * T * (C + O)`` floats). With ``__AVX512F__`` the
+three phases use zmm intrinsics; elsewhere the same arithmetic runs as plain C loops with
+``fmaf`` (the transforms: the same operations in the same order). The fused epilogue of the
+layer (bias, activation) runs after, in loop IR, over the output.
+"""
+
+from __future__ import annotations
+
+#: the call_extern names this file defines.
+WINOGRAD_KERNEL_NAMES: frozenset[str] = frozenset({"ember_f32_winograd"})
+
+#: key of the helper block in a FileContext.
+WINOGRAD_HELPER_KEY = "0f_ember_f32_winograd"
+
+
+def _matrix_c(name: str, rows: list[list[float]], width: int) -> str:
+    """A static const float table ``name[len(rows)][width]`` (zero padded)."""
+    body = ", ".join(
+        "{" + ", ".join(repr(float(v)) + "f" for v in [*r, *[0.0] * (width - len(r))]) + "}"
+        for r in rows
+    )
+    return f"static const float {name}[{len(rows)}][{width}] = {{{body}}};\n"
+
+
+#: B^T and A^T of F(2,3) and F(4,3) (Lavin & Gray; the points 0, 1, -1 and 0, +-1, +-2, inf);
+#: ember.ops.nn_conv_winograd has the same matrices with G for the weight transform (a test
+#: checks that they agree).
+TRANSFORMS: dict[int, tuple[list[list[float]], list[list[float]]]] = {
+    2: (
+        [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]],
+        [[1, 1, 1, 0], [0, 1, -1, -1]],
+    ),
+    4: (
+        [
+            [4, 0, -5, 0, 1, 0],
+            [0, -4, -4, 1, 1, 0],
+            [0, 4, -4, -1, 1, 0],
+            [0, -2, -1, 2, 1, 0],
+            [0, 2, -1, -2, 1, 0],
+            [0, 4, 0, -5, 0, 1],
+        ],
+        [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]],
+    ),
+}
+
+
+def winograd_c() -> str:
+    """The C source (the transform matrices of F(2,3) and F(4,3) as constant tables)."""
+    tables = ""
+    for m, (bt, at) in TRANSFORMS.items():
+        tables += _matrix_c(f"ember_wino_bt{m}", bt, 6)
+        tables += _matrix_c(f"ember_wino_at{m}", at, 6)
+    return tables + _WINOGRAD_C
+
+
+_WINOGRAD_C = r"""
+#if defined(__AVX512F__)
+#include <immintrin.h>
+typedef __m512 ember_wv;
+#define EMBER_WV_ZERO() _mm512_setzero_ps()
+#define EMBER_WV_LOAD(p) _mm512_loadu_ps(p)
+#define EMBER_WV_STORE(p, v) _mm512_storeu_ps((p), (v))
+#define EMBER_WV_FMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
+#define EMBER_WV_SET1(s) _mm512_set1_ps(s)
+#define EMBER_WV_ADD(a, b) _mm512_add_ps((a), (b))
+#define EMBER_WV_SUB(a, b) _mm512_sub_ps((a), (b))
+#else
+typedef struct {
+  float f[16];
+} ember_wv;
+#define EMBER_WV_EACH for (int i = 0; i < 16; ++i)
+static inline ember_wv ember_wv_set1(float s) {
+  ember_wv r;
+  EMBER_WV_EACH r.f[i] = s;
+  return r;
+}
+static inline ember_wv ember_wv_zero(void) { return ember_wv_set1(0.0f); }
+static inline ember_wv ember_wv_load(const float* p) {
+  ember_wv r;
+  EMBER_WV_EACH r.f[i] = p[i];
+  return r;
+}
+static inline void ember_wv_store(float* p, ember_wv v) { EMBER_WV_EACH p[i] = v.f[i]; }
+static inline ember_wv ember_wv_fma(ember_wv a, ember_wv b, ember_wv c) {
+  EMBER_WV_EACH c.f[i] = fmaf(a.f[i], b.f[i], c.f[i]);
+  return c;
+}
+static inline ember_wv ember_wv_add(ember_wv a, ember_wv b) {
+  EMBER_WV_EACH a.f[i] += b.f[i];
+  return a;
+}
+static inline ember_wv ember_wv_sub(ember_wv a, ember_wv b) {
+  EMBER_WV_EACH a.f[i] -= b.f[i];
+  return a;
+}
+#define EMBER_WV_ZERO() ember_wv_zero()
+#define EMBER_WV_LOAD(p) ember_wv_load(p)
+#define EMBER_WV_STORE(p, v) ember_wv_store((p), (v))
+#define EMBER_WV_FMA(a, b, c) ember_wv_fma((a), (b), (c))
+#define EMBER_WV_SET1(s) ember_wv_set1(s)
+#define EMBER_WV_ADD(a, b) ember_wv_add((a), (b))
+#define EMBER_WV_SUB(a, b) ember_wv_sub((a), (b))
+#endif
+
+typedef struct {
+  const float* x;
+  const float* u;
+  float* y;
+  float* v;  /* [P][T/R][C/16][R][16]: panels of R tiles, 16 channels contiguous per tile */
+  float* mm; /* [P][Tp][O], Tp = T rounded up to a multiple of R */
+  int N, H, W, C, O, OH, OW, ph, pw, m, th, tw, T, nb, R, Tp;
+} ember_wino_job;
+
+/* r = sum_k t[i][k] * d[k] for the rows i < rows of table t (zero coefficients skipped,
+   +-1 as additions: the table is a compile-time constant once inlined) */
+static inline __attribute__((always_inline)) void ember_wino_apply(const float (*t)[6], int rows,
+                                                                   int a, const ember_wv* d,
+                                                                   long ds, ember_wv* r,
+                                                                   long rs) {
+#pragma GCC unroll 6
+  for (int i = 0; i < rows; ++i) {
+    ember_wv acc = EMBER_WV_ZERO();
+    int first = 1;
+#pragma GCC unroll 6
+    for (int k = 0; k < a; ++k) {
+      const float c = t[i][k];
+      if (c == 0.0f) continue;
+      const ember_wv dk = d[k * ds];
+      if (first) {
+        acc = c == 1.0f ? dk : (c == -1.0f ? EMBER_WV_SUB(EMBER_WV_ZERO(), dk)
+                                           : EMBER_WV_FMA(EMBER_WV_SET1(c), dk, EMBER_WV_ZERO()));
+        first = 0;
+      } else if (c == 1.0f) {
+        acc = EMBER_WV_ADD(acc, dk);
+      } else if (c == -1.0f) {
+        acc = EMBER_WV_SUB(acc, dk);
+      } else {
+        acc = EMBER_WV_FMA(EMBER_WV_SET1(c), dk, acc);
+      }
+    }
+    r[i * rs] = acc;
+  }
+}
+
+static inline __attribute__((always_inline)) void ember_wino_in_tile(const ember_wino_job* j,
+                                                                     long t, int m,
+                                                                     const float (*bt)[6]) {
+  const int a = m + 2, P = a * a, C = j->C, R = j->R;
+  const long pstride = (long)j->Tp * C, at = (t / R) * (long)R * C + (t % R) * 16;
+  if (t >= j->T) { /* a panel's padding rows: zeros */
+    for (int c = 0; c < C; c += 16)
+      for (int p = 0; p < P; ++p)
+        EMBER_WV_STORE(j->v + p * pstride + at + (long)c * R, EMBER_WV_ZERO());
+    return;
+  }
+  const int n = (int)(t / (j->th * j->tw)), rem = (int)(t % (j->th * j->tw));
+  const int y0 = (rem / j->tw) * m - j->ph, x0 = (rem % j->tw) * m - j->pw;
+  const float* xn = j->x + (long)n * j->H * j->W * C;
+  for (int c = 0; c < C; c += 16) {
+    ember_wv d[36], e[36];
+    for (int i = 0; i < a; ++i) {
+      const int yy = y0 + i;
+      for (int k = 0; k < a; ++k) {
+        const int xx = x0 + k;
+        d[i * a + k] = (yy >= 0 && yy < j->H && xx >= 0 && xx < j->W)
+                           ? EMBER_WV_LOAD(xn + ((long)yy * j->W + xx) * C + c)
+                           : EMBER_WV_ZERO();
+      }
+    }
+    for (int k = 0; k < a; ++k) ember_wino_apply(bt, a, a, d + k, a, e + k, a); /* B^T d */
+    for (int i = 0; i < a; ++i) ember_wino_apply(bt, a, a, e + i * a, 1, d + i * a, 1); /* .B */
+    for (int p = 0; p < P; ++p) EMBER_WV_STORE(j->v + p * pstride + at + (long)c * R, d[p]);
+  }
+}
+
+static int32_t ember_wino_in(int64_t begin, int64_t end, void* cdata) {
+  const ember_wino_job* j = (const ember_wino_job*)cdata;
+  for (int64_t t = begin; t < end; ++t) {
+    if (j->m == 4)
+      ember_wino_in_tile(j, (long)t, 4, ember_wino_bt4);
+    else
+      ember_wino_in_tile(j, (long)t, 2, ember_wino_bt2);
+  }
+  return 0;
+}
+
+/* M[R x 16nb] = V[R x C] @ U[C x 16nb]: v one panel ([C/16][R][16]), u [C][16nb], M rows
+   ldm apart; R accumulators per 16 channels (at most 14 x 2 = 28 zmm) */
+static inline __attribute__((always_inline)) void ember_wino_gemm_tile(const float* v,
+                                                                       const float* u, int C,
+                                                                       float* mo, long ldm,
+                                                                       int R, int NB) {
+  ember_wv acc[14][2];
+#pragma GCC unroll 14
+  for (int r = 0; r < 14; ++r) {
+    if (r < R) {
+      acc[r][0] = EMBER_WV_ZERO();
+      acc[r][1] = EMBER_WV_ZERO();
+    }
+  }
+  for (int cb = 0; cb < C; cb += 16, v += 16 * R) {
+#pragma GCC unroll 4
+    for (int cc = 0; cc < 16; ++cc, u += 16 * NB) {
+      const ember_wv w0 = EMBER_WV_LOAD(u);
+      const ember_wv w1 = NB == 2 ? EMBER_WV_LOAD(u + 16) : w0;
+#pragma GCC unroll 14
+      for (int r = 0; r < 14; ++r) {
+        if (r < R) {
+          const ember_wv b = EMBER_WV_SET1(v[r * 16 + cc]);
+          acc[r][0] = EMBER_WV_FMA(b, w0, acc[r][0]);
+          if (NB == 2) acc[r][1] = EMBER_WV_FMA(b, w1, acc[r][1]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 14
+  for (int r = 0; r < 14; ++r) {
+    if (r < R) {
+      EMBER_WV_STORE(mo + r * ldm, acc[r][0]);
+      if (NB == 2) EMBER_WV_STORE(mo + r * ldm + 16, acc[r][1]);
+    }
+  }
+}
+
+#define EMBER_WINO_R(RR)                                                       \
+  case RR:                                                                     \
+    if (NB == 2)                                                               \
+      ember_wino_gemm_tile(v, u, C, mo, ldm, RR, 2);                           \
+    else                                                                       \
+      ember_wino_gemm_tile(v, u, C, mo, ldm, RR, 1);                           \
+    break;
+
+static void ember_wino_gemm_rows(const float* v, const float* u, int C, float* mo, long ldm,
+                                 int R, int NB) {
+  switch (R) {
+    EMBER_WINO_R(14)
+    EMBER_WINO_R(13)
+    EMBER_WINO_R(12)
+    EMBER_WINO_R(11)
+    EMBER_WINO_R(10)
+    EMBER_WINO_R(9)
+    EMBER_WINO_R(8)
+    EMBER_WINO_R(7)
+    EMBER_WINO_R(6)
+    EMBER_WINO_R(5)
+    EMBER_WINO_R(4)
+    EMBER_WINO_R(3)
+    EMBER_WINO_R(2)
+    default:
+      if (NB == 2)
+        ember_wino_gemm_tile(v, u, C, mo, ldm, 1, 2);
+      else
+        ember_wino_gemm_tile(v, u, C, mo, ldm, 1, 1);
+  }
+}
+
+/* task = (point p, block of 16nb output channels): every panel of tiles */
+static int32_t ember_wino_gemm(int64_t begin, int64_t end, void* cdata) {
+  const ember_wino_job* j = (const ember_wino_job*)cdata;
+  const int C = j->C, O = j->O, R = j->R, bw = 16 * j->nb, nblk = O / bw;
+  for (int64_t task = begin; task < end; ++task) {
+    const int p = (int)(task / nblk), ob = (int)(task % nblk);
+    const float* u = j->u + ((long)p * nblk + ob) * (long)C * bw;
+    for (int t = 0; t < j->Tp; t += R) {
+      const float* v = j->v + ((long)p * j->Tp + t) * C;
+      float* mo = j->mm + ((long)p * j->Tp + t) * O + (long)ob * bw;
+      ember_wino_gemm_rows(v, u, C, mo, O, R, j->nb);
+    }
+  }
+  return 0;
+}
+
+static inline __attribute__((always_inline)) void ember_wino_out_tile(const ember_wino_job* j,
+                                                                      long t, int m,
+                                                                      const float (*at)[6]) {
+  const int a = m + 2, O = j->O;
+  const int n = (int)(t / (j->th * j->tw)), rem = (int)(t % (j->th * j->tw));
+  const int y0 = (rem / j->tw) * m, x0 = (rem % j->tw) * m;
+  const int hm = j->OH - y0 < m ? j->OH - y0 : m, wm = j->OW - x0 < m ? j->OW - x0 : m;
+  float* yn = j->y + (long)n * j->OH * j->OW * O;
+  for (int o = 0; o < O; o += 16) {
+    ember_wv d[36], e[24], r[16];
+    for (int p = 0; p < a * a; ++p) d[p] = EMBER_WV_LOAD(j->mm + ((long)p * j->Tp + t) * O + o);
+    for (int k = 0; k < a; ++k) ember_wino_apply(at, m, a, d + k, a, e + k, a); /* A^T M */
+    for (int i = 0; i < m; ++i) ember_wino_apply(at, m, a, e + i * a, 1, r + i * m, 1); /* .A */
+    for (int i = 0; i < hm; ++i)
+      for (int k = 0; k < wm; ++k)
+        EMBER_WV_STORE(yn + ((long)(y0 + i) * j->OW + x0 + k) * O + o, r[i * m + k]);
+  }
+}
+
+static int32_t ember_wino_out(int64_t begin, int64_t end, void* cdata) {
+  const ember_wino_job* j = (const ember_wino_job*)cdata;
+  for (int64_t t = begin; t < end; ++t) {
+    if (j->m == 4)
+      ember_wino_out_tile(j, (long)t, 4, ember_wino_at4);
+    else
+      ember_wino_out_tile(j, (long)t, 2, ember_wino_at2);
+  }
+  return 0;
+}
+
+/* the whole convolution: y (N, OH, OW, O) of x (N, H, W, C) padded by (ph, pw) at the
+   start; u the transformed weight; R tiles per panel of the products; scratch
+   (m + 2)^2 * Tp * (C + O) floats (Tp: the tiles rounded up to a multiple of R) */
+static __attribute__((unused)) int32_t ember_f32_winograd(const float* x, const float* u,
+                                                          float* y, void* scratch, int32_t N,
+                                                          int32_t H, int32_t W, int32_t C,
+                                                          int32_t O, int32_t OH, int32_t OW,
+                                                          int32_t ph, int32_t pw, int32_t m,
+                                                          int32_t nb, int32_t R) {
+  ember_wino_job j;
+  j.x = x, j.u = u, j.y = y, j.N = N, j.H = H, j.W = W, j.C = C, j.O = O, j.OH = OH;
+  j.OW = OW, j.ph = ph, j.pw = pw, j.m = m, j.nb = nb, j.R = R;
+  j.th = (OH + m - 1) / m, j.tw = (OW + m - 1) / m, j.T = N * j.th * j.tw;
+  j.Tp = (j.T + R - 1) / R * R;
+  const int P = (m + 2) * (m + 2);
+  j.v = (float*)scratch;
+  j.mm = j.v + (long)P * j.Tp * C;
+  const int par = EmberBackendGetNumThreads() > 1;
+  const long tasks = (long)P * (O / (16 * nb));
+  if (EmberBackendParallelFor(ember_wino_in, &j, j.Tp, par ? 4 : j.Tp, 0) != 0) return -1;
+  if (EmberBackendParallelFor(ember_wino_gemm, &j, tasks, par ? 1 : tasks, 0) != 0) return -1;
+  if (EmberBackendParallelFor(ember_wino_out, &j, j.T, par ? 4 : j.T, 0) != 0) return -1;
+  return 0;
+}
+"""
+
+
+#: the C source added to a file that calls ember_f32_winograd.
+WINOGRAD_C = winograd_c()

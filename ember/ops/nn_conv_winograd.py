@@ -1,0 +1,210 @@
+"""Winograd float32 3x3 convolutions (TVM's conv2d_winograd_without_weight_transform).
+
+The nn.conv legalizer (ember.ops.nn_conv.conv_to_packed) asks ``winograd_form`` first: a
+channels-last (NHWC, convert_layout's default on x86) float32 convolution with a constant
+3x3 weight, stride 1, dilation 1, one group, input and output channels multiples of 16,
+becomes ``nn.conv_winograd`` with the weight transformed and packed at build time
+(ember.ir.ops.nn_conv_winograd_form) when the build's target is the c kind on an AVX-512
+CPU and the build selects it:
+
+* PassContext config ``WINOGRAD_CONFIG`` (``"nn.conv_winograd"``): False or 0 (never), True
+  (every eligible convolution, F(4,3)), 2 or 4 (every eligible one, that tile), or unset:
+  ``winograd_pays``'s choice (F(4,3), F(2,3) for few tiles of a large weight, or none;
+  measured per layer, see there);
+
+the compute is one call of ``ember_f32_winograd`` (ember/codegen/c/f32_winograd.py: input
+transform, (m+2)^2 matrix products, output transform, each split across the threads); the
+fused epilogue (bias, activation, residual add) is the group's loop IR after it.
+
+Numerics: F(4,3) is not bitwise equal to the direct convolution; its transforms multiply
+values by up to 5 (B^T) and 8 (A^T) and sum 36 terms per output, so the rounding error
+grows to about 10-30x the direct sum's (see tests/ops/test_nn_conv_winograd.py for the
+measured errors and the tolerance).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+import numpy as np
+
+from ember.ir.expr import Call, Constant, Expr, call, const
+from ember.ir.op import Attrs
+from ember.ir.ops.common import data_layout, padding, spatial
+from ember.ir.ops.nn_conv_winograd_form import LANES, channel_blocks, transform_weight
+from ember.ir.types import TensorType, Type
+from ember.ops.common import out_tensor_type, static_shape
+from ember.target import Target
+from ember.tir import (
+    Allocate,
+    Buffer,
+    PrimExpr,
+    Stmt,
+    StorageKind,
+    call_extern,
+    decl_buffer,
+    eq,
+    seq,
+    te,
+)
+from ember.tir import const as tir_const
+from ember.tir.stmt import AssertStmt
+
+#: the PassContext config key selecting Winograd convolutions (see the module docstring).
+WINOGRAD_CONFIG = "nn.conv_winograd"
+
+#: (target, config value) of the build being legalized (ember.driver.pipeline sets it
+#: around the legalizer; unset: no Winograd, as for every legalization outside a build).
+_SETTINGS: ContextVar[tuple[Target | None, Any]] = ContextVar(
+    "ember_winograd_settings", default=(None, False)
+)
+
+
+@contextmanager
+def winograd_scope(target: Target, config: Mapping[str, Any]) -> Iterator[None]:
+    """Legalize for ``target`` with the build's ``config`` (its WINOGRAD_CONFIG value)."""
+    token = _SETTINGS.set((target, config.get(WINOGRAD_CONFIG, "auto")))
+    try:
+        yield
+    finally:
+        _SETTINGS.reset(token)
+
+
+def winograd_target(target: Target | None) -> bool:
+    """Whether ``target`` compiles ember_f32_winograd's AVX-512 code: the c kind on an
+    AVX-512 CPU (the llvm kinds have no copy of it in their runtime library)."""
+    return target is not None and "x86-avx512" in target.keys and "llvm" not in target.keys
+
+
+#: F(4,3) by default; F(2,3) (a weight 16/9 of the direct one's instead of 36/9) on the layers
+#: of at most FEW_TILES output tiles of 4x4 whose F(4,3) weight exceeds WEIGHT_BYTES: their
+#: matrix products have few rows per weight read, and the network's weights come from DRAM
+#: at every inference. Measured (one thread, thread CPU time, interleaved in one process,
+#: direct / F(2,3) / F(4,3) builds of conv+bias+ReLU, load 8-16), Winograd / direct:
+#: * one layer (its weights hot in L3), F(2,3) and F(4,3): ResNet-50's 3x3 at 56x56 64ch
+#:   0.56-0.76 / 0.47-0.55, 28x28 128ch 0.46-0.56 / 0.34-0.45, 14x14 256ch 0.56-0.59 /
+#:   0.62-0.65, 7x7 512ch 0.89-0.95 / 0.98-1.05; resnet8's 32x32 16ch 0.86-0.89 / 0.74-0.77,
+#:   16x16 32ch 0.65 / 0.46, 8x8 64ch 0.56 / 0.46; YOLO's 10x10 0.49-0.63 / 0.39-0.51,
+#:   20x20 0.46-0.75 / 0.32-0.63, 40x40 0.69-0.74 / 0.50-0.67, 80x80 16ch 1.14-1.19 /
+#:   0.68-0.93; CRNN's 4x25 128->256 0.54 / 0.32, 4x25 256->256 0.72 / 0.71, 8x25
+#:   0.46-0.53 / 0.39-0.40, 16x50 0.56 / 0.44;
+#: * a chain of 8 such layers with different weights (cold: 8 x 9.4 MB at 14x14 256ch):
+#:   14x14 256ch 0.54 / 0.54, 28x28 128ch 0.48 / 0.36, 56x56 64ch 0.61 / 0.41, 7x7 512ch
+#:   0.77 / 0.96, 10x10 128ch 0.71 / 0.70, 20x20 64ch 0.57 / 0.43.
+FEW_TILES = 16
+WEIGHT_BYTES = 8 << 20
+#: no Winograd when its scratch (the transformed input and products, whole-image: no chunks
+#: yet) would exceed this: the largest measured, ResNet-50's 56x56 64->64, needs 3.4 MiB
+#: (YOLO's 40x40 64->80 2.0, 80x80 16->16 1.8); a 224x224 64-channel layer would need
+#: 55 MiB (unmeasured).
+SCRATCH_BYTES = 16 << 20
+
+
+def winograd_pays(
+    in_channels: int, out_channels: int, height: int, width: int, batch: int = 1
+) -> int:
+    """The tile m (4, 2, or 0: the direct kernel) of a layer of ``height`` x ``width``
+    outputs when the build does not choose (see FEW_TILES and SCRATCH_BYTES; only batch 1
+    was measured, larger batches keep the direct kernel)."""
+    if batch != 1:
+        return 0
+    tiles = -(-height // 4) * -(-width // 4)
+    weight = 4 * 36 * in_channels * out_channels
+    m = 2 if tiles <= FEW_TILES and weight > WEIGHT_BYTES else 4
+    scratch = scratch_bytes(batch, in_channels, out_channels, height, width, m)
+    return m if scratch <= SCRATCH_BYTES else 0
+
+
+def _eligible(node: Call) -> bool:
+    x, w = node.args
+    if not isinstance(w, Constant) or not isinstance(x.type, TensorType):
+        return False
+    attrs = node.attrs
+    if data_layout(attrs) != "NHWC" or int(attrs["groups"]) != 1:
+        return False
+    wd = np.asarray(w.data)
+    if wd.dtype != np.float32 or x.type.dtype != "float32" or wd.ndim != 4:
+        return False
+    o, c, kh, kw = wd.shape
+    if (kh, kw) != (3, 3) or o % LANES or c % LANES:
+        return False
+    return spatial(attrs, "strides", 2, 1) == (1, 1) and spatial(attrs, "dilation", 2, 1) == (
+        1,
+        1,
+    )
+
+
+def winograd_tile(node: Call) -> int:
+    """The tile m of F(m x m, 3 x 3) for nn.conv ``node`` in this build (0: none)."""
+    target, choice = _SETTINGS.get()
+    if choice is False or choice == 0 or not winograd_target(target) or not _eligible(node):
+        return 0
+    if choice is True:
+        return 4
+    if choice in (2, 4):
+        return int(choice)
+    assert isinstance(node.type, TensorType)
+    n, oh, ow, o = (int(d) for d in node.type.shape)
+    c = int(np.asarray(node.args[1].data).shape[1])  # type: ignore[attr-defined]
+    return winograd_pays(c, o, oh, ow, n)
+
+
+def winograd_form(node: Call) -> Expr | None:
+    """``nn.conv_winograd`` for nn.conv ``node`` when this build selects it, else None."""
+    m = winograd_tile(node)
+    if not m:
+        return None
+    x, w = node.args
+    (top, bottom), (left, right) = padding(node.attrs, 2)
+    u = transform_weight(np.asarray(w.data), m)  # type: ignore[attr-defined]
+    pads = (top, left, bottom, right)
+    return call("nn.conv_winograd", x, const(u), name=node.name, padding=pads, tile=m)
+
+
+#: the most tiles (rows) of one register tile of the matrix products: 14 x 2 zmm
+#: accumulators (32 output channels) of AVX-512's 32 registers.
+MAX_ROWS = 14
+
+
+def panel_rows(tiles: int) -> int:
+    """Tiles per panel (register tile rows) of the products: the one of 8..MAX_ROWS that
+    pads ``tiles`` least (the most rows on ties), or all of them when fewer than 8."""
+    if tiles <= MAX_ROWS:
+        return tiles
+    return min(range(MAX_ROWS, 7, -1), key=lambda r: -(-tiles // r) * r)
+
+
+def scratch_bytes(n: int, c: int, o: int, oh: int, ow: int, m: int) -> int:
+    """Bytes of ember_f32_winograd's scratch: V and M, (m+2)^2 x padded tiles x (C + O)."""
+    tiles = n * -(-oh // m) * -(-ow // m)
+    rows = panel_rows(tiles)
+    return 4 * (m + 2) ** 2 * (-(-tiles // rows) * rows) * (c + o) + 64
+
+
+def conv_winograd(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """nn.conv_winograd's compute: one call of ``ember_f32_winograd``."""
+    x, u = inputs
+    ty = out_tensor_type(out_type)
+    n, h, w, c = static_shape(x)
+    _, oh, ow, o = (int(d) for d in ty.shape)
+    m = int(attrs["tile"])
+    top, left, _, _ = (int(p) for p in attrs["padding"])
+    nb = int(static_shape(u)[3]) // LANES
+    assert nb == channel_blocks(o)
+    nbytes = scratch_bytes(n, c, o, oh, ow, m)
+    rows = panel_rows(n * -(-oh // m) * -(-ow // m))
+    ints = [n, h, w, c, o, oh, ow, top, left, m, nb, rows]
+
+    def body(ins: list[Buffer], outs: list[Buffer]) -> Stmt:
+        scratch = decl_buffer((nbytes,), "uint8", "winograd_scratch")
+        args: list[PrimExpr] = [ins[0].data, ins[1].data, outs[0].data, scratch.data]
+        args += [tir_const(v, "int32") for v in ints]
+        check = AssertStmt(eq(call_extern("int32", "ember_f32_winograd", *args), 0), "", seq())
+        return Allocate(scratch, check, StorageKind.HEAP)
+
+    out = te.extern(ty.shape, inputs, body, "conv_winograd", dtype=ty.dtype)
+    assert isinstance(out, te.Tensor)
+    return out
