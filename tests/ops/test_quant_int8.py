@@ -547,3 +547,32 @@ def test_depthwise_stride2_rows_from_the_image_equal_avx2_bitwise(x_dtype, shape
     with num_threads(1):
         wide = run_onnx_compiled(model, feeds, target=AVX512_VNNI)[0]
     np.testing.assert_array_equal(wide, narrow)
+
+
+@pytest.mark.skipif(not HAS_VNNI512, reason="the host has no AVX512_VNNI")
+@pytest.mark.parametrize(
+    "c,kernel,hw,one_sign",
+    [
+        (130, (1, 1), 7, False),  # 49 positions: 3 panels and 1 column of dots, K % 4 != 0
+        (130, (1, 1), 7, True),  # the same with fix slots added to the dots
+        (512, (1, 1), 14, True),  # 196: 12 panels and 4 columns (k4 128), fix slots
+        (96, (3, 3), 6, False),  # the padded grid (6 x 8): 48, then a tail of 0 (no dots)
+        (60, (1, 1), 9, False),  # 81: a column of 1 but k4 15 (below the bound: the tile)
+    ],
+)
+def test_conv_int8_avx512_tail_dots_equal_avx2_bitwise(c, kernel, hw, one_sign) -> None:
+    """A last panel of 1-4 positions as dot products of patch columns with 8- and 4-row
+    blocks of weight rows gives the AVX2 build's bytes, and onnxruntime's within one step."""
+    m = 20  # 8-row blocks and a block of 4
+    shape = (m, c, *kernel)
+    w = _one_sign_weights(shape) if one_sign else RNG.integers(-64, 64, shape).astype(np.int8)
+    pads = [k // 2 for k in kernel] * 2
+    node = helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], pads=pads)
+    model, feeds = _chain(node, w, 0, True, "uint8", "int8", True, (1, c, hw, hw), m)
+    assert "quantized_conv_int8" in _ops(model)
+    want = run_onnxruntime(model, feeds)[0]
+    with num_threads(1):
+        wide = run_onnx_compiled(model, feeds, target=AVX512_VNNI)[0]
+        narrow = run_onnx_compiled(model, feeds, target=AVX2)[0]
+    np.testing.assert_array_equal(wide, narrow)
+    assert np.abs(wide.astype(np.int32) - want).max() <= 1

@@ -102,8 +102,21 @@ typedef struct {
   uint8_t* own; /* the planned scratch of a serial run (no allocation), else NULL */
 } ember_q8_conv_job;
 
+#if defined(EMBER_Q8_VNNI512)
+/* a chunk of cp packed panels holding `valid` positions: the count of its last panel's, if
+   at most EMBER_Q8_TAIL_COLS and K is long enough for them (EMBER_Q8_TAIL_K4 steps per
+   column; their columns gathered into cols), else 0 */
+static inline int ember_q8_chunk_tail(const uint8_t* panels, int k4, int cp, int valid,
+                                      uint8_t* cols) {
+  const int n = valid - 16 * (cp - 1);
+  if (n < 1 || n > EMBER_Q8_TAIL_COLS || k4 < EMBER_Q8_TAIL_K4 * n) return 0;
+  ember_q8_tail_cols(panels + (long)(cp - 1) * k4 * 64, k4, n, cols);
+  return n;
+}
+#endif
+
 static void ember_q8_conv_chunk(const ember_q8_conv_job* j, int pc, uint8_t* panels,
-                                uint8_t* ybuf, uint8_t* rows) {
+                                uint8_t* ybuf, uint8_t* rows, uint8_t* cols) {
   const int K = j->C * j->KH * j->KW, k4 = (K + 3) / 4, ldw = 4 * (k4 + j->nfix);
   const int P = j->OH * j->OW;
   const int ld = 16 * j->chunk, extent = j->mode == 2 ? j->F : P;
@@ -128,12 +141,15 @@ static void ember_q8_conv_chunk(const ember_q8_conv_job* j, int pc, uint8_t* pan
       f += run;
     }
     ember_q8_pack(j->padded + p0, j->offs, K, j->zrow, k4, cp, (uint8_t)j->flip, panels);
+#if defined(EMBER_Q8_VNNI512)
+    const int ncol = ember_q8_chunk_tail(panels, k4, cp, f1 - p0, cols);
+#endif
     for (int o0 = 0; o0 < j->M; o0 += EMBER_Q8_ROW_BLOCK) {
       const int rws = j->M - o0 < EMBER_Q8_ROW_BLOCK ? j->M - o0 : EMBER_Q8_ROW_BLOCK;
       int32_t* ybuf32 = j->yn32 != NULL ? (int32_t*)ybuf : NULL;
 #if defined(EMBER_Q8_VNNI512)
       ember_q8_conv_block512(j->w + (long)o0 * ldw, ldw, panels, cp, k4, j->nfix, j->bias + o0,
-                             j->mult + o0, rws, j->e, ybuf, ybuf32, ld, 16 * cp);
+                             j->mult + o0, rws, j->e, ybuf, ybuf32, ld, 16 * cp, cols, ncol);
 #else
       for (int pp = 0; pp < cp; ++pp)
         ember_q8_conv_tile(j->w + (long)o0 * ldw, ldw, panels + (long)pp * k4 * 64, k4, j->nfix,
@@ -182,14 +198,17 @@ static void ember_q8_conv_chunk(const ember_q8_conv_job* j, int pc, uint8_t* pan
     ember_q8_pack(rows, j->offs2, K, j->zrow, k4, 1, (uint8_t)j->flip,
                   panels + (long)full * k4 * 64);
   }
+#if defined(EMBER_Q8_VNNI512)
+  const int valid = P - p0 < 16 * cp ? P - p0 : 16 * cp;
+  const int ncol = ember_q8_chunk_tail(panels, k4, cp, valid, cols);
+#endif
   for (int o0 = 0; o0 < j->M; o0 += EMBER_Q8_ROW_BLOCK) {
     const int rws = j->M - o0 < EMBER_Q8_ROW_BLOCK ? j->M - o0 : EMBER_Q8_ROW_BLOCK;
 #if defined(EMBER_Q8_VNNI512)
     const long at = (long)o0 * P + p0;
     ember_q8_conv_block512(j->w + (long)o0 * ldw, ldw, panels, cp, k4, j->nfix, j->bias + o0,
                            j->mult + o0, rws, j->e, j->yn + at,
-                           j->yn32 != NULL ? j->yn32 + at : NULL, P,
-                           P - p0 < 16 * cp ? P - p0 : 16 * cp);
+                           j->yn32 != NULL ? j->yn32 + at : NULL, P, valid, cols, ncol);
     continue;
 #endif
     for (int pp = 0; pp < cp; ++pp) {
@@ -202,7 +221,8 @@ static void ember_q8_conv_chunk(const ember_q8_conv_job* j, int pc, uint8_t* pan
   }
 }
 
-/* chunks [begin, end) with this task's own workspace: panels | ybuf | partial-panel rows */
+/* chunks [begin, end) with this task's own workspace: panels | ybuf | partial-panel rows |
+   tail columns */
 static int32_t ember_q8_conv_range(int64_t begin, int64_t end, void* cdata) {
   const ember_q8_conv_job* j = (const ember_q8_conv_job*)cdata;
   const int K = j->C * j->KH * j->KW, k4 = (K + 3) / 4, ld = 16 * j->chunk;
@@ -212,8 +232,9 @@ static int32_t ember_q8_conv_range(int64_t begin, int64_t end, void* cdata) {
   if (panels == NULL) return -1;
   uint8_t* ybuf = panels + (long)j->chunk * k4 * 64;
   uint8_t* rows = ybuf + (j->yn32 != NULL ? 32 : 8) * ld; /* ybuf: 8 rows of bytes or int32 */
+  uint8_t* cols = rows + (j->mode == 2 ? 0 : (long)K * ld);
   for (int64_t u = begin; u < end; ++u)
-    ember_q8_conv_chunk(j, (int)u * j->chunk, panels, ybuf, rows);
+    ember_q8_conv_chunk(j, (int)u * j->chunk, panels, ybuf, rows, cols);
   if (j->own == NULL) EmberBackendFreeWorkspace(1, 0, panels);
   return 0;
 }
@@ -315,7 +336,7 @@ static int32_t ember_q8_conv_impl(const void* x_, const void* w_, const int32_t*
                            padded, C, H, W, M, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, xpad,
                            flip, ch, mode, Wq, F, nfix, 0, NULL};
   job.task_bytes = (size_t)ch * k4 * 64 + (size_t)ybytes * ld;
-  job.task_bytes += (mode == 2 ? 0 : (size_t)K * ld) + 64;
+  job.task_bytes += (mode == 2 ? 0 : (size_t)K * ld) + 16 * (size_t)k4 + 64;
   if (!par) { /* one task on the caller: its buffers follow the image in the planned scratch */
     const size_t image = mode == 2 ? (size_t)C * cplane + Wq + 64 : (subsample ? (size_t)C * P : 0);
     job.own = (uint8_t*)(((uintptr_t)(padded + image) + 63u) & ~(uintptr_t)63u);
