@@ -576,3 +576,33 @@ def test_conv_int8_avx512_tail_dots_equal_avx2_bitwise(c, kernel, hw, one_sign) 
         narrow = run_onnx_compiled(model, feeds, target=AVX2)[0]
     np.testing.assert_array_equal(wide, narrow)
     assert np.abs(wide.astype(np.int32) - want).max() <= 1
+
+
+@pytest.mark.skipif(not HAS_VNNI512, reason="the host has no AVX512_VNNI")
+@pytest.mark.parametrize(
+    "c,kernel,strides,dilations,hw",
+    [
+        (64, (3, 3), (1, 1), (1, 1), (7, 7)),  # 49 real positions (grid 63): 3 panels + 1 dot
+        (40, (3, 3), (2, 2), (1, 1), (14, 13)),  # stride 2: phase planes, 7 x 7 out
+        (16, (3, 3), (1, 1), (1, 1), (14, 14)),  # 196: 12 panels + a tail of 4 (k4 36: tiles)
+        (5, (3, 5), (1, 2), (2, 1), (9, 20)),  # K 75, dilation, an odd map
+        (8, (3, 3), (1, 1), (1, 1), (40, 1)),  # one column: a panel spans 45 grid bytes (grid)
+    ],
+)
+def test_conv_int8_avx512_real_positions_equal_avx2_bitwise(c, kernel, strides, dilations, hw):
+    """The padded image packed at the real output positions only (vpermt2b of each row's 32
+    bytes; no grid columns past the map's width, outputs stored straight into y) gives the
+    AVX2 build's bytes (its grid of Wq columns), and onnxruntime's within one step."""
+    m = 12
+    w = _one_sign_weights((m, c, *kernel))
+    pads = [(k - 1) * d // 2 for k, d in zip(kernel, dilations, strict=True)] * 2
+    node = helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], pads=pads, strides=list(strides),
+                            dilations=list(dilations))  # fmt: skip
+    model, feeds = _chain(node, w, 0, True, "int8", "uint8", True, (1, c, *hw), m)
+    assert "quantized_conv_int8" in _ops(model)
+    want = run_onnxruntime(model, feeds)[0]
+    with num_threads(1):
+        wide = run_onnx_compiled(model, feeds, target=AVX512_VNNI)[0]
+        narrow = run_onnx_compiled(model, feeds, target=AVX2)[0]
+    np.testing.assert_array_equal(wide, narrow)
+    assert np.abs(wide.astype(np.int32) - want).max() <= 1
