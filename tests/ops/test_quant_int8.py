@@ -553,11 +553,11 @@ def test_depthwise_stride2_rows_from_the_image_equal_avx2_bitwise(x_dtype, shape
 @pytest.mark.parametrize(
     "c,kernel,hw,one_sign",
     [
-        (130, (1, 1), 7, False),  # 49 positions: 3 panels and 1 column of dots, K % 4 != 0
-        (130, (1, 1), 7, True),  # the same with fix slots added to the dots
-        (512, (1, 1), 14, True),  # 196: 12 panels and 4 columns (k4 128), fix slots
+        (390, (1, 1), 7, False),  # 49 positions: 3 panels and 1 column of dots (k4 98)
+        (390, (1, 1), 7, True),  # the same with fix slots added to the dots
+        (1536, (1, 1), 14, True),  # 196: 12 panels and 4 columns (k4 384), fix slots
         (96, (3, 3), 6, False),  # the padded grid (6 x 8): 48, then a tail of 0 (no dots)
-        (60, (1, 1), 9, False),  # 81: a column of 1 but k4 15 (below the bound: the tile)
+        (300, (1, 1), 9, False),  # 81: a column of 1 but k4 75 (below the bound: the tile)
     ],
 )
 def test_conv_int8_avx512_tail_dots_equal_avx2_bitwise(c, kernel, hw, one_sign) -> None:

@@ -239,12 +239,14 @@ static inline void ember_q8_conv_tiles512(const uint8_t* wrows, int ldw, const u
 /* a last panel of at most this many positions runs as dot products of K-contiguous patch
    columns (ember_q8_tail_cols) with the weight rows instead of a 16-position panel tile,
    where K has EMBER_Q8_TAIL_K4 4-byte steps per column at least (the dots' 8 x ncol sums
-   are reduced to scalars at the end): ResNet-50 int8 (1 thread, in-process interleaved,
-   thread CPU time) 7x7 1x1 layers (49 positions: 3 panels + 1, K 512-2048) 0.426 -> 0.340,
-   0.264 -> 0.213, 0.182 -> 0.163 ms; 14x14 1x1 of K 1024 (196: 12 + 4) 0.138 -> 0.134; but
-   14x14 1x1 of K 256 (4 columns, k4 64) 0.155 -> 0.168, hence the bound */
+   are reduced to scalars at the end, and the other panels' tiles change shape): ResNet-50
+   int8 (1 thread, in-process interleaved, thread CPU time) 7x7 1x1 layers (49 positions:
+   3 panels + 1, k4 128-512) 0.426 -> 0.340, 0.264 -> 0.213, 0.182 -> 0.163 ms; 14x14 1x1
+   of k4 256 (196: 12 + 4) 0.138 -> 0.134; but 14x14 1x1 of k4 64 (4 columns) 0.155 ->
+   0.168, and MobileNetV2's 7x7 1x1 of k4 40 and 80 (1 column) 0.036 -> 0.040 and 0.082 ->
+   0.090, hence the bound */
 #define EMBER_Q8_TAIL_COLS 4
-#define EMBER_Q8_TAIL_K4 32
+#define EMBER_Q8_TAIL_K4 96
 
 /* the first `n` positions of a packed panel ([k4][16][4]) as K-contiguous columns (4 k4
    bytes each, column j at cols + j * 4 k4): the data the dot products read */
@@ -292,7 +294,7 @@ static inline void ember_q8_conv_dots512(const uint8_t* wrows, int ldw, const ui
                                          const float* mult, int rows, const ember_q8_epi* e,
                                          uint8_t* y, int32_t* y32, long stride) {
   const int kb = 4 * k4, nc = ncol <= 1 ? 1 : ncol <= 2 ? 2 : 4;
-  int32_t s[32];
+  int32_t s[32] = {0};
   if (rows > 4) {
     if (nc == 1) ember_q8_dots512_8x1(wrows, ldw, cols, kb, s);
     else if (nc == 2) ember_q8_dots512_8x2(wrows, ldw, cols, kb, s);
@@ -302,22 +304,36 @@ static inline void ember_q8_conv_dots512(const uint8_t* wrows, int ldw, const ui
     else if (nc == 2) ember_q8_dots512_4x2(wrows, ldw, cols, kb, s);
     else ember_q8_dots512_4x4(wrows, ldw, cols, kb, s);
   }
-  const ember_q8_epi512 v = y32 != NULL ? (ember_q8_epi512){0} : ember_q8_epi512_of(e);
-  const __mmask16 km = ember_q8_mask16(ncol);
-  for (int i = 0; i < rows; ++i) {
-    int32_t lane[16] = {0};
+  for (int i = 0; i < rows; ++i) { /* the fix slots, into the sums */
     const uint8_t* f = wrows + (long)i * ldw + kb;
-    for (int j = 0; j < ncol; ++j) lane[j] = s[nc * i + j] + bias[i];
     for (int t = 0; t < nfix && f[0] != 0; ++t, f += 4) {
       const int k = f[2] | f[3] << 8;
-      for (int j = 0; j < ncol; ++j) lane[j] += (int8_t)f[0] * (int32_t)cols[(long)j * kb + k];
+      for (int j = 0; j < ncol; ++j)
+        s[nc * i + j] += (int8_t)f[0] * (int32_t)cols[(long)j * kb + k];
     }
-    const __m512i acc = _mm512_loadu_si512((const void*)lane);
-    if (y32 != NULL)
-      _mm512_mask_storeu_epi32(y32 + i * stride, km, acc);
-    else
-      _mm_mask_storeu_epi8(y + i * stride, km,
-                           ember_q8_requant512(acc, _mm512_set1_ps(mult[i]), &v));
+  }
+  /* per column one vector of the rows' sums (lanes = rows, each with its own multiplier) */
+  const __mmask16 km = ember_q8_mask16(rows);
+  const __m512i b = _mm512_maskz_loadu_epi32(km, (const void*)bias);
+  const __m512 m = y32 != NULL ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(km, mult);
+  const ember_q8_epi512 v = y32 != NULL ? (ember_q8_epi512){0} : ember_q8_epi512_of(e);
+  const __m512i lo = _mm512_loadu_si512((const void*)s);
+  const __m512i hi = _mm512_loadu_si512((const void*)(s + 16));
+  for (int j = 0; j < ncol; ++j) {
+    const __m512i idx = _mm512_add_epi32(
+        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 0, 0, 0, 0, 0, 0, 0),
+                           _mm512_set1_epi32(nc)),
+        _mm512_set1_epi32(j));
+    const __m512i acc = _mm512_add_epi32(_mm512_permutex2var_epi32(lo, idx, hi), b);
+    if (y32 != NULL) {
+      int32_t out[16];
+      _mm512_storeu_si512((void*)out, acc);
+      for (int i = 0; i < rows; ++i) y32[i * stride + j] = out[i];
+      continue;
+    }
+    uint8_t out[16];
+    _mm_storeu_si128((__m128i*)out, ember_q8_requant512(acc, m, &v));
+    for (int i = 0; i < rows; ++i) y[i * stride + j] = out[i];
   }
 }
 

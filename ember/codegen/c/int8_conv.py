@@ -134,10 +134,14 @@ static void ember_q8_pack_real(const uint8_t* base, const long* offs, int K, int
       const int first = p0 + 16 * (b0 + pp);
       uint8_t ix[64];
       at[pp] = ember_q8_grid(first, OW, Wq);
-      for (int jj = 0; jj < 16; ++jj) {
-        const int p = first + jj < P ? first + jj : P - 1;
-        const int rel = (int)(ember_q8_grid(p, OW, Wq) - at[pp]);
+      /* grid offsets from the panel's first position: + 1 a column, + Wq - OW + 1 at a row's
+         end; positions from P on repeat the last */
+      for (int jj = 0, ow = first % OW, rel = 0; jj < 16; ++jj) {
         for (int t = 0; t < 4; ++t) ix[4 * jj + t] = (uint8_t)((t >> 1) * 64 + (t & 1) * 32 + rel);
+        if (first + jj + 1 < P) {
+          rel += ++ow == OW ? Wq - OW + 1 : 1;
+          ow = ow == OW ? 0 : ow;
+        }
       }
       idx[pp] = _mm512_loadu_si512((const void*)ix);
     }
