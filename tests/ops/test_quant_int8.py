@@ -502,6 +502,8 @@ def test_depthwise_same3_from_the_image_equals_avx2_bitwise(x_dtype, shape) -> N
         (128, (3, 3), 7),  # K 1152: a 7x7 map's 4 panels (grid 7 x 9) as 8-row tiles of 2 + 2
         (1024, (1, 1), 7),  # K 1024, pointwise: 49 positions, the last panel of 1
         (1024, (1, 1), 13),  # 11 panels in chunks of 6 and 5 (3 + 2), a tail of 9
+        (64, (1, 1), 12),  # K 64 (16 steps, below EMBER_Q8_EIGHT_ROWS_K4): 4-row 4 x 4 tiles
+        (128, (1, 1), 12),  # K 128 (32 steps): 8-row tiles
     ],
 )
 def test_conv_int8_avx512_long_sums_equal_avx2_bitwise(c, kernel, hw) -> None:

@@ -157,8 +157,10 @@ static inline void ember_q8_add_fixes512(const uint8_t* wrows, int ldw, const ui
 
 /* the 8-row tiles from this many 4-byte steps of K on: below, 4 x 4 (MobileNetV2's 1x1
    expansions of K 16 and 24 at 112x112 and 56x56 ran 0.169 -> 0.188 and 0.058 -> 0.070 ms
-   on 8 x 3, epilogue-bound) */
-#define EMBER_Q8_EIGHT_ROWS_K4 16
+   on 8 x 3, epilogue-bound; ResNet-50's 56x56 1x1 of K 64, 16 steps: 64 -> 256 0.198 ->
+   0.172 ms (4 layers alike), 64 -> 64 0.058 -> 0.051 as 4 x 4; MobileNetV2 whole 1.81 ->
+   1.78 ms; 1 thread, in-process interleaved, thread CPU time, load average 13-16) */
+#define EMBER_Q8_EIGHT_ROWS_K4 32
 /* from this many 4-byte steps of K on (4 panels of 64 KB: out of L1), a block's last 4
    panels run as 8 x 2 twice, half the panel loads from L2 of the 4 x 4 tile's (ResNet-50
    int8, 1 thread: 7x7 3x3 layers 0.443 -> 0.399 and 0.433 -> 0.415 ms, 14x14 3x3 1.003 ->
