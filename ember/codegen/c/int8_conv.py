@@ -13,7 +13,11 @@ appended to that block):
   ``Hq x Wq`` laid out flat (phase ``(a, b)`` holds padded rows ``a, a + sh, ...`` and
   columns ``b, b + sw, ...``, so tap ``(kh, kw)`` is phase ``(kh*dh % sh, kw*dw % sw)`` shifted by
   ``(kh*dh / sh) * Wq + kw*dw / sw``; output ``(oh, ow)`` at grid position
-  ``oh * Wq + ow``, the columns ``ow >= OW`` computed and dropped): no im2col.
+  ``oh * Wq + ow``, the columns ``ow >= OW`` computed and dropped): no im2col. With the
+  AVX-512 VNNI tiles and VBMI, the panels hold the real positions only instead
+  (``ember_q8_pack_real``: each row's 16 bytes picked out of 32 grid bytes by a vpermt2b),
+  stored straight into y; a chunk's last panel of 1-4 positions then runs as dot products
+  of its patch columns (``ember_q8_conv_dots512``), in either way of packing.
   With more than one thread and enough work the chunk shrinks so that every thread gets
   one (``EMBER_Q8_PAR_MACS`` multiply-adds at least, else one thread runs it all).
 * ``ember_q8_dense``: the rows of x made unsigned once, then the weight panels (16 output
