@@ -203,8 +203,9 @@ def _conv_plan(x: te.Tensor, attrs: Attrs, out_type: Type, ybytes: int) -> tuple
     # offsets (two tables of 4 * k4 longs), a zero row, the phase planes or subsampled image;
     subsample = not flat and (sh, sw) != (1, 1)  # 1x1 strided
     image = c * sh * sw * hq * wq + wq + 64 if flat else (c * oh * ow if subsample else 0)
-    # a serial run's panels | ybuf | im2col rows follow (64-aligned); parallel tasks allocate
-    task = chunk * k4 * 64 + ybytes * ld + (0 if flat else c * kh * kw * ld) + 64
+    # a serial run's panels | ybuf | im2col rows | 4 tail columns follow (64-aligned); parallel
+    # tasks allocate
+    task = chunk * k4 * 64 + ybytes * ld + (0 if flat else c * kh * kw * ld) + 16 * k4 + 64
     nbytes = 2 * 8 * 4 * k4 + ld + image + 64 + task
     m = int(attrs["channels"])
     return [n, c, h, w, m, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw, chunk], nbytes

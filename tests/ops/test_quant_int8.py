@@ -502,6 +502,8 @@ def test_depthwise_same3_from_the_image_equals_avx2_bitwise(x_dtype, shape) -> N
         (128, (3, 3), 7),  # K 1152: a 7x7 map's 4 panels (grid 7 x 9) as 8-row tiles of 2 + 2
         (1024, (1, 1), 7),  # K 1024, pointwise: 49 positions, the last panel of 1
         (1024, (1, 1), 13),  # 11 panels in chunks of 6 and 5 (3 + 2), a tail of 9
+        (64, (1, 1), 12),  # K 64 (16 steps, below EMBER_Q8_EIGHT_ROWS_K4): 4-row 4 x 4 tiles
+        (128, (1, 1), 12),  # K 128 (32 steps): 8-row tiles
     ],
 )
 def test_conv_int8_avx512_long_sums_equal_avx2_bitwise(c, kernel, hw) -> None:
@@ -547,3 +549,62 @@ def test_depthwise_stride2_rows_from_the_image_equal_avx2_bitwise(x_dtype, shape
     with num_threads(1):
         wide = run_onnx_compiled(model, feeds, target=AVX512_VNNI)[0]
     np.testing.assert_array_equal(wide, narrow)
+
+
+@pytest.mark.skipif(not HAS_VNNI512, reason="the host has no AVX512_VNNI")
+@pytest.mark.parametrize(
+    "c,kernel,hw,one_sign",
+    [
+        (390, (1, 1), 7, False),  # 49 positions: 3 panels and 1 column of dots (k4 98)
+        (390, (1, 1), 7, True),  # the same with fix slots added to the dots
+        (1536, (1, 1), 14, True),  # 196: 12 panels and 4 columns (k4 384), fix slots
+        (96, (3, 3), 6, False),  # the padded grid (6 x 8): 48, then a tail of 0 (no dots)
+        (300, (1, 1), 9, False),  # 81: a column of 1 but k4 75 (below the bound: the tile)
+    ],
+)
+def test_conv_int8_avx512_tail_dots_equal_avx2_bitwise(c, kernel, hw, one_sign) -> None:
+    """A last panel of 1-4 positions as dot products of patch columns with 8- and 4-row
+    blocks of weight rows gives the AVX2 build's bytes, and onnxruntime's within one step."""
+    m = 20  # 8-row blocks and a block of 4
+    shape = (m, c, *kernel)
+    w = _one_sign_weights(shape) if one_sign else RNG.integers(-64, 64, shape).astype(np.int8)
+    pads = [k // 2 for k in kernel] * 2
+    node = helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], pads=pads)
+    model, feeds = _chain(node, w, 0, True, "uint8", "int8", True, (1, c, hw, hw), m)
+    assert "quantized_conv_int8" in _ops(model)
+    want = run_onnxruntime(model, feeds)[0]
+    with num_threads(1):
+        wide = run_onnx_compiled(model, feeds, target=AVX512_VNNI)[0]
+        narrow = run_onnx_compiled(model, feeds, target=AVX2)[0]
+    np.testing.assert_array_equal(wide, narrow)
+    assert np.abs(wide.astype(np.int32) - want).max() <= 1
+
+
+@pytest.mark.skipif(not HAS_VNNI512, reason="the host has no AVX512_VNNI")
+@pytest.mark.parametrize(
+    "c,kernel,strides,dilations,hw",
+    [
+        (64, (3, 3), (1, 1), (1, 1), (7, 7)),  # 49 real positions (grid 63): 3 panels + 1 dot
+        (40, (3, 3), (2, 2), (1, 1), (14, 13)),  # stride 2: phase planes, 7 x 7 out
+        (16, (3, 3), (1, 1), (1, 1), (14, 14)),  # 196: 12 panels + a tail of 4 (k4 36: tiles)
+        (5, (3, 5), (1, 2), (2, 1), (9, 20)),  # K 75, dilation, an odd map
+        (8, (3, 3), (1, 1), (1, 1), (40, 1)),  # one column: a panel spans 45 grid bytes (grid)
+    ],
+)
+def test_conv_int8_avx512_real_positions_equal_avx2_bitwise(c, kernel, strides, dilations, hw):
+    """The padded image packed at the real output positions only (vpermt2b of each row's 32
+    bytes; no grid columns past the map's width, outputs stored straight into y) gives the
+    AVX2 build's bytes (its grid of Wq columns), and onnxruntime's within one step."""
+    m = 12
+    w = _one_sign_weights((m, c, *kernel))
+    pads = [(k - 1) * d // 2 for k, d in zip(kernel, dilations, strict=True)] * 2
+    node = helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], pads=pads, strides=list(strides),
+                            dilations=list(dilations))  # fmt: skip
+    model, feeds = _chain(node, w, 0, True, "int8", "uint8", True, (1, c, *hw), m)
+    assert "quantized_conv_int8" in _ops(model)
+    want = run_onnxruntime(model, feeds)[0]
+    with num_threads(1):
+        wide = run_onnx_compiled(model, feeds, target=AVX512_VNNI)[0]
+        narrow = run_onnx_compiled(model, feeds, target=AVX2)[0]
+    np.testing.assert_array_equal(wide, narrow)
+    assert np.abs(wide.astype(np.int32) - want).max() <= 1

@@ -157,8 +157,10 @@ static inline void ember_q8_add_fixes512(const uint8_t* wrows, int ldw, const ui
 
 /* the 8-row tiles from this many 4-byte steps of K on: below, 4 x 4 (MobileNetV2's 1x1
    expansions of K 16 and 24 at 112x112 and 56x56 ran 0.169 -> 0.188 and 0.058 -> 0.070 ms
-   on 8 x 3, epilogue-bound) */
-#define EMBER_Q8_EIGHT_ROWS_K4 16
+   on 8 x 3, epilogue-bound; ResNet-50's 56x56 1x1 of K 64, 16 steps: 64 -> 256 0.198 ->
+   0.172 ms (4 layers alike), 64 -> 64 0.058 -> 0.051 as 4 x 4; MobileNetV2 whole 1.81 ->
+   1.78 ms; 1 thread, in-process interleaved, thread CPU time, load average 13-16) */
+#define EMBER_Q8_EIGHT_ROWS_K4 32
 /* from this many 4-byte steps of K on (4 panels of 64 KB: out of L1), a block's last 4
    panels run as 8 x 2 twice, half the panel loads from L2 of the 4 x 4 tile's (ResNet-50
    int8, 1 thread: 7x7 3x3 layers 0.443 -> 0.399 and 0.433 -> 0.415 ms, 14x14 3x3 1.003 ->
@@ -169,7 +171,7 @@ static inline void ember_q8_add_fixes512(const uint8_t* wrows, int ldw, const ui
 /* up to 8 weight rows (`rows`; the packed weight has them up to a multiple of 4) times np
    consecutive panels of a convolution, requantized into y (row i at y + i * stride, panel
    j's 16 positions at 16 j, `valid` positions in all) or, with y32, stored as int32 */
-static inline void ember_q8_conv_block512(const uint8_t* wrows, int ldw, const uint8_t* panels,
+static inline void ember_q8_conv_tiles512(const uint8_t* wrows, int ldw, const uint8_t* panels,
                                           int np, int k4, int nfix, const int32_t* bias,
                                           const float* mult, int rows, const ember_q8_epi* e,
                                           uint8_t* y, int32_t* y32, long stride, int valid) {
@@ -183,7 +185,7 @@ static inline void ember_q8_conv_block512(const uint8_t* wrows, int ldw, const u
   if (rows > 4 && split < np) {
     const long at = 16L * split;
     for (int h = 0; h < rows; h += 4)
-      ember_q8_conv_block512(wrows + (long)h * ldw, ldw, panels + split * pstride, np - split, k4,
+      ember_q8_conv_tiles512(wrows + (long)h * ldw, ldw, panels + split * pstride, np - split, k4,
                              nfix, bias + h, mult != NULL ? mult + h : NULL,
                              rows - h < 4 ? rows - h : 4, e, y != NULL ? y + h * stride + at : NULL,
                              y32 != NULL ? y32 + h * stride + at : NULL, stride, valid - (int)at);
@@ -234,6 +236,126 @@ static inline void ember_q8_conv_block512(const uint8_t* wrows, int ldw, const u
       }
     }
   }
+}
+
+/* a last panel of at most this many positions runs as dot products of K-contiguous patch
+   columns (ember_q8_tail_cols) with the weight rows instead of a 16-position panel tile,
+   where K has EMBER_Q8_TAIL_K4 4-byte steps per column at least (the dots' 8 x ncol sums
+   are reduced to scalars at the end, and the other panels' tiles change shape): ResNet-50
+   int8 (1 thread, in-process interleaved, thread CPU time) 7x7 1x1 layers (49 positions:
+   3 panels + 1, k4 128-512) 0.426 -> 0.340, 0.264 -> 0.213, 0.182 -> 0.163 ms; 14x14 1x1
+   of k4 256 (196: 12 + 4) 0.138 -> 0.134; but 14x14 1x1 of k4 64 (4 columns) 0.155 ->
+   0.168, and MobileNetV2's 7x7 1x1 of k4 40 and 80 (1 column) 0.036 -> 0.040 and 0.082 ->
+   0.090, hence the bound */
+#define EMBER_Q8_TAIL_COLS 4
+#define EMBER_Q8_TAIL_K4 96
+
+/* the first `n` positions of a packed panel ([k4][16][4]) as K-contiguous columns (4 k4
+   bytes each, column j at cols + j * 4 k4): the data the dot products read */
+static inline void ember_q8_tail_cols(const uint8_t* panel, int k4, int n, uint8_t* cols) {
+  for (int j = 0; j < n; ++j)
+    for (int q = 0; q < k4; ++q) memcpy(cols + (long)j * 4 * k4 + 4 * q, panel + 64 * q + 4 * j, 4);
+}
+
+/* R weight rows x NC columns: 64-byte steps of vpdpbusd (row bytes signed, column bytes
+   unsigned), R x NC independent sums reduced to int32 in out[NC i + j] */
+#define EMBER_Q8_DOTS512(NAME, R, NC)                                                         \
+  static __attribute__((noinline, unused)) void NAME(const uint8_t* wrows, int ldw,          \
+                                                     const uint8_t* cols, int kb,             \
+                                                     int32_t* out) {                          \
+    __m512i a[R][NC];                                                                         \
+    _Pragma("GCC unroll 8") for (int i = 0; i < R; ++i)                                       \
+      _Pragma("GCC unroll 4") for (int j = 0; j < NC; ++j) a[i][j] = _mm512_setzero_si512(); \
+    for (int k = 0; k < kb; k += 64) {                                                        \
+      const __mmask64 m = kb - k >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << (kb - k)) - 1;     \
+      __m512i c[NC];                                                                          \
+      _Pragma("GCC unroll 4") for (int j = 0; j < NC; ++j)                                    \
+        c[j] = _mm512_maskz_loadu_epi8(m, (const void*)(cols + (long)j * kb + k));            \
+      _Pragma("GCC unroll 8") for (int i = 0; i < R; ++i) {                                   \
+        const __m512i w = _mm512_maskz_loadu_epi8(m, (const void*)(wrows + (long)i * ldw + k)); \
+        _Pragma("GCC unroll 4") for (int j = 0; j < NC; ++j)                                  \
+          a[i][j] = _mm512_dpbusd_epi32(a[i][j], c[j], w);                                    \
+      }                                                                                       \
+    }                                                                                         \
+    _Pragma("GCC unroll 8") for (int i = 0; i < R; ++i)                                       \
+      _Pragma("GCC unroll 4") for (int j = 0; j < NC; ++j)                                    \
+        out[NC * i + j] = _mm512_reduce_add_epi32(a[i][j]);                                   \
+  }
+EMBER_Q8_DOTS512(ember_q8_dots512_8x1, 8, 1)
+EMBER_Q8_DOTS512(ember_q8_dots512_8x2, 8, 2)
+EMBER_Q8_DOTS512(ember_q8_dots512_8x4, 8, 4)
+EMBER_Q8_DOTS512(ember_q8_dots512_4x1, 4, 1)
+EMBER_Q8_DOTS512(ember_q8_dots512_4x2, 4, 2)
+EMBER_Q8_DOTS512(ember_q8_dots512_4x4, 4, 4)
+#undef EMBER_Q8_DOTS512
+
+/* the `ncol` (1-4) columns of a partial last panel times up to 8 weight rows, + bias and the
+   fix slots, stored as the tiles store a panel of `ncol` valid positions (same bytes) */
+static inline void ember_q8_conv_dots512(const uint8_t* wrows, int ldw, const uint8_t* cols,
+                                         int ncol, int k4, int nfix, const int32_t* bias,
+                                         const float* mult, int rows, const ember_q8_epi* e,
+                                         uint8_t* y, int32_t* y32, long stride) {
+  const int kb = 4 * k4, nc = ncol <= 1 ? 1 : ncol <= 2 ? 2 : 4;
+  int32_t s[32] = {0};
+  if (rows > 4) {
+    if (nc == 1) ember_q8_dots512_8x1(wrows, ldw, cols, kb, s);
+    else if (nc == 2) ember_q8_dots512_8x2(wrows, ldw, cols, kb, s);
+    else ember_q8_dots512_8x4(wrows, ldw, cols, kb, s);
+  } else {
+    if (nc == 1) ember_q8_dots512_4x1(wrows, ldw, cols, kb, s);
+    else if (nc == 2) ember_q8_dots512_4x2(wrows, ldw, cols, kb, s);
+    else ember_q8_dots512_4x4(wrows, ldw, cols, kb, s);
+  }
+  for (int i = 0; i < rows; ++i) { /* the fix slots, into the sums */
+    const uint8_t* f = wrows + (long)i * ldw + kb;
+    for (int t = 0; t < nfix && f[0] != 0; ++t, f += 4) {
+      const int k = f[2] | f[3] << 8;
+      for (int j = 0; j < ncol; ++j)
+        s[nc * i + j] += (int8_t)f[0] * (int32_t)cols[(long)j * kb + k];
+    }
+  }
+  /* per column one vector of the rows' sums (lanes = rows, each with its own multiplier) */
+  const __mmask16 km = ember_q8_mask16(rows);
+  const __m512i b = _mm512_maskz_loadu_epi32(km, (const void*)bias);
+  const __m512 m = y32 != NULL ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(km, mult);
+  const ember_q8_epi512 v = y32 != NULL ? (ember_q8_epi512){0} : ember_q8_epi512_of(e);
+  const __m512i lo = _mm512_loadu_si512((const void*)s);
+  const __m512i hi = _mm512_loadu_si512((const void*)(s + 16));
+  for (int j = 0; j < ncol; ++j) {
+    const __m512i idx = _mm512_add_epi32(
+        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 0, 0, 0, 0, 0, 0, 0),
+                           _mm512_set1_epi32(nc)),
+        _mm512_set1_epi32(j));
+    const __m512i acc = _mm512_add_epi32(_mm512_permutex2var_epi32(lo, idx, hi), b);
+    if (y32 != NULL) {
+      int32_t out[16];
+      _mm512_storeu_si512((void*)out, acc);
+      for (int i = 0; i < rows; ++i) y32[i * stride + j] = out[i];
+      continue;
+    }
+    uint8_t out[16];
+    _mm_storeu_si128((__m128i*)out, ember_q8_requant512(acc, m, &v));
+    for (int i = 0; i < rows; ++i) y[i * stride + j] = out[i];
+  }
+}
+
+/* the tiles over np panels, or with ncol > 0 (`cols` from ember_q8_tail_cols of the last
+   panel, which holds ncol valid positions) the tiles over np - 1 and dot products for it */
+static inline void ember_q8_conv_block512(const uint8_t* wrows, int ldw, const uint8_t* panels,
+                                          int np, int k4, int nfix, const int32_t* bias,
+                                          const float* mult, int rows, const ember_q8_epi* e,
+                                          uint8_t* y, int32_t* y32, long stride, int valid,
+                                          const uint8_t* cols, int ncol) {
+  if (ncol > 0) {
+    np -= 1;
+    const long at = 16L * np;
+    ember_q8_conv_dots512(wrows, ldw, cols, ncol, k4, nfix, bias, mult, rows, e,
+                          y != NULL ? y + at : NULL, y32 != NULL ? y32 + at : NULL, stride);
+    valid = 16 * np;
+  }
+  if (np > 0)
+    ember_q8_conv_tiles512(wrows, ldw, panels, np, k4, nfix, bias, mult, rows, e, y, y32, stride,
+                           valid);
 }
 
 /* weight panels [pb, pe) (16 output columns each) times every row of xr (R rows of ldr

@@ -13,7 +13,11 @@ appended to that block):
   ``Hq x Wq`` laid out flat (phase ``(a, b)`` holds padded rows ``a, a + sh, ...`` and
   columns ``b, b + sw, ...``, so tap ``(kh, kw)`` is phase ``(kh*dh % sh, kw*dw % sw)`` shifted by
   ``(kh*dh / sh) * Wq + kw*dw / sw``; output ``(oh, ow)`` at grid position
-  ``oh * Wq + ow``, the columns ``ow >= OW`` computed and dropped): no im2col.
+  ``oh * Wq + ow``, the columns ``ow >= OW`` computed and dropped): no im2col. With the
+  AVX-512 VNNI tiles and VBMI, the panels hold the real positions only instead
+  (``ember_q8_pack_real``: each row's 16 bytes picked out of 32 grid bytes by a vpermt2b),
+  stored straight into y; a chunk's last panel of 1-4 positions then runs as dot products
+  of its patch columns (``ember_q8_conv_dots512``), in either way of packing.
   With more than one thread and enough work the chunk shrinks so that every thread gets
   one (``EMBER_Q8_PAR_MACS`` multiply-adds at least, else one thread runs it all).
 * ``ember_q8_dense``: the rows of x made unsigned once, then the weight panels (16 output
@@ -100,15 +104,106 @@ typedef struct {
   int C, H, W, M, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, xpad, flip, chunk, mode, Wp, F, nfix;
   size_t task_bytes;
   uint8_t* own; /* the planned scratch of a serial run (no allocation), else NULL */
+  int real;     /* mode 2 packing the real positions only (ember_q8_pack_real) */
 } ember_q8_conv_job;
 
+#if defined(EMBER_Q8_VNNI512) && defined(__AVX512VBMI__)
+#define EMBER_Q8_REAL_POSITIONS 1
+/* the grid position (mode 2's padded image, rows of Wq) of output position p */
+static inline long ember_q8_grid(int p, int OW, int Wq) { return (long)(p / OW) * Wq + p % OW; }
+
+/* the widest grid span (last minus first) of a panel's 16 consecutive output positions */
+static inline int ember_q8_real_span(int P, int OW, int Wq) {
+  int span = 0;
+  for (int p = 0; p < P; p += 16) {
+    const int last = p + 15 < P ? p + 15 : P - 1;
+    const int s = (int)(ember_q8_grid(last, OW, Wq) - ember_q8_grid(p, OW, Wq));
+    span = s > span ? s : span;
+  }
+  return span;
+}
+
+/* panels [np][k4][16][4] of output positions p0, p0 + 1, ... only (no grid columns past OW;
+   positions from P on repeat P - 1): row k's 16 bytes picked by one vpermt2b from the 32
+   at base + offs[k] + the panel's first grid position (the span is below 32); from k = K on
+   row K - 1 (the weights there are zero, so any value does), top bit flipped by `flip` */
+static void ember_q8_pack_real(const uint8_t* base, const long* offs, int K, int k4, int p0,
+                               int np, int P, int OW, int Wq, uint8_t flip, uint8_t* out) {
+  const __m512i f = _mm512_set1_epi8((char)flip);
+  for (int b0 = 0; b0 < np; b0 += 32) {
+    const int nb = np - b0 < 32 ? np - b0 : 32;
+    long at[32];
+    __m512i idx[32];
+    for (int pp = 0; pp < nb; ++pp) {
+      const int first = p0 + 16 * (b0 + pp);
+      uint8_t ix[64];
+      at[pp] = ember_q8_grid(first, OW, Wq);
+      /* grid offsets from the panel's first position: + 1 a column, + Wq - OW + 1 at a row's
+         end; positions from P on repeat the last */
+      for (int jj = 0, ow = first % OW, rel = 0; jj < 16; ++jj) {
+        for (int t = 0; t < 4; ++t) ix[4 * jj + t] = (uint8_t)((t >> 1) * 64 + (t & 1) * 32 + rel);
+        if (first + jj + 1 < P) {
+          rel += ++ow == OW ? Wq - OW + 1 : 1;
+          ow = ow == OW ? 0 : ow;
+        }
+      }
+      idx[pp] = _mm512_loadu_si512((const void*)ix);
+    }
+    for (int q = 0; q < k4; ++q) {
+      const uint8_t* r[4];
+      for (int t = 0; t < 4; ++t) r[t] = base + offs[4 * q + t < K ? 4 * q + t : K - 1];
+      uint8_t* o = out + ((long)b0 * k4 + q) * 64;
+      for (int pp = 0; pp < nb; ++pp, o += (long)k4 * 64) {
+        const __m512i a = _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i*)(r[0] + at[pp]))),
+            _mm256_loadu_si256((const __m256i*)(r[1] + at[pp])), 1);
+        const __m512i b = _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i*)(r[2] + at[pp]))),
+            _mm256_loadu_si256((const __m256i*)(r[3] + at[pp])), 1);
+        const __m512i x = _mm512_permutex2var_epi8(a, idx[pp], b);
+        _mm512_storeu_si512((void*)o, _mm512_xor_si512(x, f));
+      }
+    }
+  }
+}
+#endif
+
+#if defined(EMBER_Q8_VNNI512)
+/* a chunk of cp packed panels holding `valid` positions: the count of its last panel's, if
+   at most EMBER_Q8_TAIL_COLS and K is long enough for them (EMBER_Q8_TAIL_K4 steps per
+   column; their columns gathered into cols), else 0 */
+static inline int ember_q8_chunk_tail(const uint8_t* panels, int k4, int cp, int valid,
+                                      uint8_t* cols) {
+  const int n = valid - 16 * (cp - 1);
+  if (n < 1 || n > EMBER_Q8_TAIL_COLS || k4 < EMBER_Q8_TAIL_K4 * n) return 0;
+  ember_q8_tail_cols(panels + (long)(cp - 1) * k4 * 64, k4, n, cols);
+  return n;
+}
+#endif
+
 static void ember_q8_conv_chunk(const ember_q8_conv_job* j, int pc, uint8_t* panels,
-                                uint8_t* ybuf, uint8_t* rows) {
+                                uint8_t* ybuf, uint8_t* rows, uint8_t* cols) {
   const int K = j->C * j->KH * j->KW, k4 = (K + 3) / 4, ldw = 4 * (k4 + j->nfix);
   const int P = j->OH * j->OW;
-  const int ld = 16 * j->chunk, extent = j->mode == 2 ? j->F : P;
+  const int ld = 16 * j->chunk, extent = j->mode == 2 && !j->real ? j->F : P;
   const int npan = (extent + 15) / 16, cp = npan - pc < j->chunk ? npan - pc : j->chunk;
   const int p0 = 16 * pc;
+#if defined(EMBER_Q8_REAL_POSITIONS)
+  if (j->real) { /* the real positions' panels, the tiles' rows stored straight into y */
+    const int valid = P - p0 < 16 * cp ? P - p0 : 16 * cp;
+    ember_q8_pack_real(j->padded, j->offs, K, k4, p0, cp, P, j->OW, j->Wp, (uint8_t)j->flip,
+                       panels);
+    const int ncol = ember_q8_chunk_tail(panels, k4, cp, valid, cols);
+    for (int o0 = 0; o0 < j->M; o0 += EMBER_Q8_ROW_BLOCK) {
+      const int rws = j->M - o0 < EMBER_Q8_ROW_BLOCK ? j->M - o0 : EMBER_Q8_ROW_BLOCK;
+      const long at = (long)o0 * P + p0;
+      ember_q8_conv_block512(j->w + (long)o0 * ldw, ldw, panels, cp, k4, j->nfix, j->bias + o0,
+                             j->mult + o0, rws, j->e, j->yn != NULL ? j->yn + at : NULL,
+                             j->yn32 != NULL ? j->yn32 + at : NULL, P, valid, cols, ncol);
+    }
+    return;
+  }
+#endif
   if (j->mode == 2) {
     const int f1 = p0 + 16 * cp < j->F ? p0 + 16 * cp : j->F;
     /* the output runs of the chunk's positions (the same for every row): grid position
@@ -128,12 +223,15 @@ static void ember_q8_conv_chunk(const ember_q8_conv_job* j, int pc, uint8_t* pan
       f += run;
     }
     ember_q8_pack(j->padded + p0, j->offs, K, j->zrow, k4, cp, (uint8_t)j->flip, panels);
+#if defined(EMBER_Q8_VNNI512)
+    const int ncol = ember_q8_chunk_tail(panels, k4, cp, f1 - p0, cols);
+#endif
     for (int o0 = 0; o0 < j->M; o0 += EMBER_Q8_ROW_BLOCK) {
       const int rws = j->M - o0 < EMBER_Q8_ROW_BLOCK ? j->M - o0 : EMBER_Q8_ROW_BLOCK;
       int32_t* ybuf32 = j->yn32 != NULL ? (int32_t*)ybuf : NULL;
 #if defined(EMBER_Q8_VNNI512)
       ember_q8_conv_block512(j->w + (long)o0 * ldw, ldw, panels, cp, k4, j->nfix, j->bias + o0,
-                             j->mult + o0, rws, j->e, ybuf, ybuf32, ld, 16 * cp);
+                             j->mult + o0, rws, j->e, ybuf, ybuf32, ld, 16 * cp, cols, ncol);
 #else
       for (int pp = 0; pp < cp; ++pp)
         ember_q8_conv_tile(j->w + (long)o0 * ldw, ldw, panels + (long)pp * k4 * 64, k4, j->nfix,
@@ -182,14 +280,17 @@ static void ember_q8_conv_chunk(const ember_q8_conv_job* j, int pc, uint8_t* pan
     ember_q8_pack(rows, j->offs2, K, j->zrow, k4, 1, (uint8_t)j->flip,
                   panels + (long)full * k4 * 64);
   }
+#if defined(EMBER_Q8_VNNI512)
+  const int valid = P - p0 < 16 * cp ? P - p0 : 16 * cp;
+  const int ncol = ember_q8_chunk_tail(panels, k4, cp, valid, cols);
+#endif
   for (int o0 = 0; o0 < j->M; o0 += EMBER_Q8_ROW_BLOCK) {
     const int rws = j->M - o0 < EMBER_Q8_ROW_BLOCK ? j->M - o0 : EMBER_Q8_ROW_BLOCK;
 #if defined(EMBER_Q8_VNNI512)
     const long at = (long)o0 * P + p0;
     ember_q8_conv_block512(j->w + (long)o0 * ldw, ldw, panels, cp, k4, j->nfix, j->bias + o0,
                            j->mult + o0, rws, j->e, j->yn + at,
-                           j->yn32 != NULL ? j->yn32 + at : NULL, P,
-                           P - p0 < 16 * cp ? P - p0 : 16 * cp);
+                           j->yn32 != NULL ? j->yn32 + at : NULL, P, valid, cols, ncol);
     continue;
 #endif
     for (int pp = 0; pp < cp; ++pp) {
@@ -202,7 +303,8 @@ static void ember_q8_conv_chunk(const ember_q8_conv_job* j, int pc, uint8_t* pan
   }
 }
 
-/* chunks [begin, end) with this task's own workspace: panels | ybuf | partial-panel rows */
+/* chunks [begin, end) with this task's own workspace: panels | ybuf | partial-panel rows |
+   tail columns */
 static int32_t ember_q8_conv_range(int64_t begin, int64_t end, void* cdata) {
   const ember_q8_conv_job* j = (const ember_q8_conv_job*)cdata;
   const int K = j->C * j->KH * j->KW, k4 = (K + 3) / 4, ld = 16 * j->chunk;
@@ -212,8 +314,9 @@ static int32_t ember_q8_conv_range(int64_t begin, int64_t end, void* cdata) {
   if (panels == NULL) return -1;
   uint8_t* ybuf = panels + (long)j->chunk * k4 * 64;
   uint8_t* rows = ybuf + (j->yn32 != NULL ? 32 : 8) * ld; /* ybuf: 8 rows of bytes or int32 */
+  uint8_t* cols = rows + (j->mode == 2 ? 0 : (long)K * ld);
   for (int64_t u = begin; u < end; ++u)
-    ember_q8_conv_chunk(j, (int)u * j->chunk, panels, ybuf, rows);
+    ember_q8_conv_chunk(j, (int)u * j->chunk, panels, ybuf, rows, cols);
   if (j->own == NULL) EmberBackendFreeWorkspace(1, 0, panels);
   return 0;
 }
@@ -295,7 +398,11 @@ static int32_t ember_q8_conv_impl(const void* x_, const void* w_, const int32_t*
   uint8_t* zrow = (uint8_t*)(offs2 + 4 * k4);
   uint8_t* padded = zrow + ld;
   memset(zrow, 0, (size_t)ld);
-  const int npan = ((mode == 2 ? F : P) + 15) / 16;
+  int real = 0;
+#if defined(EMBER_Q8_REAL_POSITIONS)
+  real = mode == 2 && ember_q8_real_span(P, OW, Wq) < 32;
+#endif
+  const int npan = ((mode == 2 && !real ? F : P) + 15) / 16;
   const int threads = EmberBackendGetNumThreads();
   int ch = chunk;
   const int par = threads > 1 && (long)M * K * P >= EMBER_Q8_PAR_MACS && npan > 1;
@@ -314,8 +421,9 @@ static int32_t ember_q8_conv_impl(const void* x_, const void* w_, const int32_t*
   ember_q8_conv_job job = {NULL, (const uint8_t*)w_, bias, mult, &e, NULL, NULL, offs, offs2, zrow,
                            padded, C, H, W, M, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, xpad,
                            flip, ch, mode, Wq, F, nfix, 0, NULL};
+  job.real = real;
   job.task_bytes = (size_t)ch * k4 * 64 + (size_t)ybytes * ld;
-  job.task_bytes += (mode == 2 ? 0 : (size_t)K * ld) + 64;
+  job.task_bytes += (mode == 2 ? 0 : (size_t)K * ld) + 16 * (size_t)k4 + 64;
   if (!par) { /* one task on the caller: its buffers follow the image in the planned scratch */
     const size_t image = mode == 2 ? (size_t)C * cplane + Wq + 64 : (subsample ? (size_t)C * P : 0);
     job.own = (uint8_t*)(((uintptr_t)(padded + image) + 63u) & ~(uintptr_t)63u);
