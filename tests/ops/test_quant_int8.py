@@ -498,15 +498,18 @@ def test_depthwise_same3_from_the_image_equals_avx2_bitwise(x_dtype, shape) -> N
 
 
 @pytest.mark.skipif(not HAS_VNNI512, reason="the host has no AVX512_VNNI")
-@pytest.mark.parametrize("shape", [(1, 4, 7, 7), (1, 3, 14, 14), (1, 3, 9, 30)])
-def test_depthwise_same3_weights_past_int8_equal_avx2_bitwise(shape) -> None:
+@pytest.mark.parametrize(
+    "shape,stride",
+    [((1, 4, 7, 7), 1), ((1, 3, 14, 14), 1), ((1, 3, 9, 30), 1), ((1, 3, 14, 14), 2)],
+)
+def test_depthwise_weights_past_int8_equal_avx2_bitwise(shape, stride) -> None:
     """Taps past int8's range (a weight zero point of -100: w - zw up to 227) cannot go to
-    vpdpbusd: 3x3 stride-1 'same' depthwise keeps the int16 pairs (ember_q8_dw_same3 up to 16
-    wide, the planes beyond) and the AVX2 build's bytes."""
+    vpdpbusd: 3x3 depthwise keeps the int16 pairs (stride 1: ember_q8_dw_same3 up to 16
+    wide, the planes beyond; stride 2: ember_q8_dw_s2rows) and the AVX2 build's bytes."""
     c = shape[1]
     w = RNG.integers(-128, 128, (c, 1, 3, 3)).astype(np.int8)
     node = helper.make_node(
-        "Conv", ["xd", "wd", "bd"], ["c"], pads=[1, 1, 1, 1], strides=[1, 1], group=c
+        "Conv", ["xd", "wd", "bd"], ["c"], pads=[1, 1, 1, 1], strides=[stride] * 2, group=c
     )
     model, feeds = _chain(node, w, 0, True, "uint8", "uint8", True, shape, c)
     for init in model.graph.initializer:
@@ -555,12 +558,14 @@ def test_conv_int8_avx512_long_sums_equal_avx2_bitwise(c, kernel, hw) -> None:
         ("uint8", (1, 4, 14, 66), [1, 1, 0, 0]),  # no padding after: ONNX's SAME_UPPER-like
         ("int8", (1, 3, 7, 7), [1, 1, 1, 1]),  # 4 outputs a row, the last row's taps below
         ("uint8", (1, 2, 2, 1), [1, 1, 1, 1]),  # one column
+        ("int8", (1, 3, 5, 130), [1, 1, 1, 1]),  # 65 outputs a row: 3 steps, the last of 1
+        ("uint8", (1, 3, 4, 64), [1, 1, 0, 0]),  # 32 outputs: phase 1 reads to the row's end
     ],
 )
 def test_depthwise_stride2_rows_from_the_image_equal_avx2_bitwise(x_dtype, shape, pads) -> None:
-    """3x3 stride-2 depthwise (ember_q8_dw_s2rows: even and odd bytes of the image rows as
-    the taps, bytes outside it loaded as the zero point) gives the AVX2 planes' bytes and
-    onnxruntime's."""
+    """3x3 stride-2 depthwise (ember_q8_dw_s2vnni: the dwords at bytes 2 ow - 1 of the image
+    rows, two phases of 16 outputs, bytes outside it loaded as the zero point) gives the
+    AVX2 planes' bytes and onnxruntime's."""
     c = shape[1]
     w = RNG.integers(-128, 128, (c, 1, 3, 3)).astype(np.int8)
     node = helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], pads=pads, strides=[2, 2], group=c)

@@ -269,6 +269,76 @@ static inline void ember_q8_dw_s1flat(const uint8_t* xc, const int16_t* wc, int3
     _mm512_mask_storeu_epi8(yc + f, kn, _mm512_shuffle_epi8(b, tr));
   }
 }
+
+/* one channel of a 3x3 stride-2 depthwise convolution (weights in int8's range, padding 1
+   before, 0 or 1 after) on vpdpbusd, an output row at a time: the dword at image byte
+   2 ow - 1 of a row holds output ow's 3 taps of that row (and a fourth byte of weight 0),
+   and outputs ow, ow + 2 sit 4 bytes apart, so one load from byte 2 (ow0 + p) - 1 gives
+   the 16 outputs ow0 + p + 2j of phase p: 6 loads and 6 vpdpbusd for 32 outputs, not
+   ember_q8_dw_s2rows's 9 extractions and 5 pairs of shuffles and madds; bytes outside the
+   image loaded as the zero point, the zero point off the bias once (int8 data flipped to
+   uint8). The same integer sums (so bytes) as the planes' */
+static inline void ember_q8_dw_s2vnni(const uint8_t* xc, const int16_t* wc, int32_t bias,
+                                      float mult, const ember_q8_epi* e, uint8_t* yc, int H,
+                                      int W, int OH, int OW, int zx, int x_signed) {
+  const int flip = x_signed ? 0x80 : 0, zu = zx + (x_signed ? 128 : 0);
+  const __m512i fb = _mm512_set1_epi8((char)flip), zraw = _mm512_set1_epi8((char)(zu ^ flip));
+  const __m512i zb = _mm512_set1_epi8((char)zu);
+  int32_t wsum = 0;
+  __m512i wr[3];
+  for (int kh = 0; kh < 3; ++kh) {
+    const uint32_t q = (uint32_t)(uint8_t)wc[3 * kh] | (uint32_t)(uint8_t)wc[3 * kh + 1] << 8 |
+                       (uint32_t)(uint8_t)wc[3 * kh + 2] << 16;
+    wr[kh] = _mm512_set1_epi32((int32_t)q);
+    wsum += wc[3 * kh] + wc[3 * kh + 1] + wc[3 * kh + 2];
+  }
+  const __m512i b0 = _mm512_set1_epi32(bias - zu * wsum);
+  const __m512 m = _mm512_set1_ps(mult);
+  const __m512 top = _mm512_set1_ps(e->cap ? 1073741824.0f : INFINITY);
+  const __m512i zy = _mm512_set1_epi16(e->zy16), lo = _mm512_set1_epi16(e->lo16);
+  /* per 128-bit lane: words of outputs 0, 2, 4, 6, 1, 3, 5, 7 (as bytes) in order; then
+     the low 8 bytes of each lane together */
+  const __m512i tr = _mm512_broadcast_i32x4(
+      _mm_setr_epi8(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15));
+  const __m512i lanes = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
+  for (int ow0 = 0; ow0 < OW; ow0 += 32) {
+    __mmask64 k[2];
+    for (int p = 0; p < 2; ++p) { /* image bytes [0, W) of the load from 2 (ow0 + p) - 1 */
+      const int base = 2 * (ow0 + p) - 1, i0 = base < 0 ? -base : 0;
+      const int i1 = W - base < 64 ? W - base : 64;
+      k[p] = i1 <= i0 ? 0
+                      : (i1 >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << i1) - 1) &
+                            ~(((__mmask64)1 << i0) - 1);
+    }
+    const int n = OW - ow0 < 32 ? OW - ow0 : 32;
+    const __mmask32 kn = n >= 32 ? ~(__mmask32)0 : ((__mmask32)1 << n) - 1;
+    for (int oh = 0; oh < OH; ++oh) {
+      __m512i a0 = b0, a1 = b0;
+      _Pragma("GCC unroll 3") for (int kh = 0; kh < 3; ++kh) {
+        const int r = 2 * oh + kh - 1;
+        if (r < 0 || r >= H) {
+          a0 = _mm512_dpbusd_epi32(a0, zb, wr[kh]);
+          a1 = _mm512_dpbusd_epi32(a1, zb, wr[kh]);
+          continue;
+        }
+        const uint8_t* row = xc + (long)r * W + 2 * ow0;
+        __m512i x0 = _mm512_mask_loadu_epi8(zraw, k[0], (const uint8_t*)((uintptr_t)row - 1));
+        __m512i x1 = _mm512_mask_loadu_epi8(zraw, k[1], row + 1);
+        if (x_signed) x0 = _mm512_xor_si512(x0, fb), x1 = _mm512_xor_si512(x1, fb);
+        a0 = _mm512_dpbusd_epi32(a0, x0, wr[kh]);
+        a1 = _mm512_dpbusd_epi32(a1, x1, wr[kh]);
+      }
+#define EMBER_Q8_I32(X) \
+  _mm512_cvtps_epi32(_mm512_min_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(X), m), top))
+      __m512i s = _mm512_packs_epi32(EMBER_Q8_I32(a0), EMBER_Q8_I32(a1));
+#undef EMBER_Q8_I32
+      s = _mm512_max_epi16(_mm512_adds_epi16(s, zy), lo);
+      __m512i b = e->is_signed ? _mm512_packs_epi16(s, s) : _mm512_packus_epi16(s, s);
+      b = _mm512_permutexvar_epi64(lanes, _mm512_shuffle_epi8(b, tr));
+      _mm256_mask_storeu_epi8(yc + (long)oh * OW + ow0, kn, _mm512_castsi512_si256(b));
+    }
+  }
+}
 #endif
 #endif
 """

@@ -306,6 +306,13 @@ static inline void ember_q8_dw_channel(const ember_q8_dw_job* jb, long nc, int16
                       (const uint32_t*)plane);
     return;
   }
+#if defined(__AVX512VNNI__)
+  if (KH == 3 && KW == 3 && sh == 2 && sw == 2 && dh == 1 && dw == 1 && ph == 1 && pw == 1 &&
+      jb->taps8) {
+    ember_q8_dw_s2vnni(xc, wc, bias[c], mult[c], jb->e, yc, H, W, OH, OW, zx, x_signed);
+    return;
+  }
+#endif
   if (KH == 3 && KW == 3 && sh == 2 && sw == 2 && dh == 1 && dw == 1 && ph == 1 && pw == 1) {
     ember_q8_dw_s2rows(xc, wc, bias[c], mult[c], jb->e, yc, H, W, OH, OW, zx, x_signed);
     return;
