@@ -250,7 +250,7 @@ def quantized_dwconv_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type)
     phases = 2 * sw * hp * ((wp + sw - 1) // sw + 16)
     hq, wq = oh + (kh - 1) * dh // sh, ow + (kw - 1) * dw // sw
     flat = 2 * (sh * sw * hq * wq + wq + 32) + oh * wq + 32  # AVX2: phase planes, output rows
-    nbytes = max(phases, flat)
+    nbytes = max(phases, flat, 416)  # AVX-512 VBMI: ember_q8_s2small_tab's 416 bytes
     ints = [n, c, h, w, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw, int(attrs["x_zero_point"])]
     ints += [int(x.dtype == "int8"), *_epilogue(attrs, out_type), nbytes]  # a serial run's plane
 

@@ -558,14 +558,18 @@ def test_conv_int8_avx512_long_sums_equal_avx2_bitwise(c, kernel, hw) -> None:
         ("uint8", (1, 4, 14, 66), [1, 1, 0, 0]),  # no padding after: ONNX's SAME_UPPER-like
         ("int8", (1, 3, 7, 7), [1, 1, 1, 1]),  # 4 outputs a row, the last row's taps below
         ("uint8", (1, 2, 2, 1), [1, 1, 1, 1]),  # one column
+        ("uint8", (2, 5, 14, 14), [1, 1, 1, 1]),  # MobileNetV2's 14 -> 7: 4 rows, then 3
+        ("int8", (1, 3, 13, 14), [1, 1, 0, 0]),  # 6 x 7 outputs: the table's last rows outside
+        ("uint8", (1, 4, 17, 9), [1, 1, 1, 1]),  # 9 x 5: the last vector of 1 row
         ("int8", (1, 3, 5, 130), [1, 1, 1, 1]),  # 65 outputs a row: 3 steps, the last of 1
         ("uint8", (1, 3, 4, 64), [1, 1, 0, 0]),  # 32 outputs: phase 1 reads to the row's end
     ],
 )
 def test_depthwise_stride2_rows_from_the_image_equal_avx2_bitwise(x_dtype, shape, pads) -> None:
     """3x3 stride-2 depthwise (ember_q8_dw_s2vnni: the dwords at bytes 2 ow - 1 of the image
-    rows, two phases of 16 outputs, bytes outside it loaded as the zero point) gives the
-    AVX2 planes' bytes and onnxruntime's."""
+    rows, two phases of 16 outputs, bytes outside it loaded as the zero point; on maps up to
+    14 wide ember_q8_dw_s2small: 4 output rows a vector, the taps gathered by vpermt2b)
+    gives the AVX2 planes' bytes and onnxruntime's."""
     c = shape[1]
     w = RNG.integers(-128, 128, (c, 1, 3, 3)).astype(np.int8)
     node = helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], pads=pads, strides=[2, 2], group=c)
@@ -576,4 +580,7 @@ def test_depthwise_stride2_rows_from_the_image_equal_avx2_bitwise(x_dtype, shape
     np.testing.assert_array_equal(narrow, want)
     with num_threads(1):
         wide = run_onnx_compiled(model, feeds, target=AVX512_VNNI)[0]
+        # VNNI without VBMI (Cascade Lake): ember_q8_dw_s2vnni on the small maps too
+        no_vbmi = run_onnx_compiled(model, feeds, target="c -mcpu=cascadelake")[0]
     np.testing.assert_array_equal(wide, narrow)
+    np.testing.assert_array_equal(no_vbmi, narrow)

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 from ember.codegen.c.int8_dw_same3 import DW_SAME3_C
+from ember.codegen.c.int8_dw_vnni import DW_VNNI_C
 from ember.codegen.c.int8_pool import POOL_C
 
 #: the call_extern names this block defines (the max pool of int8_pool.py appended).
@@ -309,6 +310,14 @@ static inline void ember_q8_dw_channel(const ember_q8_dw_job* jb, long nc, int16
 #if defined(__AVX512VNNI__)
   if (KH == 3 && KW == 3 && sh == 2 && sw == 2 && dh == 1 && dw == 1 && ph == 1 && pw == 1 &&
       jb->taps8) {
+#if defined(__AVX512VBMI__)
+    if (W <= EMBER_Q8_S2SMALL_MAX_W) { /* its indexes in the plane's scratch, once per task */
+      if (first) ember_q8_s2small_tab(W, OW, (uint8_t*)plane);
+      ember_q8_dw_s2small(xc, wc, bias[c], mult[c], jb->e, yc, H, W, OH, OW, zx, x_signed,
+                          (const uint8_t*)plane);
+      return;
+    }
+#endif
     ember_q8_dw_s2vnni(xc, wc, bias[c], mult[c], jb->e, yc, H, W, OH, OW, zx, x_signed);
     return;
   }
@@ -485,4 +494,4 @@ static inline int32_t ember_q8_qlinear_add(const void* a_, const void* b_, void*
 """
 
 #: the whole block: depthwise convolution, QLinearAdd, then the 8-bit max pool.
-DW_ADD_KERNELS_C = DW_SAME3_C + _DW_ADD_C + POOL_C
+DW_ADD_KERNELS_C = DW_SAME3_C + DW_VNNI_C + _DW_ADD_C + POOL_C
