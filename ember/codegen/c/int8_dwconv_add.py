@@ -18,9 +18,9 @@ from ember.codegen.c.int8_dw_same3 import DW_SAME3_C
 from ember.codegen.c.int8_dw_vnni import DW_VNNI_C
 from ember.codegen.c.int8_pool import POOL_C
 
-#: the call_extern names this block defines (the max pool of int8_pool.py appended).
+#: the call_extern names this block defines (the pools of int8_pool.py appended).
 DW_ADD_KERNEL_NAMES: frozenset[str] = frozenset(
-    {"ember_q8_dwconv", "ember_q8_qlinear_add", "ember_q8_max_pool"}
+    {"ember_q8_dwconv", "ember_q8_qlinear_add", "ember_q8_max_pool", "ember_q8_global_avg_pool"}
 )
 
 #: key of the helper block in a FileContext (sorted after int8_kernels.HELPER_KEY).
