@@ -559,6 +559,7 @@ def test_conv_int8_avx512_long_sums_equal_avx2_bitwise(c, kernel, hw) -> None:
         ("int8", (1, 3, 7, 7), [1, 1, 1, 1]),  # 4 outputs a row, the last row's taps below
         ("uint8", (1, 2, 2, 1), [1, 1, 1, 1]),  # one column
         ("uint8", (2, 5, 14, 14), [1, 1, 1, 1]),  # MobileNetV2's 14 -> 7: 4 rows, then 3
+        ("int8", (1, 240, 14, 14), [1, 1, 1, 1]),  # above the parallel threshold at 2 threads
         ("int8", (1, 3, 13, 14), [1, 1, 0, 0]),  # 6 x 7 outputs: the table's last rows outside
         ("uint8", (1, 4, 17, 9), [1, 1, 1, 1]),  # 9 x 5: the last vector of 1 row
         ("int8", (1, 3, 5, 130), [1, 1, 1, 1]),  # 65 outputs a row: 3 steps, the last of 1
@@ -582,5 +583,8 @@ def test_depthwise_stride2_rows_from_the_image_equal_avx2_bitwise(x_dtype, shape
         wide = run_onnx_compiled(model, feeds, target=AVX512_VNNI)[0]
         # VNNI without VBMI (Cascade Lake): ember_q8_dw_s2vnni on the small maps too
         no_vbmi = run_onnx_compiled(model, feeds, target="c -mcpu=cascadelake")[0]
+    with num_threads(2):  # every task finds its own tables
+        wide2 = run_onnx_compiled(model, feeds, target=AVX512_VNNI)[0]
     np.testing.assert_array_equal(wide, narrow)
     np.testing.assert_array_equal(no_vbmi, narrow)
+    np.testing.assert_array_equal(wide2, narrow)

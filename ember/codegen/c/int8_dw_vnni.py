@@ -188,14 +188,21 @@ static inline void ember_q8_dw_s2vnni(const uint8_t* xc, const int16_t* wc, int3
    task: per channel they took 3 of 4 parts of the kernel's time */
 static inline void ember_q8_s2small_tab(int W, int OW, uint8_t* tab) {
   for (int kh = 0; kh < 3; ++kh) {
-    for (int p = 0; p < 2; ++p, tab += 64) {
-      for (int i = 0; i < 64; ++i) {
-        const int l = i / 16, j = i % 16 / 4, b = i % 4, col = 2 * (p + 2 * j) - 1 + b;
-        tab[i] = b < 3 && col >= 0 && col < W ? (uint8_t)((2 * l + kh) * W + col) : 127;
+    for (int p = 0; p < 2; ++p) {
+      for (int l = 0; l < 4; ++l) {
+        for (int j = 0; j < 4; ++j) {
+          for (int b = 0; b < 4; ++b, ++tab) {
+            const int col = 2 * (p + 2 * j) - 1 + b;
+            *tab = b < 3 && col >= 0 && col < W ? (uint8_t)((2 * l + kh) * W + col) : 127;
+          }
+        }
       }
     }
   }
-  for (int k = 0; k < 32; ++k) tab[k] = k < 4 * OW ? (uint8_t)(8 * (k / OW) + k % OW) : 0;
+  memset(tab, 0, 32);
+  for (int r = 0; r < 4; ++r) {
+    for (int c = 0; c < OW; ++c) tab[r * OW + c] = (uint8_t)(8 * r + c);
+  }
 }
 
 /* bits [lo, hi) of a 64-bit mask (both clamped to [0, 64]) */
