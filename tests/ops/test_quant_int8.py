@@ -560,6 +560,8 @@ def test_conv_int8_avx512_long_sums_equal_avx2_bitwise(c, kernel, hw) -> None:
         ("uint8", (1, 2, 2, 1), [1, 1, 1, 1]),  # one column
         ("uint8", (2, 5, 14, 14), [1, 1, 1, 1]),  # MobileNetV2's 14 -> 7: 4 rows, then 3
         ("int8", (1, 240, 14, 14), [1, 1, 1, 1]),  # above the parallel threshold at 2 threads
+        ("uint8", (1, 3, 14, 14), [1, 1, 2, 2]),  # 8 x 8 outputs: every lane of the rows
+        ("uint8", (1, 3, 14, 14), [1, 1, 4, 4]),  # 9 x 9 outputs: too wide for 4 rows a vector
         ("int8", (1, 3, 13, 14), [1, 1, 0, 0]),  # 6 x 7 outputs: the table's last rows outside
         ("uint8", (1, 4, 17, 9), [1, 1, 1, 1]),  # 9 x 5: the last vector of 1 row
         ("int8", (1, 3, 5, 130), [1, 1, 1, 1]),  # 65 outputs a row: 3 steps, the last of 1

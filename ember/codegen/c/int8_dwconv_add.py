@@ -311,7 +311,9 @@ static inline void ember_q8_dw_channel(const ember_q8_dw_job* jb, long nc, int16
   if (KH == 3 && KW == 3 && sh == 2 && sw == 2 && dh == 1 && dw == 1 && ph == 1 && pw == 1 &&
       jb->taps8) {
 #if defined(__AVX512VBMI__)
-    if (W <= EMBER_Q8_S2SMALL_MAX_W) { /* its indexes in the plane's scratch, once per task */
+    if (W <= EMBER_Q8_S2SMALL_MAX_W && OW <= 8) { /* (more padding after: wider rows) its
+                                                     indexes in the plane's scratch, once
+                                                     per task */
       if (first) ember_q8_s2small_tab(W, OW, (uint8_t*)plane);
       ember_q8_dw_s2small(xc, wc, bias[c], mult[c], jb->e, yc, H, W, OH, OW, zx, x_signed,
                           (const uint8_t*)plane);
