@@ -251,7 +251,7 @@ def quantized_dwconv_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type)
     phases = 2 * sw * hp * ((wp + sw - 1) // sw + 16)
     hq, wq = oh + (kh - 1) * dh // sh, ow + (kw - 1) * dw // sw
     flat = 2 * (sh * sw * hq * wq + wq + 32) + oh * wq + 32  # AVX2: phase planes, output rows
-    nbytes = max(phases, flat)
+    nbytes = max(phases, flat, 416)  # AVX-512 VBMI: ember_q8_s2small_tab's 416 bytes
     ints = [n, c, h, w, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw, int(attrs["x_zero_point"])]
     ints += [int(x.dtype == "int8"), *_epilogue(attrs, out_type), nbytes]  # a serial run's plane
 
@@ -331,6 +331,28 @@ def quantized_max_pool_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Typ
     return _layer_extern("ember_q8_max_pool", "q8_max_pool", inputs, ty, nbytes, ints)
 
 
+@register_compute("quantized_global_avg_pool_int8")
+def quantized_global_avg_pool_int8(
+    inputs: list[te.Tensor], attrs: Attrs, out_type: Type
+) -> te.Tensor:
+    """``ember_q8_global_avg_pool``: per plane an integer sum (vpsadbw), one multiply."""
+    x = inputs[0]
+    ty = out_tensor_type(out_type)
+    n, c, h, w = (int(d) for d in static_shape(x))
+    scale = tir.const(float(np.float32(attrs["scale"])), "float32")
+    ints = [n * c, h * w, int(attrs["x_zero_point"]), int(attrs["y_zero_point"])]
+    ints += [int(x.dtype == "int8"), int(ty.dtype == "int8")]
+
+    def body(ins: list[Buffer], outs: list[Buffer]) -> Stmt:
+        args = [ins[0].data, outs[0].data, scale, *_i32(*ints)]
+        status = call_extern("int32", "ember_q8_global_avg_pool", *args)
+        return AssertStmt(eq(status, 0), "", seq())
+
+    out = te.extern(ty.shape, inputs, body, "q8_gap", dtype=ty.dtype)
+    assert isinstance(out, te.Tensor)
+    return out
+
+
 def _c_only(ctx: ScheduleContext) -> None:
     raise CompileError(
         f"target '{ctx.target}': the int8 kernels (vpmaddubsw tiles) are C source; compile "
@@ -346,5 +368,6 @@ _INT8_OPS = (
     "quantized_matmul_integer_int8",
     "quantized_conv_integer_int8",
 )
-for _name in (*_INT8_OPS, "quantized_add_int8", "quantized_max_pool_int8"):
+_POOLS = ("quantized_max_pool_int8", "quantized_global_avg_pool_int8")
+for _name in (*_INT8_OPS, "quantized_add_int8", *_POOLS):
     register_schedule(_name, key="llvm")(_c_only)

@@ -253,6 +253,38 @@ def _rewrite_max_pool(q: Call, new: Mapping[int, Expr], int8_kernels: bool) -> E
     return call(op, x, name=pool.name, **dict(pool.attrs))  # type: ignore[attr-defined]
 
 
+def _rewrite_global_avg_pool(q: Call, new: Mapping[int, Expr]) -> Expr | None:
+    """quantize(global_avg_pool(dequantize(x))) of 8-bit NCHW data, per-tensor parameters ->
+    ``quantized_global_avg_pool_int8``: onnxruntime's QLinearGlobalAveragePool (the QDQ
+    transformer makes it of this chain), integer sums and one float32 multiplier
+    ``sx / (sy * H * W)`` (taken where onnxruntime takes it: in [2^-32, 256))."""
+    pool = q.args[0]
+    if _op(pool) != "nn.global_avg_pool" or pool.attrs["data_layout"] != "NCHW":  # type: ignore[attr-defined]
+        return None
+    src = _scalar_dq(pool.args[0], new)  # type: ignore[attr-defined]
+    out = _consts(*q.args[1:])
+    if src is None or out is None or out[0].size != 1:
+        return None
+    x, sx, zx = src
+    eight = {x.tensor_type.dtype, q.tensor_type.dtype} <= {"int8", "uint8"}
+    if not eight or x.tensor_type.ndim != 4:
+        return None
+    hw = int(x.tensor_type.shape[2]) * int(x.tensor_type.shape[3])
+    f32 = np.float32
+    scale = f32(sx) / (f32(out[0].reshape(())) * f32(hw))
+    if not 2.0**-32 <= scale < 256.0:
+        return None
+    return call(
+        "quantized_global_avg_pool_int8",
+        x,
+        scale=float(scale),
+        x_zero_point=zx,
+        y_zero_point=int(out[1].reshape(())),
+        dtype=q.tensor_type.dtype,
+        name=pool.name,  # type: ignore[attr-defined]
+    )
+
+
 def fuse_qdq(mod: IRModule, int8_kernels: bool = True) -> IRModule:
     """dequantize -> conv/dense/matmul [-> add bias] [-> relu] -> quantize chains as integer
     kernels with a requantizing epilogue (``int8_kernels``: whole-layer 8-bit kernels where
@@ -275,6 +307,8 @@ def fuse_qdq(mod: IRModule, int8_kernels: bool = True) -> IRModule:
             if uses.get(id(old.args[0])) == 1:
                 out = _rewrite_add(old, new, uses, int8_kernels)
                 out = out or _rewrite_max_pool(old, new, int8_kernels)
+                if int8_kernels:  # a C kernel (the llvm kinds refuse int8 kernels)
+                    out = out or _rewrite_global_avg_pool(old, new)
                 if out is not None:
                     return out
             return lut_chain(rebuilt) if int8_kernels else None  # type: ignore[arg-type]

@@ -464,21 +464,23 @@ def test_dense_int8_avx512_vnni_equals_avx2_bitwise(rows: int, units: int) -> No
 @pytest.mark.parametrize(
     "x_dtype,shape",
     [
-        ("uint8", (2, 11, 7, 7)),  # MobileNetV2's 7x7: 49 positions, a vector of 17
-        ("int8", (1, 5, 14, 14)),  # rows of 14 across the 32-lane vectors
-        ("uint8", (1, 3, 3, 16)),  # the widest map the kernel takes
+        ("uint8", (2, 11, 7, 7)),  # MobileNetV2's 7x7: 49 positions, one step of 64
+        ("int8", (1, 5, 14, 14)),  # rows of 14 across the steps of 64; int8 data flipped
+        ("uint8", (1, 3, 3, 16)),  # 48 positions: a row end at every phase
         ("int8", (1, 4, 1, 5)),  # one row: no row above or below
         ("uint8", (1, 3, 9, 1)),  # one column: no column left or right
-        ("uint8", (1, 3, 9, 17)),  # wider: the int16 planes
-        ("uint8", (1, 3, 5, 56)),  # rows of 56: ember_q8_dw_s1rows (vpdpbusd), 1 step of 64
-        ("int8", (1, 2, 4, 130)),  # 3 steps, the last of 2; int8 data flipped to uint8
+        ("uint8", (1, 3, 2, 2)),  # two columns: every output at a side
+        ("uint8", (1, 3, 9, 17)),  # rows of 17: column 0 at every phase of the dwords
+        ("uint8", (1, 3, 5, 56)),  # rows of 56
+        ("int8", (1, 2, 4, 130)),  # rows longer than a step
         ("uint8", (2, 3, 1, 64)),  # one row of exactly 64
+        ("uint8", (1, 6, 28, 28)),  # MobileNetV2's 28x28: 13 steps, the last of 16
     ],
 )
 def test_depthwise_same3_from_the_image_equals_avx2_bitwise(x_dtype, shape) -> None:
-    """3x3 stride-1 'same' depthwise read from the image (ember_q8_dw_same3 on small maps,
-    ember_q8_dw_s1rows on rows of 48 and more: the bytes outside it as the zero point) gives
-    the AVX2 planes' bytes, on 1 and 2 threads, and onnxruntime's."""
+    """3x3 stride-1 'same' depthwise read from the image (ember_q8_dw_s1flat: 64 outputs of
+    the flattened map a step, the bytes outside it masked to the zero point) gives the AVX2
+    planes' bytes, on 1 and 2 threads, and onnxruntime's."""
     c = shape[1]
     w = RNG.integers(-128, 128, (c, 1, 3, 3)).astype(np.int8)
     node = helper.make_node(
@@ -493,6 +495,32 @@ def test_depthwise_same3_from_the_image_equals_avx2_bitwise(x_dtype, shape) -> N
         with num_threads(threads):
             wide = run_onnx_compiled(model, feeds, target=AVX512_VNNI)[0]
         np.testing.assert_array_equal(wide, narrow)
+
+
+@pytest.mark.skipif(not HAS_VNNI512, reason="the host has no AVX512_VNNI")
+@pytest.mark.parametrize(
+    "shape,stride",
+    [((1, 4, 7, 7), 1), ((1, 3, 14, 14), 1), ((1, 3, 9, 30), 1), ((1, 3, 14, 14), 2)],
+)
+def test_depthwise_weights_past_int8_equal_avx2_bitwise(shape, stride) -> None:
+    """Taps past int8's range (a weight zero point of -100: w - zw up to 227) cannot go to
+    vpdpbusd: 3x3 depthwise keeps the int16 pairs (stride 1: ember_q8_dw_same3 up to 16
+    wide, the planes beyond; stride 2: ember_q8_dw_s2rows) and the AVX2 build's bytes."""
+    c = shape[1]
+    w = RNG.integers(-128, 128, (c, 1, 3, 3)).astype(np.int8)
+    node = helper.make_node(
+        "Conv", ["xd", "wd", "bd"], ["c"], pads=[1, 1, 1, 1], strides=[stride] * 2, group=c
+    )
+    model, feeds = _chain(node, w, 0, True, "uint8", "uint8", True, shape, c)
+    for init in model.graph.initializer:
+        if init.name == "w_z":
+            init.CopyFrom(onnx.numpy_helper.from_array(np.full(c, -100, np.int8), "w_z"))
+    assert "quantized_dwconv_int8" in _ops(model)
+    narrow = run_onnx_compiled(model, feeds, target=AVX2)[0]
+    np.testing.assert_array_equal(narrow, run_onnx_reference(model, feeds)[0])
+    with num_threads(1):
+        wide = run_onnx_compiled(model, feeds, target=AVX512_VNNI)[0]
+    np.testing.assert_array_equal(wide, narrow)
 
 
 @pytest.mark.skipif(not HAS_VNNI512, reason="the host has no AVX512_VNNI")
@@ -532,12 +560,21 @@ def test_conv_int8_avx512_long_sums_equal_avx2_bitwise(c, kernel, hw) -> None:
         ("uint8", (1, 4, 14, 66), [1, 1, 0, 0]),  # no padding after: ONNX's SAME_UPPER-like
         ("int8", (1, 3, 7, 7), [1, 1, 1, 1]),  # 4 outputs a row, the last row's taps below
         ("uint8", (1, 2, 2, 1), [1, 1, 1, 1]),  # one column
+        ("uint8", (2, 5, 14, 14), [1, 1, 1, 1]),  # MobileNetV2's 14 -> 7: 4 rows, then 3
+        ("int8", (1, 240, 14, 14), [1, 1, 1, 1]),  # above the parallel threshold at 2 threads
+        ("uint8", (1, 3, 14, 14), [1, 1, 2, 2]),  # 8 x 8 outputs: every lane of the rows
+        ("uint8", (1, 3, 14, 14), [1, 1, 4, 4]),  # 9 x 9 outputs: too wide for 4 rows a vector
+        ("int8", (1, 3, 13, 14), [1, 1, 0, 0]),  # 6 x 7 outputs: the table's last rows outside
+        ("uint8", (1, 4, 17, 9), [1, 1, 1, 1]),  # 9 x 5: the last vector of 1 row
+        ("int8", (1, 3, 5, 130), [1, 1, 1, 1]),  # 65 outputs a row: 3 steps, the last of 1
+        ("uint8", (1, 3, 4, 64), [1, 1, 0, 0]),  # 32 outputs: phase 1 reads to the row's end
     ],
 )
 def test_depthwise_stride2_rows_from_the_image_equal_avx2_bitwise(x_dtype, shape, pads) -> None:
-    """3x3 stride-2 depthwise (ember_q8_dw_s2rows: even and odd bytes of the image rows as
-    the taps, bytes outside it loaded as the zero point) gives the AVX2 planes' bytes and
-    onnxruntime's."""
+    """3x3 stride-2 depthwise (ember_q8_dw_s2vnni: the dwords at bytes 2 ow - 1 of the image
+    rows, two phases of 16 outputs, bytes outside it loaded as the zero point; on maps up to
+    14 wide ember_q8_dw_s2small: 4 output rows a vector, the taps gathered by vpermt2b)
+    gives the AVX2 planes' bytes and onnxruntime's."""
     c = shape[1]
     w = RNG.integers(-128, 128, (c, 1, 3, 3)).astype(np.int8)
     node = helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], pads=pads, strides=[2, 2], group=c)
@@ -548,7 +585,13 @@ def test_depthwise_stride2_rows_from_the_image_equal_avx2_bitwise(x_dtype, shape
     np.testing.assert_array_equal(narrow, want)
     with num_threads(1):
         wide = run_onnx_compiled(model, feeds, target=AVX512_VNNI)[0]
+        # VNNI without VBMI (Cascade Lake): ember_q8_dw_s2vnni on the small maps too
+        no_vbmi = run_onnx_compiled(model, feeds, target="c -mcpu=cascadelake")[0]
+    with num_threads(2):  # every task finds its own tables
+        wide2 = run_onnx_compiled(model, feeds, target=AVX512_VNNI)[0]
     np.testing.assert_array_equal(wide, narrow)
+    np.testing.assert_array_equal(no_vbmi, narrow)
+    np.testing.assert_array_equal(wide2, narrow)
 
 
 @pytest.mark.skipif(not HAS_VNNI512, reason="the host has no AVX512_VNNI")

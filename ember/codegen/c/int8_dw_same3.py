@@ -1,18 +1,17 @@
-"""C source of the AVX-512 depthwise kernels that read their taps from the image, no int16
-planes (``ember_q8_dw_same3``: 3x3 stride 1 on small maps, ``ember_q8_dw_s1rows``: 3x3
-stride 1 on rows of 48 and more, with VNNI, ``ember_q8_dw_s2rows``: 3x3 stride 2), called
-by ``ember_q8_dw_channel`` of ``int8_dwconv_add.py`` (this text precedes that block), and
-the 32-output requantization ``ember_q8_requant32_dw`` they share with its phase planes.
+"""C source of the AVX-512 depthwise kernels that read their taps from the image as int16
+pairs, no planes (``ember_q8_dw_same3``: 3x3 stride 1 'same' on small maps, ``ember_q8_dw_s2rows``:
+3x3 stride 2), for taps past int8's range (the rest take the vpdpbusd kernels of
+``int8_dw_vnni.py``), called by ``ember_q8_dw_channel`` of ``int8_dwconv_add.py`` (this
+text and then int8_dw_vnni.py's precede that block), and the 32-output requantization
+``ember_q8_requant32_dw`` they share with its phase planes.
 
 A 3x3 stride-1 depthwise convolution with padding 1 keeps the map's size, so output
 ``oh * W + ow`` is grid position ``p`` of the image itself and tap ``(kh, kw)`` the byte at
 ``p + (kh - 1) * W + kw - 1``: the taps are read straight from the image, 32 lanes at a time,
 with the lanes that fall outside it (the row above the first, below the last, left of
 column 0, right of the last column: a table of masks per vector, found once per task)
-loaded as the zero point, and the 32 outputs stored in place. On 7x7 and 14x14 maps
-(MobileNetV2) this drops the int16 planes' per-row widening and the row copies of the
-outputs, which cost more there than the products. The sums are the planes' (the same
-int16 pairs, exact), so the bytes are the AVX2 build's.
+loaded as the zero point, and the 32 outputs stored in place. The sums are the planes'
+(the same int16 pairs, exact), so the bytes are the AVX2 build's.
 """
 
 from __future__ import annotations
@@ -27,10 +26,6 @@ enum { EMBER_Q8_SAME3_TAB = 5 };
    the planes' per-row costs are small and the 9 byte-to-word widenings per vector, not 1,
    load the shuffle unit) */
 #define EMBER_Q8_SAME3_MAX_W 16
-/* ember_q8_dw_s1rows (VNNI) from this width on: its rows step 64 outputs (MobileNetV2 int8,
-   1 thread, vs the planes: 56x56 0.087 -> 0.069 ms, 112x112 0.072 -> 0.053; 28x28, 28 of
-   64 lanes, 0.070 -> 0.090) */
-#define EMBER_Q8_S1ROWS_MIN_W 48
 
 /* ember_q8_store16c (interleaved) on 32 outputs: the per-lane int16 pack puts them in
    order; the byte saturation of the pack is the min with hi (s >= lo already) */
@@ -179,69 +174,6 @@ static inline void ember_q8_dw_s2rows(const uint8_t* xc, const int16_t* wc, int3
       const __m256i out = ember_q8_requant32_dw(
           _mm512_add_epi32(lo, bv), _mm512_add_epi32(hi, bv), m, zy, lo16, hi16, e->cap);
       _mm256_mask_storeu_epi8(yc + (long)oh * OW + ow0, kn, out);
-    }
-  }
-}
-/* one channel of a 3x3 stride-1 'same' depthwise convolution (weights in int8's range) from
-   the image an output row at a time, on vpdpbusd: the dword at byte c - 1 of an image row
-   holds x[c - 1], x[c], x[c + 1], x[c + 2], so one vpdpbusd by (w0, w1, w2, 0) sums a row's
-   3 taps of output c; 4 loads (bytes -1, 0, 1, 2) cover outputs c = 0, 1, 2, 3 mod 4, 64 a
-   row step, no widening and no pairs' shuffles. The zero point comes off the bias once
-   (zx * the weights' sum; bytes outside the image loaded as zx, int8 data flipped to
-   uint8): the same integer sums as the planes', requantized as ember_q8_store64 */
-static inline void ember_q8_dw_s1rows(const uint8_t* xc, const int16_t* wc, int32_t bias,
-                                      float mult, const ember_q8_epi* e, uint8_t* yc, int H,
-                                      int W, int zx, int x_signed) {
-  const int flip = x_signed ? 0x80 : 0, zu = zx + (x_signed ? 128 : 0);
-  const __m512i fb = _mm512_set1_epi8((char)flip), zraw = _mm512_set1_epi8((char)(zu ^ flip));
-  const __m512i zb = _mm512_set1_epi8((char)zu);
-  int32_t wsum = 0;
-  __m512i wr[3];
-  for (int kh = 0; kh < 3; ++kh) {
-    const uint32_t q = (uint32_t)(uint8_t)wc[3 * kh] | (uint32_t)(uint8_t)wc[3 * kh + 1] << 8 |
-                       (uint32_t)(uint8_t)wc[3 * kh + 2] << 16;
-    wr[kh] = _mm512_set1_epi32((int32_t)q);
-    wsum += wc[3 * kh] + wc[3 * kh + 1] + wc[3 * kh + 2];
-  }
-  const __m512i b0 = _mm512_set1_epi32(bias - zu * wsum);
-  const __m512 m = _mm512_set1_ps(mult);
-  const __m512 top = _mm512_set1_ps(e->cap ? 1073741824.0f : INFINITY);
-  const __m512i zy = _mm512_set1_epi16(e->zy16), lo = _mm512_set1_epi16(e->lo16);
-  /* per 128-bit lane: bytes of phases 0-3 (4 each) to outputs in order */
-  const __m512i tr = _mm512_broadcast_i32x4(
-      _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
-  for (int oh = 0; oh < H; ++oh) {
-    for (int c0 = 0; c0 < W; c0 += 64) {
-      __m512i acc[4] = {b0, b0, b0, b0};
-      _Pragma("GCC unroll 3") for (int kh = 0; kh < 3; ++kh) {
-        const int r = oh + kh - 1;
-        if (r < 0 || r >= H) {
-          _Pragma("GCC unroll 4") for (int d = 0; d < 4; ++d) acc[d] =
-              _mm512_dpbusd_epi32(acc[d], zb, wr[kh]);
-          continue;
-        }
-        _Pragma("GCC unroll 4") for (int d = 0; d < 4; ++d) {
-          const int start = c0 + d - 1, j0 = start < 0 ? -start : 0;
-          const int j1 = W - start < 64 ? W - start : 64; /* bytes [j0, j1) in the row */
-          const __mmask64 k = (j1 >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << j1) - 1) &
-                              ~(((__mmask64)1 << j0) - 1);
-          const uint8_t* src = (const uint8_t*)((uintptr_t)(xc + (long)r * W) + (intptr_t)start);
-          const __m512i x = _mm512_xor_si512(_mm512_mask_loadu_epi8(zraw, k, src), fb);
-          acc[d] = _mm512_dpbusd_epi32(acc[d], x, wr[kh]);
-        }
-      }
-#define EMBER_Q8_I32(X) \
-  _mm512_cvtps_epi32(_mm512_min_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(X), m), top))
-      __m512i s01 = _mm512_packs_epi32(EMBER_Q8_I32(acc[0]), EMBER_Q8_I32(acc[1]));
-      __m512i s23 = _mm512_packs_epi32(EMBER_Q8_I32(acc[2]), EMBER_Q8_I32(acc[3]));
-#undef EMBER_Q8_I32
-      s01 = _mm512_max_epi16(_mm512_adds_epi16(s01, zy), lo);
-      s23 = _mm512_max_epi16(_mm512_adds_epi16(s23, zy), lo);
-      const __m512i b =
-          e->is_signed ? _mm512_packs_epi16(s01, s23) : _mm512_packus_epi16(s01, s23);
-      const int n = W - c0 < 64 ? W - c0 : 64;
-      const __mmask64 kn = n >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << n) - 1;
-      _mm512_mask_storeu_epi8(yc + (long)oh * W + c0, kn, _mm512_shuffle_epi8(b, tr));
     }
   }
 }

@@ -102,4 +102,44 @@ static inline int32_t ember_q8_max_pool(const void* x_, void* y_, void* scratch,
   }
   return 0;
 }
+/* onnxruntime's QLinearGlobalAveragePool on 8-bit NCHW planes of hw bytes: per plane the
+   exact sum of its bytes (vpsadbw: 64 at a time; int8 data flipped to uint8, 128 a byte
+   off the sum) minus zx * hw, times scale (float32), clamped to the output range less zy,
+   rounded half to even (cvtps, the default rounding mode), plus zy */
+static inline int32_t ember_q8_global_avg_pool(const void* x_, void* y_, float scale,
+                                               int32_t planes, int32_t hw, int32_t zx,
+                                               int32_t zy, int32_t x_signed,
+                                               int32_t is_signed) {
+  const uint8_t* x = (const uint8_t*)x_;
+  uint8_t* y = (uint8_t*)y_;
+  const float lo = (float)((is_signed ? -128 : 0) - zy), hi = (float)((is_signed ? 127 : 255) - zy);
+  const int32_t off = zx * hw + (x_signed ? 128 * hw : 0);
+  for (long c = 0; c < planes; ++c) {
+    const uint8_t* p = x + c * (long)hw;
+    int64_t sum = 0;
+    int i = 0;
+#if defined(__AVX512BW__)
+    const __m512i flip = _mm512_set1_epi8(x_signed ? (char)0x80 : 0);
+    __m512i acc = _mm512_setzero_si512();
+    for (; i + 64 <= hw; i += 64) {
+      const __m512i v = _mm512_xor_si512(_mm512_loadu_si512((const void*)(p + i)), flip);
+      acc = _mm512_add_epi64(acc, _mm512_sad_epu8(v, _mm512_setzero_si512()));
+    }
+    if (i < hw) { /* the rest masked: the bytes past it as 0 (after the flip) */
+      const __mmask64 k = ((__mmask64)1 << (hw - i)) - 1;
+      const __m512i v = _mm512_maskz_mov_epi8(k, _mm512_xor_si512(
+                                                     _mm512_maskz_loadu_epi8(k, p + i), flip));
+      acc = _mm512_add_epi64(acc, _mm512_sad_epu8(v, _mm512_setzero_si512()));
+      i = hw;
+    }
+    sum = _mm512_reduce_add_epi64(acc);
+#endif
+    for (; i < hw; ++i) sum += x_signed ? (uint8_t)(p[i] ^ 0x80) : p[i];
+    float v = (float)(int32_t)(sum - off) * scale;
+    v = v < lo ? lo : v;
+    v = v > hi ? hi : v;
+    y[c] = (uint8_t)(int32_t)(rintf(v) + (float)zy);
+  }
+  return 0;
+}
 """

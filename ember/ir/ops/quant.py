@@ -361,3 +361,43 @@ register_op(
         doc="nn.max_pool of 8-bit NCHW data as one C kernel, separable passes (fuse_qdq)",
     )
 )
+
+
+def _global_avg_pool_int8_type(types: Sequence[Type], attrs: Attrs) -> Type:
+    x = check_dtype(types[0], QUANT_DTYPES, "data of 'quantized_global_avg_pool_int8'")
+    if x.ndim != 4:
+        raise IRError(f"'quantized_global_avg_pool_int8' takes NCHW data, got {x}")
+    return TensorType((*x.shape[:2], 1, 1), canonical_dtype(attrs["dtype"]))
+
+
+def global_avg_pool_int8_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    """onnxruntime's QLinearGlobalAveragePool: per plane the exact sum minus zx * HW, times
+    ``scale`` (float32), clamped to the output range less zy, rounded half to even, + zy."""
+    x = np.asarray(xs[0], np.int64)
+    hw = int(x.shape[2] * x.shape[3])
+    dtype = canonical_dtype(attrs["dtype"])
+    lo, hi = quant_range(dtype)
+    zy = int(attrs["y_zero_point"])
+    acc = x.sum(axis=(2, 3), keepdims=True) - int(attrs["x_zero_point"]) * hw
+    v = acc.astype(np.float32) * np.float32(attrs["scale"])
+    v = np.minimum(np.maximum(v, np.float32(lo - zy)), np.float32(hi - zy))
+    return (np.rint(v).astype(np.int32) + zy).astype(np_dtype(dtype))
+
+
+register_op(
+    OpDef(
+        "quantized_global_avg_pool_int8",
+        1,
+        _global_avg_pool_int8_type,
+        global_avg_pool_int8_ref,
+        OpPattern.OPAQUE,
+        {
+            "scale": Attr("float", doc="x scale / (y scale * H * W), float32"),
+            "x_zero_point": Attr("int", 0, "zero point of the data"),
+            "y_zero_point": Attr("int", 0, "zero point of the output"),
+            "dtype": Attr("dtype", doc="the output's dtype (int8 or uint8)"),
+        },
+        doc="quantize(global_avg_pool(dequantize(x))) of 8-bit NCHW data on integer sums, "
+        "onnxruntime's QLinearGlobalAveragePool (fuse_qdq)",
+    )
+)
