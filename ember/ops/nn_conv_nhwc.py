@@ -28,12 +28,12 @@ from ember.ops.nn_conv_f32 import (
     kernel_max_cols,
     kernel_tile,
     positions_outer,
-    tile_kernel_rewrite,
 )
 from ember.ops.nn_conv_flat import FLAT_TILE_LANES, flat_tile_blocks
 from ember.ops.nn_conv_layouts import CHANNELS_LAST_OUT, CHANNELS_LAST_PAD, conv_channels_last
 from ember.ops.nn_conv_narrow import NARROW_KERNELS, narrow_kernel_tile
 from ember.ops.nn_conv_narrow_layout import widen_blocks
+from ember.ops.nn_conv_rewrite import tile_kernel_rewrite
 from ember.ops.nn_schedule import (
     MATERIALIZE,
     MIN_PARALLEL_WORK,

@@ -20,13 +20,13 @@ from ember.ops.nn_conv_f32 import (
     kernel_tile,
     loop_tiles_win,
     positions_outer,
-    tile_kernel_rewrite,
     use_tile_kernel,
 )
 from ember.ops.nn_conv_narrow import (
     NARROW_KERNELS,
     narrow_kernel_tile,
 )
+from ember.ops.nn_conv_rewrite import tile_kernel_rewrite
 from ember.ops.nn_schedule import (
     MIN_PARALLEL_WORK,
     MIN_VECTOR_EXTENT,
