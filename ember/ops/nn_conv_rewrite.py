@@ -24,6 +24,7 @@ from typing import Any
 
 from ember.ops.nn_conv_f32 import BLOCK, MAX_REDUCE_LOOPS
 from ember.ops.nn_conv_narrow import NARROW_INTERPRET_EXTERNS, NARROW_KERNELS, tile_reference
+from ember.ops.nn_conv_pair import PAIR_BLOCKS, PAIR_KERNEL
 from ember.tir import IRMutator, PrimFunc, simplify, substitute
 from ember.tir.expr import LT, Add, And, BufferLoad, IntImm, Mul, PrimExpr, const
 from ember.tir.functor import free_vars
@@ -114,8 +115,21 @@ def _guard_limit(guard: PrimExpr, loops: list[For]) -> PrimExpr | None:
 
 
 def _match(loop: For) -> Stmt | None:
-    """The kernel call replacing the reduction nest at ``loop`` (None if it does not fit)."""
+    """The kernel call replacing the reduction nest at ``loop`` (None if it does not fit):
+    a tile of two blocks (its second to last loop of 2 iterations stepping the weight, not
+    the input) calls ember_f32_conv_tile2, else one of blocks of its lanes."""
     loops, body = _chain(loop)
+    pair = len(loops) >= 4 and _is_pair_loop(loops[-2])
+    return (_match_loops(loops, body, True) if pair else None) or _match_loops(loops, body, False)
+
+
+def _is_pair_loop(f: For) -> bool:
+    """Whether ``f`` may be the loop over a tile's two blocks of channels (2 iterations)."""
+    return isinstance(f.extent, IntImm) and f.extent.value == PAIR_BLOCKS
+
+
+def _match_loops(loops: list[For], body: Stmt, pair: bool) -> Stmt | None:
+    """_match for the nest ``loops`` around ``body``, a tile of two blocks if ``pair``."""
     guard = None
     if isinstance(body, IfThenElse) and body.else_case is None:
         guard, body = body.condition, body.then_case
@@ -128,8 +142,10 @@ def _match(loop: For) -> Stmt | None:
     nred = 0
     while nred < len(loops) - 1 and loops[nred].loop_var not in used:
         nred += 1
-    red, cols, lane = loops[:nred], loops[nred:-1], loops[-1]
+    red, cols, lane = loops[:nred], loops[nred : len(loops) - 1 - pair], loops[-1]
     if not 1 <= nred <= MAX_REDUCE_LOOPS or not 1 <= len(cols) <= 2:
+        return None
+    if pair and (lane.extent.value != BLOCK or loops[-2].kind != ForKind.SERIAL):  # type: ignore[attr-defined]
         return None
     lanes = int(lane.extent.value)  # type: ignore[attr-defined]
     if lane.kind != ForKind.VECTORIZED or (lanes != BLOCK and lanes not in NARROW_KERNELS):
@@ -168,23 +184,28 @@ def _match(loop: For) -> Stmt | None:
         ncols *= int(f.extent.value)  # type: ignore[attr-defined]
     tcols = int(cols[-1].extent.value)  # type: ignore[attr-defined]
     # accumulators: position-major, lanes contiguous; x: uniform over lanes; w: lanes contiguous
-    want_acc = [0] * nred + ([tcols * lanes] if len(cols) == 2 else []) + [lanes, 1]
+    width = lanes * (1 + pair)  # accumulators per position
+    want_acc = [0] * nred + ([tcols * width] if len(cols) == 2 else []) + [width]
+    want_acc += [lanes, 1] if pair else [1]
     if acoef != want_acc or xcoef[-1] != 0 or wcoef[-1] != 1:
+        return None
+    wb = wcoef[-2] if pair else 0  # the second block's weights after the first's
+    if pair and (xcoef[-2] != 0 or wb < lanes):
         return None
     if any(wcoef[nred + k] != 0 for k in range(len(cols))):
         return None
-    cx = xcoef[-2]
+    cx = xcoef[nred + len(cols) - 1]
     cr = xcoef[nred] if len(cols) == 2 else 0
     red_args: list[int] = []
     red_args += [1, 0, 0] * (MAX_REDUCE_LOOPS - nred)  # leading loops of one iteration
     for k, f in enumerate(red):
         red_args += [int(f.extent.value), xcoef[k], wcoef[k]]  # type: ignore[attr-defined]
-    ints = [tcols, cx, cr, *red_args]
+    ints = [tcols, cx, cr, *red_args, *([wb] if pair else [])]
     if any(abs(v) >= 2**31 for v in ints):
         return None
     count: PrimExpr = const(ncols, "int32")
     if guard is not None:
-        if len(cols) != 1:
+        if len(cols) != 1 or pair:
             return None
         limit = _guard_limit(guard, loops)
         if limit is None:
@@ -194,6 +215,7 @@ def _match(loop: For) -> Stmt | None:
     args += [cast("int64", xbase), cast("int64", wbase), count]
     args += [const(v, "int32") for v in ints]
     name = "ember_f32_conv_tile" if lanes == BLOCK else NARROW_KERNELS[lanes]
+    name = PAIR_KERNEL if pair else name
     return Evaluate(call_extern("int32", name, *args))
 
 
@@ -232,8 +254,28 @@ def conv_tile_reference(
     return tile_reference(BLOCK, acc, x, w, xoff, woff, ncols, tcols, cx, cr, *loops)
 
 
+def pair_tile_reference(
+    acc: list[float], x: list[float], w: list[float], xoff: int, woff: int, *args: int
+) -> int:
+    """ember_f32_conv_tile2 in Python (two blocks of 16: ``acc[j * 32 + b * 16 + lane]``,
+    block b's weights ``b * wb`` floats after the first's), for the TIR interpreter."""
+    ncols, tcols, cx, cr, e0, xs0, ws0, e1, xs1, ws1, e2, xs2, ws2, wb = args
+    for j in range(max(ncols, 0)):
+        base = xoff + (j // tcols) * cr + (j % tcols) * cx
+        for i0 in range(e0):
+            for i1 in range(e1):
+                for i2 in range(e2):
+                    b = x[base + i0 * xs0 + i1 * xs1 + i2 * xs2]
+                    wk = woff + i0 * ws0 + i1 * ws1 + i2 * ws2
+                    for lane in range(2 * BLOCK):
+                        blk, k = divmod(lane, BLOCK)
+                        acc[2 * BLOCK * j + lane] += b * w[wk + blk * wb + k]
+    return 0
+
+
 #: the Python implementations of the kernels this module emits, for the TIR interpreter.
 INTERPRET_EXTERNS = {
     "ember_f32_conv_tile": conv_tile_reference,
+    PAIR_KERNEL: pair_tile_reference,
     **NARROW_INTERPRET_EXTERNS,
 }
