@@ -17,7 +17,12 @@ PAIR_KERNEL = "ember_f32_conv_tile2"
 PAIR_BLOCKS = 2
 
 #: whether the kernel tiles of convolutions with several taps on AVX-512 C targets cover
-#: PAIR_BLOCKS blocks (pair_blocks).
+#: PAIR_BLOCKS blocks (pair_blocks). One thread, thread CPU time, A/B in one process, load
+#: 18-23, pair / one block: ResNet-50's 3x3 layers 56x56x64 0.886, 28x28x128 0.880,
+#: 14x14x256 0.898, 7x7x512 0.961, stride 2 to 28x28 0.848, 14x14 0.828, 7x7 0.965 (76/74/77/
+#: 71% of the FMA limit -> 86/84/85/74%); models resnet50 0.934, yolo 0.963, resnet8 0.954,
+#: dbnet 1.002-1.015. 1x1s keep one block: their flattened kernel tiles of two blocks ran
+#: 1x1 64->256 at 56x56 (with a residual) at 1.094x, 128->512 at 28x28 0.991x.
 PAIR_TILES = True
 
 #: the most positions of one register tile of ember_f32_conv_tile2

@@ -24,10 +24,16 @@ from __future__ import annotations
 PAIR_KERNEL_NAME = "ember_f32_conv_tile2"
 
 #: the most positions of one register tile (two zmm accumulators each: 14 of 32 at 7, with
-#: two weights and a broadcast 17). See ember.ops.nn_conv_pair.PAIR_MAX_COLS.
+#: two weights and a broadcast 17). Tiles of at most 6 / 8 positions against 7 (ResNet-50's
+#: 3x3 layers at 56x56 to 7x7, one thread, thread CPU time, A/B in one process, load 23):
+#: 1.00-1.03 / 0.99-1.03, level; ember.ops.nn_conv_pair.PAIR_MAX_COLS is the same number.
 PAIR_MAX_TILE = 7
 
-#: the reduction steps of a chunk (EMBER_F32P_CHUNK), as ember_f32_conv_tile's AVX512_CHUNK
+#: the reduction steps of a chunk (EMBER_F32P_CHUNK), as ember_f32_conv_tile's AVX512_CHUNK.
+#: Chunks of 256 / 384 / 512 / 2048 steps measured level with 1024 (ResNet-50's 3x3 layers,
+#: one thread, thread CPU time, A/B in one process, load 13-20: within the noise of 5%), and
+#: so did spreading a register tile's prefetches of the next chunk over its whole flat loop
+#: instead of one per step from its start (7x7 to 28x28 layers 0.95-0.98, then 0.94-1.07).
 PAIR_CHUNK = 1024
 
 _PAIR_TEMPLATE = r"""#if defined(__AVX512F__)
