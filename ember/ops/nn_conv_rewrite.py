@@ -205,9 +205,9 @@ def _match_loops(loops: list[For], body: Stmt, pair: bool) -> Stmt | None:
         return None
     count: PrimExpr = const(ncols, "int32")
     if guard is not None:
-        if len(cols) != 1 or pair:
+        if len(cols) != 1:
             return None
-        limit = _guard_limit(guard, loops)
+        limit = _guard_limit(guard, [*red, *cols, lane])  # the blocks' loop: no guard on it
         if limit is None:
             return None
         count = tir_min(count, limit)

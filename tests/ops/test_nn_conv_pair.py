@@ -48,6 +48,14 @@ def test_nhwc_3x3_calls_the_pair_kernel(monkeypatch: pytest.MonkeyPatch) -> None
     assert '"ember_f32_conv_tile2"' not in text and '"ember_f32_conv_tile"' in text
 
 
+def test_row_tails_call_the_pair_kernel() -> None:
+    # rows of 100 (too wide for bands): 14 tiles of 7 positions and a tail of 2, which the
+    # kernel takes too (a count of min(7, 100 - column) positions)
+    text = _lower((1, 100, 100, 16), (2, 16, 3, 3, 16))
+    assert text.count('"ember_f32_conv_tile2"') == 2 and "min(7, " in text
+    assert 'ember_f32_conv_tile"' not in text
+
+
 def test_pair_reference_is_two_one_block_tiles() -> None:
     rng = np.random.default_rng(3)
     x = [float(t) for t in rng.standard_normal(200)]
@@ -85,6 +93,7 @@ def _module(xshape: tuple[int, ...], w: np.ndarray, strides: int) -> IRModule:
         (56, 16, 32, 1),  # bands of 2 rows
         (9, 32, 64, 1),  # 81 positions: register tiles of 7 and 6
         (15, 48, 32, 2),  # strided
+        (100, 16, 32, 1),  # rows of 100: row pieces of 7 positions, a guarded tail of 2
     ],
 )
 def test_pair_tiles_bitwise_equal_one_block_tiles(
