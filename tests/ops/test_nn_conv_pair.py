@@ -5,16 +5,23 @@ one-block kernel's tiles (same fused multiply-adds per output, same order)."""
 
 from __future__ import annotations
 
+import ctypes
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 import pytest
+from c_source_lib import build_c_library
 from packed_conv_lowering import v
 
+from ember.codegen.c.f32_kernels import F32_KERNELS_C
 from ember.driver import build
 from ember.ir import Attrs, Function, IRModule, TensorType, Var, call, const
 from ember.lowering.lower_group import lower_group
 from ember.ops import nn_conv_pair
 from ember.ops.nn_conv_pair import pair_blocks
 from ember.ops.nn_conv_rewrite import conv_tile_reference, pair_tile_reference
+from ember.support.cpuinfo import host_cpu_flags
 from ember.target import Target
 from ember.testing.runners import run_artifacts
 
@@ -126,3 +133,62 @@ def _conv_ref(x: np.ndarray, w: np.ndarray, s: int) -> np.ndarray:
             patch = xp[:, kh : kh + s * (n - 1) + 1 : s, kw : kw + s * (n - 1) + 1 : s, :]
             out += patch @ w[:, :, kh, kw].T.astype(np.float64)
     return out
+
+
+_WRAPPERS = """
+int32_t one(float* acc, const float* x, const float* w, const int32_t* a) {
+  return ember_f32_conv_tile(acc, x, w, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8],
+                             a[9], a[10], a[11], a[12], a[13], a[14]);
+}
+int32_t pair(float* acc, const float* x, const float* w, const int32_t* a) {
+  return ember_f32_conv_tile2(acc, x, w, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8],
+                              a[9], a[10], a[11], a[12], a[13], a[14], a[15]);
+}
+"""
+
+
+def _call(fn: Any, acc: np.ndarray, x: np.ndarray, w: np.ndarray, args: list[int]) -> None:
+    ptr = ctypes.POINTER(ctypes.c_float)
+    a32 = np.array(args, np.int32)
+    out = fn(
+        acc.ctypes.data_as(ptr),
+        x.ctypes.data_as(ptr),
+        w.ctypes.data_as(ptr),
+        a32.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)),
+    )
+    assert out == 0
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("march", ["x86-64-v4", "x86-64"])
+@pytest.mark.parametrize(
+    "loops",
+    [
+        (3, 60, 2400, 3, 1, 800, 50, 3, 16),  # short inner loops: chunks of the outer one
+        (1, 0, 0, 2, 7, 20000, 1250, 5, 16),  # a long innermost loop: chunks of it
+    ],
+)
+@pytest.mark.parametrize("ncols", [1, 6, 7, 8, 20, 31])
+def test_pair_kernel_bitwise_equal_two_one_block_calls(
+    tmp_path: Path, march: str, loops: tuple[int, ...], ncols: int
+) -> None:
+    """ember_f32_conv_tile2 on AVX-512 (when the host runs it) and in plain C: each block's
+    accumulators bit for bit those of ember_f32_conv_tile on that block, over one register
+    tile and several, both ways of chunking the reduction."""
+    if march == "x86-64-v4" and "avx512f" not in host_cpu_flags():
+        pytest.skip("the host has no AVX-512")
+    lib = build_c_library(tmp_path, F32_KERNELS_C + _WRAPPERS, march)
+    rng = np.random.default_rng(ncols)
+    x = rng.standard_normal(60000).astype(np.float32)
+    wb = 3 * 2 * 1250 * 16 + 32  # the second block's weights after the first's
+    w = rng.standard_normal(2 * wb).astype(np.float32)
+    acc0 = rng.standard_normal((ncols, 2, 16)).astype(np.float32)
+    head = [3, 8, ncols, 4, 2, 90]  # xoff, woff, positions in rows of 4 (2 apart, rows 90)
+    got = acc0.copy()
+    _call(lib.pair, got, x, w, [*head, *loops, wb])
+    for blk in range(2):
+        want = acc0[:, blk].copy()  # contiguous, never a view of acc0
+        one = [head[0], head[1] + blk * wb, *head[2:], *loops]
+        _call(lib.one, want, x, w, one)
+        np.testing.assert_array_equal(got[:, blk], want)
+    assert not np.array_equal(got, acc0)
