@@ -21,15 +21,13 @@ from __future__ import annotations
 from typing import Any
 
 from ember.ops.common import static_shape
-from ember.ops.nn_conv_f32 import (
-    BLOCK,
+from ember.ops.nn_conv_f32 import BLOCK, loop_tiles_win, use_tile_kernel
+from ember.ops.nn_conv_nhwc import channels_last_stage, llvm_loop_tiles, schedule_channels_last
+from ember.ops.nn_conv_rewrite import (
     INTERPRET_EXTERNS,
     conv_tile_reference,
-    loop_tiles_win,
     tile_kernel_rewrite,
-    use_tile_kernel,
 )
-from ember.ops.nn_conv_nhwc import channels_last_stage, llvm_loop_tiles, schedule_channels_last
 from ember.ops.nn_schedule import (
     MIN_PARALLEL_WORK,
     _compute_op,
@@ -396,5 +394,5 @@ def lanes_tile_reference(acc: list[float], *args: Any) -> int:
     return conv_tile_reference(acc, *args[:8], *args[9:])
 
 
-# the interpreter's table of kernels (nn_conv_f32 cannot import this module: it imports it)
+# the interpreter's table of kernels (nn_conv_rewrite cannot import this module: it imports it)
 INTERPRET_EXTERNS[_LANES_TILE] = lanes_tile_reference  # type: ignore[assignment]

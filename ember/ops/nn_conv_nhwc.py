@@ -28,12 +28,13 @@ from ember.ops.nn_conv_f32 import (
     kernel_max_cols,
     kernel_tile,
     positions_outer,
-    tile_kernel_rewrite,
 )
 from ember.ops.nn_conv_flat import FLAT_TILE_LANES, flat_tile_blocks
 from ember.ops.nn_conv_layouts import CHANNELS_LAST_OUT, CHANNELS_LAST_PAD, conv_channels_last
 from ember.ops.nn_conv_narrow import NARROW_KERNELS, narrow_kernel_tile
 from ember.ops.nn_conv_narrow_layout import widen_blocks
+from ember.ops.nn_conv_pair import PAIR_MAX_COLS, pair_blocks
+from ember.ops.nn_conv_rewrite import tile_kernel_rewrite
 from ember.ops.nn_schedule import (
     MATERIALIZE,
     MIN_PARALLEL_WORK,
@@ -286,23 +287,30 @@ def schedule_channels_last(
     materialize_rows(sch, outputs)
     middle = spatial[:-1]
     nrows = _tile_cols(_extent(middle[-1]), max_cols // cols) if middle else 1
+    pair = 1
     if kernel:
         extents = [_extent(a) for a in spatial]
         tile = narrow_kernel_tile(extents, block, ctx.target) if block in NARROW_KERNELS else None
-        nrows, cols = tile or kernel_tile(extents, kernel_max_cols(ctx.target))
+        taps = _size([r for r in acc_op.reduce_axis if r.name.startswith("rk")])
+        pair = pair_blocks(ctx.target, _extent(oo), taps) if block == BLOCK else 1
+        most = PAIR_MAX_COLS if pair > 1 else kernel_max_cols(ctx.target)
+        nrows, cols = tile or kernel_tile(extents, most)
     wo, wi = main.split(spatial[-1], factor=cols)
     inner = [wi, oi]
+    if pair > 1:  # tiles of two blocks (nn_conv_pair)
+        oo, ob = main.split(oo, factor=pair)
+        inner = [wi, ob, oi]
     if nrows > 1:
         ho, hi = main.split(middle[-1], factor=nrows)
         middle = [*middle[:-1], ho]
-        inner = [hi, wi, oi]
+        inner = [hi, *inner]
     tiles = [*middle, wo, oo] if blocks_inner else [oo, *middle, wo]
     main.reorder(axes[0], *tiles, *inner)
     outer = main.fuse(axes[0], *tiles)
     if _size(axes) * _size(acc_op.reduce_axis) >= MIN_PARALLEL_WORK and _extent(outer) > 1:
         main.parallel(outer)
     main.vectorize(oi)
-    tile_accumulator(main, outer, acc, reds, kernel, nrows)
+    tile_accumulator(main, outer, acc, reds, kernel, nrows, pair)
 
 
 #: a padded copy of fewer than MIN_VECTOR_EXTENT channels (the stems' 3-channel images)

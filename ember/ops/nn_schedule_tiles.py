@@ -20,13 +20,13 @@ from ember.ops.nn_conv_f32 import (
     kernel_tile,
     loop_tiles_win,
     positions_outer,
-    tile_kernel_rewrite,
     use_tile_kernel,
 )
 from ember.ops.nn_conv_narrow import (
     NARROW_KERNELS,
     narrow_kernel_tile,
 )
+from ember.ops.nn_conv_rewrite import tile_kernel_rewrite
 from ember.ops.nn_schedule import (
     MIN_PARALLEL_WORK,
     MIN_VECTOR_EXTENT,
@@ -251,16 +251,31 @@ def schedule_packed_conv(ctx: ScheduleContext, kernel: bool = False, max_cols: i
 
 
 def tile_accumulator(
-    main: te.Stage, outer: te.IterVar, acc: te.Stage, reds: list[te.Stage], kernel: bool, nrows: int
+    main: te.Stage,
+    outer: te.IterVar,
+    acc: te.Stage,
+    reds: list[te.Stage],
+    kernel: bool,
+    nrows: int,
+    blocks: int = 1,
 ) -> None:
     """The register tile of a packed convolution's channels-last accumulator ``acc`` (rows,
     columns, block) computed at ``outer`` of the output stage ``main``: reduce loops outside
     the tile, the tile unrolled (unless ``kernel``: its loops become a micro-kernel call) and
-    its block vectorised; the other reduction stages at root."""
+    its block vectorised; the other reduction stages at root. A kernel tile of ``blocks``
+    blocks of BLOCK channels (nn_conv_pair) loops over them inside the positions."""
     acc_op = _compute_op(acc)
     assert acc_op is not None
     acc.compute_at(main, outer)
     a_axes = list(acc_op.axis)
+    if kernel and blocks > 1:
+        ob, oi = acc.split(a_axes[-1], factor=BLOCK)
+        acc.reorder(*a_axes[:-3], *acc_op.reduce_axis, *a_axes[-3:-1], ob, oi)
+        acc.vectorize(oi)
+        for stage in reds:
+            if stage is not acc:
+                schedule_root_reduction(stage)
+        return
     acc.reorder(*a_axes[:-3], *acc_op.reduce_axis, *a_axes[-3:])
     if not kernel:  # the kernel's tiles are calls, their loops need no unrolling
         if nrows > 1:

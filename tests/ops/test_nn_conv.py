@@ -10,7 +10,7 @@ from ember import tir
 from ember.errors import CompileError
 from ember.ir import Attrs, Function, TensorType, Var, call, evaluate
 from ember.lowering.lower_group import lower_group
-from ember.ops.nn_conv_f32 import INTERPRET_EXTERNS
+from ember.ops.nn_conv_rewrite import INTERPRET_EXTERNS
 
 
 def _inputs(func: Function, seed: int) -> list[np.ndarray]:

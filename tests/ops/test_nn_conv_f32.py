@@ -18,14 +18,13 @@ from ember.ir import Attrs, Function, call, evaluate
 from ember.lowering.lower_group import lower_group
 from ember.ops import nn_conv_pack
 from ember.ops.nn_conv_f32 import (
-    INTERPRET_EXTERNS,
-    conv_tile_reference,
     kernel_cols,
     kernel_tile,
     loop_tiles_win,
     use_tile_kernel,
 )
 from ember.ops.nn_conv_layouts import channel_pitch, channels_outer
+from ember.ops.nn_conv_rewrite import INTERPRET_EXTERNS, conv_tile_reference
 from ember.target import Target
 
 AVX2 = "c -mcpu=haswell"

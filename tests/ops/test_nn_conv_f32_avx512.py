@@ -16,13 +16,13 @@ from ember.codegen.c.f32_kernels import AVX512_MAX_TILE, F32_KERNELS_C
 from ember.ops import nn_conv_f32
 from ember.ops.nn_conv_f32 import (
     AVX512_MAX_COLS,
-    conv_tile_reference,
     kernel_cols,
     kernel_max_cols,
     kernel_tile,
     use_block_kernel,
     use_tile_kernel,
 )
+from ember.ops.nn_conv_rewrite import conv_tile_reference
 from ember.support.cpuinfo import host_cpu_flags
 from ember.target import Target
 

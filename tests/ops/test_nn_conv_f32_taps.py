@@ -18,7 +18,7 @@ from ember.ir.ops.nn_conv_weights import conv_reference, pack_conv_weight, unpac
 from ember.ir.types import TensorType
 from ember.ops import nn_conv_taps
 from ember.ops.nn_conv import conv_to_packed
-from ember.ops.nn_conv_f32 import INTERPRET_EXTERNS
+from ember.ops.nn_conv_rewrite import INTERPRET_EXTERNS
 from ember.ops.nn_conv_taps import taps_first
 from ember.testing import assert_matches_onnxruntime, compile_onnx
 

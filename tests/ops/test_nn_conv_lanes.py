@@ -11,8 +11,9 @@ import pytest
 from ember import tir
 from ember.ir import Function, TensorType, Var, call, evaluate
 from ember.lowering.lower_group import lower_group
-from ember.ops.nn_conv_f32 import INTERPRET_EXTERNS, tile_kernel_pays
+from ember.ops.nn_conv_f32 import tile_kernel_pays
 from ember.ops.nn_conv_lanes import lanes_tile_reference, position_lanes
+from ember.ops.nn_conv_rewrite import INTERPRET_EXTERNS
 from ember.testing.lowering import primitive
 
 AVX2 = "c -mcpu=haswell"
@@ -204,7 +205,7 @@ def test_narrow_rows_are_one_register_tile_calling_the_kernel():
     ],
 )
 def test_channels_last_stems_on_avx512_take_a_tile_dividing_the_row(target, width, cin, cols):
-    from ember.ops.nn_conv_f32 import INTERPRET_EXTERNS as EXTERNS
+    from ember.ops.nn_conv_rewrite import INTERPRET_EXTERNS as EXTERNS
 
     x, wp = v("x", (1, 7, 2 * width, cin)), v("wp", (1, cin, 3, 3, 16))
     attrs = {"padding": (1, 1, 1, 1), "strides": (2, 2), "data_layout": "NHWC"}

@@ -10,7 +10,7 @@ import pytest
 from ember import tir
 from ember.ir import Attrs, Function, TensorType, Var, call, evaluate
 from ember.lowering.lower_group import lower_group
-from ember.ops.nn_conv_f32 import INTERPRET_EXTERNS
+from ember.ops.nn_conv_rewrite import INTERPRET_EXTERNS
 from ember.ops.nn_schedule_tiles import MATMUL_MIN_ROWS, TILES, _lane_tile
 
 #: the schedules' shapes below are those of the wide register tiles (AVX-512's row, also the

@@ -18,7 +18,6 @@ from ember.codegen.c.f32_narrow import F32_NARROW_C, NARROW_KERNEL_NAMES
 from ember.ir import Function, evaluate
 from ember.ops import nn_conv_pack
 from ember.ops.common import static_shape
-from ember.ops.nn_conv_f32 import INTERPRET_EXTERNS
 from ember.ops.nn_conv_narrow import (
     NARROW_KERNELS,
     narrow_kernel_cols,
@@ -27,6 +26,7 @@ from ember.ops.nn_conv_narrow import (
     tile_reference,
 )
 from ember.ops.nn_conv_narrow_layout import widen_blocks
+from ember.ops.nn_conv_rewrite import INTERPRET_EXTERNS
 from ember.testing.onnx_models import build_model, node
 from ember.tir import te
 

@@ -17,8 +17,8 @@ from ember import tir
 from ember.codegen.c.f32_narrow import F32_NARROW_C, NARROW_KERNEL_NAMES
 from ember.ir import Function, evaluate
 from ember.ops import nn_conv_pack
-from ember.ops.nn_conv_f32 import INTERPRET_EXTERNS
 from ember.ops.nn_conv_narrow import narrow_avx512, narrow_kernel_cols, narrow_kernel_tile
+from ember.ops.nn_conv_rewrite import INTERPRET_EXTERNS
 from ember.target import Target
 
 AVX512 = "c -mcpu=znver4"

@@ -164,7 +164,7 @@ def test_few_channel_padded_copy_is_one_vectorized_row(target: str) -> None:
     # (a scalar loop of 3 channels per column took 3.6x as long), checked by interpretation
     from ember import tir
     from ember.lowering.lower_group import lower_group
-    from ember.ops.nn_conv_f32 import INTERPRET_EXTERNS
+    from ember.ops.nn_conv_rewrite import INTERPRET_EXTERNS
     from ember.testing.lowering import primitive
 
     x, wp = Var("x", TensorType((1, 9, 8, 3), F32)), Var("wp", TensorType((1, 3, 3, 3, 16), F32))

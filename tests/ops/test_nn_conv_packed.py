@@ -17,7 +17,7 @@ from ember.ir.ops.nn_conv_weights import (
 )
 from ember.lowering.lower_group import lower_group
 from ember.ops.nn_conv import conv_to_packed
-from ember.ops.nn_conv_f32 import INTERPRET_EXTERNS
+from ember.ops.nn_conv_rewrite import INTERPRET_EXTERNS
 from ember.ops.nn_schedule_tiles import _tile_cols, register_tiles
 from ember.target import Target
 

@@ -10,7 +10,7 @@ from ember import tir
 from ember.ir import Attrs, Function, TensorType, Var, call, evaluate
 from ember.lowering.lower_group import lower_group
 from ember.ops import nn_schedule_tiles
-from ember.ops.nn_conv_f32 import INTERPRET_EXTERNS
+from ember.ops.nn_conv_rewrite import INTERPRET_EXTERNS
 from ember.ops.nn_schedule_tiles import _tile_cols, register_tiles
 from ember.target import Target
 

@@ -19,7 +19,7 @@ from ember.ir.ops.nn_rnn import (
 from ember.lowering.legalize import legalize
 from ember.lowering.lower_group import lower_group
 from ember.ops import nn_rnn_kernel
-from ember.ops.nn_conv_f32 import INTERPRET_EXTERNS
+from ember.ops.nn_conv_rewrite import INTERPRET_EXTERNS
 from ember.ops.nn_rnn import projection_unit
 from ember.ops.registry import find_legalizer
 

@@ -46,8 +46,10 @@ IR, so results are bitwise equal to it. Without AVX2 the function runs plain C l
 
 from __future__ import annotations
 
+from ember.codegen.c.f32_pair import F32_PAIR_C, PAIR_KERNEL_NAME
+
 #: the call_extern names this file defines.
-F32_KERNEL_NAMES: frozenset[str] = frozenset({"ember_f32_conv_tile"})
+F32_KERNEL_NAMES: frozenset[str] = frozenset({"ember_f32_conv_tile", PAIR_KERNEL_NAME})
 
 #: key of the helper block in a FileContext.
 HELPER_KEY = "0e_ember_f32"
@@ -362,4 +364,4 @@ def _avx512_text(template: str) -> str:
 
 
 #: the C text of ember_f32_conv_tile (and its static helpers).
-F32_KERNELS_C = _avx512_text(_F32_KERNELS_TEMPLATE)
+F32_KERNELS_C = _avx512_text(_F32_KERNELS_TEMPLATE) + F32_PAIR_C

@@ -1,0 +1,41 @@
+"""Micro-kernel tiles of two blocks of 16 output channels (``ember_f32_conv_tile2``,
+ember/codegen/c/f32_pair.py) for the packed float32 convolutions with kernel taps on AVX-512
+C targets: each broadcast input serves two FMAs (one weight vector per block) instead of
+one, and a register tile of 7 positions keeps 14 accumulators. The packed weight keeps its
+blocks of 16 (the tile reads the second block ``wb`` floats after the first); the schedule
+(ember.ops.nn_conv_nhwc.schedule_channels_last) splits the tile's channels into
+``PAIR_BLOCKS x 16`` and ember.ops.nn_conv_rewrite calls the kernel for that nest."""
+
+from __future__ import annotations
+
+from ember.target import Target
+
+#: the kernel's call_extern name (ember.codegen.c.f32_pair.PAIR_KERNEL_NAME).
+PAIR_KERNEL = "ember_f32_conv_tile2"
+
+#: blocks of 16 output channels per tile of ember_f32_conv_tile2.
+PAIR_BLOCKS = 2
+
+#: whether the kernel tiles of convolutions with several taps on AVX-512 C targets cover
+#: PAIR_BLOCKS blocks (pair_blocks). One thread, thread CPU time, A/B in one process, load
+#: 18-23, pair / one block: ResNet-50's 3x3 layers 56x56x64 0.886, 28x28x128 0.880,
+#: 14x14x256 0.898, 7x7x512 0.961, stride 2 to 28x28 0.848, 14x14 0.828, 7x7 0.965 (76/74/77/
+#: 71% of the FMA limit -> 86/84/85/74%); models resnet50 0.934, yolo 0.963, resnet8 0.954,
+#: dbnet 1.002-1.015. 1x1s keep one block: their flattened kernel tiles of two blocks ran
+#: 1x1 64->256 at 56x56 (with a residual) at 1.094x, 128->512 at 28x28 0.991x.
+PAIR_TILES = True
+
+#: the most positions of one register tile of ember_f32_conv_tile2
+#: (ember.codegen.c.f32_pair.PAIR_MAX_TILE, EMBER_F32P_MAX_TILE).
+PAIR_MAX_COLS = 7
+
+
+def pair_blocks(target: Target | None, blocks: int, taps: int) -> int:
+    """The blocks of 16 channels one micro-kernel tile of a convolution with ``blocks``
+    blocks and ``taps`` kernel taps covers on ``target``: PAIR_BLOCKS on the c kind on
+    AVX-512 CPUs for kernels of several taps (PAIR_TILES) when they divide ``blocks``,
+    else 1."""
+    if target is None or not PAIR_TILES or taps == 1 or blocks % PAIR_BLOCKS:
+        return 1
+    keys = set(target.keys)
+    return PAIR_BLOCKS if "x86-avx512" in keys and "llvm" not in keys else 1
