@@ -4,8 +4,8 @@ The nn.conv legalizer (ember.ops.nn_conv.conv_to_packed) asks ``winograd_form`` 
 channels-last (NHWC, convert_layout's default on x86) float32 convolution with a constant
 3x3 weight, stride 1, dilation 1, one group, input and output channels multiples of 16,
 becomes ``nn.conv_winograd`` with the weight transformed and packed at build time
-(ember.ir.ops.nn_conv_winograd_form) when the build's target is the c kind on an AVX-512
-CPU and the build selects it:
+(ember.ir.ops.nn_conv_winograd_form) when the build's target has an AVX-512 CPU record (the
+c kind, or the llvm kinds, which call the runtime library's copy) and the build selects it:
 
 * PassContext config ``WINOGRAD_CONFIG`` (``"nn.conv_winograd"``): False or 0 (never), True
   (every eligible convolution, F(4,3)), 2 or 4 (every eligible one, that tile), or unset:
@@ -74,9 +74,10 @@ def winograd_scope(target: Target, config: Mapping[str, Any]) -> Iterator[None]:
 
 
 def winograd_target(target: Target | None) -> bool:
-    """Whether ``target`` compiles ember_f32_winograd's AVX-512 code: the c kind on an
-    AVX-512 CPU (the llvm kinds have no copy of it in their runtime library)."""
-    return target is not None and "x86-avx512" in target.keys and "llvm" not in target.keys
+    """Whether ``target`` runs ember_f32_winograd's AVX-512 code: an AVX-512 CPU record
+    (``x86-avx512``); the c kind compiles the text, the llvm kinds call the runtime
+    library's AVX-512 copy (ember.codegen.llvm.tiles, which has no AVX2 one)."""
+    return target is not None and "x86-avx512" in target.keys
 
 
 #: F(4,3) by default; F(2,3) (a weight 16/9 of the direct one's instead of 36/9) on the layers

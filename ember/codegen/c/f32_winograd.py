@@ -18,6 +18,11 @@ live in the call's heap scratch (``a * a * T * (C + O)`` floats). With ``__AVX51
 three phases use zmm intrinsics; elsewhere the same arithmetic runs as plain C loops with
 ``fmaf`` (the transforms: the same operations in the same order). The fused epilogue of the
 layer (bias, activation) runs after, in loop IR, over the output.
+
+The c kind pastes this text into a library (``ember_f32_winograd`` static); the runtime
+library exports its AVX-512 copy ``ember_f32_winograd_avx512`` for the llvm kinds
+(``ember/runtime/src/f32_tiles.h``, ember.codegen.llvm.tiles), so their calls compute
+the same bits.
 """
 
 from __future__ import annotations
@@ -70,6 +75,9 @@ def winograd_c() -> str:
 
 
 _WINOGRAD_C = r"""
+#ifndef EMBER_F32_API /* exported by the runtime: src/f32_tiles.h */
+#define EMBER_F32_API static __attribute__((unused))
+#endif
 #if defined(__AVX512F__)
 #include <immintrin.h>
 typedef __m512 ember_wv;
@@ -319,12 +327,11 @@ static int32_t ember_wino_out(int64_t begin, int64_t end, void* cdata) {
 /* the whole convolution: y (N, OH, OW, O) of x (N, H, W, C) padded by (ph, pw) at the
    start; u the transformed weight; R tiles per panel of the products; scratch
    (m + 2)^2 * Tp * (C + O) floats (Tp: the tiles rounded up to a multiple of R) */
-static __attribute__((unused)) int32_t ember_f32_winograd(const float* x, const float* u,
-                                                          float* y, void* scratch, int32_t N,
-                                                          int32_t H, int32_t W, int32_t C,
-                                                          int32_t O, int32_t OH, int32_t OW,
-                                                          int32_t ph, int32_t pw, int32_t m,
-                                                          int32_t nb, int32_t R) {
+EMBER_F32_API int32_t ember_f32_winograd(const float* x, const float* u, float* y,
+                                        void* scratch, int32_t N, int32_t H, int32_t W,
+                                        int32_t C, int32_t O, int32_t OH, int32_t OW,
+                                        int32_t ph, int32_t pw, int32_t m, int32_t nb,
+                                        int32_t R) {
   ember_wino_job j;
   j.x = x, j.u = u, j.y = y, j.N = N, j.H = H, j.W = W, j.C = C, j.O = O, j.OH = OH;
   j.OW = OW, j.ph = ph, j.pw = pw, j.m = m, j.nb = nb, j.R = R;

@@ -113,7 +113,8 @@ def _bitwise_fixture() -> Any:
         # c on an AVX-512 CPU: the loop-IR tiles, as the llvm kinds there (the runtime's
         # kernels are compiled for AVX2; c's own have AVX-512 register tiles)
         monkeypatch.setattr(nn_conv_f32, "AVX512_KERNEL", False)
-        # and c's direct kernels on the 3x3 layers (its Winograd kernel is c source only)
+        # and the direct kernels on the 3x3 layers, for both kinds (their Winograd calls are
+        # compared in test_llvm_winograd.py)
         monkeypatch.setattr(nn_conv_winograd, "winograd_pays", lambda *args: 0)
         return kind
 
