@@ -241,15 +241,18 @@ static inline __attribute__((always_inline)) void ember_q8_dw_flat(
     ember_q8_store16c(_mm256_add_epi32(lo, bv), _mm256_add_epi32(hi, bv), m, zy, lo16, is_signed,
                       cap, 1, tmp + f);
   }
-  for (int oh = 0; oh < OH; ++oh) { /* 16 bytes at a time; all rows but the last may spill
-                                        into the next one, written after it */
+  for (int oh = 0; oh < OH; ++oh) { /* 16 bytes at a time; a row's tail may spill into the
+                                        rows after it (written later), never past the channel:
+                                        those bytes are the next channel's, another task's
+                                        (a spill of 16 - 2 OW bytes when OW < 8 clobbered the
+                                        first outputs of a channel written before) */
     const uint8_t* src = tmp + (long)oh * Wq;
     uint8_t* dst = yc + (long)oh * OW;
     int k = 0;
     for (; k + 16 <= OW; k += 16)
       _mm_storeu_si128((__m128i*)(dst + k), _mm_loadu_si128((const __m128i*)(src + k)));
     if (k < OW) {
-      if (oh + 1 < OH)
+      if ((long)oh * OW + k + 16 <= (long)OH * OW)
         _mm_storeu_si128((__m128i*)(dst + k), _mm_loadu_si128((const __m128i*)(src + k)));
       else
         memcpy(dst + k, src + k, (size_t)(OW - k));
