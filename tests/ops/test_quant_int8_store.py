@@ -59,23 +59,25 @@ def test_requantize_saturates(y_dtype: str, y_scale: float, relu: bool) -> None:
 
 @pytest.mark.parametrize("y_dtype", ["uint8", "int8"])
 @pytest.mark.parametrize("y_scale", [1e-12, 0.0473])  # 0.0473: no exact ties of the rounding
-@pytest.mark.parametrize("depthwise", [False, True])
+@pytest.mark.parametrize("depthwise,m,c", [(False, 6, 24), (False, 10, 128), (True, 24, 24)])
 def test_conv_requantize_caps_only_where_it_can_bind(
-    y_dtype: str, y_scale: float, depthwise: bool
+    y_dtype: str, y_scale: float, depthwise: bool, m: int, c: int
 ) -> None:
     """The conv's and the depthwise conv's stores drop the 2^30 cap when the accumulator's
     bound (|bias| + 255 * the weights' magnitudes) times the multiplier stays below it
     (y_scale 0.0473) and keep it otherwise (1e-12: products of either sign far above 2^31
     saturate): onnxruntime's bytes either way; the conv with full and half tiles, rows in
-    pairs and a last single row (6 output channels, 7 x 7 positions)."""
+    pairs and a last single row (6 output channels, 7 x 7 positions); with 128 input
+    channels (AVX-512: 8-row tiles, each row's panels requantized in one masked store) 10
+    output channels, an 8-row block and a 2-row one."""
     rng = np.random.default_rng(SEED)
     if depthwise:
         w = rng.integers(-64, 64, (24, 1, 3, 3)).astype(np.int8)
         conv = helper.make_node("Conv", ["xd", "wd"], ["c"], group=24, pads=[1, 1, 1, 1])
     else:
-        w = rng.integers(-64, 64, (6, 24, 1, 1)).astype(np.int8)
+        w = rng.integers(-64, 64, (m, c, 1, 1)).astype(np.int8)
         conv = helper.make_node("Conv", ["xd", "wd"], ["c"])
     linear = [conv]
-    model, feeds = _requantized(linear, (1, 24, 7, 7), w, y_dtype, y_scale, rng)
+    model, feeds = _requantized(linear, (1, c, 7, 7), w, y_dtype, y_scale, rng)
     got = run_onnx_compiled(model, feeds)[0]
     np.testing.assert_array_equal(got, run_onnxruntime(model, feeds)[0])
