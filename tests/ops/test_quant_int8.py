@@ -529,7 +529,7 @@ def test_depthwise_weights_past_int8_equal_avx2_bitwise(shape, stride) -> None:
     [
         (128, (3, 3), 7),  # K 1152: a 7x7 map's 4 panels (grid 7 x 9) as 8-row tiles of 2 + 2
         (1024, (1, 1), 7),  # K 1024, pointwise: 49 positions, the last panel of 1
-        (1024, (1, 1), 13),  # 11 panels in chunks of 6 and 5 (3 + 2), a tail of 9
+        (2048, (1, 1), 13),  # K 2048: 11 panels in chunks of 6 and 5 (3 + 2), a tail of 9
         (64, (1, 1), 12),  # K 64 (16 steps, below EMBER_Q8_EIGHT_ROWS_K4): 4-row 4 x 4 tiles
         (128, (1, 1), 12),  # K 128 (32 steps): 8-row tiles
     ],
