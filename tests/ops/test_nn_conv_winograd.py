@@ -180,6 +180,33 @@ def test_residual_epilogue_two_threads() -> None:
 
 
 @needs_avx512
+@pytest.mark.parametrize(
+    ("h", "w", "c", "o", "m"),
+    [
+        (32, 32, 16, 16, 4),  # resnet8: tiles through all phases per task (small weight)
+        (9, 11, 32, 48, 4),  # edge tiles and a panel's padding tiles in the last task
+        (14, 14, 256, 256, 2),  # ResNet-50's F(2,3) layer: the weight outweighs V and M
+        (56, 56, 64, 64, 4),  # ResNet-50's 56x56: tile tasks of several panels
+    ],
+)
+def test_two_threads_give_one_threads_bits(h: int, w: int, c: int, o: int, m: int) -> None:
+    """At 2 threads ember_f32_winograd runs each task's tiles through all three phases
+    (or the three phases split by tiles and points where the weight is the larger): the
+    same calls on the same panels, so the bytes of one thread."""
+    from ember.runtime import num_threads
+
+    x, wt = _data(h, w, c, o, seed=h + w + c)
+    art = build(_conv_module(h, w, wt), "c", pass_context=PassContext(config={WINOGRAD_CONFIG: m}))
+    assert _calls_winograd(art)
+    with num_threads(1):
+        one = run_artifacts(art, {"x": x})[0]
+    with num_threads(2):
+        two = [run_artifacts(art, {"x": x})[0] for _ in range(3)]
+    for got in two:
+        np.testing.assert_array_equal(got, one)
+
+
+@needs_avx512
 def test_builds_are_deterministic() -> None:
     _, wt = _data(16, 16, 32, 32)
     mod = _conv_module(16, 16, wt)
