@@ -1,5 +1,5 @@
-"""C source of the int8 convolution and dense drivers (``ember_q8_conv``, ``ember_q8_dense``),
-split across the runtime's threads with ``EmberBackendParallelFor``.
+"""C source of the int8 convolution driver (``ember_q8_conv``), split across the runtime's
+threads with ``EmberBackendParallelFor`` (the dense driver: ``int8_dense.py``).
 
 They sit on the tiles, packing and requantizing stores of ``int8_kernels.py`` (this text is
 appended to that block):
@@ -15,13 +15,12 @@ appended to that block):
   ``(kh*dh / sh) * Wq + kw*dw / sw``; output ``(oh, ow)`` at grid position
   ``oh * Wq + ow``, the columns ``ow >= OW`` computed and dropped): no im2col. With the
   AVX-512 VNNI tiles and VBMI, the panels hold the real positions only instead
-  (``ember_q8_pack_real``: each row's 16 bytes picked out of 32 grid bytes by a vpermt2b),
+  (``ember_q8_pack_real`` of ``int8_real_positions.py``: each row's 16 bytes picked out of
+  32 grid bytes by a vpermt2b),
   stored straight into y; a chunk's last panel of 1-4 positions then runs as dot products
   of its patch columns (``ember_q8_conv_dots512``), in either way of packing.
   With more than one thread and enough work the chunk shrinks so that every thread gets
   one (``EMBER_Q8_PAR_MACS`` multiply-adds at least, else one thread runs it all).
-* ``ember_q8_dense``: the rows of x made unsigned once, then the weight panels (16 output
-  columns each) split across the threads.
 """
 
 from __future__ import annotations
@@ -106,67 +105,6 @@ typedef struct {
   uint8_t* own; /* the planned scratch of a serial run (no allocation), else NULL */
   int real;     /* mode 2 packing the real positions only (ember_q8_pack_real) */
 } ember_q8_conv_job;
-
-#if defined(EMBER_Q8_VNNI512) && defined(__AVX512VBMI__)
-#define EMBER_Q8_REAL_POSITIONS 1
-/* the grid position (mode 2's padded image, rows of Wq) of output position p */
-static inline long ember_q8_grid(int p, int OW, int Wq) { return (long)(p / OW) * Wq + p % OW; }
-
-/* the widest grid span (last minus first) of a panel's 16 consecutive output positions */
-static inline int ember_q8_real_span(int P, int OW, int Wq) {
-  int span = 0;
-  for (int p = 0; p < P; p += 16) {
-    const int last = p + 15 < P ? p + 15 : P - 1;
-    const int s = (int)(ember_q8_grid(last, OW, Wq) - ember_q8_grid(p, OW, Wq));
-    span = s > span ? s : span;
-  }
-  return span;
-}
-
-/* panels [np][k4][16][4] of output positions p0, p0 + 1, ... only (no grid columns past OW;
-   positions from P on repeat P - 1): row k's 16 bytes picked by one vpermt2b from the 32
-   at base + offs[k] + the panel's first grid position (the span is below 32); from k = K on
-   row K - 1 (the weights there are zero, so any value does), top bit flipped by `flip` */
-static void ember_q8_pack_real(const uint8_t* base, const long* offs, int K, int k4, int p0,
-                               int np, int P, int OW, int Wq, uint8_t flip, uint8_t* out) {
-  const __m512i f = _mm512_set1_epi8((char)flip);
-  for (int b0 = 0; b0 < np; b0 += 32) {
-    const int nb = np - b0 < 32 ? np - b0 : 32;
-    long at[32];
-    __m512i idx[32];
-    for (int pp = 0; pp < nb; ++pp) {
-      const int first = p0 + 16 * (b0 + pp);
-      uint8_t ix[64];
-      at[pp] = ember_q8_grid(first, OW, Wq);
-      /* grid offsets from the panel's first position: + 1 a column, + Wq - OW + 1 at a row's
-         end; positions from P on repeat the last */
-      for (int jj = 0, ow = first % OW, rel = 0; jj < 16; ++jj) {
-        for (int t = 0; t < 4; ++t) ix[4 * jj + t] = (uint8_t)((t >> 1) * 64 + (t & 1) * 32 + rel);
-        if (first + jj + 1 < P) {
-          rel += ++ow == OW ? Wq - OW + 1 : 1;
-          ow = ow == OW ? 0 : ow;
-        }
-      }
-      idx[pp] = _mm512_loadu_si512((const void*)ix);
-    }
-    for (int q = 0; q < k4; ++q) {
-      const uint8_t* r[4];
-      for (int t = 0; t < 4; ++t) r[t] = base + offs[4 * q + t < K ? 4 * q + t : K - 1];
-      uint8_t* o = out + ((long)b0 * k4 + q) * 64;
-      for (int pp = 0; pp < nb; ++pp, o += (long)k4 * 64) {
-        const __m512i a = _mm512_inserti64x4(
-            _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i*)(r[0] + at[pp]))),
-            _mm256_loadu_si256((const __m256i*)(r[1] + at[pp])), 1);
-        const __m512i b = _mm512_inserti64x4(
-            _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i*)(r[2] + at[pp]))),
-            _mm256_loadu_si256((const __m256i*)(r[3] + at[pp])), 1);
-        const __m512i x = _mm512_permutex2var_epi8(a, idx[pp], b);
-        _mm512_storeu_si512((void*)o, _mm512_xor_si512(x, f));
-      }
-    }
-  }
-}
-#endif
 
 #if defined(EMBER_Q8_VNNI512)
 /* a chunk of cp packed panels holding `valid` positions: the count of its last panel's, if
@@ -455,95 +393,6 @@ static int32_t ember_q8_conv_impl(const void* x_, const void* w_, const int32_t*
       return -1;
   }
   return 0;
-}
-
-typedef struct {
-  const uint8_t* xr;
-  const uint8_t* w;
-  const int32_t* bias;
-  const float* mult;
-  const ember_q8_epi* e;
-  uint8_t* y;
-  int32_t* y32; /* MatMulInteger: acc + bias stored as int32 (no requantization) */
-  int R, N, k4;
-} ember_q8_dense_job;
-
-/* rows [R, K] of x into rows of ldr bytes (zero past K, and rows R..R4 zero), top bit
-   flipped by `flip` */
-static inline void ember_q8_unsigned_rows(const uint8_t* x, int R, int R4, int K, int ldr,
-                                          uint8_t flip, uint8_t* xr) {
-  for (int r = 0; r < R; ++r) {
-    const uint8_t* src = x + (long)r * K;
-    uint8_t* dst = xr + (long)r * ldr;
-    for (int k = 0; k < K; ++k) dst[k] = (uint8_t)(src[k] ^ flip);
-    for (int k = K; k < ldr; ++k) dst[k] = 0;
-  }
-  memset(xr + (long)R * ldr, 0, (size_t)(R4 - R) * ldr);
-}
-
-/* weight panels [begin, end) times every row of x */
-static int32_t ember_q8_dense_range(int64_t begin, int64_t end, void* cdata) {
-  const ember_q8_dense_job* j = (const ember_q8_dense_job*)cdata;
-  const int k4 = j->k4, ldr = 4 * k4, R = j->R, N = j->N;
-#if defined(EMBER_Q8_VNNI512)
-  ember_q8_dense_range512(j->xr, ldr, j->w, k4, j->bias, j->mult, j->e, j->y, j->y32, R, N,
-                          (int)begin, (int)end);
-  return 0;
-#endif
-  for (int64_t pn = begin; pn < end; ++pn) {
-    const uint8_t* panel = j->w + (long)pn * k4 * 64;
-    const int n0 = 16 * (int)pn, count = N - n0 < 16 ? N - n0 : 16;
-    for (int r0 = 0; r0 < R; r0 += 4) {
-      const int rws = R - r0 < 4 ? R - r0 : 4;
-#if defined(__AVX2__)
-      __m256i acc[8];
-      if (rws == 1) ember_q8_tile1_rows_u8(j->xr + (long)r0 * ldr, panel, k4, acc);
-      else ember_q8_tile_rows_u8(j->xr + (long)r0 * ldr, ldr, panel, k4, acc);
-      const __m256i b0 = _mm256_loadu_si256((const __m256i*)(j->bias + n0));
-      const __m256i b1 = _mm256_loadu_si256((const __m256i*)(j->bias + n0 + 8));
-      if (j->y32) {
-        for (int i = 0; i < rws; ++i)
-          ember_q8_store16_i32(_mm256_add_epi32(acc[2 * i], b0),
-                               _mm256_add_epi32(acc[2 * i + 1], b1),
-                               j->y32 + (long)(r0 + i) * N + n0, count);
-        continue;
-      }
-      const __m256 m0 = _mm256_loadu_ps(j->mult + n0), m1 = _mm256_loadu_ps(j->mult + n0 + 8);
-      for (int i = 0; i < rws; ++i)
-        ember_q8_store16(_mm256_add_epi32(acc[2 * i], b0), _mm256_add_epi32(acc[2 * i + 1], b1),
-                         m0, m1, j->e, 0, j->y + (long)(r0 + i) * N + n0, count);
-#else
-      int32_t acc[4][16];
-      ember_q8_tile_ref(j->xr + (long)r0 * ldr, ldr, panel, k4, 1, acc);
-      for (int i = 0; i < rws; ++i)
-        for (int c = 0; c < count; ++c) {
-          const int32_t a = acc[i][c] + j->bias[n0 + c];
-          const long at = (long)(r0 + i) * N + n0 + c;
-          if (j->y32)
-            j->y32[at] = a;
-          else
-            ember_q8_store1(a, j->mult[n0 + c], j->e, j->y + at);
-        }
-#endif
-    }
-  }
-  return 0;
-}
-
-static inline int32_t ember_q8_dense(const void* x_, const void* w_, const int32_t* bias,
-                                     const float* mult, void* y_, void* scratch, int32_t R,
-                                     int32_t K, int32_t N, int32_t flip, int32_t zy,
-                                     int32_t relu, int32_t is_signed) {
-  const uint8_t* x = (const uint8_t*)x_;
-  const int k4 = (K + 3) / 4, ldr = 4 * k4, R4 = (R + 3) / 4 * 4, npan = (N + 15) / 16;
-  const ember_q8_epi e = ember_q8_epilogue(zy, relu, is_signed);
-  uint8_t* xr = (uint8_t*)scratch;
-  ember_q8_unsigned_rows(x, R, R4, K, ldr, (uint8_t)flip, xr);
-  ember_q8_dense_job job = {xr, (const uint8_t*)w_, bias, mult, &e, (uint8_t*)y_, NULL,
-                            R, N, k4};
-  const int par = EmberBackendGetNumThreads() > 1 && (long)R * K * N >= EMBER_Q8_PAR_MACS;
-  return EmberBackendParallelFor(ember_q8_dense_range, &job, npan, par ? 1 : npan, 0) == 0 ? 0
-                                                                                          : -1;
 }
 
 static inline int32_t ember_q8_conv(const void* x_, const void* w_, const int32_t* bias,

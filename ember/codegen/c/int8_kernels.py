@@ -31,7 +31,9 @@ from __future__ import annotations
 
 from ember.codegen.c.int8_avx512 import INT8_AVX512_C
 from ember.codegen.c.int8_conv import INT8_CONV_C
+from ember.codegen.c.int8_dense import INT8_DENSE_C
 from ember.codegen.c.int8_dynamic import INT8_DYNAMIC_C
+from ember.codegen.c.int8_real_positions import INT8_REAL_POSITIONS_C
 from ember.codegen.c.int8_tails import INT8_TAIL_TILES_C
 
 #: the call_extern names this file defines.
@@ -379,4 +381,12 @@ static inline void ember_q8_pack(const uint8_t* base, const long* offs, int K,
 
 #: the whole helper block: tiles, packing, stores, the tail tiles, then the conv, dense and
 #: MatMulInteger drivers.
-INT8_KERNELS_C = _TILES_C + INT8_TAIL_TILES_C + INT8_AVX512_C + INT8_CONV_C + INT8_DYNAMIC_C
+INT8_KERNELS_C = (
+    _TILES_C
+    + INT8_TAIL_TILES_C
+    + INT8_AVX512_C
+    + INT8_REAL_POSITIONS_C
+    + INT8_CONV_C
+    + INT8_DENSE_C
+    + INT8_DYNAMIC_C
+)
