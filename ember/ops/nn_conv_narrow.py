@@ -108,10 +108,15 @@ def narrow_kernel_tile(
     return 1, narrow_kernel_cols(spatial[-1], lanes, target)
 
 
-def tile_reference(lanes: int, acc: list[float], x: list[float], w: list[float], *args: int) -> int:
+def tile_reference(
+    lanes: int, acc: list[float], x: list[float], w: list[float], *args: int, acc_stride: int = 0,
+    acc_offset: int = 0,
+) -> int:  # fmt: skip
     """A float32 conv tile kernel of ``lanes`` output channels per position (ember_f32_conv_tile,
-    ember_f32_conv_tile8 / 24) in Python, for the TIR interpreter (sums in float64)."""
+    ember_f32_conv_tile8 / 24) in Python, for the TIR interpreter (sums in float64); position
+    j's sums at ``acc[acc_offset + acc_stride * j + lane]`` (``acc_stride`` 0: ``lanes``)."""
     xoff, woff, ncols, tcols, cx, cr, e0, xs0, ws0, e1, xs1, ws1, e2, xs2, ws2 = args
+    stride = acc_stride or lanes
     for j in range(max(ncols, 0)):
         base = xoff + (j // tcols) * cr + (j % tcols) * cx
         for i0 in range(e0):
@@ -120,7 +125,7 @@ def tile_reference(lanes: int, acc: list[float], x: list[float], w: list[float],
                     b = x[base + i0 * xs0 + i1 * xs1 + i2 * xs2]
                     wk = woff + i0 * ws0 + i1 * ws1 + i2 * ws2
                     for lane in range(lanes):
-                        acc[lanes * j + lane] += b * w[wk + lane]
+                        acc[acc_offset + stride * j + lane] += b * w[wk + lane]
     return 0
 
 

@@ -259,17 +259,10 @@ def pair_tile_reference(
 ) -> int:
     """ember_f32_conv_tile2 in Python (two blocks of 16: ``acc[j * 32 + b * 16 + lane]``,
     block b's weights ``b * wb`` floats after the first's), for the TIR interpreter."""
-    ncols, tcols, cx, cr, e0, xs0, ws0, e1, xs1, ws1, e2, xs2, ws2, wb = args
-    for j in range(max(ncols, 0)):
-        base = xoff + (j // tcols) * cr + (j % tcols) * cx
-        for i0 in range(e0):
-            for i1 in range(e1):
-                for i2 in range(e2):
-                    b = x[base + i0 * xs0 + i1 * xs1 + i2 * xs2]
-                    wk = woff + i0 * ws0 + i1 * ws1 + i2 * ws2
-                    for lane in range(2 * BLOCK):
-                        blk, k = divmod(lane, BLOCK)
-                        acc[2 * BLOCK * j + lane] += b * w[wk + blk * wb + k]
+    *loops, wb = args
+    for blk in range(2):  # block b: one 16-channel tile, its weights b * wb floats on
+        tile_reference(BLOCK, acc, x, w, xoff, woff + blk * wb, *loops, acc_stride=2 * BLOCK,
+                       acc_offset=blk * BLOCK)  # fmt: skip
     return 0
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ember.ops import nn_conv_pack
+
 
 @pytest.fixture(autouse=True)
 def _module_rng_per_test(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -15,3 +17,10 @@ def _module_rng_per_test(request: pytest.FixtureRequest, monkeypatch: pytest.Mon
     seed = getattr(request.module, "RNG_SEED", None)
     if seed is not None:
         monkeypatch.setattr(request.module, "RNG", np.random.default_rng(seed))
+
+
+@pytest.fixture
+def every_layer_takes_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The conv tile kernel's layout (and kernel) on every layer, however short its
+    reduction (nn_conv_pack.tile_kernel_pays says yes)."""
+    monkeypatch.setattr(nn_conv_pack, "tile_kernel_pays", lambda *args: True)

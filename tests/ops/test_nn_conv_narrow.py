@@ -16,7 +16,6 @@ from packed_conv_lowering import lower_conv_bias_relu
 from ember import tir
 from ember.codegen.c.f32_narrow import F32_NARROW_C, NARROW_KERNEL_NAMES
 from ember.ir import Function, evaluate
-from ember.ops import nn_conv_pack
 from ember.ops.common import static_shape
 from ember.ops.nn_conv_narrow import (
     NARROW_KERNELS,
@@ -57,12 +56,6 @@ def test_widen_blocks_only_regroups_three_blocks_of_eight():
         assert (out is not wp) is wide
         if wide:
             assert static_shape(out) == (shape[0] // 3, *shape[1:-1], 24)
-
-
-@pytest.fixture
-def every_layer_takes_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The kernel on every layer of an AVX2 C target, however short its reduction."""
-    monkeypatch.setattr(nn_conv_pack, "tile_kernel_pays", lambda *args: True)
 
 
 @pytest.mark.usefixtures("every_layer_takes_the_kernel")

@@ -16,7 +16,6 @@ from packed_conv_lowering import lower_conv_bias_relu
 from ember import tir
 from ember.codegen.c.f32_narrow import F32_NARROW_C, NARROW_KERNEL_NAMES
 from ember.ir import Function, evaluate
-from ember.ops import nn_conv_pack
 from ember.ops.nn_conv_narrow import narrow_avx512, narrow_kernel_cols, narrow_kernel_tile
 from ember.ops.nn_conv_rewrite import INTERPRET_EXTERNS
 from ember.target import Target
@@ -57,12 +56,6 @@ def test_tile_widths():
     # the llvm kinds call the runtime's AVX-512 copy: its widths; on AVX2 the AVX2 ones
     assert narrow_kernel_cols(80, 24, Target.create("llvm -mcpu=znver4")) == 12
     assert narrow_kernel_cols(80, 24, Target.create("llvm -mcpu=haswell")) == 4
-
-
-@pytest.fixture
-def every_layer_takes_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The kernel's layout on every layer, however short its reduction."""
-    monkeypatch.setattr(nn_conv_pack, "tile_kernel_pays", lambda *args: True)
 
 
 @pytest.mark.usefixtures("every_layer_takes_the_kernel")
