@@ -52,7 +52,8 @@ def target_header(first: str, target: str) -> list[str]:
 @dataclass(frozen=True)
 class Row:
     """One model's measurements: ``times`` maps (engine, threads) to its Timing, engines
-    being ``graph``, ``aot`` and ``ort``; ``threads`` is the multi-threaded count."""
+    being ``graph``, ``aot``, ``aotc`` (the AOT run function timed from C; absent when it
+    has no C entry) and ``ort``; ``threads`` is the multi-threaded count."""
 
     name: str
     build_s: float
@@ -74,6 +75,19 @@ class Row:
         if wall:
             return min(self.times[(e, threads)].wall for e in ("graph", "aot"))
         return min(self.seconds(e, threads) for e in ("graph", "aot"))
+
+    def from_c(self, threads: int) -> str:
+        """The AOT run timed from C, in ms ("-" when it was not timed)."""
+        if ("aotc", threads) not in self.times:
+            return "-"
+        return f"{self.seconds('aotc', threads) * 1e3:.3f}"
+
+    def overhead(self, engine: str) -> str:
+        """``engine``'s 1-thread time minus the AOT run timed from C, in us: what the
+        executor adds to the kernels ("-" without a time from C)."""
+        if ("aotc", 1) not in self.times:
+            return "-"
+        return f"{(self.seconds(engine, 1) - self.seconds('aotc', 1)) * 1e6:.1f}"
 
     def speedup(self, threads: int) -> float:
         """onnxruntime time / ember's best time (above 1: ember is faster)."""
@@ -97,9 +111,15 @@ class Row:
             self.name,
             f"{self.build_s:.2f}",
             f"{self.load_s:.2f}",
-            *ms[:3],
+            *ms[:2],
+            self.from_c(1),
+            self.overhead("graph"),
+            self.overhead("aot"),
+            ms[2],
             f"{self.speedup(1):.2f}",
-            *ms[3:],
+            *ms[3:5],
+            self.from_c(n),
+            ms[5],
             f"{self.speedup(n):.2f}",
             f"{self.gflop:.3g}",
             f"{self.fma_percent(self.ember(1), 1, limit):.0f}",
@@ -114,8 +134,10 @@ class Row:
 def header(threads: int, noisy: bool, targets: Sequence[str] = ("c",)) -> list[str]:
     """The table's header for ``threads`` (the multi-threaded count)."""
     n = threads
-    cells = ["model", "build s", "cc+load s", "graph1 ms", "aot1 ms", "ort1 ms", "ort1/ember1"]
-    cells += [f"graph{n} ms", f"aot{n} ms", f"ort{n} ms", f"ort{n}/ember{n}", "GFLOP"]
+    cells = ["model", "build s", "cc+load s", "graph1 ms", "aot1 ms", "aotC1 ms"]
+    cells += ["graph1 ovh us", "aot1 ovh us", "ort1 ms", "ort1/ember1"]
+    cells += [f"graph{n} ms", f"aot{n} ms", f"aotC{n} ms", f"ort{n} ms", f"ort{n}/ember{n}"]
+    cells += ["GFLOP"]
     cells += ["ember1 %FMA", "ort1 %FMA", f"ember{n} %FMA", "max abs err"]
     cells += [f"noisy ember{n}/ember1"] if noisy else []
     return cells + [c for t in targets[1:] for c in target_header(targets[0], t)]

@@ -10,11 +10,16 @@ the zoo of issue 12, ``ember.examples.models.ZOO``; ``--models``: a list) it pri
   load from other processes hits them alike; the order rotates every round; each timed
   call follows an untimed call of the same engine, see interleaved_timings): the median
   time of ember's graph executor and AOT executor (the same kernels, one native call;
-  inputs set beforehand, outputs left in place) and of onnxruntime's ``run`` (all graph
+  inputs set beforehand, outputs left in place), of the AOT run function called from C
+  (``aotC``: the clocks read in C around the call, no Python; native_timer.py) and of
+  onnxruntime's ``run`` (all graph
   optimizations, the CPU provider, no spinning between runs; includes copying inputs and
   outputs), each at 1 thread and at ``--threads`` threads (default 2; ember's count set by
   ``ember.runtime.set_num_threads`` before each call, untimed; onnxruntime's
   ``intra_op_num_threads``),
+* each executor's overhead at 1 thread: its time minus the AOT run timed from C (which is
+  the kernels plus a status check per call: the same kernels, called from C; the graph
+  executor pays a ctypes call per kernel, the AOT executor one for the whole run),
 * the ratios onnxruntime / ember with ember's best executor (above 1: ember is faster;
   issue 12's orientation), and their geometric means over the models run,
 * GFLOP (2 x the multiply-adds of Conv, ConvTranspose, Gemm, MatMul, with shapes from
@@ -67,6 +72,7 @@ from bench_common import (  # noqa: E402
 )
 from bench_host import FmaLimit, busy_alive, busy_process, fma_limit  # noqa: E402
 from bench_report import Row, TargetTimes, Timing, format_table, summary  # noqa: E402
+from native_timer import NativeTimer  # noqa: E402
 from quantized import DEFAULT_MODELS as INT8_MODELS  # noqa: E402
 from quantized import HEADER as INT8_HEADER  # noqa: E402
 from quantized import measure as measure_int8  # noqa: E402
@@ -86,7 +92,8 @@ def interleaved_timings(
     2 threads after a pause starts with its pool's worker asleep. Rotating the order does
     not change which entry precedes which (graph2 always followed ort1, aot2 always graph2),
     so with ``settle`` each timed call comes right after an untimed call of the same entry:
-    every entry is timed warm, whatever its neighbours."""
+    every entry is timed warm, whatever its neighbours. An entry whose call returns a
+    :class:`Timing` timed itself (a run timed from C): that is its time."""
     for setup, fn in entries:
         setup()
         for _ in range(warmup):
@@ -100,9 +107,12 @@ def interleaved_timings(
             if settle:
                 fn()
             wall, cpu = time.perf_counter(), time.thread_time()
-            fn()
-            cpus[k].append(time.thread_time() - cpu)
-            walls[k].append(time.perf_counter() - wall)
+            result = fn()
+            cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
+            if isinstance(result, Timing):
+                wall, cpu = result.wall, result.cpu
+            cpus[k].append(cpu)
+            walls[k].append(wall)
     return [
         Timing(statistics.median(w), statistics.median(c)) for w, c in zip(walls, cpus, strict=True)
     ]
@@ -133,6 +143,26 @@ def _ember_entry(run: Callable[[], object], threads: int) -> Entry:
     from ember.runtime import set_num_threads
 
     return (lambda: set_num_threads(threads)), run
+
+
+_TIMER: list[tuple[tempfile.TemporaryDirectory[str], NativeTimer]] = []
+
+
+def native_run(aot: Any) -> Callable[[], Timing] | None:
+    """The AOT executor's run function called once from C, timed there (native_timer.py);
+    None when it has no C entry."""
+    if not _TIMER:
+        folder = tempfile.TemporaryDirectory(prefix="ember-bench-timer-")
+        _TIMER.append((folder, NativeTimer(folder.name)))
+    run = _TIMER[0][1].timed(aot.module.native_call())
+    if run is None:
+        return None
+
+    def timed() -> Timing:
+        wall, cpu = run()
+        return Timing(wall, cpu)
+
+    return timed
 
 
 def measure(
@@ -176,9 +206,12 @@ def measure(
         err = max(float(np.max(np.abs(a - b))) for a, b in zip(ours, ref, strict=True))
         max_err = max(max_err, err)
 
-    keys = [(e, n) for n in (1, threads) for e in ("graph", "aot", "ort")]
+    from_c = native_run(aot)
+    runs = {"graph": ge.run, "aot": aot.run, "aotc": from_c}
+    engines = ("graph", "aot", "aotc", "ort") if from_c is not None else ("graph", "aot", "ort")
+    keys = [(e, n) for n in (1, threads) for e in engines]
     entries = [
-        _ember_entry(aot.run if e == "aot" else ge.run, n)
+        _ember_entry(runs[e], n)  # type: ignore[arg-type]
         if e != "ort"
         else ((lambda: None), _runner(sessions[n], case.inputs))
         for e, n in keys

@@ -175,7 +175,21 @@ class AotExecutorModule(Module):
     def _prepare(self) -> None:
         """Build the run function's packed arguments once (again after an array moved), so
         a run is one ctypes call with nothing converted."""
-        self._call = prepare_call(self._run_fn, self._args)
+        self._call = prepare_call(self._run_fn, self._args, accelerated=True)
+
+    def native_call(self) -> tuple[int, tuple[int, ...], tuple[Any, ...]] | None:
+        """The run function's C address, its six packed-call arguments as integers (values,
+        codes, count, return value, return code, resource) and the objects that must stay
+        alive while they are used: what a C caller passes, e.g. to time a run from C with no
+        Python (benchmarks/native_timer.py). None without a C entry. Valid until an input
+        or constant moves to another array (set_input_zero_copy)."""
+        entry = self._run_fn.c_entry()
+        prepared = prepare_call(self._run_fn, self._args)
+        if entry is None or prepared is None:
+            return None
+        fn, args, keep = prepared
+        ints = tuple(0 if a is None else int(a.value or 0) for a in args)
+        return entry[0], ints, (fn, *args, *keep)
 
     def lock(self) -> threading.RLock:
         """The executor's lock: hold it (``with mod.lock():``) around set_input/run/get_output

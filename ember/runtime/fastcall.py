@@ -105,3 +105,24 @@ def make_fast_func(
         address, resource, ndarray_type, slow_call, c_api.check_call, decode
     )
     return fast
+
+
+def make_prepared_call(
+    address: int,
+    values: int,
+    codes: int,
+    num_args: int,
+    ret_value: int,
+    ret_code: int,
+    resource: int,
+) -> Callable[[], int] | None:
+    """A no-argument callable making the packed call at ``address`` over argument arrays
+    built once (raw addresses the caller keeps alive) and returning its status; None
+    without the extension."""
+    module = extension()
+    if module is None:
+        return None
+    call: Callable[[], int] = module.PreparedCall(
+        address, values, codes, num_args, ret_value, ret_code, resource
+    )
+    return call

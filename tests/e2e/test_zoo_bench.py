@@ -43,10 +43,16 @@ def test_models_benchmark_prints_both_thread_counts_ratios_and_geomeans(bench, c
     head, rows = _table(out)
     for name in ("graph1 ms", "aot1 ms", "ort1 ms", "ort1/ember1", "graph2 ms", "ort2/ember2"):
         assert name in head
+    # the AOT run timed from C, and what each executor adds to it
+    assert {"aotC1 ms", "aotC2 ms", "graph1 ovh us", "aot1 ovh us"} <= set(head)
     assert {"ember1 %FMA", "ort1 %FMA", "ember2 %FMA"} <= set(head)
     assert [r[0] for r in rows] == ["dense_autoencoder"]
     row = dict(zip(head, rows[0], strict=True))
     assert float(row["ort1/ember1"]) > 0 and float(row["ort2/ember2"]) > 0
+    assert float(row["aotC1 ms"]) > 0 and float(row["aotC2 ms"]) > 0
+    float(row["graph1 ovh us"])  # a number (its sign is the machine's)
+    c1, aot1 = float(row["aotC1 ms"]), float(row["aot1 ms"])  # printed to 1 us
+    assert abs(float(row["aot1 ovh us"]) - (aot1 - c1) * 1e3) <= 1.05
     macs = 2 * 640 * 128 + 6 * 128 * 128 + 2 * 128 * 8  # the autoencoder's ten Gemms
     assert float(row["GFLOP"]) == pytest.approx(2 * macs / 1e9, rel=1e-2)
     assert "flop/cycle" in out and "GFLOP/s" in out
@@ -215,3 +221,11 @@ def test_main_run_times_each_call_right_after_a_call_of_the_same_entry(bench, mo
     # the clock is read before and after each timed call: after the settling call of the
     # same entry, then after the timed call itself
     assert before_clock == [n for n in "abcbcacab" for _ in range(2)]
+
+
+def test_main_run_takes_the_time_an_entry_measured_itself(bench):
+    """A run timed from C returns its Timing; that, not Python's reading, is its time."""
+    timed = bench.Timing(1e-6, 2e-6)
+    entries = [((lambda: None), (lambda: timed)), ((lambda: None), (lambda: None))]
+    first, second = bench.interleaved_timings(entries, repeat=3, warmup=0)
+    assert first == timed and second != timed

@@ -127,3 +127,26 @@ def test_get_output_hands_out_the_view_or_copies_into_out():
     np.testing.assert_array_equal(out, want)  # the copy is not
     with pytest.raises(EmberValueError, match="out has shape"):
         aot.get_output(0, out=np.empty((4, 31), "float32"))
+
+
+def test_native_call_runs_the_model_as_a_c_caller_would():
+    """native_call() hands out the run function's address and packed arguments; a call
+    through them (here ctypes) writes the executor's outputs, bitwise its own run's."""
+    import ctypes
+
+    aot, _, _ = _executors()
+    aot.set_input(**_inputs(3))
+    aot.run()
+    want = aot.get_output(0).numpy()
+    aot.get_output(0).copyfrom(np.zeros((4, 32), "float32"))
+    native = aot.module.native_call()
+    assert native is not None
+    address, args, _keep = native
+    fn = ctypes.CFUNCTYPE(
+        ctypes.c_int32, *[ctypes.c_void_p] * 2, ctypes.c_int32, *[ctypes.c_void_p] * 3
+    )(address)
+    assert fn(*args) == 0
+    np.testing.assert_array_equal(aot.get_output(0).numpy(), want)
+    aot.set_input(**_inputs(4))  # the prepared run (PreparedCall or ctypes) sees new inputs
+    aot.run()
+    assert not np.array_equal(aot.get_output(0).numpy(), want)

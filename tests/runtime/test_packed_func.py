@@ -164,6 +164,33 @@ def test_accelerator_is_used_when_available(tmp_path):
     assert fastcall.status()
 
 
+def test_prepared_call_makes_the_packed_call_over_arrays_built_once(tmp_path):
+    import ctypes
+
+    from ember.runtime import fastcall
+
+    if fastcall.extension() is None:
+        pytest.skip(f"no accelerator: {fastcall.status()}")
+    module = build_library(tmp_path, C_SOURCE, "prepared")
+    address, _ = module["add_ints"].c_entry()
+    values = (rt.c_api.EmberValue * 3)()
+    for k, v in enumerate((1, 2, 39)):
+        values[k].v_int64 = v
+    codes = (ctypes.c_int32 * 3)(*[int(rt.c_api.TypeCode.INT)] * 3)
+    ret, ret_code = rt.c_api.EmberValue(), ctypes.c_int32(0)
+    addrs = [ctypes.addressof(x) for x in (values, codes, ret, ret_code)]
+    call = fastcall.make_prepared_call(address, addrs[0], addrs[1], 3, addrs[2], addrs[3], 0)
+    assert call is not None and call() == 0 and ret.v_int64 == 42
+    values[2].v_int64 = 0  # the arrays are read at each call, not copied
+    assert call() == 0 and ret.v_int64 == 3
+    codes[0] = int(rt.c_api.TypeCode.FLOAT)  # the function's failure is its status
+    assert call() == -1 and "expected ints" in rt.c_api.last_error()
+    with pytest.raises(TypeError, match="takes no arguments"):
+        call(1)
+    with pytest.raises(ValueError, match="non-NULL"):
+        fastcall.make_prepared_call(0, addrs[0], addrs[1], 3, addrs[2], addrs[3], 0)
+
+
 def test_python_packed_func_calls_directly():
     f = rt.as_packed_func(lambda a, b: a * b)
     assert isinstance(f, rt.PackedFunc)
