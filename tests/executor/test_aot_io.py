@@ -150,3 +150,24 @@ def test_native_call_runs_the_model_as_a_c_caller_would():
     aot.set_input(**_inputs(4))  # the prepared run (PreparedCall or ctypes) sees new inputs
     aot.run()
     assert not np.array_equal(aot.get_output(0).numpy(), want)
+
+
+def test_runs_see_moved_inputs_with_and_without_the_accelerator(monkeypatch):
+    """After its first checked run a run is one prepared call; moving an input (zero copy)
+    prepares it again. Without the CPython extension the same runs go through ctypes."""
+    from ember.runtime import fastcall
+
+    for available in (True, False):
+        if not available:
+            monkeypatch.setattr(fastcall, "extension", lambda: None)
+        aot, graph, _ = _executors()
+        inputs = _inputs(5)
+        aot.set_input(**inputs)
+        aot.run()
+        aot.run()
+        np.testing.assert_array_equal(aot.get_output(0).numpy(), _graph_out(graph, inputs))
+        moved = ember.nd.array(_inputs(6)["x"])
+        aot.set_input_zero_copy("x", moved)
+        aot.run()
+        want = _graph_out(graph, {"x": moved.numpy(), "y": inputs["y"]})
+        np.testing.assert_array_equal(aot.get_output(0).numpy(), want)
