@@ -28,6 +28,9 @@ the zoo of issue 12, ``ember.examples.models.ZOO``; ``--models``: a list) it pri
   formula and measures the clock).
 
 Outputs are checked against onnxruntime first (a wrong answer has no latency).
+``--pause-ms P`` times every call after a pause of P ms instead of right after a call of the
+same engine: cold runs, as of a model invoked now and then (the graph executor's Python
+state goes cold with the caches; the AOT run has little of it).
 ``--cpu-clock`` times the 1-thread runs by the calling thread's CPU time, so that other
 processes preempting it do not count (a machine shared by many jobs); multi-threaded
 runs are always wall time. ``--noisy`` starts one bounded busy process pinned to the last
@@ -82,7 +85,11 @@ Entry = tuple[Callable[[], object], Callable[[], object]]
 
 
 def interleaved_timings(
-    entries: Sequence[Entry], repeat: int, warmup: int = 2, settle: bool = True
+    entries: Sequence[Entry],
+    repeat: int,
+    warmup: int = 2,
+    settle: bool = True,
+    pause_s: float = 0.0,
 ) -> list[Timing]:
     """Median wall and thread CPU time of each entry's call over ``repeat`` rounds that
     run every entry once (its setup first, untimed), the order rotating every round.
@@ -92,7 +99,10 @@ def interleaved_timings(
     2 threads after a pause starts with its pool's worker asleep. Rotating the order does
     not change which entry precedes which (graph2 always followed ort1, aot2 always graph2),
     so with ``settle`` each timed call comes right after an untimed call of the same entry:
-    every entry is timed warm, whatever its neighbours. An entry whose call returns a
+    every entry is timed warm, whatever its neighbours. With ``pause_s`` each timed call
+    follows a pause of that many seconds instead (untimed): a model invoked now and then,
+    as a keyword spotter is, with the caches and the pool's workers gone cold. An entry
+    whose call returns a
     :class:`Timing` timed itself (a run timed from C): that is its time."""
     for setup, fn in entries:
         setup()
@@ -104,7 +114,9 @@ def interleaved_timings(
         for k in [(r + j) % len(entries) for j in range(len(entries))]:
             setup, fn = entries[k]
             setup()
-            if settle:
+            if pause_s > 0:
+                time.sleep(pause_s)
+            elif settle:
                 fn()
             wall, cpu = time.perf_counter(), time.thread_time()
             result = fn()
@@ -173,6 +185,7 @@ def measure(
     targets: Sequence[str] = ("c",),
     threads: int = 2,
     limit: FmaLimit | None = None,
+    pause_ms: float = 0.0,
 ) -> Row:
     """Compile, check and time one example model: ember's graph and AOT executors for the
     first of ``targets`` and onnxruntime at 1 and ``threads`` threads in one interleaved
@@ -216,7 +229,7 @@ def measure(
         else ((lambda: None), _runner(sessions[n], case.inputs))
         for e, n in keys
     ]
-    timings = interleaved_timings(entries, repeat)
+    timings = interleaved_timings(entries, repeat, pause_s=pause_ms / 1e3)
     times = dict(zip(keys, timings, strict=False))
     extra = compare_targets(ge, others, repeat, cpu_clock)
     flops = node_flops(model)
@@ -345,6 +358,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--threads", type=int, default=2, help="threads of the multi-threaded columns (both)"
     )
     parser.add_argument(
+        "--pause-ms",
+        type=float,
+        default=0.0,
+        help="time each call after a pause of this many ms instead of right after a call of "
+        "the same engine (cold runs: a model invoked now and then)",
+    )
+    parser.add_argument(
         "--cpu-clock",
         action="store_true",
         help="time 1-thread runs by the thread's CPU time (robust on a busy machine)",
@@ -395,9 +415,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         warm_up()
         limit = fma_limit(args.fma_units, args.ghz)
         clock = "thread CPU time for 1-thread runs" if args.cpu_clock else "wall"
+        runs = f"each after a {args.pause_ms:g} ms pause" if args.pause_ms > 0 else "warm"
         print(
             f"machine: {machine()}; threads 1 and {args.threads}; repeat {args.repeat}; "
-            f"clock: {clock}; load average {_load()}\n{limit.describe()}"
+            f"clock: {clock}; runs: {runs}; load average {_load()}\n{limit.describe()}"
         )
         rows: list[Row] = []
         if args.noisy:
@@ -434,7 +455,16 @@ def _int8_table(names: Sequence[str], args: argparse.Namespace) -> str:
 def _measure(name: str, args: argparse.Namespace, targets: Sequence[str], limit: FmaLimit) -> Row:
     """Measure one model and print its row to stderr at once (a long run that fails
     later keeps what it measured)."""
-    row = measure(name, args.repeat, args.profile, args.cpu_clock, targets, args.threads, limit)
+    row = measure(
+        name,
+        args.repeat,
+        args.profile,
+        args.cpu_clock,
+        targets,
+        args.threads,
+        limit,
+        args.pause_ms,
+    )
     cells = " | ".join(row.cells(limit, args.noisy))
     print(f"  done {name}: | {cells} |", file=sys.stderr, flush=True)
     return row

@@ -229,3 +229,12 @@ def test_main_run_takes_the_time_an_entry_measured_itself(bench):
     entries = [((lambda: None), (lambda: timed)), ((lambda: None), (lambda: None))]
     first, second = bench.interleaved_timings(entries, repeat=3, warmup=0)
     assert first == timed and second != timed
+
+
+def test_main_run_times_calls_after_a_pause_instead_of_a_settling_call(bench, monkeypatch):
+    calls: list[str] = []
+    pauses: list[float] = []
+    monkeypatch.setattr(bench.time, "sleep", pauses.append)
+    entries = [((lambda: None), (lambda name=name: calls.append(name))) for name in "ab"]
+    bench.interleaved_timings(entries, repeat=2, warmup=0, pause_s=0.005)
+    assert calls == list("abba") and pauses == [0.005] * 4  # no settling call
