@@ -35,20 +35,37 @@ typedef struct {
   _Atomic int32_t sense;
 } PoolBarrier;
 
+/* A participant's segment of a range job: its chunks from `next` up to `end`, on a cache line
+ * of its own. Participant k (the caller 0, worker i is i + 1) runs its segment's chunks first, then
+ * takes what is left of the others', so the same thread runs the same part of every loop
+ * (one layer's output rows are in the cache of the core that reads them in the next) and the
+ * chunk counters are not one line that both cores write. Against one counter for all chunks
+ * (resnet8 and ds_cnn_kws, 2 threads, wall, AOT native call, A/B interleaved in one process,
+ * policy "always", rounds in which the worker joined every launch, load 2.2-2.9): 0.93-0.94x
+ * and 0.96-0.97x the time. */
+#define POOL_SEGS 16
+typedef struct {
+  _Atomic int64_t next;
+  int64_t end;
+  char pad[64 - 2 * sizeof(int64_t)];
+} PoolSeg;
+
 typedef struct {
   FEmberParallelLambda flambda; /* group job: tasks 0..num_task-1, one per thread */
-  FEmberParallelRange frange;   /* range job: chunks of [0, extent) */
+  FEmberParallelRange frange;   /* range job: chunks of [0, extent), in segments */
   void* cdata;
   int32_t num_task;
   int64_t extent;
   int64_t chunk;
-  _Atomic int64_t next; /* next task id / chunk start */
+  _Atomic int64_t next; /* group job: the next task id */
   _Atomic int32_t failed;
   _Atomic int32_t caller_cpu; /* the caller's CPU when it published the job (-1: unknown) */
   _Atomic int32_t join_cpu;   /* the CPU a worker joined on (the last to join; -1: none) */
   _Atomic int32_t left_cpu;   /* the CPU a worker left the job on (the last to leave) */
   char* error; /* the first failure's message, owned by the job */
   PoolBarrier barrier;
+  int32_t nseg; /* range job: its segments (group job: 0) */
+  PoolSeg seg[POOL_SEGS] __attribute__((aligned(64)));
 } PoolJob;
 
 static struct {
@@ -91,12 +108,30 @@ static void job_fail(PoolJob* job) {
     job->error = strdup(EmberGetLastError());
   }
   /* a range job hands out no more chunks; a group job's tasks all run (barriers) */
-  if (job->frange != NULL) atomic_store(&job->next, INT64_MAX / 2);
+  for (int32_t k = 0; k < job->nseg; ++k) atomic_store(&job->seg[k].next, INT64_MAX / 2);
 }
 
-/* Run one participant's share of the job: one task, or chunks until none are left;
- * returns the iterations (range job) or tasks (group job) it ran. */
-static int64_t job_work(PoolJob* job) {
+/* Run the chunks left in one segment of a range job; returns the iterations run, and sets
+ * *failed when a chunk failed. */
+static int64_t seg_work(PoolJob* job, PoolSeg* seg, int32_t* failed) {
+  int64_t done = 0;
+  for (;;) {
+    int64_t begin = atomic_fetch_add_explicit(&seg->next, job->chunk, memory_order_relaxed);
+    if (begin >= seg->end) return done;
+    int64_t end = begin + job->chunk < seg->end ? begin + job->chunk : seg->end;
+    if (job->frange(begin, end, job->cdata) != 0) {
+      job_fail(job);
+      *failed = 1;
+      return done;
+    }
+    done += end - begin;
+  }
+}
+
+/* Run one participant's share of the job: one task, or the chunks of its own segment and
+ * then those left in the others'; returns the iterations (range job) or tasks (group job)
+ * it ran. */
+static int64_t job_work(PoolJob* job, int32_t participant) {
   if (job->flambda != NULL) {
     int64_t id = atomic_fetch_add(&job->next, 1);
     if (id >= job->num_task) return 0;
@@ -105,16 +140,11 @@ static int64_t job_work(PoolJob* job) {
     return 1;
   }
   int64_t done = 0;
-  for (;;) {
-    int64_t begin = atomic_fetch_add_explicit(&job->next, job->chunk, memory_order_relaxed);
-    if (begin >= job->extent) return done;
-    int64_t end = begin + job->chunk < job->extent ? begin + job->chunk : job->extent;
-    if (job->frange(begin, end, job->cdata) != 0) {
-      job_fail(job);
-      return done;
-    }
-    done += end - begin;
+  int32_t failed = 0;
+  for (int32_t k = 0; k < job->nseg && !failed; ++k) {
+    done += seg_work(job, &job->seg[(participant + k) % job->nseg], &failed);
   }
+  return done;
 }
 
 /* Monotonic nanoseconds (the adaptive state and the statistics count time in ns). */
@@ -148,7 +178,7 @@ static void worker_join(uint64_t seen_state, int32_t index) {
   while ((s & POOL_OPEN) && index < atomic_load_explicit(&g_pool.want, memory_order_relaxed)) {
     if (atomic_compare_exchange_weak(&g_pool.state, &s, s + 1)) {
       atomic_store_explicit(&g_pool.job.join_cpu, pool_cpu(), memory_order_relaxed);
-      job_work(&g_pool.job);
+      job_work(&g_pool.job, index + 1);
       atomic_store_explicit(&g_pool.job.left_cpu, pool_cpu(), memory_order_relaxed);
       uint64_t left = atomic_fetch_sub(&g_pool.state, 1) - 1;
       if ((left & POOL_COUNT_MASK) == 0 && !(left & POOL_OPEN)) {
@@ -277,7 +307,7 @@ static int32_t pool_run(int32_t workers, int32_t wait_all_tasks, PoolRunStats* s
     pthread_mutex_unlock(&g_pool.lock);
   }
   g_in_pool = 1;
-  stats->own = job_work(job);
+  stats->own = job_work(job, 0);
   stats->own_ticks = pool_ticks() - start;
   int32_t own_cpu = pool_cpu();
   if (wait_all_tasks) { /* a group job: every task id must be taken (barriers need them) */
@@ -376,6 +406,7 @@ int32_t EmberBackendParallelLaunch(FEmberParallelLambda flambda, void* cdata, in
       job->frange = NULL;
       job->cdata = cdata;
       job->num_task = want;
+      job->nseg = 0;
       atomic_store(&job->next, 0);
       PoolRunStats stats;
       int32_t rc = pool_run(want - 1, 1, &stats);
@@ -401,6 +432,19 @@ static int64_t pool_chunk(int64_t extent, int64_t grain, int32_t threads) {
   if (chunks > most) chunks = most - most % threads;
   if (chunks < 1) chunks = 1;
   return (extent + chunks - 1) / chunks;
+}
+
+/* Split the chunks of the prepared range job into one segment per thread (at most POOL_SEGS),
+ * contiguous and as even as the chunks allow. */
+static void pool_segments(PoolJob* job, int32_t threads) {
+  int64_t chunks = (job->extent + job->chunk - 1) / job->chunk;
+  job->nseg = threads < POOL_SEGS ? threads : POOL_SEGS;
+  for (int32_t k = 0; k < job->nseg; ++k) {
+    int64_t begin = chunks * k / job->nseg * job->chunk;
+    int64_t end = chunks * (k + 1) / job->nseg * job->chunk;
+    atomic_store_explicit(&job->seg[k].next, begin, memory_order_relaxed);
+    job->seg[k].end = end < job->extent ? end : job->extent;
+  }
 }
 
 int32_t EmberBackendParallelFor(FEmberParallelRange frange, void* cdata, int64_t extent,
@@ -446,7 +490,7 @@ int32_t EmberBackendParallelFor(FEmberParallelRange frange, void* cdata, int64_t
   job->cdata = cdata;
   job->extent = extent;
   job->chunk = pool_chunk(extent, grain, threads);
-  atomic_store(&job->next, 0);
+  pool_segments(job, threads);
   PoolRunStats stats;
   int32_t rc = pool_run(threads - 1, 0, &stats);
   stats.woke |= workers > had; /* a worker started for this launch: as good as asleep */
