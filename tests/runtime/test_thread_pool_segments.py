@@ -42,10 +42,10 @@ static int32_t note(int64_t begin, int64_t end, void* cdata) {
   }
   return 0;
 }
-/* args: extent, grain, launches, the second segment's start; returns the launches a worker took part in, or -1 when a
- * launch broke a rule: an iteration lost or run twice, a chunk across the two segments, the
- * caller not starting at 0, the worker not starting in the second segment, or its chunks
- * there out of order. */
+/* args: extent, grain, launches, the second segment's start; returns the launches a worker
+ * took part in, or -1 when a launch broke a rule: an iteration lost or run twice, a chunk
+ * across the two segments, the caller not starting at 0, the worker not starting in the
+ * second segment, or its chunks there out of order. */
 EMBER_DLL int32_t segments(EMBER_ARGS) {
   int64_t extent = args[0].v_int64, grain = args[1].v_int64, joined = 0;
   for (int64_t k = 0; k < args[2].v_int64; ++k) {
