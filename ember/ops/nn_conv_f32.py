@@ -128,7 +128,15 @@ TILE_KERNEL = "tile_kernel"
 #: kernel/loop-IR time): 3x3 16->16 at 32x32 1.32, 3x3 32->32 at 16x16 0.95, 3x3 64->64 at
 #: 8x8 0.93, 28x28 0.77; 1x1 64->64 at 25x5 1.09, 128->128 at 14x14 1.08, 192->32 at 28x28
 #: 1.04, 144->24 at 56x56 0.81, 256->64 at 56x56 0.74; 10x4 1->64 (ds_cnn_kws) 1.32.
-MIN_KERNEL_REDUCTION = 256
+#: Lowered from 256 to 144 (3x3 over 16 channels) with the AVX-512 register tiles and the
+#: pair tiles (ember_f32_conv_tile2): resnet8's stride-2 3x3 16->32 at 16x16 went from
+#: loop-IR tiles (52% of the FMA limit) to the pair kernel; resnet8 one thread, thread CPU
+#: time, A/B in one process, 300-400 rounds, load 4.5-5.3: 0.92-0.95x the time (93.4 ->
+#: 88.5 us, 89.2 -> 82.1 us), with Winograd off (its 16->16 layers too) 127.5 -> 117.7 us;
+#: MobileNetV2 (one 1x1 layer changes) 3.73 -> 3.70 ms, the other zoo models the same C;
+#: on AVX2 (``c -mcpu=haswell``, run on the same Zen 5) resnet8 225.6 -> 214.5 us, the same
+#: bits (the kernel adds in the loop IR's order), ds_cnn_kws level.
+MIN_KERNEL_REDUCTION = 144
 LARGE_IMAGE_POSITIONS = 2048
 #: output elements of the largest layer on which the llvm kinds keep their own loop-IR
 #: tiles (resnet8's biggest, 16 channels at 32x32), see loop_tiles_win

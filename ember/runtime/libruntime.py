@@ -28,6 +28,8 @@ _LOADED: list[ctypes.CDLL] = []
 #: f32_tiles.h is generated from the C back end's kernels (ember.codegen.llvm.tiles).
 INCLUDED_SOURCES = (
     "thread_pool.h",
+    "pool_job.h",
+    "pool_workers.h",
     "pool_adapt.h",
     "pool_learn.h",
     "random_kernels.h",

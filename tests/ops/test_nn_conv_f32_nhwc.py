@@ -40,7 +40,7 @@ def test_short_nhwc_pointwise_reductions_take_the_kernel_layout(
     # small images (taken whole by the kernel), 3x3 taps and narrow blocks: as before
     assert not _layout((36, 96, 1, 1, 16), (1, 576, 14, 14), channels_last=True)
     assert not _layout((6, 16, 1, 1, 16), (1, 96, 112, 112), channels_last=True)  # 16 channels
-    assert not _layout((1, 16, 3, 3, 16), (1, 16, 14, 14), channels_last=True)
+    assert not _layout((1, 8, 3, 3, 16), (1, 16, 14, 14), channels_last=True)  # 72 steps
     assert not _layout((3, 16, 1, 1, 8), (1, 24, 14, 14), channels_last=True)
     monkeypatch.setattr(nn_conv_pack, "NHWC_POINTWISE_KERNEL", False)
     assert not _layout((16, 64, 1, 1, 16), (1, 256, 56, 56), channels_last=True)

@@ -97,9 +97,12 @@ def _tile_cost(lanes: int, first_extent: int) -> Callable[[tuple[PrimExpr, ...]]
 #: calls got a grain of thousands of iterations, i.e. ran on one thread (ResNet-50's 14x14
 #: and 7x7 convolutions).
 EXTERN_COSTS: dict[str, Callable[[tuple[PrimExpr, ...]], int]] = {
-    # ember/codegen/c/f32_kernels.py, f32_narrow.py (blocks of 8 and 24), f32_lanes.py
-    # (16 positions as the lanes; a `zero` flag before the extents)
+    # ember/codegen/c/f32_kernels.py, f32_pair.py (two blocks of 16), f32_narrow.py (blocks
+    # of 8 and 24), f32_lanes.py (16 positions as the lanes; a `zero` flag before the
+    # extents). Without the pair kernel's entry resnet8's stride-2 32->64 layer got a grain
+    # of 43 for its 2 tiles of 5 us each: one thread at any count.
     "ember_f32_conv_tile": _tile_cost(16, 9),
+    "ember_f32_conv_tile2": _tile_cost(32, 9),
     "ember_f32_conv_tile8": _tile_cost(8, 9),
     "ember_f32_conv_tile24": _tile_cost(24, 9),
     "ember_f32_lanes_tile": _tile_cost(16, 10),

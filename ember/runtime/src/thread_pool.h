@@ -14,42 +14,15 @@
  * never delays a range job: the caller closes the job once the chunks are gone and waits
  * only for workers that did join. Idle workers spin briefly, then sleep on a condvar; a
  * thread waiting for one on its own CPU yields instead of spinning. Whether a launch goes to
- * the pool at all is learnt from earlier ones (pool_learn.h: per loop, and process-wide). */
+ * the pool at all is learnt from earlier ones (pool_learn.h: per loop, and process-wide).
+ * The parts: pool_job.h (a job's tasks, chunks and segments), pool_workers.h (how workers
+ * wait, join and leave; the pool's growth), this file (publishing a launch and waiting for
+ * it, the public calls), pool_learn.h and pool_adapt.h (what the pool learns). */
 #define POOL_OPEN ((uint64_t)1 << 32)
 #define POOL_COUNT_MASK (POOL_OPEN - 1)
-#ifndef POOL_SPIN
-#define POOL_SPIN 4000 /* pause iterations before an idle worker sleeps (~10-40 us) */
-#endif
-/* Yields (instead of pauses) before a thread that shares its CPU with the thread it waits
- * for sleeps: a pause loop holds the CPU the other needs until the scheduler's tick; no spin
- * at all makes every launch a futex wake that preempts the caller (ds_cnn_kws at 2 threads,
- * co-located next to a busy process: 3.75x its 1-thread time with no spin, 1.06 spinning). */
-#define POOL_YIELDS 64
 #define POOL_MAX_THREADS 1024
-#ifndef CHUNKS_PER_THREAD
-#define CHUNKS_PER_THREAD 4 /* dynamic chunks per thread of a range job */
-#endif
 
-typedef struct {
-  _Atomic int32_t count;
-  _Atomic int32_t sense;
-} PoolBarrier;
-
-typedef struct {
-  FEmberParallelLambda flambda; /* group job: tasks 0..num_task-1, one per thread */
-  FEmberParallelRange frange;   /* range job: chunks of [0, extent) */
-  void* cdata;
-  int32_t num_task;
-  int64_t extent;
-  int64_t chunk;
-  _Atomic int64_t next; /* next task id / chunk start */
-  _Atomic int32_t failed;
-  _Atomic int32_t caller_cpu; /* the caller's CPU when it published the job (-1: unknown) */
-  _Atomic int32_t join_cpu;   /* the CPU a worker joined on (the last to join; -1: none) */
-  _Atomic int32_t left_cpu;   /* the CPU a worker left the job on (the last to leave) */
-  char* error; /* the first failure's message, owned by the job */
-  PoolBarrier barrier;
-} PoolJob;
+#include "pool_job.h" /* the job: tasks, chunks and segments */
 
 static struct {
   pthread_mutex_t launch; /* one launch at a time */
@@ -72,67 +45,6 @@ static void learn_forget(void); /* pool_learn.h */
 static _Thread_local int32_t g_in_pool = 0; /* set in workers and in a launching caller */
 static int32_t g_num_threads = 0;           /* 0: not decided yet */
 
-/* One step of a wait: a pause instruction for the first POOL_SPIN steps, then yield. */
-static inline void backoff(int32_t step) {
-  if (step >= POOL_SPIN) {
-    sched_yield();
-    return;
-  }
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
-}
-
-static void job_fail(PoolJob* job) {
-  int32_t expected = 0;
-  if (atomic_compare_exchange_strong(&job->failed, &expected, 1)) {
-    job->error = strdup(EmberGetLastError());
-  }
-  /* a range job hands out no more chunks; a group job's tasks all run (barriers) */
-  if (job->frange != NULL) atomic_store(&job->next, INT64_MAX / 2);
-}
-
-/* Run one participant's share of the job: one task, or chunks until none are left;
- * returns the iterations (range job) or tasks (group job) it ran. */
-static int64_t job_work(PoolJob* job) {
-  if (job->flambda != NULL) {
-    int64_t id = atomic_fetch_add(&job->next, 1);
-    if (id >= job->num_task) return 0;
-    EmberParallelGroupEnv env = {&job->barrier, job->num_task};
-    if (job->flambda((int32_t)id, &env, job->cdata) != 0) job_fail(job);
-    return 1;
-  }
-  int64_t done = 0;
-  for (;;) {
-    int64_t begin = atomic_fetch_add_explicit(&job->next, job->chunk, memory_order_relaxed);
-    if (begin >= job->extent) return done;
-    int64_t end = begin + job->chunk < job->extent ? begin + job->chunk : job->extent;
-    if (job->frange(begin, end, job->cdata) != 0) {
-      job_fail(job);
-      return done;
-    }
-    done += end - begin;
-  }
-}
-
-/* Monotonic nanoseconds (the adaptive state and the statistics count time in ns). */
-static inline uint64_t pool_ticks(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* The CPU the calling thread runs on, or -1. */
-static inline int32_t pool_cpu(void) {
-#ifdef __linux__
-  return sched_getcpu();
-#else
-  return -1;
-#endif
-}
-
 /* What the caller measured of one launch (pool_run fills it). */
 typedef struct {
   int64_t own;        /* iterations (or tasks) the caller ran itself */
@@ -142,117 +54,7 @@ typedef struct {
   int32_t shared;     /* a worker joined on the caller's CPU, with no more threads than cores */
 } PoolRunStats;
 
-/* Join the job of `epoch` if it is still open; run a share; leave. */
-static void worker_join(uint64_t seen_state, int32_t index) {
-  uint64_t s = seen_state;
-  while ((s & POOL_OPEN) && index < atomic_load_explicit(&g_pool.want, memory_order_relaxed)) {
-    if (atomic_compare_exchange_weak(&g_pool.state, &s, s + 1)) {
-      atomic_store_explicit(&g_pool.job.join_cpu, pool_cpu(), memory_order_relaxed);
-      job_work(&g_pool.job);
-      atomic_store_explicit(&g_pool.job.left_cpu, pool_cpu(), memory_order_relaxed);
-      uint64_t left = atomic_fetch_sub(&g_pool.state, 1) - 1;
-      if ((left & POOL_COUNT_MASK) == 0 && !(left & POOL_OPEN)) {
-        pthread_mutex_lock(&g_pool.lock); /* the caller may be waiting for the last one */
-        pthread_cond_broadcast(&g_pool.done);
-        pthread_mutex_unlock(&g_pool.lock);
-      }
-      return;
-    }
-    if ((s >> 33) != (seen_state >> 33)) return; /* a newer job: seen on the next round */
-  }
-}
-
-typedef struct {
-  int32_t index;
-  uint64_t epoch; /* the last job before this worker existed: it must not skip the next */
-} WorkerStart;
-
-static void* worker_main(void* arg) {
-  WorkerStart start = *(WorkerStart*)arg;
-  free(arg);
-  int32_t index = start.index;
-  uint64_t epoch = start.epoch;
-  g_in_pool = 1;
-  for (;;) {
-    uint64_t s = atomic_load(&g_pool.state);
-    /* on the CPU of the last job's caller, a pause loop takes the caller's core: yield */
-    int32_t caller = atomic_load_explicit(&g_pool.job.caller_cpu, memory_order_relaxed);
-    int32_t shared = caller >= 0 && pool_cpu() == caller;
-    for (int32_t spin = 0; (s >> 33) == epoch && spin < (shared ? POOL_YIELDS : POOL_SPIN);
-         ++spin) {
-      backoff(shared ? POOL_SPIN : spin);
-      s = atomic_load(&g_pool.state);
-    }
-    if ((s >> 33) == epoch) {
-      pthread_mutex_lock(&g_pool.lock);
-      atomic_fetch_add(&g_pool.sleepers, 1);
-      while (((s = atomic_load(&g_pool.state)) >> 33) == epoch) {
-        pthread_cond_wait(&g_pool.wake, &g_pool.lock);
-      }
-      atomic_fetch_sub(&g_pool.sleepers, 1);
-      pthread_mutex_unlock(&g_pool.lock);
-    }
-    epoch = s >> 33;
-    worker_join(s, index);
-  }
-  return NULL;
-}
-
-/* Grow the pool to `n` workers (called under g_pool.launch); returns how many exist. */
-/* A forked child has none of the parent's workers: start from an empty pool. */
-static void pool_after_fork(void) {
-  pthread_mutex_init(&g_pool.launch, NULL);
-  pthread_mutex_init(&g_pool.lock, NULL);
-  pthread_cond_init(&g_pool.wake, NULL);
-  pthread_cond_init(&g_pool.done, NULL);
-  atomic_store(&g_pool.state, 0);
-  atomic_store(&g_pool.sleepers, 0);
-  g_pool.num_workers = 0;
-  g_in_pool = 0;
-  learn_forget(); /* a fresh pool learns afresh: a loop the parent backed off runs split */
-}
-
-static pthread_once_t g_fork_once = PTHREAD_ONCE_INIT;
-static void pool_register_fork(void) { pthread_atfork(NULL, NULL, pool_after_fork); }
-
-static int32_t count_cores(void) {
-#ifdef CPU_COUNT
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
-#endif
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? (int32_t)n : 1;
-}
-
-static int32_t g_pool_cores = 0; /* count_cores() when the pool last grew */
-
-/* The cores, as of the pool's last growth (count_cores() before it first grew). */
-static inline int32_t pool_cores(void) { return g_pool_cores > 0 ? g_pool_cores : count_cores(); }
-
-static int32_t pool_grow(int32_t n) {
-  if (g_pool.num_workers < n) {
-    pthread_once(&g_fork_once, pool_register_fork);
-    g_pool_cores = count_cores();
-  }
-  while (g_pool.num_workers < n) {
-    WorkerStart* start = (WorkerStart*)malloc(sizeof(WorkerStart));
-    if (start == NULL) break;
-    start->index = g_pool.num_workers;
-    start->epoch = atomic_load(&g_pool.state) >> 33;
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    int rc = pthread_create(&t, &attr, worker_main, start);
-    pthread_attr_destroy(&attr);
-    if (rc != 0) {
-      free(start);
-      break;
-    }
-    g_pool.num_workers++;
-  }
-  return g_pool.num_workers;
-}
+#include "pool_workers.h" /* waiting, joining, growing */
 
 /* Publish the prepared g_pool.job to `workers` workers, take part, wait for those that
  * joined; returns 0, or -1 with the first task's error as this thread's last error. */
@@ -277,7 +79,7 @@ static int32_t pool_run(int32_t workers, int32_t wait_all_tasks, PoolRunStats* s
     pthread_mutex_unlock(&g_pool.lock);
   }
   g_in_pool = 1;
-  stats->own = job_work(job);
+  stats->own = job_work(job, 0);
   stats->own_ticks = pool_ticks() - start;
   int32_t own_cpu = pool_cpu();
   if (wait_all_tasks) { /* a group job: every task id must be taken (barriers need them) */
@@ -376,6 +178,7 @@ int32_t EmberBackendParallelLaunch(FEmberParallelLambda flambda, void* cdata, in
       job->frange = NULL;
       job->cdata = cdata;
       job->num_task = want;
+      job->nseg = 0;
       atomic_store(&job->next, 0);
       PoolRunStats stats;
       int32_t rc = pool_run(want - 1, 1, &stats);
@@ -388,19 +191,6 @@ int32_t EmberBackendParallelLaunch(FEmberParallelLambda flambda, void* cdata, in
   }
   EmberParallelGroupEnv env = {NULL, 1};
   return flambda(0, &env, cdata);
-}
-
-/* Iterations per chunk of a range job: CHUNKS_PER_THREAD chunks per thread, fewer when a
- * chunk would then be under `grain` iterations; the chunks are as even as possible and,
- * when fewer than that, a multiple of the threads. (A chunk of max(extent / 8, grain)
- * iterations left, e.g., 64 iterations of grain 24 in chunks of 24, 24 and 16: one thread
- * ran two of the three, a speedup of 1.33 at best.) `threads` <= extent / grain. */
-static int64_t pool_chunk(int64_t extent, int64_t grain, int32_t threads) {
-  int64_t most = extent / grain;
-  int64_t chunks = (int64_t)threads * CHUNKS_PER_THREAD;
-  if (chunks > most) chunks = most - most % threads;
-  if (chunks < 1) chunks = 1;
-  return (extent + chunks - 1) / chunks;
 }
 
 int32_t EmberBackendParallelFor(FEmberParallelRange frange, void* cdata, int64_t extent,
@@ -446,7 +236,7 @@ int32_t EmberBackendParallelFor(FEmberParallelRange frange, void* cdata, int64_t
   job->cdata = cdata;
   job->extent = extent;
   job->chunk = pool_chunk(extent, grain, threads);
-  atomic_store(&job->next, 0);
+  pool_segments(job, threads);
   PoolRunStats stats;
   int32_t rc = pool_run(threads - 1, 0, &stats);
   stats.woke |= workers > had; /* a worker started for this launch: as good as asleep */
