@@ -25,6 +25,7 @@ typedef struct {
   int64_t straddles, iterations, worker_chunks;
   int64_t worker_last;            /* the worker's last chunk start in its own segment */
   int64_t worker_backwards;       /* its chunks in its own segment out of order */
+  int64_t worker_took_zero;       /* the worker ran the loop's first chunk (a late caller) */
 } Seen;
 static int32_t note(int64_t begin, int64_t end, void* cdata) {
   Seen* s = (Seen*)cdata;
@@ -34,6 +35,7 @@ static int32_t note(int64_t begin, int64_t end, void* cdata) {
     if (s->caller_first < 0) s->caller_first = begin;
   } else {
     if (s->worker_first < 0) s->worker_first = begin;
+    if (begin == 0) s->worker_took_zero = 1;
     s->worker_chunks += 1;
     if (begin >= s->half) {
       if (begin < s->worker_last) s->worker_backwards += 1;
@@ -44,14 +46,18 @@ static int32_t note(int64_t begin, int64_t end, void* cdata) {
 }
 /* args: extent, grain, launches, the second segment's start; returns the launches a worker
  * took part in, or -1 when a launch broke a rule: an iteration lost or run twice, a chunk
- * across the two segments, the caller not starting at 0, the worker not starting in the
+ * across the two segments, the caller not starting at 0 (unless the worker ran chunk 0
+ * first), the worker not starting in the
  * second segment, or its chunks there out of order. */
 EMBER_DLL int32_t segments(EMBER_ARGS) {
   int64_t extent = args[0].v_int64, grain = args[1].v_int64, joined = 0;
   for (int64_t k = 0; k < args[2].v_int64; ++k) {
-    Seen s = {pthread_self(), args[3].v_int64, -1, -1, 0, 0, 0, -1, 0};
+    Seen s = {pthread_self(), args[3].v_int64, -1, -1, 0, 0, 0, -1, 0, 0};
     if (EmberBackendParallelFor(note, &s, extent, grain, 0) != 0) return -1;
-    int bad = s.iterations != extent || s.straddles != 0 || s.caller_first != 0;
+    /* a caller descheduled right after publishing may find its first chunk taken by a
+     * worker that finished its own segment: then the caller starts later (a busy machine) */
+    int bad = s.iterations != extent || s.straddles != 0 ||
+              (s.caller_first != 0 && !s.worker_took_zero);
     if (s.worker_chunks > 0) {
       joined += 1;
       bad |= s.worker_first < s.half || s.worker_backwards != 0;
@@ -96,6 +102,6 @@ def test_each_thread_starts_on_its_own_half(lib, extent, grain, half) -> None:  
     """The caller's first chunk is the loop's first; a worker's first chunk is in the second
     half and it runs that half in order; no chunk crosses the halves; every iteration runs
     once (a late worker's half is run by the caller: launches without the worker check
-    the rest)."""
+    the rest; a late caller may find the loop's first chunk taken by the worker)."""
     got = lib["segments"](extent, grain, 300, half)
     assert got != -1
