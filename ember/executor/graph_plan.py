@@ -10,7 +10,8 @@ ctypes calls with no allocation:
    view of the same memory (``arrays``) for fast copies in and out;
 3. **calls**: per ``tvm_op`` node, the packed-call argument arrays (an ``EmberValue`` per
    input and output pointing at the DLTensors, and the type codes) and the kernel's raw C
-   function pointer, bound once as a ctypes function.
+   function pointer, bound once as a PreparedCall of the CPython extension (a ctypes
+   function without it).
 
 Kernels come from a ``resolve(func_name) -> PackedFunc`` callback (raising LookupError for
 a missing one). A kernel with a C body (``PackedFunc.c_entry()``) is called through its raw
@@ -232,7 +233,7 @@ class GraphPlan:
             tensors.append(tensor)
         # the kernel's own scratch: one buffer per node, alive with the plan
         extra = [ndarray.empty((scratch,), "uint8", self.device)] if scratch else []
-        prepared = prepare_call(kernel, tensors, extra)
+        prepared = prepare_call(kernel, tensors, extra, accelerated=True)
         if prepared is None:  # a kernel written in Python: call it through the PackedFunc
             py_fn = _python_call(kernel, [*tensors, *extra])
             keep_py = (kernel, *tensors, *extra)
