@@ -129,3 +129,18 @@ def test_graph_build_with_scratch_is_deterministic(resnet8: Any) -> None:
     assert files[0] == files[1]
     md = ModelMetadata.from_json(files[0]["metadata.json"])
     assert md.functions[0].workspace_size_bytes > 0
+
+
+def test_llvm_graph_build_plans_scratch_with_the_same_bits(
+    resnet8: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The LLVM back end places the planned scratch too (its static pool from the parameter)."""
+    pytest.importorskip("llvmlite")
+    case, mod, params = resnet8
+    arts = ember.build(mod, "llvm", params)
+    with monkeypatch.context() as m:
+        m.setattr(pipeline, "plan_graph_scratch", lambda g, funcs, a: (g, tuple(funcs)))
+        heap = ember.build(mod, "llvm", params)
+    ge = _executor(arts)
+    assert scratch_size(ge.module.graph) > 0
+    assert _outputs(ge, case.inputs) == _outputs(_executor(heap), case.inputs)
