@@ -3,7 +3,8 @@
 For every model of ``ember.examples.models.MODELS`` (or ``--models``) it prints one row:
 the AOT workspace the static planner placed (``ember.lowering.memory_plan``), the lower
 bound (the largest total of intermediates live at one step), their ratio, the graph
-executor's storage total for the same intermediates (its storage-id plan), and
+executor's storage total for the same intermediates (its storage-id plan) plus the one
+buffer it gives every kernel's scratch (the largest kernel's; ``scratch`` alone), and
 onnxruntime's peak resident-set growth over one session creation and run, measured in a
 fresh process from its size just before (weights and arena included). Sizes in MiB; no
 timing is involved.
@@ -29,7 +30,7 @@ from bench_common import markdown_table  # noqa: E402
 
 import ember  # noqa: E402
 from ember.examples.models import MODELS, make_model  # noqa: E402
-from ember.formats.metadata import storage_sizes  # noqa: E402
+from ember.formats.metadata import scratch_size, storage_sizes  # noqa: E402
 from ember.lowering.memory_plan import graph_buffers, plan_memory  # noqa: E402
 
 MIB = 1 << 20
@@ -79,7 +80,8 @@ def measure(name: str, with_ort: bool) -> list[str]:
     plan = plan_memory(buffers)
     planned = {int(b.name[1:]) for b in buffers}
     sizes = storage_sizes(graph)
-    graph_total = sum(
+    scratch = scratch_size(graph)
+    graph_total = scratch + sum(
         sizes[graph.storage_id[e]] for e in {graph.storage_id[e]: e for e in planned}.values()
     )
     model = case.model.SerializeToString()
@@ -90,6 +92,7 @@ def measure(name: str, with_ort: bool) -> list[str]:
         f"{plan.lower_bound / MIB:.2f}",
         f"{plan.size / max(plan.lower_bound, 1):.3f}",
         f"{graph_total / MIB:.2f}",
+        f"{scratch / MIB:.2f}",
         ort,
         plan.algorithm,
     ]
@@ -110,6 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "bound",
         "ratio",
         "graph executor",
+        "scratch",
         "onnxruntime peak",
         "placement",
     ]

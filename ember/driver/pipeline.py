@@ -30,6 +30,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 import numpy as np
 from tqdm import tqdm
@@ -44,6 +45,7 @@ from ember.ir.module import IRModule
 from ember.ir.verify import verify
 from ember.lowering.aot import build_aot
 from ember.lowering.graph_plan import plan_graph
+from ember.lowering.graph_scratch import plan_graph_scratch
 from ember.lowering.legalize import check_lowerable, legalize
 from ember.lowering.lower_group import lower_group
 from ember.ops.nn_conv_winograd import winograd_scope
@@ -95,8 +97,13 @@ def lower(
     plan = plan_graph(mod)  # 5
     funcs, external = _lower_kernels(plan.kernels, tgt, progress)  # 6
     funcs = (*funcs, *helpers)
+    alignment = max(64, tgt.cpu.vector_bits // 8)
     aot = None
-    if ex.kind == "aot":
+    if ex.kind == "graph":
+        # kernels' scratch: one buffer of the graph executor instead of a heap block per call
+        graph, funcs = plan_graph_scratch(plan.graph, funcs, alignment)
+        plan = replace(plan, graph=graph)
+    elif ex.kind == "aot":
         # regions' external kernels have host stubs (ordinary kernels); a whole-target
         # relay_to_runtime hook's kernels are called through call_packed
         if external and tgt.hook("relay_to_runtime") and ex.interface_api == "c":
@@ -105,7 +112,6 @@ def lower(
                 "relay_to_runtime hook; the run function calls them through the runtime "
                 "(call_packed), which the C interface has not; use -interface-api=packed"
             )
-        alignment = max(64, tgt.cpu.vector_bits // 8)
         aot = build_aot(plan.graph, plan.params, funcs, mod_name, alignment, ex.calling_convention)
     return Lowered(tgt, ex, mod_name, mod, plan, funcs, external, ctx.report, aot)
 

@@ -10,7 +10,9 @@ ctypes calls with no allocation:
    view of the same memory (``arrays``) for fast copies in and out;
 3. **calls**: per ``tvm_op`` node, the packed-call argument arrays (an ``EmberValue`` per
    input and output pointing at the DLTensors, and the type codes) and the kernel's raw C
-   function pointer, bound once as a ctypes function.
+   function pointer, bound once as a PreparedCall of the CPython extension (a ctypes
+   function without it); a node with attribute ``scratch_bytes`` also gets the plan's one
+   **scratch** buffer (the largest node's size) as its last argument.
 
 Kernels come from a ``resolve(func_name) -> PackedFunc`` callback (raising LookupError for
 a missing one). A kernel with a C body (``PackedFunc.c_entry()``) is called through its raw
@@ -33,7 +35,7 @@ import numpy as np
 
 from ember.errors import EmberError, EmberValueError, ExecutorError
 from ember.formats.graph_json import COPY_FUNC, NOP_FUNC, OP_KERNEL, SCRATCH_ATTR, GraphJSON
-from ember.formats.metadata import STORAGE_ALIGNMENT, storage_sizes
+from ember.formats.metadata import STORAGE_ALIGNMENT, scratch_size, storage_sizes
 from ember.runtime import c_api, ndarray
 from ember.runtime.device import Device
 from ember.runtime.dtype import dtype as as_dtype
@@ -176,6 +178,10 @@ class GraphPlan:
             self._view(eid, graph.shape[eid]) for eid in range(graph.num_entries)
         ]
         self.arrays: list[np.ndarray] = [numpy_view(e) for e in self.entries]
+        # the kernels' scratch: one buffer for every node, the largest node's size (calls
+        # run one after the other and a kernel's scratch lives for its call)
+        nscratch = scratch_size(graph)
+        self.scratch = ndarray.empty((nscratch,), "uint8", device) if nscratch else None
         self.calls: list[_Call] = []
         missing: dict[str, list[str]] = {}
         for nid, node in enumerate(graph.nodes):
@@ -230,9 +236,8 @@ class GraphPlan:
                     tensor.data_ptr, (tensor.size,), tensor.data_type, self.device, owner=tensor
                 )
             tensors.append(tensor)
-        # the kernel's own scratch: one buffer per node, alive with the plan
-        extra = [ndarray.empty((scratch,), "uint8", self.device)] if scratch else []
-        prepared = prepare_call(kernel, tensors, extra)
+        extra = [self.scratch] if scratch and self.scratch is not None else []
+        prepared = prepare_call(kernel, tensors, extra, accelerated=True)
         if prepared is None:  # a kernel written in Python: call it through the PackedFunc
             py_fn = _python_call(kernel, [*tensors, *extra])
             keep_py = (kernel, *tensors, *extra)

@@ -56,7 +56,8 @@ class NodeEntry:
 
 
 #: node attribute of a kernel that takes a scratch buffer of that many bytes as its last
-#: argument (an AOT kernel whose scratch the AOT planner placed; see lowering.aot)
+#: argument (its heap buffers planned: lowering.aot in an AOT build, lowering.graph_scratch
+#: in a graph build)
 SCRATCH_ATTR = "scratch_bytes"
 
 

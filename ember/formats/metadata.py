@@ -29,7 +29,7 @@ import numpy as np
 
 from ember.errors import SerializationError
 from ember.formats.dtypes import check_dtype, dtype_name, numpy_dtype
-from ember.formats.graph_json import GraphJSON
+from ember.formats.graph_json import SCRATCH_ATTR, GraphJSON
 
 METADATA_FORMAT_VERSION = 1
 EXECUTORS = ("aot", "graph")
@@ -234,6 +234,13 @@ def storage_sizes(graph: GraphJSON) -> dict[int, int]:
     return dict(sorted(sizes.items()))
 
 
+def scratch_size(graph: GraphJSON) -> int:
+    """Bytes of the one scratch buffer a graph executor gives every kernel node: the largest
+    ``SCRATCH_ATTR`` of the graph's nodes (calls run in turn; a scratch lives for one call)."""
+    sizes = [int(dict(n.attrs.extra).get(SCRATCH_ATTR, 0)) for n in graph.nodes if n.attrs]
+    return max(sizes, default=0)
+
+
 def graph_metadata(
     graph: GraphJSON, params: Mapping[str, Any], mod_name: str = "default"
 ) -> ModelMetadata:
@@ -258,6 +265,7 @@ def graph_metadata(
     arg_sids = {graph.storage_id[graph.node_row_ptr[n]] for n in graph.arg_nodes}
     out_sids = {graph.storage_id[e] for e in graph.output_entry_ids()}
     workspace = sum(size for sid, size in sizes.items() if sid not in arg_sids | out_sids)
+    workspace += scratch_size(graph)
     io_size = sum(p.nbytes for p in inputs + outputs)
     const_size = sum(p.nbytes for p in consts)
     main = FunctionInfo(

@@ -202,6 +202,19 @@ def test_kernel_failure_names_node_and_message(kernel_lib: Module) -> None:
         g.run()
 
 
+def test_kernel_calls_go_through_the_accelerator_when_it_is_available(
+    kernel_lib: Module,
+) -> None:
+    from ember.runtime import fastcall
+
+    nodes = [Node("null", "x"), op("bad0", "k_fail", [NodeEntry(0)])]
+    graph = GraphJSON.create(nodes, [NodeEntry(1)], [[1], [1]], ["float32"] * 2)
+    g = GraphExecutor(graph, kernel_lib)
+    (call,) = g.module.plan.calls
+    accelerated = type(call.fn).__name__ == "PreparedCall"
+    assert accelerated == (fastcall.extension() is not None) and (call.args == ()) == accelerated
+
+
 def test_python_kernels_work_through_packed_funcs(kernel_lib: Module) -> None:
     def negate(x: NDArray, y: NDArray) -> None:
         y.copyfrom(-x.numpy())
