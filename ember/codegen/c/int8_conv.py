@@ -278,6 +278,24 @@ static void ember_q8_phase_planes(const uint8_t* x, int C, int H, int W, int sh,
             continue;
           }
           const uint8_t* src = x + ((long)c * H + r) * W + (long)j0 * sw + b - pw;
+#if defined(__AVX512BW__)
+          if (sw == 1) { /* 64 bytes at a time: the image's bytes [j0, j1) by a masked load
+                            over the pad bytes, one masked store (no library calls) */
+            const __m512i fill = _mm512_set1_epi8((char)pad);
+            for (int o = 0; o < Wq; o += 64) {
+              const int lo = j0 - o > 0 ? j0 - o : 0, hi = j1 - o < 64 ? j1 - o : 64;
+              const int n = Wq - o < 64 ? Wq - o : 64;
+              const __mmask64 upto = hi >= 64 ? ~(__mmask64)0
+                                     : hi <= 0 ? (__mmask64)0
+                                               : ((__mmask64)1 << hi) - 1;
+              const __mmask64 take = lo >= 64 ? (__mmask64)0 : upto & ~(((__mmask64)1 << lo) - 1);
+              const __m512i v = _mm512_mask_loadu_epi8(fill, take, (const void*)(src - j0 + o));
+              _mm512_mask_storeu_epi8((void*)(out + o),
+                                      n >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << n) - 1, v);
+            }
+            continue;
+          }
+#endif
           memset(out, pad, (size_t)j0);
           if (sw == 1) {
             memcpy(out + j0, src, (size_t)(j1 - j0));
@@ -380,7 +398,19 @@ static int32_t ember_q8_conv_impl(const void* x_, const void* w_, const int32_t*
       for (int c = 0; c < C; ++c) {
         for (int oh = 0; oh < OH; ++oh) {
           const uint8_t* src = job.xn + ((long)c * H + (long)oh * sh) * W;
-          for (int ow = 0; ow < OW; ++ow) *dst++ = src[(long)ow * sw];
+          int ow = 0;
+#if defined(__AVX512BW__)
+          if (sw == 2) /* the even bytes: 32 16-bit lanes narrowed to bytes (vpmovwb) */
+            for (; ow < OW; ow += 32) {
+              const int n = OW - ow < 32 ? OW - ow : 32, nb = 2 * n - 1; /* bytes read */
+              const __m512i v = _mm512_maskz_loadu_epi8(
+                  nb >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << nb) - 1, (const void*)(src + 2L * ow));
+              _mm256_mask_storeu_epi8((void*)(dst + ow), (__mmask32)(n >= 32 ? ~0u : (1u << n) - 1u),
+                                      _mm512_cvtepi16_epi8(v));
+            }
+#endif
+          for (; ow < OW; ++ow) dst[ow] = src[(long)ow * sw];
+          dst += OW;
         }
       }
       job.xn = padded;
