@@ -331,6 +331,22 @@ static inline void ember_q8_pack(const uint8_t* base, const long* offs, int K,
       11, 27, 43, 59, 12, 28, 44, 60, 13, 29, 45, 61, 14, 30, 46, 62, 15, 31, 47, 63};
   const __m512i idx = _mm512_loadu_si512((const void*)ember_q8_pack_idx);
   const __m512i f = _mm512_set1_epi8((char)flip);
+  /* 4 panels from one 64-byte load of each row: rows 0, 1 (and 2, 3) interleaved by bytes
+     into panels (0, 1) and (2, 3) (vpermt2b), then the two pairs by 16-bit units into each
+     panel: 8 permutes for 4 panels where each took 3 inserts and a permute */
+  uint8_t tab[4][64];
+  for (int b = 0; b < 64; ++b) {
+    const int u = b >> 5, j = (b >> 1) & 15, s = b & 1, t = b & 3, jj = b >> 2;
+    tab[0][b] = (uint8_t)(64 * s + 16 * u + j);
+    tab[1][b] = (uint8_t)(64 * s + 16 * (u + 2) + j);
+    tab[2][b] = (uint8_t)((t < 2 ? 0 : 64) + 2 * jj + (t & 1));
+    tab[3][b] = (uint8_t)((t < 2 ? 0 : 64) + 2 * (16 + jj) + (t & 1));
+  }
+  const __m512i ilo = _mm512_loadu_si512((const void*)tab[0]);
+  const __m512i ihi = _mm512_loadu_si512((const void*)tab[1]);
+  const __m512i o0 = _mm512_loadu_si512((const void*)tab[2]);
+  const __m512i o1 = _mm512_loadu_si512((const void*)tab[3]);
+  const long ps = (long)k4 * 64;
   for (int q = 0; q < k4; ++q) { /* the 4 rows' addresses once for all the panels */
     const uint8_t* r[4];
     for (int t = 0; t < 4; ++t) {
@@ -338,7 +354,22 @@ static inline void ember_q8_pack(const uint8_t* base, const long* offs, int K,
       r[t] = k < K ? base + offs[k] : zrow;
     }
     uint8_t* o = out + (long)q * 64;
-    for (int pp = 0; pp < np; ++pp, o += (long)k4 * 64) {
+    int pp = 0;
+    for (; pp + 4 <= np; pp += 4, o += 4 * ps) {
+      const __m512i a = _mm512_xor_si512(_mm512_loadu_si512((const void*)(r[0] + 16 * pp)), f);
+      const __m512i b = _mm512_xor_si512(_mm512_loadu_si512((const void*)(r[1] + 16 * pp)), f);
+      const __m512i c = _mm512_xor_si512(_mm512_loadu_si512((const void*)(r[2] + 16 * pp)), f);
+      const __m512i d = _mm512_xor_si512(_mm512_loadu_si512((const void*)(r[3] + 16 * pp)), f);
+      const __m512i ab01 = _mm512_permutex2var_epi8(a, ilo, b);
+      const __m512i ab23 = _mm512_permutex2var_epi8(a, ihi, b);
+      const __m512i cd01 = _mm512_permutex2var_epi8(c, ilo, d);
+      const __m512i cd23 = _mm512_permutex2var_epi8(c, ihi, d);
+      _mm512_storeu_si512((void*)o, _mm512_permutex2var_epi8(ab01, o0, cd01));
+      _mm512_storeu_si512((void*)(o + ps), _mm512_permutex2var_epi8(ab01, o1, cd01));
+      _mm512_storeu_si512((void*)(o + 2 * ps), _mm512_permutex2var_epi8(ab23, o0, cd23));
+      _mm512_storeu_si512((void*)(o + 3 * ps), _mm512_permutex2var_epi8(ab23, o1, cd23));
+    }
+    for (; pp < np; ++pp, o += (long)k4 * 64) {
       __m512i x = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i*)(r[0] + 16 * pp)));
       x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i*)(r[1] + 16 * pp)), 1);
       x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i*)(r[2] + 16 * pp)), 2);
