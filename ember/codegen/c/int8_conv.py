@@ -259,69 +259,6 @@ static int32_t ember_q8_conv_range(int64_t begin, int64_t end, void* cdata) {
   return 0;
 }
 
-/* the sh x sw phase planes (Hq x Wq each, per channel) of the image padded with `pad`:
-   plane (c, a, b) row i, column j is padded row i * sh + a, column j * sw + b */
-static void ember_q8_phase_planes(const uint8_t* x, int C, int H, int W, int sh, int sw, int ph,
-                                  int pw, int Hq, int Wq, uint8_t pad, uint8_t* out) {
-  for (int c = 0; c < C; ++c) {
-    for (int a = 0; a < sh; ++a) {
-      for (int b = 0; b < sw; ++b) {
-        /* columns j in [j0, j1) read the image at s = j * sw + b - pw */
-        int j0 = pw - b > 0 ? (pw - b + sw - 1) / sw : 0;
-        int j1 = W + pw - b > 0 ? (W + pw - b + sw - 1) / sw : 0;
-        j1 = j1 < Wq ? j1 : Wq;
-        j0 = j0 < j1 ? j0 : j1;
-        for (int i = 0; i < Hq; ++i, out += Wq) {
-          const int r = i * sh + a - ph;
-          if (r < 0 || r >= H || j1 == j0) {
-            memset(out, pad, (size_t)Wq);
-            continue;
-          }
-          const uint8_t* src = x + ((long)c * H + r) * W + (long)j0 * sw + b - pw;
-#if defined(__AVX512BW__)
-          if (sw == 1) { /* 64 bytes at a time: the image's bytes [j0, j1) by a masked load
-                            over the pad bytes, one masked store (no library calls) */
-            const __m512i fill = _mm512_set1_epi8((char)pad);
-            for (int o = 0; o < Wq; o += 64) {
-              const int lo = j0 - o > 0 ? j0 - o : 0, hi = j1 - o < 64 ? j1 - o : 64;
-              const int n = Wq - o < 64 ? Wq - o : 64;
-              const __mmask64 upto = hi >= 64 ? ~(__mmask64)0
-                                     : hi <= 0 ? (__mmask64)0
-                                               : ((__mmask64)1 << hi) - 1;
-              const __mmask64 take = lo >= 64 ? (__mmask64)0 : upto & ~(((__mmask64)1 << lo) - 1);
-              const __m512i v = _mm512_mask_loadu_epi8(fill, take, (const void*)(src - j0 + o));
-              _mm512_mask_storeu_epi8((void*)(out + o),
-                                      n >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << n) - 1, v);
-            }
-            continue;
-          }
-#endif
-          memset(out, pad, (size_t)j0);
-          if (sw == 1) {
-            memcpy(out + j0, src, (size_t)(j1 - j0));
-          } else {
-            const int n = j1 - j0, avail = W - (j0 * sw + b - pw); /* bytes left in the row */
-            int j = 0;
-#if defined(__AVX2__)
-            if (sw == 2) { /* the even bytes of 32 as 16-bit lanes, packed: 16 per load */
-              const __m256i low = _mm256_set1_epi16(0xFF);
-              for (; j + 16 <= n && 2 * j + 32 <= avail; j += 16) {
-                const __m256i v = _mm256_and_si256(
-                    _mm256_loadu_si256((const __m256i*)(src + 2 * (long)j)), low);
-                const __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi16(v, v), 0xD8);
-                _mm_storeu_si128((__m128i*)(out + j0 + j), _mm256_castsi256_si128(p));
-              }
-            }
-#endif
-            for (; j < n; ++j) out[j0 + j] = src[(long)j * sw];
-          }
-          memset(out + j1, pad, (size_t)(Wq - j1));
-        }
-      }
-    }
-  }
-}
-
 /* the convolution into bytes (requantized) or, with y32, int32 (acc + bias) */
 static int32_t ember_q8_conv_impl(const void* x_, const void* w_, const int32_t* bias,
                                   const float* mult, void* y_, int32_t* y32, void* scratch,
@@ -394,25 +331,7 @@ static int32_t ember_q8_conv_impl(const void* x_, const void* w_, const int32_t*
     else
       job.yn = y + (long)n * M * P;
     if (subsample) {
-      uint8_t* dst = padded;
-      for (int c = 0; c < C; ++c) {
-        for (int oh = 0; oh < OH; ++oh) {
-          const uint8_t* src = job.xn + ((long)c * H + (long)oh * sh) * W;
-          int ow = 0;
-#if defined(__AVX512BW__)
-          if (sw == 2) /* the even bytes: 32 16-bit lanes narrowed to bytes (vpmovwb) */
-            for (; ow < OW; ow += 32) {
-              const int n = OW - ow < 32 ? OW - ow : 32, nb = 2 * n - 1; /* bytes read */
-              const __m512i v = _mm512_maskz_loadu_epi8(
-                  nb >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << nb) - 1, (const void*)(src + 2L * ow));
-              _mm256_mask_storeu_epi8((void*)(dst + ow), (__mmask32)(n >= 32 ? ~0u : (1u << n) - 1u),
-                                      _mm512_cvtepi16_epi8(v));
-            }
-#endif
-          for (; ow < OW; ++ow) dst[ow] = src[(long)ow * sw];
-          dst += OW;
-        }
-      }
+      ember_q8_subsample(job.xn, C, H, W, OH, OW, sh, sw, padded);
       job.xn = padded;
     }
     if (mode == 2) {
