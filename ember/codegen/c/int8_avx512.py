@@ -275,13 +275,18 @@ static inline void ember_q8_tail_cols(const uint8_t* panel, int k4, int n, uint8
     __m512i a[R][NC];                                                                         \
     _Pragma("GCC unroll 8") for (int i = 0; i < R; ++i)                                       \
       _Pragma("GCC unroll 4") for (int j = 0; j < NC; ++j) a[i][j] = _mm512_setzero_si512(); \
+    /* whole 64-byte steps by plain loads, the last partial one masked */                     \
     for (int k = 0; k < kb; k += 64) {                                                        \
-      const __mmask64 m = kb - k >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << (kb - k)) - 1;     \
+      const int full = kb - k >= 64;                                                          \
+      const __mmask64 m = full ? ~(__mmask64)0 : ((__mmask64)1 << (kb - k)) - 1;              \
       __m512i c[NC];                                                                          \
-      _Pragma("GCC unroll 4") for (int j = 0; j < NC; ++j)                                    \
-        c[j] = _mm512_maskz_loadu_epi8(m, (const void*)(cols + (long)j * kb + k));            \
+      _Pragma("GCC unroll 4") for (int j = 0; j < NC; ++j) {                                  \
+        const void* at = (const void*)(cols + (long)j * kb + k);                              \
+        c[j] = full ? _mm512_loadu_si512(at) : _mm512_maskz_loadu_epi8(m, at);                \
+      }                                                                                       \
       _Pragma("GCC unroll 8") for (int i = 0; i < R; ++i) {                                   \
-        const __m512i w = _mm512_maskz_loadu_epi8(m, (const void*)(wrows + (long)i * ldw + k)); \
+        const void* at = (const void*)(wrows + (long)i * ldw + k);                            \
+        const __m512i w = full ? _mm512_loadu_si512(at) : _mm512_maskz_loadu_epi8(m, at);     \
         _Pragma("GCC unroll 4") for (int j = 0; j < NC; ++j)                                  \
           a[i][j] = _mm512_dpbusd_epi32(a[i][j], c[j], w);                                    \
       }                                                                                       \
