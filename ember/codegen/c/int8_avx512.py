@@ -297,7 +297,6 @@ static inline void ember_q8_tail_cols(const uint8_t* panel, int k4, int n, uint8
   }
 EMBER_Q8_DOTS512(ember_q8_dots512_8x1, 8, 1)
 EMBER_Q8_DOTS512(ember_q8_dots512_8x2, 8, 2)
-EMBER_Q8_DOTS512(ember_q8_dots512_8x4, 8, 4)
 EMBER_Q8_DOTS512(ember_q8_dots512_4x1, 4, 1)
 EMBER_Q8_DOTS512(ember_q8_dots512_4x2, 4, 2)
 EMBER_Q8_DOTS512(ember_q8_dots512_4x4, 4, 4)
@@ -314,7 +313,10 @@ static inline void ember_q8_conv_dots512(const uint8_t* wrows, int ldw, const ui
   if (rows > 4) {
     if (nc == 1) ember_q8_dots512_8x1(wrows, ldw, cols, kb, s);
     else if (nc == 2) ember_q8_dots512_8x2(wrows, ldw, cols, kb, s);
-    else ember_q8_dots512_8x4(wrows, ldw, cols, kb, s);
+    else { /* two 4 x 4 (8 x 4 held 32 sums: more than the registers) */
+      ember_q8_dots512_4x4(wrows, ldw, cols, kb, s);
+      ember_q8_dots512_4x4(wrows + 4L * ldw, ldw, cols, kb, s + 16);
+    }
   } else {
     if (nc == 1) ember_q8_dots512_4x1(wrows, ldw, cols, kb, s);
     else if (nc == 2) ember_q8_dots512_4x2(wrows, ldw, cols, kb, s);
