@@ -303,11 +303,18 @@ static int32_t ember_q8_conv_impl(const void* x_, const void* w_, const int32_t*
     const int share = (npan + threads - 1) / threads;
     ch = share < ch ? share : ch;
   }
+  /* the taps of channel 0 by their divisions, every later channel's a plane further (4-5
+     divisions per K row were some 2% of ResNet-50 int8) */
   for (int k = 0; k < K; ++k) {
-    const int c = k / (KH * KW), kh = (k / KW) % KH, kw = k % KW;
-    const long phase = (long)(kh * dh % sh) * sw + kw * dw % sw;
-    offs[k] = mode == 2 ? c * cplane + phase * plane + (long)(kh * dh / sh) * Wq + kw * dw / sw
-                        : (long)k * P;
+    if (mode != 2) {
+      offs[k] = (long)k * P;
+    } else if (k >= KH * KW) {
+      offs[k] = offs[k - KH * KW] + cplane;
+    } else {
+      const int kh = k / KW, kw = k % KW;
+      const long phase = (long)(kh * dh % sh) * sw + kw * dw % sw;
+      offs[k] = phase * plane + (long)(kh * dh / sh) * Wq + kw * dw / sw;
+    }
     offs2[k] = (long)k * 16 * ch; /* the rows of a task */
   }
   const int units = (npan + ch - 1) / ch;

@@ -147,6 +147,16 @@ static void ember_q8_phase_planes(const uint8_t* x, int C, int H, int W, int sh,
           } else {
             const int n = j1 - j0, avail = W - (j0 * sw + b - pw); /* bytes left in the row */
             int j = 0;
+#if defined(__AVX512BW__)
+            if (sw == 2) /* the even bytes: 32 16-bit lanes narrowed by vpmovwb per load */
+              for (; j < n; j += 32) {
+                const int cnt = n - j < 32 ? n - j : 32, nb = 2 * cnt - 1; /* bytes read */
+                const __mmask64 take = nb >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << nb) - 1;
+                const __m512i v = _mm512_maskz_loadu_epi8(take, (const void*)(src + 2L * j));
+                const __mmask32 put = (__mmask32)(cnt >= 32 ? ~0u : (1u << cnt) - 1u);
+                _mm256_mask_storeu_epi8((void*)(out + j0 + j), put, _mm512_cvtepi16_epi8(v));
+              }
+#endif
 #if defined(__AVX2__)
             if (sw == 2) { /* the even bytes of 32 as 16-bit lanes, packed: 16 per load */
               const __m256i low = _mm256_set1_epi16(0xFF);
