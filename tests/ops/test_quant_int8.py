@@ -645,3 +645,30 @@ def test_conv_int8_avx512_real_positions_equal_avx2_bitwise(c, kernel, strides, 
                             dilations=list(dilations))  # fmt: skip
     model, feeds = _chain(node, w, 0, True, "int8", "uint8", True, (1, c, *hw), m)
     _conv_vnni_is_avx2_and_within_a_step(model, feeds)
+
+
+@pytest.mark.skipif(not HAS_VNNI512, reason="the host has no AVX512_VNNI")
+@pytest.mark.parametrize(
+    "c,kernel,strides,hw",
+    [
+        (8, (1, 1), (2, 2), (9, 75)),  # 1x1 stride 2: 38 pixels a row (vpmovwb: 32, then 6)
+        (3, (1, 1), (2, 2), (4, 130)),  # 65 a row: 32, 32, then 1
+        (4, (3, 3), (1, 1), (5, 70)),  # phase plane rows of 72 bytes: two masked stores
+        (3, (3, 3), (1, 1), (6, 63)),  # rows of 65: the image's last byte in the second
+        (2, (3, 3), (1, 1), (7, 3)),  # rows of 5 (3 of the image)
+        (3, (3, 3), (2, 2), (5, 75)),  # stride-2 phase planes: 38 a row (32, then 6)
+        (2, (3, 3), (2, 2), (4, 130)),  # 65 a row: 32, 32, then 1
+        (3, (7, 7), (2, 2), (9, 40)),  # the stem's 7x7 stride 2: pads of 3
+    ],
+)
+def test_conv_int8_avx512_image_copies_equal_avx2_bitwise(c, kernel, strides, hw) -> None:
+    """The AVX-512BW copies of the image (a 1x1 strided convolution's subsampled pixels and
+    stride-2 phase planes by vpmovwb; the padded phase planes of stride 1 by masked loads
+    over the pad bytes and masked stores) give the AVX2 build's bytes, and onnxruntime's
+    within one step."""
+    m = 12
+    w = _one_sign_weights((m, c, *kernel))
+    pads = [k // 2 for k in kernel] * 2
+    node = helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], pads=pads, strides=list(strides))
+    model, feeds = _chain(node, w, 0, True, "int8", "uint8", True, (1, c, *hw), m)
+    _conv_vnni_is_avx2_and_within_a_step(model, feeds)

@@ -74,7 +74,7 @@ static inline __mmask16 ember_q8_mask16(int count) {
   static __attribute__((noinline, unused)) void NAME(const uint8_t* rows, int ldr,            \
                                                      const uint8_t* panel, long pstride,      \
                                                      int k4, const int32_t* init,             \
-                                                     __m512i* acc) {                          \
+                                                     int nfix, int nrow, __m512i* acc) {      \
     __m512i c[R][NP];                                                                         \
     _Pragma("GCC unroll 8") for (int i = 0; i < R; ++i)                                       \
       _Pragma("GCC unroll 4") for (int j = 0; j < NP; ++j)                                    \
@@ -90,6 +90,18 @@ static inline __mmask16 ember_q8_mask16(int count) {
         _Pragma("GCC unroll 4") for (int j = 0; j < NP; ++j)                                  \
           c[i][j] = ROWS_U8 ? _mm512_dpbusd_epi32(c[i][j], b, p[j])                           \
                             : _mm512_dpbusd_epi32(c[i][j], p[j], b);                          \
+      }                                                                                       \
+    }                                                                                         \
+    /* the fix slots of rows i < nrow (after K's 4 k4 bytes): value v at column k is one more \
+       vpdpbusd of the panels' step k / 4 with v alone in byte k % 4 of the broadcast */      \
+    if (!ROWS_U8 && nfix > 0) _Pragma("GCC unroll 8") for (int i = 0; i < R; ++i) {           \
+      const uint8_t* s = rows + (long)i * ldr + 4 * k4;                                       \
+      for (int f = 0; i < nrow && f < nfix && s[0] != 0; ++f, s += 4) {                       \
+        const int k = s[2] | s[3] << 8;                                                       \
+        const __m512i b = _mm512_set1_epi32((int32_t)((uint32_t)s[0] << (8 * (k & 3))));      \
+        _Pragma("GCC unroll 4") for (int j = 0; j < NP; ++j) c[i][j] = _mm512_dpbusd_epi32(  \
+            c[i][j], _mm512_loadu_si512((const void*)(panel + j * pstride + 64 * (k >> 2))), \
+            b);                                                                               \
       }                                                                                       \
     }                                                                                         \
     _Pragma("GCC unroll 8") for (int i = 0; i < R; ++i)                                       \
@@ -135,26 +147,6 @@ static __attribute__((noinline, unused)) void ember_q8_dense512_row4(const uint8
         c[0][j], b, _mm512_loadu_si512((const void*)(panel + j * pstride + 64 * q)));
   }
   _Pragma("GCC unroll 4") for (int j = 0; j < 4; ++j) acc[j] = _mm512_add_epi32(c[0][j], c[1][j]);
-}
-
-/* acc[S i + j] += the fix slots of rows i < `rows` over panel j < np (see
-   ember_q8_add_fixes) */
-static inline void ember_q8_add_fixes512(const uint8_t* wrows, int ldw, const uint8_t* panel,
-                                         long pstride, int np, int k4, int nfix, int rows,
-                                         int S, __m512i* acc) {
-  const __m512i low = _mm512_set1_epi32(0xFF);
-  for (int i = 0; i < rows; ++i) {
-    const uint8_t* s = wrows + (long)i * ldw + 4 * k4;
-    for (int f = 0; f < nfix && s[0] != 0; ++f, s += 4) {
-      const int k = s[2] | s[3] << 8;
-      const __m512i v = _mm512_set1_epi32((int8_t)s[0]);
-      for (int j = 0; j < np; ++j) {
-        const __m512i x = _mm512_loadu_si512((const void*)(panel + j * pstride + 64 * (k >> 2)));
-        const __m512i b = _mm512_and_si512(_mm512_srli_epi32(x, 8 * (k & 3)), low);
-        acc[S * i + j] = _mm512_add_epi32(acc[S * i + j], _mm512_mullo_epi32(b, v));
-      }
-    }
-  }
 }
 
 /* the 8-row tiles from this many 4-byte steps of K on: below, 4 x 4 (MobileNetV2's 1x1
@@ -210,22 +202,21 @@ static inline void ember_q8_conv_tiles512(const uint8_t* wrows, int ldw, const u
     n = np - j0 < G ? np - j0 : eight && np - j0 == 4 ? 2 : G;
     const uint8_t* pan = panels + j0 * pstride;
     if (eight) {
-      if (n == 3) ember_q8_conv512_8x3(wrows, ldw, pan, pstride, k4, b8, acc);
-      else if (n == 2) ember_q8_conv512_8x2(wrows, ldw, pan, pstride, k4, b8, acc);
-      else ember_q8_conv512_8x1(wrows, ldw, pan, pstride, k4, b8, acc);
+      if (n == 3) ember_q8_conv512_8x3(wrows, ldw, pan, pstride, k4, b8, nfix, rows, acc);
+      else if (n == 2) ember_q8_conv512_8x2(wrows, ldw, pan, pstride, k4, b8, nfix, rows, acc);
+      else ember_q8_conv512_8x1(wrows, ldw, pan, pstride, k4, b8, nfix, rows, acc);
     } else if (n == 4) {
-      ember_q8_conv512_4(wrows, ldw, pan, pstride, k4, b8, acc);
+      ember_q8_conv512_4(wrows, ldw, pan, pstride, k4, b8, nfix, rows, acc);
     } else if (n == 3) { /* 2 + 1 */
       __m512i one[16];
-      ember_q8_conv512_2(wrows, ldw, pan, pstride, k4, b8, acc);
-      ember_q8_conv512_1(wrows, ldw, pan + 2 * pstride, pstride, k4, b8, one);
+      ember_q8_conv512_2(wrows, ldw, pan, pstride, k4, b8, nfix, rows, acc);
+      ember_q8_conv512_1(wrows, ldw, pan + 2 * pstride, pstride, k4, b8, nfix, rows, one);
       for (int i = 0; i < 4; ++i) acc[4 * i + 2] = one[4 * i];
     } else if (n == 2) {
-      ember_q8_conv512_2(wrows, ldw, pan, pstride, k4, b8, acc);
+      ember_q8_conv512_2(wrows, ldw, pan, pstride, k4, b8, nfix, rows, acc);
     } else {
-      ember_q8_conv512_1(wrows, ldw, pan, pstride, k4, b8, acc);
+      ember_q8_conv512_1(wrows, ldw, pan, pstride, k4, b8, nfix, rows, acc);
     }
-    if (nfix > 0) ember_q8_add_fixes512(wrows, ldw, pan, pstride, n, k4, nfix, rows, S, acc);
 #if EMBER_Q8_PACKED_STORES
     if (y32 == NULL) { /* the n panels' (up to 64) bytes of row i in one store */
       const int left = valid - 16 * j0, nb = left < 16 * n ? left : 16 * n;
@@ -284,13 +275,18 @@ static inline void ember_q8_tail_cols(const uint8_t* panel, int k4, int n, uint8
     __m512i a[R][NC];                                                                         \
     _Pragma("GCC unroll 8") for (int i = 0; i < R; ++i)                                       \
       _Pragma("GCC unroll 4") for (int j = 0; j < NC; ++j) a[i][j] = _mm512_setzero_si512(); \
+    /* whole 64-byte steps by plain loads, the last partial one masked */                     \
     for (int k = 0; k < kb; k += 64) {                                                        \
-      const __mmask64 m = kb - k >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << (kb - k)) - 1;     \
+      const int full = kb - k >= 64;                                                          \
+      const __mmask64 m = full ? ~(__mmask64)0 : ((__mmask64)1 << (kb - k)) - 1;              \
       __m512i c[NC];                                                                          \
-      _Pragma("GCC unroll 4") for (int j = 0; j < NC; ++j)                                    \
-        c[j] = _mm512_maskz_loadu_epi8(m, (const void*)(cols + (long)j * kb + k));            \
+      _Pragma("GCC unroll 4") for (int j = 0; j < NC; ++j) {                                  \
+        const void* at = (const void*)(cols + (long)j * kb + k);                              \
+        c[j] = full ? _mm512_loadu_si512(at) : _mm512_maskz_loadu_epi8(m, at);                \
+      }                                                                                       \
       _Pragma("GCC unroll 8") for (int i = 0; i < R; ++i) {                                   \
-        const __m512i w = _mm512_maskz_loadu_epi8(m, (const void*)(wrows + (long)i * ldw + k)); \
+        const void* at = (const void*)(wrows + (long)i * ldw + k);                            \
+        const __m512i w = full ? _mm512_loadu_si512(at) : _mm512_maskz_loadu_epi8(m, at);     \
         _Pragma("GCC unroll 4") for (int j = 0; j < NC; ++j)                                  \
           a[i][j] = _mm512_dpbusd_epi32(a[i][j], c[j], w);                                    \
       }                                                                                       \
@@ -301,7 +297,6 @@ static inline void ember_q8_tail_cols(const uint8_t* panel, int k4, int n, uint8
   }
 EMBER_Q8_DOTS512(ember_q8_dots512_8x1, 8, 1)
 EMBER_Q8_DOTS512(ember_q8_dots512_8x2, 8, 2)
-EMBER_Q8_DOTS512(ember_q8_dots512_8x4, 8, 4)
 EMBER_Q8_DOTS512(ember_q8_dots512_4x1, 4, 1)
 EMBER_Q8_DOTS512(ember_q8_dots512_4x2, 4, 2)
 EMBER_Q8_DOTS512(ember_q8_dots512_4x4, 4, 4)
@@ -318,7 +313,10 @@ static inline void ember_q8_conv_dots512(const uint8_t* wrows, int ldw, const ui
   if (rows > 4) {
     if (nc == 1) ember_q8_dots512_8x1(wrows, ldw, cols, kb, s);
     else if (nc == 2) ember_q8_dots512_8x2(wrows, ldw, cols, kb, s);
-    else ember_q8_dots512_8x4(wrows, ldw, cols, kb, s);
+    else { /* two 4 x 4 (8 x 4 held 32 sums: more than the registers) */
+      ember_q8_dots512_4x4(wrows, ldw, cols, kb, s);
+      ember_q8_dots512_4x4(wrows + 4L * ldw, ldw, cols, kb, s + 16);
+    }
   } else {
     if (nc == 1) ember_q8_dots512_4x1(wrows, ldw, cols, kb, s);
     else if (nc == 2) ember_q8_dots512_4x2(wrows, ldw, cols, kb, s);
@@ -394,16 +392,16 @@ static inline void ember_q8_dense_range512(const uint8_t* xr, int ldr, const uin
       if (n == 4 && R - r0 == 1) {
         ember_q8_dense512_row4(rows, pan, pstride, k4, acc);
       } else if (n == 4) {
-        ember_q8_dense512_4(rows, ldr, pan, pstride, k4, NULL, acc);
+        ember_q8_dense512_4(rows, ldr, pan, pstride, k4, NULL, 0, 0, acc);
       } else if (n == 3) { /* 2 + 1 */
         __m512i one[16];
-        ember_q8_dense512_2(rows, ldr, pan, pstride, k4, NULL, acc);
-        ember_q8_dense512_1(rows, ldr, pan + 2 * pstride, pstride, k4, NULL, one);
+        ember_q8_dense512_2(rows, ldr, pan, pstride, k4, NULL, 0, 0, acc);
+        ember_q8_dense512_1(rows, ldr, pan + 2 * pstride, pstride, k4, NULL, 0, 0, one);
         for (int i = 0; i < 4; ++i) acc[4 * i + 2] = one[4 * i];
       } else if (n == 2) {
-        ember_q8_dense512_2(rows, ldr, pan, pstride, k4, NULL, acc);
+        ember_q8_dense512_2(rows, ldr, pan, pstride, k4, NULL, 0, 0, acc);
       } else {
-        ember_q8_dense512_1(rows, ldr, pan, pstride, k4, NULL, acc);
+        ember_q8_dense512_1(rows, ldr, pan, pstride, k4, NULL, 0, 0, acc);
       }
       const int rws = R - r0 < 4 ? R - r0 : 4;
       for (int j = 0; j < n; ++j) {

@@ -6,14 +6,15 @@
   stride runs over the flattened stride phases of the padded plane (16 lanes across rows),
   the portable loops over column phases; with AVX-512, 3x3 stride-1 'same' maps up to 16
   wide and 3x3 stride-2 maps run the kernels of ``int8_dw_same3.py`` (taps read from the
-  image, no planes);
-* ``ember_q8_qlinear_add``: onnxruntime's QLinearAdd of two same-shape tensors,
-  ``rint(fma(a, ra, fma(b, rb, fixed)))`` (``vfmadd`` with FMA; without it each multiply-add
-  is computed in double and rounded once, the same value but for double-rounding cases).
+  image, no planes); its int16 widening and tap helpers are in ``int8_dw_common.py``;
+* ``ember_q8_qlinear_add`` (``int8_add.py``): onnxruntime's QLinearAdd of two same-shape
+  tensors.
 """
 
 from __future__ import annotations
 
+from ember.codegen.c.int8_add import QLINEAR_ADD_C
+from ember.codegen.c.int8_dw_common import DW_COMMON_C
 from ember.codegen.c.int8_dw_same3 import DW_SAME3_C
 from ember.codegen.c.int8_dw_vnni import DW_VNNI_C
 from ember.codegen.c.int8_pool import POOL_C
@@ -26,115 +27,7 @@ DW_ADD_KERNEL_NAMES: frozenset[str] = frozenset(
 #: key of the helper block in a FileContext (sorted after int8_kernels.HELPER_KEY).
 HELPER_KEY = "0e_ember_q8_dw_add"
 
-_DW_ADD_C = r"""/* dst[j] = x[j * step] - zx as int16, j < n (steps 1 and 2 vectorized) */
-static inline void ember_q8_widen(const uint8_t* src, int16_t* dst, int n, int step, int zx,
-                                  int x_signed) {
-  int j = 0;
-#if defined(__AVX2__)
-  const __m256i z = _mm256_set1_epi16((int16_t)zx);
-  if (step == 1) {
-    for (; j + 16 <= n; j += 16) {
-      const __m128i v = _mm_loadu_si128((const __m128i*)(src + j));
-      const __m256i w = x_signed ? _mm256_cvtepi8_epi16(v) : _mm256_cvtepu8_epi16(v);
-      _mm256_storeu_si256((__m256i*)(dst + j), _mm256_sub_epi16(w, z));
-    }
-    for (; j + 8 <= n; j += 8) {
-      const __m128i v = _mm_loadl_epi64((const __m128i*)(src + j));
-      const __m128i w = x_signed ? _mm_cvtepi8_epi16(v) : _mm_cvtepu8_epi16(v);
-      _mm_storeu_si128((__m128i*)(dst + j), _mm_sub_epi16(w, _mm256_castsi256_si128(z)));
-    }
-  } else if (step == 2) { /* the low byte of each 16-bit word: 16 elements per 32 bytes */
-    for (; j + 16 < n; j += 16) {
-      const __m256i v = _mm256_loadu_si256((const __m256i*)(src + 2 * j));
-      const __m256i w = x_signed ? _mm256_srai_epi16(_mm256_slli_epi16(v, 8), 8)
-                                 : _mm256_and_si256(v, _mm256_set1_epi16(0xFF));
-      _mm256_storeu_si256((__m256i*)(dst + j), _mm256_sub_epi16(w, z));
-    }
-  }
-#endif
-  for (; j < n; ++j) {
-    const uint8_t b = src[(long)j * step];
-    dst[j] = (int16_t)((x_signed ? (int32_t)(int8_t)b : (int32_t)b) - zx);
-  }
-}
-
-#if defined(__AVX2__)
-/* ember_q8_widen for steps 1 and 2, 16 at a time even at the end of the row: the last
-   vector spills up to 15 elements past dst + n, and dst[n, n + 16) is then zeroed (a store
-   after the store, no reload): a caller writing rows in increasing order rewrites or wants
-   zero there. Reads up to 32 bytes past src, never at or past src_end (the rest then in
-   plain C, exactly) */
-static inline void ember_q8_widen_row(const uint8_t* src, int16_t* dst, int n, int step,
-                                      int zx, int x_signed, const uint8_t* src_end) {
-  const __m256i z = _mm256_set1_epi16((int16_t)zx);
-  const int span = step == 1 ? 16 : 32;
-  int j = 0;
-  if (step <= 2) {
-    for (; j < n && src + (long)step * j + span <= src_end; j += 16) {
-      __m256i w;
-      if (step == 1) {
-        const __m128i v = _mm_loadu_si128((const __m128i*)(src + j));
-        w = x_signed ? _mm256_cvtepi8_epi16(v) : _mm256_cvtepu8_epi16(v);
-      } else {
-        const __m256i v = _mm256_loadu_si256((const __m256i*)(src + 2 * (long)j));
-        w = x_signed ? _mm256_srai_epi16(_mm256_slli_epi16(v, 8), 8)
-                     : _mm256_and_si256(v, _mm256_set1_epi16(0xFF));
-      }
-      _mm256_storeu_si256((__m256i*)(dst + j), _mm256_sub_epi16(w, z));
-    }
-  }
-  if (j < n) {
-    ember_q8_widen(src + (long)j * step, dst + j, n - j, step, zx, x_signed);
-  } else if (j > n) {
-    _mm256_storeu_si256((__m256i*)(dst + n), _mm256_setzero_si256());
-  }
-}
-
-/* 16 outputs requantized as ember_q8_store16 (count 16) with the epilogue's constants
-   broadcast once by the caller (zy, lo) and cap 0 dropping the 2^30 cap (see e->cap) */
-static inline void ember_q8_store16c(__m256i a0, __m256i a1, __m256 m, __m256i zy, __m256i lo,
-                                     int is_signed, int cap, int interleaved, uint8_t* dst) {
-  __m256 v0 = _mm256_mul_ps(_mm256_cvtepi32_ps(a0), m);
-  __m256 v1 = _mm256_mul_ps(_mm256_cvtepi32_ps(a1), m);
-  if (cap) {
-    v0 = _mm256_min_ps(v0, _mm256_set1_ps(1073741824.0f));
-    v1 = _mm256_min_ps(v1, _mm256_set1_ps(1073741824.0f));
-  }
-  __m256i s = _mm256_packs_epi32(_mm256_cvtps_epi32(v0), _mm256_cvtps_epi32(v1));
-  s = _mm256_max_epi16(_mm256_adds_epi16(s, zy), lo);
-  if (!interleaved) s = _mm256_permute4x64_epi64(s, 0xD8);
-  const __m128i l = _mm256_castsi256_si128(s), h = _mm256_extracti128_si256(s, 1);
-  _mm_storeu_si128((__m128i*)dst, is_signed ? _mm_packs_epi16(l, h) : _mm_packus_epi16(l, h));
-}
-
-/* two taps of 16 outputs: rows pa, pb (int16) times the weight pair w[0], w[1]; lo and hi
-   hold the outputs in the order of vpunpcklwd/vpunpckhwd (ember_q8_store16 interleaved) */
-static inline void ember_q8_dw_taps(const int16_t* pa, const int16_t* pb, const int16_t* w,
-                                    __m256i* lo, __m256i* hi) {
-  const __m256i va = _mm256_loadu_si256((const __m256i*)pa);
-  const __m256i vb = _mm256_loadu_si256((const __m256i*)pb);
-  const uint32_t pair = (uint16_t)w[0] | ((uint32_t)(uint16_t)w[1] << 16);
-  const __m256i wp = _mm256_set1_epi32((int32_t)pair);
-  *lo = _mm256_add_epi32(*lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(va, vb), wp));
-  *hi = _mm256_add_epi32(*hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(va, vb), wp));
-}
-
-#if defined(__AVX512BW__)
-/* ember_q8_dw_taps on 32 outputs: lo, hi hold positions 0-3, 8-11, 16-19, 24-27 and 4-7,
-   12-15, 20-23, 28-31 (vpunpcklwd/vpunpckhwd per 128-bit lane) */
-static inline void ember_q8_dw_taps512(const int16_t* pa, const int16_t* pb, const int16_t* w,
-                                       __m512i* lo, __m512i* hi) {
-  const __m512i va = _mm512_loadu_si512((const void*)pa);
-  const __m512i vb = _mm512_loadu_si512((const void*)pb);
-  const uint32_t pair = (uint16_t)w[0] | ((uint32_t)(uint16_t)w[1] << 16);
-  const __m512i wp = _mm512_set1_epi32((int32_t)pair);
-  *lo = _mm512_add_epi32(*lo, _mm512_madd_epi16(_mm512_unpacklo_epi16(va, vb), wp));
-  *hi = _mm512_add_epi32(*hi, _mm512_madd_epi16(_mm512_unpackhi_epi16(va, vb), wp));
-}
-
-#endif
-
-/* one channel of a depthwise convolution over flattened phase planes: the padded plane
+_DW_C = r"""/* one channel of a depthwise convolution over flattened phase planes: the padded plane
    split into sh x sw phases (phase (a, b): padded rows a, a + sh, ..., columns b, b + sw,
    ...; Hq x Wq each), so a tap is a contiguous run of one phase and output (oh, ow) sits at
    oh * Wq + ow: 16 lanes run across rows (small maps waste few lanes); the columns
@@ -437,66 +330,7 @@ static inline int32_t ember_q8_dwconv(const void* x_, const int16_t* w, const in
                                                                                           : -1;
 }
 
-static inline float ember_q8_fma(float a, float b, float c) {
-#if defined(__FMA__)
-  return fmaf(a, b, c);
-#else
-  return (float)((double)a * (double)b + (double)c);
-#endif
-}
-
-static inline int32_t ember_q8_qlinear_add(const void* a_, const void* b_, void* y_, int32_t n,
-                                           float ra, float rb, float fixed, int32_t a_signed,
-                                           int32_t b_signed, int32_t is_signed) {
-  const uint8_t* a = (const uint8_t*)a_;
-  const uint8_t* b = (const uint8_t*)b_;
-  uint8_t* y = (uint8_t*)y_;
-  const float lo = is_signed ? -128.0f : 0.0f, hi = is_signed ? 127.0f : 255.0f;
-  int i = 0;
-#if defined(__AVX512BW__) && defined(__FMA__)
-  { /* the same steps on 16 lanes */
-    const __m512 ra16 = _mm512_set1_ps(ra), rb16 = _mm512_set1_ps(rb), f16 = _mm512_set1_ps(fixed);
-    const __m512 lo16 = _mm512_set1_ps(lo), hi16 = _mm512_set1_ps(hi);
-    for (; i + 16 <= n; i += 16) {
-      const __m128i a8 = _mm_loadu_si128((const __m128i*)(a + i));
-      const __m128i b8 = _mm_loadu_si128((const __m128i*)(b + i));
-      const __m512i ai = a_signed ? _mm512_cvtepi8_epi32(a8) : _mm512_cvtepu8_epi32(a8);
-      const __m512i bi = b_signed ? _mm512_cvtepi8_epi32(b8) : _mm512_cvtepu8_epi32(b8);
-      __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ai), ra16,
-                                 _mm512_fmadd_ps(_mm512_cvtepi32_ps(bi), rb16, f16));
-      v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      const __m512i q = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(v, lo16), hi16));
-      _mm_storeu_si128((__m128i*)(y + i), _mm512_cvtepi32_epi8(q)); /* in range: truncation */
-    }
-  }
-#endif
-#if defined(__AVX2__) && defined(__FMA__)
-  const __m256 vra = _mm256_set1_ps(ra), vrb = _mm256_set1_ps(rb), vf = _mm256_set1_ps(fixed);
-  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
-  for (; i + 8 <= n; i += 8) {
-    const __m128i a8 = _mm_loadl_epi64((const __m128i*)(a + i));
-    const __m128i b8 = _mm_loadl_epi64((const __m128i*)(b + i));
-    const __m256i ai = a_signed ? _mm256_cvtepi8_epi32(a8) : _mm256_cvtepu8_epi32(a8);
-    const __m256i bi = b_signed ? _mm256_cvtepi8_epi32(b8) : _mm256_cvtepu8_epi32(b8);
-    const __m256 af = _mm256_cvtepi32_ps(ai), bf = _mm256_cvtepi32_ps(bi);
-    __m256 v = _mm256_fmadd_ps(af, vra, _mm256_fmadd_ps(bf, vrb, vf));
-    v = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m256i q = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(v, vlo), vhi));
-    const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
-    const __m128i o = is_signed ? _mm_packs_epi16(w, w) : _mm_packus_epi16(w, w);
-    _mm_storel_epi64((__m128i*)(y + i), o);
-  }
-#endif
-  for (; i < n; ++i) {
-    const float av = a_signed ? (float)(int8_t)a[i] : (float)a[i];
-    const float bv = b_signed ? (float)(int8_t)b[i] : (float)b[i];
-    float v = rintf(ember_q8_fma(av, ra, ember_q8_fma(bv, rb, fixed)));
-    v = v < lo ? lo : (v > hi ? hi : v);
-    y[i] = (uint8_t)(int32_t)v;
-  }
-  return 0;
-}
 """
 
 #: the whole block: depthwise convolution, QLinearAdd, then the 8-bit max pool.
-DW_ADD_KERNELS_C = DW_SAME3_C + DW_VNNI_C + _DW_ADD_C + POOL_C
+DW_ADD_KERNELS_C = DW_SAME3_C + DW_VNNI_C + DW_COMMON_C + _DW_C + QLINEAR_ADD_C + POOL_C

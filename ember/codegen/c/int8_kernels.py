@@ -6,7 +6,8 @@ Each function is a whole quantized layer (8-bit in, 8-bit out, requantization fu
   (rows: output channels, packed at build time, ``[M/4*4][K/4*4]`` int8, K = C*KH*KW) and
   the image's patches, packed at run time per chunk of 16-position panels
   (``[panel][K/4][16][4]``: 4 consecutive K values per 32-bit lane); its driver (and the
-  dense one) is in ``int8_conv.py``, split across threads;
+  dense one) is in ``int8_conv.py``, split across threads, its packing and image copies in
+  ``int8_patches.py``;
 * ``ember_q8_dense``: ``[rows, K] x [K, N]`` with the weight packed at build time in the
   same panel layout (``[N/16][K/4][16][4]``), the activation rows broadcast 4 bytes at a time;
 * the depthwise convolution and QLinearAdd of ``int8_dwconv_add.py`` (which use this
@@ -33,6 +34,7 @@ from ember.codegen.c.int8_avx512 import INT8_AVX512_C
 from ember.codegen.c.int8_conv import INT8_CONV_C
 from ember.codegen.c.int8_dense import INT8_DENSE_C
 from ember.codegen.c.int8_dynamic import INT8_DYNAMIC_C
+from ember.codegen.c.int8_patches import INT8_PATCHES_C
 from ember.codegen.c.int8_real_positions import INT8_REAL_POSITIONS_C
 from ember.codegen.c.int8_tails import INT8_TAIL_TILES_C
 
@@ -317,66 +319,6 @@ static inline void ember_q8_add_fixes_ref(const uint8_t* wrows, int ldw, const u
 }
 #endif
 
-/* panels [np][k4][16][4] from rows (row k at base + offs[k]; from k = K on, zrow: the
-   weights there are zero, so any value does), top bit flipped by `flip` (0x80 makes int8
-   data unsigned) */
-static inline void ember_q8_pack(const uint8_t* base, const long* offs, int K,
-                          const uint8_t* zrow, int k4,
-                          int np, uint8_t flip, uint8_t* out) {
-#if defined(__AVX512VBMI__)
-  /* the 4 rows' 16 bytes in one zmm, interleaved by one vpermb: out 4j + t = in 16t + j */
-  static const uint8_t ember_q8_pack_idx[64] = {
-      0, 16, 32, 48, 1, 17, 33, 49, 2, 18, 34, 50, 3, 19, 35, 51, 4, 20, 36, 52, 5, 21,
-      37, 53, 6, 22, 38, 54, 7, 23, 39, 55, 8, 24, 40, 56, 9, 25, 41, 57, 10, 26, 42, 58,
-      11, 27, 43, 59, 12, 28, 44, 60, 13, 29, 45, 61, 14, 30, 46, 62, 15, 31, 47, 63};
-  const __m512i idx = _mm512_loadu_si512((const void*)ember_q8_pack_idx);
-  const __m512i f = _mm512_set1_epi8((char)flip);
-  for (int q = 0; q < k4; ++q) { /* the 4 rows' addresses once for all the panels */
-    const uint8_t* r[4];
-    for (int t = 0; t < 4; ++t) {
-      int k = 4 * q + t;
-      r[t] = k < K ? base + offs[k] : zrow;
-    }
-    uint8_t* o = out + (long)q * 64;
-    for (int pp = 0; pp < np; ++pp, o += (long)k4 * 64) {
-      __m512i x = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i*)(r[0] + 16 * pp)));
-      x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i*)(r[1] + 16 * pp)), 1);
-      x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i*)(r[2] + 16 * pp)), 2);
-      x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i*)(r[3] + 16 * pp)), 3);
-      x = _mm512_permutexvar_epi8(idx, _mm512_xor_si512(x, f));
-      _mm512_storeu_si512((void*)o, x);
-    }
-  }
-  return;
-#endif
-  for (int pp = 0; pp < np; ++pp) {
-    for (int q = 0; q < k4; ++q) {
-      const uint8_t* r[4];
-      for (int t = 0; t < 4; ++t) {
-        int k = 4 * q + t;
-        r[t] = (k < K ? base + offs[k] : zrow) + 16 * pp;
-      }
-      uint8_t* o = out + ((long)pp * k4 + q) * 64;
-#if defined(__AVX2__)
-      const __m128i f = _mm_set1_epi8((char)flip);
-      __m128i a = _mm_xor_si128(_mm_loadu_si128((const __m128i*)r[0]), f);
-      __m128i b = _mm_xor_si128(_mm_loadu_si128((const __m128i*)r[1]), f);
-      __m128i c = _mm_xor_si128(_mm_loadu_si128((const __m128i*)r[2]), f);
-      __m128i d = _mm_xor_si128(_mm_loadu_si128((const __m128i*)r[3]), f);
-      __m128i ab0 = _mm_unpacklo_epi8(a, b), ab1 = _mm_unpackhi_epi8(a, b);
-      __m128i cd0 = _mm_unpacklo_epi8(c, d), cd1 = _mm_unpackhi_epi8(c, d);
-      _mm_storeu_si128((__m128i*)o, _mm_unpacklo_epi16(ab0, cd0));
-      _mm_storeu_si128((__m128i*)(o + 16), _mm_unpackhi_epi16(ab0, cd0));
-      _mm_storeu_si128((__m128i*)(o + 32), _mm_unpacklo_epi16(ab1, cd1));
-      _mm_storeu_si128((__m128i*)(o + 48), _mm_unpackhi_epi16(ab1, cd1));
-#else
-      for (int j = 0; j < 16; ++j)
-        for (int t = 0; t < 4; ++t)
-          o[4 * j + t] = (uint8_t)(r[t][j] ^ flip);
-#endif
-    }
-  }
-}
 """
 
 #: the whole helper block: tiles, packing, stores, the tail tiles, then the conv, dense and
@@ -386,6 +328,7 @@ INT8_KERNELS_C = (
     + INT8_TAIL_TILES_C
     + INT8_AVX512_C
     + INT8_REAL_POSITIONS_C
+    + INT8_PATCHES_C
     + INT8_CONV_C
     + INT8_DENSE_C
     + INT8_DYNAMIC_C

@@ -22,8 +22,11 @@ static inline void ember_q8_pool_row(const uint8_t* row, int OW, int KW, int sw,
                                      uint8_t* dst) {
   int ow = 0;
 #if defined(__AVX2__)
+  /* a last partial vector recomputes the 32 outputs that end the row (max is idempotent:
+     the overlap is stored again with the same bytes) */
   if (sw == 1) {
-    for (; ow + 32 <= OW; ow += 32) {
+    for (; ow < OW && OW >= 32; ow += 32) {
+      if (ow + 32 > OW) ow = OW - 32;
       __m256i m = _mm256_loadu_si256((const __m256i*)(row + ow));
       for (int k = 1; k < KW; ++k)
         m = _mm256_max_epu8(m, _mm256_loadu_si256((const __m256i*)(row + ow + k * dw)));
@@ -31,7 +34,8 @@ static inline void ember_q8_pool_row(const uint8_t* row, int OW, int KW, int sw,
     }
   } else if (sw == 2) { /* the even bytes of 32 as 16-bit lanes: 16 outputs per load */
     const __m256i low = _mm256_set1_epi16(0xFF);
-    for (; ow + 32 <= OW; ow += 32) {
+    for (; ow < OW && OW >= 32; ow += 32) {
+      if (ow + 32 > OW) ow = OW - 32;
       __m256i m0 = _mm256_setzero_si256(), m1 = m0;
       for (int k = 0; k < KW; ++k) {
         const uint8_t* s = row + 2 * ow + k * dw;
@@ -81,20 +85,26 @@ static inline int32_t ember_q8_max_pool(const void* x_, void* y_, void* scratch,
     uint8_t* yp = y + (long)p * OH * OW;
     for (int oh = 0; oh < OH; ++oh) {
       uint8_t* dst = yp + (long)oh * OW;
-      memset(dst, 0, (size_t)OW);
-      for (int k = 0; k < KH; ++k) {
-        const int r = oh * sh + k * dh - ph;
-        if (r < 0 || r >= H) continue;
-        const uint8_t* src = hbuf + (long)r * OW;
-        int j = 0;
+      int j = 0; /* the maximum over the KH rows in a register, one store per vector */
 #if defined(__AVX2__)
-        for (; j + 32 <= OW; j += 32) {
-          const __m256i a = _mm256_loadu_si256((const __m256i*)(dst + j));
-          const __m256i b = _mm256_loadu_si256((const __m256i*)(src + j));
-          _mm256_storeu_si256((__m256i*)(dst + j), _mm256_max_epu8(a, b));
+      for (; j < OW && OW >= 32; j += 32) {
+        if (j + 32 > OW) j = OW - 32;
+        __m256i m = _mm256_setzero_si256();
+        for (int k = 0; k < KH; ++k) {
+          const int r = oh * sh + k * dh - ph;
+          if (r >= 0 && r < H)
+            m = _mm256_max_epu8(m, _mm256_loadu_si256((const __m256i*)(hbuf + (long)r * OW + j)));
         }
+        _mm256_storeu_si256((__m256i*)(dst + j), m);
+      }
 #endif
-        for (; j < OW; ++j) dst[j] = src[j] > dst[j] ? src[j] : dst[j];
+      for (; j < OW; ++j) {
+        uint8_t m = 0;
+        for (int k = 0; k < KH; ++k) {
+          const int r = oh * sh + k * dh - ph;
+          if (r >= 0 && r < H) m = hbuf[(long)r * OW + j] > m ? hbuf[(long)r * OW + j] : m;
+        }
+        dst[j] = m;
       }
       if (flip)
         for (int j = 0; j < OW; ++j) dst[j] ^= (uint8_t)flip;
