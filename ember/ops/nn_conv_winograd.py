@@ -14,7 +14,10 @@ c kind, or the llvm kinds, which call the runtime library's copy) and the build 
 
 the compute is one call of ``ember_f32_winograd`` (ember/codegen/c/f32_winograd.py: input
 transform, (m+2)^2 matrix products, output transform, each split across the threads); the
-fused epilogue (bias, activation, residual add) is the group's loop IR after it.
+group's epilogue, where it is a chain of bias add, residual add and ReLU, is applied by the
+output transform to each vector before it is stored (ember.ops.nn_conv_winograd_epilogue;
+PassContext config ``EPILOGUE_CONFIG`` False keeps it a loop-IR pass after the call), any
+other (SiLU...) stays the group's loop IR after the call.
 
 Numerics: F(4,3) is not bitwise equal to the direct convolution; its transforms multiply
 values by up to 5 (B^T) and 8 (A^T) and sum 36 terms per output, so the rounding error
@@ -56,17 +59,22 @@ from ember.tir.stmt import AssertStmt
 #: the PassContext config key selecting Winograd convolutions (see the module docstring).
 WINOGRAD_CONFIG = "nn.conv_winograd"
 
-#: (target, config value) of the build being legalized (ember.driver.pipeline sets it
-#: around the legalizer; unset: no Winograd, as for every legalization outside a build).
-_SETTINGS: ContextVar[tuple[Target | None, Any]] = ContextVar(
-    "ember_winograd_settings", default=(None, False)
+#: the PassContext config key of the fused epilogue: False keeps the group's bias, residual
+#: add and ReLU a loop-IR pass after the kernel (the same bits; for A/B timing).
+EPILOGUE_CONFIG = "nn.conv_winograd_epilogue"
+
+#: (target, config value, epilogue fused) of the build being legalized (ember.driver.pipeline
+#: sets it around the legalizer; unset: no Winograd, as for every legalization outside a build).
+_SETTINGS: ContextVar[tuple[Target | None, Any, bool]] = ContextVar(
+    "ember_winograd_settings", default=(None, False, True)
 )
 
 
 @contextmanager
 def winograd_scope(target: Target, config: Mapping[str, Any]) -> Iterator[None]:
     """Legalize for ``target`` with the build's ``config`` (its WINOGRAD_CONFIG value)."""
-    token = _SETTINGS.set((target, config.get(WINOGRAD_CONFIG, "auto")))
+    fuse = bool(config.get(EPILOGUE_CONFIG, True))
+    token = _SETTINGS.set((target, config.get(WINOGRAD_CONFIG, "auto"), fuse))
     try:
         yield
     finally:
@@ -140,7 +148,7 @@ def _eligible(node: Call) -> bool:
 
 def winograd_tile(node: Call) -> int:
     """The tile m of F(m x m, 3 x 3) for nn.conv ``node`` in this build (0: none)."""
-    target, choice = _SETTINGS.get()
+    target, choice, _ = _SETTINGS.get()
     if choice is False or choice == 0 or not winograd_target(target) or not _eligible(node):
         return 0
     if choice is True:
@@ -162,7 +170,10 @@ def winograd_form(node: Call) -> Expr | None:
     (top, bottom), (left, right) = padding(node.attrs, 2)
     u = transform_weight(np.asarray(w.data), m)  # type: ignore[attr-defined]
     pads = (top, left, bottom, right)
-    return call("nn.conv_winograd", x, const(u), name=node.name, padding=pads, tile=m)
+    epilogue = int(_SETTINGS.get()[2])
+    return call(
+        "nn.conv_winograd", x, const(u), name=node.name, padding=pads, tile=m, epilogue=epilogue
+    )
 
 
 #: the most tiles (rows) of one register tile of the matrix products: 14 x 2 zmm
@@ -203,6 +214,8 @@ def conv_winograd(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.T
         scratch = decl_buffer((nbytes,), "uint8", "winograd_scratch")
         args: list[PrimExpr] = [ins[0].data, ins[1].data, outs[0].data, scratch.data]
         args += [tir_const(v, "int32") for v in ints]
+        # no fused epilogue (bias, residual: y, unread); nn_conv_winograd_epilogue fills them
+        args += [outs[0].data, outs[0].data, tir_const(0, "int32")]
         check = AssertStmt(eq(call_extern("int32", "ember_f32_winograd", *args), 0), "", seq())
         return Allocate(scratch, check, StorageKind.HEAP)
 

@@ -16,8 +16,10 @@ points per axis; Lavin & Gray's matrices, ember.ops.nn_conv_winograd.winograd_ma
 Each phase is split across the runtime's threads (``EmberBackendParallelFor``); V and M
 live in the call's heap scratch (``a * a * T * (C + O)`` floats). With ``__AVX512F__`` the
 three phases use zmm intrinsics; elsewhere the same arithmetic runs as plain C loops with
-``fmaf`` (the transforms: the same operations in the same order). The fused epilogue of the
-layer (bias, activation) runs after, in loop IR, over the output.
+``fmaf`` (the transforms: the same operations in the same order). The layer's fused
+epilogue, where it is a chain of bias add, residual add and ReLU, is applied to each output
+vector of the output transform before it is stored (``epi``, matched in the loop IR by
+ember.ops.nn_conv_winograd_epilogue); any other epilogue runs after, in loop IR.
 
 The c kind pastes this text into a library (``ember_f32_winograd`` static); the runtime
 library exports its AVX-512 copy ``ember_f32_winograd_avx512`` for the llvm kinds
@@ -88,6 +90,8 @@ typedef __m512 ember_wv;
 #define EMBER_WV_SET1(s) _mm512_set1_ps(s)
 #define EMBER_WV_ADD(a, b) _mm512_add_ps((a), (b))
 #define EMBER_WV_SUB(a, b) _mm512_sub_ps((a), (b))
+/* v < 0 ? 0 : v (the loop IR's ReLU: max_ps returns its second operand, v, for NaN) */
+#define EMBER_WV_RELU(v) _mm512_max_ps(_mm512_setzero_ps(), (v))
 #else
 typedef struct {
   float f[16];
@@ -117,6 +121,10 @@ static inline ember_wv ember_wv_sub(ember_wv a, ember_wv b) {
   EMBER_WV_EACH a.f[i] -= b.f[i];
   return a;
 }
+static inline ember_wv ember_wv_relu(ember_wv v) {
+  EMBER_WV_EACH v.f[i] = v.f[i] < 0.0f ? 0.0f : v.f[i];
+  return v;
+}
 #define EMBER_WV_ZERO() ember_wv_zero()
 #define EMBER_WV_LOAD(p) ember_wv_load(p)
 #define EMBER_WV_STORE(p, v) ember_wv_store((p), (v))
@@ -124,6 +132,7 @@ static inline ember_wv ember_wv_sub(ember_wv a, ember_wv b) {
 #define EMBER_WV_SET1(s) ember_wv_set1(s)
 #define EMBER_WV_ADD(a, b) ember_wv_add((a), (b))
 #define EMBER_WV_SUB(a, b) ember_wv_sub((a), (b))
+#define EMBER_WV_RELU(v) ember_wv_relu(v)
 #endif
 
 typedef struct {
@@ -134,7 +143,31 @@ typedef struct {
   float* mm; /* [P][Tp][O], Tp = T rounded up to a multiple of R */
   int N, H, W, C, O, OH, OW, ph, pw, m, th, tw, T, nb, R, Tp;
   int span; /* tiles per task of ember_wino_tiles (a multiple of R) */
+  const float* bias; /* [O] of EMBER_WINO_BIAS */
+  const float* res;  /* (N, OH, OW, O) of EMBER_WINO_RES */
+  int32_t epi;       /* the fused epilogue: steps of 4 bits, the lowest first (0: none) */
 } ember_wino_job;
+
+/* the fused epilogue's steps, applied to each output vector as it is stored (the same
+   operations in the same order as the loop IR they replace: ember.ops.nn_conv_winograd_epilogue) */
+#define EMBER_WINO_BIAS 1 /* v + bias[o] */
+#define EMBER_WINO_RES 2  /* v + res[the output's index] */
+#define EMBER_WINO_RELU 3 /* v < 0 ? 0 : v */
+
+static inline __attribute__((always_inline)) ember_wv ember_wino_epi(int32_t epi, ember_wv v,
+                                                                     ember_wv b,
+                                                                     const float* res) {
+  for (; epi; epi >>= 4) {
+    const int step = epi & 15;
+    if (step == EMBER_WINO_BIAS)
+      v = EMBER_WV_ADD(v, b);
+    else if (step == EMBER_WINO_RES)
+      v = EMBER_WV_ADD(v, EMBER_WV_LOAD(res));
+    else
+      v = EMBER_WV_RELU(v);
+  }
+  return v;
+}
 
 /* r = sum_k t[i][k] * d[k] for the rows i < rows of table t (zero coefficients skipped,
    +-1 as additions: the table is a compile-time constant once inlined) */
@@ -297,7 +330,8 @@ static int32_t ember_wino_gemm(int64_t begin, int64_t end, void* cdata) {
 
 static inline __attribute__((always_inline)) void ember_wino_out_tile(const ember_wino_job* j,
                                                                       long t, int m,
-                                                                      const float (*at)[6]) {
+                                                                      const float (*at)[6],
+                                                                      int32_t epi) {
   const int a = m + 2, O = j->O;
   const int n = (int)(t / (j->th * j->tw)), rem = (int)(t % (j->th * j->tw));
   const int y0 = (rem / j->tw) * m, x0 = (rem % j->tw) * m;
@@ -308,22 +342,51 @@ static inline __attribute__((always_inline)) void ember_wino_out_tile(const embe
     for (int p = 0; p < a * a; ++p) d[p] = EMBER_WV_LOAD(j->mm + ((long)p * j->Tp + t) * O + o);
     for (int k = 0; k < a; ++k) ember_wino_apply(at, m, a, d + k, a, e + k, a); /* A^T M */
     for (int i = 0; i < m; ++i) ember_wino_apply(at, m, a, e + i * a, 1, r + i * m, 1); /* .A */
+    if (epi) {
+      const ember_wv b = EMBER_WV_LOAD(j->bias + o);
+      for (int i = 0; i < hm; ++i)
+        for (int k = 0; k < wm; ++k) {
+          float* yo = yn + ((long)(y0 + i) * j->OW + x0 + k) * O + o;
+          EMBER_WV_STORE(yo, ember_wino_epi(epi, r[i * m + k], b, j->res + (yo - j->y)));
+        }
+      continue;
+    }
     for (int i = 0; i < hm; ++i)
       for (int k = 0; k < wm; ++k)
         EMBER_WV_STORE(yn + ((long)(y0 + i) * j->OW + x0 + k) * O + o, r[i * m + k]);
   }
 }
 
+/* the output tiles begin..end with the epilogue steps EPI (a constant in the zoo's cases:
+   the steps then compile to straight code) */
+#define EMBER_WINO_OUT(EPI)                                                                  \
+  do {                                                                                       \
+    for (int64_t t = begin; t < end; ++t) {                                                  \
+      if (j->m == 4)                                                                         \
+        ember_wino_out_tile(j, (long)t, 4, ember_wino_at4, (EPI));                           \
+      else                                                                                   \
+        ember_wino_out_tile(j, (long)t, 2, ember_wino_at2, (EPI));                           \
+    }                                                                                        \
+  } while (0)
+
 static int32_t ember_wino_out(int64_t begin, int64_t end, void* cdata) {
   const ember_wino_job* j = (const ember_wino_job*)cdata;
-  for (int64_t t = begin; t < end; ++t) {
-    if (j->m == 4)
-      ember_wino_out_tile(j, (long)t, 4, ember_wino_at4);
-    else
-      ember_wino_out_tile(j, (long)t, 2, ember_wino_at2);
+  switch (j->epi) {
+    case 0:
+      EMBER_WINO_OUT(0);
+      break;
+    case EMBER_WINO_BIAS | EMBER_WINO_RELU << 4: /* ResNet-50, CRNN */
+      EMBER_WINO_OUT(EMBER_WINO_BIAS | EMBER_WINO_RELU << 4);
+      break;
+    case EMBER_WINO_BIAS | EMBER_WINO_RES << 4 | EMBER_WINO_RELU << 8: /* resnet8 */
+      EMBER_WINO_OUT(EMBER_WINO_BIAS | EMBER_WINO_RES << 4 | EMBER_WINO_RELU << 8);
+      break;
+    default:
+      EMBER_WINO_OUT(j->epi);
   }
   return 0;
 }
+#undef EMBER_WINO_OUT
 
 /* task = span tiles (whole panels) through all three phases: the transformed input and the
    products of a tile stay in the cache of the core that made them (ember_wino_in,
@@ -355,15 +418,19 @@ static int32_t ember_wino_tiles(int64_t begin, int64_t end, void* cdata) {
 
 /* the whole convolution: y (N, OH, OW, O) of x (N, H, W, C) padded by (ph, pw) at the
    start; u the transformed weight; R tiles per panel of the products; scratch
-   (m + 2)^2 * Tp * (C + O) floats (Tp: the tiles rounded up to a multiple of R) */
+   (m + 2)^2 * Tp * (C + O) floats (Tp: the tiles rounded up to a multiple of R); epi the
+   fused epilogue's steps (EMBER_WINO_*, 4 bits each, the lowest first; 0: none) with its
+   bias [O] and residual (N, OH, OW, O) (either may be y when no step reads it) */
 EMBER_F32_API int32_t ember_f32_winograd(const float* x, const float* u, float* y,
                                         void* scratch, int32_t N, int32_t H, int32_t W,
                                         int32_t C, int32_t O, int32_t OH, int32_t OW,
                                         int32_t ph, int32_t pw, int32_t m, int32_t nb,
-                                        int32_t R) {
+                                        int32_t R, const float* bias, const float* res,
+                                        int32_t epi) {
   ember_wino_job j;
   j.x = x, j.u = u, j.y = y, j.N = N, j.H = H, j.W = W, j.C = C, j.O = O, j.OH = OH;
   j.OW = OW, j.ph = ph, j.pw = pw, j.m = m, j.nb = nb, j.R = R;
+  j.bias = bias, j.res = res, j.epi = epi;
   j.th = (OH + m - 1) / m, j.tw = (OW + m - 1) / m, j.T = N * j.th * j.tw;
   j.Tp = (j.T + R - 1) / R * R;
   const int P = (m + 2) * (m + 2);

@@ -383,6 +383,9 @@ register_op(
         attrs={
             "padding": Attr("ints", (0, 0, 0, 0), "top, left, bottom, right"),
             "tile": Attr("int", 4, "output tile m of F(m x m, 3 x 3): 2 or 4"),
+            "epilogue": Attr(
+                "int", 1, "1: the kernel applies the group's bias/residual/ReLU epilogue"
+            ),
         },
         doc="Stride-1 3x3 convolution of NHWC float32 data by Winograd F(m x m, 3 x 3) with "
         "a weight transformed at build time ((m+2)^2, O/b, C, b: ember.ir.ops."
