@@ -54,7 +54,7 @@ def _outputs(ex: Any) -> list[np.ndarray]:
 def _profile(a: Any, b: Any, top: int, repeat: int) -> None:
     """The ``top`` slowest kernels of A at 1 thread (thread CPU time), next to B's: the
     per-kernel median over rounds that profile A and B alternately (kernels named alike
-    in both builds; a kernel B does not have prints '-')."""
+    in both builds; a kernel B does not have prints '-'), then B's own among its slowest."""
     import statistics
 
     from ember.runtime import num_threads
@@ -73,6 +73,9 @@ def _profile(a: Any, b: Any, top: int, repeat: int) -> None:
         ratio = f"{got / med[0][op]:.3f}" if got else "-"
         b_us = f"{got:9.1f}" if got else "        -"
         print(f"    {med[0][op]:9.1f} us  {b_us} us  {ratio}  {op}")
+    only_b = [op for op in sorted(med[1], key=lambda o: -med[1][o])[:top] if op not in med[0]]
+    for op in only_b:
+        print(f"            - us  {med[1][op]:9.1f} us  -  {op}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -2,7 +2,9 @@
 
 The nn.conv legalizer (ember.ops.nn_conv.conv_to_packed) asks ``winograd_form`` first: a
 channels-last (NHWC, convert_layout's default on x86) float32 convolution with a constant
-3x3 weight, stride 1, dilation 1, one group, input and output channels multiples of 16,
+3x3 weight, stride 1, dilation 1, one group, input channels a multiple of 16 and output
+channels either one or padded to one by at most a quarter (``padding_pays``: zero filters,
+the last block stored masked),
 becomes ``nn.conv_winograd`` with the weight transformed and packed at build time
 (ember.ir.ops.nn_conv_winograd_form) when the build's target has an AVX-512 CPU record (the
 c kind, or the llvm kinds, which call the runtime library's copy) and the build selects it:
@@ -37,7 +39,12 @@ import numpy as np
 from ember.ir.expr import Call, Constant, Expr, call, const
 from ember.ir.op import Attrs
 from ember.ir.ops.common import data_layout, padding, spatial
-from ember.ir.ops.nn_conv_winograd_form import LANES, channel_blocks, transform_weight
+from ember.ir.ops.nn_conv_winograd_form import (
+    LANES,
+    channel_blocks,
+    padded_channels,
+    transform_weight,
+)
 from ember.ir.types import TensorType, Type
 from ember.ops.common import out_tensor_type, static_shape
 from ember.target import Target
@@ -121,7 +128,7 @@ def winograd_pays(
     if batch != 1:
         return 0
     tiles = -(-height // 4) * -(-width // 4)
-    weight = 4 * 36 * in_channels * out_channels
+    weight = 4 * 36 * in_channels * padded_channels(out_channels)
     m = 2 if tiles <= FEW_TILES and weight > WEIGHT_BYTES else 4
     scratch = scratch_bytes(batch, in_channels, out_channels, height, width, m)
     return m if scratch <= SCRATCH_BYTES else 0
@@ -138,12 +145,20 @@ def _eligible(node: Call) -> bool:
     if wd.dtype != np.float32 or x.type.dtype != "float32" or wd.ndim != 4:
         return False
     o, c, kh, kw = wd.shape
-    if (kh, kw) != (3, 3) or o % LANES or c % LANES:
+    if (kh, kw) != (3, 3) or c % LANES or not padding_pays(o):
         return False
     return spatial(attrs, "strides", 2, 1) == (1, 1) and spatial(attrs, "dilation", 2, 1) == (
         1,
         1,
     )
+
+
+def padding_pays(out_channels: int) -> bool:
+    """Whether a layer of ``out_channels`` (not a multiple of 16: the weight is padded with
+    zero filters to the next one, the last block stored masked) wastes at most a quarter of
+    its products (measured: DBNet's 80x80 96->24 FPN convs, F(4,3) padded to 32 against the
+    direct 24-channel kernels, see the commit that allowed them)."""
+    return 4 * (padded_channels(out_channels) - out_channels) <= padded_channels(out_channels)
 
 
 def winograd_tile(node: Call) -> int:
@@ -171,9 +186,10 @@ def winograd_form(node: Call) -> Expr | None:
     u = transform_weight(np.asarray(w.data), m)  # type: ignore[attr-defined]
     pads = (top, left, bottom, right)
     epilogue = int(_SETTINGS.get()[2])
-    return call(
-        "nn.conv_winograd", x, const(u), name=node.name, padding=pads, tile=m, epilogue=epilogue
-    )
+    o = int(np.asarray(w.data).shape[0])  # type: ignore[attr-defined]
+    channels = 0 if o % LANES == 0 else o
+    attrs = {"padding": pads, "tile": m, "epilogue": epilogue, "channels": channels}
+    return call("nn.conv_winograd", x, const(u), name=node.name, **attrs)
 
 
 #: the most tiles (rows) of one register tile of the matrix products: 14 x 2 zmm
@@ -190,10 +206,10 @@ def panel_rows(tiles: int) -> int:
 
 
 def scratch_bytes(n: int, c: int, o: int, oh: int, ow: int, m: int) -> int:
-    """Bytes of ember_f32_winograd's scratch: V and M, (m+2)^2 x padded tiles x (C + O)."""
+    """Bytes of ember_f32_winograd's scratch: V and M, (m+2)^2 x padded tiles x (C + Op)."""
     tiles = n * -(-oh // m) * -(-ow // m)
     rows = panel_rows(tiles)
-    return 4 * (m + 2) ** 2 * (-(-tiles // rows) * rows) * (c + o) + 64
+    return 4 * (m + 2) ** 2 * (-(-tiles // rows) * rows) * (c + padded_channels(o)) + 64
 
 
 def conv_winograd(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
@@ -205,7 +221,7 @@ def conv_winograd(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.T
     m = int(attrs["tile"])
     top, left, _, _ = (int(p) for p in attrs["padding"])
     nb = int(static_shape(u)[3]) // LANES
-    assert nb == channel_blocks(o)
+    assert nb == channel_blocks(padded_channels(o))
     nbytes = scratch_bytes(n, c, o, oh, ow, m)
     rows = panel_rows(n * -(-oh // m) * -(-ow // m))
     ints = [n, h, w, c, o, oh, ow, top, left, m, nb, rows]

@@ -137,6 +137,9 @@ def _run(art: object, feeds: dict, threads: int) -> np.ndarray:
         ("bias", 10, 10, 64, 80, 4),  # YOLO's shape: 80 channels, blocks of 16
         ("bias_relu_res", 9, 11, 48, 48, 2),
         ("silu", 20, 20, 64, 64, 4),  # YOLO: unfused, unchanged
+        ("bias", 80, 80, 96, 24, 4),  # DBNet: 24 channels padded to 32, the last 8 masked
+        ("bias_relu", 13, 7, 48, 40, 2),  # 40 padded to 48
+        ("bias_res_relu", 10, 10, 24, 24, 4),
     ],
 )
 def test_fused_is_the_unfused_bytes_and_onnxruntime(

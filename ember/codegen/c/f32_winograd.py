@@ -7,14 +7,15 @@ points per axis; Lavin & Gray's matrices, ember.ops.nn_conv_winograd.winograd_ma
 1. input transform: every a x a patch of the zero-padded input (tile t, 16 channels at a
    time) becomes ``V[p][t][c] = (B^T d B)[p]`` for the a * a points p;
 2. a * a matrix products ``M[p] = V[p] (T x C) @ U[p] (C x O)``, ``U = G g G^T`` the
-   weight transformed and packed at build time (``[p][O/16nb][C][16nb]``, nb = 2 when the
-   output channels are a multiple of 32, else 1): register tiles of up to 12 tiles x 16nb
+   weight transformed and packed at build time (``[p][Op/16nb][C][16nb]``, Op = O rounded
+   up to a multiple of 16 with zero filters, nb = 2 when Op is a multiple of 32, else 1):
+   register tiles of up to 12 tiles x 16nb
    output channels, every V value broadcast once per step;
 3. output transform: ``y = A^T M A`` per tile and 16 output channels, the image's edge
-   tiles cut to the output (odd sizes).
+   tiles cut to the output (odd sizes), the last block of channels to O (masked stores).
 
 Each phase is split across the runtime's threads (``EmberBackendParallelFor``); V and M
-live in the call's heap scratch (``a * a * T * (C + O)`` floats). With ``__AVX512F__`` the
+live in the call's heap scratch (``a * a * T * (C + Op)`` floats). With ``__AVX512F__`` the
 three phases use zmm intrinsics; elsewhere the same arithmetic runs as plain C loops with
 ``fmaf`` (the transforms: the same operations in the same order). The layer's fused
 epilogue, where it is a chain of bias add, residual add and ReLU, is applied to each output
@@ -92,6 +93,9 @@ typedef __m512 ember_wv;
 #define EMBER_WV_SUB(a, b) _mm512_sub_ps((a), (b))
 /* v < 0 ? 0 : v (the loop IR's ReLU: max_ps returns its second operand, v, for NaN) */
 #define EMBER_WV_RELU(v) _mm512_max_ps(_mm512_setzero_ps(), (v))
+/* the first n lanes (1..16) of p, the others zero / left alone */
+#define EMBER_WV_LOADN(p, n) _mm512_maskz_loadu_ps((__mmask16)((1u << (n)) - 1u), (p))
+#define EMBER_WV_STOREN(p, v, n) _mm512_mask_storeu_ps((p), (__mmask16)((1u << (n)) - 1u), (v))
 #else
 typedef struct {
   float f[16];
@@ -121,6 +125,14 @@ static inline ember_wv ember_wv_sub(ember_wv a, ember_wv b) {
   EMBER_WV_EACH a.f[i] -= b.f[i];
   return a;
 }
+static inline ember_wv ember_wv_loadn(const float* p, int n) {
+  ember_wv r = ember_wv_set1(0.0f);
+  for (int i = 0; i < n; ++i) r.f[i] = p[i];
+  return r;
+}
+static inline void ember_wv_storen(float* p, ember_wv v, int n) {
+  for (int i = 0; i < n; ++i) p[i] = v.f[i];
+}
 static inline ember_wv ember_wv_relu(ember_wv v) {
   EMBER_WV_EACH v.f[i] = v.f[i] < 0.0f ? 0.0f : v.f[i];
   return v;
@@ -133,6 +145,8 @@ static inline ember_wv ember_wv_relu(ember_wv v) {
 #define EMBER_WV_ADD(a, b) ember_wv_add((a), (b))
 #define EMBER_WV_SUB(a, b) ember_wv_sub((a), (b))
 #define EMBER_WV_RELU(v) ember_wv_relu(v)
+#define EMBER_WV_LOADN(p, n) ember_wv_loadn((p), (n))
+#define EMBER_WV_STOREN(p, v, n) ember_wv_storen((p), (v), (n))
 #endif
 
 typedef struct {
@@ -140,8 +154,8 @@ typedef struct {
   const float* u;
   float* y;
   float* v;  /* [P][T/R][C/16][R][16]: panels of R tiles, 16 channels contiguous per tile */
-  float* mm; /* [P][Tp][O], Tp = T rounded up to a multiple of R */
-  int N, H, W, C, O, OH, OW, ph, pw, m, th, tw, T, nb, R, Tp;
+  float* mm; /* [P][Tp][Op], Tp = T rounded up to a multiple of R, Op = O up to one of 16 */
+  int N, H, W, C, O, Op, OH, OW, ph, pw, m, th, tw, T, nb, R, Tp;
   int span; /* tiles per task of ember_wino_tiles (a multiple of R) */
   const float* bias; /* [O] of EMBER_WINO_BIAS */
   const float* res;  /* (N, OH, OW, O) of EMBER_WINO_RES */
@@ -156,13 +170,14 @@ typedef struct {
 
 static inline __attribute__((always_inline)) ember_wv ember_wino_epi(int32_t epi, ember_wv v,
                                                                      ember_wv b,
-                                                                     const float* res) {
+                                                                     const float* res,
+                                                                     int lanes) {
   for (; epi; epi >>= 4) {
     const int step = epi & 15;
     if (step == EMBER_WINO_BIAS)
       v = EMBER_WV_ADD(v, b);
     else if (step == EMBER_WINO_RES)
-      v = EMBER_WV_ADD(v, EMBER_WV_LOAD(res));
+      v = EMBER_WV_ADD(v, lanes == 16 ? EMBER_WV_LOAD(res) : EMBER_WV_LOADN(res, lanes));
     else
       v = EMBER_WV_RELU(v);
   }
@@ -315,39 +330,58 @@ static void ember_wino_gemm_rows(const float* v, const float* u, int C, float* m
 /* task = (point p, block of 16nb output channels): every panel of tiles */
 static int32_t ember_wino_gemm(int64_t begin, int64_t end, void* cdata) {
   const ember_wino_job* j = (const ember_wino_job*)cdata;
-  const int C = j->C, O = j->O, R = j->R, bw = 16 * j->nb, nblk = O / bw;
+  const int C = j->C, Op = j->Op, R = j->R, bw = 16 * j->nb, nblk = Op / bw;
   for (int64_t task = begin; task < end; ++task) {
     const int p = (int)(task / nblk), ob = (int)(task % nblk);
     const float* u = j->u + ((long)p * nblk + ob) * (long)C * bw;
     for (int t = 0; t < j->Tp; t += R) {
       const float* v = j->v + ((long)p * j->Tp + t) * C;
-      float* mo = j->mm + ((long)p * j->Tp + t) * O + (long)ob * bw;
-      ember_wino_gemm_rows(v, u, C, mo, O, R, j->nb);
+      float* mo = j->mm + ((long)p * j->Tp + t) * Op + (long)ob * bw;
+      ember_wino_gemm_rows(v, u, C, mo, Op, R, j->nb);
     }
   }
   return 0;
+}
+
+/* the last block of an output tile's channels when O is not a multiple of 16: its first
+   O - o lanes; r the tile's m x m vectors, yo its first output at channel o */
+static void ember_wino_out_part(const ember_wino_job* j, const ember_wv* r, int m, int hm,
+                                int wm, float* yo, int o, int32_t epi) {
+  const int lanes = j->O - o;
+  const ember_wv b = EMBER_WV_LOADN(j->bias + o, lanes);
+  for (int i = 0; i < hm; ++i)
+    for (int k = 0; k < wm; ++k) {
+      float* at = yo + ((long)i * j->OW + k) * j->O;
+      ember_wv v = r[i * m + k];
+      if (epi) v = ember_wino_epi(epi, v, b, j->res + (at - j->y), lanes);
+      EMBER_WV_STOREN(at, v, lanes);
+    }
 }
 
 static inline __attribute__((always_inline)) void ember_wino_out_tile(const ember_wino_job* j,
                                                                       long t, int m,
                                                                       const float (*at)[6],
                                                                       int32_t epi) {
-  const int a = m + 2, O = j->O;
+  const int a = m + 2, O = j->O, Op = j->Op;
   const int n = (int)(t / (j->th * j->tw)), rem = (int)(t % (j->th * j->tw));
   const int y0 = (rem / j->tw) * m, x0 = (rem % j->tw) * m;
   const int hm = j->OH - y0 < m ? j->OH - y0 : m, wm = j->OW - x0 < m ? j->OW - x0 : m;
   float* yn = j->y + (long)n * j->OH * j->OW * O;
-  for (int o = 0; o < O; o += 16) {
+  for (int o = 0; o < Op; o += 16) {
     ember_wv d[36], e[24], r[16];
-    for (int p = 0; p < a * a; ++p) d[p] = EMBER_WV_LOAD(j->mm + ((long)p * j->Tp + t) * O + o);
+    for (int p = 0; p < a * a; ++p) d[p] = EMBER_WV_LOAD(j->mm + ((long)p * j->Tp + t) * Op + o);
     for (int k = 0; k < a; ++k) ember_wino_apply(at, m, a, d + k, a, e + k, a); /* A^T M */
     for (int i = 0; i < m; ++i) ember_wino_apply(at, m, a, e + i * a, 1, r + i * m, 1); /* .A */
+    if (O - o < 16) { /* the last block of O not a multiple of 16: its first O - o lanes */
+      ember_wino_out_part(j, r, m, hm, wm, yn + ((long)y0 * j->OW + x0) * O + o, o, epi);
+      continue;
+    }
     if (epi) {
       const ember_wv b = EMBER_WV_LOAD(j->bias + o);
       for (int i = 0; i < hm; ++i)
         for (int k = 0; k < wm; ++k) {
           float* yo = yn + ((long)(y0 + i) * j->OW + x0 + k) * O + o;
-          EMBER_WV_STORE(yo, ember_wino_epi(epi, r[i * m + k], b, j->res + (yo - j->y)));
+          EMBER_WV_STORE(yo, ember_wino_epi(epi, r[i * m + k], b, j->res + (yo - j->y), 16));
         }
       continue;
     }
@@ -395,7 +429,7 @@ static int32_t ember_wino_out(int64_t begin, int64_t end, void* cdata) {
    resnet8's 32x32x16 0.49x). The same calls on the same panels: the same bits. */
 static int32_t ember_wino_tiles(int64_t begin, int64_t end, void* cdata) {
   const ember_wino_job* j = (const ember_wino_job*)cdata;
-  const int C = j->C, O = j->O, R = j->R, bw = 16 * j->nb, nblk = O / bw;
+  const int C = j->C, Op = j->Op, R = j->R, bw = 16 * j->nb, nblk = Op / bw;
   const int P = (j->m + 2) * (j->m + 2);
   for (int64_t task = begin; task < end; ++task) {
     const long t0 = task * (long)j->span;
@@ -406,8 +440,8 @@ static int32_t ember_wino_tiles(int64_t begin, int64_t end, void* cdata) {
         const float* u = j->u + ((long)p * nblk + ob) * (long)C * bw;
         for (long t = t0; t < t1; t += R) {
           const float* v = j->v + ((long)p * j->Tp + t) * C;
-          float* mo = j->mm + ((long)p * j->Tp + t) * O + (long)ob * bw;
-          ember_wino_gemm_rows(v, u, C, mo, O, R, j->nb);
+          float* mo = j->mm + ((long)p * j->Tp + t) * Op + (long)ob * bw;
+          ember_wino_gemm_rows(v, u, C, mo, Op, R, j->nb);
         }
       }
     }
@@ -417,8 +451,9 @@ static int32_t ember_wino_tiles(int64_t begin, int64_t end, void* cdata) {
 }
 
 /* the whole convolution: y (N, OH, OW, O) of x (N, H, W, C) padded by (ph, pw) at the
-   start; u the transformed weight; R tiles per panel of the products; scratch
-   (m + 2)^2 * Tp * (C + O) floats (Tp: the tiles rounded up to a multiple of R); epi the
+   start; u the transformed weight, its output channels zero-padded to Op (O rounded up to
+   a multiple of 16); R tiles per panel of the products; scratch (m + 2)^2 * Tp * (C + Op)
+   floats (Tp: the tiles rounded up to a multiple of R); epi the
    fused epilogue's steps (EMBER_WINO_*, 4 bits each, the lowest first; 0: none) with its
    bias [O] and residual (N, OH, OW, O) (either may be y when no step reads it) */
 EMBER_F32_API int32_t ember_f32_winograd(const float* x, const float* u, float* y,
@@ -429,6 +464,7 @@ EMBER_F32_API int32_t ember_f32_winograd(const float* x, const float* u, float* 
                                         int32_t epi) {
   ember_wino_job j;
   j.x = x, j.u = u, j.y = y, j.N = N, j.H = H, j.W = W, j.C = C, j.O = O, j.OH = OH;
+  j.Op = (O + 15) / 16 * 16;
   j.OW = OW, j.ph = ph, j.pw = pw, j.m = m, j.nb = nb, j.R = R;
   j.bias = bias, j.res = res, j.epi = epi;
   j.th = (OH + m - 1) / m, j.tw = (OW + m - 1) / m, j.T = N * j.th * j.tw;
@@ -437,10 +473,10 @@ EMBER_F32_API int32_t ember_f32_winograd(const float* x, const float* u, float* 
   j.v = (float*)scratch;
   j.mm = j.v + (long)P * j.Tp * C;
   const int threads = EmberBackendGetNumThreads(), par = threads > 1;
-  const long tasks = (long)P * (O / (16 * nb));
+  const long tasks = (long)P * (j.Op / (16 * nb));
   /* threads: tiles through all phases per task where re-reading the weight U once per task
-     costs less than moving V and M between cores (U: P C O floats, V + M: P Tp (C + O)) */
-  if (par && (long)C * O <= (long)j.Tp * (C + O)) {
+     costs less than moving V and M between cores (U: P C Op floats, V + M: P Tp (C + Op)) */
+  if (par && (long)C * j.Op <= (long)j.Tp * (C + j.Op)) {
     const long panels = j.Tp / R, per = (panels + 2L * threads - 1) / (2L * threads);
     j.span = (int)(per * R);
     return EmberBackendParallelFor(ember_wino_tiles, &j, (j.Tp + j.span - 1) / j.span, 1, 0)
