@@ -116,7 +116,8 @@ class _Chain:
     def steps(self, e: PrimExpr) -> list[int] | None:
         """The steps from the kernel's element to ``e``."""
         if isinstance(e, BufferLoad) and e.buffer.data is self.y:
-            return [] if self._same_element(e) else None
+            same_shape = e.buffer.const_shape() == self.store.buffer.const_shape()
+            return [] if same_shape and self._same_element(e) else None
         if isinstance(e, Add):
             for base, other in ((e.a, e.b), (e.b, e.a)):
                 head = self.steps(base)
