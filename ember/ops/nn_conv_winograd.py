@@ -156,8 +156,10 @@ def _eligible(node: Call) -> bool:
 def padding_pays(out_channels: int) -> bool:
     """Whether a layer of ``out_channels`` (not a multiple of 16: the weight is padded with
     zero filters to the next one, the last block stored masked) wastes at most a quarter of
-    its products (measured: DBNet's 80x80 96->24 FPN convs, F(4,3) padded to 32 against the
-    direct 24-channel kernels, see the commit that allowed them)."""
+    its products. Measured on DBNet's 3x3 96->24 FPN convs, F(4,3) padded to 32 against the
+    direct 24-channel kernels (one thread, thread CPU time, interleaved in one process, load
+    6): one layer between 1x1 convs 0.69 (10x10), 0.68 (20x20), 0.70 (40x40); in the model
+    80x80 0.74-0.93, 40x40 0.98, dbnet 0.905-0.943."""
     return 4 * (padded_channels(out_channels) - out_channels) <= padded_channels(out_channels)
 
 
