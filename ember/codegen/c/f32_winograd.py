@@ -93,6 +93,8 @@ typedef __m512 ember_wv;
 #define EMBER_WV_SUB(a, b) _mm512_sub_ps((a), (b))
 /* v < 0 ? 0 : v (the loop IR's ReLU: max_ps returns its second operand, v, for NaN) */
 #define EMBER_WV_RELU(v) _mm512_max_ps(_mm512_setzero_ps(), (v))
+/* the 16 floats at p when ok, else zeros (a zero mask reads nothing: p may lie outside) */
+#define EMBER_WV_LOADIF(p, ok) _mm512_maskz_loadu_ps((__mmask16)(-(ok) & 0xffff), (p))
 /* the first n lanes (1..16) of p, the others zero / left alone */
 #define EMBER_WV_LOADN(p, n) _mm512_maskz_loadu_ps((__mmask16)((1u << (n)) - 1u), (p))
 #define EMBER_WV_STOREN(p, v, n) _mm512_mask_storeu_ps((p), (__mmask16)((1u << (n)) - 1u), (v))
@@ -146,6 +148,7 @@ static inline ember_wv ember_wv_relu(ember_wv v) {
 #define EMBER_WV_SUB(a, b) ember_wv_sub((a), (b))
 #define EMBER_WV_RELU(v) ember_wv_relu(v)
 #define EMBER_WV_LOADN(p, n) ember_wv_loadn((p), (n))
+#define EMBER_WV_LOADIF(p, ok) ((ok) ? ember_wv_load(p) : ember_wv_zero())
 #define EMBER_WV_STOREN(p, v, n) ember_wv_storen((p), (v), (n))
 #endif
 
@@ -215,6 +218,36 @@ static inline __attribute__((always_inline)) void ember_wino_apply(const float (
   }
 }
 
+/* V of one tile (its patch at xt, rows rs floats apart) for every block of 16 channels: B^T d
+   a column of the patch at a time (its a values loaded just before), then .B a row at a
+   time, stored (the operations of B^T d then .B, in their order); full: the whole patch
+   lies inside the image, else inside[] says which of its values do (the rest read 0) */
+static inline __attribute__((always_inline)) void ember_wino_in_patch(
+    const float* xt, long rs, int C, int R, const int* inside, float* vt, long pstride, int m,
+    const float (*bt)[6], int full) {
+  const int a = m + 2;
+  for (int c = 0; c < C; c += 16) {
+    ember_wv e[36];
+#pragma GCC unroll 6
+    for (int k = 0; k < a; ++k) {
+      ember_wv d[6];
+#pragma GCC unroll 6
+      for (int i = 0; i < a; ++i) {
+        const float* p = xt + i * rs + (long)k * C + c;
+        d[i] = full ? EMBER_WV_LOAD(p) : EMBER_WV_LOADIF(p, inside[i * a + k]);
+      }
+      ember_wino_apply(bt, a, a, d, 1, e + k, a);
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < a; ++i) {
+      ember_wv r[6];
+      ember_wino_apply(bt, a, a, e + i * a, 1, r, 1);
+#pragma GCC unroll 6
+      for (int q = 0; q < a; ++q) EMBER_WV_STORE(vt + (i * a + q) * pstride + (long)c * R, r[q]);
+    }
+  }
+}
+
 static inline __attribute__((always_inline)) void ember_wino_in_tile(const ember_wino_job* j,
                                                                      long t, int m,
                                                                      const float (*bt)[6]) {
@@ -228,22 +261,18 @@ static inline __attribute__((always_inline)) void ember_wino_in_tile(const ember
   }
   const int n = (int)(t / (j->th * j->tw)), rem = (int)(t % (j->th * j->tw));
   const int y0 = (rem / j->tw) * m - j->ph, x0 = (rem % j->tw) * m - j->pw;
-  const float* xn = j->x + (long)n * j->H * j->W * C;
-  for (int c = 0; c < C; c += 16) {
-    ember_wv d[36], e[36];
-    for (int i = 0; i < a; ++i) {
-      const int yy = y0 + i;
-      for (int k = 0; k < a; ++k) {
-        const int xx = x0 + k;
-        d[i * a + k] = (yy >= 0 && yy < j->H && xx >= 0 && xx < j->W)
-                           ? EMBER_WV_LOAD(xn + ((long)yy * j->W + xx) * C + c)
-                           : EMBER_WV_ZERO();
-      }
-    }
-    for (int k = 0; k < a; ++k) ember_wino_apply(bt, a, a, d + k, a, e + k, a); /* B^T d */
-    for (int i = 0; i < a; ++i) ember_wino_apply(bt, a, a, e + i * a, 1, d + i * a, 1); /* .B */
-    for (int p = 0; p < P; ++p) EMBER_WV_STORE(j->v + p * pstride + at + (long)c * R, d[p]);
-  }
+  /* the patch's rows and columns inside the image (the rest reads as zero), once per tile:
+     the loads of the channel blocks then have no branches */
+  int inside[36];
+  for (int i = 0; i < a; ++i)
+    for (int k = 0; k < a; ++k)
+      inside[i * a + k] = y0 + i >= 0 && y0 + i < j->H && x0 + k >= 0 && x0 + k < j->W;
+  const float* xt = j->x + ((long)n * j->H * j->W + (long)y0 * j->W + x0) * C;
+  float* vt = j->v + at;
+  if (y0 >= 0 && y0 + a <= j->H && x0 >= 0 && x0 + a <= j->W)
+    ember_wino_in_patch(xt, (long)j->W * C, C, R, inside, vt, pstride, m, bt, 1);
+  else
+    ember_wino_in_patch(xt, (long)j->W * C, C, R, inside, vt, pstride, m, bt, 0);
 }
 
 static int32_t ember_wino_in(int64_t begin, int64_t end, void* cdata) {
