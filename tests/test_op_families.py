@@ -59,6 +59,7 @@ NOT_FAMILIES = {
         "nn_conv_nhwc",  # channels-last (data_layout NHWC) packed convolutions and schedule
         "nn_conv_flat",  # flattened 1x1 loop-IR tiles on AVX-512: blocks per tile, strided
         "nn_conv_winograd",  # 3x3 stride-1 convs by Winograd F(m, 3): the choice, the compute
+        "nn_conv_winograd_epilogue",  # bias/residual/ReLU moved into the Winograd call
         "nn_conv_transpose",  # kernel == stride: 1x1 conv + depth-to-space (nn_conv legalizes)
         "nn_rnn_kernel",  # the nn.recurrence loop nest (nn_rnn registers its compute)
         "nn_depthwise",  # depthwise convolutions as NCHW rows (nn.conv_depthwise_packed)

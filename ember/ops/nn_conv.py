@@ -57,6 +57,7 @@ from ember.ops.nn_conv_taps import taps_first_view
 from ember.ops.nn_conv_transpose import conv_transpose_to_pointwise
 from ember.ops.nn_conv_winograd import conv_winograd as winograd_compute
 from ember.ops.nn_conv_winograd import winograd_form
+from ember.ops.nn_conv_winograd_epilogue import schedule_winograd
 from ember.ops.nn_depthwise import depthwise_rows, schedule_depthwise, use_rows
 from ember.ops.nn_rnn import streamed_matmul
 from ember.ops.nn_schedule import MATERIALIZE, schedule_conv_anchor, schedule_dot_anchor
@@ -250,6 +251,7 @@ def matmul_rows(node: Call) -> Expr:
 register_schedule("nn.conv")(schedule_conv_anchor)
 register_schedule("nn.conv_packed")(schedule_conv_packed)
 register_schedule("nn.conv_transpose")(schedule_conv_anchor)
+register_schedule("nn.conv_winograd")(schedule_winograd)
 register_schedule("nn.matmul")(schedule_matmul)
 register_schedule("nn.dense")(schedule_dot_anchor)
 

@@ -111,6 +111,11 @@ def test_the_legalizer_picks_winograd_where_selected() -> None:
     assert "nn.conv_winograd" not in _ops(strided, {WINOGRAD_CONFIG: True})
     _, narrow = _data(14, 14, 8, 64)  # input channels not a multiple of 16
     assert "nn.conv_winograd" not in _ops(_conv_module(14, 14, narrow), {WINOGRAD_CONFIG: True})
+    # output channels padded to a multiple of 16 where at most a quarter is padding
+    _, dbnet = _data(80, 80, 96, 24)
+    assert "nn.conv_winograd" in _ops(_conv_module(80, 80, dbnet), {})
+    _, eight = _data(14, 14, 64, 8)
+    assert "nn.conv_winograd" not in _ops(_conv_module(14, 14, eight), {WINOGRAD_CONFIG: True})
     _, big = _data(7, 7, 512, 512)
     assert "nn.conv_winograd" in _ops(_conv_module(7, 7, big), {WINOGRAD_CONFIG: 4})
     assert "nn.conv_winograd" not in _ops(_conv_module(7, 7, big), {WINOGRAD_CONFIG: 0})
@@ -161,6 +166,8 @@ def _check(
         (8, 8, 64, 64),
         (10, 10, 256, 80),  # YOLO: 80 channels, blocks of 16
         (4, 25, 128, 256),  # CRNN
+        (80, 80, 96, 24),  # DBNet: 24 channels padded to 32
+        (9, 11, 32, 40),  # 40 padded to 48, edge tiles
     ],
 )
 def test_real_layers_with_bias_relu_match_float64(h: int, w: int, c: int, o: int) -> None:
@@ -264,3 +271,18 @@ def test_other_paddings(m: int, pads: tuple[int, int, int, int]) -> None:
     want = _direct64(x, wt, pads)
     got = run_artifacts(art, {"x": x})[0]
     np.testing.assert_allclose(got, want, atol=RTOL * np.abs(want).max(), rtol=0)
+
+
+@pytest.mark.parametrize("o", [24, 40])
+def test_output_channels_padded_with_zero_filters(o: int) -> None:
+    from ember.ir.ops.nn_conv_winograd_form import padded_channels
+    from ember.ops.nn_conv_winograd import padding_pays
+
+    x, wt = _data(9, 10, 32, o)
+    u = transform_weight(wt, 4)
+    assert u.shape[1] * u.shape[3] == padded_channels(o) == -(-o // 16) * 16
+    got = winograd_reference(x, u, 4, (1, 1, 1, 1), (9, 10))
+    want = _direct64(x, wt, (1, 1, 1, 1))
+    np.testing.assert_allclose(got[..., :o], want, atol=RTOL * np.abs(want).max())
+    np.testing.assert_array_equal(got[..., o:], 0)  # the zero filters
+    assert padding_pays(o) and padding_pays(32) and not padding_pays(8)

@@ -7,17 +7,20 @@ points per axis; Lavin & Gray's matrices, ember.ops.nn_conv_winograd.winograd_ma
 1. input transform: every a x a patch of the zero-padded input (tile t, 16 channels at a
    time) becomes ``V[p][t][c] = (B^T d B)[p]`` for the a * a points p;
 2. a * a matrix products ``M[p] = V[p] (T x C) @ U[p] (C x O)``, ``U = G g G^T`` the
-   weight transformed and packed at build time (``[p][O/16nb][C][16nb]``, nb = 2 when the
-   output channels are a multiple of 32, else 1): register tiles of up to 12 tiles x 16nb
+   weight transformed and packed at build time (``[p][Op/16nb][C][16nb]``, Op = O rounded
+   up to a multiple of 16 with zero filters, nb = 2 when Op is a multiple of 32, else 1):
+   register tiles of up to 12 tiles x 16nb
    output channels, every V value broadcast once per step;
 3. output transform: ``y = A^T M A`` per tile and 16 output channels, the image's edge
-   tiles cut to the output (odd sizes).
+   tiles cut to the output (odd sizes), the last block of channels to O (masked stores).
 
 Each phase is split across the runtime's threads (``EmberBackendParallelFor``); V and M
-live in the call's heap scratch (``a * a * T * (C + O)`` floats). With ``__AVX512F__`` the
+live in the call's heap scratch (``a * a * T * (C + Op)`` floats). With ``__AVX512F__`` the
 three phases use zmm intrinsics; elsewhere the same arithmetic runs as plain C loops with
-``fmaf`` (the transforms: the same operations in the same order). The fused epilogue of the
-layer (bias, activation) runs after, in loop IR, over the output.
+``fmaf`` (the transforms: the same operations in the same order). The layer's fused
+epilogue, where it is a chain of bias add, residual add and ReLU, is applied to each output
+vector of the output transform before it is stored (``epi``, matched in the loop IR by
+ember.ops.nn_conv_winograd_epilogue); any other epilogue runs after, in loop IR.
 
 The c kind pastes this text into a library (``ember_f32_winograd`` static); the runtime
 library exports its AVX-512 copy ``ember_f32_winograd_avx512`` for the llvm kinds
@@ -88,6 +91,13 @@ typedef __m512 ember_wv;
 #define EMBER_WV_SET1(s) _mm512_set1_ps(s)
 #define EMBER_WV_ADD(a, b) _mm512_add_ps((a), (b))
 #define EMBER_WV_SUB(a, b) _mm512_sub_ps((a), (b))
+/* v < 0 ? 0 : v (the loop IR's ReLU: max_ps returns its second operand, v, for NaN) */
+#define EMBER_WV_RELU(v) _mm512_max_ps(_mm512_setzero_ps(), (v))
+/* the 16 floats at p when ok, else zeros (a zero mask reads nothing: p may lie outside) */
+#define EMBER_WV_LOADIF(p, ok) _mm512_maskz_loadu_ps((__mmask16)(-(ok) & 0xffff), (p))
+/* the first n lanes (1..16) of p, the others zero / left alone */
+#define EMBER_WV_LOADN(p, n) _mm512_maskz_loadu_ps((__mmask16)((1u << (n)) - 1u), (p))
+#define EMBER_WV_STOREN(p, v, n) _mm512_mask_storeu_ps((p), (__mmask16)((1u << (n)) - 1u), (v))
 #else
 typedef struct {
   float f[16];
@@ -117,6 +127,18 @@ static inline ember_wv ember_wv_sub(ember_wv a, ember_wv b) {
   EMBER_WV_EACH a.f[i] -= b.f[i];
   return a;
 }
+static inline ember_wv ember_wv_loadn(const float* p, int n) {
+  ember_wv r = ember_wv_set1(0.0f);
+  for (int i = 0; i < n; ++i) r.f[i] = p[i];
+  return r;
+}
+static inline void ember_wv_storen(float* p, ember_wv v, int n) {
+  for (int i = 0; i < n; ++i) p[i] = v.f[i];
+}
+static inline ember_wv ember_wv_relu(ember_wv v) {
+  EMBER_WV_EACH v.f[i] = v.f[i] < 0.0f ? 0.0f : v.f[i];
+  return v;
+}
 #define EMBER_WV_ZERO() ember_wv_zero()
 #define EMBER_WV_LOAD(p) ember_wv_load(p)
 #define EMBER_WV_STORE(p, v) ember_wv_store((p), (v))
@@ -124,6 +146,10 @@ static inline ember_wv ember_wv_sub(ember_wv a, ember_wv b) {
 #define EMBER_WV_SET1(s) ember_wv_set1(s)
 #define EMBER_WV_ADD(a, b) ember_wv_add((a), (b))
 #define EMBER_WV_SUB(a, b) ember_wv_sub((a), (b))
+#define EMBER_WV_RELU(v) ember_wv_relu(v)
+#define EMBER_WV_LOADN(p, n) ember_wv_loadn((p), (n))
+#define EMBER_WV_LOADIF(p, ok) ((ok) ? ember_wv_load(p) : ember_wv_zero())
+#define EMBER_WV_STOREN(p, v, n) ember_wv_storen((p), (v), (n))
 #endif
 
 typedef struct {
@@ -131,10 +157,35 @@ typedef struct {
   const float* u;
   float* y;
   float* v;  /* [P][T/R][C/16][R][16]: panels of R tiles, 16 channels contiguous per tile */
-  float* mm; /* [P][Tp][O], Tp = T rounded up to a multiple of R */
-  int N, H, W, C, O, OH, OW, ph, pw, m, th, tw, T, nb, R, Tp;
+  float* mm; /* [P][Tp][Op], Tp = T rounded up to a multiple of R, Op = O up to one of 16 */
+  int N, H, W, C, O, Op, OH, OW, ph, pw, m, th, tw, T, nb, R, Tp;
   int span; /* tiles per task of ember_wino_tiles (a multiple of R) */
+  const float* bias; /* [O] of EMBER_WINO_BIAS */
+  const float* res;  /* (N, OH, OW, O) of EMBER_WINO_RES */
+  int32_t epi;       /* the fused epilogue: steps of 4 bits, the lowest first (0: none) */
 } ember_wino_job;
+
+/* the fused epilogue's steps, applied to each output vector as it is stored (the same
+   operations in the same order as the loop IR they replace: ember.ops.nn_conv_winograd_epilogue) */
+#define EMBER_WINO_BIAS 1 /* v + bias[o] */
+#define EMBER_WINO_RES 2  /* v + res[the output's index] */
+#define EMBER_WINO_RELU 3 /* v < 0 ? 0 : v */
+
+static inline __attribute__((always_inline)) ember_wv ember_wino_epi(int32_t epi, ember_wv v,
+                                                                     ember_wv b,
+                                                                     const float* res,
+                                                                     int lanes) {
+  for (; epi; epi >>= 4) {
+    const int step = epi & 15;
+    if (step == EMBER_WINO_BIAS)
+      v = EMBER_WV_ADD(v, b);
+    else if (step == EMBER_WINO_RES)
+      v = EMBER_WV_ADD(v, lanes == 16 ? EMBER_WV_LOAD(res) : EMBER_WV_LOADN(res, lanes));
+    else
+      v = EMBER_WV_RELU(v);
+  }
+  return v;
+}
 
 /* r = sum_k t[i][k] * d[k] for the rows i < rows of table t (zero coefficients skipped,
    +-1 as additions: the table is a compile-time constant once inlined) */
@@ -167,6 +218,36 @@ static inline __attribute__((always_inline)) void ember_wino_apply(const float (
   }
 }
 
+/* V of one tile (its patch at xt, rows rs floats apart) for every block of 16 channels: B^T d
+   a column of the patch at a time (its a values loaded just before), then .B a row at a
+   time, stored (the operations of B^T d then .B, in their order); full: the whole patch
+   lies inside the image, else inside[] says which of its values do (the rest read 0) */
+static inline __attribute__((always_inline)) void ember_wino_in_patch(
+    const float* xt, long rs, int C, int R, const int* inside, float* vt, long pstride, int m,
+    const float (*bt)[6], int full) {
+  const int a = m + 2;
+  for (int c = 0; c < C; c += 16) {
+    ember_wv e[36];
+#pragma GCC unroll 6
+    for (int k = 0; k < a; ++k) {
+      ember_wv d[6];
+#pragma GCC unroll 6
+      for (int i = 0; i < a; ++i) {
+        const float* p = xt + i * rs + (long)k * C + c;
+        d[i] = full ? EMBER_WV_LOAD(p) : EMBER_WV_LOADIF(p, inside[i * a + k]);
+      }
+      ember_wino_apply(bt, a, a, d, 1, e + k, a);
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < a; ++i) {
+      ember_wv r[6];
+      ember_wino_apply(bt, a, a, e + i * a, 1, r, 1);
+#pragma GCC unroll 6
+      for (int q = 0; q < a; ++q) EMBER_WV_STORE(vt + (i * a + q) * pstride + (long)c * R, r[q]);
+    }
+  }
+}
+
 static inline __attribute__((always_inline)) void ember_wino_in_tile(const ember_wino_job* j,
                                                                      long t, int m,
                                                                      const float (*bt)[6]) {
@@ -180,22 +261,18 @@ static inline __attribute__((always_inline)) void ember_wino_in_tile(const ember
   }
   const int n = (int)(t / (j->th * j->tw)), rem = (int)(t % (j->th * j->tw));
   const int y0 = (rem / j->tw) * m - j->ph, x0 = (rem % j->tw) * m - j->pw;
-  const float* xn = j->x + (long)n * j->H * j->W * C;
-  for (int c = 0; c < C; c += 16) {
-    ember_wv d[36], e[36];
-    for (int i = 0; i < a; ++i) {
-      const int yy = y0 + i;
-      for (int k = 0; k < a; ++k) {
-        const int xx = x0 + k;
-        d[i * a + k] = (yy >= 0 && yy < j->H && xx >= 0 && xx < j->W)
-                           ? EMBER_WV_LOAD(xn + ((long)yy * j->W + xx) * C + c)
-                           : EMBER_WV_ZERO();
-      }
-    }
-    for (int k = 0; k < a; ++k) ember_wino_apply(bt, a, a, d + k, a, e + k, a); /* B^T d */
-    for (int i = 0; i < a; ++i) ember_wino_apply(bt, a, a, e + i * a, 1, d + i * a, 1); /* .B */
-    for (int p = 0; p < P; ++p) EMBER_WV_STORE(j->v + p * pstride + at + (long)c * R, d[p]);
-  }
+  /* the patch's rows and columns inside the image (the rest reads as zero), once per tile:
+     the loads of the channel blocks then have no branches */
+  int inside[36];
+  for (int i = 0; i < a; ++i)
+    for (int k = 0; k < a; ++k)
+      inside[i * a + k] = y0 + i >= 0 && y0 + i < j->H && x0 + k >= 0 && x0 + k < j->W;
+  const float* xt = j->x + ((long)n * j->H * j->W + (long)y0 * j->W + x0) * C;
+  float* vt = j->v + at;
+  if (y0 >= 0 && y0 + a <= j->H && x0 >= 0 && x0 + a <= j->W)
+    ember_wino_in_patch(xt, (long)j->W * C, C, R, inside, vt, pstride, m, bt, 1);
+  else
+    ember_wino_in_patch(xt, (long)j->W * C, C, R, inside, vt, pstride, m, bt, 0);
 }
 
 static int32_t ember_wino_in(int64_t begin, int64_t end, void* cdata) {
@@ -282,48 +359,97 @@ static void ember_wino_gemm_rows(const float* v, const float* u, int C, float* m
 /* task = (point p, block of 16nb output channels): every panel of tiles */
 static int32_t ember_wino_gemm(int64_t begin, int64_t end, void* cdata) {
   const ember_wino_job* j = (const ember_wino_job*)cdata;
-  const int C = j->C, O = j->O, R = j->R, bw = 16 * j->nb, nblk = O / bw;
+  const int C = j->C, Op = j->Op, R = j->R, bw = 16 * j->nb, nblk = Op / bw;
   for (int64_t task = begin; task < end; ++task) {
     const int p = (int)(task / nblk), ob = (int)(task % nblk);
     const float* u = j->u + ((long)p * nblk + ob) * (long)C * bw;
     for (int t = 0; t < j->Tp; t += R) {
       const float* v = j->v + ((long)p * j->Tp + t) * C;
-      float* mo = j->mm + ((long)p * j->Tp + t) * O + (long)ob * bw;
-      ember_wino_gemm_rows(v, u, C, mo, O, R, j->nb);
+      float* mo = j->mm + ((long)p * j->Tp + t) * Op + (long)ob * bw;
+      ember_wino_gemm_rows(v, u, C, mo, Op, R, j->nb);
     }
   }
   return 0;
 }
 
+/* the last block of an output tile's channels when O is not a multiple of 16: its first
+   O - o lanes; r the tile's m x m vectors, yo its first output at channel o */
+static void ember_wino_out_part(const ember_wino_job* j, const ember_wv* r, int m, int hm,
+                                int wm, float* yo, int o, int32_t epi) {
+  const int lanes = j->O - o;
+  const ember_wv b = EMBER_WV_LOADN(j->bias + o, lanes);
+  for (int i = 0; i < hm; ++i)
+    for (int k = 0; k < wm; ++k) {
+      float* at = yo + ((long)i * j->OW + k) * j->O;
+      ember_wv v = r[i * m + k];
+      if (epi) v = ember_wino_epi(epi, v, b, j->res + (at - j->y), lanes);
+      EMBER_WV_STOREN(at, v, lanes);
+    }
+}
+
 static inline __attribute__((always_inline)) void ember_wino_out_tile(const ember_wino_job* j,
                                                                       long t, int m,
-                                                                      const float (*at)[6]) {
-  const int a = m + 2, O = j->O;
+                                                                      const float (*at)[6],
+                                                                      int32_t epi) {
+  const int a = m + 2, O = j->O, Op = j->Op;
   const int n = (int)(t / (j->th * j->tw)), rem = (int)(t % (j->th * j->tw));
   const int y0 = (rem / j->tw) * m, x0 = (rem % j->tw) * m;
   const int hm = j->OH - y0 < m ? j->OH - y0 : m, wm = j->OW - x0 < m ? j->OW - x0 : m;
   float* yn = j->y + (long)n * j->OH * j->OW * O;
-  for (int o = 0; o < O; o += 16) {
+  for (int o = 0; o < Op; o += 16) {
     ember_wv d[36], e[24], r[16];
-    for (int p = 0; p < a * a; ++p) d[p] = EMBER_WV_LOAD(j->mm + ((long)p * j->Tp + t) * O + o);
+    for (int p = 0; p < a * a; ++p) d[p] = EMBER_WV_LOAD(j->mm + ((long)p * j->Tp + t) * Op + o);
     for (int k = 0; k < a; ++k) ember_wino_apply(at, m, a, d + k, a, e + k, a); /* A^T M */
     for (int i = 0; i < m; ++i) ember_wino_apply(at, m, a, e + i * a, 1, r + i * m, 1); /* .A */
+    if (O - o < 16) { /* the last block of O not a multiple of 16: its first O - o lanes */
+      ember_wino_out_part(j, r, m, hm, wm, yn + ((long)y0 * j->OW + x0) * O + o, o, epi);
+      continue;
+    }
+    if (epi) {
+      const ember_wv b = EMBER_WV_LOAD(j->bias + o);
+      for (int i = 0; i < hm; ++i)
+        for (int k = 0; k < wm; ++k) {
+          float* yo = yn + ((long)(y0 + i) * j->OW + x0 + k) * O + o;
+          EMBER_WV_STORE(yo, ember_wino_epi(epi, r[i * m + k], b, j->res + (yo - j->y), 16));
+        }
+      continue;
+    }
     for (int i = 0; i < hm; ++i)
       for (int k = 0; k < wm; ++k)
         EMBER_WV_STORE(yn + ((long)(y0 + i) * j->OW + x0 + k) * O + o, r[i * m + k]);
   }
 }
 
+/* the output tiles begin..end with the epilogue steps EPI (a constant in the zoo's cases:
+   the steps then compile to straight code) */
+#define EMBER_WINO_OUT(EPI)                                                                  \
+  do {                                                                                       \
+    for (int64_t t = begin; t < end; ++t) {                                                  \
+      if (j->m == 4)                                                                         \
+        ember_wino_out_tile(j, (long)t, 4, ember_wino_at4, (EPI));                           \
+      else                                                                                   \
+        ember_wino_out_tile(j, (long)t, 2, ember_wino_at2, (EPI));                           \
+    }                                                                                        \
+  } while (0)
+
 static int32_t ember_wino_out(int64_t begin, int64_t end, void* cdata) {
   const ember_wino_job* j = (const ember_wino_job*)cdata;
-  for (int64_t t = begin; t < end; ++t) {
-    if (j->m == 4)
-      ember_wino_out_tile(j, (long)t, 4, ember_wino_at4);
-    else
-      ember_wino_out_tile(j, (long)t, 2, ember_wino_at2);
+  switch (j->epi) {
+    case 0:
+      EMBER_WINO_OUT(0);
+      break;
+    case EMBER_WINO_BIAS | EMBER_WINO_RELU << 4: /* ResNet-50, CRNN */
+      EMBER_WINO_OUT(EMBER_WINO_BIAS | EMBER_WINO_RELU << 4);
+      break;
+    case EMBER_WINO_BIAS | EMBER_WINO_RES << 4 | EMBER_WINO_RELU << 8: /* resnet8 */
+      EMBER_WINO_OUT(EMBER_WINO_BIAS | EMBER_WINO_RES << 4 | EMBER_WINO_RELU << 8);
+      break;
+    default:
+      EMBER_WINO_OUT(j->epi);
   }
   return 0;
 }
+#undef EMBER_WINO_OUT
 
 /* task = span tiles (whole panels) through all three phases: the transformed input and the
    products of a tile stay in the cache of the core that made them (ember_wino_in,
@@ -332,7 +458,7 @@ static int32_t ember_wino_out(int64_t begin, int64_t end, void* cdata) {
    resnet8's 32x32x16 0.49x). The same calls on the same panels: the same bits. */
 static int32_t ember_wino_tiles(int64_t begin, int64_t end, void* cdata) {
   const ember_wino_job* j = (const ember_wino_job*)cdata;
-  const int C = j->C, O = j->O, R = j->R, bw = 16 * j->nb, nblk = O / bw;
+  const int C = j->C, Op = j->Op, R = j->R, bw = 16 * j->nb, nblk = Op / bw;
   const int P = (j->m + 2) * (j->m + 2);
   for (int64_t task = begin; task < end; ++task) {
     const long t0 = task * (long)j->span;
@@ -343,8 +469,8 @@ static int32_t ember_wino_tiles(int64_t begin, int64_t end, void* cdata) {
         const float* u = j->u + ((long)p * nblk + ob) * (long)C * bw;
         for (long t = t0; t < t1; t += R) {
           const float* v = j->v + ((long)p * j->Tp + t) * C;
-          float* mo = j->mm + ((long)p * j->Tp + t) * O + (long)ob * bw;
-          ember_wino_gemm_rows(v, u, C, mo, O, R, j->nb);
+          float* mo = j->mm + ((long)p * j->Tp + t) * Op + (long)ob * bw;
+          ember_wino_gemm_rows(v, u, C, mo, Op, R, j->nb);
         }
       }
     }
@@ -354,26 +480,32 @@ static int32_t ember_wino_tiles(int64_t begin, int64_t end, void* cdata) {
 }
 
 /* the whole convolution: y (N, OH, OW, O) of x (N, H, W, C) padded by (ph, pw) at the
-   start; u the transformed weight; R tiles per panel of the products; scratch
-   (m + 2)^2 * Tp * (C + O) floats (Tp: the tiles rounded up to a multiple of R) */
+   start; u the transformed weight, its output channels zero-padded to Op (O rounded up to
+   a multiple of 16); R tiles per panel of the products; scratch (m + 2)^2 * Tp * (C + Op)
+   floats (Tp: the tiles rounded up to a multiple of R); epi the
+   fused epilogue's steps (EMBER_WINO_*, 4 bits each, the lowest first; 0: none) with its
+   bias [O] and residual (N, OH, OW, O) (either may be y when no step reads it) */
 EMBER_F32_API int32_t ember_f32_winograd(const float* x, const float* u, float* y,
                                         void* scratch, int32_t N, int32_t H, int32_t W,
                                         int32_t C, int32_t O, int32_t OH, int32_t OW,
                                         int32_t ph, int32_t pw, int32_t m, int32_t nb,
-                                        int32_t R) {
+                                        int32_t R, const float* bias, const float* res,
+                                        int32_t epi) {
   ember_wino_job j;
   j.x = x, j.u = u, j.y = y, j.N = N, j.H = H, j.W = W, j.C = C, j.O = O, j.OH = OH;
+  j.Op = (O + 15) / 16 * 16;
   j.OW = OW, j.ph = ph, j.pw = pw, j.m = m, j.nb = nb, j.R = R;
+  j.bias = bias, j.res = res, j.epi = epi;
   j.th = (OH + m - 1) / m, j.tw = (OW + m - 1) / m, j.T = N * j.th * j.tw;
   j.Tp = (j.T + R - 1) / R * R;
   const int P = (m + 2) * (m + 2);
   j.v = (float*)scratch;
   j.mm = j.v + (long)P * j.Tp * C;
   const int threads = EmberBackendGetNumThreads(), par = threads > 1;
-  const long tasks = (long)P * (O / (16 * nb));
+  const long tasks = (long)P * (j.Op / (16 * nb));
   /* threads: tiles through all phases per task where re-reading the weight U once per task
-     costs less than moving V and M between cores (U: P C O floats, V + M: P Tp (C + O)) */
-  if (par && (long)C * O <= (long)j.Tp * (C + O)) {
+     costs less than moving V and M between cores (U: P C Op floats, V + M: P Tp (C + Op)) */
+  if (par && (long)C * j.Op <= (long)j.Tp * (C + j.Op)) {
     const long panels = j.Tp / R, per = (panels + 2L * threads - 1) / (2L * threads);
     j.span = (int)(per * R);
     return EmberBackendParallelFor(ember_wino_tiles, &j, (j.Tp + j.span - 1) / j.span, 1, 0)

@@ -363,14 +363,20 @@ def _winograd_type(types: Sequence[Type], attrs: Attrs) -> Type:
     top, left, bottom, right = (int(p) for p in attrs["padding"])
     n, h, w, _ = data.shape
     out_hw = (h + top + bottom - 2, w + left + right - 2)
-    return TensorType((n, *out_hw, weight.shape[1] * weight.shape[3]), data.dtype)
+    padded = weight.shape[1] * weight.shape[3]
+    channels = int(attrs.get("channels", 0)) or padded
+    if not padded - 16 < channels <= padded:
+        raise IRError(f"nn.conv_winograd: {channels} channels of a weight {weight} padded to 16")
+    return TensorType((n, *out_hw, channels), data.dtype)
 
 
 def _winograd_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     x, u = xs
     pads = tuple(int(p) for p in attrs["padding"])
     out_hw = (x.shape[1] + pads[0] + pads[2] - 2, x.shape[2] + pads[1] + pads[3] - 2)
-    return winograd_reference(x, u, int(attrs["tile"]), pads, out_hw)  # type: ignore[arg-type]
+    y = winograd_reference(x, u, int(attrs["tile"]), pads, out_hw)  # type: ignore[arg-type]
+    channels = int(attrs.get("channels", 0)) or y.shape[-1]
+    return np.ascontiguousarray(y[..., :channels])
 
 
 register_op(
@@ -383,6 +389,10 @@ register_op(
         attrs={
             "padding": Attr("ints", (0, 0, 0, 0), "top, left, bottom, right"),
             "tile": Attr("int", 4, "output tile m of F(m x m, 3 x 3): 2 or 4"),
+            "channels": Attr("int", 0, "output channels (0: the weight's, a multiple of 16)"),
+            "epilogue": Attr(
+                "int", 1, "1: the kernel applies the group's bias/residual/ReLU epilogue"
+            ),
         },
         doc="Stride-1 3x3 convolution of NHWC float32 data by Winograd F(m x m, 3 x 3) with "
         "a weight transformed at build time ((m+2)^2, O/b, C, b: ember.ir.ops."

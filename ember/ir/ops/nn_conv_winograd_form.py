@@ -51,11 +51,20 @@ def channel_blocks(out_channels: int) -> int:
     return 2 if out_channels % (2 * LANES) == 0 else 1
 
 
+def padded_channels(out_channels: int) -> int:
+    """The output channels rounded up to a multiple of LANES (the kernel's blocks)."""
+    return -(-out_channels // LANES) * LANES
+
+
 def transform_weight(w: np.ndarray, m: int) -> np.ndarray:
     """The (O, C, 3, 3) weight as ``U = G g G^T`` (in float64, rounded once to float32),
-    packed ``(P, O / bw, C, bw)``: P = (m + 2)^2 points, bw = LANES x channel_blocks(O)."""
+    packed ``(P, Op / bw, C, bw)``: P = (m + 2)^2 points, Op = padded_channels(O) (zero
+    filters after the O), bw = LANES x channel_blocks(Op)."""
     _, g, _ = winograd_matrices(m)
     o, c = w.shape[:2]
+    if o % LANES:
+        w = np.concatenate([w, np.zeros((padded_channels(o) - o, *w.shape[1:]), w.dtype)])
+        o = w.shape[0]
     u = np.einsum("pi,ocij,qj->pqco", g, w.astype(np.float64), g)  # (a, a, C, O)
     bw = LANES * channel_blocks(o)
     a = m + 2

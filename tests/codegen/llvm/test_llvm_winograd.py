@@ -84,6 +84,8 @@ def _blob(art: object) -> bytes:
         (10, 10, 256, 80, 4, (1, 1, 1, 1), False, 2),  # YOLO: 80 channels, 2 threads
         (9, 11, 32, 48, 2, (0, 1, 2, 0), False, 1),  # edge tiles, asymmetric padding
         (13, 7, 32, 48, 4, (2, 2, 2, 2), True, 2),
+        (20, 20, 96, 24, 4, (1, 1, 1, 1), True, 1),  # DBNet: 24 channels padded to 32, masked
+        (9, 11, 48, 40, 2, (1, 1, 1, 1), False, 2),  # 40 padded to 48
     ],
 )
 def test_llvm_equals_c_bitwise(
