@@ -1,0 +1,190 @@
+"""3x3 float32 channels-last depthwise tiles as calls of ``ember_f32_dw3x3``
+(ember/codegen/c/f32_depthwise.py) on AVX-512 C targets.
+
+The channels-last depthwise compute (ember.ops.nn_conv_nhwc.depthwise_nhwc) tests the
+padding inside its innermost vector loop; the schedule (schedule_channels_last through
+ember.ops.nn_depthwise.schedule_depthwise) lowers a tile of it to::
+
+    for rk0 in range(3):              # kernel rows
+      for rk1 in range(3):            # kernel columns
+        for j in unrolled(ncols):     # the tile's positions along one output row
+          for lane in vectorized(16):
+            acc[j, lane] = acc[j, lane] + select(inside, x[..], 0) * w[.., lane]
+
+``depthwise_kernel_rewrite`` replaces that nest by one kernel call; the kernel keeps the 9
+weights in registers and splits interior positions (no test) from border ones, with every
+accumulator's fused multiply-adds in the loop's order (bitwise equal). The row's offsets
+and bounds are read off the index expressions and the ``inside`` conjuncts (affine in the
+loop variables, checked; anything else keeps the loop nest). ``dw_tile_cols`` widens the
+tile to a whole output row (DW_MAX_COLS at most), so that a call covers a row of a block.
+The llvm kinds keep the loop IR (they have no copy of the kernel).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ember.ops.nn_conv_f32 import BLOCK
+from ember.ops.nn_conv_rewrite import _affine, _chain, _conjuncts, _const_extents, _flat_index
+from ember.target import Target
+from ember.tir import IRMutator, PrimFunc, simplify
+from ember.tir.expr import GE, LT, Add, BufferLoad, FloatImm, IntImm, Mul, PrimExpr, Select
+from ember.tir.expr import const as tir_const
+from ember.tir.functor import free_vars
+from ember.tir.op import call_extern, cast
+from ember.tir.stmt import BufferStore, Evaluate, For, ForKind, Stmt
+
+#: the kernel's call_extern name (ember.codegen.c.f32_depthwise.DEPTHWISE_KERNEL_NAME).
+DEPTHWISE_KERNEL = "ember_f32_dw3x3"
+
+#: whether AVX-512 C targets call DEPTHWISE_KERNEL for 3x3 channels-last depthwise tiles.
+DEPTHWISE_KERNEL_ON = True
+
+#: the widest tile (positions of one output row) of a kernel call: its accumulators
+#: (DW_MAX_COLS x 64 bytes, 16 KiB) stay in L1 between the call and the epilogue.
+DW_MAX_COLS = 256
+
+#: a bound no index reaches: the side of the input without padding (no conjunct).
+_NO_BOUND = 1 << 30
+
+
+def depthwise_kernel_target(target: Target | None) -> bool:
+    """Whether ``target`` calls the depthwise kernel: the c kind on AVX-512 CPUs."""
+    if target is None or not DEPTHWISE_KERNEL_ON:
+        return False
+    keys = set(target.keys)
+    return "x86-avx512" in keys and "llvm" not in keys
+
+
+def dw_tile_cols(target: Target | None, width: int, taps: tuple[int, ...], block: int) -> int:
+    """Columns of a channels-last depthwise tile on ``target`` when the kernel takes it:
+    the whole output row (``width``) for 3x3 taps, blocks of 16 and rows of at most
+    DW_MAX_COLS, else 0 (the schedule's own choice)."""
+    if not depthwise_kernel_target(target) or tuple(taps) != (3, 3) or block != BLOCK:
+        return 0
+    if width < 1:
+        return 0
+    return max(d for d in range(1, min(width, DW_MAX_COLS) + 1) if width % d == 0)
+
+
+def _bound(
+    conds: list[PrimExpr], loops: list[For], coefs: list[int]
+) -> tuple[PrimExpr, PrimExpr] | None:
+    """(start, limit) of the index whose coefficients over ``loops`` are ``coefs`` in the
+    conjuncts ``conds`` (``a >= lo`` and ``a < hi``, lo and hi free of the loops): the
+    index at the loops' zero minus lo, and hi minus lo (_NO_BOUND without an upper
+    conjunct); None when both conjuncts are missing."""
+    lower: PrimExpr | None = None
+    upper: tuple[PrimExpr, PrimExpr] | None = None
+    for c in conds:
+        if not isinstance(c, GE | LT):
+            continue
+        form = _affine(c.a, loops)
+        if form is None or form[1] != coefs:
+            continue
+        if isinstance(c, GE):
+            lower = simplify(form[0] - c.b)
+        else:
+            upper = (form[0], c.b)
+    if lower is None and upper is None:
+        return None
+    if lower is None:
+        assert upper is not None
+        return upper
+    if upper is None:
+        return lower, tir_const(_NO_BOUND, "int32")
+    return lower, simplify(upper[1] - upper[0] + lower)
+
+
+def _match(loop: For) -> Stmt | None:
+    """The kernel call replacing the depthwise tile nest at ``loop`` (None if it does not
+    fit)."""
+    loops, body = _chain(loop)
+    if len(loops) not in (3, 4) or not isinstance(body, BufferStore):
+        return None
+    if not _const_extents(loops):
+        return None
+    rows, cols, *pos, lane = loops  # no position loop: a tile of one position
+    extents = [int(f.extent.value) for f in loops]  # type: ignore[attr-defined]
+    if extents[0] != 3 or extents[1] != 3 or extents[-1] != BLOCK:
+        return None
+    if rows.kind != ForKind.SERIAL or cols.kind != ForKind.SERIAL:
+        return None
+    if any(f.kind not in (ForKind.UNROLLED, ForKind.SERIAL) for f in pos):
+        return None
+    if lane.kind != ForKind.VECTORIZED:
+        return None
+    value = body.value
+    if body.buffer.dtype != "float32" or not isinstance(value, Add):
+        return None
+    acc, prod = (value.a, value.b) if isinstance(value.b, Mul) else (value.b, value.a)
+    if not isinstance(acc, BufferLoad) or acc.buffer is not body.buffer:
+        return None
+    if tuple(acc.indices) != tuple(body.indices) or not isinstance(prod, Mul):
+        return None
+    xv, wl = prod.a, prod.b
+    conds: list[PrimExpr] = []
+    if isinstance(xv, Select):
+        zero = xv.false_value
+        if not isinstance(zero, FloatImm) or zero.value != 0.0:
+            return None
+        conds = _conjuncts(xv.condition)
+        xv = xv.true_value
+    if not isinstance(xv, BufferLoad) or not isinstance(wl, BufferLoad):
+        return None
+    if xv.buffer.dtype != "float32" or wl.buffer.dtype != "float32":
+        return None
+    flats = [_flat_index(a) for a in (body, xv, wl)]
+    if any(f is None for f in flats):
+        return None
+    forms = [_affine(f, loops) for f in flats]  # type: ignore[arg-type]
+    if any(f is None for f in forms):
+        return None
+    (abase, acoef), (xbase, xcoef), (wbase, wcoef) = forms  # type: ignore[misc]
+    ncols = extents[2] if pos else 1
+    if not pos:  # coefficients of the missing position loop: 0
+        acoef, xcoef, wcoef = ([*c[:2], 0, c[2]] for c in (acoef, xcoef, wcoef))
+        acoef[2] = BLOCK
+    if not isinstance(abase, IntImm) or abase.value != 0 or acoef != [0, 0, BLOCK, 1]:
+        return None
+    if xcoef[3] != 1 or wcoef[2:] != [0, 1] or xcoef[2] < 0:
+        return None
+    loop_vars = {f.loop_var for f in loops}
+    cs = xcoef[2] // max(xcoef[1], 1)
+    row_coefs = [1, 0, 0, 0] if pos else [1, 0, 0]
+    col_coefs = [0, 1, cs, 0] if pos else [0, 1, 0]
+    for c in conds:  # every conjunct bounds the tile's row or its column
+        if not isinstance(c, GE | LT):
+            return None
+        form = _affine(c.a, loops)
+        if form is None or free_vars(c.b) & loop_vars:
+            return None
+        if form[1] not in (row_coefs, col_coefs):
+            return None
+    zero = tir_const(0, "int32")
+    far = tir_const(_NO_BOUND, "int32")
+    r0, rn = _bound(conds, loops, row_coefs) or (zero, far)
+    c0, cn = _bound(conds, loops, col_coefs) or (zero, far)
+    ints = [xcoef[0], xcoef[1], xcoef[2], wcoef[0], wcoef[1]]
+    if any(abs(v) >= 2**31 for v in ints) or xcoef[2] % max(xcoef[1], 1):
+        return None
+    bounds = [cast("int32", e) for e in (r0, rn, c0)]
+    args: list[Any] = [body.buffer.data, xv.buffer.data, wl.buffer.data]
+    args += [cast("int64", simplify(xbase)), cast("int64", simplify(wbase))]
+    args += [tir_const(ncols, "int32"), *(tir_const(v, "int32") for v in ints)]
+    args += [*bounds, tir_const(cs, "int32"), cast("int32", cn)]
+    return Evaluate(call_extern("int32", DEPTHWISE_KERNEL, *args))
+
+
+class _Rewrite(IRMutator):
+    def visit_For(self, s: For) -> Stmt:  # noqa: N802 - visitor naming
+        if s.kind == ForKind.SERIAL:
+            new = _match(s)
+            if new is not None:
+                return new
+        return self.generic_stmt(s)
+
+
+def depthwise_kernel_rewrite(func: PrimFunc) -> PrimFunc:
+    """``func`` with every matching 3x3 depthwise tile nest a call of ember_f32_dw3x3."""
+    return _Rewrite().visit_func(func)
