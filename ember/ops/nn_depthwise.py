@@ -21,7 +21,7 @@ from ember.ir.op import Attrs
 from ember.ir.ops.common import padding, spatial
 from ember.ops.common import scalar, static_shape
 from ember.ops.nn_conv_nhwc import channels_last_stage, depthwise_cols, schedule_channels_last
-from ember.ops.nn_depthwise_kernel import depthwise_kernel_rewrite, dw_tile_cols
+from ember.ops.nn_depthwise_kernel import depthwise_kernel_rewrite, depthwise_kernel_tiles
 from ember.ops.nn_schedule import (
     MATERIALIZE,
     MIN_PARALLEL_WORK,
@@ -133,10 +133,10 @@ def schedule_depthwise(ctx: ScheduleContext) -> None:
     channel-blocked form takes schedule_packed_conv, the channels-last one (nn_conv_nhwc)
     schedule_channels_last."""
     if channels_last_stage(ctx) is not None:
-        cols = _kernel_cols(ctx)
-        if cols:  # whole rows, each a call of ember_f32_dw3x3 (nn_depthwise_kernel)
+        cols, inner = depthwise_kernel_tiles(ctx)  # rows of ember_f32_dw3x3 calls, or 0
+        if cols:
             ctx.post_lower.append(depthwise_kernel_rewrite)
-        schedule_channels_last(ctx, cols or depthwise_cols(ctx), blocks_inner=True)
+        schedule_channels_last(ctx, cols or depthwise_cols(ctx), blocks_inner=inner)
         return
     sch = ctx.sch
     outputs = list(ctx.group_outputs)
@@ -182,18 +182,6 @@ def schedule_depthwise(ctx: ScheduleContext) -> None:
             stage.vectorize(copy_op.axis[-1])
             parent, at = stage, copy_op.axis[row]
     materialize_tagged(sch, outputs)
-
-
-def _kernel_cols(ctx: ScheduleContext) -> int:
-    """The tile columns of a channels-last depthwise convolution that calls the 3x3 kernel
-    on ctx's target (nn_depthwise_kernel.dw_tile_cols), else 0."""
-    acc = channels_last_stage(ctx)
-    op = acc.op if acc is not None else None
-    if not isinstance(op, te.ComputeOp) or len(op.axis) != 4:
-        return 0
-    taps = tuple(_extent(r) for r in op.reduce_axis)
-    width = _extent(op.axis[2])
-    return dw_tile_cols(ctx.target, width, taps, int(op.attrs.get("block", 0)))
 
 
 #: channel-blocked rows at most this wide are one register tile (2 x width accumulators):

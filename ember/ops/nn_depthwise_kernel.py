@@ -22,17 +22,34 @@ The llvm kinds keep the loop IR (they have no copy of the kernel).
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from typing import Any
 
+from ember.ops.common import static_shape
 from ember.ops.nn_conv_f32 import BLOCK
+from ember.ops.nn_conv_nhwc import channels_last_stage
 from ember.ops.nn_conv_rewrite import _affine, _chain, _conjuncts, _const_extents, _flat_index
+from ember.ops.nn_schedule import _extent
+from ember.ops.registry import ScheduleContext
 from ember.target import Target
-from ember.tir import IRMutator, PrimFunc, simplify
-from ember.tir.expr import GE, LT, Add, BufferLoad, FloatImm, IntImm, Mul, PrimExpr, Select
+from ember.tir import IRMutator, PrimFunc, simplify, te
+from ember.tir.expr import (
+    GE,
+    LT,
+    Add,
+    BufferLoad,
+    Call,
+    FloatImm,
+    IntImm,
+    Mul,
+    PrimExpr,
+    Select,
+)
 from ember.tir.expr import const as tir_const
 from ember.tir.functor import free_vars
 from ember.tir.op import call_extern, cast
-from ember.tir.stmt import BufferStore, Evaluate, For, ForKind, Stmt
+from ember.tir.stmt import BufferStore, Evaluate, For, ForKind, SeqStmt, Stmt, seq
 
 #: the kernel's call_extern name (ember.codegen.c.f32_depthwise.DEPTHWISE_KERNEL_NAME).
 DEPTHWISE_KERNEL = "ember_f32_dw3x3"
@@ -43,6 +60,14 @@ DEPTHWISE_KERNEL_ON = True
 #: the widest tile (positions of one output row) of a kernel call: its accumulators
 #: (DW_MAX_COLS x 64 bytes, 16 KiB) stay in L1 between the call and the epilogue.
 DW_MAX_COLS = 256
+
+#: the kernel's tiles run a block's rows in turn (blocks outer: a row's three input rows
+#: stay in L1 for the next output row) when the input has at most this many bytes, else a
+#: row's blocks in turn (blocks inner: every input cache line used whole while it is
+#: there). One thread, thread CPU time, A/B in one process (one run), load 5-6,
+#: conv+bias+clip, rows inner / blocks inner: 112x112x32 (1.6 MB) 0.74, 56x56x144 (1.8 MB)
+#: 0.58, 28x28x192 0.88, 56x56x144 stride 2 0.81; 112x112x96 stride 2 (4.8 MB) 1.05.
+DW_ROWS_INNER_BYTES = 2 << 20
 
 #: a bound no index reaches: the side of the input without padding (no conjunct).
 _NO_BOUND = 1 << 30
@@ -65,6 +90,29 @@ def dw_tile_cols(target: Target | None, width: int, taps: tuple[int, ...], block
     if width < 1:
         return 0
     return max(d for d in range(1, min(width, DW_MAX_COLS) + 1) if width % d == 0)
+
+
+def depthwise_kernel_tiles(ctx: ScheduleContext) -> tuple[int, bool]:
+    """The tile columns of the group's channels-last depthwise convolution when it calls
+    the kernel (dw_tile_cols; 0: it does not) and whether the schedule runs the blocks of
+    a row inner (DW_ROWS_INNER_BYTES)."""
+    acc = channels_last_stage(ctx)
+    op = acc.op if acc is not None else None
+    if not isinstance(op, te.ComputeOp) or len(op.axis) != 4:
+        return 0, True
+    taps = tuple(_extent(r) for r in op.reduce_axis)
+    cols = dw_tile_cols(ctx.target, _extent(op.axis[2]), taps, int(op.attrs.get("block", 0)))
+    images = [t for t in op.input_tensors() if len(t.shape) == 4 and t.dtype == "float32"]
+    nbytes = max((4 * _size_of(t) for t in images), default=0)
+    return cols, not cols or nbytes > DW_ROWS_INNER_BYTES
+
+
+def _size_of(t: te.Tensor) -> int:
+    """Elements of ``t``."""
+    n = 1
+    for d in static_shape(t):
+        n *= int(d)
+    return n
 
 
 def _bound(
@@ -172,8 +220,37 @@ def _match(loop: For) -> Stmt | None:
     args: list[Any] = [body.buffer.data, xv.buffer.data, wl.buffer.data]
     args += [cast("int64", simplify(xbase)), cast("int64", simplify(wbase))]
     args += [tir_const(ncols, "int32"), *(tir_const(v, "int32") for v in ints)]
-    args += [*bounds, tir_const(cs, "int32"), cast("int32", cn)]
+    args += [*bounds, tir_const(cs, "int32"), cast("int32", cn), tir_const(0, "int32")]
     return Evaluate(call_extern("int32", DEPTHWISE_KERNEL, *args))
+
+
+def _zeroes(s: Stmt, acc: Any, ncols: int) -> bool:
+    """Whether ``s`` sets the ``ncols`` x 16 floats of buffer ``acc`` to +0 (the loop IR's
+    zeroing of a tile: position loop, if any, around a vectorized loop of 16 lanes)."""
+    if not isinstance(s, For):
+        return False
+    loops, body = _chain(s)
+    if not isinstance(body, BufferStore) or body.buffer.data is not acc:
+        return False
+    value = body.value
+    if not isinstance(value, FloatImm) or value.value != 0.0 or math.copysign(1, value.value) < 0:
+        return False
+    if not _const_extents(loops) or len(loops) != (2 if ncols > 1 else 1):
+        return False
+    flat = _flat_index(body)
+    form = _affine(flat, loops) if flat is not None else None
+    want = [BLOCK, 1] if ncols > 1 else [1]
+    extents = [int(f.extent.value) for f in loops]  # type: ignore[attr-defined]
+    if form is None or form[1] != want or extents != [ncols, BLOCK][-len(loops) :]:
+        return False
+    return isinstance(form[0], IntImm) and form[0].value == 0
+
+
+def _kernel_call(s: Stmt) -> Any:
+    """The call of ``s`` when it is an Evaluate of DEPTHWISE_KERNEL, else None."""
+    if isinstance(s, Evaluate) and isinstance(s.value, Call) and s.value.op == DEPTHWISE_KERNEL:
+        return s.value
+    return None
 
 
 class _Rewrite(IRMutator):
@@ -183,6 +260,22 @@ class _Rewrite(IRMutator):
             if new is not None:
                 return new
         return self.generic_stmt(s)
+
+    def visit_SeqStmt(self, s: SeqStmt) -> Stmt:  # noqa: N802 - visitor naming
+        """The calls with their tile's zeroing just before them folded in (``zero`` set)."""
+        out: list[Stmt] = []
+        for stmt in (self.visit_stmt(t) for t in s.seq):
+            call = _kernel_call(stmt)
+            if call is not None and out:
+                ncols = int(call.args[5].value)
+                if _zeroes(out[-1], call.args[0], ncols):
+                    zeroed = dataclasses.replace(
+                        call, args=(*call.args[:-1], tir_const(1, "int32"))
+                    )
+                    out[-1] = Evaluate(zeroed)
+                    continue
+            out.append(stmt)
+        return seq(*out)
 
 
 def depthwise_kernel_rewrite(func: PrimFunc) -> PrimFunc:

@@ -115,26 +115,41 @@ def test_kernel_bitwise_equal_to_loop_ir(  # type: ignore[no-untyped-def]
     np.testing.assert_array_equal(two.view(np.int32), got.view(np.int32))
 
 
+@needs_avx512
+@pytest.mark.cc
+def test_the_tile_zeroing_is_folded_into_the_call() -> None:
+    """The loop IR's zeroing of a tile just before its call becomes the call's ``zero``
+    flag (no zeroing loop left); the epilogue stays after the call."""
+    mod, _ = _module(25, 5, 64, 1, [1, 1, 1, 1], "relu6")
+    src = b"".join(a.content for a in build(mod, "c") if a.file_name.endswith(".c")).decode()
+    fn = src[src.index("static int32_t ember_fused") :]
+    call = fn[fn.index("(void)ember_f32_dw3x3(") :]
+    assert call[: call.index(";")].endswith(", 1)")
+    assert "= 0.0f;" not in fn[: fn.index("(void)ember_f32_dw3x3(")]
+
+
 _WRAPPER = r"""
 int32_t dw(float* acc, const float* x, const float* w, int64_t xoff, int64_t woff,
            int32_t ncols, const int32_t* a) {
   return ember_f32_dw3x3(acc, x, w, xoff, woff, ncols, a[0], a[1], a[2], a[3], a[4], a[5],
-                         a[6], a[7], a[8], a[9]);
+                         a[6], a[7], a[8], a[9], a[10]);
 }
 """
 
 
 @pytest.mark.cc
 @pytest.mark.parametrize("march", ["x86-64-v4", "x86-64-v3"])
+@pytest.mark.parametrize("zero", [0, 1])
 @pytest.mark.parametrize(
     ("rows", "ncols", "stride", "c0"),
     [(9, 20, 1, -1), (1, 20, 1, -1), (2, 7, 2, -1), (9, 1, 1, -1), (9, 13, 1, 0), (9, 30, 2, 3)],
 )
 def test_kernel_avx512_and_plain_c_agree_with_numpy(
-    tmp_path: Path, march: str, rows: int, ncols: int, stride: int, c0: int
+    tmp_path: Path, march: str, zero: int, rows: int, ncols: int, stride: int, c0: int
 ) -> None:
     """ember_f32_dw3x3 compiled with AVX-512 (when the host runs it) and without: bit for
-    bit a float32 fused multiply-add loop in numpy's order of the taps, padding skipped."""
+    bit a float32 fused multiply-add loop in numpy's order of the taps, padding skipped,
+    onto the accumulators or (``zero``) from +0."""
     if march == "x86-64-v4" and "avx512f" not in host_cpu_flags():
         pytest.skip("the host has no AVX-512")
     lib = build_c_library(tmp_path, F32_DEPTHWISE_C + _WRAPPER, march)
@@ -144,7 +159,7 @@ def test_kernel_avx512_and_plain_c_agree_with_numpy(
     acc = _rand(ncols, 16, seed=7)
     r0 = -1 if rows > 1 else 0  # the tile's first input row (-1: a padded top row)
     xoff = r0 * width * ch + c0 * ch + 16
-    args = [width * ch, ch, stride * ch, 48, 16, r0, rows, c0, stride, width]
+    args = [width * ch, ch, stride * ch, 48, 16, r0, rows, c0, stride, width, zero]
     got = acc.copy()
     xbuf = np.ascontiguousarray(x.reshape(-1))
     arr = (ctypes.c_int32 * len(args))(*args)
@@ -153,7 +168,7 @@ def test_kernel_avx512_and_plain_c_agree_with_numpy(
         got.ctypes.data_as(fp), xbuf.ctypes.data_as(fp), w.ctypes.data_as(fp),
         ctypes.c_int64(xoff), ctypes.c_int64(0), ctypes.c_int32(ncols), arr,
     )  # fmt: skip
-    want = acc.astype(np.float64).copy()
+    want = np.zeros_like(acc, np.float64) if zero else acc.astype(np.float64)
     for j in range(ncols):
         for r in range(3):
             for k in range(3):
