@@ -26,7 +26,6 @@ import dataclasses
 import math
 from typing import Any
 
-from ember.ops.common import static_shape
 from ember.ops.nn_conv_f32 import BLOCK
 from ember.ops.nn_conv_nhwc import channels_last_stage
 from ember.ops.nn_conv_rewrite import _affine, _chain, _conjuncts, _const_extents, _flat_index
@@ -61,13 +60,14 @@ DEPTHWISE_KERNEL_ON = True
 #: (DW_MAX_COLS x 64 bytes, 16 KiB) stay in L1 between the call and the epilogue.
 DW_MAX_COLS = 256
 
-#: the kernel's tiles run a block's rows in turn (blocks outer: a row's three input rows
-#: stay in L1 for the next output row) when the input has at most this many bytes, else a
-#: row's blocks in turn (blocks inner: every input cache line used whole while it is
-#: there). One thread, thread CPU time, A/B in one process (one run), load 5-6,
-#: conv+bias+clip, rows inner / blocks inner: 112x112x32 (1.6 MB) 0.74, 56x56x144 (1.8 MB)
-#: 0.58, 28x28x192 0.88, 56x56x144 stride 2 0.81; 112x112x96 stride 2 (4.8 MB) 1.05.
-DW_ROWS_INNER_BYTES = 2 << 20
+#: The schedule keeps channels-last depthwise tiles ``rows, blocks`` (a row's blocks in
+#: turn: every input cache line used whole while it is there) with the kernel too. A
+#: block's rows in turn (its three input rows kept in L1 for the next output row) measured
+#: 0.58-0.88x on layers alone with inputs up to 1.8 MB (warm caches) but lost in the model,
+#: whose inputs come fresh from the previous 1x1: mobilenet_v2, one thread, thread CPU
+#: time, A/B in one process, load 9, new/old whole model 0.943 with a row's blocks in turn,
+#: 0.964 with a block's rows in turn up to 2 MiB inputs; per layer in the model 0.77-0.98
+#: against 0.74-1.09.
 
 #: a bound no index reaches: the side of the input without padding (no conjunct).
 _NO_BOUND = 1 << 30
@@ -92,27 +92,15 @@ def dw_tile_cols(target: Target | None, width: int, taps: tuple[int, ...], block
     return max(d for d in range(1, min(width, DW_MAX_COLS) + 1) if width % d == 0)
 
 
-def depthwise_kernel_tiles(ctx: ScheduleContext) -> tuple[int, bool]:
+def depthwise_kernel_cols(ctx: ScheduleContext) -> int:
     """The tile columns of the group's channels-last depthwise convolution when it calls
-    the kernel (dw_tile_cols; 0: it does not) and whether the schedule runs the blocks of
-    a row inner (DW_ROWS_INNER_BYTES)."""
+    the kernel (dw_tile_cols), else 0."""
     acc = channels_last_stage(ctx)
     op = acc.op if acc is not None else None
     if not isinstance(op, te.ComputeOp) or len(op.axis) != 4:
-        return 0, True
+        return 0
     taps = tuple(_extent(r) for r in op.reduce_axis)
-    cols = dw_tile_cols(ctx.target, _extent(op.axis[2]), taps, int(op.attrs.get("block", 0)))
-    images = [t for t in op.input_tensors() if len(t.shape) == 4 and t.dtype == "float32"]
-    nbytes = max((4 * _size_of(t) for t in images), default=0)
-    return cols, not cols or nbytes > DW_ROWS_INNER_BYTES
-
-
-def _size_of(t: te.Tensor) -> int:
-    """Elements of ``t``."""
-    n = 1
-    for d in static_shape(t):
-        n *= int(d)
-    return n
+    return dw_tile_cols(ctx.target, _extent(op.axis[2]), taps, int(op.attrs.get("block", 0)))
 
 
 def _bound(
