@@ -50,13 +50,21 @@ def test_predicate_and_tile_width() -> None:
 
 
 def _module(
-    h: int, w: int, c: int, stride: int, pads: list[int], epilogue: str
+    h: int,
+    w: int,
+    c: int,
+    stride: int,
+    pads: list[int],
+    epilogue: str,
+    batch: int = 1,
+    dilation: int = 1,
 ) -> tuple[IRModule, dict[str, np.ndarray]]:
     """An NHWC depthwise 3x3 convolution with ``epilogue`` (none, bias, relu, relu6,
     residual: bias, then the input added, then ReLU)."""
-    x = Var("x", TensorType((1, h, w, c), F32))
+    x = Var("x", TensorType((batch, h, w, c), F32))
     wt = const(_rand(c, 1, 3, 3, seed=1))
-    y = call("nn.conv", x, wt, data_layout="NHWC", padding=pads, strides=[stride] * 2, groups=c)
+    attrs = {"padding": pads, "strides": [stride] * 2, "dilation": [dilation] * 2}
+    y = call("nn.conv", x, wt, data_layout="NHWC", groups=c, **attrs)  # type: ignore[arg-type]
     if epilogue != "none":
         y = call("add", y, const(_rand(1, 1, c, seed=2)))
     if epilogue == "relu":
@@ -65,7 +73,7 @@ def _module(
         y = call("clip", y, a_min=0.0, a_max=6.0)
     if epilogue == "residual":
         y = call("relu", call("add", y, x))
-    return IRModule({"main": Function((x,), y)}), {"x": _rand(1, h, w, c, seed=3)}
+    return IRModule({"main": Function((x,), y)}), {"x": _rand(batch, h, w, c, seed=3)}
 
 
 def _build_both(mod: IRModule, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any, int]:
@@ -96,6 +104,25 @@ CASES = [
     (4, 23, 40, 2, [1, 1, 1, 1], "bias", False),  # 40 channels: blocks of 8
     (3, 300, 16, 1, [1, 1, 1, 1], "bias", True),  # tiles of 150 columns
 ]
+
+
+@needs_avx512
+@pytest.mark.cc
+@pytest.mark.parametrize(
+    ("batch", "dilation", "pads", "called"),
+    [(3, 1, [1, 1, 1, 1], True), (1, 2, [2, 2, 2, 2], False), (1, 2, [0, 0, 0, 0], False)],
+)
+def test_batches_and_dilations(  # type: ignore[no-untyped-def]
+    monkeypatch, batch, dilation, pads, called
+) -> None:
+    """Batches call the kernel per image row; dilated taps keep the loop IR (the kernel's
+    column test assumes adjacent taps)."""
+    mod, inputs = _module(10, 9, 32, 1, pads, "relu6", batch, dilation)
+    new, old, calls = _build_both(mod, monkeypatch)
+    assert (calls > 0) == called
+    want = run_artifacts(old, inputs)[0]
+    got = run_artifacts(new, inputs)[0]
+    np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32))
 
 
 @needs_avx512
