@@ -60,14 +60,14 @@ DEPTHWISE_KERNEL_ON = True
 #: (DW_MAX_COLS x 64 bytes, 16 KiB) stay in L1 between the call and the epilogue.
 DW_MAX_COLS = 256
 
-#: The schedule keeps channels-last depthwise tiles ``rows, blocks`` (a row's blocks in
-#: turn: every input cache line used whole while it is there) with the kernel too. A
-#: block's rows in turn (its three input rows kept in L1 for the next output row) measured
-#: 0.58-0.88x on layers alone with inputs up to 1.8 MB (warm caches) but lost in the model,
-#: whose inputs come fresh from the previous 1x1: mobilenet_v2, one thread, thread CPU
-#: time, A/B in one process, load 9, new/old whole model 0.943 with a row's blocks in turn,
-#: 0.964 with a block's rows in turn up to 2 MiB inputs; per layer in the model 0.77-0.98
-#: against 0.74-1.09.
+# The schedule keeps channels-last depthwise tiles ``rows, blocks`` (a row's blocks in
+# turn: every input cache line used whole while it is there) with the kernel too. A
+# block's rows in turn (its three input rows kept in L1 for the next output row) measured
+# 0.58-0.88x on layers alone with inputs up to 1.8 MB (warm caches) but lost in the model,
+# whose inputs come fresh from the previous 1x1: mobilenet_v2, one thread, thread CPU
+# time, A/B in one process, load 9, new/old whole model 0.943 with a row's blocks in turn,
+# 0.964 with a block's rows in turn up to 2 MiB inputs; per layer in the model 0.77-0.98
+# against 0.74-1.09.
 
 #: a bound no index reaches: the side of the input without padding (no conjunct).
 _NO_BOUND = 1 << 30
@@ -84,12 +84,15 @@ def depthwise_kernel_target(target: Target | None) -> bool:
 def dw_tile_cols(target: Target | None, width: int, taps: tuple[int, ...], block: int) -> int:
     """Columns of a channels-last depthwise tile on ``target`` when the kernel takes it:
     the whole output row (``width``) for 3x3 taps, blocks of 16 and rows of at most
-    DW_MAX_COLS, else 0 (the schedule's own choice)."""
+    DW_MAX_COLS (wider rows: their widest divisor up to it, if at least half of it), else 0
+    (the schedule's own choice)."""
     if not depthwise_kernel_target(target) or tuple(taps) != (3, 3) or block != BLOCK:
         return 0
     if width < 1:
         return 0
-    return max(d for d in range(1, min(width, DW_MAX_COLS) + 1) if width % d == 0)
+    top = min(width, DW_MAX_COLS)
+    best = max(d for d in range(1, top + 1) if width % d == 0)
+    return best if 2 * best >= top else 0
 
 
 def depthwise_kernel_cols(ctx: ScheduleContext) -> int:

@@ -43,7 +43,9 @@ def test_predicate_and_tile_width() -> None:
     assert dw_tile_cols(avx512, 112, (3, 3), 16) == 112  # whole rows
     assert dw_tile_cols(avx512, 5, (3, 3), 16) == 5
     assert dw_tile_cols(avx512, 300, (3, 3), 16) == 150  # the widest divisor up to the cap
-    assert dw_tile_cols(avx512, 2 * DW_MAX_COLS + 1, (3, 3), 16) <= DW_MAX_COLS
+    assert DW_MAX_COLS == 256
+    assert dw_tile_cols(avx512, 257, (3, 3), 16) == 0  # a prime width over the cap
+    assert dw_tile_cols(avx512, 514, (3, 3), 16) == 0  # 2 x 257: tiles of 2 would be slow
     assert dw_tile_cols(avx512, 112, (5, 5), 16) == 0
     assert dw_tile_cols(avx512, 112, (3, 3), 8) == 0
     assert dw_tile_cols(avx2, 112, (3, 3), 16) == 0
