@@ -63,6 +63,7 @@ NOT_FAMILIES = {
         "nn_conv_transpose",  # kernel == stride: 1x1 conv + depth-to-space (nn_conv legalizes)
         "nn_rnn_kernel",  # the nn.recurrence loop nest (nn_rnn registers its compute)
         "nn_depthwise",  # depthwise convolutions as NCHW rows (nn.conv_depthwise_packed)
+        "nn_depthwise_kernel",  # 3x3 channels-last depthwise tiles as ember_f32_dw3x3 calls
         "narrow_softmax",  # float16/bfloat16 softmax rounded per step as onnx's reference (nn_norm)
     },
     "frontend/onnx": {

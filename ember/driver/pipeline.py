@@ -49,6 +49,7 @@ from ember.lowering.graph_scratch import plan_graph_scratch
 from ember.lowering.legalize import check_lowerable, legalize
 from ember.lowering.lower_group import lower_group
 from ember.ops.nn_conv_winograd import winograd_scope
+from ember.ops.nn_depthwise_kernel import depthwise_kernel_scope
 from ember.runtime.artifact import Artifact
 from ember.runtime.artifact_set import ArtifactSet
 from ember.runtime.registry import get_global_func
@@ -95,7 +96,8 @@ def lower(
     check_lowerable(mod)
     mod = _fuse(mod, ctx)  # 4
     plan = plan_graph(mod)  # 5
-    funcs, external = _lower_kernels(plan.kernels, tgt, progress)  # 6
+    with depthwise_kernel_scope(ctx.config):  # nn.depthwise_kernel: False keeps loop IR
+        funcs, external = _lower_kernels(plan.kernels, tgt, progress)  # 6
     funcs = (*funcs, *helpers)
     alignment = max(64, tgt.cpu.vector_bits // 8)
     aot = None

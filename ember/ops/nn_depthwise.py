@@ -21,6 +21,7 @@ from ember.ir.op import Attrs
 from ember.ir.ops.common import padding, spatial
 from ember.ops.common import scalar, static_shape
 from ember.ops.nn_conv_nhwc import channels_last_stage, depthwise_cols, schedule_channels_last
+from ember.ops.nn_depthwise_kernel import depthwise_kernel_cols, depthwise_kernel_rewrite
 from ember.ops.nn_schedule import (
     MATERIALIZE,
     MIN_PARALLEL_WORK,
@@ -132,7 +133,10 @@ def schedule_depthwise(ctx: ScheduleContext) -> None:
     channel-blocked form takes schedule_packed_conv, the channels-last one (nn_conv_nhwc)
     schedule_channels_last."""
     if channels_last_stage(ctx) is not None:
-        schedule_channels_last(ctx, depthwise_cols(ctx), blocks_inner=True)
+        cols = depthwise_kernel_cols(ctx)  # rows of ember_f32_dw3x3 calls (or 0: none)
+        if cols:
+            ctx.post_lower.append(depthwise_kernel_rewrite)
+        schedule_channels_last(ctx, cols or depthwise_cols(ctx), blocks_inner=True)
         return
     sch = ctx.sch
     outputs = list(ctx.group_outputs)

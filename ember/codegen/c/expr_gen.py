@@ -14,6 +14,11 @@ import math
 from ember.codegen.c import half, subbyte
 from ember.codegen.c.abi import c_string, c_type, dtype_suffix
 from ember.codegen.c.checks import CheckMixin, divisor_guard
+from ember.codegen.c.f32_depthwise import (
+    DEPTHWISE_HELPER_KEY,
+    DEPTHWISE_KERNEL_NAMES,
+    F32_DEPTHWISE_C,
+)
 from ember.codegen.c.f32_kernels import F32_KERNEL_NAMES, F32_KERNELS_C
 from ember.codegen.c.f32_kernels import HELPER_KEY as F32_HELPER_KEY
 from ember.codegen.c.f32_lanes import LANES_HELPER_KEY, LANES_KERNEL_C, LANES_KERNEL_NAMES
@@ -372,6 +377,9 @@ class ExprCodegen(VectorMixin, CheckMixin, PackedCallMixin):
             self.ctx.helpers.setdefault(F32_HELPER_KEY, F32_KERNELS_C)
             if e.op in LANES_KERNEL_NAMES:
                 self.ctx.helpers.setdefault(LANES_HELPER_KEY, LANES_KERNEL_C)
+            return f"{e.op}({', '.join(self.expr(a) for a in e.args)})"
+        if e.op in DEPTHWISE_KERNEL_NAMES:
+            self.ctx.helpers.setdefault(DEPTHWISE_HELPER_KEY, F32_DEPTHWISE_C)
             return f"{e.op}({', '.join(self.expr(a) for a in e.args)})"
         if e.op in WINOGRAD_KERNEL_NAMES:
             self.ctx.helpers.setdefault(WINOGRAD_HELPER_KEY, WINOGRAD_C)
