@@ -106,17 +106,21 @@ def clock_for(threads: int, cpu_clock: bool) -> Callable[[], float]:
     return time.thread_time if cpu_clock and threads == 1 else time.perf_counter
 
 
-def ort_session(model_bytes: bytes, threads: int) -> Any:
-    """An onnxruntime CPU session with ``threads`` intra-op threads."""
+def ort_session(model_bytes: bytes, threads: int, spinning: bool = False) -> Any:
+    """An onnxruntime CPU session with ``threads`` intra-op threads; with ``spinning``,
+    onnxruntime's default of pool threads that spin between runs."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     opts.log_severity_level = 3
-    # onnxruntime's pool threads spin after a run by default, taking a core from whatever
+    # onnxruntime's pool threads spin after a run by default (~30 ms after each run on this
+    # Zen 5, measured by the process's CPU time during a sleep), taking a core from whatever
     # runs next: in interleaved rounds that doubled ember's resnet50 time (12x bert's).
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    # models.py times the spinning default separately (ORT_SPIN_PAUSE_S).
+    if not spinning:
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(model_bytes, opts, providers=["CPUExecutionProvider"])
 
 

@@ -93,6 +93,20 @@ class Row:
         """onnxruntime time / ember's best time (above 1: ember is faster)."""
         return self.seconds("ort", threads) / self.ember(threads)
 
+    def spin_speedup(self) -> float:
+        """Spinning onnxruntime's time / ember's AOT time, at ``threads``, from their own
+        pass (models.py's _spinning_pass)."""
+        n = self.threads
+        return self.seconds("orts", n) / self.seconds("aots", n)
+
+    def spinning(self) -> list[str]:
+        """The cells of the spinning pass (ember, onnxruntime, ratio), "-" if not run."""
+        n = self.threads
+        if ("orts", n) not in self.times:
+            return ["-", "-", "-"]
+        ms = [f"{self.seconds(e, n) * 1e3:.3f}" for e in ("aots", "orts")]
+        return [*ms, f"{self.spin_speedup():.2f}"]
+
     def noise_ratio(self) -> float:
         """ember's best wall time at ``threads`` threads over its best at 1 thread."""
         return self.ember(self.threads, wall=True) / self.ember(1, wall=True)
@@ -121,6 +135,7 @@ class Row:
             self.from_c(n),
             ms[5],
             f"{self.speedup(n):.2f}",
+            *self.spinning(),
             f"{self.gflop:.3g}",
             f"{self.fma_percent(self.ember(1), 1, limit):.0f}",
             f"{self.fma_percent(self.seconds('ort', 1), 1, limit):.0f}",
@@ -137,6 +152,7 @@ def header(threads: int, noisy: bool, targets: Sequence[str] = ("c",)) -> list[s
     cells = ["model", "build s", "cc+load s", "graph1 ms", "aot1 ms", "aotC1 ms"]
     cells += ["graph1 ovh us", "aot1 ovh us", "ort1 ms", "ort1/ember1"]
     cells += [f"graph{n} ms", f"aot{n} ms", f"aotC{n} ms", f"ort{n} ms", f"ort{n}/ember{n}"]
+    cells += [f"aot{n} (spin pass) ms", f"ort{n}spin ms", f"ort{n}spin/aot{n}"]
     cells += ["GFLOP"]
     cells += ["ember1 %FMA", "ort1 %FMA", f"ember{n} %FMA", "max abs err"]
     cells += [f"noisy ember{n}/ember1"] if noisy else []
@@ -172,6 +188,14 @@ def summary(rows: Sequence[Row], noisy: bool) -> str:
         lines.append(
             f"{label}: geomean {geomean([value(r) for r in rows]):.2f} over {len(rows)} "
             f"models, lowest {value(worst):.2f} ({worst.name})"
+        )
+    spun = [r for r in rows if ("orts", n) in r.times]
+    if spun:
+        worst = min(spun, key=Row.spin_speedup)
+        mean = geomean([r.spin_speedup() for r in spun])
+        lines.append(
+            f"ort{n}spin/aot{n} (onnxruntime's spinning default): geomean {mean:.2f} over "
+            f"{len(spun)} models, lowest {worst.spin_speedup():.2f} ({worst.name})"
         )
     if noisy:
         worst = max(rows, key=Row.noise_ratio)

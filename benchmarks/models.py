@@ -17,6 +17,11 @@ the zoo of issue 12, ``ember.examples.models.ZOO``; ``--models``: a list) it pri
   outputs), each at 1 thread and at ``--threads`` threads (default 2; ember's count set by
   ``ember.runtime.set_num_threads`` before each call, untimed; onnxruntime's
   ``intra_op_num_threads``),
+* onnxruntime at ``--threads`` threads as it runs by default, its pool threads spinning
+  between runs (``ort2spin``), against ember's AOT run at the same count in a pass of their
+  own (each timed call after SPIN_SETTLE_S of untimed calls of the same engine, so that
+  onnxruntime's spinning threads are not timed against ember: on the tiny models the
+  spinning halves onnxruntime's 2-thread time),
 * each executor's overhead at 1 thread: its time minus the AOT run timed from C (which is
   the kernels plus a status check per call: the same kernels, called from C; the graph
   executor pays a ctypes call per kernel, the AOT executor one for the whole run),
@@ -90,6 +95,7 @@ def interleaved_timings(
     warmup: int = 2,
     settle: bool = True,
     pause_s: float = 0.0,
+    settle_s: float = 0.0,
 ) -> list[Timing]:
     """Median wall and thread CPU time of each entry's call over ``repeat`` rounds that
     run every entry once (its setup first, untimed), the order rotating every round.
@@ -101,7 +107,8 @@ def interleaved_timings(
     so with ``settle`` each timed call comes right after an untimed call of the same entry:
     every entry is timed warm, whatever its neighbours. With ``pause_s`` each timed call
     follows a pause of that many seconds instead (untimed): a model invoked now and then,
-    as a keyword spotter is, with the caches and the pool's workers gone cold. An entry
+    as a keyword spotter is, with the caches and the pool's workers gone cold. With
+    ``settle_s`` the untimed calls before each timed one go on for that many seconds. An entry
     whose call returns a
     :class:`Timing` timed itself (a run timed from C): that is its time."""
     for setup, fn in entries:
@@ -117,7 +124,10 @@ def interleaved_timings(
             if pause_s > 0:
                 time.sleep(pause_s)
             elif settle:
+                until = time.perf_counter() + settle_s if settle_s > 0 else 0.0
                 fn()
+                while settle_s > 0 and time.perf_counter() < until:
+                    fn()
             wall, cpu = time.perf_counter(), time.thread_time()
             result = fn()
             cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
@@ -231,6 +241,8 @@ def measure(
     ]
     timings = interleaved_timings(entries, repeat, pause_s=pause_ms / 1e3)
     times = dict(zip(keys, timings, strict=False))
+    if threads > 1 and pause_ms <= 0:
+        times.update(_spinning_pass(model, case.inputs, aot.run, threads, repeat))
     extra = compare_targets(ge, others, repeat, cpu_clock)
     flops = node_flops(model)
     if profile > 0:
@@ -322,11 +334,47 @@ def model_gflop(model: Any) -> float:
     return sum(node_flops(model).values()) / 1e9
 
 
+def _spinning_pass(
+    model: Any, inputs: dict[str, np.ndarray], run: Callable[[], object], threads: int, repeat: int
+) -> dict[tuple[str, int], Timing]:
+    """onnxruntime as it runs by default (pool threads spinning between runs) against
+    ember's AOT run, both at ``threads``, in a pass of their own: each timed call follows
+    SPIN_SETTLE_S of untimed calls of the same engine, so that neither is timed while the
+    other's threads still spin, and ember's pool forgets, untimed, what onnxruntime's spinning
+    taught it (each engine timed as if alone). Keys ("orts", threads) and ("aots", threads)."""
+    from ember.runtime.threads import pool_policy
+
+    def fresh() -> Timing:
+        # untimed: forget what onnxruntime's spinning threads taught ember's adaptive pool
+        # (their lost time sends it serial for 20-640 ms, process-wide), then one call
+        pool_policy(None, reset=True)
+        run()
+        wall, cpu = time.perf_counter(), time.thread_time()
+        run()
+        return Timing(time.perf_counter() - wall, time.thread_time() - cpu)
+
+    spin = ort_session(model.SerializeToString(), threads, spinning=True)
+    entries = [_ember_entry(fresh, threads), ((lambda: None), _runner(spin, inputs))]
+    ember, ort = interleaved_timings(entries, repeat, settle_s=SPIN_SETTLE_S)
+    time.sleep(SPIN_SETTLE_S)  # onnxruntime's threads stop spinning; the pool forgets them
+    pool_policy(None, reset=True)
+    return {("aots", threads): ember, ("orts", threads): ort}
+
+
 def _runner(session: Any, inputs: dict[str, np.ndarray]) -> Callable[[], object]:
     def run() -> object:
         return session.run(None, inputs)
 
     return run
+
+
+#: seconds each engine runs, untimed, before each timed call of the spinning-onnxruntime
+#: pass: onnxruntime's pool threads spin ~30 ms after a run (the process's CPU time during a
+#: sleep right after a 2-thread resnet8 run: 20 ms of a 20 ms sleep, 32 of 50, 35 of 300)
+#: and take a core from whatever runs next; a pause instead lets this VM's idle second core
+#: go cold (after 50 ms, ember's and onnxruntime's workers then join no launch of a 0.1 ms
+#: run: both run at their 1-thread speed).
+SPIN_SETTLE_S = 0.04
 
 
 def warm_up() -> None:

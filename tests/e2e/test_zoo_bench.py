@@ -223,6 +223,36 @@ def test_main_run_times_each_call_right_after_a_call_of_the_same_entry(bench, mo
     assert before_clock == [n for n in "abcbcacab" for _ in range(2)]
 
 
+def test_main_run_settles_for_settle_s_before_each_timed_call(bench, monkeypatch):
+    """With settle_s the untimed calls before a timed one go on until that much time has
+    passed (the spinning-onnxruntime pass: its threads spin ~30 ms after a run)."""
+    calls: list[str] = []
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 0.01  # every reading 10 ms later
+        return now[0]
+
+    monkeypatch.setattr(bench.time, "perf_counter", clock)
+    entries = [((lambda: None), (lambda name=name: calls.append(name))) for name in "ab"]
+    bench.interleaved_timings(entries, repeat=1, warmup=0, settle_s=0.035)
+    # per entry: the deadline read at 10 ms (until 45), a call, readings at 20, 30, 40 ms
+    # each followed by a call, 50 ms ends the settling; then the timed call
+    assert calls == list("aaaaa") + list("bbbbb")
+
+
+def test_report_has_the_spinning_onnxruntime_pass(bench):
+    """ort2spin is timed against ember's AOT run in a pass of their own; rows without it
+    print '-'."""
+    timing = bench.Timing(1e-3, 1e-3)
+    times = {(e, n): timing for e in ("graph", "aot", "ort") for n in (1, 2)}
+    spun = {**times, ("aots", 2): bench.Timing(1e-3, 1e-3), ("orts", 2): bench.Timing(2e-3, 2e-3)}
+    row = bench.Row("m", 0.0, 0.0, spun, 2, False, 0.0, 1.0)
+    assert row.spinning() == ["1.000", "2.000", "2.00"]
+    assert bench.Row("m", 0.0, 0.0, times, 2, False, 0.0, 1.0).spinning() == ["-", "-", "-"]
+    assert "ort2spin/aot2" in bench.summary([row], noisy=False)
+
+
 def test_main_run_takes_the_time_an_entry_measured_itself(bench):
     """A run timed from C returns its Timing; that, not Python's reading, is its time."""
     timed = bench.Timing(1e-6, 2e-6)
