@@ -374,7 +374,7 @@ def _runner(session: Any, inputs: dict[str, np.ndarray]) -> Callable[[], object]
 #: and take a core from whatever runs next; a pause instead lets this VM's idle second core
 #: go cold (after 50 ms, ember's and onnxruntime's workers then join no launch of a 0.1 ms
 #: run: both run at their 1-thread speed).
-SPIN_SETTLE_S = 0.04
+SPIN_SETTLE_S = 0.1
 
 
 def warm_up() -> None:
