@@ -1,0 +1,251 @@
+"""C text of the Winograd kernel's input and output transforms (``ember_f32_winograd``).
+
+The transform tables (B^T and A^T of F(2,3) and F(4,3)) and the C of the phases that
+apply them: the fused epilogue's steps (``EMBER_WINO_*``, ``ember_wino_epi``), the table
+product ``ember_wino_apply``, the input transform (``ember_wino_in``: ``V = B^T d B`` per
+tile) and the output transform (``ember_wino_out``: ``y = A^T M A`` per tile, the epilogue
+applied to each vector before it is stored). ember.codegen.c.f32_winograd pastes them,
+in order, around its vector layer, job struct, matrix products and driver: the pieces
+are only meaningful in that file's concatenation.
+"""
+
+from __future__ import annotations
+
+
+def matrix_c(name: str, rows: list[list[float]], width: int) -> str:
+    """A static const float table ``name[len(rows)][width]`` (zero padded)."""
+    body = ", ".join(
+        "{" + ", ".join(repr(float(v)) + "f" for v in [*r, *[0.0] * (width - len(r))]) + "}"
+        for r in rows
+    )
+    return f"static const float {name}[{len(rows)}][{width}] = {{{body}}};\n"
+
+
+#: B^T and A^T of F(2,3) and F(4,3) (Lavin & Gray; the points 0, 1, -1 and 0, +-1, +-2, inf);
+#: ember.ops.nn_conv_winograd has the same matrices with G for the weight transform (a test
+#: checks that they agree).
+TRANSFORMS: dict[int, tuple[list[list[float]], list[list[float]]]] = {
+    2: (
+        [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]],
+        [[1, 1, 1, 0], [0, 1, -1, -1]],
+    ),
+    4: (
+        [
+            [4, 0, -5, 0, 1, 0],
+            [0, -4, -4, 1, 1, 0],
+            [0, 4, -4, -1, 1, 0],
+            [0, -2, -1, 2, 1, 0],
+            [0, 2, -1, -2, 1, 0],
+            [0, 4, 0, -5, 0, 1],
+        ],
+        [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]],
+    ),
+}
+
+
+#: the fused epilogue's steps, the table product and the input transform (phase 1), after
+#: the vector layer and ``ember_wino_job``.
+INPUT_TRANSFORM_C = r"""
+/* the fused epilogue's steps, applied to each output vector as it is stored (the same
+   operations in the same order as the loop IR they replace: ember.ops.nn_conv_winograd_epilogue) */
+#define EMBER_WINO_BIAS 1 /* v + bias[o] */
+#define EMBER_WINO_RES 2  /* v + res[the output's index] */
+#define EMBER_WINO_RELU 3 /* v < 0 ? 0 : v */
+
+static inline __attribute__((always_inline)) ember_wv ember_wino_epi(int32_t epi, ember_wv v,
+                                                                     ember_wv b,
+                                                                     const float* res,
+                                                                     int lanes) {
+  for (; epi; epi >>= 4) {
+    const int step = epi & 15;
+    if (step == EMBER_WINO_BIAS)
+      v = EMBER_WV_ADD(v, b);
+    else if (step == EMBER_WINO_RES)
+      v = EMBER_WV_ADD(v, lanes == 16 ? EMBER_WV_LOAD(res) : EMBER_WV_LOADN(res, lanes));
+    else
+      v = EMBER_WV_RELU(v);
+  }
+  return v;
+}
+
+/* r = sum_k t[i][k] * d[k] for the rows i < rows of table t (zero coefficients skipped,
+   +-1 as additions: the table is a compile-time constant once inlined) */
+static inline __attribute__((always_inline)) void ember_wino_apply(const float (*t)[6], int rows,
+                                                                   int a, const ember_wv* d,
+                                                                   long ds, ember_wv* r,
+                                                                   long rs) {
+#pragma GCC unroll 6
+  for (int i = 0; i < rows; ++i) {
+    ember_wv acc = EMBER_WV_ZERO();
+    int first = 1;
+#pragma GCC unroll 6
+    for (int k = 0; k < a; ++k) {
+      const float c = t[i][k];
+      if (c == 0.0f) continue;
+      const ember_wv dk = d[k * ds];
+      if (first) {
+        acc = c == 1.0f ? dk : (c == -1.0f ? EMBER_WV_SUB(EMBER_WV_ZERO(), dk)
+                                           : EMBER_WV_FMA(EMBER_WV_SET1(c), dk, EMBER_WV_ZERO()));
+        first = 0;
+      } else if (c == 1.0f) {
+        acc = EMBER_WV_ADD(acc, dk);
+      } else if (c == -1.0f) {
+        acc = EMBER_WV_SUB(acc, dk);
+      } else {
+        acc = EMBER_WV_FMA(EMBER_WV_SET1(c), dk, acc);
+      }
+    }
+    r[i * rs] = acc;
+  }
+}
+
+/* V of one tile (its patch at xt, rows rs floats apart) for every block of 16 channels: B^T d
+   a column of the patch at a time (its a values loaded just before), then .B a row at a
+   time, stored (the operations of B^T d then .B, in their order); full: the whole patch
+   lies inside the image, else inside[] says which of its values do (the rest read 0) */
+static inline __attribute__((always_inline)) void ember_wino_in_patch(
+    const float* xt, long rs, int C, int R, const int* inside, float* vt, long pstride, int m,
+    const float (*bt)[6], int full) {
+  const int a = m + 2;
+  for (int c = 0; c < C; c += 16) {
+    ember_wv e[36];
+#pragma GCC unroll 6
+    for (int k = 0; k < a; ++k) {
+      ember_wv d[6];
+#pragma GCC unroll 6
+      for (int i = 0; i < a; ++i) {
+        const float* p = xt + i * rs + (long)k * C + c;
+        d[i] = full ? EMBER_WV_LOAD(p) : EMBER_WV_LOADIF(p, inside[i * a + k]);
+      }
+      ember_wino_apply(bt, a, a, d, 1, e + k, a);
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < a; ++i) {
+      ember_wv r[6];
+      ember_wino_apply(bt, a, a, e + i * a, 1, r, 1);
+#pragma GCC unroll 6
+      for (int q = 0; q < a; ++q) EMBER_WV_STORE(vt + (i * a + q) * pstride + (long)c * R, r[q]);
+    }
+  }
+}
+
+static inline __attribute__((always_inline)) void ember_wino_in_tile(const ember_wino_job* j,
+                                                                     long t, int m,
+                                                                     const float (*bt)[6]) {
+  const int a = m + 2, P = a * a, C = j->C, R = j->R;
+  const long pstride = (long)j->Tp * C, at = (t / R) * (long)R * C + (t % R) * 16;
+  if (t >= j->T) { /* a panel's padding rows: zeros */
+    for (int c = 0; c < C; c += 16)
+      for (int p = 0; p < P; ++p)
+        EMBER_WV_STORE(j->v + p * pstride + at + (long)c * R, EMBER_WV_ZERO());
+    return;
+  }
+  const int n = (int)(t / (j->th * j->tw)), rem = (int)(t % (j->th * j->tw));
+  const int y0 = (rem / j->tw) * m - j->ph, x0 = (rem % j->tw) * m - j->pw;
+  /* the patch's rows and columns inside the image (the rest reads as zero), once per tile:
+     the loads of the channel blocks then have no branches */
+  int inside[36];
+  for (int i = 0; i < a; ++i)
+    for (int k = 0; k < a; ++k)
+      inside[i * a + k] = y0 + i >= 0 && y0 + i < j->H && x0 + k >= 0 && x0 + k < j->W;
+  const float* xt = j->x + ((long)n * j->H * j->W + (long)y0 * j->W + x0) * C;
+  float* vt = j->v + at;
+  if (y0 >= 0 && y0 + a <= j->H && x0 >= 0 && x0 + a <= j->W)
+    ember_wino_in_patch(xt, (long)j->W * C, C, R, inside, vt, pstride, m, bt, 1);
+  else
+    ember_wino_in_patch(xt, (long)j->W * C, C, R, inside, vt, pstride, m, bt, 0);
+}
+
+static int32_t ember_wino_in(int64_t begin, int64_t end, void* cdata) {
+  const ember_wino_job* j = (const ember_wino_job*)cdata;
+  for (int64_t t = begin; t < end; ++t) {
+    if (j->m == 4)
+      ember_wino_in_tile(j, (long)t, 4, ember_wino_bt4);
+    else
+      ember_wino_in_tile(j, (long)t, 2, ember_wino_bt2);
+  }
+  return 0;
+}
+"""
+
+#: the output transform (phase 3), after the matrix products.
+OUTPUT_TRANSFORM_C = r"""
+/* the last block of an output tile's channels when O is not a multiple of 16: its first
+   O - o lanes; r the tile's m x m vectors, yo its first output at channel o */
+static void ember_wino_out_part(const ember_wino_job* j, const ember_wv* r, int m, int hm,
+                                int wm, float* yo, int o, int32_t epi) {
+  const int lanes = j->O - o;
+  const ember_wv b = EMBER_WV_LOADN(j->bias + o, lanes);
+  for (int i = 0; i < hm; ++i)
+    for (int k = 0; k < wm; ++k) {
+      float* at = yo + ((long)i * j->OW + k) * j->O;
+      ember_wv v = r[i * m + k];
+      if (epi) v = ember_wino_epi(epi, v, b, j->res + (at - j->y), lanes);
+      EMBER_WV_STOREN(at, v, lanes);
+    }
+}
+
+static inline __attribute__((always_inline)) void ember_wino_out_tile(const ember_wino_job* j,
+                                                                      long t, int m,
+                                                                      const float (*at)[6],
+                                                                      int32_t epi) {
+  const int a = m + 2, O = j->O, Op = j->Op;
+  const int n = (int)(t / (j->th * j->tw)), rem = (int)(t % (j->th * j->tw));
+  const int y0 = (rem / j->tw) * m, x0 = (rem % j->tw) * m;
+  const int hm = j->OH - y0 < m ? j->OH - y0 : m, wm = j->OW - x0 < m ? j->OW - x0 : m;
+  float* yn = j->y + (long)n * j->OH * j->OW * O;
+  for (int o = 0; o < Op; o += 16) {
+    ember_wv d[36], e[24], r[16];
+    for (int p = 0; p < a * a; ++p) d[p] = EMBER_WV_LOAD(j->mm + ((long)p * j->Tp + t) * Op + o);
+    for (int k = 0; k < a; ++k) ember_wino_apply(at, m, a, d + k, a, e + k, a); /* A^T M */
+    for (int i = 0; i < m; ++i) ember_wino_apply(at, m, a, e + i * a, 1, r + i * m, 1); /* .A */
+    if (O - o < 16) { /* the last block of O not a multiple of 16: its first O - o lanes */
+      ember_wino_out_part(j, r, m, hm, wm, yn + ((long)y0 * j->OW + x0) * O + o, o, epi);
+      continue;
+    }
+    if (epi) {
+      const ember_wv b = EMBER_WV_LOAD(j->bias + o);
+      for (int i = 0; i < hm; ++i)
+        for (int k = 0; k < wm; ++k) {
+          float* yo = yn + ((long)(y0 + i) * j->OW + x0 + k) * O + o;
+          EMBER_WV_STORE(yo, ember_wino_epi(epi, r[i * m + k], b, j->res + (yo - j->y), 16));
+        }
+      continue;
+    }
+    for (int i = 0; i < hm; ++i)
+      for (int k = 0; k < wm; ++k)
+        EMBER_WV_STORE(yn + ((long)(y0 + i) * j->OW + x0 + k) * O + o, r[i * m + k]);
+  }
+}
+
+/* the output tiles begin..end with the epilogue steps EPI (a constant in the zoo's cases:
+   the steps then compile to straight code) */
+#define EMBER_WINO_OUT(EPI)                                                                  \
+  do {                                                                                       \
+    for (int64_t t = begin; t < end; ++t) {                                                  \
+      if (j->m == 4)                                                                         \
+        ember_wino_out_tile(j, (long)t, 4, ember_wino_at4, (EPI));                           \
+      else                                                                                   \
+        ember_wino_out_tile(j, (long)t, 2, ember_wino_at2, (EPI));                           \
+    }                                                                                        \
+  } while (0)
+
+static int32_t ember_wino_out(int64_t begin, int64_t end, void* cdata) {
+  const ember_wino_job* j = (const ember_wino_job*)cdata;
+  switch (j->epi) {
+    case 0:
+      EMBER_WINO_OUT(0);
+      break;
+    case EMBER_WINO_BIAS | EMBER_WINO_RELU << 4: /* ResNet-50, CRNN */
+      EMBER_WINO_OUT(EMBER_WINO_BIAS | EMBER_WINO_RELU << 4);
+      break;
+    case EMBER_WINO_BIAS | EMBER_WINO_RES << 4 | EMBER_WINO_RELU << 8: /* resnet8 */
+      EMBER_WINO_OUT(EMBER_WINO_BIAS | EMBER_WINO_RES << 4 | EMBER_WINO_RELU << 8);
+      break;
+    default:
+      EMBER_WINO_OUT(j->epi);
+  }
+  return 0;
+}
+#undef EMBER_WINO_OUT
+"""
