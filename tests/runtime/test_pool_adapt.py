@@ -3,13 +3,9 @@ pool's serial stretches seen through ember.runtime.threads (no timings asserted)
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
-from runtime_test_util import build_library
+from runtime_test_util import build_library, pool_under_test
 
-import ember.runtime as rt
-from ember.config import ThreadCountWarning
 from ember.errors import EmberValueError
 from ember.runtime import libruntime
 from ember.runtime.threads import POOL_STATS, pool_policy, pool_stats
@@ -217,16 +213,8 @@ def pool(tmp_path_factory):  # type: ignore[no-untyped-def]
 
 @pytest.fixture(autouse=True)
 def _two_threads():  # type: ignore[no-untyped-def]
-    before = rt.get_num_threads()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ThreadCountWarning)
-        rt.set_num_threads(2)
-    pool_policy("adaptive", reset=True)
-    yield
-    pool_policy("adaptive", reset=True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ThreadCountWarning)
-        rt.set_num_threads(before)
+    with pool_under_test("adaptive"):
+        yield
 
 
 @pytest.mark.parametrize("policy", ["adaptive", "per-loop", "always"])

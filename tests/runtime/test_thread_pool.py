@@ -7,13 +7,12 @@ import threading
 import warnings
 
 import pytest
-from runtime_test_util import build_library
+from runtime_test_util import build_library, pool_under_test
 
 import ember.runtime as rt
 from ember.config import ThreadCountWarning, config_from
 from ember.errors import EmberValueError, FFIError
 from ember.runtime import libruntime
-from ember.runtime.threads import pool_policy
 from ember.support.toolchain import compile_executable
 
 C_SOURCE = r"""
@@ -170,13 +169,8 @@ def lib(tmp_path_factory):  # type: ignore[no-untyped-def]
 def _restore_thread_count():  # type: ignore[no-untyped-def]
     """Each test starts from a pool that learnt nothing, with the per-loop backoff alone
     (the process-wide serial stretches: test_pool_adapt.py)."""
-    before = rt.get_num_threads()
-    pool_policy("per-loop", reset=True)
-    yield
-    pool_policy("adaptive", reset=True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ThreadCountWarning)
-        rt.set_num_threads(before)
+    with pool_under_test("per-loop", threads=None):
+        yield
 
 
 @pytest.mark.cc

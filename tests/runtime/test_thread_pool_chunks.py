@@ -3,14 +3,8 @@ launch counts as a loss (backs the loop off)."""
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
-from runtime_test_util import build_library
-
-import ember.runtime as rt
-from ember.config import ThreadCountWarning
-from ember.runtime.threads import pool_policy
+from runtime_test_util import build_library, pool_under_test
 
 pytestmark = pytest.mark.cc
 
@@ -93,16 +87,8 @@ def lib(tmp_path_factory):  # type: ignore[no-untyped-def]
 def _two_threads():  # type: ignore[no-untyped-def]
     """Two threads and a pool that learnt nothing, with the per-loop backoff alone (the
     process-wide serial stretches: test_pool_adapt.py)."""
-    before = rt.get_num_threads()
-    pool_policy("per-loop", reset=True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ThreadCountWarning)
-        rt.set_num_threads(2)
-    yield
-    pool_policy("adaptive", reset=True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ThreadCountWarning)
-        rt.set_num_threads(before)
+    with pool_under_test("per-loop"):
+        yield
 
 
 def _split(code: int) -> tuple[int, int, int]:

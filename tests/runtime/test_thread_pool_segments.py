@@ -4,14 +4,8 @@ what is left of the others' only after its own."""
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
-from runtime_test_util import build_library
-
-import ember.runtime as rt
-from ember.config import ThreadCountWarning
-from ember.runtime.threads import pool_policy
+from runtime_test_util import build_library, pool_under_test
 
 pytestmark = pytest.mark.cc
 
@@ -77,16 +71,8 @@ def lib(tmp_path_factory):  # type: ignore[no-untyped-def]
 @pytest.fixture(autouse=True)
 def _two_threads():  # type: ignore[no-untyped-def]
     """Two threads, every launch split (policy "always")."""
-    before = rt.get_num_threads()
-    pool_policy("always", reset=True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ThreadCountWarning)
-        rt.set_num_threads(2)
-    yield
-    pool_policy("adaptive", reset=True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ThreadCountWarning)
-        rt.set_num_threads(before)
+    with pool_under_test("always"):
+        yield
 
 
 @pytest.mark.parametrize(
