@@ -20,6 +20,7 @@ tail) keep the loop nest too.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ember.ops.nn_conv_f32 import BLOCK, MAX_REDUCE_LOOPS
@@ -72,6 +73,21 @@ def _affine(e: PrimExpr, loops: list[For]) -> tuple[PrimExpr, list[int]] | None:
         if not isinstance(got, IntImm) or got.value != want:
             return None
     return base, coefs
+
+
+def _affine_accesses(
+    accesses: Sequence[BufferLoad | BufferStore], loops: list[For]
+) -> list[tuple[PrimExpr, list[int]]] | None:
+    """Each access's flat offset as ``base + sum(coef * var)`` over the loop vars
+    (_flat_index, then _affine), or None when one of them has no such form."""
+    forms = []
+    for access in accesses:
+        flat = _flat_index(access)
+        form = _affine(flat, loops) if flat is not None else None
+        if form is None:
+            return None
+        forms.append(form)
+    return forms
 
 
 def _chain(loop: For) -> tuple[list[For], Stmt]:
@@ -170,13 +186,10 @@ def _match_loops(loops: list[For], body: Stmt, pair: bool) -> Stmt | None:
     assert isinstance(xl, BufferLoad) and isinstance(wl, BufferLoad)
     if xl.buffer.dtype != "float32" or wl.buffer.dtype != "float32":
         return None
-    flats = [_flat_index(a) for a in (body, xl, wl)]
-    if any(f is None for f in flats):
+    forms = _affine_accesses((body, xl, wl), loops)
+    if forms is None:
         return None
-    forms = [_affine(f, loops) for f in flats]  # type: ignore[arg-type]
-    if any(f is None for f in forms):
-        return None
-    (abase, acoef), (xbase, xcoef), (wbase, wcoef) = forms  # type: ignore[misc]
+    (abase, acoef), (xbase, xcoef), (wbase, wcoef) = forms
     if not isinstance(abase, IntImm) or abase.value != 0:
         return None
     ncols = 1

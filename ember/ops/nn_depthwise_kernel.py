@@ -31,7 +31,14 @@ from typing import Any
 
 from ember.ops.nn_conv_f32 import BLOCK
 from ember.ops.nn_conv_nhwc import channels_last_stage
-from ember.ops.nn_conv_rewrite import _affine, _chain, _conjuncts, _const_extents, _flat_index
+from ember.ops.nn_conv_rewrite import (
+    _affine,
+    _affine_accesses,
+    _chain,
+    _conjuncts,
+    _const_extents,
+    _flat_index,
+)
 from ember.ops.nn_schedule import _extent
 from ember.ops.registry import ScheduleContext
 from ember.target import Target
@@ -193,13 +200,10 @@ def _match(loop: For) -> Stmt | None:
         return None
     if xv.buffer.dtype != "float32" or wl.buffer.dtype != "float32":
         return None
-    flats = [_flat_index(a) for a in (body, xv, wl)]
-    if any(f is None for f in flats):
+    forms = _affine_accesses((body, xv, wl), loops)
+    if forms is None:
         return None
-    forms = [_affine(f, loops) for f in flats]  # type: ignore[arg-type]
-    if any(f is None for f in forms):
-        return None
-    (abase, acoef), (xbase, xcoef), (wbase, wcoef) = forms  # type: ignore[misc]
+    (abase, acoef), (xbase, xcoef), (wbase, wcoef) = forms
     ncols = extents[2] if pos else 1
     if not pos:  # coefficients of the missing position loop: 0
         acoef, xcoef, wcoef = ([*c[:2], 0, c[2]] for c in (acoef, xcoef, wcoef))
