@@ -343,9 +343,16 @@ def _schedule_flat_conv(
             schedule_root_reduction(stage)
 
 
-#: fewer output rows than this keep the row schedule: a row-vector times a matrix is
-#: memory-bound, and reading the rhs row by row streams it (tiles would stride through it).
+#: fewer output rows than this take column blocks of GEMV_COLS (a row-vector times a
+#: matrix is memory-bound: each block reads GEMV_COLS contiguous floats of every rhs row, and
+#: the blocks are the parallel loop, so 2 threads stream the rhs at twice the rate).
 MATMUL_MIN_ROWS = 4
+
+#: the widest column block of a matrix product with fewer than MATMUL_MIN_ROWS rows: at most
+#: this many columns, a multiple of 16 dividing the width where one exists. Before, such
+#: products ran as one row loop on one thread at any thread count (mobilenet_v2's 1 x 1280
+#: @ 1280 x 1008 classifier, 5 MB of weights).
+GEMV_COLS = 256
 
 
 def _lane_tile(width: int, limit: int, lanes: int = 8) -> int:
@@ -377,15 +384,20 @@ def schedule_matmul(ctx: ScheduleContext) -> None:
         schedule_anchor(ctx)
         return
     vector_operand = any(len(static_shape(t)) < 2 for t in acc_op.input_tensors())
-    if vector_operand or _extent(op.axis[-2]) < MATMUL_MIN_ROWS:
+    few_rows = _extent(op.axis[-2]) < MATMUL_MIN_ROWS
+    if vector_operand or (few_rows and _extent(op.axis[-1]) < 2 * GEMV_COLS):
         schedule_anchor(ctx)
         return
     acc = rows[0]
     materialize_tagged(sch, outputs)
     axes = list(op.axis)
     tile = register_tiles(ctx.target).matmul
-    mb = _tile_cols(_extent(axes[-2]), tile[0])
-    nb = _lane_tile(_extent(axes[-1]), tile[1])
+    if few_rows:  # column blocks of every row (GEMV_COLS)
+        mb = _extent(axes[-2])
+        nb = _lane_tile(_extent(axes[-1]), GEMV_COLS, lanes=16)
+    else:
+        mb = _tile_cols(_extent(axes[-2]), tile[0])
+        nb = _lane_tile(_extent(axes[-1]), tile[1])
     io, ii = main.split(axes[-2], factor=mb)
     jo, ji = main.split(axes[-1], factor=nb)
     main.reorder(*axes[:-2], jo, io, ii, ji)

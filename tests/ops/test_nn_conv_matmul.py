@@ -11,7 +11,7 @@ from ember import tir
 from ember.ir import Attrs, Function, TensorType, Var, call, evaluate
 from ember.lowering.lower_group import lower_group
 from ember.ops.nn_conv_rewrite import INTERPRET_EXTERNS
-from ember.ops.nn_schedule_tiles import MATMUL_MIN_ROWS, TILES, _lane_tile
+from ember.ops.nn_schedule_tiles import GEMV_COLS, MATMUL_MIN_ROWS, TILES, _lane_tile
 
 #: the schedules' shapes below are those of the wide register tiles (AVX-512's row, also the
 #: default of CPUs without a row), whatever the host
@@ -67,10 +67,63 @@ def test_tiled_matmul_with_bias_and_relu_epilogue():
     ("ashape", "bshape"), [((1, 32), (32, 64)), ((3, 8), (8, 16)), ((8, 5), (5,)), ((5,), (5, 8))]
 )
 def test_few_rows_and_vector_operands_keep_the_row_schedule(ashape, bshape):
+    """Narrow products (under 2 x GEMV_COLS columns) with few rows and vector operands."""
     a, b = v("a", ashape), v("b", bshape)
     text = _run([a, b], call("nn.matmul", a, b))
     assert "unrolled" not in text
     assert MATMUL_MIN_ROWS > 3
+
+
+@pytest.mark.parametrize(
+    ("ashape", "bshape", "block"),
+    [((1, 40), (40, 1008), 144), ((2, 24), (24, 640), 160), ((1, 2, 16), (16, 520), 130)],
+)
+def test_few_rows_of_wide_products_take_parallel_column_blocks(ashape, bshape, block):
+    """A row-vector times a wide matrix (mobilenet_v2's 1 x 1280 @ 1280 x 1008 classifier):
+    column blocks of at most GEMV_COLS, a multiple of 16 dividing the width where one
+    exists (520: none, its largest divisor), as the parallel loop; every row of a block
+    reads its columns contiguously."""
+    a, b = v("a", ashape), v("b", bshape)
+    text = _run([a, b], call("nn.matmul", a, b))
+    assert block <= GEMV_COLS and bshape[-1] % block == 0
+    assert f"parallel({bshape[-1] // block})" in text
+    assert f'{ashape[-2]}, {block}), "float32", scope="local"), stack' in text
+
+
+@pytest.mark.cc
+def test_wide_row_vector_product_gives_1_threads_bits_at_2_threads():
+    """The column blocks are the parallel loop and keep each output's multiply-adds in the
+    reduction's order: the compiled classifier-shaped product gives the same bits at 1 and 2
+    threads, and matches numpy."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from ember.driver import build
+    from ember.runtime import num_threads
+    from ember.testing.runners import run_artifacts
+
+    rng = np.random.default_rng(2)
+    w = rng.standard_normal((64, 1008)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "gemv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1008])],
+        initializer=[numpy_helper.from_array(w, "w")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    import ember
+
+    mod, params = ember.frontend.from_onnx(model, shape={"x": (1, 64)})
+    arts = build(mod, "c", params=params)
+    src = b"".join(a.content for a in arts if a.file_name.endswith(".c"))
+    assert b"EmberBackendParallelFor" in src
+    x = rng.standard_normal((1, 64)).astype(np.float32)
+    one = run_artifacts(arts, {"x": x})[0]
+    with num_threads(2):
+        two = run_artifacts(arts, {"x": x})[0]
+    np.testing.assert_array_equal(one.view(np.int32), two.view(np.int32))
+    np.testing.assert_allclose(one, x @ w, rtol=1e-4, atol=1e-4)
 
 
 def test_lane_tile():
