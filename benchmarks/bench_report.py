@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bench_common import markdown_table
@@ -179,23 +179,20 @@ def summary(rows: Sequence[Row], noisy: bool) -> str:
     if not rows:
         return ""
     n = rows[0].threads
-    lines = []
-    for label, value in (
-        ("ort1/ember1", lambda r: r.speedup(1)),
-        (f"ort{n}/ember{n}", lambda r: r.speedup(n)),
-    ):
-        worst = min(rows, key=value)
-        lines.append(
-            f"{label}: geomean {geomean([value(r) for r in rows]):.2f} over {len(rows)} "
-            f"models, lowest {value(worst):.2f} ({worst.name})"
-        )
     spun = [r for r in rows if ("orts", n) in r.times]
-    if spun:
-        worst = min(spun, key=Row.spin_speedup)
-        mean = geomean([r.spin_speedup() for r in spun])
+    lines = []
+    ratios: tuple[tuple[str, Callable[[Row], float], Sequence[Row]], ...] = (
+        ("ort1/ember1", lambda r: r.speedup(1), rows),
+        (f"ort{n}/ember{n}", lambda r: r.speedup(n), rows),
+        (f"ort{n}spin/aot{n} (onnxruntime's spinning default)", Row.spin_speedup, spun),
+    )
+    for label, value, measured in ratios:
+        if not measured:
+            continue
+        worst = min(measured, key=value)
         lines.append(
-            f"ort{n}spin/aot{n} (onnxruntime's spinning default): geomean {mean:.2f} over "
-            f"{len(spun)} models, lowest {worst.spin_speedup():.2f} ({worst.name})"
+            f"{label}: geomean {geomean([value(r) for r in measured]):.2f} over "
+            f"{len(measured)} models, lowest {value(worst):.2f} ({worst.name})"
         )
     if noisy:
         worst = max(rows, key=Row.noise_ratio)
