@@ -299,6 +299,8 @@ def _node(obj: Any, nid: int, nodes: Sequence[Node]) -> Node:
             continue
         if not isinstance(raw_attrs[key], str):
             raise _fail(where, f"attribute {key!r} must be a string, got {raw_attrs[key]!r}")
+        if key == SCRATCH_ATTR:  # the executor allocates this many bytes: a bounded integer
+            _int(raw_attrs[key], f"{where} ({name}) {SCRATCH_ATTR}", 0, MAX_TENSOR_BYTES)
         extra.append((key, raw_attrs[key]))
     attrs = OpAttrs(func_name, num_inputs, num_outputs, flatten, tuple(extra))
     return Node(op, name, inputs, attrs)

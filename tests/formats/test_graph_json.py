@@ -175,6 +175,18 @@ REFUSALS = {
     ),
     "unknown attrs key": (mutate(_set(["attrs", "layout"], ["list_str", []])), "unknown key"),
     "non-string extra attr": (mutate(_set(["nodes", 3, "attrs", "hash"], 5)), "must be a string"),
+    "scratch not a number": (
+        mutate(_set(["nodes", 3, "attrs", "scratch_bytes"], "lots")),
+        "scratch_bytes: expected an integer",
+    ),
+    "negative scratch": (
+        mutate(_set(["nodes", 3, "attrs", "scratch_bytes"], "-64")),
+        "scratch_bytes: -64 is out of range",
+    ),
+    "huge scratch": (
+        mutate(_set(["nodes", 3, "attrs", "scratch_bytes"], str(1 << 50))),
+        "out of range",
+    ),
 }
 
 
