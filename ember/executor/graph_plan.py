@@ -45,7 +45,6 @@ from ember.runtime.packed_func import PackedFunc
 from ember.runtime.strings import StringArena
 
 _TENSOR_CODE = int(c_api.TypeCode.DLTENSOR_HANDLE)
-_HANDLE_CODE = int(c_api.TypeCode.OPAQUE_HANDLE)
 
 KernelResolver = Callable[[str], PackedFunc]
 #: the clocks a per-node profile can read: wall time, or the calling thread's CPU time
@@ -92,8 +91,9 @@ def prepare_call(
 ) -> tuple[Callable[..., int], tuple[Any, ...], tuple[Any, ...]] | None:
     """``kernel(*tensors, *handles)`` with its packed arguments built once: ``(fn, args,
     keepalive)``, where ``fn(*args)`` makes the call and returns its status (non-zero:
-    failed, the message is the runtime's last error). ``handles`` go as raw data pointers
-    (a kernel's scratch). With ``accelerated``, ``fn`` is the CPython extension's
+    failed, the message is the runtime's last error). ``handles`` (a kernel's scratch) go
+    as tensors too, so the kernel checks their length against its plan: their size came
+    from graph.json, which is data. With ``accelerated``, ``fn`` is the CPython extension's
     PreparedCall when it is available (``args`` empty; 0.1 us per call against ctypes'
     0.6). None for a kernel with no C entry (one written in Python)."""
     entry = kernel.c_entry()
@@ -102,11 +102,9 @@ def prepare_call(
     extra = handles or []
     nargs = len(tensors) + len(extra)
     values = (c_api.EmberValue * nargs)()
-    codes = (ctypes.c_int32 * nargs)(*[_TENSOR_CODE] * len(tensors), *[_HANDLE_CODE] * len(extra))
-    for k, tensor in enumerate(tensors):
+    codes = (ctypes.c_int32 * nargs)(*[_TENSOR_CODE] * nargs)
+    for k, tensor in enumerate([*tensors, *extra]):
         values[k].v_handle = tensor.handle
-    for k, buf in enumerate(extra, start=len(tensors)):
-        values[k].v_handle = buf.data_ptr
     ret_value, ret_code = c_api.EmberValue(), ctypes.c_int32(0)
     address, resource = entry
     args = (

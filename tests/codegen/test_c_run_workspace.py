@@ -9,6 +9,8 @@ the packed ABI.
 
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 import pytest
 
@@ -211,3 +213,44 @@ def test_aot_style_main_calls_unpacked_kernels_with_a_static_pool(build) -> None
     np.testing.assert_allclose(result.numpy(), xs * 2 + 1, rtol=1e-6)
     with pytest.raises(FFIError, match="failing: always fails"):
         mod["ember_run_model"](_nd(xs), result, ws, 1)
+
+
+def test_a_pool_parameter_is_checked_against_its_plan(build) -> None:  # type: ignore[no-untyped-def]
+    # Regression: a graph executor sizes a kernel's scratch from graph.json's scratch_bytes,
+    # an AOT executor its run's workspace from metadata.json; both are data. A smaller
+    # value made the kernel write past the buffer (heap corruption). The packed entry now
+    # refuses a pool tensor shorter than what its static allocations span (32 + 8 * 4).
+    a = tir.decl_buffer((8,), "float32", "A")
+    tmp = tir.decl_buffer((8,), "float32", "tmp", scope="local")
+    i, j = tir.Var("i"), tir.Var("j")
+    body = tir.Allocate(
+        tmp,
+        tir.seq(
+            tir.for_range(i, 8, tir.store(tmp, a[i] * 2.0, i)),
+            tir.for_range(j, 8, tir.store(a, tmp[j] + 1.0, j)),
+        ),
+        tir.StorageKind.STATIC,
+        pool="scratch",
+        offset=32,
+    )
+    f = tir.PrimFunc("pool_param", (a, tir.Var("scratch", "handle")), body)
+    mod = build([f])
+    kernel = mod["ember_pool_param"]
+    x = RNG.random(8, dtype="float32")
+    out = _nd(x.copy())
+    kernel(out, _nd(np.zeros(64, "uint8")))
+    np.testing.assert_allclose(out.numpy(), x * 2 + 1, rtol=1e-6)
+    memory = np.zeros(64, "uint8")  # a raw pointer from native code is trusted to be sized
+    kernel(out, ctypes.c_void_p(memory.ctypes.data))
+    np.testing.assert_allclose(out.numpy(), (x * 2 + 1) * 2 + 1, rtol=1e-6)
+    short = r"argument 1 \(scratch\) holds fewer than the 64 bytes the kernel needs"
+    with pytest.raises(FFIError, match=short):
+        kernel(out, _nd(np.zeros(63, "uint8")))
+    with pytest.raises(FFIError, match="must have dtype uint8"):
+        kernel(out, _nd(np.zeros(16, "float32")))
+    with pytest.raises(FFIError, match="must have 1 dimensions"):
+        kernel(out, _nd(np.zeros((8, 8), "uint8")))
+    with pytest.raises(FFIError, match="must be a tensor"):
+        kernel(out, None)
+    with pytest.raises(FFIError, match=r"argument 1 \(scratch\) is NULL; it needs 64 bytes"):
+        kernel(out, ctypes.c_void_p(0))

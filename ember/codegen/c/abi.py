@@ -21,6 +21,7 @@ from ember.support import dtypes
 from ember.tir import dtype as dt
 from ember.tir.buffer import Buffer
 from ember.tir.expr import IntImm, Var
+from ember.tir.pools import pool_param_bytes
 from ember.tir.stmt import PrimFunc
 
 SYMBOL_PREFIX = "ember_"
@@ -230,11 +231,15 @@ def packed_wrapper(func: PrimFunc, names: dict[int, str]) -> str:
     ]
     call_args: list[str] = []
     bound: dict[Var, str] = {}
+    pools = pool_param_bytes(func)
     for k, p in enumerate(func.params):
         if isinstance(p, Buffer):
             lines += _tensor_arg(sym, k, p, names[id(p)], bound)
             ctype = c_type(p.dtype, f" of '{func.name}'")
             call_args.append(f"({ctype}*)((char*)t{k}->data + t{k}->byte_offset)")
+        elif p.name in pools:
+            lines += _pool_arg(sym, k, p, pools[p.name])
+            call_args.append(f"s{k}")
         else:
             lines += _scalar_arg(sym, k, p, names[id(p)])
             bound.setdefault(p, f"s{k}")
@@ -324,6 +329,41 @@ def _tensor_arg(sym: str, k: int, b: Buffer, cname: str, bound: dict[Var, str]) 
             bound[e] = f"t{k}->shape[{d}]"
     del cname
     return lines
+
+
+def pool_too_small(where: str, need: int) -> str:
+    """The error of a pool argument shorter than the kernel's plan (both back ends)."""
+    return (
+        f"{where} holds fewer than the {need} bytes the kernel needs; the size came from the "
+        "model's graph or metadata file: rebuild the model or restore those files"
+    )
+
+
+def _pool_arg(sym: str, k: int, v: Var, need: int) -> list[str]:
+    """A pool parameter (planned scratch or workspace) of at least ``need`` bytes: a uint8
+    tensor whose length is checked, or a non-NULL raw pointer from native code (a run
+    function, a C program) that sized it from the same plan."""
+    where = f"{sym}: argument {k} ({v.name})"
+    return [
+        f"  void* s{k} = NULL;",
+        f"  if (type_codes[{k}] == EMBER_OPAQUE_HANDLE) {{",
+        f"    s{k} = args[{k}].v_handle;",
+        f"    if (s{k} == NULL) {{",
+        *("  " + line for line in _fail(f"{where} is NULL; it needs {need} bytes")),
+        "    }",
+        "  } else {",
+        f"    static const int64_t pool{k}[1] = {{-1}};",
+        f"    DLTensor* t{k} = NULL;",
+        f'    if (ember_check_tensor("{sym}", {k}, {c_string(v.name)}, args, type_codes, 1, '
+        f'kDLUInt, 8, "uint8", pool{k}, NULL, &t{k}) != 0) {{',
+        "      return -1;",
+        "    }",
+        f"    if (t{k}->shape[0] < {need}) {{",
+        *("  " + line for line in _fail(pool_too_small(where, need))),
+        "    }",
+        f"    s{k} = (char*)t{k}->data + t{k}->byte_offset;",
+        "  }",
+    ]
 
 
 def _scalar_arg(sym: str, k: int, v: Var, cname: str) -> list[str]:

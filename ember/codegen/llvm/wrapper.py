@@ -9,7 +9,7 @@ back end's word for word, so tests and users see one ABI whichever back end buil
 
 from __future__ import annotations
 
-from ember.codegen.c.abi import symbol_name, symbolic_extents
+from ember.codegen.c.abi import pool_too_small, symbol_name, symbolic_extents
 from ember.codegen.llvm.check_helper import (
     CHECK,
     DLTENSOR,
@@ -26,8 +26,9 @@ from ember.codegen.llvm.check_helper import (
 from ember.codegen.llvm.ir_text import FunctionWriter, ModuleContext, Val, value_type
 from ember.errors import CompileError
 from ember.tir import dtype as dt
-from ember.tir.buffer import Buffer
+from ember.tir.buffer import Buffer, decl_buffer
 from ember.tir.expr import IntImm, Var
+from ember.tir.pools import pool_param_bytes
 from ember.tir.stmt import PrimFunc
 
 
@@ -184,6 +185,31 @@ class _Wrapper:
             return w.inst("i1", f"icmp ne i64 {iv.ref}, 0")
         return w.inst(ty, f"trunc i64 {iv.ref} to {ty}")
 
+    def pool(self, k: int, v: Var, need: int) -> Val:
+        """Check pool argument ``k`` (planned scratch or workspace of ``need`` bytes): a
+        non-NULL raw pointer, or a uint8 tensor at least that long; return its memory."""
+        w, where = self.w, f"{self.sym}: argument {k} ({v.name})"
+        raw_path, tensor_path, done = w.label("praw"), w.label("ptensor"), w.label("pdone")
+        is_raw = w.inst("i1", f"icmp eq i32 {self.type_code(k).ref}, {TYPE_HANDLE}")
+        w.cond_br(is_raw, raw_path, tensor_path)
+        w.start(raw_path)
+        h = w.inst("ptr", f"load ptr, ptr {self.arg_slot(k).ref}")
+        self.fail_unless(
+            w.inst("i1", f"icmp ne ptr {h.ref}, null"), f"{where} is NULL; it needs {need} bytes"
+        )
+        raw_end = w.block
+        w.br(done)
+        w.start(tensor_path)
+        data = self.tensor(k, decl_buffer((Var(v.name, "int64"),), "uint8", v.name))
+        length = w.inst("i64", f"load i64, ptr {self.shapes.pop(k).ref}")
+        self.fail_unless(
+            w.inst("i1", f"icmp sge i64 {length.ref}, {need}"), pool_too_small(where, need)
+        )
+        tensor_end = w.block
+        w.br(done)
+        w.start(done)
+        return w.inst("ptr", f"phi ptr [ {h.ref}, %{raw_end} ], [ {data.ref}, %{tensor_end} ]")
+
     def text(self) -> str:
         """The wrapper's definition."""
         func, w, sym = self.func, self.w, self.sym
@@ -199,9 +225,12 @@ class _Wrapper:
         w.op(f"ret i32 {rc.ref}")
         w.start(cont)
         args: list[Val] = []
+        pools = pool_param_bytes(func)
         for k, p in enumerate(func.params):
             if isinstance(p, Buffer):
                 args.append(self.tensor(k, p))
+            elif p.name in pools:
+                args.append(self.pool(k, p, pools[p.name]))
             else:
                 val = self.scalar(k, p)
                 args.append(val)
