@@ -110,6 +110,8 @@ CASES = [
     (5, 40, 20, 1, [1, 1, 1, 1], "relu6", False),  # 20 channels: blocks of 4
     (4, 23, 40, 2, [1, 1, 1, 1], "bias", False),  # 40 channels: blocks of 8
     (3, 300, 16, 1, [1, 1, 1, 1], "bias", True),  # tiles of 150 columns
+    (4, 8, 16, 1, [1, 1, 1, 1], "relu", True),  # the widest tile held whole (EMBER_DW_SMALL)
+    (4, 17, 16, 2, [1, 1, 1, 1], "relu6", True),  # 9 columns: the groups again
 ]
 
 
@@ -169,12 +171,31 @@ int32_t dw(float* acc, const float* x, const float* w, int64_t xoff, int64_t wof
 """
 
 
+def test_small_tiles_are_held_whole() -> None:
+    """Tiles of at most EMBER_DW_SMALL positions (narrow rows: ds_cnn_kws's 5, 7x7 maps)
+    take the path that holds them in registers, wider ones the groups of 8, 4 and 1."""
+    assert "#define EMBER_DW_SMALL 8\n" in F32_DEPTHWISE_C
+    row = F32_DEPTHWISE_C[F32_DEPTHWISE_C.index("void ember_dw_row(") :]
+    assert row.index("if (ncols <= EMBER_DW_SMALL)") < row.index("ember_dw_g8(")
+
+
 @pytest.mark.cc
 @pytest.mark.parametrize("march", ["x86-64-v4", "x86-64-v3"])
 @pytest.mark.parametrize("zero", [0, 1])
 @pytest.mark.parametrize(
     ("rows", "ncols", "stride", "c0"),
-    [(9, 20, 1, -1), (1, 20, 1, -1), (2, 7, 2, -1), (9, 1, 1, -1), (9, 13, 1, 0), (9, 30, 2, 3)],
+    [
+        (9, 20, 1, -1),
+        (1, 20, 1, -1),
+        (2, 7, 2, -1),
+        (9, 1, 1, -1),
+        (9, 13, 1, 0),
+        (9, 30, 2, 3),
+        (9, 8, 1, -1),  # tiles of up to EMBER_DW_SMALL positions: whole, in registers
+        (9, 8, 2, 33),  # ... past the right edge (columns 33..48 of 40)
+        (9, 5, 1, -3),  # ... starting left of the left padding
+        (9, 9, 1, -1),  # one more: the groups
+    ],
 )
 def test_kernel_avx512_and_plain_c_agree_with_numpy(
     tmp_path: Path, march: str, zero: int, rows: int, ncols: int, stride: int, c0: int
