@@ -55,6 +55,8 @@ def _module(h: int, w: int, c: int, stride: int, epilogue: str) -> tuple[IRModul
         y = call("clip", y, a_min=-0.5, a_max=6.0)
     if epilogue == "sigmoid":
         y = call("sigmoid", y)
+    if epilogue == "residual":
+        y = call("relu", call("add", y, x))
     return IRModule({"main": Function((x,), y)}), _rand(1, h, w, c, seed=3)
 
 
@@ -71,6 +73,7 @@ CASES = [
     (6, 5, 16, 1, "none", False),  # no bias
     (6, 5, 16, 1, "clip_low", False),  # a floor below 0
     (6, 5, 16, 1, "sigmoid", False),
+    (6, 5, 16, 1, "residual", False),  # bias, the input added, ReLU
 ]
 
 
