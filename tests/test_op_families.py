@@ -64,6 +64,7 @@ NOT_FAMILIES = {
         "nn_rnn_kernel",  # the nn.recurrence loop nest (nn_rnn registers its compute)
         "nn_depthwise",  # depthwise convolutions as NCHW rows (nn.conv_depthwise_packed)
         "nn_depthwise_kernel",  # 3x3 channels-last depthwise tiles as ember_f32_dw3x3 calls
+        "nn_depthwise_epilogue",  # a small depthwise tile's epilogue folded into its call
         "narrow_softmax",  # float16/bfloat16 softmax rounded per step as onnx's reference (nn_norm)
     },
     "frontend/onnx": {

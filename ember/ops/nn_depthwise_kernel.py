@@ -17,7 +17,9 @@ accumulator's fused multiply-adds in the loop's order (bitwise equal). The row's
 and bounds are read off the index expressions and the ``inside`` conjuncts (affine in the
 loop variables, checked; anything else keeps the loop nest). ``dw_tile_cols`` widens the
 tile to a whole output row (DW_MAX_COLS at most), so that a call covers a row of a block.
-The llvm kinds keep the loop IR (they have no copy of the kernel).
+The llvm kinds keep the loop IR (they have no copy of the kernel). A tile of at most 8
+positions whose epilogue is a bias with ReLU or ReLU6 (or none) becomes one call of the
+kernel with its epilogue (ember.ops.nn_depthwise_epilogue), bitwise equal too.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from ember.ops.nn_conv_rewrite import (
     _const_extents,
     _flat_index,
 )
+from ember.ops.nn_depthwise_epilogue import fold_epilogue
 from ember.ops.nn_schedule import _extent
 from ember.ops.registry import ScheduleContext
 from ember.target import Target
@@ -290,6 +293,11 @@ class _Rewrite(IRMutator):
                     out[-1] = Evaluate(zeroed)
                     continue
             out.append(stmt)
+        if len(out) >= 2:  # a small tile's epilogue, last in its block: into the call
+            call = _kernel_call(out[-2])
+            folded = fold_epilogue(call, out[-1]) if call is not None else None
+            if folded is not None:
+                out[-2:] = [folded]
         return seq(*out)
 
 

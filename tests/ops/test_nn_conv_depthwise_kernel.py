@@ -84,13 +84,14 @@ def _module(
 
 
 def _build_both(mod: IRModule) -> tuple[Any, Any, int]:
-    """The module built with the kernel and without, and the kernel's calls in the C."""
+    """The module built with the kernel and without, and the kernel's calls in the C (with
+    and without the epilogue)."""
     new = build(mod, "c")
     src = b"".join(a.content for a in new if a.file_name.endswith(".c"))
     old = build(mod, "c", pass_context=PassContext(config={DEPTHWISE_KERNEL_CONFIG: False}))
     old_src = b"".join(a.content for a in old if a.file_name.endswith(".c"))
     assert b"ember_f32_dw3x3(" not in old_src  # the config keeps the loop IR
-    return new, old, src.count(b"(void)ember_f32_dw3x3(")
+    return new, old, src.count(b"(void)ember_f32_dw3x3(") + src.count(b"(void)ember_f32_dw3x3_ep(")
 
 
 #: (h, w, channels, stride, padding, epilogue, kernel called): strides 1 and 2, symmetric,
@@ -110,6 +111,8 @@ CASES = [
     (5, 40, 20, 1, [1, 1, 1, 1], "relu6", False),  # 20 channels: blocks of 4
     (4, 23, 40, 2, [1, 1, 1, 1], "bias", False),  # 40 channels: blocks of 8
     (3, 300, 16, 1, [1, 1, 1, 1], "bias", True),  # tiles of 150 columns
+    (4, 8, 16, 1, [1, 1, 1, 1], "relu", True),  # the widest tile held whole (EMBER_DW_SMALL)
+    (4, 17, 16, 2, [1, 1, 1, 1], "relu6", True),  # 9 columns: the groups again
 ]
 
 
@@ -151,8 +154,9 @@ def test_kernel_bitwise_equal_to_loop_ir(  # type: ignore[no-untyped-def]
 @pytest.mark.cc
 def test_the_tile_zeroing_is_folded_into_the_call() -> None:
     """The loop IR's zeroing of a tile just before its call becomes the call's ``zero``
-    flag (no zeroing loop left); the epilogue stays after the call."""
-    mod, _ = _module(25, 5, 64, 1, [1, 1, 1, 1], "relu6")
+    flag (no zeroing loop left); the epilogue of a tile wider than DW_SMALL stays after
+    the call (narrower ones: test_nn_depthwise_epilogue.py)."""
+    mod, _ = _module(14, 14, 32, 1, [1, 1, 1, 1], "relu6")
     src = b"".join(a.content for a in build(mod, "c") if a.file_name.endswith(".c")).decode()
     fn = src[src.index("static int32_t ember_fused") :]
     call = fn[fn.index("(void)ember_f32_dw3x3(") :]
@@ -169,12 +173,31 @@ int32_t dw(float* acc, const float* x, const float* w, int64_t xoff, int64_t wof
 """
 
 
+def test_small_tiles_are_held_whole() -> None:
+    """Tiles of at most EMBER_DW_SMALL positions (narrow rows: ds_cnn_kws's 5, 7x7 maps)
+    take the path that holds them in registers, wider ones the groups of 8, 4 and 1."""
+    assert "#define EMBER_DW_SMALL 8\n" in F32_DEPTHWISE_C
+    row = F32_DEPTHWISE_C[F32_DEPTHWISE_C.index("void ember_dw_row(") :]
+    assert row.index("if (ncols <= EMBER_DW_SMALL)") < row.index("ember_dw_g8(")
+
+
 @pytest.mark.cc
 @pytest.mark.parametrize("march", ["x86-64-v4", "x86-64-v3"])
 @pytest.mark.parametrize("zero", [0, 1])
 @pytest.mark.parametrize(
     ("rows", "ncols", "stride", "c0"),
-    [(9, 20, 1, -1), (1, 20, 1, -1), (2, 7, 2, -1), (9, 1, 1, -1), (9, 13, 1, 0), (9, 30, 2, 3)],
+    [
+        (9, 20, 1, -1),
+        (1, 20, 1, -1),
+        (2, 7, 2, -1),
+        (9, 1, 1, -1),
+        (9, 13, 1, 0),
+        (9, 30, 2, 3),
+        (9, 8, 1, -1),  # tiles of up to EMBER_DW_SMALL positions: whole, in registers
+        (9, 8, 2, 33),  # ... past the right edge (columns 33..48 of 40)
+        (9, 5, 1, -3),  # ... starting left of the left padding
+        (9, 9, 1, -1),  # one more: the groups
+    ],
 )
 def test_kernel_avx512_and_plain_c_agree_with_numpy(
     tmp_path: Path, march: str, zero: int, rows: int, ncols: int, stride: int, c0: int
