@@ -26,7 +26,7 @@ from models import interleaved_timings, native_run  # noqa: E402
 import ember  # noqa: E402
 import ember.driver.pipeline as pipeline  # noqa: E402
 from ember.examples.models import make_model  # noqa: E402
-from ember.formats.metadata import scratch_size  # noqa: E402
+from ember.formats.graph_memory import scratch_size  # noqa: E402
 from ember.runtime import set_num_threads  # noqa: E402
 from ember.testing import compile_onnx  # noqa: E402
 

@@ -1,13 +1,15 @@
 """Memory of compiled models: the static plan against its bound, the graph executor, onnxruntime.
 
 For every model of ``ember.examples.models.MODELS`` (or ``--models``) it prints one row:
-the AOT workspace the static planner placed (``ember.lowering.memory_plan``), the lower
-bound (the largest total of intermediates live at one step), their ratio, the graph
-executor's storage total for the same intermediates (its storage-id plan) plus the one
-buffer it gives every kernel's scratch (the largest kernel's; ``scratch`` alone), and
-onnxruntime's peak resident-set growth over one session creation and run, measured in a
-fresh process from its size just before (weights and arena included). Sizes in MiB; no
-timing is involved.
+the AOT build's workspace as the static planner placed it (``ember.support.memory_plan``:
+intermediates and each kernel's scratch), the lower bound (the largest total live at one
+step), their ratio; the graph executor's workspace (``ember.formats.graph_memory``, what
+the executor allocates for the same model's graph build: the same planner over the same
+buffers, so equal to the AOT workspace), and for comparison the storage-id plan it used
+before (one buffer per storage id of an intermediate plus one scratch buffer of the largest
+kernel's size); and onnxruntime's peak resident-set growth over one session creation and
+run, measured in a fresh process from its size just before (weights and arena included).
+Sizes in MiB; no timing is involved.
 
     .venv/bin/python benchmarks/memory.py --models mobilenet_v2_96,squeezenet
 """
@@ -30,8 +32,12 @@ from bench_common import markdown_table  # noqa: E402
 
 import ember  # noqa: E402
 from ember.examples.models import MODELS, make_model  # noqa: E402
-from ember.formats.metadata import scratch_size, storage_sizes  # noqa: E402
-from ember.lowering.memory_plan import graph_buffers, plan_memory  # noqa: E402
+from ember.formats.graph_memory import (  # noqa: E402
+    kept_storages,
+    plan_graph_memory,
+    scratch_size,
+    storage_sizes,
+)
 
 MIB = 1 << 20
 
@@ -75,15 +81,14 @@ def measure(name: str, with_ort: bool) -> list[str]:
     """One table row for model ``name``."""
     case = make_model(name)
     mod, params = ember.frontend.from_onnx(case.model, shape=case.shapes)
+    aot = ember.lower(mod, "c", params, executor="aot").aot
+    assert aot is not None
+    plan = aot.memory
     graph = ember.lower(mod, "c", params).plan.graph
-    buffers = graph_buffers(graph)
-    plan = plan_memory(buffers)
-    planned = {int(b.name[1:]) for b in buffers}
-    sizes = storage_sizes(graph)
-    scratch = scratch_size(graph)
-    graph_total = scratch + sum(
-        sizes[graph.storage_id[e]] for e in {graph.storage_id[e]: e for e in planned}.values()
-    )
+    executor = plan_graph_memory(graph).workspace_size
+    kept = kept_storages(graph)
+    by_storage = sum(n for sid, n in storage_sizes(graph).items() if sid not in kept)
+    by_storage += scratch_size(graph)
     model = case.model.SerializeToString()
     ort = f"{onnxruntime_peak_growth(model, case.inputs):.2f}" if with_ort else "-"
     return [
@@ -91,8 +96,8 @@ def measure(name: str, with_ort: bool) -> list[str]:
         f"{plan.size / MIB:.2f}",
         f"{plan.lower_bound / MIB:.2f}",
         f"{plan.size / max(plan.lower_bound, 1):.3f}",
-        f"{graph_total / MIB:.2f}",
-        f"{scratch / MIB:.2f}",
+        f"{executor / MIB:.2f}",
+        f"{by_storage / MIB:.2f}",
         ort,
         plan.algorithm,
     ]
@@ -113,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "bound",
         "ratio",
         "graph executor",
-        "scratch",
+        "storage-id plan",
         "onnxruntime peak",
         "placement",
     ]

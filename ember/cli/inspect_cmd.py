@@ -156,7 +156,7 @@ def _output_names(graph: GraphJSON) -> list[str]:
 
 
 def _memory_map(source: ArtifactSource) -> MemoryMap:
-    """The AOT memory map when the build has one, else the graph storage plan's."""
+    """The AOT memory map when the build has one, else the graph executor's workspace."""
     try:
         art = select_artifact(source, MEMORY_MAP_FILE)
     except ArtifactError:

@@ -3,16 +3,20 @@
 Everything a run needs is built once here, so that :meth:`GraphPlan.run` is a tight loop of
 ctypes calls with no allocation:
 
-1. **storage**: one 64-byte aligned NDArray per ``storage_id``, sized for the largest entry
-   that uses it (entries sharing a storage id share memory; that is the memory plan);
+1. **memory** (:func:`ember.formats.graph_memory.plan_graph_memory`, computed here from the
+   graph, no offset read from the file): ONE 64-byte aligned **workspace** holding every
+   intermediate entry and every kernel node's scratch at the static planner's offsets (the
+   AOT build's plan of the same model), and one NDArray per storage id of a model input,
+   parameter or graph output (``storage``), sized for its largest entry; entries sharing a
+   storage id share memory;
 2. **entries**: per node output, an NDArray view of its storage (TVM's ``CreateView``): its
    DLTensor (data pointer, shape, dtype) is fixed for the executor's lifetime; plus a numpy
    view of the same memory (``arrays``) for fast copies in and out;
 3. **calls**: per ``tvm_op`` node, the packed-call argument arrays (an ``EmberValue`` per
    input and output pointing at the DLTensors, and the type codes) and the kernel's raw C
    function pointer, bound once as a PreparedCall of the CPython extension (a ctypes
-   function without it); a node with attribute ``scratch_bytes`` also gets the plan's one
-   **scratch** buffer (the largest node's size) as its last argument.
+   function without it); a node with attribute ``scratch_bytes`` also gets its **scratch**,
+   that many bytes of the workspace live for its call only, as its last argument.
 
 Kernels come from a ``resolve(func_name) -> PackedFunc`` callback (raising LookupError for
 a missing one). A kernel with a C body (``PackedFunc.c_entry()``) is called through its raw
@@ -34,8 +38,9 @@ from typing import Any
 import numpy as np
 
 from ember.errors import EmberError, EmberValueError, ExecutorError
-from ember.formats.graph_json import COPY_FUNC, NOP_FUNC, OP_KERNEL, SCRATCH_ATTR, GraphJSON
-from ember.formats.metadata import STORAGE_ALIGNMENT, scratch_size, storage_sizes
+from ember.formats.graph_json import COPY_FUNC, NOP_FUNC, OP_KERNEL, GraphJSON
+from ember.formats.graph_memory import plan_graph_memory
+from ember.formats.metadata import STORAGE_ALIGNMENT
 from ember.runtime import c_api, ndarray
 from ember.runtime.device import Device
 from ember.runtime.dtype import dtype as as_dtype
@@ -163,23 +168,34 @@ class GraphPlan:
         self.graph = graph
         self.device = device
         self._resolve = resolve
-        self.storage: dict[int, NDArray] = {}
-        for sid, nbytes in storage_sizes(graph).items():
-            # zeroed (deterministic even if a kernel misreads) but not touched: a block that
-            # only a shared parameter would use never becomes resident (see rebind)
-            self.storage[sid] = ndarray.zeros(max(nbytes, STORAGE_ALIGNMENT), device)
-        self._users: dict[int, list[int]] = {}  # storage id -> the entries living in it
+        self.memory = plan_graph_memory(graph, STORAGE_ALIGNMENT)
+        # zeroed (deterministic even if a kernel misreads) but not touched: a storage that
+        # only a shared parameter would use never becomes resident (see rebind)
+        self.workspace = ndarray.zeros(max(self.memory.workspace_size, STORAGE_ALIGNMENT), device)
+        self.storage: dict[int, NDArray] = {
+            sid: ndarray.zeros(max(nbytes, STORAGE_ALIGNMENT), device)
+            for sid, nbytes in self.memory.storages.items()
+        }
+        self._users: dict[int, list[int]] = {}  # kept storage id -> the entries living in it
         for eid, sid in enumerate(graph.storage_id):
-            self._users.setdefault(sid, []).append(eid)
+            if sid in self.storage:
+                self._users.setdefault(sid, []).append(eid)
         self._moved: set[int] = set()  # entries rebound out of their planned storage
         self.entries: list[NDArray] = [
             self._view(eid, graph.shape[eid]) for eid in range(graph.num_entries)
         ]
         self.arrays: list[np.ndarray] = [numpy_view(e) for e in self.entries]
-        # the kernels' scratch: one buffer for every node, the largest node's size (calls
-        # run one after the other and a kernel's scratch lives for its call)
-        nscratch = scratch_size(graph)
-        self.scratch = ndarray.empty((nscratch,), "uint8", device) if nscratch else None
+        # each kernel node's scratch: its bytes of the workspace, live for its call only
+        self.scratch: dict[int, NDArray] = {
+            nid: ndarray.view_from_pointer(
+                self.workspace.data_ptr + offset,
+                (nbytes,),
+                as_dtype("uint8"),
+                device,
+                owner=self.workspace,
+            )
+            for nid, (offset, nbytes) in self.memory.scratch.items()
+        }
         self.calls: list[_Call] = []
         missing: dict[str, list[str]] = {}
         for nid, node in enumerate(graph.nodes):
@@ -202,10 +218,16 @@ class GraphPlan:
 
     # ------------------------------------------------------------------ building
     def _view(self, eid: int, shape: tuple[int, ...]) -> NDArray:
-        """An NDArray over the entry's storage (a fresh DLTensor, shared memory)."""
-        buf = self.storage[self.graph.storage_id[eid]]
+        """An NDArray over the entry's memory (a fresh DLTensor, shared memory): its
+        offset of the workspace, or its kept storage."""
+        offset = self.memory.entry_offsets.get(eid)
+        if offset is None:
+            buf = self.storage[self.graph.storage_id[eid]]
+            address = buf.data_ptr
+        else:
+            buf, address = self.workspace, self.workspace.data_ptr + offset
         dtype = as_dtype(self.graph.dltype[eid])
-        return ndarray.view_from_pointer(buf.data_ptr, shape, dtype, self.device, owner=buf)
+        return ndarray.view_from_pointer(address, shape, dtype, self.device, owner=buf)
 
     def _build_call(self, nid: int, resolve: KernelResolver) -> _Call:
         graph = self.graph
@@ -225,7 +247,6 @@ class GraphPlan:
             keep_copy = (self.entries[out_eids[0]], self.entries[in_eids[0]])
             return _Call(nid, node.name, COPY_FUNC, tuple(eids), fn, (), keep_copy)
         kernel = resolve(node.attrs.func_name)
-        scratch = int(dict(node.attrs.extra).get(SCRATCH_ATTR, 0))
         tensors = []
         for eid in eids:
             tensor = self.entries[eid]
@@ -234,7 +255,7 @@ class GraphPlan:
                     tensor.data_ptr, (tensor.size,), tensor.data_type, self.device, owner=tensor
                 )
             tensors.append(tensor)
-        extra = [self.scratch] if scratch and self.scratch is not None else []
+        extra = [self.scratch[nid]] if nid in self.scratch else []
         prepared = prepare_call(kernel, tensors, extra, accelerated=True)
         if prepared is None:  # a kernel written in Python: call it through the PackedFunc
             py_fn = _python_call(kernel, [*tensors, *extra])
@@ -253,7 +274,7 @@ class GraphPlan:
         self.arrays[eid] = numpy_view(array)
         self._moved.add(eid)
         sid = self.graph.storage_id[eid]
-        if all(e in self._moved for e in self._users[sid]):
+        if sid in self._users and all(e in self._moved for e in self._users[sid]):
             self.storage.pop(sid, None)
         for i, call in enumerate(self.calls):
             if eid in call.eids:

@@ -29,7 +29,8 @@ import numpy as np
 
 from ember.errors import SerializationError
 from ember.formats.dtypes import check_dtype, dtype_name, numpy_dtype
-from ember.formats.graph_json import SCRATCH_ATTR, GraphJSON
+from ember.formats.graph_json import GraphJSON
+from ember.formats.graph_memory import plan_graph_memory
 
 METADATA_FORMAT_VERSION = 1
 EXECUTORS = ("aot", "graph")
@@ -221,26 +222,6 @@ class ModelMetadata:
         )
 
 
-def _aligned(nbytes: int) -> int:
-    return (nbytes + STORAGE_ALIGNMENT - 1) // STORAGE_ALIGNMENT * STORAGE_ALIGNMENT
-
-
-def storage_sizes(graph: GraphJSON) -> dict[int, int]:
-    """Bytes of each storage id: the largest entry using it, rounded up to 64 bytes."""
-    sizes: dict[int, int] = {}
-    for eid, sid in enumerate(graph.storage_id):
-        info = ParameterInfo("", graph.shape[eid], graph.dltype[eid])
-        sizes[sid] = max(sizes.get(sid, 0), _aligned(info.nbytes))
-    return dict(sorted(sizes.items()))
-
-
-def scratch_size(graph: GraphJSON) -> int:
-    """Bytes of the one scratch buffer a graph executor gives every kernel node: the largest
-    ``SCRATCH_ATTR`` of the graph's nodes (calls run in turn; a scratch lives for one call)."""
-    sizes = [int(dict(n.attrs.extra).get(SCRATCH_ATTR, 0)) for n in graph.nodes if n.attrs]
-    return max(sizes, default=0)
-
-
 def graph_metadata(
     graph: GraphJSON, params: Mapping[str, Any], mod_name: str = "default"
 ) -> ModelMetadata:
@@ -261,11 +242,9 @@ def graph_metadata(
     eids = graph.output_entry_ids()
     out_names = graph.output_names or tuple(f"output{i}" for i in range(len(eids)))
     outputs = [info(eid, name) for eid, name in zip(eids, out_names, strict=True)]
-    sizes = storage_sizes(graph)
-    arg_sids = {graph.storage_id[graph.node_row_ptr[n]] for n in graph.arg_nodes}
-    out_sids = {graph.storage_id[e] for e in graph.output_entry_ids()}
-    workspace = sum(size for sid, size in sizes.items() if sid not in arg_sids | out_sids)
-    workspace += scratch_size(graph)
+    # the graph executor's one workspace: every entry but inputs, parameters and outputs,
+    # and the kernels' scratch, placed by the static planner (formats.graph_memory)
+    workspace = plan_graph_memory(graph, STORAGE_ALIGNMENT).workspace_size
     io_size = sum(p.nbytes for p in inputs + outputs)
     const_size = sum(p.nbytes for p in consts)
     main = FunctionInfo(

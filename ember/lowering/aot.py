@@ -9,7 +9,7 @@ see ``calling_convention``) in graph order, and kernels of other modules (the ar
 ``relay_to_runtime`` hook) by name through the runtime (``call_packed``); each
 call's status is checked, so a kernel's error fails the run with its message. Every
 intermediate lives at a fixed offset of that workspace (``pool="workspace"``),
-placed by :func:`ember.lowering.memory_plan.plan_memory`; nothing is allocated per run.
+placed by :func:`ember.support.memory_plan.plan_memory`; nothing is allocated per run.
 An output that is not written by a kernel (an input or a constant returned as is, or one
 value returned twice) is copied by a loop in the run function.
 
@@ -26,11 +26,12 @@ from dataclasses import dataclass, replace
 
 from ember.errors import CompileError
 from ember.formats.graph_json import OP_NULL, SCRATCH_ATTR, GraphJSON, Node, OpAttrs
+from ember.formats.graph_memory import graph_buffers
 from ember.formats.metadata import FunctionInfo, ParameterInfo
 from ember.lowering.aot_scratch import ScratchKernel, plan_scratch, static_nbytes
 from ember.lowering.graph_plan import KERNEL_PREFIX
-from ember.lowering.memory_plan import Buffer as Interval
-from ember.lowering.memory_plan import MemoryPlan, graph_buffers, plan_memory
+from ember.support.memory_plan import Buffer as Interval
+from ember.support.memory_plan import MemoryPlan, plan_memory
 from ember.tir import (
     PrimFunc,
     Var,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ember.formats.dtypes import numpy_dtype
-from ember.lowering.memory_plan import align_up
+from ember.support.memory_plan import align_up
 from ember.tir import PrimFunc, Var
 from ember.tir.buffer import Buffer
 from ember.tir.functor import IRMutator

@@ -4,8 +4,8 @@ The graph build's counterpart of :mod:`ember.lowering.aot_scratch`: every kernel
 buffers outside parallel loops move into a last ``scratch`` parameter
 (:func:`~ember.lowering.aot_scratch.plan_scratch`), and each graph node calling such a
 kernel carries its size as attribute :data:`~ember.formats.graph_json.SCRATCH_ATTR`. The
-graph executor gives all those nodes one buffer of the largest size (calls run one after
-the other and a kernel's scratch lives for its call), so a run allocates nothing.
+graph executor places each node's scratch in its workspace, live for that node's call
+(:mod:`ember.formats.graph_memory`, the AOT build's plan), so a run allocates nothing.
 Kernels called by other kernels (``HELPER_ATTR``) and other modules' kernels are left as
 they are.
 """

@@ -242,3 +242,4 @@ def test_memory_benchmark_prints_plan_bound_and_ratio(capsys, monkeypatch):
     for c in cells:
         planned, bound, ratio = float(c[1]), float(c[2]), float(c[3])
         assert 0 < bound <= planned and 1.0 <= ratio <= 1.1
+        assert c[4] == c[1]  # the graph executor's workspace is the AOT plan

@@ -9,7 +9,8 @@ import ember
 import ember.driver.pipeline as pipeline
 from ember.examples.models import make_model
 from ember.formats.graph_json import SCRATCH_ATTR
-from ember.formats.metadata import ModelMetadata, graph_metadata, scratch_size
+from ember.formats.graph_memory import plan_graph_memory, scratch_size
+from ember.formats.metadata import ModelMetadata, graph_metadata
 from ember.lowering.aot import HELPER_ATTR
 from ember.lowering.aot_scratch import SCRATCH_PARAM
 from ember.tir.functor import IRVisitor
@@ -73,18 +74,21 @@ def test_graph_build_kernels_allocate_nothing_per_call(resnet8: Any) -> None:
         assert not heap.found, f"{func.name} allocates {heap.found} per call"
         takes = func.params[-1].name == SCRATCH_PARAM
         assert takes == (func.name in with_scratch), func.name
+    # the workspace of the graph build is the AOT build's: intermediates and every node's
+    # scratch at the static planner's offsets
     md = graph_metadata(lowered.plan.graph, lowered.plan.params)
+    aot = ember.lower(mod, "c", params, executor="aot").aot
+    assert aot is not None
+    assert md.functions[0].workspace_size_bytes == aot.memory.size
     no_scratch = graph_metadata(pipeline.plan_graph(lowered.ir).graph, lowered.plan.params)
-    assert md.functions[0].workspace_size_bytes == (
-        no_scratch.functions[0].workspace_size_bytes + max(with_scratch.values())
-    )
+    assert no_scratch.functions[0].workspace_size_bytes < aot.memory.size
 
 
 def test_graph_build_with_planned_scratch_gives_the_same_bits(
     resnet8: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The planned build, the per-call heap build before it and the AOT build agree bitwise;
-    the executor holds ONE scratch buffer, the largest node's, passed to every such node."""
+    each node with scratch gets its own bytes of the executor's one workspace."""
     case, mod, params = resnet8
     arts = ember.build(mod, "c", params)
     aot = ember.build(mod, "c", params, executor="aot")
@@ -96,10 +100,24 @@ def test_graph_build_with_planned_scratch_gives_the_same_bits(
     assert got == _outputs(_executor(heap), case.inputs)
     assert got == _outputs(_executor(aot, aot=True), case.inputs)
     plan = ge.module.plan
-    assert plan.scratch is not None and plan.scratch.nbytes == scratch_size(plan.graph)
-    users = [c for c in plan.calls if any(k is plan.scratch for k in c.keepalive)]
-    nodes = [n for n in plan.graph.nodes if n.attrs and SCRATCH_ATTR in dict(n.attrs.extra)]
-    assert len(users) == len(nodes) > 1
+    nodes = [
+        nid
+        for nid, n in enumerate(plan.graph.nodes)
+        if n.attrs and SCRATCH_ATTR in dict(n.attrs.extra)
+    ]
+    assert sorted(plan.scratch) == nodes and len(nodes) > 1
+    memory = plan_graph_memory(plan.graph)
+    base, end = plan.workspace.data_ptr, plan.workspace.data_ptr + plan.workspace.nbytes
+    for call in plan.calls:
+        if call.node_id in plan.scratch:
+            scratch = plan.scratch[call.node_id]
+            assert any(k is scratch for k in call.keepalive)
+            assert scratch.nbytes == int(
+                dict(plan.graph.nodes[call.node_id].attrs.extra)[SCRATCH_ATTR]
+            )
+            assert scratch.data_ptr == base + memory.scratch[call.node_id][0]
+            assert base <= scratch.data_ptr and scratch.data_ptr + scratch.nbytes <= end
+    assert max(s.nbytes for s in plan.scratch.values()) == scratch_size(plan.graph)
 
 
 def test_planned_scratch_through_debug_profile_zero_copy_and_shared_params(resnet8: Any) -> None:

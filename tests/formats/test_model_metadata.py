@@ -9,13 +9,13 @@ import pytest
 
 from ember.errors import SerializationError
 from ember.formats.graph_json import GraphJSON, Node, NodeEntry, OpAttrs
+from ember.formats.graph_memory import storage_sizes
 from ember.formats.metadata import (
     METADATA_FORMAT_VERSION,
     FunctionInfo,
     ModelMetadata,
     ParameterInfo,
     graph_metadata,
-    storage_sizes,
 )
 
 

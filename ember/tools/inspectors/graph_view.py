@@ -4,8 +4,8 @@ Every kernel node of a graph JSON records the source (ONNX) nodes fused into it,
 types and the IR ops (``ember.lowering.graph_plan.source_attrs``), so the fused graph can
 be shown from any build output (a package, a saved directory, a library) without the ONNX
 file. Three renderings: rows as plain data (:func:`kernel_rows`, for ``--json`` and the
-HTML report), text (:func:`graph_text`) and a memory map of the graph executor's storage
-plan (:func:`graph_memory_map`, drawn by :mod:`ember.tools.memory_svg`)::
+HTML report), text (:func:`graph_text`) and a memory map of the graph executor's workspace
+(:func:`graph_memory_map`, drawn by :mod:`ember.tools.memory_svg`)::
 
     graph = find_graph(source.artifacts)
     print(graph_text(graph))
@@ -20,8 +20,9 @@ from typing import Any
 from ember.executor.metadata_module import GRAPH_JSON_FILE
 from ember.executor.profile import node_sources
 from ember.formats.graph_json import OP_NULL, GraphJSON, load_graph_json
+from ember.formats.graph_memory import graph_buffers, kernel_steps, plan_graph_memory
 from ember.formats.memory_map import BufferPlacement, MemoryMap
-from ember.formats.metadata import STORAGE_ALIGNMENT, ParameterInfo
+from ember.formats.metadata import STORAGE_ALIGNMENT
 from ember.runtime.artifact import AnyArtifact, Artifact
 
 
@@ -99,38 +100,26 @@ def graph_text(graph: GraphJSON) -> str:
 
 
 def graph_memory_map(graph: GraphJSON) -> MemoryMap:
-    """The graph executor's storage plan as a memory map: the intermediate storages laid
-    end to end, each kernel output live from the step that writes it to its last reader
-    (graph outputs to the end)."""
-    args = {graph.storage_id[graph.node_row_ptr[n]] for n in graph.arg_nodes}
-    kernels = [n for n, node in enumerate(graph.nodes) if node.op != OP_NULL]
-    step_of = {nid: k for k, nid in enumerate(kernels)}
-    last: dict[int, int] = {}
-    for nid in kernels:
-        for e in graph.nodes[nid].inputs:
-            last[graph.entry_id(e)] = step_of[nid]
-    for eid in graph.output_entry_ids():
-        last[eid] = len(kernels) - 1
-    sizes: dict[int, int] = {}
-    placed: list[tuple[int, int, str, int, int, int]] = []
-    for nid in kernels:
+    """The graph executor's workspace as a memory map (the placement it computes when it
+    loads ``graph``, :func:`ember.formats.graph_memory.plan_graph_memory`): each intermediate
+    live from the step that writes it to its last reader, each kernel's scratch (listed as
+    ``<node> scratch`` with the node's id as entry) for its step; inputs, parameters and
+    outputs keep storages of their own and are not drawn."""
+    memory = plan_graph_memory(graph, STORAGE_ALIGNMENT)
+    owner = {}
+    for nid, node in enumerate(graph.nodes):
         for eid in range(graph.node_row_ptr[nid], graph.node_row_ptr[nid + 1]):
-            sid = graph.storage_id[eid]
-            if sid in args:
-                continue
-            size = ParameterInfo("", graph.shape[eid], graph.dltype[eid]).nbytes
-            sizes[sid] = max(sizes.get(sid, 0), -(-size // STORAGE_ALIGNMENT) * STORAGE_ALIGNMENT)
-            first = step_of[nid]
-            placed.append((eid, sid, graph.nodes[nid].name, size, first, last.get(eid, first)))
-    offsets, total = {}, 0
-    for sid in sorted(sizes):
-        offsets[sid], total = total, total + sizes[sid]
-    live = [0] * max(len(kernels), 1)
-    for _eid, sid, _name, _size, first, end in placed:
-        for step in range(first, end + 1):
-            live[step] += sizes[sid]
-    buffers = tuple(
-        BufferPlacement(eid, name, offsets[sid], size, first, end)
-        for eid, sid, name, size, first, end in placed
-    )
-    return MemoryMap(total, max(live), STORAGE_ALIGNMENT, "graph storage ids", buffers)
+            owner[eid] = node.name
+    rows = []
+    for b in graph_buffers(graph):
+        eid = int(b.name[1:])
+        offset = memory.entry_offsets.get(eid)
+        if offset is not None:
+            rows.append(BufferPlacement(eid, owner[eid], offset, b.size, b.start, b.end))
+    steps = kernel_steps(graph)
+    for nid, (offset, nbytes) in memory.scratch.items():
+        name = graph.nodes[nid].name + " scratch"
+        rows.append(BufferPlacement(nid, name, offset, nbytes, steps[nid], steps[nid]))
+    rows.sort(key=lambda r: (r.offset, r.first_step, r.entry))
+    plan = memory.plan
+    return MemoryMap(plan.size, plan.lower_bound, plan.alignment, plan.algorithm, tuple(rows))

@@ -7,7 +7,9 @@ import pytest
 import ember
 from ember.errors import CompileError
 from ember.examples.models import make_model
-from ember.lowering.memory_plan import Buffer, graph_buffers, lower_bound, plan_memory
+from ember.formats.graph_memory import graph_buffers
+from ember.support import memory_plan
+from ember.support.memory_plan import Buffer, count_conflicts, lower_bound, plan_memory
 
 
 def _check_valid(buffers, plan):
@@ -54,6 +56,40 @@ def test_random_instances_are_valid_deterministic_and_not_below_the_bound(seed):
     _check_valid(bufs, plan)
     assert plan.size >= plan.lower_bound >= lower_bound(bufs)
     assert plan == plan_memory(bufs)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_count_conflicts_counts_every_pair_live_at_a_common_step(seed):
+    rng = random.Random(seed)
+    bufs = []
+    for i in range(rng.randint(0, 40)):
+        start = rng.randint(0, 20)
+        bufs.append(Buffer(f"b{i}", 64, start, start + rng.randint(0, 5)))
+    pairs = sum(a.overlaps(b) for i, a in enumerate(bufs) for b in bufs[i + 1 :])
+    assert count_conflicts(bufs) == pairs
+
+
+def test_above_max_conflicts_buffers_are_laid_end_to_end(monkeypatch):
+    """The graph executor plans graphs from files: a graph with too many pairs live
+    together gets a valid sequential placement in linear work."""
+    bufs = [Buffer(f"b{i}", 100, 0, 3) for i in range(4)] + [Buffer("c", 64, 5, 6)]
+    monkeypatch.setattr(memory_plan, "MAX_CONFLICTS", 5)  # 6 pairs here
+    plan = plan_memory(bufs)
+    assert plan.algorithm == "sequential"
+    assert plan.offsets == {"b0": 0, "b1": 128, "b2": 256, "b3": 384, "c": 512}
+    assert plan.size == 576 and plan.lower_bound == 512
+    _check_valid(bufs, plan)
+
+
+def test_the_hill_climb_stops_at_its_work_budget(monkeypatch):
+    bufs = [Buffer("a", 4096, 0, 1), Buffer("b", 4096, 1, 2), Buffer("c", 64, 2, 2)]
+    bufs += [Buffer(f"d{i}", 64 * (i + 1), i % 3, i % 3 + 1) for i in range(8)]
+    climbed = plan_memory(bufs)
+    monkeypatch.setattr(memory_plan, "CLIMB_WORK", 0)
+    plain = plan_memory(bufs)
+    assert "hill_climb" not in plain.algorithm
+    assert plain.size >= climbed.size
+    _check_valid(bufs, plain)
 
 
 def test_in_place_pairs_share_one_offset_and_illegal_pairs_are_refused():
