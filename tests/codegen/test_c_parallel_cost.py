@@ -78,3 +78,21 @@ def test_a_scalar_copy_costs_copy_cost_per_element() -> None:
     scaled = tir.for_range(i, 64, tir.store(out, a[i, j] * 2.0, j, i))
     assert stmt_cost(scaled) < 64 * parallel.COPY_COST
     assert grain_of(tir.for_range(j, 3, copy)) < grain_of(tir.for_range(j, 3, scaled))
+
+
+def test_a_depthwise_row_call_costs_its_multiply_adds() -> None:
+    """ember_f32_dw3x3 (ncols argument 5) and ember_f32_dw3x3_ep (argument 8): ncols x 2
+    vectors x 9 taps multiply-adds; a loop of 420 calls of 7 positions (mobilenet_v2's 7x7x960
+    depthwise layer) gets a grain under half its extent (it was thousands: one thread)."""
+    acc = tir.decl_buffer((112,), "float32", "acc")
+    x = tir.decl_buffer((4096,), "float32", "x")
+    plain = [acc.data, x.data, x.data, const(0, "int64"), const(0, "int64"), const(7, "int32")]
+    plain += [const(v, "int32") for v in (448, 64, 64, 48, 16, 0, 7, -1, 1, 7, 1)]
+    ep = [acc.data, x.data, x.data, x.data, *(const(0, "int64") for _ in range(4))]
+    ep += [const(v, "int32") for v in (7, 64, 448, 64, 64, 48, 16, 0, 7, -1, 1, 7, 1)]
+    ep += [const(0.0, "float32")]
+    for name, args in (("ember_f32_dw3x3", plain), ("ember_f32_dw3x3_ep", ep)):
+        call = tir.Evaluate(call_extern("int32", name, *args))
+        assert stmt_cost(call) >= 7 * 2 * 9 * MAC_COST
+        i = tir.Var("i")
+        assert grain_of(tir.for_range(i, 420, call)) < 210

@@ -92,6 +92,16 @@ def _tile_cost(lanes: int, first_extent: int) -> Callable[[tuple[PrimExpr, ...]]
     return cost
 
 
+def _depthwise_cost(ncols_arg: int) -> Callable[[tuple[PrimExpr, ...]], int]:
+    """The cost of a 3x3 depthwise kernel call (f32_depthwise.py): ncols (argument
+    ``ncols_arg``) x 16 lanes x 9 taps multiply-adds."""
+
+    def cost(args: tuple[PrimExpr, ...]) -> int:
+        return _const(args[ncols_arg], 6) * (16 // VECTOR_LANES) * 9 * MAC_COST
+
+    return cost
+
+
 #: Cost estimates of extern kernels called from loop IR, by name: without one, a call
 #: counts its argument nodes only, and a loop around a whole reduction's worth of kernel
 #: calls got a grain of thousands of iterations, i.e. ran on one thread (ResNet-50's 14x14
@@ -106,6 +116,11 @@ EXTERN_COSTS: dict[str, Callable[[tuple[PrimExpr, ...]], int]] = {
     "ember_f32_conv_tile8": _tile_cost(8, 9),
     "ember_f32_conv_tile24": _tile_cost(24, 9),
     "ember_f32_lanes_tile": _tile_cost(16, 10),
+    # f32_depthwise.py: without them a row's call counted its arguments only, and the loops
+    # of mobilenet_v2's 7x7x960 and 14x14x192 stride-2 depthwise layers (420 and 168 calls
+    # of 7 and 14 positions) got grains over their extents: one thread at any count.
+    "ember_f32_dw3x3": _depthwise_cost(5),
+    "ember_f32_dw3x3_ep": _depthwise_cost(8),
 }
 
 
