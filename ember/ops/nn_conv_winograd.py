@@ -199,6 +199,13 @@ def winograd_form(node: Call) -> Expr | None:
 MAX_ROWS = 14
 
 
+def point_stride(floats: int) -> int:
+    """Floats from one transform point's V (or M) to the next in ember_f32_winograd's scratch
+    (EMBER_WINO_STRIDE of ember/codegen/c/f32_winograd.py): ``floats``, and a 64-byte cache
+    line more where that is a multiple of 4 KiB."""
+    return floats + 16 if floats % 1024 == 0 else floats
+
+
 def panel_rows(tiles: int) -> int:
     """Tiles per panel (register tile rows) of the products: the one of 8..MAX_ROWS that
     pads ``tiles`` least (the most rows on ties), or all of them when fewer than 8."""
@@ -208,10 +215,13 @@ def panel_rows(tiles: int) -> int:
 
 
 def scratch_bytes(n: int, c: int, o: int, oh: int, ow: int, m: int) -> int:
-    """Bytes of ember_f32_winograd's scratch: V and M, (m+2)^2 x padded tiles x (C + Op)."""
+    """Bytes of ember_f32_winograd's scratch: V and M, (m+2)^2 x point_stride(padded tiles x
+    C) + point_stride(padded tiles x Op)."""
     tiles = n * -(-oh // m) * -(-ow // m)
     rows = panel_rows(tiles)
-    return 4 * (m + 2) ** 2 * (-(-tiles // rows) * rows) * (c + padded_channels(o)) + 64
+    padded = -(-tiles // rows) * rows
+    per_point = point_stride(padded * c) + point_stride(padded * padded_channels(o))
+    return 4 * (m + 2) ** 2 * per_point + 64
 
 
 def conv_winograd(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:

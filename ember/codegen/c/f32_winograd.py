@@ -15,9 +15,11 @@ points per axis; Lavin & Gray's matrices, ember.ops.nn_conv_winograd.winograd_ma
    tiles cut to the output (odd sizes), the last block of channels to O (masked stores).
 
 Each phase is split across the runtime's threads (``EmberBackendParallelFor``); V and M
-live in the call's heap scratch (``a * a * T * (C + Op)`` floats). With ``__AVX512F__`` the
-three phases use zmm intrinsics; elsewhere the same arithmetic runs as plain C loops with
-``fmaf`` (the transforms: the same operations in the same order). The layer's fused
+live in the call's heap scratch (about ``a * a * T * (C + Op)`` floats: a cache line more
+after each point's V or M whose size is a multiple of 4 KiB, ``EMBER_WINO_STRIDE``). With
+``__AVX512F__`` the three phases use zmm intrinsics; elsewhere the same arithmetic runs as
+plain C loops with ``fmaf`` (the transforms: the same operations in the same order). The
+layer's fused
 epilogue, where it is a chain of bias add, residual add and ReLU, is applied to each output
 vector of the output transform before it is stored (``epi``, matched in the loop IR by
 ember.ops.nn_conv_winograd_epilogue); any other epilogue runs after, in loop IR.
@@ -135,6 +137,10 @@ static inline ember_wv ember_wv_relu(ember_wv v) {
 #define EMBER_WV_STOREN(p, v, n) ember_wv_storen((p), (v), (n))
 #endif
 
+/* the floats from one transform point's V (M) to the next: n = Tp C (Tp Op), and a cache line
+   (16 floats) more where n is a multiple of 4 KiB (1024 floats): see the job's vps */
+#define EMBER_WINO_STRIDE(n) ((n) % 1024 == 0 ? (n) + 16 : (n))
+
 typedef struct {
   const float* x;
   const float* u;
@@ -142,6 +148,13 @@ typedef struct {
   float* v;  /* [P][T/R][C/16][R][16]: panels of R tiles, 16 channels contiguous per tile */
   float* mm; /* [P][Tp][Op], Tp = T rounded up to a multiple of R, Op = O up to one of 16 */
   int N, H, W, C, O, Op, OH, OW, ph, pw, m, th, tw, T, nb, R, Tp;
+  /* the floats from one transform point's V (M) to the next (EMBER_WINO_STRIDE). At a
+     multiple of 4 KiB (resnet8's 32x32x16 layers: Tp C = 64 x 16 floats) a tile's a * a
+     vectors, stored by the input transform and loaded by the output transform, all fell in
+     one set of the 12-way L1 and evicted each other: one cache line more made those layers
+     0.69-0.74x their time (one thread, CPU time). Not at other strides: at an odd multiple of
+     2 KiB (dbnet's 80x80 layers, 400 x 96 floats) the line made them 1.01-1.12x slower */
+  long vps, mps;
   int span; /* tiles per task of ember_wino_tiles (a multiple of R) */
   const float* bias; /* [O] of EMBER_WINO_BIAS */
   const float* res;  /* (N, OH, OW, O) of EMBER_WINO_RES */
@@ -229,8 +242,8 @@ static int32_t ember_wino_gemm(int64_t begin, int64_t end, void* cdata) {
     const int p = (int)(task / nblk), ob = (int)(task % nblk);
     const float* u = j->u + ((long)p * nblk + ob) * (long)C * bw;
     for (int t = 0; t < j->Tp; t += R) {
-      const float* v = j->v + ((long)p * j->Tp + t) * C;
-      float* mo = j->mm + ((long)p * j->Tp + t) * Op + (long)ob * bw;
+      const float* v = j->v + p * j->vps + (long)t * C;
+      float* mo = j->mm + p * j->mps + (long)t * Op + (long)ob * bw;
       ember_wino_gemm_rows(v, u, C, mo, Op, R, j->nb);
     }
   }
@@ -257,8 +270,8 @@ static int32_t ember_wino_tiles(int64_t begin, int64_t end, void* cdata) {
       for (int ob = 0; ob < nblk; ++ob) {
         const float* u = j->u + ((long)p * nblk + ob) * (long)C * bw;
         for (long t = t0; t < t1; t += R) {
-          const float* v = j->v + ((long)p * j->Tp + t) * C;
-          float* mo = j->mm + ((long)p * j->Tp + t) * Op + (long)ob * bw;
+          const float* v = j->v + p * j->vps + (long)t * C;
+          float* mo = j->mm + p * j->mps + (long)t * Op + (long)ob * bw;
           ember_wino_gemm_rows(v, u, C, mo, Op, R, j->nb);
         }
       }
@@ -270,8 +283,9 @@ static int32_t ember_wino_tiles(int64_t begin, int64_t end, void* cdata) {
 
 /* the whole convolution: y (N, OH, OW, O) of x (N, H, W, C) padded by (ph, pw) at the
    start; u the transformed weight, its output channels zero-padded to Op (O rounded up to
-   a multiple of 16); R tiles per panel of the products; scratch (m + 2)^2 * Tp * (C + Op)
-   floats (Tp: the tiles rounded up to a multiple of R); epi the
+   a multiple of 16); R tiles per panel of the products; scratch (m + 2)^2 *
+   (EMBER_WINO_STRIDE(Tp C) + EMBER_WINO_STRIDE(Tp Op)) floats (Tp: the tiles rounded up to a
+   multiple of R); epi the
    fused epilogue's steps (EMBER_WINO_*, 4 bits each, the lowest first; 0: none) with its
    bias [O] and residual (N, OH, OW, O) (either may be y when no step reads it) */
 EMBER_F32_API int32_t ember_f32_winograd(const float* x, const float* u, float* y,
@@ -288,8 +302,9 @@ EMBER_F32_API int32_t ember_f32_winograd(const float* x, const float* u, float* 
   j.th = (OH + m - 1) / m, j.tw = (OW + m - 1) / m, j.T = N * j.th * j.tw;
   j.Tp = (j.T + R - 1) / R * R;
   const int P = (m + 2) * (m + 2);
+  j.vps = EMBER_WINO_STRIDE((long)j.Tp * C), j.mps = EMBER_WINO_STRIDE((long)j.Tp * j.Op);
   j.v = (float*)scratch;
-  j.mm = j.v + (long)P * j.Tp * C;
+  j.mm = j.v + (long)P * j.vps;
   const int threads = EmberBackendGetNumThreads(), par = threads > 1;
   const long tasks = (long)P * (j.Op / (16 * nb));
   /* threads: tiles through all phases per task where re-reading the weight U once per task

@@ -133,7 +133,7 @@ static inline __attribute__((always_inline)) void ember_wino_in_tile(const ember
                                                                      long t, int m,
                                                                      const float (*bt)[6]) {
   const int a = m + 2, P = a * a, C = j->C, R = j->R;
-  const long pstride = (long)j->Tp * C, at = (t / R) * (long)R * C + (t % R) * 16;
+  const long pstride = j->vps, at = (t / R) * (long)R * C + (t % R) * 16;
   if (t >= j->T) { /* a panel's padding rows: zeros */
     for (int c = 0; c < C; c += 16)
       for (int p = 0; p < P; ++p)
@@ -196,7 +196,7 @@ static inline __attribute__((always_inline)) void ember_wino_out_tile(const embe
   float* yn = j->y + (long)n * j->OH * j->OW * O;
   for (int o = 0; o < Op; o += 16) {
     ember_wv d[36], e[24], r[16];
-    for (int p = 0; p < a * a; ++p) d[p] = EMBER_WV_LOAD(j->mm + ((long)p * j->Tp + t) * Op + o);
+    for (int p = 0; p < a * a; ++p) d[p] = EMBER_WV_LOAD(j->mm + p * j->mps + t * Op + o);
     for (int k = 0; k < a; ++k) ember_wino_apply(at, m, a, d + k, a, e + k, a); /* A^T M */
     for (int i = 0; i < m; ++i) ember_wino_apply(at, m, a, e + i * a, 1, r + i * m, 1); /* .A */
     if (O - o < 16) { /* the last block of O not a multiple of 16: its first O - o lanes */

@@ -1667,6 +1667,10 @@ static inline ember_wv ember_wv_relu(ember_wv v) {
 #define EMBER_WV_STOREN(p, v, n) ember_wv_storen((p), (v), (n))
 #endif
 
+/* the floats from one transform point's V (M) to the next: n = Tp C (Tp Op), and a cache line
+   (16 floats) more where n is a multiple of 4 KiB (1024 floats): see the job's vps */
+#define EMBER_WINO_STRIDE(n) ((n) % 1024 == 0 ? (n) + 16 : (n))
+
 typedef struct {
   const float* x;
   const float* u;
@@ -1674,6 +1678,13 @@ typedef struct {
   float* v;  /* [P][T/R][C/16][R][16]: panels of R tiles, 16 channels contiguous per tile */
   float* mm; /* [P][Tp][Op], Tp = T rounded up to a multiple of R, Op = O up to one of 16 */
   int N, H, W, C, O, Op, OH, OW, ph, pw, m, th, tw, T, nb, R, Tp;
+  /* the floats from one transform point's V (M) to the next (EMBER_WINO_STRIDE). At a
+     multiple of 4 KiB (resnet8's 32x32x16 layers: Tp C = 64 x 16 floats) a tile's a * a
+     vectors, stored by the input transform and loaded by the output transform, all fell in
+     one set of the 12-way L1 and evicted each other: one cache line more made those layers
+     0.69-0.74x their time (one thread, CPU time). Not at other strides: at an odd multiple of
+     2 KiB (dbnet's 80x80 layers, 400 x 96 floats) the line made them 1.01-1.12x slower */
+  long vps, mps;
   int span; /* tiles per task of ember_wino_tiles (a multiple of R) */
   const float* bias; /* [O] of EMBER_WINO_BIAS */
   const float* res;  /* (N, OH, OW, O) of EMBER_WINO_RES */
@@ -1767,7 +1778,7 @@ static inline __attribute__((always_inline)) void ember_wino_in_tile(const ember
                                                                      long t, int m,
                                                                      const float (*bt)[6]) {
   const int a = m + 2, P = a * a, C = j->C, R = j->R;
-  const long pstride = (long)j->Tp * C, at = (t / R) * (long)R * C + (t % R) * 16;
+  const long pstride = j->vps, at = (t / R) * (long)R * C + (t % R) * 16;
   if (t >= j->T) { /* a panel's padding rows: zeros */
     for (int c = 0; c < C; c += 16)
       for (int p = 0; p < P; ++p)
@@ -1879,8 +1890,8 @@ static int32_t ember_wino_gemm(int64_t begin, int64_t end, void* cdata) {
     const int p = (int)(task / nblk), ob = (int)(task % nblk);
     const float* u = j->u + ((long)p * nblk + ob) * (long)C * bw;
     for (int t = 0; t < j->Tp; t += R) {
-      const float* v = j->v + ((long)p * j->Tp + t) * C;
-      float* mo = j->mm + ((long)p * j->Tp + t) * Op + (long)ob * bw;
+      const float* v = j->v + p * j->vps + (long)t * C;
+      float* mo = j->mm + p * j->mps + (long)t * Op + (long)ob * bw;
       ember_wino_gemm_rows(v, u, C, mo, Op, R, j->nb);
     }
   }
@@ -1913,7 +1924,7 @@ static inline __attribute__((always_inline)) void ember_wino_out_tile(const embe
   float* yn = j->y + (long)n * j->OH * j->OW * O;
   for (int o = 0; o < Op; o += 16) {
     ember_wv d[36], e[24], r[16];
-    for (int p = 0; p < a * a; ++p) d[p] = EMBER_WV_LOAD(j->mm + ((long)p * j->Tp + t) * Op + o);
+    for (int p = 0; p < a * a; ++p) d[p] = EMBER_WV_LOAD(j->mm + p * j->mps + t * Op + o);
     for (int k = 0; k < a; ++k) ember_wino_apply(at, m, a, d + k, a, e + k, a); /* A^T M */
     for (int i = 0; i < m; ++i) ember_wino_apply(at, m, a, e + i * a, 1, r + i * m, 1); /* .A */
     if (O - o < 16) { /* the last block of O not a multiple of 16: its first O - o lanes */
@@ -1983,8 +1994,8 @@ static int32_t ember_wino_tiles(int64_t begin, int64_t end, void* cdata) {
       for (int ob = 0; ob < nblk; ++ob) {
         const float* u = j->u + ((long)p * nblk + ob) * (long)C * bw;
         for (long t = t0; t < t1; t += R) {
-          const float* v = j->v + ((long)p * j->Tp + t) * C;
-          float* mo = j->mm + ((long)p * j->Tp + t) * Op + (long)ob * bw;
+          const float* v = j->v + p * j->vps + (long)t * C;
+          float* mo = j->mm + p * j->mps + (long)t * Op + (long)ob * bw;
           ember_wino_gemm_rows(v, u, C, mo, Op, R, j->nb);
         }
       }
@@ -1996,8 +2007,9 @@ static int32_t ember_wino_tiles(int64_t begin, int64_t end, void* cdata) {
 
 /* the whole convolution: y (N, OH, OW, O) of x (N, H, W, C) padded by (ph, pw) at the
    start; u the transformed weight, its output channels zero-padded to Op (O rounded up to
-   a multiple of 16); R tiles per panel of the products; scratch (m + 2)^2 * Tp * (C + Op)
-   floats (Tp: the tiles rounded up to a multiple of R); epi the
+   a multiple of 16); R tiles per panel of the products; scratch (m + 2)^2 *
+   (EMBER_WINO_STRIDE(Tp C) + EMBER_WINO_STRIDE(Tp Op)) floats (Tp: the tiles rounded up to a
+   multiple of R); epi the
    fused epilogue's steps (EMBER_WINO_*, 4 bits each, the lowest first; 0: none) with its
    bias [O] and residual (N, OH, OW, O) (either may be y when no step reads it) */
 EMBER_F32_API int32_t ember_f32_winograd_avx512(const float* x, const float* u, float* y,
@@ -2014,8 +2026,9 @@ EMBER_F32_API int32_t ember_f32_winograd_avx512(const float* x, const float* u, 
   j.th = (OH + m - 1) / m, j.tw = (OW + m - 1) / m, j.T = N * j.th * j.tw;
   j.Tp = (j.T + R - 1) / R * R;
   const int P = (m + 2) * (m + 2);
+  j.vps = EMBER_WINO_STRIDE((long)j.Tp * C), j.mps = EMBER_WINO_STRIDE((long)j.Tp * j.Op);
   j.v = (float*)scratch;
-  j.mm = j.v + (long)P * j.Tp * C;
+  j.mm = j.v + (long)P * j.vps;
   const int threads = EmberBackendGetNumThreads(), par = threads > 1;
   const long tasks = (long)P * (j.Op / (16 * nb));
   /* threads: tiles through all phases per task where re-reading the weight U once per task

@@ -1,0 +1,151 @@
+"""``ember_f32_winograd`` built standalone, its input and its scratch placed against
+inaccessible pages: the kernel must stay inside the scratch that ``scratch_bytes`` plans (V
+and M, a cache line after each transform point's V or M when its size is a multiple of
+4 KiB: ``point_stride``) and read nothing outside the input but what its zero masks skip.
+A read or write outside crashes the test.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+import numpy as np
+import pytest
+from c_source_lib import build_c_library
+
+from ember.codegen.c.f32_winograd import WINOGRAD_C
+from ember.ir.ops.nn_conv_winograd_form import (
+    channel_blocks,
+    padded_channels,
+    transform_weight,
+    winograd_reference,
+)
+from ember.ops.nn_conv_winograd import panel_rows, point_stride, scratch_bytes
+from ember.runtime.cpu_features import host_features
+
+pytestmark = pytest.mark.cc
+
+#: the runtime the kernel calls (its parallel loops in chunks, the last first) and an entry
+#: point that copies the input to the start or the end of a mapping between two
+#: inaccessible pages and puts the scratch at the end of another
+_HARNESS_HEAD = r"""#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+static int wb_threads = 1;
+int32_t EmberBackendGetNumThreads(void) { return wb_threads; }
+typedef int32_t (*wb_range)(int64_t begin, int64_t end, void* cdata);
+int32_t EmberBackendParallelFor(wb_range f, void* cdata, int64_t extent, int64_t grain,
+                                int32_t nt) {
+  (void)nt;
+  if (grain < 1) grain = 1;
+  for (int64_t b = (extent - 1) / grain * grain; b >= 0; b -= grain)
+    if (f(b, b + grain < extent ? b + grain : extent, cdata) != 0) return -1;
+  return 0;
+}
+"""
+
+_HARNESS_TAIL = r"""
+static char* wb_guarded(size_t n, int at_end, char** base, size_t* total) {
+  size_t page = (size_t)sysconf(_SC_PAGESIZE), body = (n + page - 1) / page * page;
+  *total = body + 2 * page;
+  *base = (char*)mmap(NULL, *total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (*base == MAP_FAILED) return NULL;
+  if (mprotect(*base + page, body, PROT_READ | PROT_WRITE) != 0) return NULL;
+  return at_end ? *base + page + body - n : *base + page;
+}
+
+int32_t wb_run(const float* x, int64_t x_bytes, const float* u, float* y, int64_t s_bytes,
+               const float* bias, const float* res, const int32_t* g, int32_t threads,
+               int32_t at_end) {
+  char *bx, *bs;
+  size_t tx, ts;
+  float* gx = (float*)wb_guarded((size_t)x_bytes, at_end, &bx, &tx);
+  char* gs = wb_guarded((size_t)s_bytes, 1, &bs, &ts);
+  if (gx == NULL || gs == NULL) return -2;
+  memcpy(gx, x, (size_t)x_bytes);
+  memset(gs, 0xAA, (size_t)s_bytes);
+  wb_threads = threads;
+  int32_t rc = ember_f32_winograd(gx, u, y, gs, g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7],
+                                  g[8], g[9], g[10], g[11], bias, res, g[12]);
+  munmap(bx, tx);
+  munmap(bs, ts);
+  return rc;
+}
+"""
+
+_AVX512 = {"avx512f", "avx512bw", "avx512vl"}
+#: -march per path, and the host features it needs to run
+BUILDS = {"x86-64-v2": set(), "skylake-avx512": _AVX512}
+
+#: bias, residual add, ReLU (EMBER_WINO_BIAS | EMBER_WINO_RES << 4 | EMBER_WINO_RELU << 8)
+EPI = 1 | 2 << 4 | 3 << 8
+
+
+@pytest.fixture(scope="module")
+def libs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ctypes.CDLL]:
+    """The kernel with the harness, one library per build the host can run."""
+    have = host_features()
+    out = {}
+    for march, needs in BUILDS.items():
+        if needs <= have:
+            source = _HARNESS_HEAD + WINOGRAD_C + _HARNESS_TAIL
+            lib = build_c_library(Path(tmp_path_factory.mktemp(march)), source, march)
+            vp, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32
+            lib.wb_run.argtypes = [vp, i64, vp, vp, i64, vp, vp, vp, i32, i32]
+            out[march] = lib
+    return out
+
+
+def _ptr(a: np.ndarray) -> ctypes.c_void_p:
+    return ctypes.c_void_p(a.ctypes.data)
+
+
+@pytest.mark.parametrize(
+    "h,w,c,o,m",
+    [
+        (32, 32, 16, 16, 4),  # resnet8's layers: 64 x 16 floats, a line after each point
+        (16, 16, 32, 32, 4),
+        (8, 8, 64, 64, 4),
+        (7, 9, 16, 24, 4),  # odd sizes: cut edge tiles, a last block of 8 channels
+        (5, 6, 32, 16, 2),
+    ],
+)
+def test_reads_only_its_input_and_scratch(libs, h: int, w: int, c: int, o: int, m: int) -> None:
+    """Every build, 1 and 2 threads, the input against the page before it or after it: the
+    float64 transforms' result within rounding, the same bits in every run."""
+    rng = np.random.default_rng(3)
+    x = np.maximum(rng.standard_normal((1, h, w, c)), 0).astype(np.float32)
+    wt = (rng.standard_normal((o, c, 3, 3)) * np.sqrt(2 / (9 * c))).astype(np.float32)
+    bias = rng.standard_normal(o).astype(np.float32)
+    res = rng.standard_normal((1, h, w, o)).astype(np.float32)
+    u = transform_weight(wt, m)
+    tiles = -(-h // m) * -(-w // m)
+    nb = channel_blocks(padded_channels(o))
+    g = np.array([1, h, w, c, o, h, w, 1, 1, m, nb, panel_rows(tiles), EPI], np.int32)
+    nbytes = scratch_bytes(1, c, o, h, w, m)
+    conv = winograd_reference(x, u, m, (1, 1, 1, 1), (h, w))[..., :o].astype(np.float64)
+    want = np.maximum(conv + bias + res, 0)
+    seen = []
+    for march, lib in libs.items():
+        for threads in (1, 2):
+            for at_end in (0, 1):
+                y = np.full((1, h, w, o), np.nan, np.float32)
+                args = [_ptr(x), x.nbytes, _ptr(u), _ptr(y), nbytes, _ptr(bias), _ptr(res)]
+                rc = lib.wb_run(*args, _ptr(g), threads, at_end)
+                assert rc == 0, (march, threads, at_end)
+                np.testing.assert_allclose(y, want, rtol=0, atol=1e-4 * np.abs(want).max())
+                seen.append(y)
+    for y in seen[1:]:
+        np.testing.assert_array_equal(y, seen[0])
+
+
+def test_a_line_after_points_a_multiple_of_4_kib_apart() -> None:
+    """resnet8's 32x32x16 layer (64 tiles x 16 channels: 4 KiB) gets a cache line after each
+    point's V and M; dbnet's 80x80 96->24 (400 x 96 and 400 x 32 floats) and resnet8's
+    16x16x32 (2 KiB) keep their strides."""
+    assert point_stride(64 * 16) == 64 * 16 + 16
+    assert point_stride(400 * 96) == 400 * 96
+    assert point_stride(400 * 32) == 400 * 32
+    assert point_stride(16 * 32) == 16 * 32
+    assert scratch_bytes(1, 16, 16, 32, 32, 4) == 4 * 36 * 2 * (64 * 16 + 16) + 64
