@@ -9,6 +9,7 @@ shared libraries produced by ember resolve ``EmberBackend*`` symbols at dlopen t
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import sys
 import threading
 from pathlib import Path
@@ -37,6 +38,18 @@ INCLUDED_SOURCES = (
     "string_kernels.h",
     "f32_tiles.h",
 )
+
+
+#: artifact metadata naming the runtime kernels a native object calls (see tiles_digest)
+TILES_KEY = "runtime_tiles"
+
+
+def tiles_digest() -> str:
+    """A short hash of ``src/f32_tiles.h``: the contract of the tile kernels the runtime
+    exports for llvm builds. An object calling them records it (``TILES_KEY``); loading one
+    recorded against other kernels is refused, since a kernel whose arguments or scratch
+    layout changed would write past the memory the old object planned for it."""
+    return hashlib.sha256((_HERE / "src" / "f32_tiles.h").read_bytes()).hexdigest()[:16]
 
 
 def include_dir() -> Path:

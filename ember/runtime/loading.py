@@ -47,7 +47,13 @@ from ember.runtime.device import CPU, Device
 from ember.runtime.device import device as to_device
 from ember.runtime.hooks import LOAD_ARTIFACTS, register_hook
 from ember.runtime.library_module import MODULE_CTX_SYMBOL, LibraryModule
-from ember.runtime.libruntime import header_path, include_dir, library_suffix
+from ember.runtime.libruntime import (
+    TILES_KEY,
+    header_path,
+    include_dir,
+    library_suffix,
+    tiles_digest,
+)
 from ember.runtime.module import Module, PythonModule
 from ember.runtime.registry import get_global_func, list_global_funcs
 from ember.support.hashing import hash_bytes, hash_strings
@@ -94,7 +100,9 @@ def loader_func_name(loader: str) -> str:
 
 # -- step 1: partition (ArtifactSet.by_loader) and check loaders -------------------------
 def check_loaders(groups: dict[str, list[AnyArtifact]]) -> None:
-    """Raise one ModuleLoadError naming every needed loader that is not registered."""
+    """Raise one ModuleLoadError naming every needed loader that is not registered (and an
+    ArtifactError for a native object built against other runtime kernels)."""
+    check_runtime_kernels(groups.get(NATIVE_LOADER, []))
     missing = []
     for loader, arts in groups.items():
         if loader in (NATIVE_LOADER, IN_MEMORY_LOADER):
@@ -109,6 +117,19 @@ def check_loaders(groups: dict[str, list[AnyArtifact]]) -> None:
             f"{'; '.join(missing)}. Registered loaders: {', '.join(known) or 'none'}. "
             "Import the package that provides them or register them with register_func."
         )
+
+
+def check_runtime_kernels(natives: Sequence[AnyArtifact]) -> None:
+    """Refuse a native artifact that calls the runtime's tile kernels as another version of
+    ember defined them (metadata ``runtime_tiles``, see ``libruntime.tiles_digest``)."""
+    for art in natives:
+        recorded = art.metadata.get(TILES_KEY)
+        if recorded is not None and recorded != tiles_digest():
+            raise ArtifactError(
+                f"artifact {art.codegen_id}/{art.file_name} calls the runtime's tile kernels "
+                f"as another version of ember built them ({TILES_KEY} {str(recorded)[:32]!r}, "
+                f"this runtime {tiles_digest()!r}); rebuild the model with this ember"
+            )
 
 
 # -- step 2: link native artifacts -------------------------------------------------------

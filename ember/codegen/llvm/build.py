@@ -35,11 +35,13 @@ from ember.codegen.llvm.machine import MachineSpec, pointer_bits
 from ember.codegen.llvm.parallel import CompilePool, compile_groups, usable_cores
 from ember.codegen.llvm.remainder_split import split_remainder_loops
 from ember.codegen.llvm.select_split import split_select_loops
+from ember.codegen.llvm.tiles import AVX512_ONLY_NAMES, TILE_KERNEL_NAMES
 from ember.codegen.llvm.vector_split import split_vector_loops
 from ember.codegen.llvm.worker import MachineTuple
 from ember.codegen.llvm.wrapper import packed_wrapper
 from ember.errors import CompileError
 from ember.runtime.artifact import Artifact
+from ember.runtime.libruntime import TILES_KEY, tiles_digest
 from ember.target import Target
 from ember.target.cpu import X86_AVX512
 from ember.tir.buffer import Buffer
@@ -299,6 +301,8 @@ def build_llvm(funcs: Sequence[PrimFunc], target: Target) -> list[Artifact]:
         listed = ",".join(symbol_name(f) for f in group)
         if len(listed) <= 4000:
             meta["functions"] = listed
+        if any(name.encode() in content for name in (*TILE_KERNEL_NAMES, *AVX512_ONLY_NAMES)):
+            meta[TILES_KEY] = tiles_digest()  # calls the runtime's copy: refused by another
         out.append(Artifact(CODEGEN_ID, "native", f"lib{k}.o", content, meta))
     return out
 

@@ -6,6 +6,9 @@ one and two threads)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 from llvm_build import E2E_KINDS
@@ -13,9 +16,10 @@ from llvm_build import E2E_KINDS
 from ember.codegen.llvm.jit import RUNTIME_SYMBOLS
 from ember.codegen.llvm.tiles import AVX512_ONLY_NAMES, header_text, tile_symbol
 from ember.driver import build
+from ember.errors import ArtifactError
 from ember.ir import Function, IRModule, TensorType, Var, call, const
 from ember.ops.nn_conv_winograd import WINOGRAD_CONFIG, winograd_target
-from ember.runtime import libruntime, num_threads
+from ember.runtime import libruntime, load_artifacts, num_threads
 from ember.target import Target
 from ember.testing.runners import run_artifacts
 from ember.transform import PassContext
@@ -126,3 +130,25 @@ def test_llvm_builds_are_deterministic() -> None:
     cfg = PassContext(config={WINOGRAD_CONFIG: 4})
     a, b = build(mod, "llvm", pass_context=cfg), build(mod, "llvm", pass_context=cfg)
     assert a.content_hash() == b.content_hash()
+
+
+@needs_avx512
+def test_objects_calling_other_runtime_kernels_are_refused(tmp_path: Path) -> None:
+    """Regression: an llvm object calls the runtime's Winograd copy, whose arguments and
+    scratch layout change between versions (the fused epilogue, the point stride); a saved
+    set built by another ember wrote past its scratch. Such objects record the kernels'
+    digest and loading one recorded against other kernels is refused."""
+    mod, _ = _module(16, 16, 32, 32, (1, 1, 1, 1), False)
+    arts = build(mod, "llvm")
+    objects = [a for a in arts.artifacts if a.loader == "native"]
+    assert [a.metadata.get(libruntime.TILES_KEY) for a in objects] == [
+        libruntime.tiles_digest()
+    ] * len(objects)
+    root = arts.save(tmp_path / "set")
+    manifest = json.loads((root / "manifest.json").read_text())
+    for entry in manifest["artifacts"]:
+        if libruntime.TILES_KEY in entry["metadata"]:
+            entry["metadata"][libruntime.TILES_KEY] = "0123456789abcdef"
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ArtifactError, match="rebuild the model with this ember"):
+        load_artifacts(root)
