@@ -348,7 +348,8 @@ LAYERS: dict[str, frozenset[str]] = {
 
 #: Imports of a layer narrower than the layer: codegen needs Artifact data and register_func,
 #: the inspector registry for its views, and (llvmjit) what an in-memory artifact needs to
-#: load itself into a module: the C API, Module and PackedFunc.
+#: load itself into a module: the C API, Module and PackedFunc; llvm objects record the
+#: digest of the runtime's tile kernels they call (libruntime.tiles_digest).
 NARROW = {
     ("codegen", "runtime"): (
         "ember.runtime.artifact",
@@ -358,6 +359,7 @@ NARROW = {
         "ember.runtime.c_api",
         "ember.runtime.module",
         "ember.runtime.packed_func",
+        "ember.runtime.libruntime",
     )
 }
 
