@@ -41,10 +41,11 @@ def column_lanes(target: Target | None, width: int) -> int:
 #: packed (128, 256, 16) weight (nn_rnn.blocked_matmul), 2 MiB read once per run; the
 #: kernel fetches the next block's weights ahead while it computes one. One thread, thread
 #: CPU time, A/B interleaved in one process, 300-500 rounds, load 3-6: crnn 2.368 -> 2.195
-#: ms median (0.927x; two more runs 0.916x, 0.910x), the projections 0.432 -> 0.313 ms (2 calls, 42% -> 59% of the FMA
-#: limit), the streamed linear layers (16 x 24 x 16) 0.107 -> 0.081 ms; with the loop-IR
-#: tile over all 24 rows instead (90% of the FMA limit with hot weights, the kernel's
-#: 76%) crnn ran at 1.11x the kernel's time: the weights are cold in a model.
+#: ms median (0.927x; two more runs 0.916x, 0.910x), the projections 0.432 -> 0.313 ms (2
+#: calls, 42% -> 59% of the FMA limit), the streamed linear layers (16 x 24 x 16) 0.107 ->
+#: 0.081 ms; with the loop-IR tile over all 24 rows instead (90% of the FMA limit with hot
+#: weights, the kernel's 76%) crnn ran at 1.11x the kernel's time: the weights are cold in
+#: a model.
 MATMUL_BLOCK_KERNEL = True
 
 #: the most rows of a matmul whose tiles of 16 columns are one kernel call over every row
@@ -58,14 +59,15 @@ MATMUL_KERNEL_ROWS = WHOLE_IMAGE_POSITIONS
 #: interleaved, load 5): its call and its accumulators' round trip are not covered.
 MATMUL_KERNEL_REDUCTION = MIN_KERNEL_REDUCTION
 
-#: the smallest larger operand (bytes, every batch: the weight) for which an AVX-512 matmul
-#: tile calls the kernel: with the weights hot in L1/L2 the loop-IR tiles win (one thread, thread CPU time, A/B
-#: interleaved in one process, 400 rounds, load 4-5, the product alone run again and again,
-#: kernel / loop-IR tiles: 24 x 256 @ (128, 256, 16) 1.09, 24 x 512 @ (16, 512, 16) 1.09,
-#: 48 x 256 @ (32, 256, 16) 1.09, 64 x 512 @ (8, 512, 16) 1.05), and in a model a weight
-#: of half of Zen 5's 1 MiB L2 or more comes from L3 (crnn's 512 KiB linear layers and
-#: 2 MiB projections gain, see MATMUL_BLOCK_KERNEL; BERT's 256 KiB FFN down projection
-#: 64 x 512 @ (8, 512, 16) ran the model at 1.012x through the kernel).
+#: the smallest larger operand (bytes, every batch: the weight) for which an AVX-512
+#: matmul tile calls the kernel: with the weights hot in L1/L2 the loop-IR tiles win (one
+#: thread, thread CPU time, A/B interleaved in one process, 400 rounds, load 4-5, the
+#: product alone run again and again, kernel / loop-IR tiles: 24 x 256 @ (128, 256, 16)
+#: 1.09, 24 x 512 @ (16, 512, 16) 1.09, 48 x 256 @ (32, 256, 16) 1.09, 64 x 512 @ (8, 512,
+#: 16) 1.05), and in a model a weight of half of Zen 5's 1 MiB L2 or more comes from L3
+#: (crnn's 512 KiB linear layers and 2 MiB projections gain, see MATMUL_BLOCK_KERNEL;
+#: BERT's 256 KiB FFN down projection 64 x 512 @ (8, 512, 16) ran the model at 1.012x
+#: through the kernel).
 MATMUL_KERNEL_MIN_BYTES = 512 << 10
 
 
