@@ -49,6 +49,7 @@ NOT_FAMILIES = {
         ],
         "nn_conv_f32",  # the AVX2 conv micro-kernel's tiles (nn.conv_packed's schedule)
         "nn_conv_rewrite",  # conv tile reduction nests rewritten into micro-kernel calls
+        "nn_matmul_tiles",  # small-M nn.matmul tiles on AVX-512 (schedule_matmul's helpers)
         "nn_conv_pair",  # tiles of two blocks of 16 channels (ember_f32_conv_tile2)
         "nn_conv_narrow",  # tiles of the 8- and 24-channel AVX2 conv micro-kernels
         "nn_conv_narrow_layout",  # blocks of 8 output channels regrouped by 24 for them

@@ -27,6 +27,7 @@ from ember.ops.nn_conv_narrow import (
     narrow_kernel_tile,
 )
 from ember.ops.nn_conv_rewrite import tile_kernel_rewrite
+from ember.ops.nn_matmul_tiles import block_rows, column_lanes, operand_bytes
 from ember.ops.nn_schedule import (
     MIN_PARALLEL_WORK,
     MIN_VECTOR_EXTENT,
@@ -392,12 +393,16 @@ def schedule_matmul(ctx: ScheduleContext) -> None:
     materialize_tagged(sch, outputs)
     axes = list(op.axis)
     tile = register_tiles(ctx.target).matmul
+    height, width, depth = _extent(axes[-2]), _extent(axes[-1]), _size(acc_op.reduce_axis)
+    block = False
     if few_rows:  # column blocks of every row (GEMV_COLS)
-        mb = _extent(axes[-2])
-        nb = _lane_tile(_extent(axes[-1]), GEMV_COLS, lanes=16)
+        mb = height
+        nb = _lane_tile(width, GEMV_COLS, lanes=16)
+    elif block := block_rows(ctx.target, height, width, depth, operand_bytes(acc_op)):
+        mb, nb = height, BLOCK  # every row: the kernel splits them in register tiles
     else:
-        mb = _tile_cols(_extent(axes[-2]), tile[0])
-        nb = _lane_tile(_extent(axes[-1]), tile[1])
+        mb = _tile_cols(height, tile[0])
+        nb = _lane_tile(width, tile[1], lanes=column_lanes(ctx.target, width))
     io, ii = main.split(axes[-2], factor=mb)
     jo, ji = main.split(axes[-1], factor=nb)
     main.reorder(*axes[:-2], jo, io, ii, ji)
@@ -415,12 +420,15 @@ def schedule_matmul(ctx: ScheduleContext) -> None:
     for stage in reds:
         if stage is not acc:
             schedule_root_reduction(stage)
-    matmul_tiles_call_kernel(ctx, nb)
+    matmul_tiles_call_kernel(ctx, nb, block)
 
 
-def matmul_tiles_call_kernel(ctx: ScheduleContext, nb: int) -> None:
+def matmul_tiles_call_kernel(ctx: ScheduleContext, nb: int, block: bool = False) -> None:
     """On the micro-kernel's targets, matmul tiles of 16 columns call ember_f32_conv_tile
-    (gcc folds the rhs loads into every FMA; crnn's 64 x (24x256 @ 256x32))."""
-    kernel = nb == BLOCK and use_tile_kernel(ctx.target, ctx.group_outputs[0].dtype)
+    (gcc folds the rhs loads into every FMA; crnn's 64 x (24x256 @ 256x32)): AVX2 C
+    targets, and AVX-512 ones for the tiles block_rows chose (``block``)."""
+    if nb != BLOCK or ctx.group_outputs[0].dtype != "float32":
+        return
+    kernel = use_tile_kernel(ctx.target, "float32") or block
     if kernel and not loop_tiles_win(ctx.target):  # llvm keeps the rhs in registers itself
         ctx.post_lower.append(tile_kernel_rewrite)
