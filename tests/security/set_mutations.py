@@ -7,7 +7,8 @@ The mutations are structured, not random bytes: every JSON value of ``graph.json
 float, text; a list shortened, extended, emptied, reversed; an object missing a key or
 with an extra one; a name or dtype replaced by another of the file), plus the header
 fields of ``params.bin`` (counts, lengths, ndim, dtype code/bits/lanes, dimensions, byte
-sizes). The C sources are never mutated (they are compiled at load: another question).
+sizes), and the fields of ``manifest.json`` itself (loaders, names, cflags). The C sources
+are never mutated (they are compiled at load: another question).
 
 :func:`mutations` lists them deterministically; :func:`write_mutated` writes one as a set
 directory whose unchanged files are hard links to the original's.
@@ -290,7 +291,7 @@ def params_mutations(file: str, blob: bytes) -> list[Mutation]:
 def mutations(root: Path) -> list[Mutation]:
     """Every mutation of the saved set at ``root``, in a fixed order."""
     manifest = json.loads((root / MANIFEST).read_bytes())
-    out: list[Mutation] = []
+    out: list[Mutation] = json_mutations(MANIFEST, (root / MANIFEST).read_bytes())
     for entry in manifest["artifacts"]:
         rel = f"{entry['codegen_id']}/{entry['file_name']}"
         data = (root / rel).read_bytes()
@@ -365,12 +366,15 @@ def write_mutated(root: Path, mutation: Mutation, target: Path) -> Path:
         dest = target / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
         edits = {mutation.file: mutation.make, **dict(mutation.also)}
-        if rel in edits:
+        if rel in edits and mutation.file != MANIFEST:
             data = edits[rel]()
             dest.write_bytes(data)
             entry["size"] = len(data)
             entry["sha256"] = hashlib.sha256(data).hexdigest()
         else:
             os.link(root / rel, dest)
-    (target / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    if mutation.file == MANIFEST:  # the manifest's own fields (loader, names, cflags...)
+        (target / MANIFEST).write_bytes(mutation.make())
+    else:
+        (target / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return target
