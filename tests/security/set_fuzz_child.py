@@ -2,7 +2,8 @@
 
 Each line is the path of a saved artifact set. The child loads it (``load_artifacts``, as
 ``ember run`` does), makes the model's executor (graph or AOT), sets every input to zeros,
-runs it once and reads every output. Its address space is capped (``EMBER_FUZZ_AS_BYTES``,
+runs it once and reads every output (an AOT build also profiles once: its kernels run
+over its graph.json). Its address space is capped (``EMBER_FUZZ_AS_BYTES``,
 RLIMIT_AS) so that an unbounded allocation fails instead of taking the machine, and every
 array ember allocates ends at an inaccessible page (``EMBER_FUZZ_GUARD``, on by default)
 so that a write past a buffer faults instead of passing silently.
@@ -78,6 +79,8 @@ def handle(path: str) -> None:
     ex.run()
     for i in range(ex.get_num_outputs()):
         ex.get_output(i).numpy()
+    if isinstance(module, AotExecutorModule):  # runs the kernels over the AOT's graph.json
+        ex.profile(repeat=1)
 
 
 def main() -> int:

@@ -7,7 +7,8 @@ The mutations are structured, not random bytes: every JSON value of ``graph.json
 float, text; a list shortened, extended, emptied, reversed; an object missing a key or
 with an extra one; a name or dtype replaced by another of the file), plus the header
 fields of ``params.bin`` (counts, lengths, ndim, dtype code/bits/lanes, dimensions, byte
-sizes), and the fields of ``manifest.json`` itself (loaders, names, cflags). The C sources
+sizes) and each array's data (all 0x00, 0x7f, 0x80, 0xff, noise: packed weights are
+data), and the fields of ``manifest.json`` itself (loaders, names, cflags). The C sources
 are never mutated (they are compiled at load: another question).
 
 :func:`mutations` lists them deterministically; :func:`write_mutated` writes one as a set
@@ -19,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -242,14 +244,33 @@ def _params_fields(blob: bytes) -> list[tuple[str, int, str]]:
         pos += 8 * ndim
         (nbytes,) = struct.unpack_from("<q", blob, pos)
         fields.append((f"array {i} byte size", pos, "<q"))
+        fields.append((f"array {i} data", pos + 8, f"{nbytes}s"))
         pos += 8 + nbytes
     return fields
+
+
+def _data_mutations(file: str, blob: bytes, label: str, offset: int, size: int) -> list[Mutation]:
+    """An array's data bytes all 0x00, 0x7f, 0x80, 0xff, or seeded noise."""
+    out = []
+    noise = random.Random(offset).randbytes(size)
+    for name, data in [(f"{b:#04x}", bytes([b]) * size) for b in (0, 0x7F, 0x80, 0xFF)] + [
+        ("noise", noise)
+    ]:
+
+        def make(data: bytes = data) -> bytes:
+            return blob[:offset] + data + blob[offset + size :]
+
+        out.append(Mutation(file, f"{label} -> {name}", make))
+    return out
 
 
 def params_mutations(file: str, blob: bytes) -> list[Mutation]:
     """Every header-field mutation of the ``.params`` blob of ``file``."""
     out = []
     for label, offset, fmt in _params_fields(blob):
+        if fmt.endswith("s"):  # an array's data: values a kernel may trust (packed weights)
+            out += _data_mutations(file, blob, label, offset, struct.calcsize(fmt))
+            continue
         (value,) = struct.unpack_from(fmt, blob, offset)
         size = struct.calcsize(fmt)
         top = (1 << (8 * size)) - 1
