@@ -228,12 +228,22 @@ class ModelMetadata:
             return tuple(ParameterInfo.from_json(p, f"{key}[{i}]") for i, p in enumerate(items))
 
         funcs = _get(obj, "functions", list, "top level")
+        inputs, outputs, params = infos("inputs"), infos("outputs"), infos("params")
+        for what, group in (("inputs and params", inputs + params), ("outputs", outputs)):
+            names = [p.name for p in group]
+            if len(set(names)) != len(names):
+                repeated = sorted({n for n in names if names.count(n) > 1})
+                raise _fail(
+                    what,
+                    f"names must be unique; repeated: {repeated[:8]}. The file is corrupt: "
+                    "rebuild the model",
+                )
         return ModelMetadata(
             mod_name=_get(obj, "mod_name", str, "top level"),
             executor=executor,
-            inputs=infos("inputs"),
-            outputs=infos("outputs"),
-            params=infos("params"),
+            inputs=inputs,
+            outputs=outputs,
+            params=params,
             functions=tuple(
                 FunctionInfo.from_json(f, f"functions[{i}]") for i, f in enumerate(funcs)
             ),

@@ -120,3 +120,15 @@ def test_refuses_a_shape_over_the_tensor_bound() -> None:
     obj["inputs"][0]["tir_name"] = 3
     with pytest.raises(SerializationError, match="tir_name"):
         ModelMetadata.from_json(json.dumps(obj))
+
+
+def test_refuses_repeated_names() -> None:
+    # an AOT executor keyed its arrays by name: a repeated input left one never set
+    obj = good()
+    obj["params"] = [dict(obj["inputs"][0])]
+    with pytest.raises(SerializationError, match=r"inputs and params: names must be unique.*'x'"):
+        ModelMetadata.from_json(json.dumps(obj))
+    obj = good()
+    obj["outputs"] = obj["outputs"] * 2
+    with pytest.raises(SerializationError, match="outputs: names must be unique"):
+        ModelMetadata.from_json(json.dumps(obj))
