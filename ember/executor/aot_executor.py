@@ -137,6 +137,12 @@ class AotExecutorModule(Module):
         self.device = device
         md = top.metadata
         self.metadata = md
+        if not md.functions:
+            raise ModuleLoadError(
+                "metadata.json of this AOT build lists no functions; the first one names the "
+                "run function and its workspace size. The file is corrupt: rebuild the model "
+                "with executor='aot'"
+            )
         self.run_info = md.functions[0]
         try:
             self._run_fn: PackedFunc = find_kernel(top.host, self.run_info.function_name)

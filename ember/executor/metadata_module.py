@@ -34,6 +34,7 @@ import numpy as np
 
 from ember.errors import ExecutorError, ModuleLoadError, RegistryError, SerializationError
 from ember.executor.graph_runtime import GraphExecutorModule
+from ember.formats.dtypes import dtype_name
 from ember.formats.graph_json import GraphJSON, load_graph_json
 from ember.formats.metadata import ModelMetadata, ParameterInfo, graph_metadata
 from ember.formats.params import load_params, save_params
@@ -174,6 +175,15 @@ def _check_consistent(
     missing = sorted(p.name for p in md.params if p.name not in params)
     if missing:
         raise ModuleLoadError(f"params.bin lacks the parameter(s) {missing} metadata.json lists")
+    for info in md.params:
+        value = np.asarray(params[info.name])
+        shape, dtype = tuple(value.shape), _dtype_name(value.dtype)
+        if shape != info.shape or dtype != info.dtype:
+            raise ModuleLoadError(
+                f"parameter {info.name!r}: metadata.json says {info.shape} {info.dtype}, "
+                f"params.bin holds {shape} {dtype}; the files do not describe the same model "
+                "(rebuild it)"
+            )
     if graph is None:
         return
     args = {graph.nodes[n].name: graph.node_row_ptr[n] for n in graph.arg_nodes}
@@ -194,6 +204,13 @@ def _check_consistent(
         raise ModuleLoadError(
             f"metadata.json lists {len(md.outputs)} outputs, graph.json has {len(graph.heads)}"
         )
+
+
+def _dtype_name(dtype: np.dtype) -> str:
+    try:
+        return dtype_name(dtype)
+    except SerializationError:
+        return str(dtype)
 
 
 def load_metadata_module(

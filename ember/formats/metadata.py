@@ -21,6 +21,7 @@ a file of a newer ``version`` is refused with a message saying which version is 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +30,7 @@ import numpy as np
 
 from ember.errors import SerializationError
 from ember.formats.dtypes import check_dtype, dtype_name, numpy_dtype
-from ember.formats.graph_json import GraphJSON
+from ember.formats.graph_json import MAX_TENSOR_BYTES, GraphJSON
 from ember.formats.graph_memory import plan_graph_memory
 
 METADATA_FORMAT_VERSION = 1
@@ -38,6 +39,8 @@ INTERFACE_APIS = ("c", "packed")
 MAX_METADATA_BYTES = 64 << 20
 MAX_ITEMS = 1 << 20
 STORAGE_ALIGNMENT = 64
+#: the largest DLPack device type a parameter may name (graph JSON's device_index bound)
+MAX_DEVICE_TYPE = 1 << 16
 
 
 def _fail(where: str, what: str) -> SerializationError:
@@ -97,11 +100,28 @@ class ParameterInfo:
         if any(d < 0 for d in shape):
             raise _fail(f"{where}.shape", f"negative dimension in {shape}")
         dtype = check_dtype(_get(obj, "dtype", str, where), f"metadata JSON {where}.dtype")
+        nbytes = math.prod(shape) * numpy_dtype(dtype).itemsize  # Python ints: no overflow
+        if nbytes > MAX_TENSOR_BYTES:
+            raise _fail(
+                f"{where}.shape",
+                f"{shape} of {dtype} needs {nbytes} bytes; the bound is {MAX_TENSOR_BYTES} "
+                "(1 TiB); the file is corrupt: rebuild the model",
+            )
         tir_name = obj.get("tir_name", name)
         device_type = obj.get("device_type", 1)
-        if not isinstance(tir_name, str) or isinstance(device_type, bool):
-            raise _fail(where, "tir_name must be a string and device_type an integer")
-        return ParameterInfo(name, tuple(shape), dtype, tir_name, int(device_type))
+        if not isinstance(tir_name, str):
+            raise _fail(f"{where}.tir_name", f"expected a string, got {tir_name!r}")
+        if (
+            isinstance(device_type, bool)
+            or not isinstance(device_type, int)
+            or not 0 <= device_type <= MAX_DEVICE_TYPE
+        ):
+            raise _fail(
+                f"{where}.device_type",
+                f"expected an integer in [0, {MAX_DEVICE_TYPE}] (1 is the CPU), got "
+                f"{device_type!r}; the file is corrupt: rebuild the model",
+            )
+        return ParameterInfo(name, tuple(shape), dtype, tir_name, device_type)
 
 
 @dataclass(frozen=True)
@@ -209,12 +229,22 @@ class ModelMetadata:
             return tuple(ParameterInfo.from_json(p, f"{key}[{i}]") for i, p in enumerate(items))
 
         funcs = _get(obj, "functions", list, "top level")
+        inputs, outputs, params = infos("inputs"), infos("outputs"), infos("params")
+        for what, group in (("inputs and params", inputs + params), ("outputs", outputs)):
+            names = [p.name for p in group]
+            if len(set(names)) != len(names):
+                repeated = sorted({n for n in names if names.count(n) > 1})
+                raise _fail(
+                    what,
+                    f"names must be unique; repeated: {repeated[:8]}. The file is corrupt: "
+                    "rebuild the model",
+                )
         return ModelMetadata(
             mod_name=_get(obj, "mod_name", str, "top level"),
             executor=executor,
-            inputs=infos("inputs"),
-            outputs=infos("outputs"),
-            params=infos("params"),
+            inputs=inputs,
+            outputs=outputs,
+            params=params,
             functions=tuple(
                 FunctionInfo.from_json(f, f"functions[{i}]") for i, f in enumerate(funcs)
             ),

@@ -49,6 +49,8 @@ MetadataValue = str | int | float | bool
 
 MAX_NAME_CHARS = 255
 MAX_FILE_NAME_CHARS = 1024
+#: the longest component of a file name: what a Linux file system takes (NAME_MAX)
+MAX_FILE_PART_CHARS = 255
 MAX_METADATA_ENTRIES = 64
 MAX_METADATA_STR_CHARS = 4096
 
@@ -70,7 +72,7 @@ def check_file_name(value: object) -> str:
     """Return ``value`` if it is a safe relative file name, else raise ArtifactError.
 
     Safe means: forward slashes only, no absolute path, no empty, '.' or '..' component,
-    and characters from letters, digits and ``_.+-``.
+    characters from letters, digits and ``_.+-``, components of at most 255 characters.
     """
     if not isinstance(value, str) or not value or len(value) > MAX_FILE_NAME_CHARS:
         raise ArtifactError(f"invalid artifact file name {value!r}: must be a non-empty string")
@@ -83,6 +85,11 @@ def check_file_name(value: object) -> str:
         if part in ("", ".", "..") or not _FILE_PART.match(part):
             raise ArtifactError(
                 f"invalid artifact file name {value!r}: bad component {part!r}; {hint}"
+            )
+        if len(part) > MAX_FILE_PART_CHARS:
+            raise ArtifactError(
+                f"invalid artifact file name {value[:64]!r}...: a component has {len(part)} "
+                f"characters, at most {MAX_FILE_PART_CHARS} fit a file system; {hint}"
             )
     return value
 

@@ -118,6 +118,21 @@ def test_refusals() -> None:
         load_metadata_module(replace(arts, "params.bin", save_params({})), host)
 
 
+@pytest.mark.parametrize(
+    "value", [np.zeros((3, 2), np.float32), np.zeros((2, 3), np.int8), np.array(["a"] * 6)]
+)
+def test_refuses_params_unlike_the_metadata(value: np.ndarray) -> None:
+    # regression: an AOT executor copied a string parameter into its float32 array
+    # (a ValueError from numpy) when metadata.json and graph.json both said float32
+    host = PythonModule({})
+    arts = make_metadata_artifacts(three_node_graph(), {"w": W})
+    bad = replace(arts, "params.bin", save_params({"w": value.reshape(value.shape)}))
+    with pytest.raises(
+        ModuleLoadError, match=r"parameter 'w': metadata.json says \(2, 3\) float32"
+    ):
+        load_metadata_module(bad, host)
+
+
 def test_params_inspector() -> None:
     from ember.tools.inspectors import inspect_artifact
 

@@ -100,3 +100,35 @@ def test_refuses_bad_parameter_and_function() -> None:
         ModelMetadata.from_json("{")
     with pytest.raises(SerializationError, match="missing key"):
         FunctionInfo.from_json({}, "f")
+
+
+@pytest.mark.parametrize("value", [None, [1], "1", 1.5, -1, 1 << 40, True])
+def test_refuses_a_device_type_that_is_not_a_small_integer(value: object) -> None:
+    # regression: None or a list reached int() (a TypeError, not an ember error)
+    obj = good()
+    obj["outputs"][0]["device_type"] = value
+    with pytest.raises(SerializationError, match=r"outputs\[0\]\.device_type"):
+        ModelMetadata.from_json(json.dumps(obj))
+
+
+def test_refuses_a_shape_over_the_tensor_bound() -> None:
+    obj = good()
+    obj["inputs"][0]["shape"] = [1 << 40, 1 << 40]  # its int64 byte count would wrap
+    with pytest.raises(SerializationError, match=r"inputs\[0\]\.shape.*1 TiB"):
+        ModelMetadata.from_json(json.dumps(obj))
+    obj = good()
+    obj["inputs"][0]["tir_name"] = 3
+    with pytest.raises(SerializationError, match="tir_name"):
+        ModelMetadata.from_json(json.dumps(obj))
+
+
+def test_refuses_repeated_names() -> None:
+    # an AOT executor keyed its arrays by name: a repeated input left one never set
+    obj = good()
+    obj["params"] = [dict(obj["inputs"][0])]
+    with pytest.raises(SerializationError, match=r"inputs and params: names must be unique.*'x'"):
+        ModelMetadata.from_json(json.dumps(obj))
+    obj = good()
+    obj["outputs"] = obj["outputs"] * 2
+    with pytest.raises(SerializationError, match="outputs: names must be unique"):
+        ModelMetadata.from_json(json.dumps(obj))

@@ -147,6 +147,16 @@ def test_load_refuses_path_escapes_in_the_manifest(tmp_path: Path) -> None:
         ArtifactSet.load(root)
 
 
+def test_load_refuses_a_file_name_no_file_system_takes(tmp_path: Path) -> None:
+    # regression: a 300-character name reached Path.is_file, an OSError (ENAMETOOLONG)
+    root = sample().save(tmp_path / "out")
+    manifest = json.loads((root / MANIFEST_NAME).read_text())
+    manifest["artifacts"][0]["file_name"] = "x" * 300
+    (root / MANIFEST_NAME).write_text(json.dumps(manifest))
+    with pytest.raises(ArtifactError, match="a component has 300 characters, at most 255"):
+        ArtifactSet.load(root)
+
+
 def test_load_without_manifest(tmp_path: Path) -> None:
     with pytest.raises(ArtifactError, match="manifest.json is missing"):
         ArtifactSet.load(tmp_path)
