@@ -98,6 +98,7 @@ static inline __mmask16 ember_q8_mask16(int count) {
       const uint8_t* s = rows + (long)i * ldr + 4 * k4;                                       \
       for (int f = 0; i < nrow && f < nfix && s[0] != 0; ++f, s += 4) {                       \
         const int k = s[2] | s[3] << 8;                                                       \
+        if (k >= 4 * k4) continue; /* never from ember's packing: the weights are data */     \
         const __m512i b = _mm512_set1_epi32((int32_t)((uint32_t)s[0] << (8 * (k & 3))));      \
         _Pragma("GCC unroll 4") for (int j = 0; j < NP; ++j) c[i][j] = _mm512_dpbusd_epi32(  \
             c[i][j], _mm512_loadu_si512((const void*)(panel + j * pstride + 64 * (k >> 2))), \
@@ -326,6 +327,7 @@ static inline void ember_q8_conv_dots512(const uint8_t* wrows, int ldw, const ui
     const uint8_t* f = wrows + (long)i * ldw + kb;
     for (int t = 0; t < nfix && f[0] != 0; ++t, f += 4) {
       const int k = f[2] | f[3] << 8;
+      if (k >= kb) continue; /* never from ember's packing: the weights are data */
       for (int j = 0; j < ncol; ++j)
         s[nc * i + j] += (int8_t)f[0] * (int32_t)cols[(long)j * kb + k];
     }

@@ -270,6 +270,7 @@ static inline void ember_q8_add_fixes(const uint8_t* wrows, int ldw, const uint8
     const uint8_t* s = wrows + (long)i * ldw + 4 * k4;
     for (int f = 0; f < nfix && s[0] != 0; ++f, s += 4) {
       const int k = s[2] | s[3] << 8;
+      if (k >= 4 * k4) continue; /* never from ember's packing: the weights are data */
       const __m128i sh = _mm_cvtsi32_si128(8 * (k & 3));
       const __m256i v = _mm256_set1_epi32((int8_t)s[0]);
       const uint8_t* p = panel + 64 * (k >> 2);
@@ -312,6 +313,7 @@ static inline void ember_q8_add_fixes_ref(const uint8_t* wrows, int ldw, const u
     const uint8_t* s = wrows + (long)i * ldw + 4 * k4;
     for (int f = 0; f < nfix && s[0] != 0; ++f, s += 4) {
       const int k = s[2] | s[3] << 8;
+      if (k >= 4 * k4) continue; /* never from ember's packing: the weights are data */
       const uint8_t* p = panel + 64 * (k >> 2) + (k & 3);
       for (int j = 0; j < 16; ++j) acc[i][j] += (int8_t)s[0] * p[4 * j];
     }
