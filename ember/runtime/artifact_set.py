@@ -70,6 +70,9 @@ class ArtifactSet:
             index[art.key] = art
         self._artifacts = items
         self._index = index
+        #: the directory :meth:`load` read this set from (None for a set built in this
+        #: process); its native code is then someone's files, compiled only when trusted
+        self.saved_at: Path | None = None
 
     # -- container protocol -------------------------------------------------------------
     def __iter__(self) -> Iterator[AnyArtifact]:
@@ -211,7 +214,9 @@ class ArtifactSet:
                     f"size {entry['size']}; the file was modified or corrupted, re-save the set"
                 )
             arts.append(art)
-        return cls(arts)
+        loaded = cls(arts)
+        loaded.saved_at = root
+        return loaded
 
     # -- loading and export (hooks registered by loading.py, export.py), inspection --
     def export_library(self, path: str | os.PathLike[str]) -> Path:
@@ -219,9 +224,9 @@ class ArtifactSet:
         exported: Path = call_hook(EXPORT_LIBRARY, self, path)
         return exported
 
-    def load_module(self, device: Any = None) -> Module:
+    def load_module(self, device: Any = None, *, trust_native: bool = False) -> Module:
         """Run the code-loading process; see :func:`ember.runtime.loading.load_artifacts`."""
-        loaded: Module = call_hook(LOAD_ARTIFACTS, self, device)
+        loaded: Module = call_hook(LOAD_ARTIFACTS, self, device, trust_native)
         return loaded
 
     def inspect(self) -> str:

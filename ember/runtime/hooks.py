@@ -20,7 +20,7 @@ from ember.support.registry import Registry
 
 #: ``export_library(ArtifactSet | Module, path) -> Path``, registered by export.py.
 EXPORT_LIBRARY = "export_library"
-#: ``load_artifacts(ArtifactSet, device) -> Module``, registered by loading.py.
+#: ``load_artifacts(ArtifactSet, device, trust_native) -> Module``, registered by loading.py.
 LOAD_ARTIFACTS = "load_artifacts"
 #: ``(kind "array"|"empty", source|shape, device, dtype) -> remote array``, by ember.rpc.
 REMOTE_NDARRAY = "remote_ndarray"

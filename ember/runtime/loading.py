@@ -300,11 +300,14 @@ def _checked(result: object, who: str) -> Module:
 def load_artifacts(
     artifact_set: ArtifactSet | Sequence[AnyArtifact] | str | os.PathLike[str],
     device: Device | str | None = None,
+    trust_native: bool = False,
 ) -> Module:
     """Run the code-loading process on ``artifact_set`` and return the top-level Module.
 
     A path names a directory written by ``ArtifactSet.save`` (relative to the working
-    directory, as typed).
+    directory, as typed). A saved set is data until its native artifacts (C sources,
+    objects) are compiled and linked into this process: that runs them, so a set read from
+    disk loads only with ``trust_native=True`` (a set built in this process needs nothing).
     """
     dev = to_device(device) if device is not None else None
     if dev is not None and dev.device_type != CPU:
@@ -315,6 +318,7 @@ def load_artifacts(
         artifact_set = _saved_set(Path(artifact_set))
     if not isinstance(artifact_set, ArtifactSet):
         artifact_set = ArtifactSet(artifact_set)
+    check_trusted(artifact_set, trust_native)
     groups = artifact_set.by_loader()
     check_loaders(groups)
     native = artifact_set.native()
@@ -322,6 +326,21 @@ def load_artifacts(
     top = load_groups(groups, host)
     setattr(top, SOURCE_ATTR, artifact_set)  # so that the module can be exported again
     return top
+
+
+def check_trusted(artifact_set: ArtifactSet, trust_native: bool) -> None:
+    """Refuse to compile and run the native code of a set read from disk unless trusted."""
+    native = artifact_set.native()
+    if artifact_set.saved_at is None or not native or trust_native:
+        return
+    names = ", ".join(f"{a.codegen_id}/{a.file_name}" for a in native[:3])
+    more = f" and {len(native) - 3} more" if len(native) > 3 else ""
+    raise ArtifactError(
+        f"{artifact_set.saved_at} is a saved artifact set with native code ({names}{more}); "
+        "loading compiles it and runs it in this process, so ember does so only when asked: "
+        "pass trust_native=True if you built the set or trust whoever did, or load the "
+        "library exported from it (export_library) instead"
+    )
 
 
 def _saved_set(path: Path) -> ArtifactSet:

@@ -29,7 +29,7 @@ def test_methods_delegate_to_the_registered_hooks(tmp_path) -> None:
         calls.append(("export", source, path))
         return path
 
-    def fake_load(artifact_set, device):
+    def fake_load(artifact_set, device, trust_native=False):
         calls.append(("load", artifact_set, device))
         return PythonModule({})
 

@@ -21,7 +21,7 @@ from test_artifact_samples import (
     sample_set,
 )
 
-from ember.errors import EmberValueError, ModuleLoadError, ToolchainError
+from ember.errors import ArtifactError, EmberValueError, ModuleLoadError, ToolchainError
 from ember.runtime import loading
 from ember.runtime.artifact import Artifact, InMemoryArtifact
 from ember.runtime.artifact_set import ArtifactSet
@@ -296,3 +296,25 @@ def test_loading_imports_no_compiler_layer() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.cc
+def test_a_saved_set_runs_its_native_code_only_when_trusted(
+    test_loaders: Recorder, tmp_path: Path
+) -> None:
+    """Regression: loading a saved set compiled its C as written, so whoever could write the
+    directory (and rehash its manifest) ran code in the loading process. A set read from disk
+    now needs trust_native=True; one built in the process, or without native code, does not."""
+    arts = sample_set("trust")
+    root = arts.save(tmp_path / "set")
+    assert ArtifactSet.load(root).saved_at == root and arts.saved_at is None
+    refused = "saved artifact set with native code \\(c/lib0.c\\).*trust_native=True"
+    with pytest.raises(ArtifactError, match=refused):
+        load_artifacts(root)
+    with pytest.raises(ArtifactError, match=refused):
+        ArtifactSet.load(root).load_module("cpu")
+    assert load_artifacts(root, trust_native=True)["add_one"](1) == 2
+    assert ArtifactSet.load(root).load_module("cpu", trust_native=True)["add_one"](2) == 3
+    assert load_artifacts(arts)["add_one"](3) == 4
+    plain = ArtifactSet([json_artifact()]).save(tmp_path / "plain")
+    assert load_artifacts(plain)["double_it"](2) == 4

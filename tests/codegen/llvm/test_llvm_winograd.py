@@ -151,4 +151,4 @@ def test_objects_calling_other_runtime_kernels_are_refused(tmp_path: Path) -> No
             entry["metadata"][libruntime.TILES_KEY] = "0123456789abcdef"
     (root / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ArtifactError, match="rebuild the model with this ember"):
-        load_artifacts(root)
+        load_artifacts(root, trust_native=True)
