@@ -45,16 +45,20 @@ def child_env(work: Path) -> dict[str, str]:
     return env
 
 
-def _run_child(paths: list[str], env: dict[str, str], cwd: Path) -> tuple[str, int | None]:
+def run_child(
+    child: Path, lines: list[str], env: dict[str, str], cwd: Path, timeout: float
+) -> tuple[str, int | None]:
+    """Feed ``lines`` to a fresh ``child`` script: its stdout and exit code (None: it hung
+    past ``timeout`` seconds). Shared with test_mutation_replay.py."""
     try:
         proc = subprocess.run(
-            [sys.executable, str(CHILD)],
-            input="\n".join(paths) + "\n",
+            [sys.executable, str(child)],
+            input="\n".join(lines) + "\n",
             capture_output=True,
             text=True,
             env=env,
             cwd=cwd,
-            timeout=BATCH_SECONDS,
+            timeout=timeout,
         )
         return proc.stdout, proc.returncode
     except subprocess.TimeoutExpired as exc:
@@ -75,7 +79,7 @@ def replay(cases: Sequence[tuple[Path, Mutation]], work: Path) -> dict[str, str]
         for root, mutation in batch:
             serial += 1
             paths.append(str(write_mutated(root, mutation, sets / f"s{serial}")))
-        out, code = _run_child(paths, env, work / "home")
+        out, code = run_child(CHILD, paths, env, work / "home", BATCH_SECONDS)
         shutil.rmtree(sets)
         done = {}
         detail = ""

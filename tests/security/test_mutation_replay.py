@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from hostile_models import relu_add_model
+from set_replay import run_child
 
 from ember.runtime.artifact_set import ArtifactSet
 from ember.tools.package import write_package
@@ -88,27 +87,13 @@ def replay(lines: list[str], work: Path) -> list[str]:
     pending = list(lines)
     while pending:
         batch = pending[:BATCH]
-        try:
-            proc = subprocess.run(
-                [sys.executable, str(CHILD)],
-                input="\n".join(batch) + "\n",
-                capture_output=True,
-                text=True,
-                env=env,
-                cwd=work / "home",
-                timeout=BATCH_SECONDS,
-            )
-            out, code, hung = proc.stdout, proc.returncode, False
-        except subprocess.TimeoutExpired as exc:
-            raw = exc.stdout or b""
-            out = raw.decode() if isinstance(raw, bytes) else raw
-            code, hung = None, True
+        out, code = run_child(CHILD, batch, env, work / "home", BATCH_SECONDS)
         started = [int(ln.split()[1]) for ln in out.splitlines() if ln.startswith("START")]
         if code == 0:
             pending = pending[len(batch) :]
             continue
         last = started[-1] if started else 0
-        what = "hang" if hung else f"signal {-code}" if code and code < 0 else f"exit {code}"
+        what = "hang" if code is None else f"signal {-code}" if code < 0 else f"exit {code}"
         detail = [ln for ln in out.splitlines() if ln.startswith("NONEMBER")]
         failures.append(f"{batch[last]}: {what} {' '.join(detail)}")
         pending = pending[last + 1 :]
