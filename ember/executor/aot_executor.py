@@ -22,6 +22,7 @@ reports a kernel's failure as an FFI error carrying the kernel's message.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import functools
 import json
@@ -72,6 +73,7 @@ from ember.runtime.module import Module
 from ember.runtime.ndarray import NDArray
 from ember.runtime.packed_func import PackedFunc, as_packed_func
 from ember.runtime.strings import StringArena
+from ember.runtime.threads import governed_address
 
 CODEGEN_ID = "aot_executor"
 
@@ -186,22 +188,26 @@ class AotExecutorModule(Module):
     def _prepare(self) -> None:
         """Build the run function's packed arguments once (again after an array moved), so
         a run is one ctypes call with nothing converted."""
-        self._call = prepare_call(self._run_fn, self._args, accelerated=True)
+        self._call = prepare_call(self._run_fn, self._args, accelerated=True, governed=True)
+        # the governed runs' site (threads.run_choice): the EmberGovernedCall kept alive
+        self.run_site = ctypes.addressof(self._call[2][0]) if self._call is not None else 0
         self._ready = None
 
     def native_call(self) -> tuple[int, tuple[int, ...], tuple[Any, ...]] | None:
-        """The run function's C address, its six packed-call arguments as integers (values,
-        codes, count, return value, return code, resource) and the objects that must stay
-        alive while they are used: what a C caller passes, e.g. to time a run from C with no
-        Python (benchmarks/native_timer.py). None without a C entry. Valid until an input
-        or constant moves to another array (set_input_zero_copy)."""
+        """A governed run's C address (EmberBackendGovernedCall over the run function: the
+        run governor decides whether the run uses the thread pool, as for :meth:`run`), its
+        six packed-call arguments as integers (values, codes, count, return value, return
+        code, resource) and the objects that must stay alive while they are used: what a C
+        caller passes, e.g. to time a run from C with no Python (benchmarks/native_timer.py).
+        None without a C entry. Valid until an input or constant moves to another array
+        (set_input_zero_copy)."""
         entry = self._run_fn.c_entry()
-        prepared = prepare_call(self._run_fn, self._args)
+        prepared = prepare_call(self._run_fn, self._args, governed=True)
         if entry is None or prepared is None:
             return None
         fn, args, keep = prepared
         ints = tuple(0 if a is None else int(a.value or 0) for a in args)
-        return entry[0], ints, (fn, *args, *keep)
+        return governed_address(), ints, (fn, *args, *keep)
 
     def lock(self) -> threading.RLock:
         """The executor's lock: hold it (``with mod.lock():``) around set_input/run/get_output

@@ -27,6 +27,7 @@ from ember.runtime.device import Device, cpu
 from ember.runtime.module import Module
 from ember.runtime.ndarray import NDArray
 from ember.runtime.packed_func import as_packed_func
+from ember.runtime.threads import run_choice
 from ember.runtime.time_evaluator import BenchmarkResult, TimeEvaluator
 
 
@@ -137,6 +138,14 @@ class GraphExecutor:
     def load_params(self, params: bytes | bytearray | Mapping[str, Any]) -> None:
         """Load parameters from a ``.params`` blob (or a dict)."""
         self._load_params(params)
+
+    def thread_choice(self, threads: int | None = None) -> dict[str, int] | None:
+        """What the run governor chose for this executor's runs at ``threads`` threads
+        (default: the current count): ``parallel`` (1: the thread pool, 0: the calling
+        thread alone), ``runs``, ``changes`` and ``trying`` (ember.runtime.threads.run_choice).
+        None before the first run at that count, or for a module run elsewhere (RPC)."""
+        site = getattr(self.module, "run_site", 0)
+        return run_choice(site, threads) if site else None
 
     def benchmark(
         self,

@@ -48,6 +48,7 @@ from ember.runtime.fastcall import make_prepared_call
 from ember.runtime.ndarray import NDArray
 from ember.runtime.packed_func import PackedFunc
 from ember.runtime.strings import StringArena
+from ember.runtime.threads import RunSite, governed_entry
 
 _TENSOR_CODE = int(c_api.TypeCode.DLTENSOR_HANDLE)
 
@@ -93,6 +94,7 @@ def prepare_call(
     tensors: list[NDArray],
     handles: list[NDArray] | None = None,
     accelerated: bool = False,
+    governed: bool = False,
 ) -> tuple[Callable[..., int], tuple[Any, ...], tuple[Any, ...]] | None:
     """``kernel(*tensors, *handles)`` with its packed arguments built once: ``(fn, args,
     keepalive)``, where ``fn(*args)`` makes the call and returns its status (non-zero:
@@ -100,7 +102,10 @@ def prepare_call(
     as tensors too, so the kernel checks their length against its plan: their size came
     from graph.json, which is data. With ``accelerated``, ``fn`` is the CPython extension's
     PreparedCall when it is available (``args`` empty; 0.1 us per call against ctypes'
-    0.6). None for a kernel with no C entry (one written in Python)."""
+    0.6). With ``governed``, the call goes through EmberBackendGovernedCall (a whole
+    model's run: the run governor decides whether its loops use the thread pool; the
+    site is the returned ``keepalive[0]``'s address). None for a kernel with no C entry (one
+    written in Python)."""
     entry = kernel.c_entry()
     if entry is None:
         return None
@@ -112,6 +117,10 @@ def prepare_call(
         values[k].v_handle = tensor.handle
     ret_value, ret_code = c_api.EmberValue(), ctypes.c_int32(0)
     address, resource = entry
+    gate: tuple[Any, ...] = ()
+    if governed:
+        address, resource, call = governed_entry(address, resource or 0)
+        gate = (call,)
     args = (
         ctypes.c_void_p(ctypes.addressof(values)),
         ctypes.c_void_p(ctypes.addressof(codes)),
@@ -120,7 +129,7 @@ def prepare_call(
         ctypes.c_void_p(ctypes.addressof(ret_code)),
         ctypes.c_void_p(resource) if resource else None,
     )
-    keep = (kernel, *tensors, *extra, values, codes, ret_value, ret_code)
+    keep = (*gate, kernel, *tensors, *extra, values, codes, ret_value, ret_code)
     if accelerated:
         fast = make_prepared_call(
             address,
@@ -168,6 +177,8 @@ class GraphPlan:
         self.graph = graph
         self.device = device
         self._resolve = resolve
+        # a whole run is one governed run (threads.RunSite: the pool or the caller alone)
+        self.run_site = RunSite()
         self.memory = plan_graph_memory(graph, STORAGE_ALIGNMENT)
         # zeroed (deterministic even if a kernel misreads) but not touched: a storage that
         # only a shared parameter would use never becomes resident (see rebind)
@@ -283,13 +294,18 @@ class GraphPlan:
 
     # ------------------------------------------------------------------ running
     def run(self) -> None:
-        """Execute every kernel once, in graph order."""
-        if self.arena is not None:
-            with self.arena.run():
-                return self._run(len(self.graph.nodes))
-        for fn, args in self._loop:
-            if fn(*args):
-                self._raise_failed(fn)
+        """Execute every kernel once, in graph order (one governed run)."""
+        site = self.run_site
+        site.begin()
+        try:
+            if self.arena is not None:
+                with self.arena.run():
+                    return self._run(len(self.graph.nodes))
+            for fn, args in self._loop:
+                if fn(*args):
+                    self._raise_failed(fn)
+        finally:
+            site.end()
 
     def run_through(self, node_id: int) -> None:
         """Execute the kernels of nodes ``0..node_id`` only (the debug executor's partial run)."""

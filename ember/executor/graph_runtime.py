@@ -290,6 +290,11 @@ class GraphExecutorModule(Module):
                 self._param_names.add(name)
 
     # ------------------------------------------------------------------ outputs
+    @property
+    def run_site(self) -> int:
+        """The site of this executor's governed runs (ember.runtime.threads.run_choice)."""
+        return self.plan.run_site.site
+
     def get_num_outputs(self) -> int:
         """Number of graph outputs."""
         return len(self._output_eids)

@@ -230,6 +230,13 @@ PROTOTYPES: dict[str, tuple[Any, tuple[Any, ...]]] = {
     "EmberBackendNumCores": (c_int32, ()),
     "EmberBackendPoolStats": (c_int32, (c_void_p, c_int32)),
     "EmberBackendPoolPolicy": (c_int32, (c_int32, c_int32)),
+    "EmberBackendRunBegin": (c_int32, (c_void_p,)),
+    "EmberBackendRunEnd": (c_int32, (c_void_p,)),
+    "EmberBackendGovernedCall": (
+        c_int32,
+        (c_void_p, c_void_p, c_int32, c_void_p, c_void_p, c_void_p),
+    ),
+    "EmberBackendRunChoice": (c_int32, (c_void_p, c_int32, c_void_p, c_int32)),
     "EmberTimeEvaluate": (
         c_int32,
         (

@@ -33,6 +33,8 @@ INCLUDED_SOURCES = (
     "pool_workers.h",
     "pool_adapt.h",
     "pool_learn.h",
+    "pool_govern.h",
+    "pool_runs.h",
     "random_kernels.h",
     "string_arena.h",
     "string_kernels.h",

@@ -9,8 +9,12 @@ process) runs on the caller for its next 4 to 1024 launches, then is offered to 
 again; and when the pool's launches together lose more than 0.4 ms lately (a worker was
 descheduled holding a chunk: the caller waited a scheduler slice at the join), every launch
 runs on the caller for 20-640 ms of its work, then the pool is tried again
-(src/pool_adapt.h), so a busy machine costs little over one thread. :func:`pool_stats`
-counts what the pool did. Example::
+(src/pool_adapt.h), so a busy machine costs little over one thread. And the executors run
+each model under the run governor (src/pool_govern.h): with 2+ threads it times the model's
+runs with the pool and on the calling thread alone, alternately, keeps the faster and probes
+again now and then, so a model that a second thread does not speed up (a tiny one, or any on
+a machine whose cores share data slowly) runs at its 1-thread speed. :func:`pool_stats`
+counts what the pool did, :func:`run_choice` what the governor chose. Example::
 
     import ember
     ember.runtime.set_num_threads(1)        # single-threaded from now on
@@ -38,6 +42,7 @@ __all__ = [
     "num_threads",
     "pool_policy",
     "pool_stats",
+    "run_choice",
     "set_num_threads",
 ]
 
@@ -50,7 +55,8 @@ MAX_THREADS = 1024
 #: share; ns the caller waited at joins; ns of pool launches; joins that waited over 0.2 ms
 #: (a late worker) and the longest wait; times the adaptive state went serial; launches that
 #: woke a sleeping worker; ns lost by launches slower than the caller alone; ns of inline runs;
-#: launches whose threads shared one core.
+#: launches whose threads shared one core; runs the run governor chose for, and of those the
+#: runs it kept on the calling thread.
 POOL_STATS = (
     "range",
     "group",
@@ -69,6 +75,8 @@ POOL_STATS = (
     "lost_ns",
     "inline_ns",
     "shared",
+    "runs",
+    "runs_alone",
 )
 
 #: EmberBackendPoolPolicy's values: the default, the per-loop backoff alone, neither.
@@ -133,3 +141,63 @@ def pool_policy(policy: str | None = None, reset: bool = False) -> str:
     if before < 0:
         c_api.check_call(before)
     return POOL_POLICIES[before]
+
+
+def _address(name: str) -> int:
+    """The address of the C runtime's function ``name``."""
+    return int(ctypes.cast(getattr(c_api.lib(), name), ctypes.c_void_p).value or 0)
+
+
+def governed_address() -> int:
+    """The address of EmberBackendGovernedCall (a packed function: see :func:`governed_entry`)."""
+    return _address("EmberBackendGovernedCall")
+
+
+class _GovernedCall(ctypes.Structure):
+    _fields_ = [("fn", ctypes.c_void_p), ("resource", ctypes.c_void_p)]
+
+
+def governed_entry(address: int, resource: int) -> tuple[int, int, object]:
+    """The packed C function at ``address`` (with its ``resource``) as a governed run:
+    ``(address, resource, keepalive)`` of EmberBackendGovernedCall, which calls it between
+    EmberBackendRunBegin and EmberBackendRunEnd; ``resource`` is the run's site (see
+    :func:`run_choice`). Keep ``keepalive`` alive while the entry is used."""
+    call = _GovernedCall(address, resource or None)
+    return governed_address(), ctypes.addressof(call), call
+
+
+class RunSite:
+    """A site of governed runs for a run made of several calls (the graph executor's):
+    ``begin()`` before its first call, ``end()`` after its last, also when it failed."""
+
+    def __init__(self) -> None:
+        self._cell = ctypes.c_char()  # its address is the site
+        self.site = ctypes.addressof(self._cell)
+        arg = ctypes.c_void_p(self.site)
+        # prebound, no per-call conversion (the graph executor calls both every run)
+        prototype = ctypes.CFUNCTYPE(ctypes.c_int32)
+        begin = prototype(_address("EmberBackendRunBegin"))
+        end = prototype(_address("EmberBackendRunEnd"))
+        begin.argtypes = None  # type: ignore[assignment]
+        end.argtypes = None  # type: ignore[assignment]
+        self._begin, self._end, self._arg = begin, end, arg
+
+    def begin(self) -> None:
+        """Start a run (the governor decides whether its loops use the pool)."""
+        self._begin(self._arg)
+
+    def end(self) -> None:
+        """End the run started by :meth:`begin` (its time goes to the governor)."""
+        self._end(self._arg)
+
+
+def run_choice(site: int, threads: int | None = None) -> dict[str, int] | None:
+    """What the run governor chose for the runs of ``site`` (an executor's ``run_site``) at
+    ``threads`` threads (default: the current count): ``parallel`` (1: the pool, 0: the
+    calling thread alone), ``runs`` seen, ``changes`` (probes that changed the choice) and
+    ``trying`` (1: runs still alternate between the two); None before its first run."""
+    n = get_num_threads() if threads is None else threads
+    out = (ctypes.c_int64 * 4)()
+    if not c_api.lib().EmberBackendRunChoice(site, n, out, 4):
+        return None
+    return dict(zip(("parallel", "runs", "changes", "trying"), (int(v) for v in out), strict=True))

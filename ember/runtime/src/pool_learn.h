@@ -61,6 +61,8 @@ enum {
   POOL_STAT_INLINE_NS,   /* time of the launches run inline by the adaptive state */
   POOL_STAT_SHARED,      /* pool launches on one core: a worker joined on the caller's CPU,
                           * or an awake worker missed a launch of over POOL_MISSED_NS */
+  POOL_STAT_RUNS,        /* runs the run governor chose for (pool_runs.h) */
+  POOL_STAT_RUNS_ALONE,  /* of which it kept on the calling thread */
   POOL_STAT_COUNT
 };
 static _Atomic int64_t g_stats[POOL_STAT_COUNT];
@@ -189,6 +191,7 @@ int32_t EmberBackendPoolPolicy(int32_t policy, int32_t reset) {
   int32_t before = policy < 0 ? atomic_load(&g_policy) : atomic_exchange(&g_policy, policy);
   if (reset) learn_forget();
   pthread_mutex_unlock(&g_pool.launch);
+  if (reset) gov_forget();
   return before;
 }
 

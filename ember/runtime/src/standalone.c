@@ -93,3 +93,29 @@ int32_t EmberBackendPoolPolicy(int32_t policy, int32_t reset) {
   (void)reset;
   return 0;
 }
+
+/* One thread: nothing to govern; a governed call is the plain call. */
+int32_t EmberBackendRunBegin(const void* site) {
+  (void)site;
+  return 0;
+}
+
+int32_t EmberBackendRunEnd(const void* site) {
+  (void)site;
+  return 0;
+}
+
+int32_t EmberBackendGovernedCall(EmberValue* args, int32_t* type_codes, int32_t num_args,
+                                 EmberValue* out_ret_value, int32_t* out_ret_tcode,
+                                 void* resource_handle) {
+  const EmberGovernedCall* call = (const EmberGovernedCall*)resource_handle;
+  if (call == NULL || call->fn == NULL) return -1;
+  return call->fn(args, type_codes, num_args, out_ret_value, out_ret_tcode, call->resource);
+}
+
+int32_t EmberBackendRunChoice(const void* site, int32_t threads, int64_t* out, int32_t n) {
+  (void)site;
+  (void)threads;
+  for (int32_t k = 0; k < n && k < 4; ++k) out[k] = 0;
+  return 0;
+}

@@ -41,8 +41,11 @@ static struct {
             .job = {.caller_cpu = -1}};
 
 static void learn_forget(void); /* pool_learn.h */
+static void gov_forget(void);   /* pool_runs.h */
 
 static _Thread_local int32_t g_in_pool = 0; /* set in workers and in a launching caller */
+/* set for a run that the run governor (pool_runs.h) keeps on its calling thread */
+static _Thread_local int32_t g_run_alone = 0;
 static int32_t g_num_threads = 0;           /* 0: not decided yet */
 
 /* What the caller measured of one launch (pool_run fills it). */
@@ -150,8 +153,15 @@ int32_t EmberBackendParallelLaunch(FEmberParallelLambda flambda, void* cdata, in
   int32_t want = num_task > 0 ? num_task : EmberBackendGetNumThreads();
   if (want > POOL_MAX_THREADS) want = POOL_MAX_THREADS;
   uintptr_t key = (uintptr_t)flambda;
-  /* a serial stretch (pool_learn.h) runs it as one task; more tasks than cores were asked
-   * for: kept */
+  /* a run kept on its caller (pool_runs.h) or a serial stretch (pool_learn.h) runs it as
+   * one task; more tasks than cores were asked for: kept */
+  if (want > 1 && !g_in_pool && g_run_alone && want <= pool_cores()) {
+    EmberParallelGroupEnv one = {NULL, 1};
+    g_in_pool = 1;
+    int32_t rc = flambda(0, &one, cdata);
+    g_in_pool = 0;
+    return rc;
+  }
   if (want > 1 && !g_in_pool && pool_serial() && want <= pool_cores()) {
     EmberParallelGroupEnv one = {NULL, 1};
     uint64_t start = pool_ticks();
@@ -205,6 +215,12 @@ int32_t EmberBackendParallelFor(FEmberParallelRange frange, void* cdata, int64_t
   /* under two grains, nested, one thread, a loop that lost lately, or another thread's
    * launch runs: inline */
   if (threads <= 1 || g_in_pool) return frange(0, extent, cdata);
+  if (g_run_alone && threads <= pool_cores()) { /* a run kept on its caller (pool_runs.h) */
+    g_in_pool = 1;
+    int32_t rc = frange(0, extent, cdata);
+    g_in_pool = 0;
+    return rc;
+  }
   /* a serial stretch, as if launched (loops it starts stay inline too); more threads than
    * cores were asked for: kept */
   if (pool_serial() && threads <= pool_cores()) {
@@ -259,5 +275,7 @@ int32_t EmberBackendParallelBarrier(int32_t task_id, EmberParallelGroupEnv* penv
   for (int32_t spin = 0; atomic_load(&b->sense) == sense; ++spin) backoff(spin);
   return 0;
 }
+
+#include "pool_runs.h" /* governed runs: the pool or the caller alone, per model */
 
 #endif /* EMBER_THREAD_POOL_H_ */

@@ -241,6 +241,32 @@ EMBER_DLL int32_t EmberBackendPoolStats(int64_t* out, int32_t n);
  * before. */
 EMBER_DLL int32_t EmberBackendPoolPolicy(int32_t policy, int32_t reset);
 
+/* ---- governed runs ------------------------------------------------------ */
+/* One run of a model between EmberBackendRunBegin(site) and EmberBackendRunEnd(site), where
+ * `site` is any address that stays the same for that model (its executor, say): with 2+
+ * threads and the default policy, the run governor times the model's runs with the pool and
+ * on the calling thread alone, alternately, keeps the faster for the runs that follow, and
+ * probes the other choice again now and then (src/pool_govern.h). Runs may nest (the outer
+ * one decides); every Begin needs its End, also when the run failed. */
+EMBER_DLL int32_t EmberBackendRunBegin(const void* site);
+EMBER_DLL int32_t EmberBackendRunEnd(const void* site);
+/* A run function and its resource, called governed by EmberBackendGovernedCall. */
+typedef struct {
+  EmberPackedCFunc fn;
+  void* resource;
+} EmberGovernedCall;
+/* A packed function whose resource_handle is an EmberGovernedCall: its function called
+ * with the same arguments (and its own resource) between EmberBackendRunBegin and
+ * EmberBackendRunEnd, the EmberGovernedCall's address the site. */
+EMBER_DLL int32_t EmberBackendGovernedCall(EmberValue* args, int32_t* type_codes,
+                                           int32_t num_args, EmberValue* out_ret_value,
+                                           int32_t* out_ret_tcode, void* resource_handle);
+/* What the governor chose for `site` at `threads` threads into out[0..n): [0] the pool (1)
+ * or the caller alone (0), [1] runs seen, [2] times a probe changed the choice, [3] still
+ * trying (1: the runs alternate). Returns 1 when it has seen the site, else 0. */
+EMBER_DLL int32_t EmberBackendRunChoice(const void* site, int32_t threads, int64_t* out,
+                                        int32_t n);
+
 /* ---- timing ------------------------------------------------------------- */
 /* TVM's time_evaluator loop: one discarded warm-up call, then `repeat` rounds of `number`
  * calls each, `number` grown until a round lasts at least min_repeat_ms; out_results[i]

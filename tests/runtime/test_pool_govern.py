@@ -1,0 +1,233 @@
+"""The run governor (src/pool_govern.h), driven with made-up run times, and governed runs
+through ember.runtime.threads and the executors (no timings asserted)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from runtime_test_util import build_library, pool_under_test
+
+from ember.runtime import libruntime
+from ember.runtime.threads import RunSite, pool_stats, run_choice
+
+WARM, SKIP, BLOCK, TRIAL_BLOCKS, PERIOD_MIN, PERIOD_MAX = 2, 1, 3, 2, 64, 4096
+
+DRIVER = r"""
+#include "%s"
+static PoolGov g_g;
+/* args: op (0 reset, 1 run (parallel, ns), 2 choose); after 0-1 a field: 0 parallel,
+ * 1 runs, 2 period, 3 changes, 4 blocks_left, 5 next_probe */
+EMBER_DLL int32_t step(EMBER_ARGS) {
+  int64_t op = args[0].v_int64, v;
+  if (op == 0) gov_init(&g_g);
+  if (op == 1) gov_record(&g_g, (int)args[1].v_int64, args[2].v_int64);
+  if (op == 2) {
+    v = gov_choose(&g_g);
+  } else {
+    int64_t f[6] = {g_g.parallel, g_g.runs, g_g.period, g_g.changes, g_g.blocks_left,
+                    g_g.next_probe};
+    v = f[args[n - 1].v_int64];
+  }
+  ret->v_int64 = v; *ret_code = EMBER_INT; return 0;
+}
+"""
+
+FIELDS = ("parallel", "runs", "period", "changes", "blocks_left", "next_probe")
+
+
+class Gov:
+    """The C state machine behind a small Python face: ``run(times)`` makes one run with
+    the choice the governor asks for, timed by ``times(parallel)``."""
+
+    def __init__(self, step) -> None:  # type: ignore[no-untyped-def]
+        self.step = step
+        step(0, 0)
+        self.choices: list[int] = []
+
+    def choose(self) -> int:
+        return int(self.step(2))
+
+    def record(self, parallel: int, ns: int) -> None:
+        self.step(1, parallel, ns, 0)
+
+    def run(self, times: Callable[[int], int], count: int = 1) -> None:
+        for _ in range(count):
+            parallel = self.choose()
+            self.choices.append(parallel)
+            self.record(parallel, times(parallel))
+
+    def __getattr__(self, name: str) -> int:
+        return int(self.step(3, FIELDS.index(name)))
+
+
+def speeds(pool: int, alone: int) -> Callable[[int], int]:
+    return lambda parallel: pool if parallel else alone
+
+
+@pytest.fixture(scope="module")
+def step(tmp_path_factory):  # type: ignore[no-untyped-def]
+    header = libruntime._HERE / "src" / "pool_govern.h"
+    return build_library(tmp_path_factory.mktemp("govern"), DRIVER % header, "govern")["step"]
+
+
+@pytest.fixture
+def gov(step) -> Gov:  # type: ignore[no-untyped-def]
+    return Gov(step)
+
+
+TRIAL = 2 * TRIAL_BLOCKS * (SKIP + BLOCK)
+
+
+def test_the_first_trial_runs_blocks_of_each_choice_then_keeps_the_faster(gov: Gov) -> None:
+    gov.run(speeds(50_000, 80_000), WARM + TRIAL)
+    block = SKIP + BLOCK
+    assert gov.choices == [1] * WARM + ([1] * block + [0] * block) * TRIAL_BLOCKS
+    assert (gov.parallel, gov.period, gov.changes) == (1, PERIOD_MIN, 0)
+    gov.run(speeds(50_000, 80_000), 10)
+    assert gov.choices[-10:] == [1] * 10
+
+
+def test_a_model_a_second_thread_does_not_speed_up_runs_alone(gov: Gov) -> None:
+    gov.run(speeds(108_000, 76_000), WARM + TRIAL)  # resnet8, vCPUs far apart
+    assert gov.parallel == 0
+    gov.run(speeds(108_000, 76_000), 20)
+    assert gov.choices[-20:] == [0] * 20
+
+
+def test_the_pool_must_save_five_percent_to_be_kept(gov: Gov) -> None:
+    gov.run(speeds(9_600, 10_000), WARM + TRIAL)  # 4% faster: noise
+    assert gov.parallel == 0
+    other = Gov(gov.step)
+    other.run(speeds(9_400, 10_000), WARM + TRIAL)
+    assert other.parallel == 1
+
+
+def test_the_first_run_of_each_block_is_not_timed(gov: Gov) -> None:
+    """A switch costs the run right after it: that run must not decide."""
+    seen = {0: 0, 1: 0}
+
+    def times(parallel: int) -> int:
+        seen[parallel] += 1
+        first_of_block = gov.runs >= WARM and (gov.runs - WARM) % (SKIP + BLOCK) == 0
+        return 10_000_000 if parallel and first_of_block else (50_000 if parallel else 80_000)
+
+    gov.run(times, WARM + TRIAL)
+    assert gov.parallel == 1
+
+
+def test_medians_shrug_off_one_slow_run(gov: Gov) -> None:
+    slow = iter([False] * (WARM + SKIP) + [True] + [False] * 100)
+    gov.run(lambda p: 5_000_000 if next(slow) else (50_000 if p else 80_000), WARM + TRIAL)
+    assert gov.parallel == 1
+
+
+def test_probes_that_hold_double_the_gap_up_to_the_most(gov: Gov) -> None:
+    gov.run(speeds(50_000, 80_000), WARM + TRIAL)
+    periods = []
+    for _ in range(9):
+        periods.append(gov.period)
+        probe_at = gov.next_probe
+        gov.run(speeds(50_000, 80_000), probe_at - gov.runs)
+        assert gov.blocks_left == 2  # the probe began
+        gov.run(speeds(50_000, 80_000), 2 * (SKIP + BLOCK))
+        assert gov.choices[-2 * (SKIP + BLOCK) :] == [0] * (SKIP + BLOCK) + [1] * (SKIP + BLOCK)
+        assert gov.blocks_left == 0 and gov.parallel == 1
+    assert periods == [min(PERIOD_MIN * 2**k, PERIOD_MAX) for k in range(9)]
+    assert gov.changes == 0
+
+
+def test_a_probe_follows_the_machine_when_it_changes(gov: Gov) -> None:
+    gov.run(speeds(50_000, 80_000), WARM + TRIAL)  # vCPUs close: the pool
+    gov.run(speeds(50_000, 80_000), gov.next_probe - gov.runs + 2 * (SKIP + BLOCK))
+    assert gov.period == 2 * PERIOD_MIN
+    far = speeds(110_000, 78_000)  # the host moved the vCPUs apart
+    gov.run(far, gov.next_probe - gov.runs + 2 * (SKIP + BLOCK))
+    assert (gov.parallel, gov.changes, gov.period) == (0, 1, PERIOD_MIN)
+    near = speeds(50_000, 80_000)  # and back
+    gov.run(near, gov.next_probe - gov.runs + 2 * (SKIP + BLOCK))
+    assert (gov.parallel, gov.changes) == (1, 2)
+
+
+def test_a_run_of_the_other_choice_during_a_block_is_ignored(gov: Gov) -> None:
+    """Two threads running one model: a run chosen before the block changed."""
+    gov.run(speeds(50_000, 80_000), WARM + 2)
+    left = gov.blocks_left
+    gov.record(0, 1)  # the pool block is on: a caller-alone run of 1 ns does not count
+    gov.run(speeds(50_000, 80_000), TRIAL - 2)
+    assert gov.blocks_left == left - 4 + 1 or gov.blocks_left == 0
+    assert gov.parallel == 1
+
+
+# ---------------------------------------------------------------- governed runs
+
+
+def test_run_site_counts_governed_runs_at_two_threads_only() -> None:
+    site = RunSite()
+    with pool_under_test("adaptive", threads=1):
+        before = pool_stats()["runs"]
+        site.begin()
+        site.end()
+        assert pool_stats()["runs"] == before
+        assert run_choice(site.site, 1) is None
+    with pool_under_test("adaptive", threads=2):
+        site.begin()
+        site.end()
+        choice = run_choice(site.site, 2)
+        assert choice is not None and choice["runs"] == 1 and choice["trying"] == 1
+    with pool_under_test("always", threads=2):
+        other = RunSite()
+        other.begin()
+        other.end()
+        assert run_choice(other.site, 2) is None  # a policy without adaptation: not governed
+
+
+def test_nested_runs_are_decided_by_the_outer_one_and_an_unmatched_end_is_harmless() -> None:
+    outer, inner = RunSite(), RunSite()
+    with pool_under_test("adaptive", threads=2):
+        inner.end()  # no run began: nothing happens
+        outer.begin()
+        inner.begin()
+        inner.end()
+        outer.end()
+        assert run_choice(inner.site, 2) is None
+        assert run_choice(outer.site, 2)["runs"] == 1  # type: ignore[index]
+
+
+def test_reset_forgets_the_governed_runs() -> None:
+    site = RunSite()
+    with pool_under_test("adaptive", threads=2):
+        site.begin()
+        site.end()
+        assert run_choice(site.site, 2) is not None
+    assert run_choice(site.site, 2) is None  # pool_under_test resets on the way out
+
+
+@pytest.mark.parametrize("executor", ["graph", "aot"])
+def test_executors_run_governed_with_the_same_outputs_either_way(executor: str) -> None:
+    import ember
+    from ember.examples.models import make_model
+    from ember.testing import compile_onnx
+
+    case = make_model("ds_cnn_kws")
+    dev = ember.cpu(0)
+    built = compile_onnx(case.model, shape=case.shapes, target="c", executor=executor)
+    module = ember.load_artifacts(built, dev)["default"](dev)
+    ex = ember.AotExecutor(module) if executor == "aot" else ember.GraphExecutor(module)
+    ex.set_input(**case.inputs)
+    with pool_under_test("adaptive", threads=2):
+        outs, alone = [], []
+        for _ in range(WARM + TRIAL):
+            before = pool_stats()["runs_alone"]
+            ex.run()
+            alone.append(pool_stats()["runs_alone"] - before)
+            outs.append(ex.get_output(0).numpy().copy())
+        choice = ex.thread_choice()
+        assert choice is not None and choice["runs"] == WARM + TRIAL and choice["trying"] == 0
+        assert sum(alone) == TRIAL_BLOCKS * (SKIP + BLOCK)  # the trial's caller-alone blocks
+        for out in outs[1:]:  # the pool and the caller alone compute the same bits
+            np.testing.assert_array_equal(out, outs[0])
+    with pool_under_test("adaptive", threads=1):
+        ex.run()
+        assert ex.thread_choice() is None
