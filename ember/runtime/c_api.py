@@ -232,6 +232,14 @@ PROTOTYPES: dict[str, tuple[Any, tuple[Any, ...]]] = {
     "EmberBackendPoolPolicy": (c_int32, (c_int32, c_int32)),
     "EmberBackendRunBegin": (c_int32, (c_void_p,)),
     "EmberBackendRunEnd": (c_int32, (c_void_p,)),
+    "EmberBackendRunBeginPacked": (
+        c_int32,
+        (c_void_p, c_void_p, c_int32, c_void_p, c_void_p, c_void_p),
+    ),
+    "EmberBackendRunEndPacked": (
+        c_int32,
+        (c_void_p, c_void_p, c_int32, c_void_p, c_void_p, c_void_p),
+    ),
     "EmberBackendGovernedCall": (
         c_int32,
         (c_void_p, c_void_p, c_int32, c_void_p, c_void_p, c_void_p),

@@ -26,13 +26,15 @@ counts what the pool did, :func:`run_choice` what the governor chose. Example::
 from __future__ import annotations
 
 import ctypes
+import functools
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from ember.config import ThreadCountWarning
 from ember.errors import EmberValueError
 from ember.runtime import c_api
+from ember.runtime.fastcall import make_prepared_call
 
 __all__ = [
     "POOL_STATS",
@@ -168,27 +170,33 @@ def governed_entry(address: int, resource: int) -> tuple[int, int, object]:
 
 class RunSite:
     """A site of governed runs for a run made of several calls (the graph executor's):
-    ``begin()`` before its first call, ``end()`` after its last, also when it failed."""
+    call ``begin()`` before its first call and ``end()`` after its last, also when it
+    failed; ``site`` is the address :func:`run_choice` takes."""
 
     def __init__(self) -> None:
         self._cell = ctypes.c_char()  # its address is the site
         self.site = ctypes.addressof(self._cell)
-        arg = ctypes.c_void_p(self.site)
-        # prebound, no per-call conversion (the graph executor calls both every run)
+        # the graph executor calls both every run: through the FFI extension as packed
+        # calls (0.1 us each), else through ctypes with the argument prebuilt (0.2 us)
+        self._ret = (ctypes.c_int64(), ctypes.c_int32())
+        ret, code = (ctypes.addressof(r) for r in self._ret)
+        begin, end = (
+            make_prepared_call(_address(name + "Packed"), 0, 0, 0, ret, code, self.site)
+            for name in ("EmberBackendRunBegin", "EmberBackendRunEnd")
+        )
+        self.begin: Callable[[], object]
+        self.end: Callable[[], object]
+        if begin is not None and end is not None:
+            self.begin, self.end = begin, end
+            return
         prototype = ctypes.CFUNCTYPE(ctypes.c_int32)
-        begin = prototype(_address("EmberBackendRunBegin"))
-        end = prototype(_address("EmberBackendRunEnd"))
-        begin.argtypes = None  # type: ignore[assignment]
-        end.argtypes = None  # type: ignore[assignment]
-        self._begin, self._end, self._arg = begin, end, arg
-
-    def begin(self) -> None:
-        """Start a run (the governor decides whether its loops use the pool)."""
-        self._begin(self._arg)
-
-    def end(self) -> None:
-        """End the run started by :meth:`begin` (its time goes to the governor)."""
-        self._end(self._arg)
+        slow_begin = prototype(_address("EmberBackendRunBegin"))
+        slow_end = prototype(_address("EmberBackendRunEnd"))
+        slow_begin.argtypes = None  # type: ignore[assignment]  # no per-call conversion
+        slow_end.argtypes = None  # type: ignore[assignment]
+        arg = ctypes.c_void_p(self.site)
+        self.begin = functools.partial(slow_begin, arg)
+        self.end = functools.partial(slow_end, arg)
 
 
 def run_choice(site: int, threads: int | None = None) -> dict[str, int] | None:

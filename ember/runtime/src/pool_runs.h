@@ -88,6 +88,20 @@ int32_t EmberBackendRunEnd(const void* site) {
   return 0;
 }
 
+int32_t EmberBackendRunBeginPacked(EmberValue* args, int32_t* type_codes, int32_t num_args,
+                                   EmberValue* out_ret_value, int32_t* out_ret_tcode,
+                                   void* resource_handle) {
+  (void)args, (void)type_codes, (void)num_args, (void)out_ret_value, (void)out_ret_tcode;
+  return EmberBackendRunBegin(resource_handle);
+}
+
+int32_t EmberBackendRunEndPacked(EmberValue* args, int32_t* type_codes, int32_t num_args,
+                                 EmberValue* out_ret_value, int32_t* out_ret_tcode,
+                                 void* resource_handle) {
+  (void)args, (void)type_codes, (void)num_args, (void)out_ret_value, (void)out_ret_tcode;
+  return EmberBackendRunEnd(resource_handle);
+}
+
 int32_t EmberBackendGovernedCall(EmberValue* args, int32_t* type_codes, int32_t num_args,
                                  EmberValue* out_ret_value, int32_t* out_ret_tcode,
                                  void* resource_handle) {

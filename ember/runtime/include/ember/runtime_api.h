@@ -250,6 +250,14 @@ EMBER_DLL int32_t EmberBackendPoolPolicy(int32_t policy, int32_t reset);
  * one decides); every Begin needs its End, also when the run failed. */
 EMBER_DLL int32_t EmberBackendRunBegin(const void* site);
 EMBER_DLL int32_t EmberBackendRunEnd(const void* site);
+/* The two as packed functions whose resource_handle is the site (for callers whose packed
+ * calls are cheaper than plain ones: the Python graph executor's). */
+EMBER_DLL int32_t EmberBackendRunBeginPacked(EmberValue* args, int32_t* type_codes,
+                                             int32_t num_args, EmberValue* out_ret_value,
+                                             int32_t* out_ret_tcode, void* resource_handle);
+EMBER_DLL int32_t EmberBackendRunEndPacked(EmberValue* args, int32_t* type_codes,
+                                           int32_t num_args, EmberValue* out_ret_value,
+                                           int32_t* out_ret_tcode, void* resource_handle);
 /* A run function and its resource, called governed by EmberBackendGovernedCall. */
 typedef struct {
   EmberPackedCFunc fn;
