@@ -89,10 +89,16 @@ from quantized import measure as measure_int8  # noqa: E402
 Entry = tuple[Callable[[], object], Callable[[], object]]
 
 
+#: untimed calls of each entry before the rounds: ember's run governor alternates a model's
+#: first 10 runs at 2+ threads between the pool and the caller alone (src/pool_govern.h);
+#: the rounds time the steady state that follows, as a server sees it.
+WARMUP_CALLS = 16
+
+
 def interleaved_timings(
     entries: Sequence[Entry],
     repeat: int,
-    warmup: int = 2,
+    warmup: int = WARMUP_CALLS,
     settle: bool = True,
     pause_s: float = 0.0,
     settle_s: float = 0.0,

@@ -34,7 +34,7 @@ from ember.tir.op import min as tir_min
 from ember.tir.stmt import BufferStore, Evaluate, For, ForKind, IfThenElse, Stmt
 
 
-def _flat_index(load: BufferLoad | BufferStore) -> PrimExpr | None:
+def flat_index(load: BufferLoad | BufferStore) -> PrimExpr | None:
     """The row-major element offset of an access (None for strided or dynamic buffers)."""
     buf = load.buffer
     shape = buf.const_shape()
@@ -53,7 +53,7 @@ def _flat_index(load: BufferLoad | BufferStore) -> PrimExpr | None:
     return simplify(flat)
 
 
-def _affine(e: PrimExpr, loops: list[For]) -> tuple[PrimExpr, list[int]] | None:
+def affine_form(e: PrimExpr, loops: list[For]) -> tuple[PrimExpr, list[int]] | None:
     """``e`` as ``base + sum(coef * var)`` over the loop vars (None if not affine, checked at
     every loop's last value and at all of them at once)."""
     zero = {f.loop_var: const(0, f.loop_var.dtype) for f in loops}
@@ -75,22 +75,22 @@ def _affine(e: PrimExpr, loops: list[For]) -> tuple[PrimExpr, list[int]] | None:
     return base, coefs
 
 
-def _affine_accesses(
+def affine_accesses(
     accesses: Sequence[BufferLoad | BufferStore], loops: list[For]
 ) -> list[tuple[PrimExpr, list[int]]] | None:
     """Each access's flat offset as ``base + sum(coef * var)`` over the loop vars
-    (_flat_index, then _affine), or None when one of them has no such form."""
+    (flat_index, then affine_form), or None when one of them has no such form."""
     forms = []
     for access in accesses:
-        flat = _flat_index(access)
-        form = _affine(flat, loops) if flat is not None else None
+        flat = flat_index(access)
+        form = affine_form(flat, loops) if flat is not None else None
         if form is None:
             return None
         forms.append(form)
     return forms
 
 
-def _chain(loop: For) -> tuple[list[For], Stmt]:
+def loop_chain(loop: For) -> tuple[list[For], Stmt]:
     """The perfectly nested loops from ``loop`` down and the statement inside them."""
     loops: list[For] = []
     node: Stmt = loop
@@ -100,16 +100,18 @@ def _chain(loop: For) -> tuple[list[For], Stmt]:
     return loops, node
 
 
-def _const_extents(loops: list[For]) -> bool:
+def const_extents(loops: list[For]) -> bool:
+    """Whether every loop runs from 0 over a constant extent."""
     return all(
         isinstance(f.extent, IntImm) and isinstance(f.min, IntImm) and f.min.value == 0
         for f in loops
     )
 
 
-def _conjuncts(cond: PrimExpr) -> list[PrimExpr]:
+def conjuncts(cond: PrimExpr) -> list[PrimExpr]:
+    """The terms of a chain of ``And``s (``cond`` itself when it is not one)."""
     if isinstance(cond, And):
-        return _conjuncts(cond.a) + _conjuncts(cond.b)
+        return conjuncts(cond.a) + conjuncts(cond.b)
     return [cond]
 
 
@@ -117,10 +119,10 @@ def _guard_limit(guard: PrimExpr, loops: list[For]) -> PrimExpr | None:
     """How many of a tail tile's positions ``guard`` keeps (``a + col < b`` conjuncts, the
     tile's only position loop the second to last of ``loops``), as an int32 expression."""
     limit: PrimExpr | None = None
-    for c in _conjuncts(guard):
+    for c in conjuncts(guard):
         if not isinstance(c, LT) or c.a.dtype != "int32" or c.b.dtype != "int32":
             return None
-        form = _affine(c.a, loops)
+        form = affine_form(c.a, loops)
         if form is None or form[1] != [0] * (len(loops) - 2) + [1, 0]:
             return None
         if any(f.loop_var in free_vars(c.b) for f in loops):
@@ -134,7 +136,7 @@ def _match(loop: For) -> Stmt | None:
     """The kernel call replacing the reduction nest at ``loop`` (None if it does not fit):
     a tile of two blocks (its second to last loop of 2 iterations stepping the weight, not
     the input) calls ember_f32_conv_tile2, else one of blocks of its lanes."""
-    loops, body = _chain(loop)
+    loops, body = loop_chain(loop)
     pair = len(loops) >= 4 and _is_pair_loop(loops[-2])
     return (_match_loops(loops, body, True) if pair else None) or _match_loops(loops, body, False)
 
@@ -149,7 +151,7 @@ def _match_loops(loops: list[For], body: Stmt, pair: bool) -> Stmt | None:
     guard = None
     if isinstance(body, IfThenElse) and body.else_case is None:
         guard, body = body.condition, body.then_case
-    if not isinstance(body, BufferStore) or not _const_extents(loops):
+    if not isinstance(body, BufferStore) or not const_extents(loops):
         return None
     # reduction loops: the leading ones the accumulator does not depend on; then positions
     used: set[Any] = set()
@@ -186,7 +188,7 @@ def _match_loops(loops: list[For], body: Stmt, pair: bool) -> Stmt | None:
     assert isinstance(xl, BufferLoad) and isinstance(wl, BufferLoad)
     if xl.buffer.dtype != "float32" or wl.buffer.dtype != "float32":
         return None
-    forms = _affine_accesses((body, xl, wl), loops)
+    forms = affine_accesses((body, xl, wl), loops)
     if forms is None:
         return None
     (abase, acoef), (xbase, xcoef), (wbase, wcoef) = forms

@@ -27,7 +27,7 @@ import math
 from typing import Any
 
 from ember.ops.nn_conv_f32 import BLOCK
-from ember.ops.nn_conv_rewrite import _affine_accesses, _chain, _const_extents
+from ember.ops.nn_conv_rewrite import affine_accesses, const_extents, loop_chain
 from ember.tir import simplify
 from ember.tir.expr import (
     GT,
@@ -121,8 +121,8 @@ def fold_epilogue(call: Call, epilogue: Stmt) -> Stmt | None:
         return None
     if ncols.value > DW_SMALL:
         return None
-    loops, body = _chain(epilogue)
-    if not _const_extents(loops) or len(loops) != (2 if ncols.value > 1 else 1):
+    loops, body = loop_chain(epilogue)
+    if not const_extents(loops) or len(loops) != (2 if ncols.value > 1 else 1):
         return None
     extents = [int(f.extent.value) for f in loops]  # type: ignore[attr-defined]
     if extents != [ncols.value, BLOCK][-len(loops) :] or loops[-1].kind != ForKind.VECTORIZED:
@@ -144,7 +144,7 @@ def fold_epilogue(call: Call, epilogue: Stmt) -> Stmt | None:
         return None
     if bias.buffer.data is args[0] or body.buffer.data is args[0]:
         return None
-    forms = _affine_accesses((body, acc, bias), loops)
+    forms = affine_accesses((body, acc, bias), loops)
     if forms is None:
         return None
     (obase, ocoef), (abase, acoef), (bbase, bcoef) = forms

@@ -34,12 +34,12 @@ from typing import Any
 from ember.ops.nn_conv_f32 import BLOCK
 from ember.ops.nn_conv_nhwc import channels_last_stage
 from ember.ops.nn_conv_rewrite import (
-    _affine,
-    _affine_accesses,
-    _chain,
-    _conjuncts,
-    _const_extents,
-    _flat_index,
+    affine_accesses,
+    affine_form,
+    conjuncts,
+    const_extents,
+    flat_index,
+    loop_chain,
 )
 from ember.ops.nn_depthwise_epilogue import fold_epilogue
 from ember.ops.nn_schedule import _extent
@@ -148,7 +148,7 @@ def _bound(
     for c in conds:
         if not isinstance(c, GE | LT):
             continue
-        form = _affine(c.a, loops)
+        form = affine_form(c.a, loops)
         if form is None or form[1] != coefs:
             continue
         if isinstance(c, GE):
@@ -168,10 +168,10 @@ def _bound(
 def _match(loop: For) -> Stmt | None:
     """The kernel call replacing the depthwise tile nest at ``loop`` (None if it does not
     fit)."""
-    loops, body = _chain(loop)
+    loops, body = loop_chain(loop)
     if len(loops) not in (3, 4) or not isinstance(body, BufferStore):
         return None
-    if not _const_extents(loops):
+    if not const_extents(loops):
         return None
     rows, cols, *pos, lane = loops  # no position loop: a tile of one position
     extents = [int(f.extent.value) for f in loops]  # type: ignore[attr-defined]
@@ -197,13 +197,13 @@ def _match(loop: For) -> Stmt | None:
         zero = xv.false_value
         if not isinstance(zero, FloatImm) or zero.value != 0.0:
             return None
-        conds = _conjuncts(xv.condition)
+        conds = conjuncts(xv.condition)
         xv = xv.true_value
     if not isinstance(xv, BufferLoad) or not isinstance(wl, BufferLoad):
         return None
     if xv.buffer.dtype != "float32" or wl.buffer.dtype != "float32":
         return None
-    forms = _affine_accesses((body, xv, wl), loops)
+    forms = affine_accesses((body, xv, wl), loops)
     if forms is None:
         return None
     (abase, acoef), (xbase, xcoef), (wbase, wcoef) = forms
@@ -222,7 +222,7 @@ def _match(loop: For) -> Stmt | None:
     for c in conds:  # every conjunct bounds the tile's row or its column
         if not isinstance(c, GE | LT):
             return None
-        form = _affine(c.a, loops)
+        form = affine_form(c.a, loops)
         if form is None or free_vars(c.b) & loop_vars:
             return None
         if form[1] not in (row_coefs, col_coefs):
@@ -247,16 +247,16 @@ def _zeroes(s: Stmt, acc: Any, ncols: int) -> bool:
     zeroing of a tile: position loop, if any, around a vectorized loop of 16 lanes)."""
     if not isinstance(s, For):
         return False
-    loops, body = _chain(s)
+    loops, body = loop_chain(s)
     if not isinstance(body, BufferStore) or body.buffer.data is not acc:
         return False
     value = body.value
     if not isinstance(value, FloatImm) or value.value != 0.0 or math.copysign(1, value.value) < 0:
         return False
-    if not _const_extents(loops) or len(loops) != (2 if ncols > 1 else 1):
+    if not const_extents(loops) or len(loops) != (2 if ncols > 1 else 1):
         return False
-    flat = _flat_index(body)
-    form = _affine(flat, loops) if flat is not None else None
+    flat = flat_index(body)
+    form = affine_form(flat, loops) if flat is not None else None
     want = [BLOCK, 1] if ncols > 1 else [1]
     extents = [int(f.extent.value) for f in loops]  # type: ignore[attr-defined]
     if form is None or form[1] != want or extents != [ncols, BLOCK][-len(loops) :]:

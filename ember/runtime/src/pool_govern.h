@@ -29,7 +29,7 @@
  * slower than they run back to back, and the governor kept the slower choice.) */
 #define GOV_SKIP 1
 #define GOV_BLOCK 3
-#define GOV_TRIAL_BLOCKS 2  /* blocks of each choice in the first trial; a probe has one */
+#define GOV_TRIAL_BLOCKS 1  /* blocks of each choice in a trial (the first, and every probe) */
 #define GOV_PERIOD_MIN 64   /* runs from a trial that changed the choice to the next probe */
 #define GOV_PERIOD_MAX 4096 /* the longest gap between probes (doubles while the choice holds) */
 /* The pool is chosen when its runs' median is at most this percentage of the caller-alone
@@ -95,7 +95,7 @@ static inline void gov_record(PoolGov* g, int parallel, int64_t ns) {
   if (g->runs <= GOV_WARM) return;
   if (g->blocks_left == 0) {
     if (g->runs >= g->next_probe) { /* a probe: a block of the other choice, one of this */
-      g->blocks_left = 2;
+      g->blocks_left = 2 * GOV_TRIAL_BLOCKS;
       g->block_mode = !g->parallel;
       g->in_block = 0;
       g->n[0] = g->n[1] = 0;
