@@ -55,6 +55,7 @@ reports.
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import os
 import statistics
@@ -89,10 +90,12 @@ from quantized import measure as measure_int8  # noqa: E402
 Entry = tuple[Callable[[], object], Callable[[], object]]
 
 
-#: untimed calls of each entry before the rounds: ember's run governor alternates a model's
-#: first 10 runs at 2+ threads between the pool and the caller alone (src/pool_govern.h);
-#: the rounds time the steady state that follows, as a server sees it.
+#: untimed calls of each entry before the rounds, at least WARMUP_S long: ember's run
+#: governor tries a model's first runs at 2+ threads with the pool and on the caller alone
+#: (src/pool_govern.h: 10 runs, more when runs are under 0.3 ms: up to about 0.7 ms); the
+#: rounds time the steady state that follows, as a server sees it.
 WARMUP_CALLS = 16
+WARMUP_S = 0.01
 
 
 def interleaved_timings(
@@ -119,7 +122,10 @@ def interleaved_timings(
     :class:`Timing` timed itself (a run timed from C): that is its time."""
     for setup, fn in entries:
         setup()
-        for _ in range(warmup):
+        until = time.perf_counter() + WARMUP_S if warmup > 0 else 0.0
+        for k in itertools.count():
+            if k >= warmup and (warmup == 0 or time.perf_counter() >= until):
+                break
             fn()
     walls: list[list[float]] = [[] for _ in entries]
     cpus: list[list[float]] = [[] for _ in entries]
