@@ -81,8 +81,10 @@ POOL_STATS = (
     "runs_alone",
 )
 
-#: EmberBackendPoolPolicy's values: the default, the per-loop backoff alone, neither.
-POOL_POLICIES = ("adaptive", "per-loop", "always")
+#: EmberBackendPoolPolicy's values: the default (the run governor, the adaptive state and
+#: the per-loop backoff), the per-loop backoff alone, none, and the default without the run
+#: governor (for measuring it).
+POOL_POLICIES = ("adaptive", "per-loop", "always", "ungoverned")
 
 
 def num_cores() -> int:

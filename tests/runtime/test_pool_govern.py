@@ -145,18 +145,35 @@ def test_medians_shrug_off_one_slow_run(gov: Gov) -> None:
 
 
 def test_probes_that_hold_double_the_gap_up_to_the_most(gov: Gov) -> None:
-    gov.run(speeds(MS // 2, 4 * MS // 5), WARM + TRIAL)
+    fast = speeds(200_000, 300_000)  # 4096 runs are under a second: the gap is in runs
+    gov.run(fast, 30)
+    assert gov.blocks_left == 0 and gov.parallel == 1
     periods = []
     for _ in range(9):
         periods.append(gov.period)
-        probe_at = gov.next_probe
-        gov.run(speeds(MS // 2, 4 * MS // 5), probe_at - gov.runs)
+        gov.run(fast, gov.next_probe - gov.runs)
         assert gov.blocks_left == 2  # the probe began
-        gov.run(speeds(MS // 2, 4 * MS // 5), 2 * (SKIP + BLOCK))
-        assert gov.choices[-2 * (SKIP + BLOCK) :] == [0] * (SKIP + BLOCK) + [1] * (SKIP + BLOCK)
-        assert gov.blocks_left == 0 and gov.parallel == 1
+        start = len(gov.choices)
+        while gov.blocks_left:
+            gov.run(fast)
+        probe = gov.choices[start:]  # a block of the other choice, then one of this
+        alone = probe.index(1)
+        assert probe == [0] * alone + [1] * (len(probe) - alone) and alone == SKIP + BLOCK
+        assert gov.parallel == 1
     assert periods == [min(PERIOD_MIN * 2**k, PERIOD_MAX) for k in range(9)]
     assert gov.changes == 0
+
+
+def test_long_runs_are_probed_at_least_once_a_second(gov: Gov) -> None:
+    slow = speeds(3 * MS, 5 * MS)  # mobilenet_v2-sized runs
+    gov.run(slow, WARM + TRIAL)
+    for _ in range(6):  # the gap doubles in runs, but never passes a second of runs
+        gap = gov.runs
+        gov.run(slow, 1)
+        while gov.blocks_left == 0:
+            gov.run(slow, 1)
+        assert gov.runs - gap <= max(PERIOD_MIN, 1_000 // 3 + 1)
+        gov.run(slow, 2 * (SKIP + BLOCK))
 
 
 def test_a_probe_follows_the_machine_when_it_changes(gov: Gov) -> None:
@@ -196,11 +213,12 @@ def test_run_site_counts_governed_runs_at_two_threads_only() -> None:
         site.end()
         choice = run_choice(site.site, 2)
         assert choice is not None and choice["runs"] == 1 and choice["trying"] == 1
-    with pool_under_test("always", threads=2):
-        other = RunSite()
-        other.begin()
-        other.end()
-        assert run_choice(other.site, 2) is None  # a policy without adaptation: not governed
+    for policy in ("always", "per-loop", "ungoverned"):
+        with pool_under_test(policy, threads=2):
+            other = RunSite()
+            other.begin()
+            other.end()
+            assert run_choice(other.site, 2) is None  # a policy without the governor
 
 
 def test_nested_runs_are_decided_by_the_outer_one_and_an_unmatched_end_is_harmless() -> None:

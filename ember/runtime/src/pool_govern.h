@@ -37,6 +37,10 @@
 #define GOV_TRIAL_BLOCKS 1  /* blocks of each choice in a trial (the first, and every probe) */
 #define GOV_PERIOD_MIN 64   /* runs from a trial that changed the choice to the next probe */
 #define GOV_PERIOD_MAX 4096 /* the longest gap between probes (doubles while the choice holds) */
+/* ... and at most this much run time: 4096 runs of a 3 ms model are 12 s, while the host
+ * moves this VM's vCPUs every few minutes (a probe costs two blocks, about 1 ms of runs
+ * for a tiny model, one run of a large one more than the block's own time) */
+#define GOV_PERIOD_MAX_NS 1000000000
 /* The pool is chosen when its runs' median is at most this percentage of the caller-alone
  * runs': a second core that saves under 5% of a run is within a run's noise here, and
  * keeping it costs the other core's time and a spinning worker. */
@@ -47,6 +51,7 @@ typedef struct {
   int64_t next_probe;  /* the run count at which the next probe starts */
   int64_t period;      /* runs between probes (0: the first trial is not over) */
   int64_t changes;     /* times a probe changed the choice */
+  int64_t since_ns;    /* run time since the last trial ended */
   int32_t parallel;    /* the choice: 1 the pool, 0 the caller alone */
   int32_t blocks_left; /* blocks of the trial in progress still to run (0: no trial) */
   int32_t block_mode;  /* the current block's choice */
@@ -94,6 +99,7 @@ static inline void gov_decide(PoolGov* g) {
   }
   g->parallel = choice;
   g->next_probe = g->runs + g->period;
+  g->since_ns = 0;
 }
 
 /* After a run that used the pool (`parallel`) or not and took `ns`. */
@@ -101,7 +107,9 @@ static inline void gov_record(PoolGov* g, int parallel, int64_t ns) {
   g->runs++;
   if (g->runs <= GOV_WARM) return;
   if (g->blocks_left == 0) {
-    if (g->runs >= g->next_probe) { /* a probe: a block of the other choice, one of this */
+    g->since_ns += ns;
+    if (g->runs >= g->next_probe || g->since_ns >= GOV_PERIOD_MAX_NS) {
+      /* a probe: a block of the other choice, one of this */
       g->blocks_left = 2 * GOV_TRIAL_BLOCKS;
       g->block_mode = !g->parallel;
       g->in_block = 0;

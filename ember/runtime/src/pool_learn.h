@@ -38,8 +38,19 @@ static PoolSite g_sites[POOL_SITES];
  * !adapt_parallel() for the lock-free check at a launch's start. */
 static PoolAdapt g_adapt;
 static _Atomic int32_t g_serial = 0;
-/* EmberBackendPoolPolicy: 0 adaptive + per-loop backoff, 1 per-loop backoff only, 2 neither. */
+/* EmberBackendPoolPolicy: 0 the run governor (pool_runs.h), the adaptive state and the
+ * per-loop backoff; 1 the per-loop backoff only; 2 none; 3 the adaptive state and the
+ * per-loop backoff (no governor). */
 static _Atomic int32_t g_policy = 0;
+
+/* Whether the policy has the per-loop backoff; the adaptive state. */
+static inline int32_t policy_backoff(void) {
+  return atomic_load_explicit(&g_policy, memory_order_relaxed) != 2;
+}
+static inline int32_t policy_adapt(void) {
+  int32_t policy = atomic_load_explicit(&g_policy, memory_order_relaxed);
+  return policy == 0 || policy == 3;
+}
 
 /* Counters of EmberBackendPoolStats, in this order (relaxed atomics; read while idle). */
 enum {
@@ -91,7 +102,7 @@ static PoolSite* site_of(uintptr_t key) {
 
 /* Whether the loop `key` runs inline this time (it lost in parallel lately). */
 static int32_t site_backs_off(uintptr_t key) {
-  if (atomic_load_explicit(&g_policy, memory_order_relaxed) >= 2) return 0;
+  if (!policy_backoff()) return 0;
   PoolSite* site = site_of(key);
   if (atomic_load_explicit(&site->key, memory_order_relaxed) != key) return 0;
   if (atomic_load_explicit(&site->serial_left, memory_order_relaxed) <= 0) return 0;
@@ -107,7 +118,7 @@ static int32_t site_backs_off(uintptr_t key) {
  * loss serialised, after every pause of the caller (between two runs, or after a stretch of
  * small loops), the first loop too short to cover a worker's wake-up, for 4-1024 launches. */
 static void site_record(uintptr_t key, int64_t extent, const PoolRunStats* st) {
-  if (atomic_load_explicit(&g_policy, memory_order_relaxed) >= 2) return;
+  if (!policy_backoff()) return;
   PoolSite* site = site_of(key);
   if (atomic_load_explicit(&site->key, memory_order_relaxed) != key) {
     atomic_store_explicit(&site->key, key, memory_order_relaxed);
@@ -152,7 +163,7 @@ static void pool_record(uintptr_t key, int64_t total, int32_t stat, const PoolRu
       atomic_store_explicit(&g_stats[POOL_STAT_MAX_WAIT_NS], wait, memory_order_relaxed);
     }
   }
-  if (atomic_load_explicit(&g_policy, memory_order_relaxed) == 0) {
+  if (policy_adapt()) {
     int64_t stalls = g_adapt.stalls;
     adapt_parallel_ran(&g_adapt, all, saved);
     stat_add(POOL_STAT_STALLS, g_adapt.stalls - stalls);
@@ -163,7 +174,7 @@ static void pool_record(uintptr_t key, int64_t total, int32_t stat, const PoolRu
 
 /* Whether the adaptive state sends launches to the caller alone right now. */
 static inline int32_t pool_serial(void) {
-  return atomic_load_explicit(&g_policy, memory_order_relaxed) == 0 &&
+  return policy_adapt() &&
          atomic_load_explicit(&g_serial, memory_order_relaxed);
 }
 
@@ -186,7 +197,7 @@ int32_t EmberBackendPoolStats(int64_t* out, int32_t n) {
 }
 
 int32_t EmberBackendPoolPolicy(int32_t policy, int32_t reset) {
-  if (policy > 2) return set_error("EmberBackendPoolPolicy: %s", "policy is 0, 1 or 2");
+  if (policy > 3) return set_error("EmberBackendPoolPolicy: %s", "policy is 0, 1, 2 or 3");
   pthread_mutex_lock(&g_pool.launch);
   int32_t before = policy < 0 ? atomic_load(&g_policy) : atomic_exchange(&g_policy, policy);
   if (reset) learn_forget();

@@ -235,8 +235,9 @@ EMBER_DLL int32_t EmberBackendNumCores(void);
 /* The thread pool's cumulative counters (launches, chunks, join waits in ns, ...: the order
  * of ember.runtime.threads.POOL_STATS) into out[0..n); returns how many there are. */
 EMBER_DLL int32_t EmberBackendPoolStats(int64_t* out, int32_t n);
-/* For measurements and tests: 0 (the default) the adaptive pool and the per-loop backoff,
- * 1 the per-loop backoff only, 2 neither (every launch of 2+ grains is split); a negative
+/* For measurements and tests: 0 (the default) the run governor, the adaptive pool and the
+ * per-loop backoff, 1 the per-loop backoff only, 2 none (every launch of 2+ grains is
+ * split), 3 the adaptive pool and the per-loop backoff without the run governor; a negative
  * policy keeps the current one. What they learnt stays unless `reset`. Returns the policy
  * before. */
 EMBER_DLL int32_t EmberBackendPoolPolicy(int32_t policy, int32_t reset);
