@@ -25,7 +25,7 @@ from ember.executor import AotExecutor, GraphExecutor, ProfileReport
 from ember.runtime.device import cpu
 from ember.runtime.library_module import load_module
 from ember.runtime.module import Module
-from ember.runtime.threads import MAX_THREADS, set_num_threads
+from ember.runtime.threads import MAX_THREADS, get_num_threads, set_num_threads
 from ember.support.files import write_file_atomic
 from ember.tools.package import load_package
 
@@ -192,10 +192,36 @@ def _timed(ge: GraphExecutor, args: argparse.Namespace) -> str:
         f"timing {repeat} x {number} runs, about {once * repeat * number:.3g} s{note}",
         file=sys.stderr,
     )
+    _settle(ge, min(args.max_seconds, 10 * once * repeat * number))
     res = ge.benchmark(dev, repeat=repeat, number=number)
     return (
         f"latency ms: mean {res.mean * 1e3:.3f}  median {res.median * 1e3:.3f}  "
-        f"std {res.std * 1e3:.3f}  ({repeat} x {number} runs)"
+        f"std {res.std * 1e3:.3f}  ({repeat} x {number} runs)\n{_threads_line(ge)}"
+    )
+
+
+def _settle(ge: GraphExecutor, seconds: float) -> None:
+    """Run until the run governor has chosen between the pool and one thread (its trial:
+    about ten runs), so that the timing does not include the trial; at most ``seconds``."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        choice = ge.thread_choice()
+        if choice is None or not choice["trying"]:
+            return
+        ge.run()
+
+
+def _threads_line(ge: GraphExecutor) -> str:
+    """The thread count the runs used, and why when the run governor kept them on one."""
+    threads = get_num_threads()
+    choice = ge.thread_choice()
+    if threads <= 1 or choice is None:
+        return f"threads: {threads}"
+    if choice["parallel"]:
+        return f"threads: {threads}"
+    return (
+        f"threads: 1 of {threads} (the run governor: {threads} threads did not run this model "
+        "faster than one on this machine; docs/threads_and_performance.md)"
     )
 
 
