@@ -11,7 +11,8 @@
 #include "pool_govern.h"
 
 /* Models tracked at once (a direct-mapped table keyed by run site and thread count: a model
- * whose slot another took starts over with a trial). */
+ * whose slot another took starts over with a trial; a new executor at a freed one's address
+ * starts from its choice, which its first probe, 64 runs on, re-checks). */
 #define GOV_SITES 64
 
 typedef struct {
@@ -124,7 +125,7 @@ int32_t EmberBackendRunChoice(const void* site, int32_t threads, int64_t* out, i
     f[3] = s->gov.blocks_left != 0 || s->gov.runs < GOV_WARM;
   }
   pthread_mutex_unlock(&g_gov_lock);
-  for (int32_t k = 0; k < n && k < 4; ++k) out[k] = f[k];
+  for (int32_t k = 0; out != NULL && k < n && k < 4; ++k) out[k] = f[k];
   return s != NULL;
 }
 

@@ -132,6 +132,6 @@ int32_t EmberBackendGovernedCall(EmberValue* args, int32_t* type_codes, int32_t 
 int32_t EmberBackendRunChoice(const void* site, int32_t threads, int64_t* out, int32_t n) {
   (void)site;
   (void)threads;
-  for (int32_t k = 0; k < n && k < 4; ++k) out[k] = 0;
+  for (int32_t k = 0; out != NULL && k < n && k < 4; ++k) out[k] = 0;
   return 0;
 }
