@@ -11,7 +11,8 @@ from ember.runtime.threads import num_cores
 pytestmark = pytest.mark.cc
 
 
-def test_run_with_threads(tmp_path, capsys):
+def _relu_package(tmp_path):
+    """A compiled package of a 4x8 Relu (no parallel loop at any thread count)."""
     graph = helper.make_graph(
         [helper.make_node("Relu", ["x"], ["y"], name="relu")],
         "relu",
@@ -22,6 +23,11 @@ def test_run_with_threads(tmp_path, capsys):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), src)
     out = tmp_path / "r.tar"
     assert main(["compile", str(src), "-o", str(out), "--quiet"]) == 0
+    return out
+
+
+def test_run_with_threads(tmp_path, capsys):
+    out = _relu_package(tmp_path)
     before = rt.get_num_threads()
     try:
         assert main(["run", str(out), "--threads", "1", "--print-time", "--repeat", "1"]) == 0
@@ -38,16 +44,7 @@ def test_run_with_threads(tmp_path, capsys):
 def test_run_print_time_says_when_the_governor_kept_one_thread(tmp_path, capsys):
     """A 4x8 Relu gains nothing from a second thread: after the governor's trial (not
     timed), the timing says the runs used one thread of two, and why."""
-    graph = helper.make_graph(
-        [helper.make_node("Relu", ["x"], ["y"], name="relu")],
-        "relu",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])],
-    )
-    src = tmp_path / "r.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), src)
-    out = tmp_path / "r.tar"
-    assert main(["compile", str(src), "-o", str(out), "--quiet"]) == 0
+    out = _relu_package(tmp_path)
     if num_cores() < 2:
         pytest.skip("the run governor chooses only with 2+ threads on 2+ cores")
     before = rt.get_num_threads()
