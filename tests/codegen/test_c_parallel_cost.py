@@ -96,3 +96,19 @@ def test_a_depthwise_row_call_costs_its_multiply_adds() -> None:
         assert stmt_cost(call) >= 7 * 2 * 9 * MAC_COST
         i = tir.Var("i")
         assert grain_of(tir.for_range(i, 420, call)) < 210
+
+
+def test_a_loop_of_one_to_two_chunks_of_work_splits_in_halves() -> None:
+    """Between SPLIT_WORK and two chunks of work a constant-extent loop gets half its extent
+    as the grain (two chunks at two threads); under SPLIT_WORK, or of unknown extent, the
+    grain of WORK_PER_CHUNK stays."""
+    call = _tile_call(const(6, "int32"), 1, 1, 64)
+    per = stmt_cost(call)
+    grain = grain_of(call)
+    extent = max(grain, -(-parallel.SPLIT_WORK // per))
+    assert extent < 2 * grain
+    assert grain_of(call, extent) == extent // 2
+    assert grain_of(call, 2 * grain) == grain
+    assert grain_of(call, None) == grain
+    small = tir.Evaluate(call_extern("int32", "some_kernel", const(1, "int32")))
+    assert grain_of(small, 3) == grain_of(small)
