@@ -1,4 +1,5 @@
-"""The host as the benchmarks see it: one core's FMA limit, and a bounded busy process.
+"""The host as the benchmarks see it: one core's FMA limit, a bounded busy process, and how
+far apart two cores are (:func:`core_round_trip`).
 
 **FMA limit of one core** (float32)::
 
@@ -28,7 +29,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,6 +116,75 @@ def measure_ghz(tries: int = 5, adds: int = 50_000_000) -> float | None:
             chain(n)
             best = min(best, time.thread_time() - start)
     return n * _CHAIN_ADDS / best / 1e9 if best > 0 else None
+
+
+_PING_PONG_C = r"""
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <time.h>
+static _Atomic int64_t flag __attribute__((aligned(64)));
+static int64_t rounds;
+static void pin(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+static void* answer(void* cpu) {
+  pin((int)(intptr_t)cpu);
+  for (int64_t i = 0; i < rounds; ++i) {
+    while (atomic_load(&flag) != 2 * i + 1) {}
+    atomic_store(&flag, 2 * i + 2);
+  }
+  return 0;
+}
+/* ns per round trip of a cache line between CPUs a (the calling thread, pinned there for
+   the call only) and b */
+double ember_bench_round_trip(int a, int b, int64_t n) {
+  cpu_set_t before;
+  pthread_getaffinity_np(pthread_self(), sizeof before, &before);
+  rounds = n;
+  atomic_store(&flag, 0);
+  pthread_t t;
+  pin(a);
+  pthread_create(&t, 0, answer, (void*)(intptr_t)b);
+  struct timespec s, e;
+  clock_gettime(CLOCK_MONOTONIC, &s);
+  for (int64_t i = 0; i < n; ++i) {
+    atomic_store(&flag, 2 * i + 1);
+    while (atomic_load(&flag) != 2 * i + 2) {}
+  }
+  clock_gettime(CLOCK_MONOTONIC, &e);
+  pthread_join(t, 0);
+  pthread_setaffinity_np(pthread_self(), sizeof before, &before);
+  return ((e.tv_sec - s.tv_sec) * 1e9 + (e.tv_nsec - s.tv_nsec)) / (double)n;
+}
+"""
+
+
+def core_round_trip(workdir: Path) -> Callable[[], float] | None:
+    """A function measuring the round trip (ns) of a cache line between the first two CPUs
+    this process may use: two pinned threads handing a counter back and forth. A VM's two
+    vCPUs may sit on nearby or distant cores, and the host moves them: on this project's
+    machine 85-160 ns near, 385-460 ns far, and every 2-thread time depends on which
+    (docs/performance.md, stop 32). None with fewer than two CPUs or no C compiler."""
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if len(cpus) < 2:
+        return None
+    src = workdir / "ping_pong.c"
+    src.write_text(_PING_PONG_C)
+    try:
+        out = compile_shared([src], workdir / "ping_pong.so", flags=["-pthread"], openmp=False)
+        lib = ctypes.CDLL(str(out))
+    except (ToolchainError, OSError):
+        return None
+    trip = lib.ember_bench_round_trip
+    trip.restype = ctypes.c_double
+    trip.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64]
+    return lambda: float(trip(cpus[0], cpus[1], 100_000))
 
 
 def fma_limit(fma_units: int = 2, ghz: float | None = None) -> FmaLimit:

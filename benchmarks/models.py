@@ -79,7 +79,13 @@ from bench_common import (  # noqa: E402
     ort_session,
     rotated_medians,
 )
-from bench_host import FmaLimit, busy_alive, busy_process, fma_limit  # noqa: E402
+from bench_host import (  # noqa: E402
+    FmaLimit,
+    busy_alive,
+    busy_process,
+    core_round_trip,
+    fma_limit,
+)
 from bench_report import Row, TargetTimes, Timing, format_table, summary  # noqa: E402
 from native_timer import NativeTimer  # noqa: E402
 from quantized import DEFAULT_MODELS as INT8_MODELS  # noqa: E402
@@ -476,9 +482,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         limit = fma_limit(args.fma_units, args.ghz)
         clock = "thread CPU time for 1-thread runs" if args.cpu_clock else "wall"
         runs = f"each after a {args.pause_ms:g} ms pause" if args.pause_ms > 0 else "warm"
+        trip = core_round_trip(Path(tmp))
         print(
             f"machine: {machine()}; threads 1 and {args.threads}; repeat {args.repeat}; "
-            f"clock: {clock}; runs: {runs}; load average {_load()}\n{limit.describe()}"
+            f"clock: {clock}; runs: {runs}; load average {_load()}{_trip(trip)}\n"
+            f"{limit.describe()}"
         )
         rows: list[Row] = []
         if args.noisy:
@@ -497,8 +505,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(summary(rows, args.noisy))
         if args.quantized:
             print(f"\n{_int8_table(names, args)}")
-        print(f"load average at the end: {_load()}")
+        print(f"load average at the end: {_load()}{_trip(trip)}")
     return 0
+
+
+def _trip(trip: Callable[[], float] | None) -> str:
+    """The cores' round trip now, for the header and the last line: 2-thread times depend on
+    it (bench_host.core_round_trip)."""
+    return "" if trip is None else f"; CPU round trip {trip():.0f} ns"
 
 
 def _int8_table(names: Sequence[str], args: argparse.Namespace) -> str:

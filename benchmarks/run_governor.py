@@ -20,7 +20,6 @@ may see both placements. Nothing is asserted: the script only reports.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import statistics
 import sys
 import tempfile
@@ -33,67 +32,9 @@ if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.append(str(Path(__file__).resolve().parent))
 
 from bench_common import load_average, markdown_table  # noqa: E402
+from bench_host import core_round_trip  # noqa: E402
 
 DEFAULT_MODELS = ("resnet8", "ds_cnn_kws", "dense_autoencoder", "pp_lcnet", "mobilenet_v2")
-
-PING_PONG = r"""
-#define _GNU_SOURCE
-#include <pthread.h>
-#include <sched.h>
-#include <stdatomic.h>
-#include <stdint.h>
-#include <time.h>
-static _Atomic int64_t flag __attribute__((aligned(64)));
-static int64_t rounds;
-static void pin(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-}
-static void* answer(void* cpu) {
-  pin((int)(intptr_t)cpu);
-  for (int64_t i = 0; i < rounds; ++i) {
-    while (atomic_load(&flag) != 2 * i + 1) {}
-    atomic_store(&flag, 2 * i + 2);
-  }
-  return 0;
-}
-/* ns per round trip of a cache line between CPUs a and b (a on the calling thread, which
-   is pinned there for the call and unpinned after). */
-double round_trip(int a, int b, int64_t n) {
-  cpu_set_t before;
-  pthread_getaffinity_np(pthread_self(), sizeof before, &before);
-  rounds = n;
-  atomic_store(&flag, 0);
-  pthread_t t;
-  pin(a);
-  pthread_create(&t, 0, answer, (void*)(intptr_t)b);
-  struct timespec s, e;
-  clock_gettime(CLOCK_MONOTONIC, &s);
-  for (int64_t i = 0; i < n; ++i) {
-    atomic_store(&flag, 2 * i + 1);
-    while (atomic_load(&flag) != 2 * i + 2) {}
-  }
-  clock_gettime(CLOCK_MONOTONIC, &e);
-  pthread_join(t, 0);
-  pthread_setaffinity_np(pthread_self(), sizeof before, &before);
-  return ((e.tv_sec - s.tv_sec) * 1e9 + (e.tv_nsec - s.tv_nsec)) / (double)n;
-}
-"""
-
-
-def ping_pong(workdir: Path) -> Callable[[], float]:
-    """A function measuring the round trip (ns) of a cache line between CPUs 0 and 1."""
-    from ember.support.toolchain import compile_shared
-
-    src = workdir / "ping_pong.c"
-    src.write_text(PING_PONG)
-    out = compile_shared([src], workdir / "ping_pong.so", flags=["-pthread"], openmp=False)
-    lib = ctypes.CDLL(str(out))
-    lib.round_trip.restype = ctypes.c_double
-    lib.round_trip.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64]
-    return lambda: float(lib.round_trip(0, 1, 100_000))
 
 
 def aot_executor(name: str) -> Any:
@@ -168,7 +109,8 @@ def main(argv: list[str] | None = None) -> None:
     executors = {name: aot_executor(name) for name in args.models.split(",")}
     header = ["model", "1T ms", "2T off ms", "2T gov ms", "off/1T", "gov/1T", "choice"]
     with tempfile.TemporaryDirectory() as tmp:
-        trip = ping_pong(Path(tmp))
+        measured = core_round_trip(Path(tmp))
+        trip = measured if measured is not None else (lambda: float("nan"))
         for turn in range(args.rounds):
             if turn:
                 time.sleep(args.gap)

@@ -3,6 +3,7 @@ a tiny model and print what issue 12 asks for. No timing is asserted, only the s
 the report, the FLOP count, the FMA-limit formula and the busy process's lifetime."""
 
 import importlib.util
+import os
 import re
 import sys
 from contextlib import contextmanager
@@ -58,6 +59,8 @@ def test_models_benchmark_prints_both_thread_counts_ratios_and_geomeans(bench, c
     assert "flop/cycle" in out and "GFLOP/s" in out
     assert "ort1/ember1: geomean" in out and "ort2/ember2: geomean" in out
     assert "noisy" not in out
+    if len(os.sched_getaffinity(0)) >= 2:  # the cores' round trip, first and last
+        assert len(re.findall(r"CPU round trip \d+ ns", out)) == 2
 
 
 @pytest.mark.cc
