@@ -64,6 +64,9 @@ class Row:
     max_err: float
     gflop: float
     others: tuple[TargetTimes, ...] = ()
+    #: what the run governor used at ``threads`` after the rounds, graph/AOT executor:
+    #: "pool" or "alone" each ("-": not governed, e.g. a policy without it)
+    choices: str = "-"
 
     def seconds(self, engine: str, threads: int) -> float:
         """The reported time: thread CPU time for 1 thread under --cpu-clock, else wall."""
@@ -135,6 +138,7 @@ class Row:
             self.from_c(n),
             ms[5],
             f"{self.speedup(n):.2f}",
+            self.choices,
             *self.spinning(),
             f"{self.gflop:.3g}",
             f"{self.fma_percent(self.ember(1), 1, limit):.0f}",
@@ -152,6 +156,7 @@ def header(threads: int, noisy: bool, targets: Sequence[str] = ("c",)) -> list[s
     cells = ["model", "build s", "cc+load s", "graph1 ms", "aot1 ms", "aotC1 ms"]
     cells += ["graph1 ovh us", "aot1 ovh us", "ort1 ms", "ort1/ember1"]
     cells += [f"graph{n} ms", f"aot{n} ms", f"aotC{n} ms", f"ort{n} ms", f"ort{n}/ember{n}"]
+    cells += [f"ember{n} used (graph/aot)"]
     cells += [f"aot{n} (spin pass) ms", f"ort{n}spin ms", f"ort{n}spin/aot{n}"]
     cells += ["GFLOP"]
     cells += ["ember1 %FMA", "ort1 %FMA", f"ember{n} %FMA", "max abs err"]

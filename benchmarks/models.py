@@ -259,6 +259,7 @@ def measure(
     ]
     timings = interleaved_timings(entries, repeat, pause_s=pause_ms / 1e3)
     times = dict(zip(keys, timings, strict=False))
+    choices = "/".join(_thread_choice(ex, threads) for ex in (ge, aot))
     if threads > 1 and pause_ms <= 0:
         times.update(_spinning_pass(model, case.inputs, aot.run, threads, repeat))
     extra = compare_targets(ge, others, repeat, cpu_clock)
@@ -266,7 +267,16 @@ def measure(
     if profile > 0:
         print_profile(name, ge, profile, repeat, flops, limit or fma_limit())
     gflop = sum(flops.values()) / 1e9
-    return Row(name, build_s, load_s, times, threads, cpu_clock, max_err, gflop, extra)
+    return Row(name, build_s, load_s, times, threads, cpu_clock, max_err, gflop, extra, choices)
+
+
+def _thread_choice(executor: Any, threads: int) -> str:
+    """What the run governor used for ``executor``'s runs at ``threads``: the pool or the
+    calling thread alone ("-": not governed)."""
+    choice = executor.thread_choice(threads)
+    if choice is None:
+        return "-"
+    return "pool" if choice["parallel"] else "alone"
 
 
 def compare_targets(

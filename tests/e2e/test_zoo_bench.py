@@ -47,6 +47,8 @@ def test_models_benchmark_prints_both_thread_counts_ratios_and_geomeans(bench, c
     # the AOT run timed from C, and what each executor adds to it
     assert {"aotC1 ms", "aotC2 ms", "graph1 ovh us", "aot1 ovh us"} <= set(head)
     assert {"ember1 %FMA", "ort1 %FMA", "ember2 %FMA"} <= set(head)
+    used = dict(zip(head, rows[0], strict=True))["ember2 used (graph/aot)"]
+    assert re.fullmatch(r"(pool|alone|-)/(pool|alone|-)", used)  # the run governor's choice
     assert [r[0] for r in rows] == ["dense_autoencoder"]
     row = dict(zip(head, rows[0], strict=True))
     assert float(row["ort1/ember1"]) > 0 and float(row["ort2/ember2"]) > 0
