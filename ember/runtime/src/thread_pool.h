@@ -148,6 +148,22 @@ int32_t EmberBackendNumCores(void) { return count_cores(); }
 
 #include "pool_learn.h" /* the per-loop backoff, the adaptive state, the statistics */
 
+/* A launch run on the caller alone, as if launched: loops it starts stay inline too. */
+static int32_t group_alone(FEmberParallelLambda flambda, void* cdata) {
+  EmberParallelGroupEnv one = {NULL, 1};
+  g_in_pool = 1;
+  int32_t rc = flambda(0, &one, cdata);
+  g_in_pool = 0;
+  return rc;
+}
+
+static int32_t range_alone(FEmberParallelRange frange, void* cdata, int64_t extent) {
+  g_in_pool = 1;
+  int32_t rc = frange(0, extent, cdata);
+  g_in_pool = 0;
+  return rc;
+}
+
 int32_t EmberBackendParallelLaunch(FEmberParallelLambda flambda, void* cdata, int32_t num_task) {
   if (flambda == NULL) return set_error("EmberBackendParallelLaunch: %s is NULL", "flambda");
   int32_t want = num_task > 0 ? num_task : EmberBackendGetNumThreads();
@@ -156,28 +172,17 @@ int32_t EmberBackendParallelLaunch(FEmberParallelLambda flambda, void* cdata, in
   /* a run kept on its caller (pool_runs.h) or a serial stretch (pool_learn.h) runs it as
    * one task; more tasks than cores were asked for: kept */
   if (want > 1 && !g_in_pool && g_run_alone && want <= pool_cores()) {
-    EmberParallelGroupEnv one = {NULL, 1};
-    g_in_pool = 1;
-    int32_t rc = flambda(0, &one, cdata);
-    g_in_pool = 0;
-    return rc;
+    return group_alone(flambda, cdata);
   }
   if (want > 1 && !g_in_pool && pool_serial() && want <= pool_cores()) {
-    EmberParallelGroupEnv one = {NULL, 1};
     uint64_t start = pool_ticks();
-    g_in_pool = 1;
-    int32_t rc = flambda(0, &one, cdata);
-    g_in_pool = 0;
+    int32_t rc = group_alone(flambda, cdata);
     pool_serial_ran((int64_t)(pool_ticks() - start));
     return rc;
   }
   if (want > 1 && !g_in_pool && site_backs_off(key)) {
     stat_add(POOL_STAT_SITE_INLINE, 1);
-    EmberParallelGroupEnv one = {NULL, 1};
-    g_in_pool = 1;
-    int32_t rc = flambda(0, &one, cdata);
-    g_in_pool = 0;
-    return rc;
+    return group_alone(flambda, cdata);
   }
   if (want > 1 && !g_in_pool) {
     pthread_mutex_lock(&g_pool.launch);
@@ -216,27 +221,19 @@ int32_t EmberBackendParallelFor(FEmberParallelRange frange, void* cdata, int64_t
    * launch runs: inline */
   if (threads <= 1 || g_in_pool) return frange(0, extent, cdata);
   if (g_run_alone && threads <= pool_cores()) { /* a run kept on its caller (pool_runs.h) */
-    g_in_pool = 1;
-    int32_t rc = frange(0, extent, cdata);
-    g_in_pool = 0;
-    return rc;
+    return range_alone(frange, cdata, extent);
   }
   /* a serial stretch, as if launched (loops it starts stay inline too); more threads than
    * cores were asked for: kept */
   if (pool_serial() && threads <= pool_cores()) {
     uint64_t start = pool_ticks();
-    g_in_pool = 1;
-    int32_t rc = frange(0, extent, cdata);
-    g_in_pool = 0;
+    int32_t rc = range_alone(frange, cdata, extent);
     pool_serial_ran((int64_t)(pool_ticks() - start));
     return rc;
   }
   if (site_backs_off((uintptr_t)frange)) { /* as if launched: loops it starts stay inline too */
     stat_add(POOL_STAT_SITE_INLINE, 1);
-    g_in_pool = 1;
-    int32_t rc = frange(0, extent, cdata);
-    g_in_pool = 0;
-    return rc;
+    return range_alone(frange, cdata, extent);
   }
   if (pthread_mutex_trylock(&g_pool.launch) != 0) return frange(0, extent, cdata);
   int32_t had = g_pool.num_workers;
