@@ -144,7 +144,25 @@ static inline __attribute__((always_inline)) void ember_dw_row(
     }
   }
 }
+
+/* the nine 3x3 filter vectors of 16 channels, rows wr and taps wk apart */
+static inline __attribute__((always_inline)) void ember_dw_weights(__m512* wv, const float* wb,
+                                                                  int32_t wr, int32_t wk) {
+  for (int r = 0; r < 3; ++r)
+    for (int k = 0; k < 3; ++k) wv[r * 3 + k] = _mm512_loadu_ps(wb + r * wr + k * wk);
+}
 #endif
+
+/* the filter rows [*rlo, *rhi) inside the input, for input rows from r0 of rn */
+static inline __attribute__((always_inline, unused)) void ember_dw_rows(int32_t r0, int32_t rn,
+                                                                        int32_t* rlo,
+                                                                        int32_t* rhi) {
+  int32_t lo = r0 < 0 ? -r0 : 0;
+  int32_t hi = rn - r0 < 3 ? rn - r0 : 3;
+  lo = lo > 3 ? 3 : lo;
+  *rlo = lo;
+  *rhi = hi < lo ? lo : hi;
+}
 
 /* adds the 3x3 depthwise taps inside the input to ncols positions x 16 channels
    (ember/codegen/c/f32_depthwise.py); returns 0 */
@@ -152,16 +170,13 @@ static inline __attribute__((always_inline, unused)) int32_t ember_f32_dw3x3(
     float* acc, const float* x, const float* w, int64_t xoff, int64_t woff, int32_t ncols,
     int32_t xr, int32_t xk, int32_t xj, int32_t wr, int32_t wk, int32_t r0, int32_t rn,
     int32_t c0, int32_t cs, int32_t cn, int32_t zero) {
-  int32_t rlo = r0 < 0 ? -r0 : 0;
-  int32_t rhi = rn - r0 < 3 ? rn - r0 : 3;
-  rlo = rlo > 3 ? 3 : rlo;
-  rhi = rhi < rlo ? rlo : rhi;
+  int32_t rlo, rhi;
+  ember_dw_rows(r0, rn, &rlo, &rhi);
   const float* xb = x + xoff;
   const float* wb = w + woff;
 #if defined(__AVX512F__)
   __m512 wv[9];
-  for (int r = 0; r < 3; ++r)
-    for (int k = 0; k < 3; ++k) wv[r * 3 + k] = _mm512_loadu_ps(wb + r * wr + k * wk);
+  ember_dw_weights(wv, wb, wr, wk);
   if (rlo == 0 && rhi == 3) {
     ember_dw_row(acc, xb, wv, ncols, xr, xk, xj, 0, 3, c0, cs, cn, zero);
   } else {
@@ -195,15 +210,12 @@ static inline __attribute__((always_inline, unused)) int32_t ember_f32_dw3x3_ep(
     int32_t wr, int32_t wk, int32_t r0, int32_t rn, int32_t c0, int32_t cs, int32_t cn,
     int32_t kind, float hi) {
 #if defined(__AVX512F__)
-  int32_t rlo = r0 < 0 ? -r0 : 0;
-  int32_t rhi = rn - r0 < 3 ? rn - r0 : 3;
-  rlo = rlo > 3 ? 3 : rlo;
-  rhi = rhi < rlo ? rlo : rhi;
+  int32_t rlo, rhi;
+  ember_dw_rows(r0, rn, &rlo, &rhi);
   const float* xb = x + xoff;
   const float* wb = w + woff;
   __m512 wv[9];
-  for (int r = 0; r < 3; ++r)
-    for (int k = 0; k < 3; ++k) wv[r * 3 + k] = _mm512_loadu_ps(wb + r * wr + k * wk);
+  ember_dw_weights(wv, wb, wr, wk);
   __m512 a[EMBER_DW_SMALL];
   _Pragma("GCC unroll 8") for (int32_t j = 0; j < ncols; ++j) a[j] = _mm512_setzero_ps();
   if (rlo == 0 && rhi == 3) {
