@@ -43,15 +43,21 @@ def test_alignment_and_bad_arguments():
         plan_memory([Buffer("a", 1, 3, 2)])
 
 
+def _random_buffers(
+    rng: random.Random, least: int, most: int, last_start: int, span: int, sizes: list[int]
+) -> list[Buffer]:
+    """least..most buffers of the given sizes, each live from a step in 0..last_start for
+    0..span more steps."""
+    bufs = []
+    for i in range(rng.randint(least, most)):
+        start = rng.randint(0, last_start)
+        bufs.append(Buffer(f"b{i}", rng.choice(sizes), start, start + rng.randint(0, span)))
+    return bufs
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_random_instances_are_valid_deterministic_and_not_below_the_bound(seed):
-    rng = random.Random(seed)
-    bufs = []
-    for i in range(rng.randint(1, 60)):
-        start = rng.randint(0, 40)
-        bufs.append(
-            Buffer(f"b{i}", rng.choice([64, 100, 4096, 70000]), start, start + rng.randint(0, 6))
-        )
+    bufs = _random_buffers(random.Random(seed), 1, 60, 40, 6, [64, 100, 4096, 70000])
     plan = plan_memory(bufs)
     _check_valid(bufs, plan)
     assert plan.size >= plan.lower_bound >= lower_bound(bufs)
@@ -60,11 +66,7 @@ def test_random_instances_are_valid_deterministic_and_not_below_the_bound(seed):
 
 @pytest.mark.parametrize("seed", range(10))
 def test_count_conflicts_counts_every_pair_live_at_a_common_step(seed):
-    rng = random.Random(seed)
-    bufs = []
-    for i in range(rng.randint(0, 40)):
-        start = rng.randint(0, 20)
-        bufs.append(Buffer(f"b{i}", 64, start, start + rng.randint(0, 5)))
+    bufs = _random_buffers(random.Random(seed), 0, 40, 20, 5, [64])
     pairs = sum(a.overlaps(b) for i, a in enumerate(bufs) for b in bufs[i + 1 :])
     assert count_conflicts(bufs) == pairs
 
