@@ -215,9 +215,7 @@ def _threads_line(ge: GraphExecutor) -> str:
     """The thread count the runs used, and why when the run governor kept them on one."""
     threads = get_num_threads()
     choice = ge.thread_choice()
-    if threads <= 1 or choice is None:
-        return f"threads: {threads}"
-    if choice["parallel"]:
+    if threads <= 1 or choice is None or choice["parallel"]:
         return f"threads: {threads}"
     return (
         f"threads: 1 of {threads} (the run governor: {threads} threads did not run this model "
