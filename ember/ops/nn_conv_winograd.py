@@ -202,8 +202,8 @@ MAX_ROWS = 14
 def point_stride(floats: int) -> int:
     """Floats from one transform point's V (or M) to the next in ember_f32_winograd's scratch
     (EMBER_WINO_STRIDE of ember/codegen/c/f32_winograd.py): ``floats``, and a 64-byte cache
-    line more where that is a multiple of 4 KiB."""
-    return floats + 16 if floats % 1024 == 0 else floats
+    line more where that is a multiple of 2 KiB."""
+    return floats + 16 if floats % 512 == 0 else floats
 
 
 def panel_rows(tiles: int) -> int:

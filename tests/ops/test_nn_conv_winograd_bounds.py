@@ -140,12 +140,15 @@ def test_reads_only_its_input_and_scratch(libs, h: int, w: int, c: int, o: int, 
         np.testing.assert_array_equal(y, seen[0])
 
 
-def test_a_line_after_points_a_multiple_of_4_kib_apart() -> None:
-    """resnet8's 32x32x16 layer (64 tiles x 16 channels: 4 KiB) gets a cache line after each
-    point's V and M; dbnet's 80x80 96->24 (400 x 96 and 400 x 32 floats) and resnet8's
-    16x16x32 (2 KiB) keep their strides."""
+def test_a_line_after_points_a_multiple_of_2_kib_apart() -> None:
+    """resnet8's 32x32x16 layer (64 tiles x 16 channels: 4 KiB), its 16x16x32 (2 KiB) and
+    dbnet's 80x80 96->24 (400 x 96 and 400 x 32 floats: odd multiples of 2 KiB) get a cache
+    line after each point's V and M; resnet8's 8x8x64 (1 KiB) and ResNet-50's 56x56x64
+    (196 tiles, 14 a panel) keep their strides."""
     assert point_stride(64 * 16) == 64 * 16 + 16
-    assert point_stride(400 * 96) == 400 * 96
-    assert point_stride(400 * 32) == 400 * 32
-    assert point_stride(16 * 32) == 16 * 32
+    assert point_stride(16 * 32) == 16 * 32 + 16
+    assert point_stride(400 * 96) == 400 * 96 + 16
+    assert point_stride(400 * 32) == 400 * 32 + 16
+    assert point_stride(4 * 64) == 4 * 64
+    assert point_stride(196 * 64) == 196 * 64
     assert scratch_bytes(1, 16, 16, 32, 32, 4) == 4 * 36 * 2 * (64 * 16 + 16) + 64

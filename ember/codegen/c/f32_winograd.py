@@ -138,8 +138,8 @@ static inline ember_wv ember_wv_relu(ember_wv v) {
 #endif
 
 /* the floats from one transform point's V (M) to the next: n = Tp C (Tp Op), and a cache line
-   (16 floats) more where n is a multiple of 4 KiB (1024 floats): see the job's vps */
-#define EMBER_WINO_STRIDE(n) ((n) % 1024 == 0 ? (n) + 16 : (n))
+   (16 floats) more where n is a multiple of 2 KiB (512 floats): see the job's vps */
+#define EMBER_WINO_STRIDE(n) ((n) % 512 == 0 ? (n) + 16 : (n))
 
 typedef struct {
   const float* x;
@@ -152,8 +152,11 @@ typedef struct {
      multiple of 4 KiB (resnet8's 32x32x16 layers: Tp C = 64 x 16 floats) a tile's a * a
      vectors, stored by the input transform and loaded by the output transform, all fell in
      one set of the 12-way L1 and evicted each other: one cache line more made those layers
-     0.69-0.74x their time (one thread, CPU time). Not at other strides: at an odd multiple of
-     2 KiB (dbnet's 80x80 layers, 400 x 96 floats) the line made them 1.01-1.12x slower */
+     0.69-0.74x their time (one thread, CPU time). At an odd multiple of 2 KiB (resnet8's
+     16x16x32 layers, 16 x 32 floats; dbnet's 80x80 layers, 400 x 96) they fall in two sets,
+     18 lines each: the input transform of one tile then took 3.1x the time of the same tile
+     at a stride one line longer (60 against 19 ns, C = 16, stores to L1-resident V). Strides
+     that are multiples of 1 KiB only (4 sets, 9 lines each) run at full speed */
   long vps, mps;
   int span; /* tiles per task of ember_wino_tiles (a multiple of R) */
   const float* bias; /* [O] of EMBER_WINO_BIAS */
