@@ -122,7 +122,7 @@ def test_reads_only_its_input_and_scratch(libs, h: int, w: int, c: int, o: int, 
     u = transform_weight(wt, m)
     tiles = -(-h // m) * -(-w // m)
     nb = channel_blocks(padded_channels(o))
-    g = np.array([1, h, w, c, o, h, w, 1, 1, m, nb, panel_rows(tiles), EPI], np.int32)
+    g = np.array([1, h, w, c, o, h, w, 1, 1, m, nb, panel_rows(tiles, nb), EPI], np.int32)
     nbytes = scratch_bytes(1, c, o, h, w, m)
     conv = winograd_reference(x, u, m, (1, 1, 1, 1), (h, w))[..., :o].astype(np.float64)
     want = np.maximum(conv + bias + res, 0)
@@ -152,3 +152,12 @@ def test_a_line_after_points_a_multiple_of_2_kib_apart() -> None:
     assert point_stride(4 * 64) == 4 * 64
     assert point_stride(196 * 64) == 196 * 64
     assert scratch_bytes(1, 16, 16, 32, 32, 4) == 4 * 36 * 2 * (64 * 16 + 16) + 64
+
+
+def test_one_block_of_output_channels_takes_panels_of_up_to_16_tiles() -> None:
+    """resnet8's 32x32x16 layer (64 tiles, one block of 16 output channels) takes panels of
+    16 tiles; with two blocks (32 channels: 28 accumulators) at most 14."""
+    assert panel_rows(64, 1) == 16
+    assert panel_rows(64, 2) == 8
+    assert panel_rows(15, 1) == 15
+    assert panel_rows(15, 2) == 8  # 16 rows in two panels of 8

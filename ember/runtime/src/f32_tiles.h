@@ -1886,14 +1886,14 @@ static int32_t ember_wino_in(int64_t begin, int64_t end, void* cdata) {
 }
 
 /* M[R x 16nb] = V[R x C] @ U[C x 16nb]: v one panel ([C/16][R][16]), u [C][16nb], M rows
-   ldm apart; R accumulators per 16 channels (at most 14 x 2 = 28 zmm) */
+   ldm apart; R accumulators per 16 channels (at most 14 x 2 = 28 zmm, or 16 x 1) */
 static inline __attribute__((always_inline)) void ember_wino_gemm_tile(const float* v,
                                                                        const float* u, int C,
                                                                        float* mo, long ldm,
                                                                        int R, int NB) {
-  ember_wv acc[14][2];
-#pragma GCC unroll 14
-  for (int r = 0; r < 14; ++r) {
+  ember_wv acc[16][2];
+#pragma GCC unroll 16
+  for (int r = 0; r < 16; ++r) {
     if (r < R) {
       acc[r][0] = EMBER_WV_ZERO();
       acc[r][1] = EMBER_WV_ZERO();
@@ -1904,8 +1904,8 @@ static inline __attribute__((always_inline)) void ember_wino_gemm_tile(const flo
     for (int cc = 0; cc < 16; ++cc, u += 16 * NB) {
       const ember_wv w0 = EMBER_WV_LOAD(u);
       const ember_wv w1 = NB == 2 ? EMBER_WV_LOAD(u + 16) : w0;
-#pragma GCC unroll 14
-      for (int r = 0; r < 14; ++r) {
+#pragma GCC unroll 16
+      for (int r = 0; r < 16; ++r) {
         if (r < R) {
           const ember_wv b = EMBER_WV_SET1(v[r * 16 + cc]);
           acc[r][0] = EMBER_WV_FMA(b, w0, acc[r][0]);
@@ -1914,8 +1914,8 @@ static inline __attribute__((always_inline)) void ember_wino_gemm_tile(const flo
       }
     }
   }
-#pragma GCC unroll 14
-  for (int r = 0; r < 14; ++r) {
+#pragma GCC unroll 16
+  for (int r = 0; r < 16; ++r) {
     if (r < R) {
       EMBER_WV_STORE(mo + r * ldm, acc[r][0]);
       if (NB == 2) EMBER_WV_STORE(mo + r * ldm + 16, acc[r][1]);
@@ -1934,6 +1934,12 @@ static inline __attribute__((always_inline)) void ember_wino_gemm_tile(const flo
 static void ember_wino_gemm_rows(const float* v, const float* u, int C, float* mo, long ldm,
                                  int R, int NB) {
   switch (R) {
+    case 16: /* one block of output channels only (panel_rows) */
+      ember_wino_gemm_tile(v, u, C, mo, ldm, 16, 1);
+      break;
+    case 15:
+      ember_wino_gemm_tile(v, u, C, mo, ldm, 15, 1);
+      break;
     EMBER_WINO_R(14)
     EMBER_WINO_R(13)
     EMBER_WINO_R(12)
