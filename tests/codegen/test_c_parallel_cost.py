@@ -107,8 +107,22 @@ def test_a_loop_of_one_to_two_chunks_of_work_splits_in_halves() -> None:
     grain = grain_of(call)
     extent = max(grain, -(-parallel.SPLIT_WORK // per))
     assert extent < 2 * grain
-    assert grain_of(call, extent) == extent // 2
+    assert grain_of(call, extent) == -(-extent // 2)
     assert grain_of(call, 2 * grain) == grain
     assert grain_of(call, None) == grain
     small = tir.Evaluate(call_extern("int32", "some_kernel", const(1, "int32")))
     assert grain_of(small, 3) == grain_of(small)
+
+
+def test_a_loop_of_less_than_a_chunk_but_local_split_work_runs_in_halves() -> None:
+    """A constant-extent loop with LOCAL_SPLIT_WORK or more but under one chunk of work
+    (ds_cnn_kws's depthwise rows: 100 calls) gets half its extent, rounded up, so that each
+    core keeps its own rows; with less work, or one iteration, the chunk grain stays."""
+    call = tir.Evaluate(call_extern("int32", "ember_f32_dw3x3_ep", *[const(5, "int32")] * 9))
+    per = stmt_cost(call)
+    grain = grain_of(call)
+    extent = -(-parallel.LOCAL_SPLIT_WORK // per) + 1
+    assert extent * per < parallel.SPLIT_WORK and extent < grain
+    assert grain_of(call, extent) == -(-extent // 2)
+    assert grain_of(call, extent - 2) == grain
+    assert grain_of(call, 1) == grain
