@@ -2,6 +2,7 @@
 report on a tiny model (no timing asserted, only the report's shape)."""
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -62,5 +63,6 @@ def test_budget_reports_every_kernel_and_the_aot_overhead(budget, capsys):
     out = capsys.readouterr().out
     rows = [ln for ln in out.splitlines() if ln.startswith("| ember_")]
     assert len(rows) == 10  # the autoencoder's ten Gemm kernels
-    assert "0 parallel launches per run at 2 threads" in out
+    # one: its widest Gemm runs in two halves (parallel.LOCAL_SPLIT_WORK)
+    assert re.search(r"\b\d+ parallel launches per run at 2 threads", out)
     assert "Amdahl bound at 2 threads" in out and "AOT run" in out
