@@ -204,11 +204,16 @@ MAX_ROWS = 14
 MAX_ROWS_ONE_BLOCK = 16
 
 
+#: floats between one panel's V (or M) and the next in ember_f32_winograd's scratch
+#: (EMBER_WINO_GAP of ember/codegen/c/f32_winograd.py): the panels are the threads' shares.
+PANEL_GAP = 256
+
+
 def point_stride(floats: int) -> int:
     """Floats from one transform point's V (or M) to the next in ember_f32_winograd's scratch
     (EMBER_WINO_STRIDE of ember/codegen/c/f32_winograd.py): ``floats``, and a 64-byte cache
-    line more where that is a multiple of 2 KiB."""
-    return floats + 16 if floats % 512 == 0 else floats
+    line more where that is a multiple of 1 KiB."""
+    return floats + 16 if floats % 256 == 0 else floats
 
 
 def panel_rows(tiles: int, blocks: int = 2) -> int:
@@ -222,13 +227,18 @@ def panel_rows(tiles: int, blocks: int = 2) -> int:
 
 
 def scratch_bytes(n: int, c: int, o: int, oh: int, ow: int, m: int) -> int:
-    """Bytes of ember_f32_winograd's scratch: V and M, (m+2)^2 x point_stride(padded tiles x
-    C) + point_stride(padded tiles x Op)."""
+    """Bytes of ember_f32_winograd's scratch, V and M in either layout: panel by panel
+    (threads), each panel (m+2)^2 x (point_stride(rows x C) + point_stride(rows x Op)) floats
+    and PANEL_GAP twice, or point by point (one thread), (m+2)^2 x (point_stride(padded tiles
+    x C) + point_stride(padded tiles x Op))."""
     tiles = n * -(-oh // m) * -(-ow // m)
-    rows = panel_rows(tiles, channel_blocks(padded_channels(o)))
-    padded = -(-tiles // rows) * rows
-    per_point = point_stride(padded * c) + point_stride(padded * padded_channels(o))
-    return 4 * (m + 2) ** 2 * per_point + 64
+    op = padded_channels(o)
+    rows = panel_rows(tiles, channel_blocks(op))
+    panels = -(-tiles // rows)
+    per_point = point_stride(rows * c) + point_stride(rows * op)
+    by_panel = panels * ((m + 2) ** 2 * per_point + 2 * PANEL_GAP)
+    by_point = (m + 2) ** 2 * (point_stride(panels * rows * c) + point_stride(panels * rows * op))
+    return 4 * max(by_panel, by_point) + 64
 
 
 def conv_winograd(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:

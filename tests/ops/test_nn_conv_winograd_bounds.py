@@ -21,7 +21,7 @@ from ember.ir.ops.nn_conv_winograd_form import (
     transform_weight,
     winograd_reference,
 )
-from ember.ops.nn_conv_winograd import panel_rows, point_stride, scratch_bytes
+from ember.ops.nn_conv_winograd import PANEL_GAP, panel_rows, point_stride, scratch_bytes
 from ember.runtime.cpu_features import host_features
 
 pytestmark = pytest.mark.cc
@@ -140,18 +140,23 @@ def test_reads_only_its_input_and_scratch(libs, h: int, w: int, c: int, o: int, 
         np.testing.assert_array_equal(y, seen[0])
 
 
-def test_a_line_after_points_a_multiple_of_2_kib_apart() -> None:
-    """resnet8's 32x32x16 layer (64 tiles x 16 channels: 4 KiB), its 16x16x32 (2 KiB) and
-    dbnet's 80x80 96->24 (400 x 96 and 400 x 32 floats: odd multiples of 2 KiB) get a cache
-    line after each point's V and M; resnet8's 8x8x64 (1 KiB) and ResNet-50's 56x56x64
-    (196 tiles, 14 a panel) keep their strides."""
-    assert point_stride(64 * 16) == 64 * 16 + 16
-    assert point_stride(16 * 32) == 16 * 32 + 16
-    assert point_stride(400 * 96) == 400 * 96 + 16
-    assert point_stride(400 * 32) == 400 * 32 + 16
-    assert point_stride(4 * 64) == 4 * 64
-    assert point_stride(196 * 64) == 196 * 64
-    assert scratch_bytes(1, 16, 16, 32, 32, 4) == 4 * 36 * 2 * (64 * 16 + 16) + 64
+def test_a_line_after_points_a_multiple_of_1_kib_apart() -> None:
+    """A panel's points R x C floats apart get a cache line more at multiples of 1 KiB (256
+    floats: at most four of the L1's sets; resnet8's panels of 16 x 16, 8 x 32 and 4 x 64
+    floats) and keep their stride at an odd number of lines or 512 bytes."""
+    assert point_stride(8 * 64) == 8 * 64 + 16
+    assert point_stride(16 * 16) == 16 * 16 + 16
+    assert point_stride(4 * 64) == 4 * 64 + 16
+    assert point_stride(8 * 16) == 8 * 16
+    assert point_stride(8 * 96) == 8 * 96 + 16
+    assert point_stride(14 * 24) == 14 * 24
+
+
+def test_scratch_holds_each_panel_and_its_gap() -> None:
+    """resnet8's 32x32x16 layer: 4 panels of 16 tiles, each 36 points of 16 x 16 floats and a
+    line for V and for M, PANEL_GAP after each."""
+    per_panel = 36 * 2 * (16 * 16 + 16) + 2 * PANEL_GAP
+    assert scratch_bytes(1, 16, 16, 32, 32, 4) == 4 * 4 * per_panel + 64
 
 
 def test_one_block_of_output_channels_takes_panels_of_up_to_16_tiles() -> None:

@@ -200,7 +200,7 @@ static inline __attribute__((always_inline)) void ember_wino_in_tile(const ember
                                                                      long t, int m,
                                                                      const float (*bt)[6]) {
   const int a = m + 2, P = a * a, C = j->C, R = j->R;
-  const long pstride = j->vps, at = (t / R) * (long)R * C + (t % R) * 16;
+  const long pstride = j->vps, at = (t / R) * j->vpan + (t % R) * 16;
   if (t >= j->T) { /* a panel's padding rows: zeros */
     for (int c = 0; c < C; c += 16)
       for (int p = 0; p < P; ++p)
@@ -267,7 +267,7 @@ static inline __attribute__((always_inline)) void ember_wino_out_tile(const embe
   const long mps = j->mps, ldy = (long)j->OW * O;
   for (int o = 0; o < Op; o += 16) {
     ember_wv d[36], e[24], r[16];
-    const float* q = j->mm + t * Op + o;
+    const float* q = j->mm + (t / j->R) * j->mpan + (t % j->R) * Op + o;
 #pragma GCC unroll 36
     for (int p = 0; p < a * a; ++p) {
       d[p] = EMBER_WV_LOAD(q);

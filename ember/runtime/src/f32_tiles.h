@@ -1667,27 +1667,42 @@ static inline ember_wv ember_wv_relu(ember_wv v) {
 #define EMBER_WV_STOREN(p, v, n) ember_wv_storen((p), (v), (n))
 #endif
 
-/* the floats from one transform point's V (M) to the next: n = Tp C (Tp Op), and a cache line
-   (16 floats) more where n is a multiple of 2 KiB (512 floats): see the job's vps */
-#define EMBER_WINO_STRIDE(n) ((n) % 512 == 0 ? (n) + 16 : (n))
+/* the floats from one transform point's V (M) to the next: n = R C or Tp C (R Op or Tp Op), and
+   a cache line (16 floats) more where n is a multiple of 1 KiB (256 floats): see the job's vps */
+#define EMBER_WINO_STRIDE(n) ((n) % 256 == 0 ? (n) + 16 : (n))
+/* floats between one panel's V (M) and the next's: see the job's vpan */
+#define EMBER_WINO_GAP 256
 
 typedef struct {
   const float* x;
   const float* u;
   float* y;
-  float* v;  /* [P][T/R][C/16][R][16]: panels of R tiles, 16 channels contiguous per tile */
-  float* mm; /* [P][Tp][Op], Tp = T rounded up to a multiple of R, Op = O up to one of 16 */
+  float* v;  /* [Tp/R][P] or [P][Tp/R], then [C/16][R][16]: panels of R tiles, 16 channels
+                contiguous per tile (vps, vpan) */
+  float* mm; /* [Tp/R][P] or [P][Tp/R], then [R][Op]: Tp = T rounded up to a multiple of R, Op =
+                O up to one of 16 */
   int N, H, W, C, O, Op, OH, OW, ph, pw, m, th, tw, T, nb, R, Tp;
-  /* the floats from one transform point's V (M) to the next (EMBER_WINO_STRIDE). At a
-     multiple of 4 KiB (resnet8's 32x32x16 layers: Tp C = 64 x 16 floats) a tile's a * a
+  /* the floats from one transform point's V (M) to the next in a panel (EMBER_WINO_STRIDE).
+     At a multiple of 4 KiB (resnet8's 32x32x16 layers: Tp C = 64 x 16 floats then) a tile's a * a
      vectors, stored by the input transform and loaded by the output transform, all fell in
      one set of the 12-way L1 and evicted each other: one cache line more made those layers
      0.69-0.74x their time (one thread, CPU time). At an odd multiple of 2 KiB (resnet8's
      16x16x32 layers, 16 x 32 floats; dbnet's 80x80 layers, 400 x 96) they fall in two sets,
      18 lines each: the input transform of one tile then took 3.1x the time of the same tile
-     at a stride one line longer (60 against 19 ns, C = 16, stores to L1-resident V). Strides
-     that are multiples of 1 KiB only (4 sets, 9 lines each) run at full speed */
+     at a stride one line longer (60 against 19 ns, C = 16, stores to L1-resident V). At a
+     multiple of 1 KiB (4 sets, 9 lines each: resnet8's panels of 16 x 16, 8 x 32 and 4 x 64
+     floats) the line still made its layers 0.94-0.97x their 2-thread time */
   long vps, mps;
+  /* the floats from one panel's V (M) to the next. With threads, panel by panel ([Tp/R][P]
+     ..., vpan = P vps + EMBER_WINO_GAP): the panels are the threads' shares, each its own
+     stretch of memory. Point by point ([P][Tp/R]..., vpan = R C), every point had a
+     boundary between panels that two cores wrote, and each core's prefetchers pulled in
+     lines of the other's panel, which were then written again: resnet8's 16x16x32 layer at 2
+     threads took 7.3-10.6 us (one thread: 6.9) against 4.9-5.0 with 4 KiB between panels (a
+     C harness, the runtime's pool, the far placement of stop 32); panel by panel 3.7-3.9 in
+     the near placement (point by point 4.9-5.1). One thread keeps the point-by-point layout:
+     panel by panel its 32x32x16 layers took 1.02x the time */
+  long vpan, mpan;
   int span; /* tiles per task of ember_wino_tiles (a multiple of R) */
   const float* bias; /* [O] of EMBER_WINO_BIAS */
   const float* res;  /* (N, OH, OW, O) of EMBER_WINO_RES */
@@ -1848,7 +1863,7 @@ static inline __attribute__((always_inline)) void ember_wino_in_tile(const ember
                                                                      long t, int m,
                                                                      const float (*bt)[6]) {
   const int a = m + 2, P = a * a, C = j->C, R = j->R;
-  const long pstride = j->vps, at = (t / R) * (long)R * C + (t % R) * 16;
+  const long pstride = j->vps, at = (t / R) * j->vpan + (t % R) * 16;
   if (t >= j->T) { /* a panel's padding rows: zeros */
     for (int c = 0; c < C; c += 16)
       for (int p = 0; p < P; ++p)
@@ -1969,8 +1984,8 @@ static int32_t ember_wino_gemm(int64_t begin, int64_t end, void* cdata) {
     const int p = (int)(task / nblk), ob = (int)(task % nblk);
     const float* u = j->u + ((long)p * nblk + ob) * (long)C * bw;
     for (int t = 0; t < j->Tp; t += R) {
-      const float* v = j->v + p * j->vps + (long)t * C;
-      float* mo = j->mm + p * j->mps + (long)t * Op + (long)ob * bw;
+      const float* v = j->v + p * j->vps + (t / R) * j->vpan;
+      float* mo = j->mm + p * j->mps + (t / R) * j->mpan + (long)ob * bw;
       ember_wino_gemm_rows(v, u, C, mo, Op, R, j->nb);
     }
   }
@@ -2004,7 +2019,7 @@ static inline __attribute__((always_inline)) void ember_wino_out_tile(const embe
   const long mps = j->mps, ldy = (long)j->OW * O;
   for (int o = 0; o < Op; o += 16) {
     ember_wv d[36], e[24], r[16];
-    const float* q = j->mm + t * Op + o;
+    const float* q = j->mm + (t / j->R) * j->mpan + (t % j->R) * Op + o;
 #pragma GCC unroll 36
     for (int p = 0; p < a * a; ++p) {
       d[p] = EMBER_WV_LOAD(q);
@@ -2094,8 +2109,8 @@ static int32_t ember_wino_tiles(int64_t begin, int64_t end, void* cdata) {
       for (int ob = 0; ob < nblk; ++ob) {
         const float* u = j->u + ((long)p * nblk + ob) * (long)C * bw;
         for (long t = t0; t < t1; t += R) {
-          const float* v = j->v + p * j->vps + (long)t * C;
-          float* mo = j->mm + p * j->mps + (long)t * Op + (long)ob * bw;
+          const float* v = j->v + p * j->vps + (t / R) * j->vpan;
+          float* mo = j->mm + p * j->mps + (t / R) * j->mpan + (long)ob * bw;
           ember_wino_gemm_rows(v, u, C, mo, Op, R, j->nb);
         }
       }
@@ -2107,9 +2122,11 @@ static int32_t ember_wino_tiles(int64_t begin, int64_t end, void* cdata) {
 
 /* the whole convolution: y (N, OH, OW, O) of x (N, H, W, C) padded by (ph, pw) at the
    start; u the transformed weight, its output channels zero-padded to Op (O rounded up to
-   a multiple of 16); R tiles per panel of the products; scratch (m + 2)^2 *
-   (EMBER_WINO_STRIDE(Tp C) + EMBER_WINO_STRIDE(Tp Op)) floats (Tp: the tiles rounded up to a
-   multiple of R); epi the
+   a multiple of 16); R tiles per panel of the products; scratch for either layout of V and
+   M (ember.ops.nn_conv_winograd.scratch_bytes): the larger of Tp / R * ((m + 2)^2 *
+   (EMBER_WINO_STRIDE(R C) + EMBER_WINO_STRIDE(R Op)) + 2 EMBER_WINO_GAP) and (m + 2)^2 *
+   (EMBER_WINO_STRIDE(Tp C) + EMBER_WINO_STRIDE(Tp Op)) floats (Tp: the tiles rounded up to
+   a multiple of R); epi the
    fused epilogue's steps (EMBER_WINO_*, 4 bits each, the lowest first; 0: none) with its
    bias [O] and residual (N, OH, OW, O) (either may be y when no step reads it) */
 EMBER_F32_API int32_t ember_f32_winograd_avx512(const float* x, const float* u, float* y,
@@ -2125,11 +2142,16 @@ EMBER_F32_API int32_t ember_f32_winograd_avx512(const float* x, const float* u, 
   j.bias = bias, j.res = res, j.epi = epi;
   j.th = (OH + m - 1) / m, j.tw = (OW + m - 1) / m, j.T = N * j.th * j.tw;
   j.Tp = (j.T + R - 1) / R * R;
-  const int P = (m + 2) * (m + 2);
-  j.vps = EMBER_WINO_STRIDE((long)j.Tp * C), j.mps = EMBER_WINO_STRIDE((long)j.Tp * j.Op);
+  const int P = (m + 2) * (m + 2), threads = EmberBackendGetNumThreads(), par = threads > 1;
+  if (par) { /* panel by panel: each thread's share a stretch of its own */
+    j.vps = EMBER_WINO_STRIDE((long)R * C), j.mps = EMBER_WINO_STRIDE((long)R * j.Op);
+    j.vpan = P * j.vps + EMBER_WINO_GAP, j.mpan = P * j.mps + EMBER_WINO_GAP;
+  } else { /* point by point: one thread reads each point's V and M in one stretch */
+    j.vps = EMBER_WINO_STRIDE((long)j.Tp * C), j.mps = EMBER_WINO_STRIDE((long)j.Tp * j.Op);
+    j.vpan = (long)R * C, j.mpan = (long)R * j.Op;
+  }
   j.v = (float*)scratch;
-  j.mm = j.v + (long)P * j.vps;
-  const int threads = EmberBackendGetNumThreads(), par = threads > 1;
+  j.mm = j.v + (par ? (j.Tp / R) * j.vpan : P * j.vps);
   const long tasks = (long)P * (j.Op / (16 * nb));
   /* threads: tiles through all phases per task where re-reading the weight U once per task
      costs less than moving V and M between cores (U: P C Op floats, V + M: P Tp (C + Op)) */
