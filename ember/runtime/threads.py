@@ -191,14 +191,9 @@ class RunSite:
         if begin is not None and end is not None:
             self.begin, self.end = begin, end
             return
-        prototype = ctypes.CFUNCTYPE(ctypes.c_int32)
-        slow_begin = prototype(_address("EmberBackendRunBegin"))
-        slow_end = prototype(_address("EmberBackendRunEnd"))
-        slow_begin.argtypes = None  # type: ignore[assignment]  # no per-call conversion
-        slow_end.argtypes = None  # type: ignore[assignment]
-        arg = ctypes.c_void_p(self.site)
-        self.begin = functools.partial(slow_begin, arg)
-        self.end = functools.partial(slow_end, arg)
+        lib, arg = c_api.lib(), ctypes.c_void_p(self.site)
+        self.begin = functools.partial(lib.EmberBackendRunBegin, arg)
+        self.end = functools.partial(lib.EmberBackendRunEnd, arg)
 
 
 def run_choice(site: int, threads: int | None = None) -> dict[str, int] | None:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from runtime_test_util import build_library, pool_under_test
 
-from ember.runtime import libruntime
+from ember.runtime import libruntime, threads
 from ember.runtime.threads import RunSite, pool_stats, run_choice
 
 WARM, SKIP, BLOCK, TRIAL_BLOCKS, PERIOD_MIN, PERIOD_MAX = 2, 1, 3, 1, 64, 4096
@@ -219,6 +219,16 @@ def test_run_site_counts_governed_runs_at_two_threads_only() -> None:
             other.begin()
             other.end()
             assert run_choice(other.site, 2) is None  # a policy without the governor
+
+
+def test_run_site_without_the_ffi_extension_governs_through_ctypes(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(threads, "make_prepared_call", lambda *args: None)
+    site = RunSite()
+    with pool_under_test("adaptive", threads=2):
+        site.begin()
+        site.end()
+        choice = run_choice(site.site, 2)
+        assert choice is not None and choice["runs"] == 1
 
 
 def test_nested_runs_are_decided_by_the_outer_one_and_an_unmatched_end_is_harmless() -> None:
