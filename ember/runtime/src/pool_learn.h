@@ -43,13 +43,16 @@ static _Atomic int32_t g_serial = 0;
  * per-loop backoff (no governor). */
 static _Atomic int32_t g_policy = 0;
 
-/* Whether the policy has the per-loop backoff; the adaptive state. */
+/* Whether the policy has the per-loop backoff; the adaptive state; the run governor. */
 static inline int32_t policy_backoff(void) {
   return atomic_load_explicit(&g_policy, memory_order_relaxed) != 2;
 }
 static inline int32_t policy_adapt(void) {
   int32_t policy = atomic_load_explicit(&g_policy, memory_order_relaxed);
   return policy == 0 || policy == 3;
+}
+static inline int32_t policy_governs(void) {
+  return atomic_load_explicit(&g_policy, memory_order_relaxed) == 0;
 }
 
 /* Counters of EmberBackendPoolStats, in this order (relaxed atomics; read while idle). */

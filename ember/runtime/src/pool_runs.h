@@ -58,9 +58,8 @@ int32_t EmberBackendRunBegin(const void* site) {
   g_run_threads = 0;
   int32_t threads = EmberBackendGetNumThreads();
   /* nothing to choose: one thread, more than the cores (kept as asked), inside a parallel
-   * task, or a policy without adaptation */
-  if (site == NULL || threads <= 1 || threads > pool_cores() || g_in_pool ||
-      atomic_load_explicit(&g_policy, memory_order_relaxed) != 0) {
+   * task, or a policy without the governor */
+  if (site == NULL || threads <= 1 || threads > pool_cores() || g_in_pool || !policy_governs()) {
     return 0;
   }
   pthread_mutex_lock(&g_gov_lock);
