@@ -8,6 +8,7 @@ A read or write outside crashes the test.
 from __future__ import annotations
 
 import ctypes
+import re
 from pathlib import Path
 
 import numpy as np
@@ -166,3 +167,16 @@ def test_one_block_of_output_channels_takes_panels_of_up_to_16_tiles() -> None:
     assert panel_rows(64, 2) == 8
     assert panel_rows(15, 1) == 15
     assert panel_rows(15, 2) == 8  # 16 rows in two panels of 8
+
+
+def test_the_scratch_layout_constants_agree_with_the_kernel_text() -> None:
+    """scratch_bytes sizes the kernel's scratch from PANEL_GAP and point_stride: the C
+    text's EMBER_WINO_GAP and EMBER_WINO_STRIDE must say the same."""
+    gap = re.search(r"#define EMBER_WINO_GAP (\d+)", WINOGRAD_C)
+    stride = re.search(
+        r"#define EMBER_WINO_STRIDE\(n\) \(\(n\) % (\d+) == 0 \? \(n\) \+ (\d+)", WINOGRAD_C
+    )
+    assert gap is not None and stride is not None
+    assert int(gap.group(1)) == PANEL_GAP
+    every, line = int(stride.group(1)), int(stride.group(2))
+    assert point_stride(every) == every + line and point_stride(every + 16) == every + 16
