@@ -145,6 +145,7 @@ def conv_channels_last(
     groups: int,
     taps_outer: bool = False,
     nhwc_kernel: bool | None = None,
+    pad_free: bool = False,
 ) -> te.Tensor:
     """conv_packed reading a channels-last padded copy of the input, reducing over the
     input channels then the kernel taps (the weight contiguous; CHANNELS_OUTER) or the
@@ -152,7 +153,8 @@ def conv_channels_last(
     taps first: ``taps_outer``, nn_conv_taps). With ``nhwc_kernel`` set (data_layout
     "NHWC": ``x`` and the result channels last) the copy is the padding alone (none when
     unpadded) and the result needs no transpose; its value says whether the schedule calls
-    the micro-kernel (TILE_KERNEL)."""
+    the micro-kernel (TILE_KERNEL). ``pad_free`` (NHWC, taps outer): no copy at all, the
+    padding a condition on each read (the kernel of ember.ops.nn_conv_pair.pad_free)."""
     wshape = static_shape(wp)
     nsp = len(wshape) - 3
     block = wshape[-1]
@@ -160,7 +162,10 @@ def conv_channels_last(
     nhwc = nhwc_kernel is not None
     out_sp = ty.shape[1:-1] if nhwc else ty.shape[2:]
     outer = not taps_outer and channels_outer(tuple(int(d) for d in out_sp))
-    if nhwc:
+    in_place = nhwc and pad_free and not outer
+    if in_place:
+        xp = x
+    elif nhwc:
         padded = any(pad_begin) or any(pad_end)
         extra = channel_pitch(int(static_shape(x)[-1])) - int(static_shape(x)[-1])
         extra = extra if outer and padded else 0
@@ -169,13 +174,24 @@ def conv_channels_last(
         xp = pad_channels_last(x, pad_begin, pad_end, pitch=outer)
     rk = [te.reduce_axis(wshape[2 + k], f"rk{k}") for k in range(nsp)]
     rc = te.reduce_axis(wshape[1], "rc")
+    xshape = static_shape(x)
 
     def body(n: Any, *rest: Any) -> PrimExpr:
         *sp, o = rest
         src = [sp[k] * strides[k] + rk[k].var * dilation[k] for k in range(nsp)]
         taps = [r.var for r in rk]
         chan = rc.var if groups == 1 else (o // block) // blocks_per_group * wshape[1] + rc.var
-        prod = xp[(n, *src, chan)] * wp[(o // block, rc.var, *taps, o % block)]
+        value: PrimExpr
+        if in_place:  # the padding as conditions (nn_conv_nhwc.depthwise_nhwc's form)
+            src = [src[k] - pad_begin[k] for k in range(nsp)]
+            conds = [src[k] >= 0 for k in range(nsp) if pad_begin[k]]
+            conds += [src[k] < xshape[1 + k] for k in range(nsp) if pad_end[k]]
+            value = x[(n, *src, chan)]
+            if conds:
+                value = tir.if_then_else(tir.logical_and(*conds), value, scalar(0, x.dtype))
+        else:
+            value = xp[(n, *src, chan)]
+        prod = value * wp[(o // block, rc.var, *taps, o % block)]
         return te.sum(prod, axis=[rc, *rk] if outer else [*rk, rc])
 
     shape = (ty.shape[0], *out_sp, wshape[0] * block)

@@ -33,7 +33,7 @@ from ember.ops.nn_conv_flat import FLAT_TILE_LANES, flat_tile_blocks
 from ember.ops.nn_conv_layouts import CHANNELS_LAST_OUT, CHANNELS_LAST_PAD, conv_channels_last
 from ember.ops.nn_conv_narrow import NARROW_KERNELS, narrow_kernel_tile
 from ember.ops.nn_conv_narrow_layout import widen_blocks
-from ember.ops.nn_conv_pair import PAIR_MAX_COLS, pair_blocks
+from ember.ops.nn_conv_pair import PAIR_MAX_COLS, pad_free, pair_blocks
 from ember.ops.nn_conv_rewrite import tile_kernel_rewrite
 from ember.ops.nn_schedule import (
     MATERIALIZE,
@@ -48,7 +48,7 @@ from ember.ops.nn_schedule import (
     schedule_output,
 )
 from ember.ops.nn_schedule_tiles import _tile_cols, register_tiles, tile_accumulator
-from ember.ops.registry import ScheduleContext
+from ember.ops.registry import COMPUTE_TARGET, ScheduleContext
 from ember.tir import PrimExpr, te
 
 #: the attribute naming a convolution's data layout (ember.ir.ops.common.DATA_LAYOUTS).
@@ -92,8 +92,12 @@ def conv_packed_nhwc(
     wp = widen_blocks(wp, groups) if kernel else wp
     if flat:
         return flat_channels_last(x, wp, ty.shape, kernel, strides)
+    wshape = static_shape(wp)
+    taps = tuple(int(t) for t in wshape[2:-1])
+    in_place = kernel and groups == 1 and (any(pad_begin) or any(pad_end))
+    in_place = in_place and pad_free(COMPUTE_TARGET.get(), int(wshape[0]), taps, int(wshape[1]))
     return conv_channels_last(
-        x, wp, ty, strides, dilation, pad_begin, pad_end, groups, taps_outer, kernel
+        x, wp, ty, strides, dilation, pad_begin, pad_end, groups, taps_outer, kernel, in_place
     )
 
 

@@ -39,3 +39,31 @@ def pair_blocks(target: Target | None, blocks: int, taps: int) -> int:
         return 1
     keys = set(target.keys)
     return PAIR_BLOCKS if "x86-avx512" in keys and "llvm" not in keys else 1
+
+
+#: the kernel reading the unpadded input (ember.codegen.c.f32_pair.PAIR_PAD_KERNEL_NAME).
+PAIR_PAD_KERNEL = "ember_f32_conv_tile2_pad"
+
+#: the most conjuncts of a padding the kernel tests (EMBER_F32P_CONDS): a 2-D convolution's.
+PAD_CONDS = 4
+
+#: the most input channels of a convolution reading its unpadded input: a tap in the padding
+#: reads a static row of this many zeros (the kernel's chunk of the reduction, PAIR_CHUNK).
+PAD_MAX_CHANNELS = 1024
+
+#: whether padded convolutions of pair tiles read their input in place (pad_free), the
+#: padding tested per tap by ember_f32_conv_tile2_pad, instead of a padded copy.
+PAD_FREE = True
+
+
+def pad_free(target: Target | None, blocks: int, taps: tuple[int, ...], channels: int) -> bool:
+    """Whether a padded channels-last convolution (``blocks`` blocks of 16 output channels,
+    kernel ``taps``, ``channels`` input channels per group) reads its input in place: pair
+    tiles (pair_blocks), at most PAD_CONDS conjuncts (2-D or 1-D) and PAD_MAX_CHANNELS
+    channels, with PAD_FREE on."""
+    count = 1
+    for t in taps:
+        count *= t
+    if not PAD_FREE or 2 * len(taps) > PAD_CONDS or channels > PAD_MAX_CHANNELS:
+        return False
+    return pair_blocks(target, blocks, count) > 1

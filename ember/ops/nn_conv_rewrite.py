@@ -25,9 +25,27 @@ from typing import Any
 
 from ember.ops.nn_conv_f32 import BLOCK, MAX_REDUCE_LOOPS
 from ember.ops.nn_conv_narrow import NARROW_INTERPRET_EXTERNS, NARROW_KERNELS, tile_reference
-from ember.ops.nn_conv_pair import PAIR_BLOCKS, PAIR_KERNEL
+from ember.ops.nn_conv_pair import (
+    PAD_CONDS,
+    PAD_MAX_CHANNELS,
+    PAIR_BLOCKS,
+    PAIR_KERNEL,
+    PAIR_PAD_KERNEL,
+)
 from ember.tir import IRMutator, PrimFunc, simplify, substitute
-from ember.tir.expr import LT, Add, And, BufferLoad, IntImm, Mul, PrimExpr, const
+from ember.tir.expr import (
+    GE,
+    LT,
+    Add,
+    And,
+    BufferLoad,
+    FloatImm,
+    IntImm,
+    Mul,
+    PrimExpr,
+    Select,
+    const,
+)
 from ember.tir.functor import free_vars
 from ember.tir.op import call_extern, cast
 from ember.tir.op import min as tir_min
@@ -182,10 +200,17 @@ def _match_loops(loops: list[For], body: Stmt, pair: bool) -> Stmt | None:
         a is b for a, b in zip(acc.indices, body.indices, strict=True)
     ):
         return None
-    if not isinstance(prod, Mul) or not all(isinstance(o, BufferLoad) for o in (prod.a, prod.b)):
+    if not isinstance(prod, Mul):
         return None
     xl, wl = prod.a, prod.b
-    assert isinstance(xl, BufferLoad) and isinstance(wl, BufferLoad)
+    conds: list[PrimExpr] = []
+    if isinstance(xl, Select):  # the unpadded input, its padding tested (pad_free)
+        zero = xl.false_value
+        if not pair or not isinstance(zero, FloatImm) or zero.value != 0.0:
+            return None
+        conds, xl = conjuncts(xl.condition), xl.true_value
+    if not isinstance(xl, BufferLoad) or not isinstance(wl, BufferLoad):
+        return None
     if xl.buffer.dtype != "float32" or wl.buffer.dtype != "float32":
         return None
     forms = affine_accesses((body, xl, wl), loops)
@@ -231,7 +256,51 @@ def _match_loops(loops: list[For], body: Stmt, pair: bool) -> Stmt | None:
     args += [const(v, "int32") for v in ints]
     name = "ember_f32_conv_tile" if lanes == BLOCK else NARROW_KERNELS[lanes]
     name = PAIR_KERNEL if pair else name
+    if conds:
+        bounds = _pad_bounds(conds, loops, nred, len(cols))
+        if bounds is None or red[-1].extent.value * xcoef[nred - 1] > PAD_MAX_CHANNELS:  # type: ignore[attr-defined]
+            return None
+        args += bounds
+        name = PAIR_PAD_KERNEL
     return Evaluate(call_extern("int32", name, *args))
+
+
+def _pad_bounds(
+    conds: list[PrimExpr], loops: list[For], nred: int, ncols: int
+) -> list[PrimExpr] | None:
+    """The padding arguments of ember_f32_conv_tile2_pad for the conjuncts ``conds`` of a
+    tile's nest ``loops`` (``nred`` reduction loops, then ``ncols`` position loops, the
+    blocks' and the lanes'): their count, then ``base, pr, pc, k0, k1`` per conjunct (``v =
+    base + pr * row + pc * column + k0 * i0 + k1 * i1 >= 0``, i0 and i1 the kernel's first
+    two reduction loops), PAD_CONDS of them; None when a conjunct is not ``a >= lo`` or
+    ``a < hi`` with ``a`` affine and free of the innermost reduction loop, the blocks' and
+    the lanes' loops."""
+    if len(conds) > PAD_CONDS:
+        return None
+    loop_vars = {f.loop_var for f in loops}
+    lead = MAX_REDUCE_LOOPS - nred  # the kernel's leading loops of one iteration
+    rows: list[PrimExpr] = [const(len(conds), "int32")]
+    for c in conds:
+        if not isinstance(c, GE | LT) or free_vars(c.b) & loop_vars:
+            return None
+        form = affine_form(c.a, loops)
+        if form is None:
+            return None
+        base, coefs = form
+        sign = 1 if isinstance(c, GE) else -1
+        start = simplify(base - c.b) if isinstance(c, GE) else simplify(c.b - 1 - base)
+        coefs = [sign * k for k in coefs]
+        if coefs[nred - 1] != 0 or any(coefs[nred + ncols :]):
+            return None
+        taps = [0] * lead + coefs[: nred - 1] + [0]  # over the kernel's e0, e1, e2
+        pos = coefs[nred : nred + ncols]
+        pr, pc = (pos[0], pos[1]) if ncols == 2 else (0, pos[0])
+        if any(abs(k) >= 2**15 for k in (pr, pc, *taps)):
+            return None
+        rows += [cast("int32", start), *(const(k, "int32") for k in (pr, pc, *taps[:2]))]
+    zero = const(0, "int32")
+    rows += [zero] * (5 * (PAD_CONDS - len(conds)))
+    return rows
 
 
 class _Rewrite(IRMutator):
@@ -281,9 +350,35 @@ def pair_tile_reference(
     return 0
 
 
+def pair_pad_tile_reference(
+    acc: list[float], x: list[float], w: list[float], xoff: int, woff: int, *args: int
+) -> int:
+    """ember_f32_conv_tile2_pad in Python: pair_tile_reference with the reads of taps in
+    the padding (a conjunct ``base + pr * row + pc * col + k0 * i0 + k1 * i1 >= 0`` fails)
+    +0, for the TIR interpreter."""
+    head, (count, *flat) = args[:14], args[14:]
+    ncols, tcols, cx, cr, e0, xs0, ws0, e1, xs1, ws1, e2, xs2, ws2, wb = head
+    conds = [flat[5 * q : 5 * q + 5] for q in range(count)]
+    for j in range(max(ncols, 0)):
+        row, col = divmod(j, tcols)
+        base = xoff + row * cr + col * cx
+        for i0 in range(e0):
+            for i1 in range(e1):
+                inside = all(b + pr * row + pc * col + k0 * i0 + k1 * i1 >= 0
+                             for b, pr, pc, k0, k1 in conds)  # fmt: skip
+                for i2 in range(e2):
+                    v = x[base + i0 * xs0 + i1 * xs1 + i2 * xs2] if inside else 0.0
+                    wk = woff + i0 * ws0 + i1 * ws1 + i2 * ws2
+                    for blk in range(2):
+                        for lane in range(BLOCK):
+                            acc[32 * j + 16 * blk + lane] += v * w[wk + blk * wb + lane]
+    return 0
+
+
 #: the Python implementations of the kernels this module emits, for the TIR interpreter.
 INTERPRET_EXTERNS = {
     "ember_f32_conv_tile": conv_tile_reference,
     PAIR_KERNEL: pair_tile_reference,
+    PAIR_PAD_KERNEL: pair_pad_tile_reference,
     **NARROW_INTERPRET_EXTERNS,
 }

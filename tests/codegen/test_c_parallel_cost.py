@@ -54,6 +54,7 @@ def test_every_tile_kernel_costs_its_multiply_adds() -> None:
     i = tir.Var("i")
     for name, lanes in [
         ("ember_f32_conv_tile2", 32),
+        ("ember_f32_conv_tile2_pad", 32),
         ("ember_f32_conv_tile8", 8),
         ("ember_f32_conv_tile24", 24),
         ("ember_f32_lanes_tile", 16),
@@ -126,3 +127,12 @@ def test_a_loop_of_less_than_a_chunk_but_local_split_work_runs_in_halves() -> No
     assert grain_of(call, extent) == -(-extent // 2)
     assert grain_of(call, extent - 2) == grain
     assert grain_of(call, 1) == grain
+
+
+def test_every_kernel_the_ops_emit_has_a_cost() -> None:
+    """Each float32 tile kernel a rewrite may call (ember.codegen.c.f32_kernels) is in
+    EXTERN_COSTS: without an entry the padded stride-2 layers' pad kernel (2 tiles of 9 us)
+    got a grain of 22 and ran on one thread."""
+    from ember.codegen.c.f32_kernels import F32_KERNEL_NAMES
+
+    assert F32_KERNEL_NAMES <= set(parallel.EXTERN_COSTS)

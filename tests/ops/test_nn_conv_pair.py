@@ -46,6 +46,7 @@ def _lower(xshape: tuple[int, ...], wshape: tuple[int, ...]) -> str:
 
 
 def test_nhwc_3x3_calls_the_pair_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(nn_conv_pair, "PAD_FREE", False)  # a padded copy (test_nn_conv_pair_pad)
     text = _lower((1, 14, 14, 64), (4, 64, 3, 3, 16))
     # the whole 14x14 image per call, two blocks: the second's weights 64 x 9 x 16 further
     assert '"ember_f32_conv_tile2"' in text and ", 9216)" in text
@@ -59,7 +60,7 @@ def test_row_tails_call_the_pair_kernel() -> None:
     # rows of 100 (too wide for bands): 14 tiles of 7 positions and a tail of 2, which the
     # kernel takes too (a count of min(7, 100 - column) positions)
     text = _lower((1, 100, 100, 16), (2, 16, 3, 3, 16))
-    assert text.count('"ember_f32_conv_tile2"') == 2 and "min(7, " in text
+    assert text.count('"ember_f32_conv_tile2_pad"') == 2 and "min(7, " in text
     assert 'ember_f32_conv_tile"' not in text
 
 

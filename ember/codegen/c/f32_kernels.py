@@ -46,10 +46,12 @@ IR, so results are bitwise equal to it. Without AVX2 the function runs plain C l
 
 from __future__ import annotations
 
-from ember.codegen.c.f32_pair import F32_PAIR_C, PAIR_KERNEL_NAME
+from ember.codegen.c.f32_pair import F32_PAIR_C, PAIR_KERNEL_NAME, PAIR_PAD_KERNEL_NAME
 
 #: the call_extern names this file defines.
-F32_KERNEL_NAMES: frozenset[str] = frozenset({"ember_f32_conv_tile", PAIR_KERNEL_NAME})
+F32_KERNEL_NAMES: frozenset[str] = frozenset(
+    {"ember_f32_conv_tile", PAIR_KERNEL_NAME, PAIR_PAD_KERNEL_NAME}
+)
 
 #: key of the helper block in a FileContext.
 HELPER_KEY = "0e_ember_f32"

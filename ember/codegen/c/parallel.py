@@ -132,6 +132,7 @@ EXTERN_COSTS: dict[str, Callable[[tuple[PrimExpr, ...]], int]] = {
     # of 43 for its 2 tiles of 5 us each: one thread at any count.
     "ember_f32_conv_tile": _tile_cost(16, 9),
     "ember_f32_conv_tile2": _tile_cost(32, 9),
+    "ember_f32_conv_tile2_pad": _tile_cost(32, 9),
     "ember_f32_conv_tile8": _tile_cost(8, 9),
     "ember_f32_conv_tile24": _tile_cost(24, 9),
     "ember_f32_lanes_tile": _tile_cost(16, 10),
