@@ -55,15 +55,27 @@ PAD_MAX_CHANNELS = 1024
 #: padding tested per tap by ember_f32_conv_tile2_pad, instead of a padded copy.
 PAD_FREE = True
 
+#: the most blocks of 16 output channels of a convolution reading its input in place. The
+#: copy's share of a layer falls with its output channels (the copy is H x W x C, the
+#: convolution H x W x C x O x taps / strides), while the kernel's register tiles of edge
+#: positions cost ~10% more than the others. One thread thread CPU time, two threads wall,
+#: A/B in one process, in place / padded copy: resnet8 (stride-2 3x3 to 32 and 64
+#: channels) 0.995 / 0.975; ResNet-50 (to 128-512) 1.009 / 1.007; yolo, dbnet, crnn,
+#: mobilenet_v2 within 1%.
+PAD_FREE_MAX_BLOCKS = 4
+
 
 def pad_free(target: Target | None, blocks: int, taps: tuple[int, ...], channels: int) -> bool:
     """Whether a padded channels-last convolution (``blocks`` blocks of 16 output channels,
     kernel ``taps``, ``channels`` input channels per group) reads its input in place: pair
-    tiles (pair_blocks), at most PAD_CONDS conjuncts (2-D or 1-D) and PAD_MAX_CHANNELS
-    channels, with PAD_FREE on."""
+    tiles (pair_blocks) of at most PAD_FREE_MAX_BLOCKS blocks, at most PAD_CONDS conjuncts
+    (2-D or 1-D), kernel rows of at most 64 taps and PAD_MAX_CHANNELS channels, with
+    PAD_FREE on."""
     count = 1
     for t in taps:
         count *= t
     if not PAD_FREE or 2 * len(taps) > PAD_CONDS or channels > PAD_MAX_CHANNELS:
+        return False
+    if blocks > PAD_FREE_MAX_BLOCKS or any(t > 64 for t in taps):  # 64: the kernel's tap masks
         return False
     return pair_blocks(target, blocks, count) > 1

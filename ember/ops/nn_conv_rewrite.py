@@ -260,6 +260,8 @@ def _match_loops(loops: list[For], body: Stmt, pair: bool) -> Stmt | None:
         bounds = _pad_bounds(conds, loops, nred, len(cols))
         if bounds is None or red[-1].extent.value * xcoef[nred - 1] > PAD_MAX_CHANNELS:  # type: ignore[attr-defined]
             return None
+        if nred > 1 and red[-2].extent.value > 64:  # type: ignore[attr-defined] # tap masks
+            return None
         args += bounds
         name = PAIR_PAD_KERNEL
     return Evaluate(call_extern("int32", name, *args))

@@ -34,6 +34,7 @@ def test_pad_free_predicate() -> None:
     avx512 = Target.create(AVX512)
     assert pad_free(avx512, 4, (3, 3), 64)
     assert not pad_free(avx512, 3, (3, 3), 64)  # an odd count of blocks: no pair tiles
+    assert not pad_free(avx512, 8, (3, 3), 64)  # 128 output channels: the copy pays
     assert not pad_free(avx512, 4, (3, 3), 2048)  # more channels than the zero row holds
     assert not pad_free(avx512, 4, (3, 3, 3), 64)  # 3-D: six conjuncts
     assert not pad_free(Target.create("c -mcpu=haswell"), 4, (3, 3), 64)

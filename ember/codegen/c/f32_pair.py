@@ -529,7 +529,10 @@ def _pair_text() -> str:
         f"    case {n}: ember_f32p_tile_{n}(acc, x, w, off, ao, EMBER_F32P_LOOPS); break;\n"
         for n in range(1, PAIR_MAX_TILE)
     ]
-    last = f"    default: ember_f32p_tile_{PAIR_MAX_TILE}(acc, x, w, off, ao, EMBER_F32P_LOOPS); break;"
+    last = (
+        f"    default: ember_f32p_tile_{PAIR_MAX_TILE}(acc, x, w, off, ao, EMBER_F32P_LOOPS);"
+        " break;"
+    )
     edges = "".join(f"EMBER_F32P_EDGE({n})\n" for n in range(1, PAIR_MAX_TILE + 1))
     edge_cases = [
         f"    case {n}: ember_f32p_edge_{n}(acc, x, w, off, ao, EMBER_F32P_EDGE_ARGS); break;\n"
