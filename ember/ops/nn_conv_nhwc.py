@@ -352,6 +352,30 @@ def materialize_rows(sch: te.Schedule, outputs: list[te.Tensor]) -> None:
             stage.vectorize(stage.fuse(axes[-2], axes[-1]))
 
 
+#: a flattened multi-block tile of a layer of few tiles (FLAT_FEW_TILES) takes the largest
+#: divisor of the positions from half its register limit up (no guarded tail tile), instead
+#: of _tile_cols' from 7/8 of it: the tail ran its FMAs behind a guard per element, and with
+#: two threads it was the second half's. resnet8's stride-2 1x1s: 256 positions in tiles of
+#: 8 instead of 18 x 14 and a tail of 4, 64 in tiles of 4 instead of 9 x 7 and 1; ds_cnn's
+#: 125 in tiles of 5 instead of 17 x 7 and 6. Whole models, A/B in one process, new / old,
+#: one thread (CPU time) and two (wall): resnet8 0.986 / 0.973, ds_cnn_kws 0.950 / 0.941,
+#: mobilenet_v2 0.997 / 0.995 (its few-tile layers: 49 and 196 positions).
+FLAT_HALF_DIVISORS = True
+
+
+#: ... for layers of at most this many tiles of ``limit`` positions (a tail's share of the
+#: layer is then at least 1/32).
+FLAT_FEW_TILES = 32
+
+
+def _flat_cols(width: int, limit: int) -> int:
+    """Positions per flattened multi-block tile (see FLAT_HALF_DIVISORS)."""
+    top = min(width, limit)
+    best = max(d for d in range(1, top + 1) if width % d == 0)
+    few = -(-width // top) <= FLAT_FEW_TILES
+    return best if FLAT_HALF_DIVISORS and few and 2 * best >= top else _tile_cols(width, limit)
+
+
 def _schedule_flat(ctx: ScheduleContext, main: te.Stage, acc: te.Stage, kernel: bool) -> None:
     """schedule_channels_last for flat_channels_last: the output's positions fused, tiled
     ``n, o/b, p/t | p%t, o%b`` (positions outer for long reductions, positions_outer) with
@@ -370,7 +394,7 @@ def _schedule_flat(ctx: ScheduleContext, main: te.Stage, acc: te.Stage, kernel: 
         cols = _tile_cols(_extent(positions), WHOLE_IMAGE_POSITIONS)
     blocks = 1 if kernel else flat_tile_blocks(ctx.target, _extent(oo))
     if blocks > 1:
-        wide = _tile_cols(_extent(positions), FLAT_TILE_LANES // (blocks * block))
+        wide = _flat_cols(_extent(positions), FLAT_TILE_LANES // (blocks * block))
         # LLVM keeps a guarded tail tile's accumulators of several blocks in memory: ds_cnn's
         # 1x1 64->64 at 25x5 (125 = 17 x 7 + 6) took 40.5 us against 24.3 with one block
         # (llvm, one thread, thread CPU time); the llvm kinds take them without a tail only

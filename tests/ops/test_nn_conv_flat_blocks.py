@@ -12,7 +12,7 @@ from packed_conv_lowering import v
 from ember.driver import build
 from ember.ir import Attrs, Function, IRModule, TensorType, Var, call, const
 from ember.lowering.lower_group import lower_group
-from ember.ops import nn_conv_flat
+from ember.ops import nn_conv_flat, nn_conv_nhwc
 from ember.ops.nn_conv_flat import FLAT_TILE_LANES, flat_strided, flat_tile_blocks
 from ember.support.cpuinfo import host_cpu_flags
 from ember.target import Target
@@ -77,12 +77,26 @@ def test_llvm_takes_multi_block_tiles_only_without_a_tail() -> None:
     # 14x14 = 28 tiles of 7: four blocks per tile on llvm as on c
     text = _lower((1, 14, 14, 256), (64, 256, 1, 1, 16), "llvm -mcpu=x86-64-v4")
     assert 'Buffer((1, 7, 64), "float32", scope="local")' in text
-    # ds_cnn's 1x1 64->64 at 25x5: 125 = 17 x 7 + 6, a guarded tail tile, which LLVM kept
-    # in memory with four blocks (1.7x the time): one block there; c keeps four
-    text = _lower((1, 25, 5, 64), (4, 64, 1, 1, 16), "llvm -mcpu=x86-64-v4")
+    # 233 positions (prime): 33 x 7 + 2, a guarded tail tile, which LLVM kept in memory with
+    # four blocks (ds_cnn's 125 = 17 x 7 + 6 took 1.7x the time): one block there; c keeps four
+    text = _lower((1, 233, 1, 64), (4, 64, 1, 1, 16), "llvm -mcpu=x86-64-v4")
     assert ', 64), "float32", scope="local")' not in text
-    text = _lower((1, 25, 5, 64), (4, 64, 1, 1, 16), AVX512)
+    text = _lower((1, 233, 1, 64), (4, 64, 1, 1, 16), AVX512)
     assert 'Buffer((1, 7, 64), "float32", scope="local")' in text
+
+
+def test_few_tiles_take_a_divisor_without_a_tail(monkeypatch: pytest.MonkeyPatch) -> None:
+    # ds_cnn's 1x1 64->64 at 25x5: 125 positions in 25 tiles of 5 (FLAT_HALF_DIVISORS), not
+    # 17 x 7 and a tail of 6; four blocks then on llvm too
+    for target in (AVX512, "llvm -mcpu=x86-64-v4"):
+        text = _lower((1, 25, 5, 64), (4, 64, 1, 1, 16), target)
+        assert 'Buffer((1, 5, 64), "float32", scope="local")' in text, target
+    # resnet8's stride-2 1x1 16->32 to 16x16: 256 positions in tiles of 8, not 18 x 14 and 4
+    text = _lower((1, 32, 32, 16), (2, 16, 1, 1, 16), AVX512, strides=2)
+    assert 'Buffer((1, 8, 32), "float32", scope="local")' in text
+    monkeypatch.setattr(nn_conv_nhwc, "FLAT_HALF_DIVISORS", False)
+    text = _lower((1, 32, 32, 16), (2, 16, 1, 1, 16), AVX512, strides=2)
+    assert 'Buffer((1, 14, 32), "float32", scope="local")' in text
 
 
 def test_strided_pointwise_takes_flat_loop_ir_tiles_on_avx512() -> None:
