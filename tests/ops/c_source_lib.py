@@ -22,3 +22,18 @@ def build_c_library(tmp_path: Path, source: str, march: str) -> ctypes.CDLL:
     cmd = [cc, "-O2", f"-march={march}", "-shared", "-fPIC", str(src), "-o", str(lib), "-lm"]
     subprocess.run(cmd, check=True, capture_output=True)
     return ctypes.CDLL(str(lib))
+
+
+def host_libraries(
+    factory: pytest.TempPathFactory, source: str, builds: dict[str, set[str]]
+) -> dict[str, ctypes.CDLL]:
+    """``source`` built once per ``-march`` of ``builds`` (march -> the CPU features it
+    needs) that the host can run, by march."""
+    from ember.runtime.cpu_features import host_features
+
+    have = host_features()
+    return {
+        march: build_c_library(Path(factory.mktemp(march)), source, march)
+        for march, needs in builds.items()
+        if needs <= have
+    }

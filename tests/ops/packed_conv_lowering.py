@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ember import tir
-from ember.ir import Attrs, Function, TensorType, Var, call
+from ember.ir import Attrs, Function, IRModule, TensorType, Var, call, const
 from ember.lowering.lower_group import lower_group
 
 
@@ -33,3 +35,17 @@ def lower_conv_bias_relu(
     func = Function((x, wp, b), body, Attrs({"Primitive": 1}))
     prim = lower_group(func, "kernel", target)
     return str(prim), prim, [x, wp, b], func
+
+
+def nhwc_conv_module(xshape: tuple[int, ...], w: np.ndarray, **attrs: Any) -> IRModule:
+    """``relu(nn.conv(x, w, data_layout="NHWC", **attrs) + bias)`` with constant ``w`` and a
+    seeded bias (nhwc_bias) as a module of one input ``x``."""
+    x = Var("x", TensorType(xshape, "float32"))
+    y = call("nn.conv", x, const(w), data_layout="NHWC", **attrs)
+    bias = const(nhwc_bias(w.shape[0]))
+    return IRModule({"main": Function((x,), call("relu", call("add", y, bias)))})
+
+
+def nhwc_bias(channels: int) -> np.ndarray:
+    """The seeded bias of nhwc_conv_module."""
+    return np.random.default_rng(9).standard_normal(channels).astype(np.float32)

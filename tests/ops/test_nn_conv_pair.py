@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 import pytest
 from c_source_lib import build_c_library
-from packed_conv_lowering import v
+from packed_conv_lowering import nhwc_bias, nhwc_conv_module, v
 
 from ember.codegen.c.f32_kernels import F32_KERNELS_C
 from ember.driver import build
-from ember.ir import Attrs, Function, IRModule, TensorType, Var, call, const
+from ember.ir import Attrs, Function, call
 from ember.lowering.lower_group import lower_group
 from ember.ops import nn_conv_pair
 from ember.ops.nn_conv_pair import pair_blocks
@@ -79,20 +79,6 @@ def test_pair_reference_is_two_one_block_tiles() -> None:
         assert one == want
 
 
-def _module(xshape: tuple[int, ...], w: np.ndarray, strides: int) -> IRModule:
-    x = Var("x", TensorType(xshape, "float32"))
-    bias = np.random.default_rng(9).standard_normal(w.shape[0]).astype(np.float32)
-    y = call(
-        "nn.conv",
-        x,
-        const(w),
-        data_layout="NHWC",
-        padding=[1, 1, 1, 1],
-        strides=[strides, strides],
-    )
-    return IRModule({"main": Function((x,), call("relu", call("add", y, const(bias))))})
-
-
 @pytest.mark.parametrize(
     ("size", "cin", "cout", "strides"),
     [
@@ -112,17 +98,13 @@ def test_pair_tiles_bitwise_equal_one_block_tiles(
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1, size, size, cin)).astype(np.float32)
     w = rng.standard_normal((cout, cin, 3, 3)).astype(np.float32)
-    mod = _module(x.shape, w, strides)
+    mod = nhwc_conv_module(x.shape, w, padding=[1, 1, 1, 1], strides=[strides, strides])
     got = run_artifacts(build(mod, "c"), {"x": x})[0]
     monkeypatch.setattr(nn_conv_pair, "PAIR_TILES", False)
     want = run_artifacts(build(mod, "c"), {"x": x})[0]
     np.testing.assert_array_equal(got, want)
-    ref = np.maximum(_conv_ref(x, w, strides) + _bias(cout), 0)
+    ref = np.maximum(_conv_ref(x, w, strides) + nhwc_bias(cout), 0)
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-3)
-
-
-def _bias(cout: int) -> np.ndarray:
-    return np.random.default_rng(9).standard_normal(cout).astype(np.float32)
 
 
 def _conv_ref(x: np.ndarray, w: np.ndarray, s: int) -> np.ndarray:

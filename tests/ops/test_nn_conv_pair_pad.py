@@ -7,16 +7,15 @@ places it against inaccessible pages, so a read outside crashes the test."""
 from __future__ import annotations
 
 import ctypes
-from pathlib import Path
 
 import numpy as np
 import pytest
-from c_source_lib import build_c_library
-from packed_conv_lowering import v
+from c_source_lib import host_libraries
+from packed_conv_lowering import nhwc_bias, nhwc_conv_module, v
 
 from ember.codegen.c.f32_kernels import F32_KERNELS_C
 from ember.driver import build
-from ember.ir import Attrs, Function, IRModule, TensorType, Var, call, const
+from ember.ir import Attrs, Function, call
 from ember.lowering.lower_group import lower_group
 from ember.ops import nn_conv_pair
 from ember.ops.nn_conv_pair import pad_free
@@ -66,21 +65,6 @@ def test_padded_conv_reads_its_input_in_place(monkeypatch: pytest.MonkeyPatch) -
     assert '"ember_f32_conv_tile2"' in text and "pad[" in text
 
 
-def _module(xshape: tuple[int, ...], w: np.ndarray, pads: list[int], s: int, d: int) -> IRModule:
-    x = Var("x", TensorType(xshape, "float32"))
-    bias = np.random.default_rng(9).standard_normal(w.shape[0]).astype(np.float32)
-    y = call(
-        "nn.conv",
-        x,
-        const(w),
-        data_layout="NHWC",
-        padding=pads,
-        strides=[s, s],
-        dilation=[d, d],
-    )
-    return IRModule({"main": Function((x,), call("relu", call("add", y, const(bias))))})
-
-
 def _conv_ref(x: np.ndarray, w: np.ndarray, pads: list[int], s: int, d: int) -> np.ndarray:
     top, left, bottom, right = pads
     xp = np.pad(x.astype(np.float64), ((0, 0), (top, bottom), (left, right), (0, 0)))
@@ -125,7 +109,7 @@ def test_in_place_bitwise_equal_padded_copy(
     rng = np.random.default_rng(size + cin)
     x = rng.standard_normal((1, size, size, cin)).astype(np.float32)
     w = rng.standard_normal((cout, cin, k, k)).astype(np.float32)
-    mod = _module(x.shape, w, pads, s, d)
+    mod = nhwc_conv_module(x.shape, w, padding=pads, strides=[s, s], dilation=[d, d])
     direct = PassContext(config={WINOGRAD_CONFIG: False})  # stride 1: not Winograd's
     built = build(mod, "c", pass_context=direct)
     if "avx512f" in host_features():
@@ -135,8 +119,7 @@ def test_in_place_bitwise_equal_padded_copy(
     monkeypatch.setattr(nn_conv_pair, "PAD_FREE", False)
     want = run_artifacts(build(mod, "c", pass_context=direct), {"x": x})[0]
     np.testing.assert_array_equal(got, want)
-    bias = np.random.default_rng(9).standard_normal(cout).astype(np.float32)
-    ref = np.maximum(_conv_ref(x, w, pads, s, d) + bias, 0)
+    ref = np.maximum(_conv_ref(x, w, pads, s, d) + nhwc_bias(cout), 0)
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-3)
 
 
@@ -201,17 +184,12 @@ BUILDS = {"x86-64": set(), "x86-64-v4": _AVX512}
 @pytest.fixture(scope="module")
 def libs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ctypes.CDLL]:
     """The kernels with the harness, one library per build the host can run."""
-    have = host_features()
-    out = {}
-    for march, needs in BUILDS.items():
-        if needs <= have:
-            path = Path(tmp_path_factory.mktemp(march))
-            lib = build_c_library(path, F32_KERNELS_C + _HARNESS, march)
-            vp, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32
-            lib.pp_pad.argtypes = [vp, vp, i64, vp, vp, vp, i32]
-            lib.pp_copy.argtypes = [vp, vp, vp, vp, vp]
-            out[march] = lib
-    return out
+    libs = host_libraries(tmp_path_factory, F32_KERNELS_C + _HARNESS, BUILDS)
+    vp, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32
+    for lib in libs.values():
+        lib.pp_pad.argtypes = [vp, vp, i64, vp, vp, vp, i32]
+        lib.pp_copy.argtypes = [vp, vp, vp, vp, vp]
+    return libs
 
 
 def _ptr(a: np.ndarray) -> ctypes.c_void_p:

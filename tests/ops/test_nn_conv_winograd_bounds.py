@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import ctypes
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
-from c_source_lib import build_c_library
+from c_source_lib import host_libraries
 
 from ember.codegen.c.f32_winograd import WINOGRAD_C
 from ember.ir.ops.nn_conv_winograd_form import (
@@ -23,7 +22,6 @@ from ember.ir.ops.nn_conv_winograd_form import (
     winograd_reference,
 )
 from ember.ops.nn_conv_winograd import PANEL_GAP, panel_rows, point_stride, scratch_bytes
-from ember.runtime.cpu_features import host_features
 
 pytestmark = pytest.mark.cc
 
@@ -86,16 +84,11 @@ EPI = 1 | 2 << 4 | 3 << 8
 @pytest.fixture(scope="module")
 def libs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ctypes.CDLL]:
     """The kernel with the harness, one library per build the host can run."""
-    have = host_features()
-    out = {}
-    for march, needs in BUILDS.items():
-        if needs <= have:
-            source = _HARNESS_HEAD + WINOGRAD_C + _HARNESS_TAIL
-            lib = build_c_library(Path(tmp_path_factory.mktemp(march)), source, march)
-            vp, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32
-            lib.wb_run.argtypes = [vp, i64, vp, vp, i64, vp, vp, vp, i32, i32]
-            out[march] = lib
-    return out
+    libs = host_libraries(tmp_path_factory, _HARNESS_HEAD + WINOGRAD_C + _HARNESS_TAIL, BUILDS)
+    vp, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32
+    for lib in libs.values():
+        lib.wb_run.argtypes = [vp, i64, vp, vp, i64, vp, vp, vp, i32, i32]
+    return libs
 
 
 def _ptr(a: np.ndarray) -> ctypes.c_void_p:

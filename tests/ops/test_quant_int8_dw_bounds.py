@@ -13,15 +13,13 @@ of a task's first channel sometimes got the previous task's bytes (3x3 stride 2 
 from __future__ import annotations
 
 import ctypes
-from pathlib import Path
 
 import numpy as np
 import pytest
-from c_source_lib import build_c_library
+from c_source_lib import host_libraries
 
 from ember.codegen.c.int8_dwconv_add import DW_ADD_KERNELS_C
 from ember.codegen.c.int8_kernels import INT8_KERNELS_C
-from ember.runtime.cpu_features import host_features
 
 pytestmark = pytest.mark.cc
 
@@ -75,13 +73,8 @@ GUARD = 64
 @pytest.fixture(scope="module")
 def libs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ctypes.CDLL]:
     """The kernel with the harness, one library per build the host can run."""
-    have = host_features()
-    out = {}
-    for march, needs in BUILDS.items():
-        if needs <= have:
-            source = _HARNESS_HEAD + INT8_KERNELS_C + DW_ADD_KERNELS_C + _HARNESS_TAIL
-            out[march] = build_c_library(Path(tmp_path_factory.mktemp(march)), source, march)
-    return out
+    source = _HARNESS_HEAD + INT8_KERNELS_C + DW_ADD_KERNELS_C + _HARNESS_TAIL
+    return host_libraries(tmp_path_factory, source, BUILDS)
 
 
 def _reference(x, w, bias, mult, zx, zy, k, s, p, d, out_hw) -> np.ndarray:

@@ -54,6 +54,31 @@ typedef struct {
 #if defined(__AVX512F__)
 #define EMBER_F32P_MAX_TILE @MAX@
 #define EMBER_F32P_CHUNK @CHUNK@
+/* one reduction step of a register tile: both blocks' weights at wk times position j's
+   input XJ (an expression of j), into a0[j] and a1[j] */
+#define EMBER_F32P_STEP(NC, XJ)                                                            \
+  {                                                                                        \
+    __m512 w0 = _mm512_loadu_ps(wk), w1 = _mm512_loadu_ps(wk + wb);                        \
+    EMBER_F32_KEEP(w0);                                                                    \
+    EMBER_F32_KEEP(w1);                                                                    \
+    _Pragma("GCC unroll 16") for (int j = 0; j < NC; ++j) {                                \
+      const __m512 b = _mm512_set1_ps(XJ);                                                 \
+      a0[j] = _mm512_fmadd_ps(b, w0, a0[j]);                                               \
+      a1[j] = _mm512_fmadd_ps(b, w1, a1[j]);                                               \
+    }                                                                                      \
+  }
+/* a register tile's accumulators a0, a1 from acc + ao[j], and back */
+#define EMBER_F32P_LOAD(NC)                                                                \
+  __m512 a0[NC], a1[NC];                                                                   \
+  _Pragma("GCC unroll 16") for (int j = 0; j < NC; ++j) {                                  \
+    a0[j] = _mm512_loadu_ps(acc + ao[j]);                                                  \
+    a1[j] = _mm512_loadu_ps(acc + ao[j] + 16);                                             \
+  }
+#define EMBER_F32P_STORE(NC)                                                               \
+  _Pragma("GCC unroll 16") for (int j = 0; j < NC; ++j) {                                  \
+    _mm512_storeu_ps(acc + ao[j], a0[j]);                                                  \
+    _mm512_storeu_ps(acc + ao[j] + 16, a1[j]);                                             \
+  }
 /* a register tile of NC positions x 2 blocks of 16 channels */
 #define EMBER_F32P_TILE(NC)                                                                  \
   static __attribute__((noinline, unused)) void ember_f32p_tile_##NC(                      \
@@ -65,13 +90,9 @@ typedef struct {
     int64_t npf = pf != NULL ? ember_f32_npf : 0;                                          \
     const int64_t pfs = ember_f32_pfs;                                                     \
     ember_f32_pf = NULL;                                                                   \
-    __m512 a0[NC], a1[NC];                                                                 \
+    EMBER_F32P_LOAD(NC);                                                                   \
     const float* xp[NC];                                                                   \
-    _Pragma("GCC unroll 16") for (int j = 0; j < NC; ++j) {                                \
-      xp[j] = x + off[j];                                                                  \
-      a0[j] = _mm512_loadu_ps(acc + ao[j]);                                                \
-      a1[j] = _mm512_loadu_ps(acc + ao[j] + 16);                                           \
-    }                                                                                      \
+    _Pragma("GCC unroll 16") for (int j = 0; j < NC; ++j) xp[j] = x + off[j];              \
     if (e0 * e1 == 1) { /* one loop (chunks of a long innermost loop): a flat nest */     \
       const float* wk = w;                                                                 \
       for (int64_t xk = 0; xk < e2 * xs2; xk += xs2) {                                     \
@@ -81,14 +102,7 @@ typedef struct {
           pf += pfs;                                                                       \
           --npf;                                                                           \
         }                                                                                  \
-        __m512 w0 = _mm512_loadu_ps(wk), w1 = _mm512_loadu_ps(wk + wb);                    \
-        EMBER_F32_KEEP(w0);                                                                \
-        EMBER_F32_KEEP(w1);                                                                \
-        _Pragma("GCC unroll 16") for (int j = 0; j < NC; ++j) {                            \
-          const __m512 b = _mm512_set1_ps(xp[j][xk]);                                      \
-          a0[j] = _mm512_fmadd_ps(b, w0, a0[j]);                                           \
-          a1[j] = _mm512_fmadd_ps(b, w1, a1[j]);                                           \
-        }                                                                                  \
+        EMBER_F32P_STEP(NC, xp[j][xk]);                                                    \
         wk += ws2;                                                                         \
       }                                                                                    \
       e0 = 0;                                                                              \
@@ -98,23 +112,13 @@ typedef struct {
         int64_t xk = i0 * xs0 + i1 * xs1;                                                  \
         const float* wk = w + i0 * ws0 + i1 * ws1;                                         \
         for (int64_t i2 = 0; i2 < e2; ++i2) {                                              \
-          __m512 w0 = _mm512_loadu_ps(wk), w1 = _mm512_loadu_ps(wk + wb);                  \
-          EMBER_F32_KEEP(w0);                                                              \
-          EMBER_F32_KEEP(w1);                                                              \
-          _Pragma("GCC unroll 16") for (int j = 0; j < NC; ++j) {                          \
-            const __m512 b = _mm512_set1_ps(xp[j][xk]);                                    \
-            a0[j] = _mm512_fmadd_ps(b, w0, a0[j]);                                         \
-            a1[j] = _mm512_fmadd_ps(b, w1, a1[j]);                                         \
-          }                                                                                \
+          EMBER_F32P_STEP(NC, xp[j][xk]);                                                  \
           xk += xs2;                                                                       \
           wk += ws2;                                                                       \
         }                                                                                  \
       }                                                                                    \
     }                                                                                      \
-    _Pragma("GCC unroll 16") for (int j = 0; j < NC; ++j) {                                \
-      _mm512_storeu_ps(acc + ao[j], a0[j]);                                                \
-      _mm512_storeu_ps(acc + ao[j] + 16, a1[j]);                                           \
-    }                                                                                      \
+    EMBER_F32P_STORE(NC);                                                                  \
   }
 @TILES@
 #define EMBER_F32P_LOOPS e0, xs0, ws0, e1, xs1, ws1, e2, xs2, ws2, wb
@@ -161,11 +165,7 @@ static inline void ember_f32p_inside(uint64_t* in, int32_t nc, const int32_t* v,
       _mm_prefetch((const char*)(pf + wb), _MM_HINT_T0);                                   \
     }                                                                                      \
     ember_f32_pf = NULL;                                                                   \
-    __m512 a0[NC], a1[NC];                                                                 \
-    _Pragma("GCC unroll 16") for (int j = 0; j < NC; ++j) {                                \
-      a0[j] = _mm512_loadu_ps(acc + ao[j]);                                                \
-      a1[j] = _mm512_loadu_ps(acc + ao[j] + 16);                                           \
-    }                                                                                      \
+    EMBER_F32P_LOAD(NC);                                                                   \
     for (int64_t i0 = 0; i0 < e0; ++i0) {                                                  \
       uint64_t in[NC]; /* bit i1: the position reads its input at tap (i0, i1) */          \
       ember_f32p_inside(in, NC, v, bd, i0);                                                \
@@ -177,24 +177,14 @@ static inline void ember_f32p_inside(uint64_t* in, int32_t nc, const int32_t* v,
         const float* wk = w + i0 * ws0 + i1 * ws1;                                         \
         int64_t xk = 0;                                                                    \
         for (int64_t i2 = 0; i2 < e2; ++i2) {                                              \
-          __m512 w0 = _mm512_loadu_ps(wk), w1 = _mm512_loadu_ps(wk + wb);                  \
-          EMBER_F32_KEEP(w0);                                                              \
-          EMBER_F32_KEEP(w1);                                                              \
-          _Pragma("GCC unroll 16") for (int j = 0; j < NC; ++j) {                          \
-            const __m512 b = _mm512_set1_ps(xq[j][xk]);                                    \
-            a0[j] = _mm512_fmadd_ps(b, w0, a0[j]);                                         \
-            a1[j] = _mm512_fmadd_ps(b, w1, a1[j]);                                         \
-          }                                                                                \
+          EMBER_F32P_STEP(NC, xq[j][xk]);                                                  \
           xk += xs2;                                                                       \
           __asm__("" : "+r"(xk)); /* indexed reads, not NC pointers stepped */          \
           wk += ws2;                                                                       \
         }                                                                                  \
       }                                                                                    \
     }                                                                                      \
-    _Pragma("GCC unroll 16") for (int j = 0; j < NC; ++j) {                                \
-      _mm512_storeu_ps(acc + ao[j], a0[j]);                                                \
-      _mm512_storeu_ps(acc + ao[j] + 16, a1[j]);                                           \
-    }                                                                                      \
+    EMBER_F32P_STORE(NC);                                                                  \
   }
 @EDGES@
 #define EMBER_F32P_EDGE_ARGS EMBER_F32P_LOOPS, v, bd
