@@ -198,14 +198,15 @@ def _ptr(a: np.ndarray) -> ctypes.c_void_p:
 
 @pytest.mark.cc
 @pytest.mark.parametrize(
-    ("h", "c", "k", "pads", "s"),
+    ("h", "c", "k", "pads", "s", "d"),
     [
-        (7, 16, 3, (1, 1, 1, 1), 1),  # one register tile per row piece
-        (9, 16, 3, (1, 1, 1, 1), 2),  # a tile of 5x5 positions: tiles across rows
-        (12, 24, 3, (0, 0, 1, 1), 2),  # only the bottom and right in the padding
-        (10, 8, 5, (2, 1, 2, 3), 1),  # 5x5, every side its own
-        (6, 400, 3, (1, 1, 1, 1), 1),  # a long reduction: chunks of the channels
-        (2, 16, 3, (1, 1, 1, 1), 1),  # four positions: a call of one register tile
+        (7, 16, 3, (1, 1, 1, 1), 1, 1),  # one register tile per row piece
+        (9, 16, 3, (1, 1, 1, 1), 2, 1),  # a tile of 5x5 positions: tiles across rows
+        (12, 24, 3, (0, 0, 1, 1), 2, 1),  # only the bottom and right in the padding
+        (10, 8, 5, (2, 1, 2, 3), 1, 1),  # 5x5, every side its own
+        (11, 16, 3, (2, 2, 2, 2), 1, 2),  # dilated: taps two apart
+        (6, 400, 3, (1, 1, 1, 1), 1, 1),  # a long reduction: chunks of the channels
+        (2, 16, 3, (1, 1, 1, 1), 1, 1),  # four positions: a call of one register tile
     ],
 )
 def test_kernel_reads_only_the_unpadded_input(
@@ -215,6 +216,7 @@ def test_kernel_reads_only_the_unpadded_input(
     k: int,
     pads: tuple[int, int, int, int],
     s: int,
+    d: int,
 ) -> None:
     """Every build, the whole image as one call, the input against the page before it or
     after it: bit for bit ember_f32_conv_tile2 on a padded copy."""
@@ -223,22 +225,23 @@ def test_kernel_reads_only_the_unpadded_input(
     rng = np.random.default_rng(h * c)
     x = rng.standard_normal((h, wd, c)).astype(np.float32)
     xp = np.pad(x, ((top, bottom), (left, right), (0, 0)))
-    oh, ow = (xp.shape[0] - k) // s + 1, (xp.shape[1] - k) // s + 1
+    span = d * (k - 1) + 1
+    oh, ow = (xp.shape[0] - span) // s + 1, (xp.shape[1] - span) // s + 1
     wb = k * k * c * 16
     w = rng.standard_normal(2 * wb).astype(np.float32)
     acc0 = rng.standard_normal((oh * ow, 32)).astype(np.float32)
 
     def loops(width: int) -> list[int]:
-        return [k, width * c, k * c * 16, k, c, c * 16, c, 1, 16, wb]
+        return [k, d * width * c, k * c * 16, k, d * c, c * 16, c, 1, 16, wb]
 
     copy = np.ascontiguousarray(xp)
     head = [oh * ow, ow, s * c]
     args = np.array([*head, s * xp.shape[1] * c, *loops(xp.shape[1])], np.int32)
     conds = [
-        (-top, s, 0, 1, 0),  # row * s - top + i0 >= 0
-        (h - 1 + top, -s, 0, -1, 0),  # row * s - top + i0 < h
-        (-left, 0, s, 0, 1),
-        (wd - 1 + left, 0, -s, 0, -1),
+        (-top, s, 0, d, 0),  # row * s - top + d * i0 >= 0
+        (h - 1 + top, -s, 0, -d, 0),  # row * s - top + d * i0 < h
+        (-left, 0, s, 0, d),
+        (wd - 1 + left, 0, -s, 0, -d),
     ]
     a = np.array([*head, s * wd * c, *loops(wd), 4, *[t for q in conds for t in q]], np.int32)
     offs = np.array([-(top * wd + left) * c, 0], np.int64)
