@@ -16,6 +16,10 @@ with the flat offsets and strides of ``x`` and ``w``, read off the index express
 (affine in the loop variables: checked, else the nest stays). The zeroing of the
 accumulators before and the fused epilogue after stay loop IR; tiles with guards (a row's
 tail) keep the loop nest too.
+
+A pair tile whose input load is ``select(inside, x[..], 0)`` (a padded convolution reading
+its input in place: ember.ops.nn_conv_pair.pad_free) calls ``ember_f32_conv_tile2_pad``
+with the conjuncts of ``inside`` as padding arguments (_pad_bounds).
 """
 
 from __future__ import annotations

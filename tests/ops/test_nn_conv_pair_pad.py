@@ -40,6 +40,18 @@ def test_pad_free_predicate() -> None:
     assert not pad_free(Target.create("llvm -mcpu=znver4"), 4, (3, 3), 64)
 
 
+def test_ops_constants_are_the_kernel_texts() -> None:
+    # ember.ops may not import ember.codegen (the layer table): its copies of the kernel's
+    # sizes must match the C text's
+    from ember.codegen.c import f32_pair
+
+    assert nn_conv_pair.PAD_CONDS == f32_pair.PAD_CONDS
+    assert nn_conv_pair.PAD_MAX_CHANNELS == f32_pair.PAIR_CHUNK  # the row of zeros
+    assert nn_conv_pair.PAIR_PAD_KERNEL == f32_pair.PAIR_PAD_KERNEL_NAME
+    assert f"#define EMBER_F32P_CONDS {f32_pair.PAD_CONDS}" in f32_pair.F32_PAIR_C
+    assert "ember_f32p_zeros[EMBER_F32P_CHUNK]" in f32_pair.F32_PAIR_C
+
+
 def _lower(xshape: tuple[int, ...], wshape: tuple[int, ...], strides: int = 1) -> str:
     x, wp = v("x", xshape), v("wp", wshape)
     b = v("b", (1, 1, wshape[0] * wshape[-1]))

@@ -16,6 +16,13 @@ ember_f32_conv_tile, each register tile prefetching a share of the next chunk's 
 both blocks. Every accumulator receives the fused multiply-adds of the loop IR in its order
 (bitwise equal to it and to two calls of ember_f32_conv_tile). Without AVX-512: plain C with
 ``fmaf``.
+
+``ember_f32_conv_tile2_pad`` is the same kernel on an unpadded input: up to EMBER_F32P_CONDS
+conjuncts ``base + pr * row + pc * col + k0 * i0 + k1 * i1 >= 0`` say where a position's
+tap (i0, i1) lies inside it. The rectangle of positions whose every tap is inside runs the
+register tiles above; the others (the edge) run register tiles of their own, which read per
+tap either the position's input or a static row of zeros, so that the padding's +0 products
+are added as with a padded copy (the same bits).
 """
 
 from __future__ import annotations
