@@ -359,7 +359,8 @@ def materialize_rows(sch: te.Schedule, outputs: list[te.Tensor]) -> None:
 #: 8 instead of 18 x 14 and a tail of 4, 64 in tiles of 4 instead of 9 x 7 and 1; ds_cnn's
 #: 125 in tiles of 5 instead of 17 x 7 and 6. Whole models, A/B in one process, new / old,
 #: one thread (CPU time) and two (wall): resnet8 0.986 / 0.973, ds_cnn_kws 0.950 / 0.941,
-#: mobilenet_v2 0.997 / 0.995 (its few-tile layers: 49 and 196 positions).
+#: mobilenet_v2 0.997 / 0.995 (its few-tile layers: 49 and 196 positions); on llvm, which
+#: took such layers in one block because of the tail, ds_cnn_kws 0.91 at one thread.
 FLAT_HALF_DIVISORS = True
 
 
