@@ -371,12 +371,13 @@ def _spinning_pass(
     other's threads still spin, and ember's pool forgets, SPIN_QUIET_S into them, what
     onnxruntime's spinning taught it (each engine timed as if alone). Keys ("orts",
     threads) and ("aots", threads)."""
+    from ember.runtime import set_num_threads
     from ember.runtime.threads import pool_policy
 
     since = [0.0]  # when ember's untimed calls began; 0 once the pool forgot
 
     def begin() -> None:
-        set_threads()
+        set_num_threads(threads)
         since[0] = time.perf_counter()
 
     def fresh() -> Timing:
@@ -391,7 +392,6 @@ def _spinning_pass(
         run()
         return Timing(time.perf_counter() - wall, time.thread_time() - cpu)
 
-    set_threads, _ = _ember_entry(run, threads)
     spin = ort_session(model.SerializeToString(), threads, spinning=True)
     entries = [(begin, fresh), ((lambda: None), _runner(spin, inputs))]
     ember, ort = interleaved_timings(entries, repeat, settle_s=SPIN_SETTLE_S)

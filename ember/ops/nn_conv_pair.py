@@ -8,6 +8,8 @@ blocks of 16 (the tile reads the second block ``wb`` floats after the first); th
 
 from __future__ import annotations
 
+import math
+
 from ember.target import Target
 
 #: the kernel's call_extern name (ember.codegen.c.f32_pair.PAIR_KERNEL_NAME).
@@ -71,11 +73,8 @@ def pad_free(target: Target | None, blocks: int, taps: tuple[int, ...], channels
     tiles (pair_blocks) of at most PAD_FREE_MAX_BLOCKS blocks, at most PAD_CONDS conjuncts
     (2-D or 1-D), kernel rows of at most 64 taps and PAD_MAX_CHANNELS channels, with
     PAD_FREE on."""
-    count = 1
-    for t in taps:
-        count *= t
     if not PAD_FREE or 2 * len(taps) > PAD_CONDS or channels > PAD_MAX_CHANNELS:
         return False
     if blocks > PAD_FREE_MAX_BLOCKS or any(t > 64 for t in taps):  # 64: the kernel's tap masks
         return False
-    return pair_blocks(target, blocks, count) > 1
+    return pair_blocks(target, blocks, math.prod(taps)) > 1

@@ -155,7 +155,7 @@ static inline void ember_f32p_inside(uint64_t* in, int32_t nc, const int32_t* v,
     in[j] = bits;
   }
 }
-/* a register tile with positions in the padding (ember_f32p_edges): per tap, each
+/* a register tile of edge positions (ember_f32p_order): per tap, each
    position's input row or the zeros, then the tile's fused multiply-adds as in
    EMBER_F32P_TILE (the padding's +0 products too: bitwise equal to a padded copy) */
 #define EMBER_F32P_EDGE(NC)                                                                  \
