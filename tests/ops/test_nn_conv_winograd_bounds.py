@@ -19,6 +19,7 @@ from ember.ir.ops.nn_conv_winograd_form import (
     channel_blocks,
     padded_channels,
     transform_weight,
+    unpack_transformed,
     winograd_reference,
 )
 from ember.ops.nn_conv_winograd import PANEL_GAP, panel_rows, point_stride, scratch_bytes
@@ -100,7 +101,10 @@ def _ptr(a: np.ndarray) -> ctypes.c_void_p:
     [
         (32, 32, 16, 16, 4),  # resnet8's layers: 64 x 16 floats, a line after each point
         (16, 16, 32, 32, 4),
-        (8, 8, 64, 64, 4),
+        (8, 8, 64, 64, 4),  # four blocks of output channels, panels of 4 tiles
+        (20, 20, 16, 64, 4),  # 25 tiles: panels of 5 x 64 channels
+        (14, 14, 16, 128, 4),  # two weight blocks of 64 channels
+        (9, 11, 32, 64, 2),  # F(2,3), 30 tiles of four blocks, cut edge tiles
         (7, 9, 16, 24, 4),  # odd sizes: cut edge tiles, a last block of 8 channels
         (5, 6, 32, 16, 2),
     ],
@@ -132,6 +136,51 @@ def test_reads_only_its_input_and_scratch(libs, h: int, w: int, c: int, o: int, 
                 seen.append(y)
     for y in seen[1:]:
         np.testing.assert_array_equal(y, seen[0])
+
+
+def _repacked(u: np.ndarray, nb: int) -> np.ndarray:
+    """A packed transformed weight packed again with ``nb`` blocks of 16 output channels."""
+    full = unpack_transformed(u)  # (P, C, Op), exact: float32 values
+    p, c, op = full.shape
+    bw = 16 * nb
+    return np.ascontiguousarray(
+        full.reshape(p, c, op // bw, bw).transpose(0, 2, 1, 3).astype(np.float32)
+    )
+
+
+@pytest.mark.parametrize("h,w,c,o", [(8, 8, 64, 64), (20, 20, 16, 128)])
+def test_one_two_or_four_blocks_compute_the_same_bits(libs, h: int, w: int, c: int, o: int) -> None:
+    """The products sum each output's C terms in the same order whatever the register tile:
+    a weight packed in 4, 2 or 1 blocks of 16 output channels (with their panel rows) gives
+    the same bits, at 1 and 2 threads."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, h, w, c)).astype(np.float32)
+    wt = (rng.standard_normal((o, c, 3, 3)) * np.sqrt(2 / (9 * c))).astype(np.float32)
+    bias = rng.standard_normal(o).astype(np.float32)
+    res = rng.standard_normal((1, h, w, o)).astype(np.float32)
+    u = transform_weight(wt, 4)
+    assert u.shape[3] == 64  # channel_blocks: four
+    tiles = -(-h // 4) * -(-w // 4)
+    nbytes = max(scratch_bytes(1, c, o, h, w, 4), 4 * 36 * 2 * tiles * (c + o) + 4096)
+    seen = []
+    for lib in libs.values():
+        for nb in (4, 2, 1):
+            g = np.array([1, h, w, c, o, h, w, 1, 1, 4, nb, panel_rows(tiles, nb), EPI], np.int32)
+            un = _repacked(u, nb)
+            for threads in (1, 2):
+                y = np.full((1, h, w, o), np.nan, np.float32)
+                args = [_ptr(x), x.nbytes, _ptr(un), _ptr(y), nbytes, _ptr(bias), _ptr(res)]
+                assert lib.wb_run(*args, _ptr(g), threads, 0) == 0
+                seen.append(y)
+    for y in seen[1:]:
+        np.testing.assert_array_equal(y, seen[0])
+
+
+def test_output_channel_blocks_and_their_panel_rows() -> None:
+    """64 output channels and their multiples pack in four blocks, with panels of 4..7 tiles
+    that pad least (the fewest rows on ties); 32 and 96 in two, others in one."""
+    assert [channel_blocks(o) for o in (64, 128, 512, 32, 96, 48, 16)] == [4, 4, 4, 2, 2, 1, 1]
+    assert [panel_rows(t, 4) for t in (3, 4, 16, 25, 49, 196)] == [3, 4, 4, 5, 7, 4]
 
 
 def test_a_line_after_points_a_multiple_of_1_kib_apart() -> None:

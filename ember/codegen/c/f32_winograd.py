@@ -8,9 +8,9 @@ points per axis; Lavin & Gray's matrices, ember.ops.nn_conv_winograd.winograd_ma
    time) becomes ``V[p][t][c] = (B^T d B)[p]`` for the a * a points p;
 2. a * a matrix products ``M[p] = V[p] (T x C) @ U[p] (C x O)``, ``U = G g G^T`` the
    weight transformed and packed at build time (``[p][Op/16nb][C][16nb]``, Op = O rounded
-   up to a multiple of 16 with zero filters, nb = 2 when Op is a multiple of 32, else 1):
-   register tiles of up to 12 tiles x 16nb
-   output channels, every V value broadcast once per step;
+   up to a multiple of 16 with zero filters, nb = 4 when Op is a multiple of 64, 2 when of
+   32, else 1): register tiles of up to 16, 14 or 7 tiles x 16nb output channels, every V
+   value broadcast once per step;
 3. output transform: ``y = A^T M A`` per tile and 16 output channels, the image's edge
    tiles cut to the output (odd sizes), the last block of channels to O (masked stores).
 
@@ -171,8 +171,9 @@ typedef struct {
      lines of the other's panel, which were then written again: resnet8's 16x16x32 layer at 2
      threads took 7.3-10.6 us (one thread: 6.9) against 4.9-5.0 with 4 KiB between panels (a
      C harness, the runtime's pool, the far placement of stop 32); panel by panel 3.7-3.9 in
-     the near placement (point by point 4.9-5.1). One thread keeps the point-by-point layout:
-     panel by panel its 32x32x16 layers took 1.02x the time */
+     the near placement (point by point 4.9-5.1). One thread keeps the point-by-point layout
+     (panel by panel its 32x32x16 layers took 1.02x the time) unless it streams the panels
+     through one panel's scratch (vpan = mpan = 0: see ember_f32_winograd) */
   long vpan, mpan;
   int span; /* tiles per task of ember_wino_tiles (a multiple of R) */
   const float* bias; /* [O] of EMBER_WINO_BIAS */
@@ -184,40 +185,43 @@ typedef struct {
 #: the matrix products (phase 2): register tiles of R tiles x 16nb output channels.
 _GEMM_C = r"""
 /* M[R x 16nb] = V[R x C] @ U[C x 16nb]: v one panel ([C/16][R][16]), u [C][16nb], M rows
-   ldm apart; R accumulators per 16 channels (at most 14 x 2 = 28 zmm, or 16 x 1) */
+   ldm apart; R x NB accumulators (at most 16 x 1, 14 x 2 or 7 x 4 zmm: with NB weight
+   vectors, 32 at most; V's values are broadcast from memory). Each accumulator sums its C
+   products in the same order whatever R and NB: the same bits */
 static inline __attribute__((always_inline)) void ember_wino_gemm_tile(const float* v,
                                                                        const float* u, int C,
                                                                        float* mo, long ldm,
                                                                        int R, int NB) {
-  ember_wv acc[16][2];
+  ember_wv acc[16][4];
 #pragma GCC unroll 16
   for (int r = 0; r < 16; ++r) {
-    if (r < R) {
-      acc[r][0] = EMBER_WV_ZERO();
-      acc[r][1] = EMBER_WV_ZERO();
-    }
+#pragma GCC unroll 4
+    for (int b = 0; b < 4; ++b)
+      if (r < R && b < NB) acc[r][b] = EMBER_WV_ZERO();
   }
   for (int cb = 0; cb < C; cb += 16, v += 16 * R) {
 #pragma GCC unroll 4
     for (int cc = 0; cc < 16; ++cc, u += 16 * NB) {
-      const ember_wv w0 = EMBER_WV_LOAD(u);
-      const ember_wv w1 = NB == 2 ? EMBER_WV_LOAD(u + 16) : w0;
+      ember_wv w[4];
+#pragma GCC unroll 4
+      for (int b = 0; b < 4; ++b)
+        if (b < NB) w[b] = EMBER_WV_LOAD(u + 16 * b);
 #pragma GCC unroll 16
       for (int r = 0; r < 16; ++r) {
         if (r < R) {
-          const ember_wv b = EMBER_WV_SET1(v[r * 16 + cc]);
-          acc[r][0] = EMBER_WV_FMA(b, w0, acc[r][0]);
-          if (NB == 2) acc[r][1] = EMBER_WV_FMA(b, w1, acc[r][1]);
+          const ember_wv x = EMBER_WV_SET1(v[r * 16 + cc]);
+#pragma GCC unroll 4
+          for (int b = 0; b < 4; ++b)
+            if (b < NB) acc[r][b] = EMBER_WV_FMA(x, w[b], acc[r][b]);
         }
       }
     }
   }
 #pragma GCC unroll 16
   for (int r = 0; r < 16; ++r) {
-    if (r < R) {
-      EMBER_WV_STORE(mo + r * ldm, acc[r][0]);
-      if (NB == 2) EMBER_WV_STORE(mo + r * ldm + 16, acc[r][1]);
-    }
+#pragma GCC unroll 4
+    for (int b = 0; b < 4; ++b)
+      if (r < R && b < NB) EMBER_WV_STORE(mo + r * ldm + 16 * b, acc[r][b]);
   }
 }
 
@@ -228,9 +232,26 @@ static inline __attribute__((always_inline)) void ember_wino_gemm_tile(const flo
     else                                                                       \
       ember_wino_gemm_tile(v, u, C, mo, ldm, RR, 1);                           \
     break;
+#define EMBER_WINO_R4(RR)                                                      \
+  case RR:                                                                     \
+    ember_wino_gemm_tile(v, u, C, mo, ldm, RR, 4);                             \
+    break;
 
 static void ember_wino_gemm_rows(const float* v, const float* u, int C, float* mo, long ldm,
                                  int R, int NB) {
+  if (NB == 4) { /* four blocks: at most 7 rows (panel_rows) */
+    switch (R) {
+      EMBER_WINO_R4(7)
+      EMBER_WINO_R4(6)
+      EMBER_WINO_R4(5)
+      EMBER_WINO_R4(4)
+      EMBER_WINO_R4(3)
+      EMBER_WINO_R4(2)
+      default:
+        ember_wino_gemm_tile(v, u, C, mo, ldm, 1, 4);
+    }
+    return;
+  }
   switch (R) {
     case 16: /* one block of output channels only (panel_rows) */
       ember_wino_gemm_tile(v, u, C, mo, ldm, 16, 1);
@@ -339,6 +360,19 @@ EMBER_F32_API int32_t ember_f32_winograd(const float* x, const float* u, float* 
   j.v = (float*)scratch;
   j.mm = j.v + (par ? (j.Tp / R) * j.vpan : P * j.vps);
   const long tasks = (long)P * (j.Op / (16 * nb));
+  /* one thread: tiles through all three phases a panel at a time, every panel in the same
+     scratch (M over V when one block of output channels fits in its place), where reading
+     the weight U again for each panel costs no more than the point-by-point layout's V and M
+     going through the L2: a layer's V and M then stay in the L1 and leave room in the L2 for
+     the next layers' weights (resnet8 0.992x, one thread; its 8x8x64 layer in one panel) */
+  const long u_floats = (long)P * C * j.Op, panels = j.Tp / R;
+  if (!par && u_floats * (panels - 1) <= (long)P * j.Tp * (C + j.Op)) {
+    j.vps = EMBER_WINO_STRIDE((long)R * C), j.mps = EMBER_WINO_STRIDE((long)R * j.Op);
+    j.vpan = j.mpan = 0;
+    j.mm = j.Op == 16 * nb && j.Op <= C ? j.v : j.v + P * j.vps;
+    j.span = R;
+    return ember_wino_tiles(0, panels, &j);
+  }
   /* threads: tiles through all phases per task where re-reading the weight U once per task
      costs less than moving V and M between cores (U: P C Op floats, V + M: P Tp (C + Op)) */
   if (par && (long)C * j.Op <= (long)j.Tp * (C + j.Op)) {
