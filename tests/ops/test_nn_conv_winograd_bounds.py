@@ -138,6 +138,33 @@ def test_reads_only_its_input_and_scratch(libs, h: int, w: int, c: int, o: int, 
         np.testing.assert_array_equal(y, seen[0])
 
 
+@pytest.mark.parametrize("pad", [3, 6])
+def test_patches_partly_or_wholly_in_wide_padding(libs, pad: int) -> None:
+    """Pads wider than the kernel: edge patches with several rows and columns outside, and
+    (pad 6) patches wholly in the padding, which read as zeros."""
+    rng = np.random.default_rng(4)
+    h = w = 5
+    c, o, m = 16, 32, 4
+    oh = ow = h + 2 * pad - 2
+    x = rng.standard_normal((1, h, w, c)).astype(np.float32)
+    wt = (rng.standard_normal((o, c, 3, 3)) * 0.2).astype(np.float32)
+    bias = rng.standard_normal(o).astype(np.float32)
+    res = rng.standard_normal((1, oh, ow, o)).astype(np.float32)
+    u = transform_weight(wt, m)
+    tiles = -(-oh // m) * -(-ow // m)
+    nb = channel_blocks(padded_channels(o))
+    g = np.array([1, h, w, c, o, oh, ow, pad, pad, m, nb, panel_rows(tiles, nb), EPI], np.int32)
+    nbytes = scratch_bytes(1, c, o, oh, ow, m)
+    conv = winograd_reference(x, u, m, (pad,) * 4, (oh, ow)).astype(np.float64)
+    want = np.maximum(conv + bias + res, 0)
+    for lib in libs.values():
+        for threads in (1, 2):
+            y = np.full((1, oh, ow, o), np.nan, np.float32)
+            args = [_ptr(x), x.nbytes, _ptr(u), _ptr(y), nbytes, _ptr(bias), _ptr(res)]
+            assert lib.wb_run(*args, _ptr(g), threads, 1) == 0
+            np.testing.assert_allclose(y, want, rtol=0, atol=1e-4 * np.abs(want).max())
+
+
 def _repacked(u: np.ndarray, nb: int) -> np.ndarray:
     """A packed transformed weight packed again with ``nb`` blocks of 16 output channels."""
     full = unpack_transformed(u)  # (P, C, Op), exact: float32 values
