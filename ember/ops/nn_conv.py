@@ -42,6 +42,7 @@ from ember.ir.types import TensorType, Type
 from ember.ops.common import out_tensor_type, scalar, static_shape
 from ember.ops.nn_common import check_dtype
 from ember.ops.nn_conv_f32 import TILE_KERNEL
+from ember.ops.nn_conv_groups import split_groups
 from ember.ops.nn_conv_lanes import conv_position_lanes, schedule_conv_packed
 from ember.ops.nn_conv_layouts import (
     conv_channels_last,
@@ -271,7 +272,12 @@ def conv_to_packed(node: Call) -> Expr:
     compile time (output channels innermost, in blocks of PACK_BLOCKS; grouped convs when
     a block divides the channels of a group), or nn.conv_depthwise_packed (one filter per
     channel); anything else stays (a channels-last one between transposes). Where the build
-    selects it, a 3x3 stride-1 one becomes nn.conv_winograd (ember.ops.nn_conv_winograd)."""
+    selects it, a 3x3 stride-1 one becomes nn.conv_winograd (ember.ops.nn_conv_winograd).
+    A grouped one whose groups do not pack becomes one nn.conv per group
+    (ember.ops.nn_conv_groups)."""
+    split = split_groups(node)
+    if split is not None:
+        return split
     wino = winograd_form(node)
     if wino is not None:
         return wino

@@ -37,9 +37,10 @@ from ember.ops.registry import COMPUTE_TARGET
 # tile of b channels times a few output columns per iteration of the reduction.
 
 
-def to_packed(node: Call) -> Expr:
+def to_packed(node: Call, block: int = 0) -> Expr:
     """nn.conv_packed or nn.conv_depthwise_packed for ``node`` (``node`` itself when its
-    weight is not a constant that packs)."""
+    weight is not a constant that packs); ``block``: that block of output channels instead
+    of packed_block's (a split group's, ember.ops.nn_conv_groups)."""
     x, w = node.args
     if not isinstance(w, Constant):
         return node
@@ -47,7 +48,7 @@ def to_packed(node: Call) -> Expr:
     if data.dtype not in (np.float32, np.float64, np.int32) or data.ndim < 3:
         return node
     groups = int(node.attrs["groups"])
-    block = packed_block(data.shape, groups)
+    block = block or packed_block(data.shape, groups)
     if not block:
         return node
     if groups > 1 and data.shape[1] == 1 and data.shape[0] == groups:

@@ -113,3 +113,29 @@ def packed_block(wshape: Sequence[int], groups: int) -> int:
         return next((b for b in PACK_BLOCKS if groups % b == 0), 0)
     per_group = int(wshape[0]) // groups
     return next((b for b in PACK_BLOCKS if per_group % b == 0), 0)
+
+
+#: the most groups of a grouped convolution that is split into one convolution per group
+#: when its groups do not pack (split_block; ShuffleNet v1 has 3, 4 or 8): each group is a
+#: kernel of its own, with a slice of the input and a share of the concatenation.
+MAX_SPLIT_GROUPS = 8
+
+
+def split_block(wshape: Sequence[int], groups: int) -> int:
+    """The block of output channels each group's convolution packs in when a grouped
+    convolution of weight shape ``wshape`` (O, I/groups, *k) is split into its groups
+    (ember.ops.nn_conv_groups): the one of PACK_BLOCKS that pads a group's outputs least
+    (the widest among equals), the last block partial; 0 when it is not split (one group,
+    depthwise, groups that pack as they are, more than MAX_SPLIT_GROUPS groups, or a
+    padding of a quarter of the block or more: 4 or 6 outputs a group).
+
+    ShuffleNet's 1x1 convolutions of 4 groups of 68 and 34 channels: blocks of 8 (72 and
+    40), where the unpacked compute ran them at 5-8% of the FMA limit."""
+    if not 1 < groups <= MAX_SPLIT_GROUPS or packed_block(wshape, groups):
+        return 0
+    if int(wshape[1]) == 1 and int(wshape[0]) == groups:
+        return 0
+    per_group = int(wshape[0]) // groups
+    block = min(PACK_BLOCKS, key=lambda b: (-(-per_group // b) * b, -b))
+    padded = -(-per_group // block) * block
+    return block if 4 * (padded - per_group) < padded else 0
