@@ -27,11 +27,15 @@ from ember.ops.registry import COMPUTE_TARGET, ScheduleContext, find_schedule, g
 from ember.target import Target
 from ember.tir import PrimFunc, te
 from ember.tir import const as tir_const
+from ember.tir.transform.interleave_loops import interleave_loops
 
 #: below this many output elements a loop nest runs on one thread.
 MIN_PARALLEL_ELEMENTS = 4096
 #: the innermost loop is vectorised when its extent is at least this.
 MIN_VECTOR_EXTENT = 4
+
+#: whether injective groups' interleaved loops are rewritten (ember.tir.transform.interleave_loops).
+INTERLEAVE = True
 
 
 def _as_list(out: te.Tensor | Sequence[te.Tensor]) -> list[te.Tensor]:
@@ -167,4 +171,6 @@ def lower_group(func: Function, name: str, target: Target | str = "c") -> PrimFu
     prim = te.lower(sch, builder.inputs + outputs, name=name)
     for rewrite in ctx.post_lower if ctx is not None else []:
         prim = rewrite(prim)
+    if anchor_sched is None and INTERLEAVE:  # injective groups: channel shuffles
+        prim = interleave_loops(prim)
     return prim
