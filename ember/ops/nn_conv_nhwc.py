@@ -377,6 +377,16 @@ def _flat_cols(width: int, limit: int) -> int:
     return best if FLAT_HALF_DIVISORS and few and 2 * best >= top else _tile_cols(width, limit)
 
 
+#: whether the stores of a flattened 1x1 tile of several blocks are straight code (its
+#: positions and blocks unrolled) when the last block is partial (output channels not a
+#: multiple of 16). Their loop of guarded lanes was vectorised by gcc across positions, a
+#: gather and a scatter per vector: ShuffleNet's split groups of 34 channels at 28x28 took
+#: 25.5 us, their products ~11. One thread, thread CPU time, A/B in one process: shufflenet
+#: 3.08 -> 2.52 ms. Unrolled without a partial block, mobilenet_v2 took 1.019x, ResNet-50
+#: 1.011x.
+FLAT_UNROLL_STORES = True
+
+
 def _schedule_flat(ctx: ScheduleContext, main: te.Stage, acc: te.Stage, kernel: bool) -> None:
     """schedule_channels_last for flat_channels_last: the output's positions fused, tiled
     ``n, o/b, p/t | p%t, o%b`` (positions outer for long reductions, positions_outer) with
@@ -406,6 +416,9 @@ def _schedule_flat(ctx: ScheduleContext, main: te.Stage, acc: te.Stage, kernel: 
         oo, ob = main.split(oo, factor=blocks)
         main.reorder(n, oo, po, pi, ob, oi)
         outer = main.fuse(n, oo, po)
+        if FLAT_UNROLL_STORES and _extent(o) % block:
+            main.unroll(pi)
+            main.unroll(ob)
     elif kernel and positions_outer(_size(acc_op.reduce_axis), _extent(o)):
         main.reorder(n, po, oo, pi, oi)
         outer = main.fuse(n, po, oo)

@@ -8,10 +8,13 @@ import numpy as np
 import pytest
 
 from ember.driver import build
-from ember.ir import Call, Function, IRModule, TensorType, Var, call, const, evaluate
+from ember.ir import Attrs, Call, Function, IRModule, TensorType, Var, call, const, evaluate
+from ember.ir.ops import nn_conv_weights
 from ember.ir.ops.nn_conv_weights import MAX_SPLIT_GROUPS, split_block
+from ember.lowering.lower_group import lower_group
 from ember.ops import nn_conv_groups
 from ember.ops.nn_conv import conv_to_packed
+from ember.ops.nn_conv_pack import to_packed
 from ember.testing.runners import run_artifacts
 from ember.transform import convert_layout
 
@@ -21,9 +24,11 @@ def _w(shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
 
 
 def test_split_block_rule() -> None:
-    # ShuffleNet v1's 1x1s: 4 groups of 68 and 34 outputs in blocks of 8 (72 and 40)
-    assert split_block((272, 68, 1, 1), 4) == 8
-    assert split_block((136, 34, 1, 1), 4) == 8
+    # ShuffleNet v1's 1x1s: 4 groups of 68 and 34 outputs in blocks of 16 (80 and 48:
+    # padded by less than a third, SPLIT_WIDE); 20 outputs in blocks of 8 (24, not 32)
+    assert split_block((272, 68, 1, 1), 4) == 16
+    assert split_block((136, 34, 1, 1), 4) == 16
+    assert split_block((60, 20, 1, 1), 3) == 8
     assert split_block((28, 6, 3, 3), 2) == 16  # 14 a group: one block of 16
     # groups that pack as they are, depthwise, one group, too many, too much padding
     assert split_block((544, 136, 1, 1), 4) == 0
@@ -45,7 +50,7 @@ def test_legalizer_splits_into_packed_groups(layout: str) -> None:
     assert len(parts) == 4
     for part in parts:
         assert part.op_name == "nn.conv_packed" and int(part.attrs["groups"]) == 1
-        assert part.args[1].data.shape[-1] == 8 and int(part.attrs["channels"]) == 68
+        assert part.args[1].data.shape[-1] == 16 and int(part.attrs["channels"]) == 68
     assert out.type == node.type
     data = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     want = evaluate(Function((x,), node), [data])[0]
@@ -72,6 +77,29 @@ def _calls(body):
     from ember.ir import post_order
 
     return [n for n in post_order(body) if isinstance(n, Call)]
+
+
+def test_split_block_narrow_without_wide(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(nn_conv_weights, "SPLIT_WIDE", False)
+    assert split_block((272, 68, 1, 1), 4) == 8  # 72: the least padding
+    assert split_block((136, 34, 1, 1), 4) == 8  # 40
+
+
+def test_stores_of_partial_blocks_are_straight_code() -> None:
+    """A split group of 34 channels (3 blocks of 16, the last partial) on flattened tiles of
+    several blocks: the tile's stores unrolled (FLAT_UNROLL_STORES), each block's lanes one
+    guarded vector; 48 channels (no partial block) keep the loops."""
+    texts = {}
+    for cout in (34, 48):
+        x = Var("x", TensorType((1, 28, 28, 34), "float32"))
+        node = call("nn.conv", x, const(_w((cout, 34, 1, 1))), data_layout="NHWC")
+        packed = to_packed(node, 16)
+        wp = Var("wp", TensorType(packed.args[1].data.shape, "float32"))
+        body = call(packed.op_name, x, wp, **dict(packed.attrs))
+        func = Function((x, wp), body, Attrs({"Primitive": 1}))
+        texts[cout] = str(lower_group(func, "kernel", "c -mcpu=x86-64-v4"))
+    assert "h_w_fused_inner in unrolled(" in texts[34]
+    assert "h_w_fused_inner in unrolled(" not in texts[48]
 
 
 def _shuffle_unit(x: Var, c: int, groups: int, seed: int) -> Call:

@@ -120,6 +120,9 @@ def packed_block(wshape: Sequence[int], groups: int) -> int:
 #: kernel of its own, with a slice of the input and a share of the concatenation.
 MAX_SPLIT_GROUPS = 8
 
+#: whether a split group takes blocks of 16 while they pad it by less than a third
+SPLIT_WIDE = True
+
 
 def split_block(wshape: Sequence[int], groups: int) -> int:
     """The block of output channels each group's convolution packs in when a grouped
@@ -136,6 +139,10 @@ def split_block(wshape: Sequence[int], groups: int) -> int:
     if int(wshape[1]) == 1 and int(wshape[0]) == groups:
         return 0
     per_group = int(wshape[0]) // groups
+    wide = PACK_BLOCKS[0]
+    padded = -(-per_group // wide) * wide
+    if SPLIT_WIDE and 3 * (padded - per_group) < padded:
+        return wide
     block = min(PACK_BLOCKS, key=lambda b: (-(-per_group // b) * b, -b))
     padded = -(-per_group // block) * block
     return block if 4 * (padded - per_group) < padded else 0
