@@ -24,10 +24,14 @@ FLAT_TILE_LANES = 448
 #: 256->1024 at 14x14 0.78, 1024->256 0.76, 128->512 at 28x28 0.85, 64->256 at 56x56 0.87,
 #: 64->64 0.73), MobileNetV2 0.880x; bitwise the same outputs.
 FLAT_MULTI_BLOCK = True
-#: the blocks per tile flat_tile_blocks picks from, largest first. (2,) ran ResNet-50 at
-#: 1.032x and MobileNetV2 at 1.063x of (4, 3, 2); (6, 5, 4, 3, 2) MobileNetV2 0.997x
-#: (16->96 at 112x112 0.81 but 576, 384 and 192 outputs 1.07-1.14).
-FLAT_BLOCKS = (4, 3, 2)
+#: the blocks per tile flat_tile_blocks picks from, the first dividing. (2,) ran ResNet-50
+#: at 1.032x and MobileNetV2 at 1.063x of (4, 3, 2); (6, 5, 4, 3, 2) MobileNetV2 0.997x
+#: (16->96 at 112x112 0.81 but 576, 384 and 192 outputs 1.07-1.14). 5 and 7 come last: only
+#: block counts that 2, 3 and 4 do not divide take them (one block per tile before;
+#: ShuffleNet's split groups of 68 channels, 5 blocks, in tiles of 5 positions x 5 blocks):
+#: one thread / two threads, A/B in one process, shufflenet 0.92 / 0.89, dbnet 0.987 /
+#: 0.963, yolo level (its 80-channel layers); the others' code is unchanged.
+FLAT_BLOCKS = (4, 3, 2, 5, 7)
 
 
 #: whether strided unpadded 1x1 convolutions (ResNet-50's downsamples) take

@@ -27,8 +27,10 @@ needs_avx512 = pytest.mark.skipif(
 
 def test_flat_tile_blocks_rule(monkeypatch: pytest.MonkeyPatch) -> None:
     avx512 = Target.create(AVX512)
-    # the largest of 4, 3, 2 dividing the blocks (ResNet-50: 4; MobileNetV2's 144: 3)
-    assert [flat_tile_blocks(avx512, b) for b in (64, 16, 9, 6, 10, 7, 1)] == [4, 4, 3, 3, 2, 1, 1]
+    # the first of 4, 3, 2, 5, 7 dividing the blocks (ResNet-50: 4; MobileNetV2's 144: 3;
+    # ShuffleNet's split groups of 68 channels: 5)
+    blocks = (64, 16, 9, 6, 10, 5, 7, 35, 11, 1)
+    assert [flat_tile_blocks(avx512, b) for b in blocks] == [4, 4, 3, 3, 2, 5, 7, 5, 1, 1]
     # the llvm kinds on AVX-512 too (32 registers: TILES["llvm x86-avx512"]); AVX2 keeps one
     assert flat_tile_blocks(Target.create("llvm -mcpu=x86-64-v4"), 16) == 4
     assert flat_tile_blocks(Target.create("c -mcpu=haswell"), 16) == 1
