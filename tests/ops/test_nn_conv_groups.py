@@ -30,8 +30,11 @@ def test_split_block_rule() -> None:
     assert split_block((136, 34, 1, 1), 4) == 16
     assert split_block((60, 20, 1, 1), 3) == 8
     assert split_block((28, 6, 3, 3), 2) == 16  # 14 a group: one block of 16
-    # groups that pack as they are, depthwise, one group, too many, too much padding
-    assert split_block((544, 136, 1, 1), 4) == 0
+    # groups that pack in blocks of 8 only, for blocks of 16 that pad them by 1/8 at most
+    assert split_block((544, 136, 1, 1), 4) == 16  # 144
+    assert split_block((96, 24, 1, 1), 4) == 0  # 32: a third more
+    # groups that pack in blocks of 16, depthwise, one group, too many, too much padding
+    assert split_block((512, 128, 1, 1), 4) == 0
     assert split_block((16, 1, 3, 3), 16) == 0
     assert split_block((68, 68, 1, 1), 1) == 0
     assert split_block((68 * 16, 68, 1, 1), 16) == 0 and MAX_SPLIT_GROUPS < 16
@@ -79,10 +82,12 @@ def _calls(body):
     return [n for n in post_order(body) if isinstance(n, Call)]
 
 
-def test_split_block_narrow_without_wide(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_split_block_switches(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(nn_conv_weights, "SPLIT_WIDE", False)
     assert split_block((272, 68, 1, 1), 4) == 8  # 72: the least padding
     assert split_block((136, 34, 1, 1), 4) == 8  # 40
+    monkeypatch.setattr(nn_conv_weights, "SPLIT_NARROW", False)
+    assert split_block((544, 136, 1, 1), 4) == 0  # packs in blocks of 8 as it is
 
 
 def test_stores_of_partial_blocks_are_straight_code() -> None:

@@ -123,22 +123,36 @@ MAX_SPLIT_GROUPS = 8
 #: whether a split group takes blocks of 16 while they pad it by less than a third
 SPLIT_WIDE = True
 
+#: whether groups that pack in blocks of 8 only are split for blocks of 16 (split_block):
+#: ShuffleNet's 4 groups of 136 at 7x7 ran at 32% of the FMA limit in blocks of 8;
+#: shufflenet 0.90x at one thread, 0.92x at two
+SPLIT_NARROW = True
+
 
 def split_block(wshape: Sequence[int], groups: int) -> int:
     """The block of output channels each group's convolution packs in when a grouped
     convolution of weight shape ``wshape`` (O, I/groups, *k) is split into its groups
-    (ember.ops.nn_conv_groups): the one of PACK_BLOCKS that pads a group's outputs least
-    (the widest among equals), the last block partial; 0 when it is not split (one group,
-    depthwise, groups that pack as they are, more than MAX_SPLIT_GROUPS groups, or a
-    padding of a quarter of the block or more: 4 or 6 outputs a group).
+    (ember.ops.nn_conv_groups), the last block partial: blocks of 16 when they pad a group
+    by less than a third (SPLIT_WIDE), else the block that pads least; groups that pack in
+    blocks of 8 only are split for blocks of 16 that pad them by at most 1/8
+    (SPLIT_NARROW: ShuffleNet's 136 channels a group, 144). 0 when it is not split (one
+    group, depthwise, groups that pack in blocks of 16, more than MAX_SPLIT_GROUPS groups,
+    or a padding of a quarter of the block or more: 4 or 6 outputs a group).
 
     ShuffleNet's 1x1 convolutions of 4 groups of 68 and 34 channels: blocks of 8 (72 and
     40), where the unpacked compute ran them at 5-8% of the FMA limit."""
-    if not 1 < groups <= MAX_SPLIT_GROUPS or packed_block(wshape, groups):
+    if not 1 < groups <= MAX_SPLIT_GROUPS:
         return 0
     if int(wshape[1]) == 1 and int(wshape[0]) == groups:
         return 0
     per_group = int(wshape[0]) // groups
+    packs = packed_block(wshape, groups)
+    wide = PACK_BLOCKS[0]
+    if packs == wide:
+        return 0
+    if packs:  # in narrow blocks only: split when wide ones pad a group by at most 1/8
+        padded = -(-per_group // wide) * wide
+        return wide if SPLIT_NARROW and 8 * (padded - per_group) <= padded else 0
     wide = PACK_BLOCKS[0]
     padded = -(-per_group // wide) * wide
     if SPLIT_WIDE and 3 * (padded - per_group) < padded:
