@@ -16,7 +16,7 @@ from ember.ops import nn_conv_groups
 from ember.ops.nn_conv import conv_to_packed
 from ember.ops.nn_conv_pack import to_packed
 from ember.testing.runners import run_artifacts
-from ember.transform import convert_layout
+from ember.transform import PassContext, convert_layout
 
 
 def _w(shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
@@ -122,12 +122,16 @@ def _shuffle_unit(x: Var, c: int, groups: int, seed: int) -> Call:
 
 
 @pytest.mark.cc
-@pytest.mark.parametrize(("c", "groups"), [(272, 4), (136, 4), (60, 3)])
-def test_shuffle_units_compile_and_match(c: int, groups: int) -> None:
+@pytest.mark.parametrize(
+    ("c", "groups", "layout"),
+    [(272, 4, "NHWC"), (136, 4, "NHWC"), (60, 3, "NHWC"), (544, 4, "NHWC"), (272, 4, "NCHW")],
+)
+def test_shuffle_units_compile_and_match(c: int, groups: int, layout: str) -> None:
     x = Var("x", TensorType((1, c, 7, 7), "float32"))
     body = _shuffle_unit(x, c, groups, seed=c)
     mod = IRModule({"main": Function((x,), body)})
     data = np.random.default_rng(2).standard_normal((1, c, 7, 7)).astype(np.float32)
     want = evaluate(mod, [data])[0]
-    got = run_artifacts(build(mod, "c"), {"x": data})[0]
+    ctx = PassContext(opt_level=3, config={"convert_layout": layout})
+    got = run_artifacts(build(mod, "c", pass_context=ctx), {"x": data})[0]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
