@@ -7,8 +7,8 @@ loop over each group's inputs) ran them at 5-8% of the FMA limit: 13 ms a run at
 thread against onnxruntime's 2.5. ``split_groups`` rewrites such a convolution, with a
 constant weight, as its groups' convolutions on their slices of the input channels,
 concatenated along the channels: each is a plain packed convolution in blocks of
-split_block's (68 outputs in 9 blocks of 8, 34 in 5, the last one partial), which computes
-each output's products in the same order. convert_layout lays them out channels last, as
+split_block's (68 outputs in 5 blocks of 16, 34 in 3, the last one partial), which
+computes each output's products in the same order. convert_layout lays them out channels last, as
 the convolutions that pack (split_block is its test too).
 """
 

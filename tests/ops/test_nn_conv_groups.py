@@ -8,7 +8,18 @@ import numpy as np
 import pytest
 
 from ember.driver import build
-from ember.ir import Attrs, Call, Function, IRModule, TensorType, Var, call, const, evaluate
+from ember.ir import (
+    Attrs,
+    Call,
+    Function,
+    IRModule,
+    TensorType,
+    Var,
+    call,
+    const,
+    evaluate,
+    post_order,
+)
 from ember.ir.ops import nn_conv_weights
 from ember.ir.ops.nn_conv_weights import MAX_SPLIT_GROUPS, split_block
 from ember.lowering.lower_group import lower_group
@@ -76,9 +87,7 @@ def test_convert_layout_lays_split_convs_out_channels_last() -> None:
     assert [c.attrs["data_layout"] for c in convs] == ["NHWC"]
 
 
-def _calls(body):
-    from ember.ir import post_order
-
+def _calls(body) -> list[Call]:
     return [n for n in post_order(body) if isinstance(n, Call)]
 
 

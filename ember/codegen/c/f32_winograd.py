@@ -357,34 +357,36 @@ EMBER_F32_API int32_t ember_f32_winograd(const float* x, const float* u, float* 
     j.vps = EMBER_WINO_STRIDE((long)j.Tp * C), j.mps = EMBER_WINO_STRIDE((long)j.Tp * j.Op);
     j.vpan = (long)R * C, j.mpan = (long)R * j.Op;
   }
+  const long panels = j.Tp / R, u_floats = (long)P * C * j.Op;
   j.v = (float*)scratch;
-  j.mm = j.v + (par ? (j.Tp / R) * j.vpan : P * j.vps);
-  /* one block of output channels no wider than the input's: each panel's products go over
-     its V, which they have read before they store (resnet8 at 2 threads 0.990x in the near
-     placement, 0.957x in the far one: a panel's V and M, 72 KiB apart, left the L1) */
-  if (par && j.Op == 16 * nb && j.Op <= C) j.mm = j.v, j.mps = j.vps, j.mpan = j.vpan;
-  const long tasks = (long)P * (j.Op / (16 * nb));
+  j.mm = j.v + (par ? panels * j.vpan : P * j.vps);
+  /* one block of output channels no wider than the input's: a panel's products can go over
+     its V, which they have read before they store. With threads they do (resnet8 at 2
+     threads 0.990x in the near placement, 0.957x in the far one: a panel's V and M, 72 KiB
+     apart, left the L1) */
+  const int in_place = j.Op == 16 * nb && j.Op <= C;
+  if (par && in_place) j.mm = j.v, j.mps = j.vps, j.mpan = j.vpan;
   /* one thread: tiles through all three phases a panel at a time, every panel in the same
      scratch (M over V when one block of output channels fits in its place), where reading
      the weight U again for each panel costs no more than the point-by-point layout's V and M
      going through the L2: a layer's V and M then stay in the L1 and leave room in the L2 for
      the next layers' weights (resnet8 0.992x, one thread; its 8x8x64 layer in one panel) */
-  const long u_floats = (long)P * C * j.Op, panels = j.Tp / R;
   if (!par && u_floats * (panels - 1) <= (long)P * j.Tp * (C + j.Op)) {
     j.vps = EMBER_WINO_STRIDE((long)R * C), j.mps = EMBER_WINO_STRIDE((long)R * j.Op);
     j.vpan = j.mpan = 0;
-    j.mm = j.Op == 16 * nb && j.Op <= C ? j.v : j.v + P * j.vps;
+    j.mm = in_place ? j.v : j.v + P * j.vps;
     j.span = R;
     return ember_wino_tiles(0, panels, &j);
   }
   /* threads: tiles through all phases per task where re-reading the weight U once per task
      costs less than moving V and M between cores (U: P C Op floats, V + M: P Tp (C + Op)) */
   if (par && (long)C * j.Op <= (long)j.Tp * (C + j.Op)) {
-    const long panels = j.Tp / R, per = (panels + 2L * threads - 1) / (2L * threads);
+    const long per = (panels + 2L * threads - 1) / (2L * threads);
     j.span = (int)(per * R);
     return EmberBackendParallelFor(ember_wino_tiles, &j, (j.Tp + j.span - 1) / j.span, 1, 0)
                == 0 ? 0 : -1;
   }
+  const long tasks = (long)P * (j.Op / (16 * nb));
   if (EmberBackendParallelFor(ember_wino_in, &j, j.Tp, par ? 4 : j.Tp, 0) != 0) return -1;
   if (EmberBackendParallelFor(ember_wino_gemm, &j, tasks, par ? 1 : tasks, 0) != 0) return -1;
   if (EmberBackendParallelFor(ember_wino_out, &j, j.T, par ? 4 : j.T, 0) != 0) return -1;

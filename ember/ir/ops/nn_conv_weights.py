@@ -139,8 +139,8 @@ def split_block(wshape: Sequence[int], groups: int) -> int:
     group, depthwise, groups that pack in blocks of 16, more than MAX_SPLIT_GROUPS groups,
     or a padding of a quarter of the block or more: 4 or 6 outputs a group).
 
-    ShuffleNet's 1x1 convolutions of 4 groups of 68 and 34 channels: blocks of 8 (72 and
-    40), where the unpacked compute ran them at 5-8% of the FMA limit."""
+    ShuffleNet's 1x1 convolutions of 4 groups of 68 and 34 channels: blocks of 16 (80 and
+    48), where the unpacked compute ran them at 5-8% of the FMA limit."""
     if not 1 < groups <= MAX_SPLIT_GROUPS:
         return 0
     if int(wshape[1]) == 1 and int(wshape[0]) == groups:
@@ -148,15 +148,17 @@ def split_block(wshape: Sequence[int], groups: int) -> int:
     per_group = int(wshape[0]) // groups
     packs = packed_block(wshape, groups)
     wide = PACK_BLOCKS[0]
+    waste = _padded(per_group, wide) - per_group
     if packs == wide:
         return 0
     if packs:  # in narrow blocks only: split when wide ones pad a group by at most 1/8
-        padded = -(-per_group // wide) * wide
-        return wide if SPLIT_NARROW and 8 * (padded - per_group) <= padded else 0
-    wide = PACK_BLOCKS[0]
-    padded = -(-per_group // wide) * wide
-    if SPLIT_WIDE and 3 * (padded - per_group) < padded:
+        return wide if SPLIT_NARROW and 8 * waste <= _padded(per_group, wide) else 0
+    if SPLIT_WIDE and 3 * waste < _padded(per_group, wide):
         return wide
-    block = min(PACK_BLOCKS, key=lambda b: (-(-per_group // b) * b, -b))
-    padded = -(-per_group // block) * block
+    block = min(PACK_BLOCKS, key=lambda b: (_padded(per_group, b), -b))
+    padded = _padded(per_group, block)
     return block if 4 * (padded - per_group) < padded else 0
+
+
+def _padded(channels: int, block: int) -> int:
+    return -(-channels // block) * block
