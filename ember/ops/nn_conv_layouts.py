@@ -58,6 +58,10 @@ def pad_tensor(
 #: (data_layout "NHWC"; scheduled by nn_conv_nhwc.schedule_channels_last).
 CHANNELS_LAST_OUT = "channels_last_out"
 
+#: attribute of a grouped convolution's channels-last accumulator: the blocks of output
+#: channels per group (the blocks a register tile may share one input's channels across).
+GROUP_BLOCKS = "group_blocks"
+
 #: attribute of the padded copy of a channels-last input: copied a padded row per parallel
 #: iteration (nn_conv_nhwc.materialize_rows), no index division per element.
 CHANNELS_LAST_PAD = "channels_last_pad"
@@ -196,6 +200,8 @@ def conv_channels_last(
 
     shape = (ty.shape[0], *out_sp, wshape[0] * block)
     attrs = {"block": block, TILE_KERNEL: 1 if nhwc_kernel is None else int(nhwc_kernel)}
+    if groups != 1:
+        attrs[GROUP_BLOCKS] = blocks_per_group
     if nhwc:
         acc = te.compute(shape, body, "conv", attrs={**attrs, CHANNELS_LAST_OUT: 1})
         return te.compute(ty.shape, lambda n, *r: acc[(n, *r)], "conv_out")

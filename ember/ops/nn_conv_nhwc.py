@@ -30,7 +30,12 @@ from ember.ops.nn_conv_f32 import (
     positions_outer,
 )
 from ember.ops.nn_conv_flat import FLAT_TILE_LANES, flat_tile_blocks
-from ember.ops.nn_conv_layouts import CHANNELS_LAST_OUT, CHANNELS_LAST_PAD, conv_channels_last
+from ember.ops.nn_conv_layouts import (
+    CHANNELS_LAST_OUT,
+    CHANNELS_LAST_PAD,
+    GROUP_BLOCKS,
+    conv_channels_last,
+)
 from ember.ops.nn_conv_narrow import NARROW_KERNELS, narrow_kernel_tile
 from ember.ops.nn_conv_narrow_layout import widen_blocks
 from ember.ops.nn_conv_pair import PAIR_MAX_COLS, pad_free, pair_blocks
@@ -296,7 +301,8 @@ def schedule_channels_last(
         extents = [_extent(a) for a in spatial]
         tile = narrow_kernel_tile(extents, block, ctx.target) if block in NARROW_KERNELS else None
         taps = _size([r for r in acc_op.reduce_axis if r.name.startswith("rk")])
-        pair = pair_blocks(ctx.target, _extent(oo), taps) if block == BLOCK else 1
+        group = int(acc_op.attrs.get(GROUP_BLOCKS, 0))
+        pair = pair_blocks(ctx.target, _extent(oo), taps, group) if block == BLOCK else 1
         most = PAIR_MAX_COLS if pair > 1 else kernel_max_cols(ctx.target)
         nrows, cols = tile or kernel_tile(extents, most)
     wo, wi = main.split(spatial[-1], factor=cols)

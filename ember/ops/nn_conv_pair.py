@@ -32,12 +32,15 @@ PAIR_TILES = True
 PAIR_MAX_COLS = 7
 
 
-def pair_blocks(target: Target | None, blocks: int, taps: int) -> int:
+def pair_blocks(target: Target | None, blocks: int, taps: int, group_blocks: int = 0) -> int:
     """The blocks of 16 channels one micro-kernel tile of a convolution with ``blocks``
     blocks and ``taps`` kernel taps covers on ``target``: PAIR_BLOCKS on the c kind on
-    AVX-512 CPUs for kernels of several taps (PAIR_TILES) when they divide ``blocks``,
-    else 1."""
+    AVX-512 CPUs for kernels of several taps (PAIR_TILES) when they divide ``blocks`` and
+    the ``group_blocks`` blocks of a group (grouped convolutions: the pair's blocks read
+    the same input channels), else 1."""
     if target is None or not PAIR_TILES or taps == 1 or blocks % PAIR_BLOCKS:
+        return 1
+    if group_blocks % PAIR_BLOCKS:
         return 1
     keys = set(target.keys)
     return PAIR_BLOCKS if "x86-avx512" in keys and "llvm" not in keys else 1

@@ -17,6 +17,7 @@ from packed_conv_lowering import nhwc_bias, nhwc_conv_module, v
 from ember.codegen.c.f32_kernels import F32_KERNELS_C
 from ember.driver import build
 from ember.ir import Attrs, Function, call
+from ember.ir.ops.nn_conv_weights import conv_reference
 from ember.lowering.lower_group import lower_group
 from ember.ops import nn_conv_pair
 from ember.ops.nn_conv_pair import pair_blocks
@@ -35,6 +36,8 @@ def test_pair_blocks_predicate() -> None:
     assert pair_blocks(avx512, 16, 1) == 1  # 1x1: the flat multi-block loop-IR tiles
     assert pair_blocks(avx2, 16, 9) == 1
     assert pair_blocks(Target.create("llvm -mcpu=znver4"), 16, 9) == 1
+    assert pair_blocks(avx512, 16, 9, group_blocks=2) == 2  # a pair inside each group
+    assert pair_blocks(avx512, 16, 9, group_blocks=1) == 1  # a pair's blocks in two groups
 
 
 def _lower(xshape: tuple[int, ...], wshape: tuple[int, ...]) -> str:
@@ -54,6 +57,38 @@ def test_nhwc_3x3_calls_the_pair_kernel(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(nn_conv_pair, "PAIR_TILES", False)
     text = _lower((1, 14, 14, 64), (4, 64, 3, 3, 16))
     assert '"ember_f32_conv_tile2"' not in text and '"ember_f32_conv_tile"' in text
+
+
+def _lower_grouped(xshape: tuple[int, ...], wshape: tuple[int, ...], groups: int) -> str:
+    x, wp = v("x", xshape), v("wp", wshape)
+    b = v("b", (1, 1, wshape[0] * wshape[-1]))
+    attrs = {"data_layout": "NHWC", "padding": [1, 1, 1, 1], "groups": groups}
+    conv = call("nn.conv_packed", x, wp, **attrs)
+    func = Function((x, wp, b), call("relu", call("add", conv, b)), Attrs({"Primitive": 1}))
+    return str(lower_group(func, "kernel", AVX512))
+
+
+def test_grouped_tiles_call_a_kernel() -> None:
+    """RegNet's 3x3 of groups of 16 channels: a pair tile would span two groups, whose
+    inputs differ, so the tiles take the one-block kernel (a pair left the loop nest
+    uncalled: 19% of the FMA limit); groups of 32 channels keep pairs inside a group."""
+    text = _lower_grouped((1, 14, 14, 160), (10, 16, 3, 3, 16), 10)
+    assert '"ember_f32_conv_tile"' in text and '"ember_f32_conv_tile2' not in text
+    text = _lower_grouped((1, 7, 7, 256), (16, 32, 3, 3, 16), 8)
+    assert '"ember_f32_conv_tile2' in text
+
+
+@pytest.mark.parametrize(("cin", "groups"), [(160, 10), (256, 8), (96, 2)])
+def test_grouped_tiles_match_the_reference(cin: int, groups: int) -> None:
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((1, 14, 14, cin)).astype(np.float32)
+    w = rng.standard_normal((cin, cin // groups, 3, 3)).astype(np.float32)
+    mod = nhwc_conv_module(x.shape, w, padding=[1, 1, 1, 1], groups=groups)
+    got = run_artifacts(build(mod, "c"), {"x": x})[0]
+    xt = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+    ref = conv_reference(xt, w, (1, 1), ((1, 1), (1, 1)), (1, 1), groups).transpose(0, 2, 3, 1)
+    ref = np.maximum(ref + nhwc_bias(cin), 0)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-3)
 
 
 def test_row_tails_call_the_pair_kernel() -> None:
