@@ -11,6 +11,8 @@ Nothing here downloads anything or writes files: every generator builds an ONNX
 * :func:`light_model` - one of the nine ``light_*`` models shipped with onnx's backend
   tests, whose ``ConstantOfShape`` weights (every value 0.02) are replaced by seeded
   random weights of the right shape and role, so outputs are not degenerate.
+* ResNeXt-50 and RegNetX (ember.examples.grouped): grouped 3x3 convolutions of 4 to 32
+  channels per group.
 
 Each comes as a :class:`ModelCase` (name, model, seeded inputs); :data:`MODELS` names them::
 
@@ -35,6 +37,7 @@ from ember.examples.builder import IR_VERSION, OPSET
 from ember.examples.builder import GraphBuilder as _Graph
 from ember.examples.classification import pp_lcnet_case
 from ember.examples.detection import yolo_case
+from ember.examples.grouped import REGNETX, regnetx_case, resnext_case
 from ember.examples.ocr import crnn_case, dbnet_case
 from ember.examples.tiny import TINY_MODELS, tiny_case
 from ember.support.registry import Registry
@@ -479,7 +482,8 @@ def make_model(name: str) -> ModelCase:
 
 def register_builtin_models() -> None:
     """Fill :data:`MODELS` (idempotent): the light models, MobileNetV2s, BERT encoders,
-    the three MLPerf Tiny models and the zoo of issue 12 (:data:`ZOO`'s new four)."""
+    the three MLPerf Tiny models, the zoo of issue 12 (:data:`ZOO`'s new four) and the
+    grouped-convolution classifiers (ResNeXt-50, RegNetX-200MF and -400MF)."""
     builders = {name: partial(light_model, name) for name in LIGHT_MODELS}
     for size, width in ((224, 1.0), (96, 1.0), (64, 0.35)):
         name = "mobilenet_v2" + ("" if size == 224 else f"_{size}")
@@ -493,6 +497,9 @@ def register_builtin_models() -> None:
     builders["yolo"] = partial(yolo_case)
     builders["pp_lcnet"] = partial(_calibrated, pp_lcnet_case)
     builders["dbnet"] = partial(dbnet_case)
+    builders["resnext50"] = partial(resnext_case)
+    for setting in REGNETX:
+        builders[f"regnetx_{setting}"] = partial(regnetx_case, setting)
     for name, build in builders.items():
         if name not in MODELS:
             MODELS.register(name, build)
