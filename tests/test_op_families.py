@@ -57,6 +57,7 @@ NOT_FAMILIES = {
         "nn_conv_lanes",  # nn.conv_packed tiles with output positions as the lanes
         "nn_conv_pack",  # the packed forms the nn_conv legalizer chooses, the compute's tiles
         "nn_conv_groups",  # grouped convs whose groups do not pack: one packed conv per group
+        "nn_conv_lane_groups",  # grouped convs of narrow groups: several groups a block of 16
         "nn_conv_layouts",  # nn.conv_packed input layouts: padded, channels-last, flattened 1x1
         "nn_conv_nhwc",  # channels-last (data_layout NHWC) packed convolutions and schedule
         "nn_conv_flat",  # flattened 1x1 loop-IR tiles on AVX-512: blocks per tile, strided

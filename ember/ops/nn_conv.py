@@ -43,6 +43,7 @@ from ember.ops.common import out_tensor_type, scalar, static_shape
 from ember.ops.nn_common import check_dtype
 from ember.ops.nn_conv_f32 import TILE_KERNEL
 from ember.ops.nn_conv_groups import split_groups
+from ember.ops.nn_conv_lane_groups import lane_groups_form
 from ember.ops.nn_conv_lanes import conv_position_lanes, schedule_conv_packed
 from ember.ops.nn_conv_layouts import (
     conv_channels_last,
@@ -274,7 +275,11 @@ def conv_to_packed(node: Call) -> Expr:
     channel); anything else stays (a channels-last one between transposes). Where the build
     selects it, a 3x3 stride-1 one becomes nn.conv_winograd (ember.ops.nn_conv_winograd).
     A grouped one whose groups do not pack becomes one nn.conv per group
-    (ember.ops.nn_conv_groups)."""
+    (ember.ops.nn_conv_groups); one of narrow groups packs several groups a block where the
+    target has their kernel (ember.ops.nn_conv_lane_groups)."""
+    lanes = lane_groups_form(node)
+    if lanes is not None:
+        return lanes
     split = split_groups(node)
     if split is not None:
         return split
@@ -309,6 +314,8 @@ def conv_packed(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Ten
     out_elems = int(np.prod([int(d) for d in ty.shape]))
     if data_layout(attrs) == "NHWC":  # nn_conv_nhwc: no copy but the padding, no transpose
         conv = _conv_attrs(attrs, nsp)
+        if groups > wshape[0]:  # several groups a block: the lane-group kernel's tiles
+            return conv_packed_nhwc(x, wp, ty, conv, groups, (True, False), first)
         tiles = nhwc_tiles(x.dtype, wshape, ty.shape, conv, groups)
         return conv_packed_nhwc(x, wp, ty, conv, groups, tiles, first)
     if lanes_layout(x.dtype, block, strides, tuple(ty.shape[2:]), flat, out_elems):

@@ -163,9 +163,12 @@ def conv_channels_last(
     nsp = len(wshape) - 3
     block = wshape[-1]
     blocks_per_group = wshape[0] // groups
+    # several groups a block (ember.ops.nn_conv_lane_groups): the channels of a group
+    lane_width = wshape[0] * block // groups if groups > wshape[0] else 0
     nhwc = nhwc_kernel is not None
     out_sp = ty.shape[1:-1] if nhwc else ty.shape[2:]
     outer = not taps_outer and channels_outer(tuple(int(d) for d in out_sp))
+    outer = outer and not lane_width  # the kernel's order: taps, then a group's channels
     in_place = nhwc and pad_free and not outer
     if in_place:
         xp = x
@@ -184,7 +187,12 @@ def conv_channels_last(
         *sp, o = rest
         src = [sp[k] * strides[k] + rk[k].var * dilation[k] for k in range(nsp)]
         taps = [r.var for r in rk]
-        chan = rc.var if groups == 1 else (o // block) // blocks_per_group * wshape[1] + rc.var
+        if lane_width:  # the block's first channel, then its lane's group's
+            chan = (o // block) * block + (o % block) // lane_width * wshape[1] + rc.var
+        elif groups == 1:
+            chan = rc.var
+        else:
+            chan = (o // block) // blocks_per_group * wshape[1] + rc.var
         value: PrimExpr
         if in_place:  # the padding as conditions (nn_conv_nhwc.depthwise_nhwc's form)
             src = [src[k] - pad_begin[k] for k in range(nsp)]
@@ -201,7 +209,7 @@ def conv_channels_last(
     shape = (ty.shape[0], *out_sp, wshape[0] * block)
     attrs = {"block": block, TILE_KERNEL: 1 if nhwc_kernel is None else int(nhwc_kernel)}
     if groups != 1:
-        attrs[GROUP_BLOCKS] = blocks_per_group
+        attrs[GROUP_BLOCKS] = blocks_per_group or 1
     if nhwc:
         acc = te.compute(shape, body, "conv", attrs={**attrs, CHANNELS_LAST_OUT: 1})
         return te.compute(ty.shape, lambda n, *r: acc[(n, *r)], "conv_out")

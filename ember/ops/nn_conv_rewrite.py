@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ember.ir.ops.nn_conv_weights import LANE_GROUP_WIDTHS
 from ember.ops.nn_conv_f32 import BLOCK, MAX_REDUCE_LOOPS
 from ember.ops.nn_conv_narrow import NARROW_INTERPRET_EXTERNS, NARROW_KERNELS, tile_reference
 from ember.ops.nn_conv_pair import (
@@ -137,6 +138,41 @@ def conjuncts(cond: PrimExpr) -> list[PrimExpr]:
     return [cond]
 
 
+#: the lane-group kernel's call_extern name (ember.codegen.c.f32_lane_groups
+#: .LANE_GROUP_KERNEL_NAME; ember.ops.nn_conv_lane_groups makes its convolutions).
+LANE_GROUP_KERNEL = "ember_f32_conv_tile_lg"
+
+
+def lane_group(load: BufferLoad, loops: list[For]) -> int:
+    """The channels per group g when ``load``'s lane ``l`` (the innermost of ``loops``)
+    reads ``(l / g) * g`` elements after lane 0's, at the first and at the last iteration
+    of the other loops (ember.ops.nn_conv_lane_groups' input), one of LANE_GROUP_WIDTHS;
+    else 0."""
+    flat = flat_index(load)
+    *outer, lane = loops
+    if flat is None or not const_extents(loops) or int(lane.extent.value) != BLOCK:  # type: ignore[attr-defined]
+        return 0
+    ends = [
+        {f.loop_var: const(int(f.extent.value) - 1 if last else 0, f.loop_var.dtype) for f in outer}  # type: ignore[attr-defined]
+        for last in (False, True)
+    ]
+    steps: list[int] = []
+    for at in ends:
+        base = simplify(substitute(flat, {**at, lane.loop_var: const(0, lane.loop_var.dtype)}))
+        for v in range(BLOCK):
+            got = simplify(
+                substitute(flat, {**at, lane.loop_var: const(v, lane.loop_var.dtype)}) - base
+            )
+            if not isinstance(got, IntImm):
+                return 0
+            steps.append(got.value)
+    group = next((v for v in range(1, BLOCK) if steps[v]), 0)
+    if group not in LANE_GROUP_WIDTHS:
+        return 0
+    want = [v // group * group for v in range(BLOCK)]
+    return group if steps == want * 2 else 0
+
+
 def _guard_limit(guard: PrimExpr, loops: list[For]) -> PrimExpr | None:
     """How many of a tail tile's positions ``guard`` keeps (``a + col < b`` conjuncts, the
     tile's only position loop the second to last of ``loops``), as an int32 expression."""
@@ -217,6 +253,10 @@ def _match_loops(loops: list[For], body: Stmt, pair: bool) -> Stmt | None:
         return None
     if xl.buffer.dtype != "float32" or wl.buffer.dtype != "float32":
         return None
+    group = 0 if pair or conds or lanes != BLOCK else lane_group(xl, loops)
+    if group:  # the block's first channel: lane 0's
+        first = {lane.loop_var: const(0, lane.loop_var.dtype)}
+        xl = BufferLoad(xl.buffer, tuple(simplify(substitute(i, first)) for i in xl.indices))
     forms = affine_accesses((body, xl, wl), loops)
     if forms is None:
         return None
@@ -240,13 +280,6 @@ def _match_loops(loops: list[For], body: Stmt, pair: bool) -> Stmt | None:
         return None
     cx = xcoef[nred + len(cols) - 1]
     cr = xcoef[nred] if len(cols) == 2 else 0
-    red_args: list[int] = []
-    red_args += [1, 0, 0] * (MAX_REDUCE_LOOPS - nred)  # leading loops of one iteration
-    for k, f in enumerate(red):
-        red_args += [int(f.extent.value), xcoef[k], wcoef[k]]  # type: ignore[attr-defined]
-    ints = [tcols, cx, cr, *red_args, *([wb] if pair else [])]
-    if any(abs(v) >= 2**31 for v in ints):
-        return None
     count: PrimExpr = const(ncols, "int32")
     if guard is not None:
         if len(cols) != 1:
@@ -257,6 +290,24 @@ def _match_loops(loops: list[For], body: Stmt, pair: bool) -> Stmt | None:
         count = tir_min(count, limit)
     args: list[PrimExpr] = [body.buffer.data, xl.buffer.data, wl.buffer.data]
     args += [cast("int64", xbase), cast("int64", wbase), count]
+    if group:  # the taps' loops, then the group's channels, contiguous in the input
+        if int(red[-1].extent.value) != group or xcoef[nred - 1] != 1:  # type: ignore[attr-defined]
+            return None
+        taps = [1, 0, 0] * (MAX_REDUCE_LOOPS - nred)
+        for k, f in enumerate(red[:-1]):
+            taps += [int(f.extent.value), xcoef[k], wcoef[k]]  # type: ignore[attr-defined]
+        ints = [tcols, cx, cr, *taps, wcoef[nred - 1], group]
+        if any(abs(v) >= 2**31 for v in ints):
+            return None
+        args += [const(v, "int32") for v in ints]
+        return Evaluate(call_extern("int32", LANE_GROUP_KERNEL, *args))
+    red_args: list[int] = []
+    red_args += [1, 0, 0] * (MAX_REDUCE_LOOPS - nred)  # leading loops of one iteration
+    for k, f in enumerate(red):
+        red_args += [int(f.extent.value), xcoef[k], wcoef[k]]  # type: ignore[attr-defined]
+    ints = [tcols, cx, cr, *red_args, *([wb] if pair else [])]
+    if any(abs(v) >= 2**31 for v in ints):
+        return None
     args += [const(v, "int32") for v in ints]
     name = "ember_f32_conv_tile" if lanes == BLOCK else NARROW_KERNELS[lanes]
     name = PAIR_KERNEL if pair else name
@@ -381,9 +432,28 @@ def pair_pad_tile_reference(
     return 0
 
 
+def lane_group_tile_reference(
+    acc: list[float], x: list[float], w: list[float], xoff: int, woff: int, *args: int
+) -> int:
+    """ember_f32_conv_tile_lg in Python (lane ``l`` of position ``j`` adds, over the taps
+    and the group's channels ``c < g``, ``x`` at the block's first channel plus ``(l / g) *
+    g + c`` times ``w[c * ws2 + l]``), for the TIR interpreter."""
+    ncols, tcols, cx, cr, e0, xs0, ws0, e1, xs1, ws1, ws2, g = args
+    for i0 in range(e0):
+        for i1 in range(e1):
+            for c in range(g):
+                wk = woff + i0 * ws0 + i1 * ws1 + c * ws2
+                for j in range(max(ncols, 0)):
+                    base = xoff + j // tcols * cr + j % tcols * cx + i0 * xs0 + i1 * xs1 + c
+                    for lane in range(BLOCK):
+                        acc[BLOCK * j + lane] += x[base + lane // g * g] * w[wk + lane]
+    return 0
+
+
 #: the Python implementations of the kernels this module emits, for the TIR interpreter.
 INTERPRET_EXTERNS = {
     "ember_f32_conv_tile": conv_tile_reference,
+    LANE_GROUP_KERNEL: lane_group_tile_reference,
     PAIR_KERNEL: pair_tile_reference,
     PAIR_PAD_KERNEL: pair_pad_tile_reference,
     **NARROW_INTERPRET_EXTERNS,

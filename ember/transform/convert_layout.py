@@ -50,7 +50,7 @@ from ember.ir.module import IRModule
 from ember.ir.op import OpDef, OpPattern
 from ember.ir.ops.common import channels_first_axes, channels_last_axes
 from ember.ir.ops.nn_conv_transpose_form import pointwise_form
-from ember.ir.ops.nn_conv_weights import packed_block, split_block
+from ember.ir.ops.nn_conv_weights import lane_group_block, packed_block, split_block
 from ember.ir.types import TensorType
 from ember.transform._util import map_bodies
 
@@ -129,9 +129,12 @@ def _converts(node: Call) -> bool:
     if not _float32_rank4(x) or not isinstance(w, Constant):
         return False
     # a conv the legalizer cannot pack stays NCHW between two transposes (nn_conv_nhwc);
-    # one whose groups do not pack is split into convs that do (ember.ops.nn_conv_groups)
+    # one whose groups do not pack is split into convs that do (ember.ops.nn_conv_groups),
+    # or packs with several groups a block (ember.ops.nn_conv_lane_groups)
     shape, groups = np.shape(w.data), int(node.attrs["groups"])
-    return packed_block(shape, groups) > 0 or split_block(shape, groups) > 0
+    if packed_block(shape, groups) > 0 or split_block(shape, groups) > 0:
+        return True
+    return lane_group_block(shape, groups) > 0
 
 
 def permute_constant(data: np.ndarray) -> np.ndarray:

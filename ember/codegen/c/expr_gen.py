@@ -21,6 +21,11 @@ from ember.codegen.c.f32_depthwise import (
 )
 from ember.codegen.c.f32_kernels import F32_KERNEL_NAMES, F32_KERNELS_C
 from ember.codegen.c.f32_kernels import HELPER_KEY as F32_HELPER_KEY
+from ember.codegen.c.f32_lane_groups import (
+    LANE_GROUP_HELPER_KEY,
+    LANE_GROUP_KERNEL_C,
+    LANE_GROUP_KERNEL_NAMES,
+)
 from ember.codegen.c.f32_lanes import LANES_HELPER_KEY, LANES_KERNEL_C, LANES_KERNEL_NAMES
 from ember.codegen.c.f32_narrow import F32_NARROW_C, NARROW_HELPER_KEY, NARROW_KERNEL_NAMES
 from ember.codegen.c.f32_winograd import WINOGRAD_C, WINOGRAD_HELPER_KEY, WINOGRAD_KERNEL_NAMES
@@ -377,6 +382,9 @@ class ExprCodegen(VectorMixin, CheckMixin, PackedCallMixin):
             self.ctx.helpers.setdefault(F32_HELPER_KEY, F32_KERNELS_C)
             if e.op in LANES_KERNEL_NAMES:
                 self.ctx.helpers.setdefault(LANES_HELPER_KEY, LANES_KERNEL_C)
+            return f"{e.op}({', '.join(self.expr(a) for a in e.args)})"
+        if e.op in LANE_GROUP_KERNEL_NAMES:
+            self.ctx.helpers.setdefault(LANE_GROUP_HELPER_KEY, LANE_GROUP_KERNEL_C)
             return f"{e.op}({', '.join(self.expr(a) for a in e.args)})"
         if e.op in DEPTHWISE_KERNEL_NAMES:
             self.ctx.helpers.setdefault(DEPTHWISE_HELPER_KEY, F32_DEPTHWISE_C)

@@ -160,5 +160,23 @@ def split_block(wshape: Sequence[int], groups: int) -> int:
     return block if 4 * (padded - per_group) < padded else 0
 
 
+#: the channels per group of a grouped convolution whose groups share the lanes of one
+#: block of 16 output channels (lane_group_block): ResNeXt's 3x3 of 32 groups of 4 and 8.
+LANE_GROUP_WIDTHS: tuple[int, ...] = (2, 4, 8)
+
+
+def lane_group_block(wshape: Sequence[int], groups: int) -> int:
+    """The block of output channels (16) of a grouped convolution of weight shape ``wshape``
+    (O, I/groups, *k) whose groups are narrower than a block, as many input as output
+    channels each (one of LANE_GROUP_WIDTHS), so that a block's 16 lanes hold whole groups
+    and read 16 consecutive input channels (ember.ops.nn_conv_lane_groups); 0 for any
+    other convolution."""
+    per_group = int(wshape[0]) // groups if groups > 1 else 0
+    wide = PACK_BLOCKS[0]
+    if per_group not in LANE_GROUP_WIDTHS or int(wshape[1]) != per_group:
+        return 0
+    return wide if int(wshape[0]) % wide == 0 else 0
+
+
 def _padded(channels: int, block: int) -> int:
     return -(-channels // block) * block
