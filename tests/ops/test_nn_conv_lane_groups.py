@@ -77,38 +77,50 @@ def test_tiles_call_the_kernel_and_match_the_reference(xshape, wshape, groups, a
     np.testing.assert_allclose(outs[0], refs[0], rtol=1e-4, atol=1e-4)
 
 
-def _conv(x: np.ndarray, w: np.ndarray, groups: int, stride: int, pad: int) -> np.ndarray:
+def _conv(
+    x: np.ndarray, w: np.ndarray, groups: int, stride: int, pad: int, dilation: int = 1
+) -> np.ndarray:
     xt = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
-    pads = ((pad, pad), (pad, pad))
-    out = conv_reference(xt, w, (stride, stride), pads, (1, 1), groups).transpose(0, 2, 3, 1)
+    pads, dil = ((pad, pad), (pad, pad)), (dilation, dilation)
+    out = conv_reference(xt, w, (stride, stride), pads, dil, groups).transpose(0, 2, 3, 1)
     return np.maximum(out + nhwc_bias(w.shape[0]), 0)
 
 
 @pytest.mark.skipif(not HOST_AVX512, reason="the lane-group kernel needs an AVX-512 host")
 @pytest.mark.parametrize(
-    ("size", "channels", "groups", "kernel", "stride"),
+    ("size", "channels", "groups", "kernel", "stride", "dilation", "batch"),
     [
-        (14, 128, 32, 3, 1),  # ResNeXt's groups of 4, the whole image per call
-        (28, 256, 32, 3, 1),  # groups of 8, bands of rows
-        (15, 64, 8, 3, 2),  # strided
-        (100, 32, 16, 3, 1),  # groups of 2; rows of 100: register tiles with a tail
-        (9, 64, 16, 1, 1),  # a grouped 1x1
+        (14, 128, 32, 3, 1, 1, 1),  # ResNeXt's groups of 4, the whole image per call
+        (28, 256, 32, 3, 1, 1, 1),  # groups of 8, bands of rows
+        (15, 64, 8, 3, 2, 1, 1),  # strided
+        (100, 32, 16, 3, 1, 1, 1),  # groups of 2; rows of 100: register tiles with a tail
+        (9, 64, 16, 1, 1, 1, 1),  # a grouped 1x1
+        (12, 32, 8, 3, 1, 2, 1),  # dilated
+        (7, 64, 16, 3, 1, 1, 2),  # two images
     ],
 )
 def test_compiled_results_match_the_grouped_convolution(
-    size: int, channels: int, groups: int, kernel: int, stride: int
+    size: int,
+    channels: int,
+    groups: int,
+    kernel: int,
+    stride: int,
+    dilation: int,
+    batch: int,
 ) -> None:
     rng = np.random.default_rng(2)
-    x = rng.standard_normal((1, size, size, channels)).astype(np.float32)
+    x = rng.standard_normal((batch, size, size, channels)).astype(np.float32)
     w = rng.standard_normal((channels, channels // groups, kernel, kernel)).astype(np.float32)
-    pad = kernel // 2
+    pad = kernel // 2 * dilation
     attrs = {"padding": [pad] * 4, "strides": [stride, stride], "groups": groups}
+    attrs["dilation"] = [dilation, dilation]
     mod = nhwc_conv_module(x.shape, w, **attrs)
     artifacts = build(mod, "c")
     source = b"".join(a.content for a in artifacts.artifacts if a.file_name.endswith(".c"))
     assert f"{LANE_GROUP_KERNEL}(".encode() in source
     got = run_artifacts(artifacts, {"x": x})[0]
-    np.testing.assert_allclose(got, _conv(x, w, groups, stride, pad), rtol=1e-4, atol=1e-4)
+    want = _conv(x, w, groups, stride, pad, dilation)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
 def test_other_targets_keep_the_other_forms(monkeypatch: pytest.MonkeyPatch) -> None:
