@@ -220,7 +220,8 @@ def test_float32_exp_goes_through_the_masking_safe_helper(monkeypatch) -> None: 
     text = generate_source([_math_kernel(("exp", "sigmoid"))])
     assert f"static inline float {vecmath.EXP_HELPER}(float x) {{" in text
     assert "ember_vexp_f32(A[" in text and "ember_sigmoid_f32(A[" in text
-    assert "const float t = ember_vexp_f32(-fabsf(x));" in text
+    # sigmoid: its own inline exp of -|x| (vectorized without a call, libmvec or not)
+    assert f"const float t = {vecmath.EXP_NONPOS_HELPER}(-fabsf(x));" in text
     assert "expf(A[" not in text
     d = te.placeholder((8,), "float64", "D")
     e = te.compute((8,), lambda i: tir.exp(d[i]), "E")
@@ -260,6 +261,31 @@ def test_masked_exp_lanes_flush_below_flt_min_and_keep_nan(build) -> None:  # ty
     np.testing.assert_allclose(got[keep], want[keep], rtol=2e-6, equal_nan=True)
     assert np.isnan(got[np.isnan(x)]).all()
     np.testing.assert_allclose(out_s.numpy(), want_s, rtol=2e-6, atol=1e-37, equal_nan=True)
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("libmvec", [True, False])
+def test_float32_sigmoid_is_within_6e_7_of_the_exact_one(build, monkeypatch, libmvec) -> None:  # type: ignore[no-untyped-def]
+    """The inline exp of ``ember_sigmoid_f32`` over [-100, 100] and the special values,
+    with and without libmvec (it never calls expf)."""
+    monkeypatch.setattr(vecmath, "_MEMO", {(config().cc, FLAGS): ("exp",) if libmvec else ()})
+    x = np.concatenate([np.linspace(-100, 100, 200_001), np.linspace(-1, 1, 20_001)])
+    x = np.concatenate([x, [0.0, -0.0, np.inf, -np.inf, np.nan, 1e30, -1e30]]).astype(np.float32)
+    n = x.size
+    a = te.placeholder((n,), "float32", "A")
+    c = te.compute((n,), lambda i: tir.sigmoid(a[i]), "S")
+    s = te.create_schedule([c])
+    s[c].vectorize(c.op.axis[0])
+    prim = te.lower(s, [a, c], name="sig")
+    assert "expf(" not in generate_source([prim])
+    mod = build([prim])
+    out = rt.array(np.zeros(n, np.float32))
+    mod["ember_sig"](rt.array(x), out)
+    with np.errstate(all="ignore"):
+        want = 1 / (1 + np.exp(-x.astype(np.float64)))
+    got = out.numpy().astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=6e-7, atol=2e-38, equal_nan=True)
+    assert np.isnan(got[-3]) and got[-7] == 0.5 and got[-5] == 1.0 and got[-4] < 2e-38
 
 
 def test_files_without_math_never_probe(monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -6,7 +6,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ember.codegen.c.vecmath import EXP_HELPER, exp_helper, simd_prototype
+from ember.codegen.c.vecmath import (
+    EXP_HELPER,
+    EXP_NONPOS_HELPER,
+    exp_helper,
+    exp_nonpos_helper,
+    simd_prototype,
+)
+
+#: whether float32 sigmoids take their exp inline (vecmath.exp_nonpos_helper) rather than
+#: libm's or libmvec's expf (exp_function).
+INLINE_SIGMOID_EXP = True
 
 
 @dataclass
@@ -59,7 +69,11 @@ class FileContext:
         sfx = "f" if ctype == "float" else ""
         one, zero = ("1.0f", "0.0f") if sfx else ("1.0", "0.0")
         name = f"ember_sigmoid_{'f32' if sfx else 'f64'}"
-        exp = self.exp_function(ctype)
+        if sfx and INLINE_SIGMOID_EXP:  # exp inline, vectorized without libmvec
+            self.helpers.setdefault("0a_" + EXP_NONPOS_HELPER, exp_nonpos_helper())
+            exp = EXP_NONPOS_HELPER
+        else:
+            exp = self.exp_function(ctype)
         self.helpers.setdefault(
             "0b_" + name,
             f"static inline {ctype} {name}({ctype} x) {{ const {ctype} t = {exp}(-fabs{sfx}(x)); "

@@ -114,6 +114,48 @@ def exp_helper() -> str:
     )
 
 
+#: float32 exp of a non-positive argument, inline (the sigmoid's ``exp(-|x|)``).
+EXP_NONPOS_HELPER = "ember_exp_nonpos_f32"
+
+
+def exp_nonpos_helper() -> str:
+    """The definition of ``ember_exp_nonpos_f32(x)``, exp(x) for x <= 0 (NaN stays NaN),
+    straight code that gcc vectorizes without a call: x clamped to -87 (exp(-87) = 1.6e-38,
+    below which a sigmoid's ``t / (1 + t)`` is 0 to float32 anyway), n = round(x / ln 2) by
+    adding 1.5 * 2^23, r = x - n ln 2 in two parts, exp(r) by Cephes' degree-6 polynomial
+    for expf, times 2^n built in the exponent bits. A sigmoid through it is within 6e-7
+    relative of the exact one (libmvec's expf: 2e-7), and 1.4-1.6x faster than through
+    libmvec in an epilogue (EfficientNet's 112x112x96 SiLU: 330 -> 230 us, a C harness,
+    one thread; the ReLU there takes 80); without libmvec it replaces a scalar call per
+    element."""
+    return (
+        "#if defined(__FMA__) || defined(__aarch64__) || defined(__ARM_FEATURE_FMA)\n"
+        "#define EMBER_EXPN_FMA(a, b, c) fmaf((a), (b), (c))\n"
+        "#else\n"
+        "#define EMBER_EXPN_FMA(a, b, c) ((a) * (b) + (c))\n"
+        "#endif\n"
+        f"static inline float {EXP_NONPOS_HELPER}(float x) {{\n"
+        "  x = x < -87.0f ? -87.0f : x;\n"
+        "  const float shifted = x * 1.44269504088896341f + 12582912.0f;\n"
+        "  const float n = shifted - 12582912.0f;\n"
+        "  uint32_t k;\n"
+        "  memcpy(&k, &shifted, sizeof(k));\n"
+        "  k = (k - 0x4b400000u + 127u) << 23;\n"
+        "  float scale;\n"
+        "  memcpy(&scale, &k, sizeof(scale));\n"
+        "  const float r0 = EMBER_EXPN_FMA(n, -0.693359375f, x);\n"
+        "  const float r = EMBER_EXPN_FMA(n, 2.12194440e-4f, r0);\n"
+        "  float p = 1.9875691500e-4f;\n"
+        "  p = EMBER_EXPN_FMA(p, r, 1.3981999507e-3f);\n"
+        "  p = EMBER_EXPN_FMA(p, r, 8.3334519073e-3f);\n"
+        "  p = EMBER_EXPN_FMA(p, r, 4.1665795894e-2f);\n"
+        "  p = EMBER_EXPN_FMA(p, r, 1.6666665459e-1f);\n"
+        "  p = EMBER_EXPN_FMA(p, r, 5.0000001201e-1f);\n"
+        "  return (EMBER_EXPN_FMA(p * r, r, r) + 1.0f) * scale;\n"
+        "}"
+    )
+
+
 def probe_source(names: Sequence[str]) -> str:
     """A C program calling the float and double versions of ``names`` in ``omp simd`` loops.
 
