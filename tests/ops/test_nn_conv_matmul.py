@@ -157,3 +157,41 @@ def test_compiled_tiled_matmul_matches_onnxruntime():
     model.ir_version = 8
     x = rng.standard_normal((2, 24, 96)).astype(np.float32)
     assert_matches_onnxruntime(model, {"x": x}, rtol=1e-4, atol=1e-4)
+
+
+def test_columns_no_lane_multiple_divides_take_wide_tiles_and_a_bounded_tail():
+    """ViT's 197 tokens: tiles of 64 columns and a tail tile whose loops stop at the last
+    column (guard_bounds), rather than 197's divisor, one column; interpreted against the
+    reference, rows with a tail too."""
+    a, b = v("a", (1, 2, 13, 8)), v("b", (1, 2, 8, 197))
+    text = _run([a, b], call("nn.matmul", a, b))
+    assert '8, 64), "float32", scope="local"), stack' in text
+    assert "min(64, " in text and "min(8, " in text  # the tail tile's bounds
+    assert _lane_tile(197, 64, 8) == 1 and _lane_tile(197, 64, 8, tail=True) == 64
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("cols", [197, 196, 100])
+def test_computed_rhs_of_awkward_width_is_padded_and_matches_numpy(cols):
+    """Attention scores q @ k^T with a token count no multiple of 16 divides: the rhs is
+    zero-padded to a multiple of PAD_ACTIVATION_COLUMNS and the product sliced back."""
+    from ember.driver import build
+    from ember.ir import IRModule
+    from ember.ops import nn_conv
+    from ember.testing.runners import run_artifacts
+
+    q, k = v("q", (1, 3, cols, 64)), v("k", (1, 3, cols, 64))
+    kt = call("transpose", k, axes=(0, 1, 3, 2))
+    scores = call("nn.softmax", call("nn.matmul", q, kt), axis=-1)
+    mod = IRModule({"main": Function((q, k), scores)})
+    artifacts = build(mod, "c")
+    source = b"".join(a.content for a in artifacts.artifacts if a.file_name.endswith(".c"))
+    assert nn_conv.PAD_ACTIVATION_COLUMNS == 32 and b"nn_pad" in source
+    rng = np.random.default_rng(5)
+    xq = rng.standard_normal((1, 3, cols, 64)).astype(np.float32)
+    xk = rng.standard_normal((1, 3, cols, 64)).astype(np.float32)
+    got = run_artifacts(artifacts, {"q": xq, "k": xk})[0]
+    s = xq.astype(np.float64) @ xk.astype(np.float64).transpose(0, 1, 3, 2)
+    want = np.exp(s - s.max(-1, keepdims=True))
+    want /= want.sum(-1, keepdims=True)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)

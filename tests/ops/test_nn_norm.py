@@ -94,6 +94,26 @@ def test_softmax(op, shape, axis):
     run_group(group([x], call(op, x, axis=axis)))
 
 
+@pytest.mark.parametrize("op", ["nn.softmax", "nn.log_softmax"])
+@pytest.mark.parametrize("width", [197, 35, 64])
+def test_softmax_rows_of_any_length_keep_lane_partials(op, width):
+    """Rows no multiple of the lanes long (ViT's 197 scores): the partial maxima and sums
+    still run LANES side by side, the last chunk's missing lanes reading the identity
+    (-inf for the max, 0 for the sum); interpreted against the reference, with values
+    far below the row's max in the last chunk."""
+    x = v("x", (3, width))
+    func = group([x], call(op, x, axis=-1))
+    text = str(lower_group(func, "k"))
+    assert "softmax_max_lanes" in text and "softmax_sum_lanes" in text
+    data = np.random.default_rng(4).standard_normal((3, width)).astype(np.float32)
+    data[:, -3:] = -50.0
+    out = np.zeros((3, width), np.float32)
+    tir.interpret(lower_group(func, "k"), [data, out])
+    np.testing.assert_allclose(
+        out, evaluate(Function(func.params, func.body), [data])[0], rtol=1e-5, atol=1e-6
+    )
+
+
 def test_softmax_float64_large_values_stable():
     x = v("x", (3, 8), "float64")
     func = group([x], call("nn.softmax", x, axis=1))
