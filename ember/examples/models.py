@@ -13,6 +13,9 @@ Nothing here downloads anything or writes files: every generator builds an ONNX
   random weights of the right shape and role, so outputs are not degenerate.
 * ResNeXt-50 and RegNetX (ember.examples.grouped): grouped 3x3 convolutions of 4 to 32
   channels per group.
+* :func:`ember.examples.vit.vit` - a vision transformer of DeiT-Tiny's shape (197 tokens).
+* :func:`ember.examples.efficientnet.efficientnet_b0` - EfficientNet-B0 (SiLU, 5x5
+  depthwise, squeeze-excitation with a Sigmoid gate).
 
 Each comes as a :class:`ModelCase` (name, model, seeded inputs); :data:`MODELS` names them::
 
@@ -37,9 +40,11 @@ from ember.examples.builder import IR_VERSION, OPSET
 from ember.examples.builder import GraphBuilder as _Graph
 from ember.examples.classification import pp_lcnet_case
 from ember.examples.detection import yolo_case
+from ember.examples.efficientnet import efficientnet_case
 from ember.examples.grouped import REGNETX, regnetx_case, resnext_case
 from ember.examples.ocr import crnn_case, dbnet_case
 from ember.examples.tiny import TINY_MODELS, tiny_case
+from ember.examples.vit import vit_case
 from ember.support.registry import Registry
 from ember.testing import run_onnxruntime  # imports onnxruntime only when called
 
@@ -483,7 +488,8 @@ def make_model(name: str) -> ModelCase:
 def register_builtin_models() -> None:
     """Fill :data:`MODELS` (idempotent): the light models, MobileNetV2s, BERT encoders,
     the three MLPerf Tiny models, the zoo of issue 12 (:data:`ZOO`'s new four) and the
-    grouped-convolution classifiers (ResNeXt-50, RegNetX-200MF and -400MF)."""
+    grouped-convolution classifiers (ResNeXt-50, RegNetX-200MF and -400MF), a ViT and
+    EfficientNet-B0."""
     builders = {name: partial(light_model, name) for name in LIGHT_MODELS}
     for size, width in ((224, 1.0), (96, 1.0), (64, 0.35)):
         name = "mobilenet_v2" + ("" if size == 224 else f"_{size}")
@@ -500,6 +506,8 @@ def register_builtin_models() -> None:
     builders["resnext50"] = partial(resnext_case)
     for setting in REGNETX:
         builders[f"regnetx_{setting}"] = partial(regnetx_case, setting)
+    builders["vit_tiny"] = partial(vit_case)
+    builders["efficientnet_b0"] = partial(efficientnet_case)
     for name, build in builders.items():
         if name not in MODELS:
             MODELS.register(name, build)
