@@ -120,7 +120,7 @@ def test_generated_c_declares_only_used_functions(monkeypatch) -> None:  # type:
     monkeypatch.setattr(vecmath, "_MEMO", {(config().cc, FLAGS): ("erf", "exp", "log")})
     text = generate_source([_math_kernel()])
     assert "#pragma omp declare simd notinbranch\nextern float expf(float);" in text
-    assert "extern float erff(float);" in text
+    assert "erff(float)" not in text  # float32 erf is inline (vecmath.erf_helper)
     assert "tanhf(float)" not in text  # not in the available set
     assert "logf(float)" not in text  # available but unused
     arts = build_c([_math_kernel()])
@@ -286,6 +286,29 @@ def test_float32_sigmoid_is_within_6e_7_of_the_exact_one(build, monkeypatch, lib
     got = out.numpy().astype(np.float64)
     np.testing.assert_allclose(got, want, rtol=6e-7, atol=2e-38, equal_nan=True)
     assert np.isnan(got[-3]) and got[-7] == 0.5 and got[-5] == 1.0 and got[-4] < 2e-38
+
+
+@pytest.mark.cc
+def test_float32_erf_is_inline_and_within_3e_7(build, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """ember_erf_f32 over [-6, 6] and the special values, without libmvec (no call)."""
+    monkeypatch.setattr(vecmath, "_MEMO", {(config().cc, FLAGS): ()})
+    x = np.concatenate([np.linspace(-6, 6, 120_001), np.geomspace(1e-30, 1e-3, 200)])
+    x = np.concatenate([x, -x[-200:], [0.0, -0.0, np.inf, -np.inf, np.nan]]).astype(np.float32)
+    n = x.size
+    a = te.placeholder((n,), "float32", "A")
+    c = te.compute((n,), lambda i: tir.erf(a[i]), "E")
+    s = te.create_schedule([c])
+    s[c].vectorize(c.op.axis[0])
+    prim = te.lower(s, [a, c], name="erf")
+    text = generate_source([prim])
+    assert f"{vecmath.ERF_HELPER}(A[" in text and "erff(" not in text
+    mod = build([prim])
+    out = rt.array(np.zeros(n, np.float32))
+    mod["ember_erf"](rt.array(x), out)
+    want = np.array([math.erf(float(v)) if not np.isnan(v) else np.nan for v in x])
+    got = out.numpy().astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=3e-7, atol=3e-7, equal_nan=True)
+    assert got[-3] == 1.0 and got[-2] == -1.0 and np.isnan(got[-1]) and got[-5] == 0.0
 
 
 def test_files_without_math_never_probe(monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -370,6 +370,8 @@ class ExprCodegen(VectorMixin, CheckMixin, PackedCallMixin):
             return f"{self.ctx.sigmoid_function(ct)}({texts[0]})"
         if op == "exp":
             return f"{self.ctx.exp_function(ct)}({texts[0]})"
+        if op == "erf" and (erf := self.ctx.erf_function(ct)) is not None:
+            return f"{erf}({texts[0]})"
         if op not in _FLOAT_FN:
             raise CompileError(f"C codegen{self.where}: unknown intrinsic '{op}'")
         self.ctx.use_math(_FLOAT_FN[op], _FLOAT_FN[op] + sfx, ct)

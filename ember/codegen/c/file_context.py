@@ -7,8 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ember.codegen.c.vecmath import (
+    ERF_HELPER,
     EXP_HELPER,
     EXP_NONPOS_HELPER,
+    erf_helper,
     exp_helper,
     exp_nonpos_helper,
     simd_prototype,
@@ -17,6 +19,10 @@ from ember.codegen.c.vecmath import (
 #: whether float32 sigmoids take their exp inline (vecmath.exp_nonpos_helper) rather than
 #: libm's or libmvec's expf (exp_function).
 INLINE_SIGMOID_EXP = True
+
+#: whether float32 erf is computed inline (vecmath.erf_helper) rather than by libm's or
+#: libmvec's erff.
+INLINE_ERF = True
 
 
 @dataclass
@@ -59,6 +65,14 @@ class FileContext:
             return f"exp{sfx}"
         self.helpers.setdefault("0a_" + EXP_HELPER, exp_helper())  # before its users
         return EXP_HELPER
+
+    def erf_function(self, ctype: str) -> str | None:
+        """The inline float32 erf helper (vecmath.erf_helper), declared in this file's
+        prelude; None for other types or with INLINE_ERF off (libm's erf then)."""
+        if ctype != "float" or not INLINE_ERF:
+            return None
+        self.helpers.setdefault("0a_" + ERF_HELPER, erf_helper())
+        return ERF_HELPER
 
     def sigmoid_function(self, ctype: str) -> str:
         """The C helper computing sigmoid for ``ctype`` (declared in this file's prelude).
