@@ -261,7 +261,8 @@ def measure(
     times = dict(zip(keys, timings, strict=False))
     choices = "/".join(_thread_choice(ex, threads) for ex in (ge, aot))
     if threads > 1 and pause_ms <= 0:
-        times.update(_spinning_pass(model, case.inputs, aot.run, threads, repeat))
+        run_s = max(times[("aot", threads)].wall, times[("aot", 1)].wall)
+        times.update(_spinning_pass(model, case.inputs, aot.run, threads, repeat, run_s))
     extra = compare_targets(ge, others, repeat, cpu_clock)
     flops = node_flops(model)
     if profile > 0:
@@ -363,14 +364,19 @@ def model_gflop(model: Any) -> float:
 
 
 def _spinning_pass(
-    model: Any, inputs: dict[str, np.ndarray], run: Callable[[], object], threads: int, repeat: int
+    model: Any,
+    inputs: dict[str, np.ndarray],
+    run: Callable[[], object],
+    threads: int,
+    repeat: int,
+    run_s: float = 0.0,
 ) -> dict[tuple[str, int], Timing]:
     """onnxruntime as it runs by default (pool threads spinning between runs) against
     ember's AOT run, both at ``threads``, in a pass of their own: each timed call follows
-    SPIN_SETTLE_S of untimed calls of the same engine, so that neither is timed while the
-    other's threads still spin, and ember's pool forgets, SPIN_QUIET_S into them, what
-    onnxruntime's spinning taught it (each engine timed as if alone). Keys ("orts",
-    threads) and ("aots", threads)."""
+    spin_settle_s(run_s) of untimed calls of the same engine (``run_s``: ember's run, from
+    the main pass), so that neither is timed while the other's threads still spin, and
+    ember's pool forgets, SPIN_QUIET_S into them, what onnxruntime's spinning taught it
+    (each engine timed as if alone). Keys ("orts", threads) and ("aots", threads)."""
     from ember.runtime import set_num_threads
     from ember.runtime.threads import pool_policy
 
@@ -394,7 +400,8 @@ def _spinning_pass(
 
     spin = ort_session(model.SerializeToString(), threads, spinning=True)
     entries = [(begin, fresh), ((lambda: None), _runner(spin, inputs))]
-    ember, ort = interleaved_timings(entries, repeat, settle_s=SPIN_SETTLE_S)
+    settle_s = spin_settle_s(run_s)
+    ember, ort = interleaved_timings(entries, repeat, settle_s=settle_s)
     time.sleep(SPIN_SETTLE_S)  # onnxruntime's threads stop spinning; the pool forgets them
     pool_policy(None, reset=True)
     return {("aots", threads): ember, ("orts", threads): ort}
@@ -421,6 +428,21 @@ SPIN_SETTLE_S = 0.1
 #: each timed call instead timed the governor's first runs after a reset (resnet8 with the
 #: far core pair: 0.086 ms against 0.070 governed).
 SPIN_QUIET_S = 0.04
+
+
+#: runs of ember's untimed calls after SPIN_QUIET_S, at least, before a timed call of the
+#: spinning pass: the run governor's first trial (a block of runs with the pool and one
+#: alone, each an untimed 0.3 ms and three timed runs; src/pool_govern.h) then ends before
+#: the timed call. With SPIN_SETTLE_S alone a 10 ms model (inception_v2, ViT-Tiny) was timed
+#: inside the trial, often in its block alone: 12.3-12.9 ms, its 1-thread time, against
+#: 7.0-8.2 with the pool.
+SPIN_TRIAL_RUNS = 12
+
+
+def spin_settle_s(run_s: float) -> float:
+    """Seconds of untimed calls before each timed call of the spinning pass, for a model
+    whose run takes ``run_s``: SPIN_SETTLE_S, or SPIN_QUIET_S and SPIN_TRIAL_RUNS runs."""
+    return max(SPIN_SETTLE_S, SPIN_QUIET_S + SPIN_TRIAL_RUNS * run_s)
 
 
 def warm_up() -> None:
