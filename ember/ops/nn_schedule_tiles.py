@@ -363,7 +363,7 @@ def _lane_tile(width: int, limit: int, lanes: int = 8, tail: bool = False) -> in
     tokens), the widest multiple of ``lanes`` up to ``limit`` and a tail tile (its guards
     as loop bounds: guard_bounds); else the largest divisor of ``width`` not above
     ``limit``. 197's divisor is 1 (one column at a time), 196's 49 (3 vectors and a lane):
-    ViT-Tiny's scores, 3 x 197 x 64 @ 64 x 197, took 1.06 ms, in tiles of 64 and a tail
+    ViT-Tiny's scores, 3 x 197 x 64 @ 64 x 197, took 1.06 ms; in tiles of 64 and a tail
     0.18 (one thread, thread CPU time; 0.06 for 192 columns)."""
     fits = [d for d in range(lanes, min(width, limit) + 1, lanes) if width % d == 0]
     if fits:

@@ -83,11 +83,25 @@ def test_transposed_conv_of_any_stride_matches(s: int) -> None:
     assert _count(out)["transpose"] == 2
 
 
-def test_other_transposed_convs_read_through_a_transpose() -> None:
-    """Padding (or kernel != stride) has no pointwise form: the border, as before."""
+def test_padded_transposed_convs_take_the_phase_form_channels_last() -> None:
+    """Padding and kernel != stride: one convolution of the phases, a depth-to-space and a
+    crop, all channels last."""
     x = Var("x", TensorType((1, 4, 5, 5), F32))
     w = _w(8, 4, 3, 3, seed=4)
     y = call("nn.conv_transpose", _conv(x, 4, 8), w, strides=[2, 2], padding=[1, 1, 1, 1])
+    mod = IRModule({"main": Function((x,), y)})
+    out = convert_layout(mod)
+    _check_same(mod, out, x)
+    counts = _count(out)
+    assert "nn.conv_transpose" not in counts and counts["strided_slice"] == 1
+    assert counts["transpose"] == 2  # the input's and the result's
+
+
+def test_other_transposed_convs_read_through_a_transpose() -> None:
+    """A grouped (or dilated) transposed conv has no phase form: the border, as before."""
+    x = Var("x", TensorType((1, 4, 5, 5), F32))
+    w = _w(8, 2, 3, 3, seed=4)
+    y = call("nn.conv_transpose", _conv(x, 4, 8), w, strides=[2, 2], groups=2)
     mod = IRModule({"main": Function((x,), y)})
     out = convert_layout(mod)
     _check_same(mod, out, x)
