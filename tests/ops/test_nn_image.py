@@ -104,6 +104,20 @@ def test_resize_linear_cubic(mode, shape, sizes, scales, method):
     check(func, xs, tol=1e-4)
 
 
+def test_resized_axes_read_their_taps_from_tables():
+    """A channels-last bilinear resize: each resized axis's source indices and weights are
+    tables over its output indices (TAP_TABLES), so the channels loop reads two rows of the
+    input at indices it does not compute; an integer nearest factor keeps its division."""
+    func, xs = _resize(
+        (1, 5, 6, 3), (1, 10, 12, 3), method="linear", coordinate_transformation_mode="half_pixel"
+    )
+    text = check(func, xs, tol=1e-5)
+    for name in ("resize_axis1_index0", "resize_axis1_weight1", "resize_axis2_index1"):
+        assert f"{name} = allocate(" in text
+    func, xs = _resize((1, 5, 6, 3), (1, 10, 12, 3), method="nearest")
+    assert "resize_axis" not in check(func, xs)
+
+
 @pytest.mark.parametrize("mode", ["align_corners", "tf_crop_and_resize", "half_pixel"])
 @pytest.mark.parametrize("method", ["linear", "cubic"])
 def test_resize_unrounded_scales(mode, method):
