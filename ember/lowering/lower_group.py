@@ -27,6 +27,7 @@ from ember.ops.registry import COMPUTE_TARGET, ScheduleContext, find_schedule, g
 from ember.target import Target
 from ember.tir import PrimFunc, te
 from ember.tir import const as tir_const
+from ember.tir.functor import post_order_visit
 from ember.tir.transform.interleave_loops import interleave_loops
 
 #: below this many output elements a loop nest runs on one thread.
@@ -109,6 +110,61 @@ class _GroupBuilder:
             raise CompileError(f"cannot lower {type(node).__name__} inside a fused group")
 
 
+#: whether an injective output that reads an input's innermost axis along one of its outer
+#: axes (a layout transpose: NHWC -> NCHW) is computed in tiles along those two axes of
+#: TRANSPOSE_TILE, half of it, or the whole axis when shorter, so that each tile's reads
+#: stay in a few cache lines. One thread, thread CPU time, NHWC -> NCHW: 80x80x64 262-277
+#: -> 116-131 us, 56x56x128 407 -> 135 us; NCHW -> NHWC 64x80x80 64 us.
+TRANSPOSE_TILES = True
+TRANSPOSE_TILE = 16
+
+
+def _transposed_axis(op: te.ComputeOp) -> int:
+    """The position of the output axis that indexes the innermost axis of every input the
+    body reads, when it is not the output's innermost; else -1."""
+    axis_vars = [iv.var for iv in op.axis]
+    found: set[int] = set()
+    loads: list[te.TensorLoad] = []
+    post_order_visit(op.body, lambda n: loads.append(n) if isinstance(n, te.TensorLoad) else None)
+    for load in loads:
+        last = load.indices[-1] if load.indices else None
+        if not any(last is v for v in axis_vars):
+            return -1
+        found.add(next(k for k, v in enumerate(axis_vars) if last is v))
+    if len(found) != 1:
+        return -1
+    (k,) = found
+    return k if k < len(axis_vars) - 1 else -1
+
+
+def _transpose_tiles(stage: te.Stage, axes: list[te.IterVar], total: int) -> bool:
+    """Schedule ``stage`` in tiles of its transposed axis and its innermost one (see
+    TRANSPOSE_TILES); False (nothing done) when it is no such transpose or the two axes
+    are not multiples of the tile."""
+    op = stage.op
+    assert isinstance(op, te.ComputeOp)
+    k = _transposed_axis(op)
+    if k < 0 or op.reduce_axis:
+        return False
+    tiles = []
+    for a in (axes[k], axes[-1]):
+        extent = int(getattr(a.extent, "value", 0))
+        sizes = (TRANSPOSE_TILE, TRANSPOSE_TILE // 2, extent if extent <= TRANSPOSE_TILE else 0)
+        fits = [t for t in sizes if t and extent >= t and extent % t == 0]
+        if not fits:
+            return False
+        tiles.append(fits[0])
+    co, ci = stage.split(axes[k], factor=tiles[0])
+    wo, wi = stage.split(axes[-1], factor=tiles[1])
+    outer_axes = [*axes[:k], co, *axes[k + 1 : -1], wo]
+    stage.reorder(*outer_axes, ci, wi)
+    outer = stage.fuse(*outer_axes)
+    if total >= MIN_PARALLEL_ELEMENTS:
+        stage.parallel(outer)
+    stage.vectorize(wi)
+    return True
+
+
 def default_schedule(sch: te.Schedule, out: te.Tensor) -> None:
     """Parallelise the outer loops of ``out``'s stage and vectorise its innermost data loop."""
     stage = sch[out]
@@ -122,6 +178,8 @@ def default_schedule(sch: te.Schedule, out: te.Tensor) -> None:
         total *= int(getattr(d, "value", 1))
     inner = axes[-1]
     inner_ext = int(getattr(inner.extent, "value", 0))
+    if TRANSPOSE_TILES and _transpose_tiles(stage, axes, total):
+        return
     if total >= MIN_PARALLEL_ELEMENTS:
         if len(axes) >= 2:
             outer = stage.fuse(*axes[:-1])

@@ -66,3 +66,27 @@ def test_large_constant_inside_group_refused():
     func = _group((a,), call("add", a, const(np.arange(4, dtype="float32"))))
     with pytest.raises(CompileError, match="lifts such constants"):
         lower_group(func, "k")
+
+
+@pytest.mark.parametrize(
+    ("shape", "axes", "tiles"),
+    [
+        ((1, 8, 12, 32), (0, 3, 1, 2), ("in vectorized(12)", "in range(16)")),  # NHWC -> NCHW
+        ((1, 32, 7, 14), (0, 2, 3, 1), ("in vectorized(16)", "in range(14)")),  # NCHW -> NHWC
+    ],
+)
+def test_layout_transposes_run_in_tiles(shape, axes, tiles):
+    """A transpose reading its input's innermost axis along an outer output axis: tiles of
+    16 (8, or the whole axis when shorter) along both, the innermost vectorized."""
+    x = Var("x", TensorType(shape, "float32"))
+    func = _group([x], call("transpose", x, axes=axes))
+    _run(func)
+    text = str(lower_group(func, "k"))
+    assert all(t in text for t in tiles), text
+
+
+def test_transposes_that_keep_the_innermost_axis_are_not_tiled():
+    x = Var("x", TensorType((2, 3, 16, 64), "float32"))
+    func = _group([x], call("transpose", x, axes=(0, 2, 1, 3)))
+    _run(func)
+    assert "in vectorized(64)" in str(lower_group(func, "k"))
