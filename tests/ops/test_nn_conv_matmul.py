@@ -173,7 +173,7 @@ def test_columns_no_lane_multiple_divides_take_wide_tiles_and_a_bounded_tail():
 @pytest.mark.cc
 @pytest.mark.parametrize("cols", [197, 196, 100])
 def test_computed_rhs_of_awkward_width_is_padded_and_matches_numpy(cols):
-    """Attention scores q @ k^T with a token count no multiple of 16 divides: the rhs is
+    """Attention scores q @ k^T with a token count no multiple of 8 divides: the rhs is
     zero-padded to a multiple of PAD_ACTIVATION_COLUMNS and the product sliced back."""
     from ember.driver import build
     from ember.ir import IRModule
