@@ -134,3 +134,55 @@ def test_other_targets_keep_the_other_forms(monkeypatch: pytest.MonkeyPatch) -> 
     assert f"{LANE_GROUP_KERNEL}(".encode() not in source
     got = run_artifacts(artifacts, {"x": x})[0]
     np.testing.assert_allclose(got, _conv(x, w, 16, 1, 1), rtol=1e-4, atol=1e-4)
+
+
+_WRAPPER = """
+int32_t lg(float* acc, const float* x, const float* w, const int32_t* a) {
+  return ember_f32_conv_tile_lg(acc, x, w, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8],
+                                a[9], a[10], a[11], a[12], a[13]);
+}
+"""
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("group", [2, 4, 8])
+@pytest.mark.parametrize("ncols", [1, 5, 12, 13, 30])
+def test_kernel_avx512_and_plain_c_agree_bit_for_bit(tmp_path, group: int, ncols: int) -> None:
+    """ember_f32_conv_tile_lg compiled for AVX-512 (when the host runs it) and as plain C:
+    the same bits, and the interpreter reference's values; tiles of one row and of rows of
+    5 positions (3x3 taps, 16 input channels a position, rows 7 positions apart)."""
+    import ctypes
+
+    from c_source_lib import build_c_library
+
+    from ember.codegen.c.f32_lane_groups import LANE_GROUP_KERNEL_C
+    from ember.ops.nn_conv_rewrite import lane_group_tile_reference
+
+    rng = np.random.default_rng(ncols * group)
+    x = rng.standard_normal(4096).astype(np.float32)
+    w = rng.standard_normal(9 * 16 * group).astype(np.float32)
+    #       xoff ncols tcols cx  cr   e0 xs0  ws0        e1 xs1 ws1      ws2      g
+    args = [16, ncols, 5, 16, 112, 3, 112, 3 * 16 * group, 3, 16, 16 * group, 16, group]
+    args = [args[0], 0, *args[1:]]  # woff 0
+    results = []
+    marches = ["x86-64"] + (["x86-64-v4"] if HOST_AVX512 else [])
+    for march in marches:
+        (tmp_path / march).mkdir()
+        lib = build_c_library(tmp_path / march, LANE_GROUP_KERNEL_C + _WRAPPER, march)
+        acc = np.ones(16 * ncols, np.float32)
+        ptr = ctypes.POINTER(ctypes.c_float)
+        a32 = np.array(args, np.int32)
+        rc = lib.lg(
+            acc.ctypes.data_as(ptr),
+            x.ctypes.data_as(ptr),
+            w.ctypes.data_as(ptr),
+            a32.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)),
+        )
+        assert rc == 0
+        results.append(acc)
+    ref = [1.0] * (16 * ncols)
+    lane_group_tile_reference(ref, list(map(float, x)), list(map(float, w)), *args)
+    for got in results:
+        np.testing.assert_allclose(got, np.array(ref), rtol=1e-5, atol=1e-5)
+    if len(results) == 2:
+        np.testing.assert_array_equal(results[0], results[1])
