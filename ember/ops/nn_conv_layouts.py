@@ -164,7 +164,7 @@ def conv_channels_last(
     block = wshape[-1]
     blocks_per_group = wshape[0] // groups
     # several groups a block (ember.ops.nn_conv_lane_groups): the channels of a group
-    lane_width = wshape[0] * block // groups if groups > wshape[0] else 0
+    lane_width = int(wshape[1]) if groups > wshape[0] else 0  # as many inputs as outputs
     nhwc = nhwc_kernel is not None
     out_sp = ty.shape[1:-1] if nhwc else ty.shape[2:]
     outer = not taps_outer and channels_outer(tuple(int(d) for d in out_sp))
@@ -176,6 +176,8 @@ def conv_channels_last(
         padded = any(pad_begin) or any(pad_end)
         extra = channel_pitch(int(static_shape(x)[-1])) - int(static_shape(x)[-1])
         extra = extra if outer and padded else 0
+        if lane_width:  # a partial last block reads its missing groups' channels: zeros
+            extra = wshape[0] * block - int(static_shape(x)[-1])
         xp = pad_rows(x, (*pad_begin, 0), (*pad_end, extra))
     else:
         xp = pad_channels_last(x, pad_begin, pad_end, pitch=outer)

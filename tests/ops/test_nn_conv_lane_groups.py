@@ -36,7 +36,8 @@ def test_lane_group_block() -> None:
     assert lane_group_block((32, 2, 1, 1), 16) == 16  # a 1x1 of groups of 2
     assert lane_group_block((512, 16, 3, 3), 32) == 0  # groups of 16 pack per group
     assert lane_group_block((32, 1, 3, 3), 32) == 0  # depthwise
-    assert lane_group_block((40, 4, 3, 3), 10) == 0  # 40 channels: not whole blocks
+    assert lane_group_block((40, 4, 3, 3), 10) == 16  # the last block partial (2 of 4 groups)
+    assert lane_group_block((24, 8, 3, 3), 3) == 16  # RegNetX-200MF's first stage
     assert lane_group_block((64, 8, 3, 3), 16) == 0  # 8 inputs, 4 outputs a group
     assert lane_group_block((96, 6, 3, 3), 16) == 0  # groups of 6 straddle blocks
 
@@ -50,7 +51,7 @@ def test_lane_groups_target() -> None:
 
 def _lower(xshape: tuple[int, ...], wshape: tuple[int, ...], groups: int, **attrs) -> tuple:
     x, wp = v("x", xshape), v("wp", wshape)
-    b = v("b", (1, 1, wshape[0] * wshape[-1]))
+    b = v("b", (1, 1, attrs.get("channels", wshape[0] * wshape[-1])))
     conv = call("nn.conv_packed", x, wp, data_layout="NHWC", groups=groups, **attrs)
     func = Function((x, wp, b), call("relu", call("add", conv, b)), Attrs({"Primitive": 1}))
     prim = lower_group(func, "kernel", AVX512)
@@ -64,6 +65,7 @@ def _lower(xshape: tuple[int, ...], wshape: tuple[int, ...], groups: int, **attr
         ((1, 9, 9, 32), (2, 8, 3, 3, 16), 4, {"strides": [2, 2]}),  # of 8, strided
         ((1, 5, 5, 16), (1, 2, 3, 3, 16), 8, {}),  # of 2, unpadded
         ((1, 5, 6, 32), (2, 4, 1, 1, 16), 8, {}),  # a 1x1
+        ((1, 6, 5, 24), (2, 8, 3, 3, 16), 3, {"padding": [1, 1, 1, 1], "channels": 24}),
     ],
 )
 def test_tiles_call_the_kernel_and_match_the_reference(xshape, wshape, groups, attrs) -> None:
@@ -96,6 +98,9 @@ def _conv(
         (100, 32, 16, 3, 1, 1, 1),  # groups of 2; rows of 100: register tiles with a tail
         (9, 64, 16, 1, 1, 1, 1),  # a grouped 1x1
         (12, 32, 8, 3, 1, 2, 1),  # dilated
+        (28, 24, 3, 3, 1, 1, 1),  # RegNetX-200MF: 3 groups of 8, the last block half empty
+        (14, 56, 7, 3, 2, 1, 1),  # 7 groups of 8, strided
+        (9, 40, 10, 1, 1, 1, 1),  # 10 groups of 4 in a 1x1 (no padding: a copy all the same)
         (7, 64, 16, 3, 1, 1, 2),  # two images
     ],
 )

@@ -265,7 +265,8 @@ def _packed_conv_type(types: Sequence[Type], attrs: Attrs) -> Type:
             f"nn.conv_packed: channels={channels} must lie in the last block of weight "
             f"{weight} ({padded - weight.shape[-1] + 1}..{padded})"
         )
-    if int(attrs["groups"]) > 1 and channels != padded:
+    lane_groups = int(attrs["groups"]) > weight.shape[0]  # several groups a block
+    if int(attrs["groups"]) > 1 and channels != padded and not lane_groups:
         raise IRError(
             f"nn.conv_packed: a grouped convolution cannot have padded channels "
             f"(channels={channels}, weight {weight})"

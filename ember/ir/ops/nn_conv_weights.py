@@ -165,17 +165,24 @@ def split_block(wshape: Sequence[int], groups: int) -> int:
 LANE_GROUP_WIDTHS: tuple[int, ...] = (2, 4, 8)
 
 
+#: whether lane groups take output channels that are no multiple of 16 (the last block
+#: partial: zero weights, and zero input channels in the padded copy): RegNetX-200MF's
+#: stages of 24, 56, 152 and 368 channels in groups of 8.
+LANE_GROUP_PARTIAL = True
+
+
 def lane_group_block(wshape: Sequence[int], groups: int) -> int:
     """The block of output channels (16) of a grouped convolution of weight shape ``wshape``
     (O, I/groups, *k) whose groups are narrower than a block, as many input as output
     channels each (one of LANE_GROUP_WIDTHS), so that a block's 16 lanes hold whole groups
-    and read 16 consecutive input channels (ember.ops.nn_conv_lane_groups); 0 for any
-    other convolution."""
+    and read 16 consecutive input channels (ember.ops.nn_conv_lane_groups; the last block
+    partial where 16 does not divide O, LANE_GROUP_PARTIAL); 0 for any other
+    convolution."""
     per_group = int(wshape[0]) // groups if groups > 1 else 0
     wide = PACK_BLOCKS[0]
     if per_group not in LANE_GROUP_WIDTHS or int(wshape[1]) != per_group:
         return 0
-    return wide if int(wshape[0]) % wide == 0 else 0
+    return wide if int(wshape[0]) % wide == 0 or LANE_GROUP_PARTIAL else 0
 
 
 def _padded(channels: int, block: int) -> int:
