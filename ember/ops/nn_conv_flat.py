@@ -61,6 +61,22 @@ def flat_strided(
     return len(strides) == 2 and flat_tile_blocks(target, int(wshape[0])) > 1
 
 
+#: the fewest blocks of a flattened 1x1 convolution that get a zero block more when no
+#: multiple of FLAT_BLOCKS is their count and one is the count plus one (flat_extra_block).
+FLAT_EXTRA_MIN = 8
+
+
+def flat_extra_block(target: Any, blocks: int) -> bool:
+    """Whether a flattened 1x1 convolution of ``blocks`` blocks of 16 output channels
+    packs one zero block more on ``target``: its count has no tile of FLAT_BLOCKS (a
+    prime: 11, 13, 23 ...), so its tiles would take one block each, while one block more
+    has one (at most 1/FLAT_EXTRA_MIN more work; the output stage then runs in tiles of
+    the padded blocks, the last one's stores guarded: nn_conv_nhwc._schedule_flat)."""
+    if blocks < FLAT_EXTRA_MIN or flat_tile_blocks(target, blocks) > 1:
+        return False
+    return flat_tile_blocks(target, blocks + 1) > 1
+
+
 def flat_tile_blocks(target: Any, blocks: int) -> int:
     """How many blocks of output channels (of ``blocks``) one loop-IR tile of a flattened
     1x1 convolution covers on ``target``: on AVX-512 CPUs the first of FLAT_BLOCKS dividing

@@ -405,11 +405,14 @@ def _schedule_flat(ctx: ScheduleContext, main: te.Stage, acc: te.Stage, kernel: 
     materialize_rows(ctx.sch, list(ctx.group_outputs))
     n, h, w, o = op.axis
     positions = main.fuse(h, w)
-    oo, oi = main.split(o, factor=block)
+    acc_blocks = _extent(acc_op.axis[-1]) // block
+    extra = acc_blocks > -(-_extent(o) // block)  # a zero block more (flat_extra_block)
+    if not extra:
+        oo, oi = main.split(o, factor=block)
     cols = _tile_cols(_extent(positions), register_tiles(ctx.target).matmul[0])
     if kernel:
         cols = _tile_cols(_extent(positions), WHOLE_IMAGE_POSITIONS)
-    blocks = 1 if kernel else flat_tile_blocks(ctx.target, _extent(oo))
+    blocks = 1 if kernel else flat_tile_blocks(ctx.target, acc_blocks)
     if blocks > 1:
         wide = _flat_cols(_extent(positions), FLAT_TILE_LANES // (blocks * block))
         # LLVM keeps a guarded tail tile's accumulators of several blocks in memory: ds_cnn's
@@ -418,8 +421,14 @@ def _schedule_flat(ctx: ScheduleContext, main: te.Stage, acc: te.Stage, kernel: 
         tail = _extent(positions) % wide != 0
         blocks, cols = (1, cols) if tail and "llvm" in ctx.target.keys else (blocks, wide)
     po, pi = main.split(positions, factor=cols)
-    if blocks > 1:
+    if extra and blocks > 1:  # tiles of the padded blocks, the last one's stores guarded
+        oo, rest = main.split(o, factor=blocks * block)
+        ob, oi = main.split(rest, factor=block)
+    elif extra:
+        oo, oi = main.split(o, factor=block)
+    elif blocks > 1:
         oo, ob = main.split(oo, factor=blocks)
+    if blocks > 1:
         main.reorder(n, oo, po, pi, ob, oi)
         outer = main.fuse(n, oo, po)
         if FLAT_UNROLL_STORES and _extent(o) % block:

@@ -21,10 +21,11 @@ from ember.ops.nn_conv_f32 import (
     tile_kernel_pays,
     use_tile_kernel,
 )
-from ember.ops.nn_conv_flat import flat_strided
+from ember.ops.nn_conv_flat import flat_extra_block, flat_strided
 from ember.ops.nn_conv_lanes import position_lanes
 from ember.ops.nn_conv_nhwc import LAYOUT, flat_fits
 from ember.ops.nn_conv_taps import taps_first
+from ember.ops.nn_conv_winograd import legalize_target
 from ember.ops.registry import COMPUTE_TARGET
 
 # --- convolutions with weights packed at compile time -------------------------------------
@@ -61,7 +62,12 @@ def to_packed(node: Call, block: int = 0) -> Expr:
     out = tuple(int(d) for d in dims) if static else ()
     strides = spatial(node.attrs, "strides", nsp, 1)
     first = taps_first(data.shape[2:], data.shape[1], block, strides, out)
-    wp = const(pack_conv_weight(data, block, first))
+    packed = data
+    if _extra_block(node, data, block):  # a zero block: a count the flat tiles divide
+        blocks = -(-data.shape[0] // block) + 1
+        packed = np.zeros((blocks * block, *data.shape[1:]), data.dtype)
+        packed[: data.shape[0]] = data
+    wp = const(pack_conv_weight(packed, block, first))
     return call(
         "nn.conv_packed",
         x,
@@ -71,6 +77,22 @@ def to_packed(node: Call, block: int = 0) -> Expr:
         taps_first=int(first),
         **attrs,
     )
+
+
+def _extra_block(node: Call, data: np.ndarray, block: int) -> bool:
+    """Whether ``node``'s packed weight gets one zero block more (flat_extra_block): a
+    float32, one-group, channels-last 1x1 with stride 1 and no padding (flattened
+    positions) in blocks of BLOCK, for a target that tiles several blocks."""
+    if block != BLOCK or data.dtype != np.float32 or int(node.attrs["groups"]) != 1:
+        return False
+    if data_layout(node.attrs) != "NHWC" or any(int(k) != 1 for k in data.shape[2:]):
+        return False
+    nsp = data.ndim - 2
+    if any(s != 1 for s in spatial(node.attrs, "strides", nsp, 1)):
+        return False
+    if any(int(p) for p in node.attrs["padding"]):
+        return False
+    return flat_extra_block(legalize_target(), -(-int(data.shape[0]) // block))
 
 
 # --- depthwise convolutions ---------------------------------------------------------------

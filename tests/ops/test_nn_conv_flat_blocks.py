@@ -13,7 +13,12 @@ from ember.driver import build
 from ember.ir import Attrs, Function, IRModule, TensorType, Var, call, const
 from ember.lowering.lower_group import lower_group
 from ember.ops import nn_conv_flat, nn_conv_nhwc
-from ember.ops.nn_conv_flat import FLAT_TILE_LANES, flat_strided, flat_tile_blocks
+from ember.ops.nn_conv_flat import (
+    FLAT_TILE_LANES,
+    flat_extra_block,
+    flat_strided,
+    flat_tile_blocks,
+)
 from ember.support.cpuinfo import host_cpu_flags
 from ember.target import Target
 from ember.testing.runners import run_artifacts
@@ -38,6 +43,17 @@ def test_flat_tile_blocks_rule(monkeypatch: pytest.MonkeyPatch) -> None:
     assert flat_tile_blocks(None, 16) == 1
     monkeypatch.setattr(nn_conv_flat, "FLAT_MULTI_BLOCK", False)
     assert flat_tile_blocks(avx512, 16) == 1
+
+
+def test_flat_extra_block_rule() -> None:
+    """A prime block count of at least FLAT_EXTRA_MIN gets a zero block more where the
+    count plus one has a tile (RegNetX-200MF's 368 channels: 23 blocks -> 24, tiles of 4)."""
+    avx512 = Target.create(AVX512)
+    assert [flat_extra_block(avx512, b) for b in (23, 13, 11, 24, 7, 9)] == [
+        True, True, True, False, False, False
+    ]  # fmt: skip
+    assert not flat_extra_block(Target.create("c -mcpu=haswell"), 23)
+    assert nn_conv_flat.FLAT_EXTRA_MIN == 8
 
 
 def test_flat_strided_rule(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -125,6 +141,8 @@ def _module(xshape: tuple[int, ...], w: np.ndarray, bias: np.ndarray, strides: i
         ((1, 14, 14, 64), 256),  # 4 blocks per tile
         ((1, 20, 20, 32), 144),  # 3 blocks (9 of them), 400 positions
         ((1, 9, 11, 48), 160),  # 2 blocks, a tail tile
+        ((1, 7, 7, 64), 368),  # 23 blocks: a zero block more, tiles of 4, the last guarded
+        ((1, 9, 9, 48), 208),  # 13 blocks: 14, tiles of 2
     ],
 )
 def test_flat_multi_block_tiles_are_bitwise_the_one_block_tiles(

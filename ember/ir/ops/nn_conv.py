@@ -260,10 +260,11 @@ def _packed_conv_type(types: Sequence[Type], attrs: Attrs) -> Type:
         )
     padded = weight.shape[0] * weight.shape[-1]
     channels = int(attrs["channels"]) or padded
-    if not padded - weight.shape[-1] < channels <= padded:
+    # the last block, or the one before it (a zero block more: ember.ops.nn_conv_flat)
+    if not padded - 2 * weight.shape[-1] < channels <= padded:
         raise IRError(
-            f"nn.conv_packed: channels={channels} must lie in the last block of weight "
-            f"{weight} ({padded - weight.shape[-1] + 1}..{padded})"
+            f"nn.conv_packed: channels={channels} must lie in the last two blocks of weight "
+            f"{weight} ({padded - 2 * weight.shape[-1] + 1}..{padded})"
         )
     lane_groups = int(attrs["groups"]) > weight.shape[0]  # several groups a block
     if int(attrs["groups"]) > 1 and channels != padded and not lane_groups:
