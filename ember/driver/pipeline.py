@@ -50,6 +50,7 @@ from ember.lowering.legalize import check_lowerable, legalize
 from ember.lowering.lower_group import lower_group
 from ember.ops.nn_conv_winograd import winograd_scope
 from ember.ops.nn_depthwise_kernel import depthwise_kernel_scope
+from ember.ops.registry import legalize_scope
 from ember.runtime.artifact import Artifact
 from ember.runtime.artifact_set import ArtifactSet
 from ember.runtime.registry import get_global_func
@@ -90,7 +91,7 @@ def lower(
     mod = optimize(mod, params, ctx=ctx)  # 1
     mod = _update_constants(mod, tgt)  # 2
     mod = _partition(mod, tgt)  # before legalize: external kinds see the ops as imported
-    with winograd_scope(tgt, ctx.config):  # nn.conv_winograd where the build selects it
+    with winograd_scope(tgt, ctx.config), legalize_scope(tgt):  # target-specific forms
         mod = fold_constant(legalize(mod))  # 3
     mod, helpers = compile_control(mod, lower, tgt, ctx, mod_name)  # 3b: If/Loop/Scan bodies
     check_lowerable(mod)

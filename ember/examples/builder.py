@@ -49,3 +49,15 @@ class GraphBuilder:
         model.ir_version = IR_VERSION
         onnx.checker.check_model(model)
         return model
+
+    def classifier(
+        self, name: str, image_size: int, num_classes: int, output: str = "logits"
+    ) -> onnx.ModelProto:
+        """The finished model of an image classifier: input ``image`` (1, 3, image_size,
+        image_size), output ``output`` (1, num_classes)."""
+        shape = [1, 3, image_size, image_size]
+        return self.model(
+            name,
+            [helper.make_tensor_value_info("image", onnx.TensorProto.FLOAT, shape)],
+            [helper.make_tensor_value_info(output, onnx.TensorProto.FLOAT, [1, num_classes])],
+        )

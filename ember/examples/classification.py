@@ -15,7 +15,6 @@ import math
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
 
 from ember.errors import EmberValueError
 from ember.examples.blocks import conv, seeded_input, squeeze_excite
@@ -63,12 +62,7 @@ def pp_lcnet(
     b = g.weight("fc.bias", (num_classes,), 0.05)
     logits = g.node("Gemm", [x, w, b], "fc", transB=1)
     g.node("Softmax", [logits], "probs", axis=-1)
-    shape = [1, 3, image_size, image_size]
-    return g.model(
-        "pp_lcnet",
-        [helper.make_tensor_value_info("image", TensorProto.FLOAT, shape)],
-        [helper.make_tensor_value_info("probs", TensorProto.FLOAT, [1, num_classes])],
-    )
+    return g.classifier("pp_lcnet", image_size, num_classes, "probs")
 
 
 def pp_lcnet_case(

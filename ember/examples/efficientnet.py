@@ -14,7 +14,6 @@ import math
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
 
 from ember.errors import EmberValueError
 from ember.examples.blocks import conv, seeded_input
@@ -66,11 +65,7 @@ def efficientnet_b0(
     w = g.weight("classifier.weight", (num_classes, 1280), math.sqrt(1.0 / 1280))
     b = g.weight("classifier.bias", (num_classes,), 0.05)
     g.node("Gemm", [x, w, b], "logits", transB=1)
-    return g.model(
-        "efficientnet_b0",
-        [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, image_size, image_size])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, num_classes])],
-    )
+    return g.classifier("efficientnet_b0", image_size, num_classes)
 
 
 def efficientnet_case(seed: int = 0) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:

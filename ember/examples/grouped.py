@@ -19,7 +19,6 @@ import math
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
 
 from ember.errors import EmberValueError
 from ember.examples.blocks import conv, seeded_input
@@ -43,14 +42,6 @@ def _classifier(g: GraphBuilder, x: str, channels: int, num_classes: int) -> str
 
 def _residual(g: GraphBuilder, y: str, shortcut: str, name: str) -> str:
     return g.node("Relu", [g.node("Add", [y, shortcut], f"{name}.add")], f"{name}.out")
-
-
-def _model(g: GraphBuilder, name: str, image_size: int, num_classes: int) -> onnx.ModelProto:
-    return g.model(
-        name,
-        [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, image_size, image_size])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, num_classes])],
-    )
 
 
 def _check_size(name: str, image_size: int) -> None:
@@ -88,7 +79,7 @@ def resnext(
             )
             x, cin = _residual(g, y, short, name), cout
     _classifier(g, x, cin, num_classes)
-    return _model(g, "resnext", image_size, num_classes)
+    return g.classifier("resnext", image_size, num_classes)
 
 
 def regnetx(
@@ -111,7 +102,7 @@ def regnetx(
             short = conv(g, x, f"{name}.proj", cin, width, 1, stride, gain=0.5) if i == 0 else x
             x, cin = _residual(g, y, short, name), width
     _classifier(g, x, cin, num_classes)
-    return _model(g, f"regnetx_{setting}", image_size, num_classes)
+    return g.classifier(f"regnetx_{setting}", image_size, num_classes)
 
 
 def resnext_case(seed: int = 0) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import numpy_helper
 
 from ember.errors import EmberValueError
 from ember.examples.blocks import conv, linear, seeded_input
@@ -91,11 +91,7 @@ def vit(
     w = g.weight("head.weight", (num_classes, dim), math.sqrt(1.0 / dim))
     b = g.weight("head.bias", (num_classes,), 0.02)
     g.node("Gemm", [x, w, b], "logits", transB=1)
-    return g.model(
-        "vit",
-        [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, image_size, image_size])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, num_classes])],
-    )
+    return g.classifier("vit", image_size, num_classes)
 
 
 def vit_case(seed: int = 0) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:

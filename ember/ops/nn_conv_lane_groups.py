@@ -25,7 +25,7 @@ from ember.ir.expr import Call, Constant, Expr
 from ember.ir.ops.common import data_layout
 from ember.ir.ops.nn_conv_weights import lane_group_block
 from ember.ops.nn_conv_pack import to_packed
-from ember.ops.nn_conv_winograd import legalize_target
+from ember.ops.registry import LEGALIZE_TARGET
 from ember.target import Target
 
 __all__ = ["LANE_GROUPS", "lane_groups_form", "lane_groups_target"]
@@ -52,7 +52,7 @@ def lane_groups_form(node: Call) -> Expr | None:
     if not LANE_GROUPS or not isinstance(w, Constant) or data_layout(node.attrs) != "NHWC":
         return None
     data = np.asarray(w.data)
-    if data.dtype != np.float32 or data.ndim != 4 or not lane_groups_target(legalize_target()):
+    if data.dtype != np.float32 or data.ndim != 4 or not lane_groups_target(LEGALIZE_TARGET.get()):
         return None
     block = lane_group_block(data.shape, int(node.attrs["groups"]))
     return to_packed(node, block) if block else None

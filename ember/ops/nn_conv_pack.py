@@ -25,8 +25,7 @@ from ember.ops.nn_conv_flat import flat_extra_block, flat_strided
 from ember.ops.nn_conv_lanes import position_lanes
 from ember.ops.nn_conv_nhwc import LAYOUT, flat_fits
 from ember.ops.nn_conv_taps import taps_first
-from ember.ops.nn_conv_winograd import legalize_target
-from ember.ops.registry import COMPUTE_TARGET
+from ember.ops.registry import COMPUTE_TARGET, LEGALIZE_TARGET
 
 # --- convolutions with weights packed at compile time -------------------------------------
 #
@@ -92,7 +91,7 @@ def _extra_block(node: Call, data: np.ndarray, block: int) -> bool:
         return False
     if any(int(p) for p in node.attrs["padding"]):
         return False
-    return flat_extra_block(legalize_target(), -(-int(data.shape[0]) // block))
+    return flat_extra_block(LEGALIZE_TARGET.get(), -(-int(data.shape[0]) // block))
 
 
 # --- depthwise convolutions ---------------------------------------------------------------

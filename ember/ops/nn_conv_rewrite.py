@@ -42,7 +42,6 @@ from ember.tir.expr import (
     GE,
     LT,
     Add,
-    And,
     BufferLoad,
     FloatImm,
     IntImm,
@@ -54,6 +53,7 @@ from ember.tir.expr import (
 from ember.tir.functor import free_vars
 from ember.tir.op import call_extern, cast
 from ember.tir.op import min as tir_min
+from ember.tir.simplify import conjuncts
 from ember.tir.stmt import BufferStore, Evaluate, For, ForKind, IfThenElse, Stmt
 
 
@@ -131,13 +131,6 @@ def const_extents(loops: list[For]) -> bool:
     )
 
 
-def conjuncts(cond: PrimExpr) -> list[PrimExpr]:
-    """The terms of a chain of ``And``s (``cond`` itself when it is not one)."""
-    if isinstance(cond, And):
-        return conjuncts(cond.a) + conjuncts(cond.b)
-    return [cond]
-
-
 #: the lane-group kernel's call_extern name (ember.codegen.c.f32_lane_groups
 #: .LANE_GROUP_KERNEL_NAME; ember.ops.nn_conv_lane_groups makes its convolutions).
 LANE_GROUP_KERNEL = "ember_f32_conv_tile_lg"
@@ -150,7 +143,9 @@ def lane_group(load: BufferLoad, loops: list[For]) -> int:
     else 0."""
     flat = flat_index(load)
     *outer, lane = loops
-    if flat is None or not const_extents(loops) or int(lane.extent.value) != BLOCK:  # type: ignore[attr-defined]
+    if flat is None or lane.loop_var not in free_vars(flat):  # uniform over the lanes
+        return 0
+    if not const_extents(loops) or int(lane.extent.value) != BLOCK:  # type: ignore[attr-defined]
         return 0
     ends = [
         {f.loop_var: const(int(f.extent.value) - 1 if last else 0, f.loop_var.dtype) for f in outer}  # type: ignore[attr-defined]

@@ -88,11 +88,6 @@ def winograd_scope(target: Target, config: Mapping[str, Any]) -> Iterator[None]:
         _SETTINGS.reset(token)
 
 
-def legalize_target() -> Target | None:
-    """The target of the build being legalized (winograd_scope; None outside a build)."""
-    return _SETTINGS.get()[0]
-
-
 def winograd_target(target: Target | None) -> bool:
     """Whether ``target`` runs ember_f32_winograd's AVX-512 code: an AVX-512 CPU record
     (``x86-avx512``); the c kind compiles the text, the llvm kinds call the runtime

@@ -258,49 +258,47 @@ def _tap_tables(ax: _Axis) -> Callable[[PrimExpr], tuple[list[Tap], PrimExpr | N
     """``ax.taps`` as lookups into stages of ``ax.n_out`` entries (TAP_TABLES; materialized,
     so computed once per call), or ``ax.taps`` itself (integer nearest factors: a division
     is no dearer than a load)."""
-    probe = tir.Var("o", "int32")
-    taps, outside = ax.taps(probe)
     if not TAP_TABLES or ax.integer_factor():
         return ax.taps
+    taps, outside = ax.taps(tir.Var("o", "int32"))  # which parts there are
     shape = (ax.n_out,)
     attrs = {MATERIALIZE: True}
     name = f"resize_axis{ax.axis}"
+
+    def table(suffix: str, pick: Callable[[list[Tap], PrimExpr | None], Any]) -> te.Tensor:
+        return te.compute(shape, _tap_field(ax, pick), f"{name}_{suffix}", attrs=attrs)
+
     tables: list[tuple[te.Tensor, te.Tensor | None]] = []
-    for k in range(len(taps)):
-        idx = te.compute(shape, _tap_part(ax, k, 0), f"{name}_index{k}", attrs=attrs)
-        weight = None
-        if taps[k][1] is not None:
-            weight = te.compute(shape, _tap_part(ax, k, 1), f"{name}_weight{k}", attrs=attrs)
-        tables.append((idx, weight))
-    out = None
-    if outside is not None:
-        out = te.compute(shape, _outside_flag(ax), f"{name}_outside", attrs=attrs)
+    for k, (_, weight) in enumerate(taps):
+        idx = table(f"index{k}", _tap_part(k, 0))
+        w = None if weight is None else table(f"weight{k}", _tap_part(k, 1))
+        tables.append((idx, w))
+    one, zero = tir.const(1, "int32"), tir.const(0, "int32")
+
+    def flag(_: list[Tap], c: PrimExpr | None) -> PrimExpr | None:
+        return None if c is None else tir.if_then_else(c, one, zero)
+
+    out = None if outside is None else table("outside", flag)
 
     def look(o: PrimExpr) -> tuple[list[Tap], PrimExpr | None]:
         found: list[Tap] = [(t[o], None if w is None else w[o]) for t, w in tables]
-        return found, None if out is None else out[o] > tir.const(0, "int32")
+        return found, None if out is None else out[o] > zero
 
     return look
 
 
-def _outside_flag(ax: _Axis) -> Callable[[PrimExpr], PrimExpr]:
-    """The function of an output index giving 1 where tf_crop_and_resize samples outside
-    the input, else 0."""
+def _tap_part(k: int, part: int) -> Callable[[list[Tap], PrimExpr | None], PrimExpr | None]:
+    """The picker of tap ``k``'s index (part 0) or weight (1), for _tap_field."""
+    return lambda taps, _: taps[k][part]
+
+
+def _tap_field(
+    ax: _Axis, pick: Callable[[list[Tap], PrimExpr | None], Any]
+) -> Callable[[PrimExpr], PrimExpr]:
+    """The function of an output index giving ``pick`` of its taps and outside test."""
 
     def fn(o: PrimExpr) -> PrimExpr:
-        outside = ax.taps(o)[1]
-        assert outside is not None
-        one, zero = tir.const(1, "int32"), tir.const(0, "int32")
-        return tir.if_then_else(outside, one, zero)
-
-    return fn
-
-
-def _tap_part(ax: _Axis, k: int, part: int) -> Callable[[PrimExpr], PrimExpr]:
-    """The function of an output index giving tap ``k``'s index (part 0) or weight (1)."""
-
-    def fn(o: PrimExpr) -> PrimExpr:
-        value = ax.taps(o)[0][k][part]
+        value = pick(*ax.taps(o))
         assert value is not None
         return value
 

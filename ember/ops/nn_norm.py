@@ -11,7 +11,6 @@ pass ``simplify`` folds it away when its statistics are constants).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from ember import tir
@@ -84,8 +83,9 @@ def _reduce_lanes(x: te.Tensor, axes: range, fn: Any, combiner: str, name: str) 
             full[k] = r.var
         full[last] = red[-1].var * LANES + i[last]
         value = fn(tuple(full))
-        if width % LANES:  # the last chunk's lanes past the row: the identity
-            value = tir.if_then_else(full[last] < width, value, _identity(combiner, value.dtype))
+        if width % LANES:  # the last chunk's lanes past the row: the combiner's identity
+            identity = reducer(value, axis=red).identity()
+            value = tir.if_then_else(full[last] < width, value, identity)
         return reducer(value, axis=red)
 
     partial = te.compute(part_shape, part, f"{name}_lanes", attrs={"reduce_after": last})
@@ -96,17 +96,6 @@ def _reduce_lanes(x: te.Tensor, axes: range, fn: Any, combiner: str, name: str) 
 
     out_shape = [1 if k in axes else s for k, s in enumerate(shape)]
     return te.compute(out_shape, total, name, attrs={"reduce_after": axes.start})
-
-
-def _identity(combiner: str, dtype: str) -> PrimExpr:
-    """The identity of a float ``sum`` or ``max`` (0 or -inf; an integer max's lowest value)."""
-    if combiner == "sum":
-        return scalar(0, dtype)
-    if dtype.startswith(("float", "bfloat")):
-        return tir.FloatImm(dtype, -math.inf)
-    return tir.IntImm(
-        dtype, -(1 << (int(dtype.lstrip("uint")) - 1)) if dtype.startswith("int") else 0
-    )
 
 
 def _keepdims_stage(shape: Any, fn: Any, name: str) -> te.Tensor:

@@ -23,7 +23,8 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +42,21 @@ LegalizeFn = Callable[[Call], Expr]
 #: the target a group is being lowered for (set by lower_group around the computes): a
 #: compute may pick a layout for it (nn.conv_packed: channels last where the C micro-kernel runs)
 COMPUTE_TARGET: ContextVar[Target | None] = ContextVar("compute_target", default=None)
+
+#: the target of the build being legalized (set by the driver around the legalizer, through
+#: legalize_scope; None outside a build): a legalizer may choose a form only that target's
+#: kernels run (ember.ops.nn_conv_lane_groups, the zero block of ember.ops.nn_conv_pack)
+LEGALIZE_TARGET: ContextVar[Target | None] = ContextVar("legalize_target", default=None)
+
+
+@contextmanager
+def legalize_scope(target: Target) -> Iterator[None]:
+    """Legalize for ``target`` (LEGALIZE_TARGET) inside the block."""
+    token = LEGALIZE_TARGET.set(target)
+    try:
+        yield
+    finally:
+        LEGALIZE_TARGET.reset(token)
 
 
 @dataclass

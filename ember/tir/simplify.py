@@ -317,7 +317,7 @@ class Simplifier(IRMutator):
     def _logic(self, e: PrimExpr) -> PrimExpr:
         if isinstance(e, And) and not _is_int_const(e.a) and not _is_int_const(e.b):
             parts: list[PrimExpr] = []
-            for c in _conjuncts(e):
+            for c in conjuncts(e):
                 if not any(c == p for p in parts):
                     parts.append(c)
             out = parts[0]
@@ -359,10 +359,10 @@ class Simplifier(IRMutator):
         return e
 
 
-def _conjuncts(e: PrimExpr) -> list[PrimExpr]:
-    """The operands of a chain of ``and``s, left to right."""
+def conjuncts(e: PrimExpr) -> list[PrimExpr]:
+    """The operands of a chain of ``and``s, left to right (``e`` itself when it is none)."""
     if isinstance(e, And):
-        return _conjuncts(e.a) + _conjuncts(e.b)
+        return conjuncts(e.a) + conjuncts(e.b)
     return [e]
 
 

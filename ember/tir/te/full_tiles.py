@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ember.tir.expr import GE, LT, And, IntImm, PrimExpr, Var, const
 from ember.tir.functor import IRMutator, free_vars, post_order_visit
-from ember.tir.simplify import _collect, simplify
+from ember.tir.simplify import _collect, conjuncts, simplify
 from ember.tir.stmt import For, IfThenElse, LetStmt, Stmt
 
 Range = dict[Var, tuple[PrimExpr, PrimExpr]]
@@ -44,12 +44,6 @@ def range_of(e: PrimExpr, rng: Range) -> tuple[PrimExpr, PrimExpr] | None:
         lo = lo + term * coef
         hi = hi + term * coef
     return simplify(lo), simplify(hi)
-
-
-def _conjuncts(e: PrimExpr) -> list[PrimExpr]:
-    if isinstance(e, And):
-        return _conjuncts(e.a) + _conjuncts(e.b)
-    return [e]
 
 
 def _inner_scope(nest: Stmt) -> tuple[Range, set[Var]]:
@@ -93,10 +87,10 @@ class _Drop(IRMutator):
             return node
         keep = [
             c
-            for c in _conjuncts(node.condition)
+            for c in conjuncts(node.condition)
             if not any(h == f for h in [_hoisted(c, self.rng, self.bound)] for f in self.full)
         ]
-        if keep and len(keep) == len(_conjuncts(node.condition)):
+        if keep and len(keep) == len(conjuncts(node.condition)):
             return node
         if not keep:
             return node.then_case
@@ -114,7 +108,7 @@ def split_full_tiles(nest: Stmt) -> Stmt:
 
     def collect(node: object) -> None:
         if isinstance(node, IfThenElse) and node.else_case is None:
-            for c in _conjuncts(node.condition):
+            for c in conjuncts(node.condition):
                 h = _hoisted(c, rng, bound)
                 if h is not None and not any(h == f for f in full):
                     full.append(h)

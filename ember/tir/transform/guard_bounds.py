@@ -25,16 +25,10 @@ from dataclasses import replace
 from ember.tir.expr import LT, And, IntImm, PrimExpr, Var, const
 from ember.tir.functor import IRMutator, free_vars, post_order_visit
 from ember.tir.op import min as tir_min
-from ember.tir.simplify import _collect, simplify
+from ember.tir.simplify import _collect, conjuncts, simplify
 from ember.tir.stmt import For, IfThenElse, LetStmt, PrimFunc, Stmt
 
 __all__ = ["guard_bounds"]
-
-
-def _conjuncts(e: PrimExpr) -> list[PrimExpr]:
-    if isinstance(e, And):
-        return _conjuncts(e.a) + _conjuncts(e.b)
-    return [e]
 
 
 def _all(conds: list[PrimExpr]) -> PrimExpr:
@@ -90,7 +84,7 @@ class _GuardBounds(IRMutator):
         outside: list[PrimExpr] = []
         kept: list[PrimExpr] = []
         extent = node.extent
-        for c in _conjuncts(body.condition):
+        for c in conjuncts(body.condition):
             used = free_vars(c)
             if v not in used and not used & inner:
                 outside.append(c)
