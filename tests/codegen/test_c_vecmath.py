@@ -263,6 +263,20 @@ def test_masked_exp_lanes_flush_below_flt_min_and_keep_nan(build) -> None:  # ty
     np.testing.assert_allclose(out_s.numpy(), want_s, rtol=2e-6, atol=1e-37, equal_nan=True)
 
 
+def _run_unary(build, fn, x: np.ndarray) -> tuple[str, np.ndarray]:  # type: ignore[no-untyped-def]
+    """``fn`` over the float32 ``x`` in one vectorized loop: the C text and the results (as
+    float64)."""
+    a = te.placeholder((x.size,), "float32", "A")
+    c = te.compute((x.size,), lambda i: fn(a[i]), "C")
+    s = te.create_schedule([c])
+    s[c].vectorize(c.op.axis[0])
+    prim = te.lower(s, [a, c], name="unary")
+    mod = build([prim])
+    out = rt.array(np.zeros(x.size, np.float32))
+    mod["ember_unary"](rt.array(x), out)
+    return generate_source([prim]), out.numpy().astype(np.float64)
+
+
 @pytest.mark.cc
 @pytest.mark.parametrize("libmvec", [True, False])
 def test_float32_sigmoid_is_within_6e_7_of_the_exact_one(build, monkeypatch, libmvec) -> None:  # type: ignore[no-untyped-def]
@@ -271,19 +285,10 @@ def test_float32_sigmoid_is_within_6e_7_of_the_exact_one(build, monkeypatch, lib
     monkeypatch.setattr(vecmath, "_MEMO", {(config().cc, FLAGS): ("exp",) if libmvec else ()})
     x = np.concatenate([np.linspace(-100, 100, 200_001), np.linspace(-1, 1, 20_001)])
     x = np.concatenate([x, [0.0, -0.0, np.inf, -np.inf, np.nan, 1e30, -1e30]]).astype(np.float32)
-    n = x.size
-    a = te.placeholder((n,), "float32", "A")
-    c = te.compute((n,), lambda i: tir.sigmoid(a[i]), "S")
-    s = te.create_schedule([c])
-    s[c].vectorize(c.op.axis[0])
-    prim = te.lower(s, [a, c], name="sig")
-    assert "expf(" not in generate_source([prim])
-    mod = build([prim])
-    out = rt.array(np.zeros(n, np.float32))
-    mod["ember_sig"](rt.array(x), out)
+    text, got = _run_unary(build, tir.sigmoid, x)
+    assert "expf(" not in text
     with np.errstate(all="ignore"):
         want = 1 / (1 + np.exp(-x.astype(np.float64)))
-    got = out.numpy().astype(np.float64)
     np.testing.assert_allclose(got, want, rtol=6e-7, atol=2e-38, equal_nan=True)
     assert np.isnan(got[-3]) and got[-7] == 0.5 and got[-5] == 1.0 and got[-4] < 2e-38
 
@@ -294,19 +299,9 @@ def test_float32_erf_is_inline_and_within_3e_7(build, monkeypatch) -> None:  # t
     monkeypatch.setattr(vecmath, "_MEMO", {(config().cc, FLAGS): ()})
     x = np.concatenate([np.linspace(-6, 6, 120_001), np.geomspace(1e-30, 1e-3, 200)])
     x = np.concatenate([x, -x[-200:], [0.0, -0.0, np.inf, -np.inf, np.nan]]).astype(np.float32)
-    n = x.size
-    a = te.placeholder((n,), "float32", "A")
-    c = te.compute((n,), lambda i: tir.erf(a[i]), "E")
-    s = te.create_schedule([c])
-    s[c].vectorize(c.op.axis[0])
-    prim = te.lower(s, [a, c], name="erf")
-    text = generate_source([prim])
+    text, got = _run_unary(build, tir.erf, x)
     assert f"{vecmath.ERF_HELPER}(A[" in text and "erff(" not in text
-    mod = build([prim])
-    out = rt.array(np.zeros(n, np.float32))
-    mod["ember_erf"](rt.array(x), out)
     want = np.array([math.erf(float(v)) if not np.isnan(v) else np.nan for v in x])
-    got = out.numpy().astype(np.float64)
     np.testing.assert_allclose(got, want, rtol=3e-7, atol=3e-7, equal_nan=True)
     assert got[-3] == 1.0 and got[-2] == -1.0 and np.isnan(got[-1]) and got[-5] == 0.0
 

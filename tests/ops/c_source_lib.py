@@ -7,7 +7,9 @@ import ctypes
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 
@@ -37,3 +39,17 @@ def host_libraries(
         for march, needs in builds.items()
         if needs <= have
     }
+
+
+def call_tile(fn: Any, acc: np.ndarray, x: np.ndarray, w: np.ndarray, args: list[int]) -> None:
+    """Call a wrapper ``int32_t fn(float* acc, const float* x, const float* w, const int32_t*
+    a)`` of a tile kernel (its integer arguments from ``args``) and check it returned 0."""
+    ptr = ctypes.POINTER(ctypes.c_float)
+    a32 = np.array(args, np.int32)
+    rc = fn(
+        acc.ctypes.data_as(ptr),
+        x.ctypes.data_as(ptr),
+        w.ctypes.data_as(ptr),
+        a32.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)),
+    )
+    assert rc == 0

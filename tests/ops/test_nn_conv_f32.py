@@ -4,12 +4,11 @@ onnxruntime), and that its C source runs with and without AVX2."""
 
 from __future__ import annotations
 
-import ctypes
 from pathlib import Path
 
 import numpy as np
 import pytest
-from c_source_lib import build_c_library
+from c_source_lib import build_c_library, call_tile
 from packed_conv_lowering import lower_conv_bias_relu, v
 
 from ember import tir
@@ -240,13 +239,5 @@ def test_c_source_with_and_without_avx2(tmp_path: Path, march: str, args: list[i
     acc = rng.standard_normal(args[2] * 16).astype(np.float32)
     want = [float(a) for a in acc]
     conv_tile_reference(want, [float(t) for t in x], [float(t) for t in w], *args)
-    ptr = ctypes.POINTER(ctypes.c_float)
-    a32 = np.array(args, np.int32)
-    rc = fn(
-        acc.ctypes.data_as(ptr),
-        x.ctypes.data_as(ptr),
-        w.ctypes.data_as(ptr),
-        a32.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)),
-    )
-    assert rc == 0
+    call_tile(fn, acc, x, w, args)
     np.testing.assert_allclose(acc, np.array(want, np.float32), rtol=1e-4, atol=1e-3)

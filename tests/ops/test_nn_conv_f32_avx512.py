@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from c_source_lib import build_c_library
+from c_source_lib import build_c_library, call_tile
 from packed_conv_lowering import lower_conv_bias_relu
 
 from ember.codegen.c.f32_kernels import AVX512_MAX_TILE, F32_KERNELS_C
@@ -88,15 +88,7 @@ def _run_tile(fn: ctypes.CDLL, args: list[int]) -> tuple[np.ndarray, list[float]
     acc = rng.standard_normal(args[2] * 16).astype(np.float32)
     want = [float(a) for a in acc]
     conv_tile_reference(want, [float(t) for t in x], [float(t) for t in w], *args)
-    ptr = ctypes.POINTER(ctypes.c_float)
-    a32 = np.array(args, np.int32)
-    rc = fn.tile(
-        acc.ctypes.data_as(ptr),
-        x.ctypes.data_as(ptr),
-        w.ctypes.data_as(ptr),
-        a32.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)),
-    )
-    assert rc == 0
+    call_tile(fn.tile, acc, x, w, args)
     return acc, want
 
 

@@ -156,9 +156,7 @@ def test_kernel_avx512_and_plain_c_agree_bit_for_bit(tmp_path, group: int, ncols
     """ember_f32_conv_tile_lg compiled for AVX-512 (when the host runs it) and as plain C:
     the same bits, and the interpreter reference's values; tiles of one row and of rows of
     5 positions (3x3 taps, 16 input channels a position, rows 7 positions apart)."""
-    import ctypes
-
-    from c_source_lib import build_c_library
+    from c_source_lib import build_c_library, call_tile
 
     from ember.codegen.c.f32_lane_groups import LANE_GROUP_KERNEL_C
     from ember.ops.nn_conv_rewrite import lane_group_tile_reference
@@ -175,15 +173,7 @@ def test_kernel_avx512_and_plain_c_agree_bit_for_bit(tmp_path, group: int, ncols
         (tmp_path / march).mkdir()
         lib = build_c_library(tmp_path / march, LANE_GROUP_KERNEL_C + _WRAPPER, march)
         acc = np.ones(16 * ncols, np.float32)
-        ptr = ctypes.POINTER(ctypes.c_float)
-        a32 = np.array(args, np.int32)
-        rc = lib.lg(
-            acc.ctypes.data_as(ptr),
-            x.ctypes.data_as(ptr),
-            w.ctypes.data_as(ptr),
-            a32.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)),
-        )
-        assert rc == 0
+        call_tile(lib.lg, acc, x, w, args)
         results.append(acc)
     ref = [1.0] * (16 * ncols)
     lane_group_tile_reference(ref, list(map(float, x)), list(map(float, w)), *args)

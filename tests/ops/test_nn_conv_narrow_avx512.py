@@ -5,12 +5,11 @@ AVX-512 code gives bitwise the AVX2 code's sums."""
 
 from __future__ import annotations
 
-import ctypes
 from pathlib import Path
 
 import numpy as np
 import pytest
-from c_source_lib import build_c_library
+from c_source_lib import build_c_library, call_tile
 from packed_conv_lowering import lower_conv_bias_relu
 
 from ember import tir
@@ -100,16 +99,8 @@ int32_t tile(float* acc, const float* x, const float* w, const int32_t* a) {
 def _run_tile(fn, ncols: int, acc0: np.ndarray, x: np.ndarray, w: np.ndarray) -> np.ndarray:
     # positions in rows of 5 (several register tiles when wide), 3 x 2 x 300 steps
     args = [5, 8, ncols, 5, 2, 60, 3, 400, 2 * 300 * 24, 2, 1, 300 * 24, 300, 3, 24]
-    ptr = ctypes.POINTER(ctypes.c_float)
     acc = acc0.copy()
-    a32 = np.array(args, np.int32)
-    rc = fn(
-        acc.ctypes.data_as(ptr),
-        x.ctypes.data_as(ptr),
-        w.ctypes.data_as(ptr),
-        a32.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)),
-    )
-    assert rc == 0
+    call_tile(fn, acc, x, w, args)
     return acc
 
 

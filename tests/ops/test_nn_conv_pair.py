@@ -5,13 +5,11 @@ one-block kernel's tiles (same fused multiply-adds per output, same order)."""
 
 from __future__ import annotations
 
-import ctypes
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
-from c_source_lib import build_c_library
+from c_source_lib import build_c_library, call_tile
 from packed_conv_lowering import nhwc_bias, nhwc_conv_module, v
 
 from ember.codegen.c.f32_kernels import F32_KERNELS_C
@@ -165,18 +163,6 @@ int32_t pair(float* acc, const float* x, const float* w, const int32_t* a) {
 """
 
 
-def _call(fn: Any, acc: np.ndarray, x: np.ndarray, w: np.ndarray, args: list[int]) -> None:
-    ptr = ctypes.POINTER(ctypes.c_float)
-    a32 = np.array(args, np.int32)
-    out = fn(
-        acc.ctypes.data_as(ptr),
-        x.ctypes.data_as(ptr),
-        w.ctypes.data_as(ptr),
-        a32.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)),
-    )
-    assert out == 0
-
-
 @pytest.mark.cc
 @pytest.mark.parametrize("march", ["x86-64-v4", "x86-64"])
 @pytest.mark.parametrize(
@@ -203,10 +189,10 @@ def test_pair_kernel_bitwise_equal_two_one_block_calls(
     acc0 = rng.standard_normal((ncols, 2, 16)).astype(np.float32)
     head = [3, 8, ncols, 4, 2, 90]  # xoff, woff, positions in rows of 4 (2 apart, rows 90)
     got = acc0.copy()
-    _call(lib.pair, got, x, w, [*head, *loops, wb])
+    call_tile(lib.pair, got, x, w, [*head, *loops, wb])
     for blk in range(2):
         want = acc0[:, blk].copy()  # contiguous, never a view of acc0
         one = [head[0], head[1] + blk * wb, *head[2:], *loops]
-        _call(lib.one, want, x, w, one)
+        call_tile(lib.one, want, x, w, one)
         np.testing.assert_array_equal(got[:, blk], want)
     assert not np.array_equal(got, acc0)
