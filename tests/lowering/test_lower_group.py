@@ -73,6 +73,9 @@ def test_large_constant_inside_group_refused():
     [
         ((1, 8, 12, 32), (0, 3, 1, 2), ("in vectorized(12)", "in range(16)")),  # NHWC -> NCHW
         ((1, 32, 7, 14), (0, 2, 3, 1), ("in vectorized(16)", "in range(14)")),  # NCHW -> NHWC
+        # axes no tile size divides: tiles of 16 and a tail whose guards are loop bounds
+        ((1, 28, 28, 32), (0, 3, 1, 2), ("in vectorized(min(16, ", "in range(16)")),
+        ((1, 32, 1, 3199), (0, 2, 3, 1), ("in vectorized(16)", "in range(min(16, ")),
     ],
 )
 def test_layout_transposes_run_in_tiles(shape, axes, tiles):
@@ -90,3 +93,40 @@ def test_transposes_that_keep_the_innermost_axis_are_not_tiled():
     func = _group([x], call("transpose", x, axes=(0, 2, 1, 3)))
     _run(func)
     assert "in vectorized(64)" in str(lower_group(func, "k"))
+
+
+@pytest.mark.parametrize("op", ["sigmoid", "relu"])
+def test_computed_input_of_a_tiled_transpose_runs_in_its_own_order(op):
+    """SiLU then NCHW -> NHWC: each tile's x * act(x) is computed contiguous and vectorized
+    into a tile buffer, then transposed (inlined into the strided reads it did not vectorize)."""
+    x = Var("x", TensorType((1, 32, 8, 16), "float32"))
+    body = call("transpose", call("multiply", x, call(op, x)), axes=(0, 2, 3, 1))
+    func = _group([x], body)
+    _run(func)
+    text = str(lower_group(func, "k"))
+    assert 'multiply = allocate(Buffer((1, 16, 1, 16), "float32"' in text, text
+    assert text.count("vectorized(16)") == 2, text
+
+
+def test_a_computed_input_read_twice_stays_inlined():
+    x = Var("x", TensorType((1, 32, 8, 16), "float32"))
+    s = call("sigmoid", x)
+    body = Tuple((call("transpose", s, axes=(0, 2, 3, 1)), call("add", s, s)))
+    func = _group([x], body)
+    _run(func)
+    assert "allocate" not in str(lower_group(func, "k"))
+
+
+def test_a_gather_along_its_innermost_axis_is_a_tile_source_a_transpose_is_not():
+    """Depth-to-space then NHWC -> NCHW (a U-Net's up-convolution at a graph's end): the
+    depth-to-space tile reads contiguous channels into a buffer; a transpose of a transpose
+    stays one inlined gather."""
+    x = Var("x", TensorType((1, 8, 8, 64), "float32"))
+    d2s = call("nn.depth_to_space", x, block_size=2, mode="DCR", data_layout="NHWC")
+    func = _group([x], call("transpose", d2s, axes=(0, 3, 1, 2)))
+    _run(func)
+    assert "allocate" in str(lower_group(func, "k"))
+    twice = call("transpose", call("transpose", x, axes=(0, 1, 3, 2)), axes=(0, 3, 1, 2))
+    func = _group([x], twice)
+    _run(func)
+    assert "allocate" not in str(lower_group(func, "k"))
