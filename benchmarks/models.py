@@ -332,7 +332,7 @@ def node_flops(model: Any) -> dict[str, int]:
     per multiply-add, shapes from ONNX shape inference); other nodes count 0."""
     import onnx
 
-    inferred = onnx.shape_inference.infer_shapes(model)
+    inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)  # Reshape(x, Shape(y))
     graph = inferred.graph
     shapes = {t.name: list(t.dims) for t in graph.initializer}
     for info in [*graph.input, *graph.value_info, *graph.output]:

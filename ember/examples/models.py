@@ -16,6 +16,10 @@ Nothing here downloads anything or writes files: every generator builds an ONNX
 * :func:`ember.examples.vit.vit` - a vision transformer of DeiT-Tiny's shape (197 tokens).
 * :func:`ember.examples.efficientnet.efficientnet_b0` - EfficientNet-B0 (SiLU, 5x5
   depthwise, squeeze-excitation with a Sigmoid gate).
+* :func:`ember.examples.audio.wav2vec2` - a wav2vec 2.0-style speech encoder (1-D
+  convolutions over the waveform, GroupNorm, a grouped position convolution of kernel 128).
+* :func:`ember.examples.unet.unet` - a diffusion-style U-Net (GroupNorm as PyTorch exports
+  it, SiLU, ConvTranspose, skip concatenations).
 
 Each comes as a :class:`ModelCase` (name, model, seeded inputs); :data:`MODELS` names them::
 
@@ -36,6 +40,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from ember.errors import EmberValueError, FrontendError
+from ember.examples.audio import wav2vec2_case
 from ember.examples.builder import IR_VERSION, OPSET
 from ember.examples.builder import GraphBuilder as _Graph
 from ember.examples.classification import pp_lcnet_case
@@ -44,6 +49,7 @@ from ember.examples.efficientnet import efficientnet_case
 from ember.examples.grouped import REGNETX, regnetx_case, resnext_case
 from ember.examples.ocr import crnn_case, dbnet_case
 from ember.examples.tiny import TINY_MODELS, tiny_case
+from ember.examples.unet import unet_case
 from ember.examples.vit import vit_case
 from ember.support.registry import Registry
 from ember.testing import run_onnxruntime  # imports onnxruntime only when called
@@ -488,8 +494,8 @@ def make_model(name: str) -> ModelCase:
 def register_builtin_models() -> None:
     """Fill :data:`MODELS` (idempotent): the light models, MobileNetV2s, BERT encoders,
     the three MLPerf Tiny models, the zoo of issue 12 (:data:`ZOO`'s new four) and the
-    grouped-convolution classifiers (ResNeXt-50, RegNetX-200MF and -400MF), a ViT and
-    EfficientNet-B0."""
+    grouped-convolution classifiers (ResNeXt-50, RegNetX-200MF and -400MF), a ViT,
+    EfficientNet-B0, a U-Net and a wav2vec2 encoder."""
     builders = {name: partial(light_model, name) for name in LIGHT_MODELS}
     for size, width in ((224, 1.0), (96, 1.0), (64, 0.35)):
         name = "mobilenet_v2" + ("" if size == 224 else f"_{size}")
@@ -508,6 +514,8 @@ def register_builtin_models() -> None:
         builders[f"regnetx_{setting}"] = partial(regnetx_case, setting)
     builders["vit_tiny"] = partial(vit_case)
     builders["efficientnet_b0"] = partial(efficientnet_case)
+    builders["unet"] = partial(unet_case)
+    builders["wav2vec2"] = partial(wav2vec2_case)
     for name, build in builders.items():
         if name not in MODELS:
             MODELS.register(name, build)

@@ -40,6 +40,7 @@ WIDENED_OPS: frozenset[str] = frozenset(
         "nn.dense",
         "nn.global_avg_pool",
         "nn.global_max_pool",
+        "nn.group_norm",
         "nn.instance_norm",
         "nn.layer_norm",
         "nn.log_softmax",

@@ -1,5 +1,5 @@
-"""Normalisations: nn.batch_norm, nn.instance_norm, nn.layer_norm, nn.lrn, nn.softmax and
-nn.log_softmax.
+"""Normalisations: nn.batch_norm, nn.instance_norm, nn.group_norm, nn.layer_norm, nn.lrn,
+nn.softmax and nn.log_softmax.
 
 Statistics are reductions with keepdims shapes (``mean``, centred ``var``, softmax's
 ``max`` and ``sum``), each computed once at root and read by the elementwise output; like
@@ -162,6 +162,57 @@ def instance_norm(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.T
     return te.compute(x.shape, body, "instance_norm")
 
 
+def _group_total(sums: te.Tensor, axis: int, size: int, name: str) -> te.Tensor:
+    """Per channel: the total of ``sums`` over the ``size`` channels of its group."""
+    k = te.reduce_axis(size, "rg")
+
+    def body(*i: Any) -> PrimExpr:
+        first = i[axis] // size * size
+        return te.sum(sums[(*i[:axis], first + k.var, *i[axis + 1 :])], axis=[k])
+
+    return te.compute(sums.shape, body, name)
+
+
+@register_compute("nn.group_norm")
+def group_norm(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """Per-channel sums over the spatial axes (vectorised over channels when channels are
+    last), totalled per group; the centred squares likewise; then one multiply-add a value
+    with a per-channel factor and offset."""
+    x, scale, bias = inputs
+    check_dtype("nn.group_norm", x.dtype)
+    shape = static_shape(x)
+    last = attrs["data_layout"] == "NHWC"
+    axis = len(shape) - 1 if last else 1
+    spatial = range(1, axis) if last else range(2, len(shape))
+    size = shape[axis] // int(attrs["num_groups"])
+    count = scalar(size * product([shape[k] for k in spatial]), x.dtype)
+    sums = _reduce_keepdims(x, spatial, lambda i: x[i], "sum", "group_sum")
+    totals = _group_total(sums, axis, size, "group_total")
+    mean = _keepdims_stage(totals.shape, lambda *i: totals[i] / count, "group_mean")
+
+    def centred_sq(i: tuple[Any, ...]) -> PrimExpr:
+        d = x[i] - mean[_keep(i, spatial)]
+        return d * d
+
+    squares = _reduce_keepdims(x, spatial, centred_sq, "sum", "group_var_sum")
+    var = _group_total(squares, axis, size, "group_var_total")
+    eps, one = scalar(float(attrs["epsilon"]), x.dtype), scalar(1.0, x.dtype)
+
+    def factor_of(*i: Any) -> PrimExpr:
+        return one / tir.sqrt(var[i] / count + eps) * scale[i[axis]]
+
+    factor = _keepdims_stage(var.shape, factor_of, "group_factor")
+    offset = _keepdims_stage(
+        var.shape, lambda *i: bias[i[axis]] - mean[i] * factor[i], "group_offset"
+    )
+
+    def body(*i: Any) -> PrimExpr:
+        kept = _keep(i, spatial)
+        return x[i] * factor[kept] + offset[kept]
+
+    return te.compute(x.shape, body, "group_norm")
+
+
 @register_compute("nn.layer_norm")
 def layer_norm(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
     """Normalise over the axes from ``axis`` to the end, then scale (and shift)."""
@@ -261,5 +312,6 @@ def log_softmax(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Ten
     return te.compute(x.shape, body, "log_softmax")
 
 
-for _name in ("nn.instance_norm", "nn.layer_norm", "nn.lrn", "nn.softmax", "nn.log_softmax"):
+_NORMS = ("nn.instance_norm", "nn.group_norm", "nn.layer_norm", "nn.lrn")
+for _name in (*_NORMS, "nn.softmax", "nn.log_softmax"):
     register_schedule(_name)(schedule_anchor)

@@ -16,6 +16,9 @@
 * ``reshape`` to the same shape and ``transpose`` by the identity permutation vanish;
   ``reshape(reshape(x))`` and ``transpose(transpose(x))`` merge into one op.
 * ``cast`` to the dtype the value already has vanishes.
+* ``reshape(instance_norm(reshape(x, (N, G, -1))), x.shape)`` with constant scale and bias
+  (PyTorch's GroupNorm export before opset 18) becomes one ``nn.group_norm(x)`` over G
+  groups, whose channels-last form convert_layout knows (the reshapes forced transposes).
 
 Rules apply bottom-up, in rounds until nothing changes (at most :data:`MAX_ROUNDS`).
 Run ``fold_constant`` first so that statistics computed in the graph are constants.
@@ -146,7 +149,8 @@ class _Simplifier:
                     return scaled
             return self.merge_constants(old, node)
         if name == "reshape":
-            return self.reshape(node)
+            assert isinstance(old, Call) and isinstance(node, Call)
+            return self.group_norm(old, node) or self.reshape(node)
         if name == "transpose":
             return self.transpose(node)
         if name == "cast":
@@ -264,6 +268,31 @@ class _Simplifier:
             fn = np.add if name == "add" else np.multiply
             merged = call(name, y, Constant(fn(c1.data, c2.data).astype(dtype)), name=node.name)
         return merged if merged.type == node.type else None
+
+    def group_norm(self, old: Call, node: Call) -> Expr | None:
+        """``reshape(instance_norm(reshape(x, (N, G, -1))))`` back to x's shape -> group_norm."""
+        norm, old_norm = node.args[0], old.args[0]
+        if _op_name(norm) != "nn.instance_norm" or not self.single_use(old_norm):
+            return None
+        assert isinstance(norm, Call) and isinstance(old_norm, Call)
+        grouped = norm.args[0]
+        if _op_name(grouped) != "reshape" or not self.single_use(old_norm.args[0]):
+            return None
+        assert isinstance(grouped, Call)
+        x = grouped.args[0]
+        ty, gty = x.type, grouped.type
+        if not isinstance(ty, TensorType) or not isinstance(gty, TensorType) or ty != node.type:
+            return None
+        scale, bias = _const(norm.args[1]), _const(norm.args[2])
+        if scale is None or bias is None or ty.ndim < 3 or gty.ndim != 3:
+            return None
+        groups = gty.shape[1]
+        if gty.shape[0] != ty.shape[0] or groups < 1 or ty.shape[1] % groups:
+            return None
+        size = ty.shape[1] // groups
+        args = [Constant(np.repeat(np.asarray(v), size).astype(ty.dtype)) for v in (scale, bias)]
+        eps = float(norm.attrs["epsilon"])
+        return call("nn.group_norm", x, *args, num_groups=groups, epsilon=eps, name=node.name)
 
     def reshape(self, node: Expr) -> Expr | None:
         assert isinstance(node, Call)

@@ -1,5 +1,6 @@
-"""nn.batch_norm, nn.instance_norm, nn.layer_norm, nn.lrn, nn.softmax and nn.log_softmax
-lowered to loop IR, run by the loop-IR interpreter and compared with the numpy references."""
+"""nn.batch_norm, nn.instance_norm, nn.group_norm, nn.layer_norm, nn.lrn, nn.softmax and
+nn.log_softmax lowered to loop IR, run by the loop-IR interpreter and compared with the numpy
+references."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import numpy as np
 import pytest
 
 from ember import tir
+from ember.errors import IRError
 from ember.ir import Attrs, Function, TensorType, Var, call, evaluate
 from ember.lowering.lower_group import lower_group
 
@@ -50,6 +52,33 @@ def test_batch_norm(shape, axis):
     out = np.zeros(shape, "float32")
     tir.interpret(lower_group(func, "k"), xs + [out])
     np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("shape", "groups", "layout"),
+    [
+        ((2, 6, 7), 3, "NCHW"),
+        ((1, 8, 5, 6), 2, "NCHW"),
+        ((1, 8, 40, 3), 4, "NCHW"),  # a row long enough for lane partials
+        ((2, 2, 3, 4, 2), 1, "NCHW"),
+        ((1, 5, 6, 8), 2, "NHWC"),
+        ((2, 3, 32), 8, "NHWC"),
+        ((1, 3, 4, 2, 6), 6, "NHWC"),
+    ],
+)
+def test_group_norm(shape, groups, layout):
+    channels = shape[1] if layout == "NCHW" else shape[-1]
+    x, s, b = v("x", shape), v("s", (channels,)), v("b", (channels,))
+    body = call("nn.group_norm", x, s, b, num_groups=groups, data_layout=layout, epsilon=1e-5)
+    text = run_group(group([x, s, b], body), tol=1e-4)
+    if layout == "NHWC":  # per-channel sums run across the channels, vectorised
+        assert f"vectorized({channels})" in text, text
+
+
+def test_group_norm_refuses_groups_that_do_not_divide_the_channels():
+    x, s, b = v("x", (1, 6, 4, 4)), v("s", (6,)), v("b", (6,))
+    with pytest.raises(IRError, match="num_groups must divide"):
+        call("nn.group_norm", x, s, b, num_groups=4)
 
 
 @pytest.mark.parametrize("shape", [(2, 3, 7), (1, 4, 5, 6), (2, 2, 3, 4, 2)])

@@ -169,6 +169,27 @@ def test_depthwise_chain() -> None:
     assert all(n.attrs["data_layout"] == "NHWC" for n in _calls(out) if n.op_name == "nn.conv")
 
 
+def test_group_norm_joins_the_chain() -> None:
+    x = _x(c=8)
+    gn = call("nn.group_norm", _conv(x, 8, 8), _w(8, seed=2), _w(8, seed=3), num_groups=4)
+    _, out = _run(_conv(call("relu", gn), 8, 8, seed=1), x)
+    assert _transposes(out) == [tuple(TO_LAST), tuple(TO_FIRST)]
+    (norm,) = [n for n in _calls(out) if n.op_name == "nn.group_norm"]
+    assert norm.attrs["data_layout"] == "NHWC"
+
+
+def test_nwc_into_a_conv1d_is_a_reshape_and_instance_norm_a_group_norm() -> None:
+    """transpose(NWC -> NCW) then a conv: no transpose, the NWC tensor gains a unit H; an
+    instance norm of a channels-last value is a group norm of one channel a group."""
+    x = Var("x", TensorType((1, 20, 8), F32))
+    a = call("nn.conv", call("transpose", x, axes=(0, 2, 1)), _w(8, 8, 3), padding=(1, 1))
+    a = call("nn.instance_norm", a, _w(8, seed=2), _w(8, seed=3))
+    _, out = _run(call("nn.conv", a, _w(8, 8, 3, seed=1)), x)
+    assert _transposes(out) == [(0, 2, 1)]  # the way back to NCW at the end
+    (norm,) = [n for n in _calls(out) if n.op_name == "nn.group_norm"]
+    assert norm.attrs["num_groups"] == 8 and norm.attrs["data_layout"] == "NHWC"
+
+
 def test_an_op_without_a_channels_last_form_reads_through_one_transpose() -> None:
     x = _x()
     y = _conv(x, 4, 8)
@@ -179,11 +200,40 @@ def test_an_op_without_a_channels_last_form_reads_through_one_transpose() -> Non
     assert sm.args[0].op_name == "transpose"  # type: ignore[attr-defined]
 
 
-def test_graphs_without_2d_float_convs_are_unchanged() -> None:
+def test_graphs_without_1d_or_2d_float_convs_are_unchanged() -> None:
+    x = Var("x", TensorType((1, 4, 6, 6, 6), F32))
+    mod = IRModule({"main": Function((x,), call("nn.conv", x, _w(8, 4, 3, 3, 3)))})
+    assert convert_layout(mod) is mod
+    x = Var("x", TensorType((1, 4, 10), "float64"))
+    w = const(np.ones((8, 4, 3), "float64"))
+    mod = IRModule({"main": Function((x,), call("nn.conv", x, w))})
+    assert convert_layout(mod) is mod
     x = Var("x", TensorType((1, 4, 10), F32))
     mod = IRModule({"main": Function((x,), call("nn.conv", x, _w(8, 4, 3)))})
-    assert convert_layout(mod) is mod
     assert convert_layout(mod, "NCHW") is mod
+
+
+def test_conv1d_chain_runs_as_2d_convs_under_a_unit_h() -> None:
+    """NCW convs (audio front ends): (N, 1, W, C) values, (O, I, 1, k) weights, the
+    padding, strides and dilation extended; per-channel constants, a channel concat and
+    slice, a group norm and a transpose to NWC stay in the chain."""
+    x = Var("x", TensorType((1, 4, 20), F32))
+    a = call("nn.conv", x, _w(8, 4, 3), padding=(1, 1))
+    a = call("nn.group_norm", a, _w(8, seed=5), _w(8, seed=6), num_groups=2)
+    a = call("relu", call("add", a, _w(8, 1, seed=2)))
+    b = call("nn.conv", a, _w(8, 8, 3, seed=1), strides=(2,), dilation=(2,), padding=(2, 1))
+    c = call(
+        "concatenate",
+        b,
+        call("strided_slice", a, begin=(0, 0, 0), end=(1, 8, 20), strides=(1, 1, 2)),
+        axis=1,
+    )
+    _, out = _run(call("transpose", c, axes=(0, 2, 1)), x)
+    convs = [n for n in _calls(out) if n.op_name == "nn.conv"]
+    assert [c.args[1].type.shape for c in convs] == [(8, 4, 1, 3), (8, 8, 1, 3)]
+    assert convs[1].attrs["padding"] == (0, 2, 0, 1) and convs[1].attrs["strides"] == (1, 2)
+    assert _transposes(out) == [tuple(TO_LAST)]  # the input's; NWC is a reshape
+    assert out.main.body.op_name == "reshape"
 
 
 def test_unknown_layout_says_what_is_known() -> None:

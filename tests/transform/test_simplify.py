@@ -212,3 +212,30 @@ def test_scale_shift_chains_gather_into_one_multiply_and_add(same_results) -> No
     out = simplify(mod)
     assert _ops(out) == ["multiply", "add", "relu"]
     same_results(mod, out, rtol=1e-4)
+
+
+def test_pytorch_group_norm_export_becomes_one_group_norm(same_results) -> None:
+    """Reshape (N, G, -1), InstanceNormalization, Reshape back: one nn.group_norm whose
+    per-channel scale and bias repeat the instance norm's per-group ones."""
+    x = Var("x", TensorType((2, 6, 4, 5), F32))
+    grouped = call("reshape", x, newshape=(2, 3, 40))
+    norm = call("nn.instance_norm", grouped, _c(3, seed=1), _c(3, seed=2), epsilon=1e-3)
+    mod = IRModule.from_expr(Function((x,), call("reshape", norm, newshape=(2, 6, 4, 5))))
+    out = simplify(mod)
+    assert _ops(out) == ["nn.group_norm"]
+    (gn,) = [n for n in post_order(out.main.body) if isinstance(n, Call)]
+    assert gn.attrs["num_groups"] == 3 and gn.attrs["epsilon"] == 1e-3
+    same_results(mod, out)
+
+
+def test_instance_norm_of_other_reshapes_is_kept() -> None:
+    """Back to another shape, or with statistics computed at run time: no group norm."""
+    x = Var("x", TensorType((1, 6, 4, 5), F32))
+    norm = call("nn.instance_norm", call("reshape", x, newshape=(1, 3, 40)), _c(3), _c(3))
+    flat = IRModule.from_expr(Function((x,), call("reshape", norm, newshape=(1, 120))))
+    assert "nn.group_norm" not in _ops(simplify(flat))
+    s = Var("s", TensorType((3,), F32))
+    norm = call("nn.instance_norm", call("reshape", x, newshape=(1, 3, 40)), s, _c(3))
+    body = call("reshape", norm, newshape=(1, 6, 4, 5))
+    dynamic = IRModule.from_expr(Function((x, s), body))
+    assert "nn.group_norm" not in _ops(simplify(dynamic))

@@ -1,7 +1,7 @@
 """ONNX handlers for normalisations: BatchNormalization (inference, and training mode by
-decomposition), InstanceNormalization, LayerNormalization (Mean/InvStdDev outputs by
-decomposition when used), LRN, Softmax, LogSoftmax and Hardmax (opset < 13 coerces to
-2-D), LpNormalization."""
+decomposition), InstanceNormalization, GroupNormalization, LayerNormalization
+(Mean/InvStdDev outputs by decomposition when used), LRN, Softmax, LogSoftmax and Hardmax
+(opset < 13 coerces to 2-D), LpNormalization."""
 
 from __future__ import annotations
 
@@ -85,6 +85,36 @@ def instance_norm(ctx: ConvertContext, node: NodeView) -> Expr:
     bias = required(ctx, node, 2, "B")
     eps = node.attr("epsilon", 1e-5)
     return call("nn.instance_norm", x, scale, bias, epsilon=eps, name=node.name)
+
+
+@onnx_op("GroupNormalization", since=18, dtypes=FLOAT_TYPES)
+def group_norm(ctx: ConvertContext, node: NodeView) -> Expr:
+    """GroupNormalization: nn.group_norm; opset 18's per-group scale and bias are repeated
+    over each group's channels (opset 21 has them per channel)."""
+    x = required(ctx, node, 0, "X")
+    xt = ttype(ctx, node, x)
+    groups = node.attr("num_groups")
+    if xt.ndim < 2 or int(groups) < 1 or xt.shape[1] % int(groups):
+        ctx.fail(node, f"num_groups {groups} must divide the channels of X {list(xt.shape)}")
+    channels, groups = xt.shape[1], int(groups)
+    params = [required(ctx, node, 1, "scale"), required(ctx, node, 2, "bias")]
+    if node.opset < 21:
+        per_group = [reshape(ctx, p, (groups, 1)) for p in params]
+        params = [
+            reshape(ctx, call("broadcast_to", p, shape=(groups, channels // groups)), (channels,))
+            for p in per_group
+        ]
+    stash = "float32" if node.attr("stash_type", 1) == 1 else xt.dtype
+    data = _as_dtype(ctx, node, x, stash)
+    params = [_as_dtype(ctx, node, p, stash) for p in params]
+    spatial = xt.ndim == 2  # (N, C): one unit spatial axis
+    if spatial:
+        data = reshape(ctx, data, (*xt.shape, 1))
+    eps = node.attr("epsilon", 1e-5)
+    y: Expr = call("nn.group_norm", data, *params, num_groups=groups, epsilon=eps, name=node.name)
+    if spatial:
+        y = reshape(ctx, y, xt.shape)
+    return _as_dtype(ctx, node, y, xt.dtype)
 
 
 @onnx_op("LayerNormalization", since=17, dtypes=FLOAT_TYPES)

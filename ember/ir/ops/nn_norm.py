@@ -1,5 +1,6 @@
-"""Normalisation ops: nn.batch_norm (inference), nn.instance_norm, nn.layer_norm, nn.lrn,
-nn.softmax and nn.log_softmax. Half-precision references compute in float32."""
+"""Normalisation ops: nn.batch_norm (inference), nn.instance_norm, nn.group_norm,
+nn.layer_norm, nn.lrn, nn.softmax and nn.log_softmax. Half-precision references compute in
+float32."""
 
 from __future__ import annotations
 
@@ -79,6 +80,40 @@ def _instance_norm_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     y = _normalize(x, tuple(range(2, x.ndim)), attrs["epsilon"])
     y = y * _channel_view(scale, x.ndim, 1) + _channel_view(bias, x.ndim, 1)
     return y.astype(x.dtype, copy=False)
+
+
+def group_norm_axis(data: TensorType, layout: str) -> int:
+    """The channel axis of nn.group_norm's ``data`` in ``layout`` (NCHW: 1, NHWC: last)."""
+    if layout not in ("NCHW", "NHWC"):
+        raise IRError(f"group_norm data_layout must be NCHW or NHWC, got {layout!r}")
+    return 1 if layout == "NCHW" else data.ndim - 1
+
+
+def _group_norm_type(types: Sequence[Type], attrs: Attrs) -> Type:
+    data = tensor_arg(types, 0, "data")
+    check_float(data, "data")
+    if data.ndim < 3:
+        raise IRError(f"group_norm data must be (N, C, spatial...), got {data}")
+    axis = group_norm_axis(data, attrs["data_layout"])
+    groups, channels = int(attrs["num_groups"]), data.shape[axis]
+    if groups < 1 or channels % groups:
+        raise IRError(
+            f"group_norm: {channels} channels do not split into {groups} groups; "
+            "num_groups must divide the channel count"
+        )
+    _per_channel(data, types, ("scale", "bias"), axis)
+    return data
+
+
+def _group_norm_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    x, scale, bias = xs
+    last = attrs["data_layout"] == "NHWC"
+    first = np.moveaxis(x, -1, 1) if last else x
+    groups = int(attrs["num_groups"])
+    grouped = first.reshape(first.shape[0], groups, -1)
+    y = _normalize(grouped, (2,), attrs["epsilon"]).reshape(first.shape)
+    y = y * _channel_view(scale, x.ndim, 1) + _channel_view(bias, x.ndim, 1)
+    return (np.moveaxis(y, 1, -1) if last else y).astype(x.dtype, copy=False)
 
 
 def _layer_norm_type(types: Sequence[Type], attrs: Attrs) -> Type:
@@ -179,6 +214,23 @@ register_op(
         pattern=OpPattern.OPAQUE,
         attrs=_EPS,
         doc="Normalise each (n, c) plane over its spatial axes, then scale and shift.",
+    )
+)
+
+register_op(
+    OpDef(
+        name="nn.group_norm",
+        num_inputs=3,
+        infer_type=_group_norm_type,
+        reference=_group_norm_ref,
+        pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+        attrs={
+            **_EPS,
+            "num_groups": Attr("int", doc="channel groups normalised together"),
+            "data_layout": Attr("str", "NCHW", "NCHW, or NHWC (data, result channels last)"),
+        },
+        doc="Normalise each group of channels over it and the spatial axes, then scale and "
+        "shift per channel (ONNX GroupNormalization, opset 21).",
     )
 )
 

@@ -1,5 +1,5 @@
-"""BatchNormalization, InstanceNormalization, LayerNormalization, LRN, Softmax and
-LogSoftmax against onnxruntime."""
+"""BatchNormalization, InstanceNormalization, GroupNormalization, LayerNormalization, LRN,
+Softmax and LogSoftmax against onnxruntime."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from ember.errors import FrontendError
 from ember.ir import Function, TensorType, Var, call, evaluate
 
 try:  # a package when tests/ has __init__ files, plain modules otherwise
@@ -62,6 +63,25 @@ def test_instance_norm(shape: tuple[int, ...], dtype: str) -> None:
     c = shape[1]
     params = {"s": rand((c,), dtype, 1), "b": rand((c,), dtype, 2)}
     check_node("InstanceNormalization", {"x": rand(shape, dtype)}, {"epsilon": 1e-4}, params)
+
+
+@pytest.mark.parametrize(
+    ("opset", "shape", "groups"),
+    [(18, (2, 6, 5), 3), (18, (1, 8, 3, 4), 2), (21, (1, 8, 3, 4), 4), (21, (2, 6), 2)],
+)
+def test_group_norm(opset: int, shape: tuple[int, ...], groups: int) -> None:
+    """Opset 18's scale and bias are per group, opset 21's per channel (the ONNX reference:
+    onnxruntime has no kernel for either)."""
+    size = groups if opset < 21 else shape[1]
+    params = {"s": rand((size,), "float32", 1), "b": rand((size,), "float32", 2)}
+    attrs = {"num_groups": groups, "epsilon": 1e-4}
+    check_node("GroupNormalization", {"x": rand(shape)}, attrs, params, opset=opset, reference=True)
+
+
+def test_group_norm_groups_must_divide_the_channels() -> None:
+    params = {"s": rand((3,), "float32", 1), "b": rand((3,), "float32", 2)}
+    with pytest.raises(FrontendError, match="must divide the channels"):
+        check_node("GroupNormalization", {"x": rand((1, 4, 3))}, {"num_groups": 3}, params, 18)
 
 
 @pytest.mark.parametrize("axis", [-1, 1, 2, 0])
