@@ -69,6 +69,7 @@ NOT_FAMILIES = {
         "nn_depthwise_kernel",  # 3x3 channels-last depthwise tiles as ember_f32_dw3x3 calls
         "nn_depthwise_epilogue",  # a small depthwise tile's epilogue folded into its call
         "narrow_softmax",  # float16/bfloat16 softmax rounded per step as onnx's reference (nn_norm)
+        "nn_softmax_rows",  # the float32 softmax over long rows, row by row (nn_norm)
     },
     "frontend/onnx": {
         "__init__",

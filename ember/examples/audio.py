@@ -1,4 +1,7 @@
-"""A wav2vec 2.0-style speech encoder (Baevski et al. 2020, the base model's shapes) as
+"""Speech encoders as PyTorch exports them, with seeded weights: a wav2vec 2.0-style one and
+Whisper's (:func:`whisper_encoder`).
+
+A wav2vec 2.0-style speech encoder (Baevski et al. 2020, the base model's shapes) as
 PyTorch exports it, with seeded weights.
 
 :func:`wav2vec2`: the feature encoder, seven 1-D convolutions of 512 channels over the raw
@@ -73,8 +76,9 @@ def _conv1d(
     )
 
 
-def _encoder_block(g: GraphBuilder, x: str, name: str, frames: int, dim: int, heads: int) -> str:
-    """A post-norm transformer block (wav2vec2 base's)."""
+def _attention(g: GraphBuilder, x: str, name: str, frames: int, dim: int, heads: int) -> str:
+    """Multi-head self-attention: a fused QKV MatMul, heads by Reshape/Transpose, a scaled
+    ``q @ k^T``, Softmax, ``@ v`` and the output projection."""
     head = dim // heads
     qkv = linear(g, x, f"{name}.qkv", dim, 3 * dim)
     split = g.const(f"{name}.split", np.array([dim] * 3, np.int64))
@@ -94,11 +98,28 @@ def _encoder_block(g: GraphBuilder, x: str, name: str, frames: int, dim: int, he
         "Transpose", [g.node("MatMul", [probs, v], f"{name}.av")], f"{name}.ctx", perm=[0, 2, 1, 3]
     )
     flat = g.const(f"{name}.flat", np.array([1, frames, dim], np.int64))
-    attn = linear(g, g.node("Reshape", [ctx, flat], f"{name}.merge"), f"{name}.out", dim, dim, 0.5)
-    x = _layer_norm(g, g.node("Add", [x, attn], f"{name}.res1"), f"{name}.norm1", dim)
+    return linear(g, g.node("Reshape", [ctx, flat], f"{name}.merge"), f"{name}.out", dim, dim, 0.5)
+
+
+def _mlp(g: GraphBuilder, x: str, name: str, dim: int) -> str:
     y = _gelu(g, linear(g, x, f"{name}.fc1", dim, 4 * dim), f"{name}.gelu")
-    y = linear(g, y, f"{name}.fc2", 4 * dim, dim, 0.5)
+    return linear(g, y, f"{name}.fc2", 4 * dim, dim, 0.5)
+
+
+def _encoder_block(g: GraphBuilder, x: str, name: str, frames: int, dim: int, heads: int) -> str:
+    """A post-norm transformer block (wav2vec2 base's)."""
+    attn = _attention(g, x, f"{name}.attn", frames, dim, heads)
+    x = _layer_norm(g, g.node("Add", [x, attn], f"{name}.res1"), f"{name}.norm1", dim)
+    y = _mlp(g, x, f"{name}.mlp", dim)
     return _layer_norm(g, g.node("Add", [x, y], f"{name}.res2"), f"{name}.norm2", dim)
+
+
+def _pre_norm_block(g: GraphBuilder, x: str, name: str, frames: int, dim: int, heads: int) -> str:
+    """A pre-norm transformer block (Whisper's)."""
+    y = _attention(g, _layer_norm(g, x, f"{name}.norm1", dim), f"{name}.attn", frames, dim, heads)
+    x = g.node("Add", [x, y], f"{name}.res1")
+    y = _mlp(g, _layer_norm(g, x, f"{name}.norm2", dim), f"{name}.mlp", dim)
+    return g.node("Add", [x, y], f"{name}.res2")
 
 
 def wav2vec2_frames(samples: int) -> int:
@@ -150,3 +171,49 @@ def wav2vec2_case(seed: int = 0) -> tuple[onnx.ModelProto, dict[str, np.ndarray]
     inputs = seeded_input((1, 1, 16000), "audio", seed + 1)
     inputs["audio"] *= np.float32(0.1)
     return wav2vec2(seed=seed), inputs
+
+
+def whisper_encoder(
+    mel_frames: int = 3000,
+    mels: int = 80,
+    layers: int = 4,
+    dim: int = 384,
+    heads: int = 6,
+    seed: int = 0,
+) -> onnx.ModelProto:
+    """Whisper's audio encoder (Radford et al. 2022; tiny's shapes by default) on a
+    ``1 x mels x mel_frames`` log-mel spectrogram ``mel``: two 1-D convolutions of kernel 3
+    with GELU (the second of stride 2), the frames transposed to (N, T, dim) plus the
+    sinusoidal position embedding, pre-norm transformer blocks and a final
+    LayerNormalization; output ``features`` (1, mel_frames / 2, dim). Thirty seconds of
+    audio are 3000 mel frames, 1500 tokens: no multiple of 16."""
+    if mel_frames < 2 or mel_frames % 2:
+        raise EmberValueError(f"whisper_encoder: mel_frames must be even, got {mel_frames}")
+    if dim % heads or dim % 2:
+        raise EmberValueError(f"whisper_encoder: dim {dim} must split into {heads} heads")
+    g = GraphBuilder(seed)
+    x = _gelu(g, _conv1d(g, "mel", "conv1", mels, dim, 3, pad=1, bias=True), "conv1.gelu")
+    x = _gelu(g, _conv1d(g, x, "conv2", dim, dim, 3, 2, pad=1, bias=True), "conv2.gelu")
+    frames = mel_frames // 2
+    x = g.node("Transpose", [x], "conv.t", perm=[0, 2, 1])
+    x = g.node("Add", [x, g.const("positions", _sinusoids(frames, dim))], "embed")
+    for i in range(layers):
+        x = _pre_norm_block(g, x, f"blocks.{i}", frames, dim, heads)
+    _layer_norm(g, x, "features", dim)
+    return g.model(
+        "whisper_encoder",
+        [helper.make_tensor_value_info("mel", onnx.TensorProto.FLOAT, [1, mels, mel_frames])],
+        [helper.make_tensor_value_info("features", onnx.TensorProto.FLOAT, [1, frames, dim])],
+    )
+
+
+def _sinusoids(length: int, dim: int) -> np.ndarray:
+    """Whisper's position embedding: sines then cosines of log-spaced timescales."""
+    scales = np.exp(-math.log(10000) / (dim // 2 - 1) * np.arange(dim // 2))
+    t = np.arange(length)[:, None] * scales[None, :]
+    return np.concatenate([np.sin(t), np.cos(t)], axis=1).astype(np.float32)[None]
+
+
+def whisper_case(seed: int = 0) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """Whisper-tiny's encoder and a seeded 3000-frame spectrogram."""
+    return whisper_encoder(seed=seed), seeded_input((1, 80, 3000), "mel", seed + 1)

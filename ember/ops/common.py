@@ -54,3 +54,12 @@ def load_broadcast(t: te.Tensor, out_index: Sequence[Any]) -> PrimExpr:
 def scalar(value: float | int | bool, dtype: str) -> PrimExpr:
     """A typed scalar constant."""
     return tir_const(value, dtype)
+
+
+def unflatten(flat: PrimExpr, shape: Sequence[int]) -> tuple[PrimExpr, ...]:
+    """Multi-index of position ``flat`` in ``shape`` (row-major)."""
+    out = []
+    for extent in reversed(shape):
+        out.append(flat % extent)
+        flat = flat // extent
+    return tuple(reversed(out))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ember import tir
 from ember.ir.op import Attrs
 from ember.ir.types import Type
-from ember.ops.common import out_tensor_type, static_shape
+from ember.ops.common import out_tensor_type, static_shape, unflatten
 from ember.ops.nn_common import product
 from ember.ops.registry import register_compute
 from ember.tir import te
@@ -34,15 +34,6 @@ def det(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
     return result
 
 
-def _unflatten(flat: tir.PrimExpr, shape: tuple[int, ...]) -> tuple[tir.PrimExpr, ...]:
-    """Multi-index of position ``flat`` in ``shape`` (row-major)."""
-    out = []
-    for extent in reversed(shape):
-        out.append(flat % extent)
-        flat = flat // extent
-    return tuple(reversed(out))
-
-
 def _det_body(
     x: tir.Buffer, out: tir.Buffer, shape: tuple[int, ...], batch: int, m: int
 ) -> tir.Stmt:
@@ -52,7 +43,7 @@ def _det_body(
     zero, one = tir.const(0.0, F64), tir.const(1.0, F64)
     kind = tir.StorageKind.STACK if m * m <= STACK_ELEMENTS else tir.StorageKind.HEAP
     with ib.for_range(0, batch, "b", kind=tir.ForKind.PARALLEL) as b:
-        idx = _unflatten(b, lead)
+        idx = unflatten(b, lead)
         a = ib.allocate(F64, (m * m,), "a", storage=kind)
         state = ib.allocate(F64, (2,), "state")  # running determinant, best pivot magnitude
         piv = ib.allocate("int32", (1,), "piv")

@@ -21,6 +21,7 @@ from ember.ops.common import load_broadcast, scalar, static_shape
 from ember.ops.narrow_softmax import narrow_softmax
 from ember.ops.nn_common import check_dtype, product
 from ember.ops.nn_schedule import MATERIALIZE, schedule_anchor
+from ember.ops.nn_softmax_rows import MIN_ROW, row_softmax
 from ember.ops.registry import register_compute, register_schedule
 from ember.support.dtypes import is_half
 from ember.tir import PrimExpr, te
@@ -259,6 +260,11 @@ def lrn(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
     return te.compute(shape, body, "lrn")
 
 
+#: whether a float32 softmax over a last axis of MIN_ROW or more runs row by row
+#: (ember.ops.nn_softmax_rows: each row's passes in the L1); False: te's whole-tensor passes.
+ROW_SOFTMAX = True
+
+
 def _softmax_parts(
     x: te.Tensor, attrs: Attrs, keep_exp: bool
 ) -> tuple[range, te.Tensor, te.Tensor, te.Tensor | None]:
@@ -286,6 +292,10 @@ def softmax(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
     if is_half(x.dtype):  # rounded step by step like onnx's reference (narrow_softmax)
         return narrow_softmax(x, attrs["axis"])
     check_dtype("nn.softmax", x.dtype)
+    shape = static_shape(x)
+    last = normalize_axis(attrs["axis"], len(shape)) == len(shape) - 1
+    if ROW_SOFTMAX and last and x.dtype == "float32" and shape[-1] >= MIN_ROW:
+        return row_softmax(x)
     axes, _, total, e = _softmax_parts(x, attrs, keep_exp=True)
     assert e is not None
     one = scalar(1.0, x.dtype)

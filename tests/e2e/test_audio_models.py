@@ -1,5 +1,5 @@
-"""The wav2vec2-style speech encoder (ember/examples/audio.py): valid, deterministic, its
-ops; a small one compiled against onnxruntime with its 1-D convolutions, GroupNorm and
+"""The speech encoders (ember/examples/audio.py). wav2vec2: valid, deterministic, its ops;
+a small one compiled against onnxruntime with its 1-D convolutions, GroupNorm and
 the features' transpose into the transformer all channels last (convert_layout's rank-3
 path), so that the waveform's transpose is the only layout transpose."""
 
@@ -10,7 +10,8 @@ import onnx
 import pytest
 
 from ember.errors import EmberValueError
-from ember.examples.audio import wav2vec2, wav2vec2_frames
+from ember.examples.audio import wav2vec2, wav2vec2_frames, whisper_encoder
+from ember.examples.blocks import seeded_input
 from ember.examples.models import MODELS, make_model
 from ember.testing import compile_onnx, run_artifacts, run_onnxruntime
 
@@ -45,3 +46,21 @@ def test_small_wav2vec2_compiles_channels_last_and_matches_onnxruntime():
     (want,) = run_onnxruntime(model, inputs)
     assert float(np.std(want)) > 1e-2
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=2e-5)
+
+
+def test_whisper_encoder_shapes_and_a_small_one_against_onnxruntime():
+    """Whisper-tiny's encoder: 3000 mel frames are 1500 tokens (no multiple of 16); a small
+    one compiled (softmax rows of 200 scores, row by row) against onnxruntime."""
+    assert "whisper_tiny_encoder" in MODELS.names()
+    full = make_model("whisper_tiny_encoder").model
+    out_dims = [d.dim_value for d in full.graph.output[0].type.tensor_type.shape.dim]
+    assert out_dims == [1, 1500, 384]
+    with pytest.raises(EmberValueError, match="even"):
+        whisper_encoder(mel_frames=301)
+    model = whisper_encoder(mel_frames=400, layers=1, dim=64, heads=2, seed=5)
+    inputs = seeded_input((1, 80, 400), "mel", 6)
+    built = compile_onnx(model, shape={"mel": (1, 80, 400)}, executor="graph")
+    (out,) = run_artifacts(built, inputs)
+    (want,) = run_onnxruntime(model, inputs)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=2e-5)
+    assert b"softmax_rows" in next(a.content for a in built.artifacts if a.file_name == "lib0.c")

@@ -11,6 +11,7 @@ from ember import tir
 from ember.errors import IRError
 from ember.ir import Attrs, Function, TensorType, Var, call, evaluate
 from ember.lowering.lower_group import lower_group
+from ember.ops.nn_softmax_rows import MIN_ROW
 
 
 def run_group(func: Function, seed: int = 0, tol: float = 1e-5, positive: bool = False) -> str:
@@ -133,7 +134,10 @@ def test_softmax_rows_of_any_length_keep_lane_partials(op, width):
     x = v("x", (3, width))
     func = group([x], call(op, x, axis=-1))
     text = str(lower_group(func, "k"))
-    assert "softmax_max_lanes" in text and "softmax_sum_lanes" in text
+    if op == "nn.softmax" and width >= MIN_ROW:  # row by row (nn_softmax_rows), 16 lanes
+        assert 'acc = allocate(Buffer((16,), "float32"' in text, text
+    else:
+        assert "softmax_max_lanes" in text and "softmax_sum_lanes" in text
     data = np.random.default_rng(4).standard_normal((3, width)).astype(np.float32)
     data[:, -3:] = -50.0
     out = np.zeros((3, width), np.float32)
@@ -197,4 +201,24 @@ def test_long_trailing_reductions_use_vector_lanes(op, shape, extra):
     else:
         func = group([x], call(op, x, **extra))
     text = run_group(func, tol=1e-4)
-    assert "_lanes" in text
+    assert "_lanes" in text or "acc = allocate(Buffer((16,)" in text  # softmax: by rows
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 140), (5, 1500), (4, 128)])
+def test_row_softmax_matches_the_whole_tensor_softmax(shape, monkeypatch):
+    """The row kernel (rows in parallel, 16 lanes and a tail) against te's passes."""
+    from ember.ops import nn_norm
+
+    x = v("x", shape)
+    func = group([x], call("nn.softmax", x, axis=-1))
+    data = np.random.default_rng(5).standard_normal(shape).astype(np.float32) * 4
+    outs = []
+    for rows in (True, False):
+        monkeypatch.setattr(nn_norm, "ROW_SOFTMAX", rows)
+        text = str(lower_group(func, "k"))
+        assert ("softmax_rows" in text) == rows
+        out = np.zeros(shape, np.float32)
+        tir.interpret(lower_group(func, "k"), [data, out])
+        outs.append(out)
+    np.testing.assert_allclose(outs[0], outs[1], rtol=2e-6, atol=1e-7)
+    np.testing.assert_allclose(outs[0].sum(axis=-1), 1.0, rtol=1e-5)
