@@ -146,6 +146,11 @@ def _transposed_axis(op: te.ComputeOp) -> int:
     return k if k < len(axis_vars) - 1 else -1
 
 
+#: whether a transpose axis that no tile size divides takes TRANSPOSE_TILE and a tail
+#: (else the transpose runs untiled): a (1, 512, 3199) NCW -> NHWC, one thread, 4.3 -> 0.35 ms.
+TRANSPOSE_TAILS = True
+
+
 def _tiles(op: te.ComputeOp, tails: bool = True) -> tuple[int, int] | None:
     """The tile sizes of ``op``'s transposed and innermost axes (TRANSPOSE_TILES), or None
     when it is no such transpose. An axis longer than a tile that no tile size divides
@@ -161,7 +166,7 @@ def _tiles(op: te.ComputeOp, tails: bool = True) -> tuple[int, int] | None:
             return None
         sizes = (TRANSPOSE_TILE, TRANSPOSE_TILE // 2, extent if extent <= TRANSPOSE_TILE else 0)
         fits = [t for t in sizes if t and extent >= t and extent % t == 0]
-        if not fits and not tails:
+        if not fits and not (tails and TRANSPOSE_TAILS):
             return None
         tiles.append(fits[0] if fits else TRANSPOSE_TILE)
     return tiles[0], tiles[1]
