@@ -7,7 +7,9 @@ The stages, in order (each consumes the previous one's output and nothing else):
    partition   a composite target's external kinds claim regions (ember.transform.partition)
 3. legalize    rewrite ops that are lowered through simpler ops; fail listing every op
                that has no implementation, before any lowering work (regions untouched);
-               the bodies of If/Loop/Scan compile as models of their own (ember.driver.control)
+               the bodies of If/Loop/Scan compile as models of their own (ember.driver.control);
+               then ``sink_reshape`` (opt level 2) moves the legalized products' reshapes
+               after their elementwise epilogues
 4. fuse        group ops into primitive functions (the ``fuse_ops`` pass; its depth is the
                context's config key ``fuse_ops.max_depth``; opt level 0 or a disabled
                ``fuse_ops`` puts every op in its own group)
@@ -93,6 +95,7 @@ def lower(
     mod = _partition(mod, tgt)  # before legalize: external kinds see the ops as imported
     with winograd_scope(tgt, ctx.config), legalize_scope(tgt):  # target-specific forms
         mod = fold_constant(legalize(mod))  # 3
+    mod = Sequential([get_pass("sink_reshape")])(mod, ctx)  # 3c: epilogues join products
     mod, helpers = compile_control(mod, lower, tgt, ctx, mod_name)  # 3b: If/Loop/Scan bodies
     check_lowerable(mod)
     mod = _fuse(mod, ctx)  # 4

@@ -41,7 +41,7 @@ WAV2VEC2_CONVS: tuple[tuple[int, int], ...] = (
 )
 
 
-def _gelu(g: GraphBuilder, x: str, name: str) -> str:
+def gelu(g: GraphBuilder, x: str, name: str) -> str:
     """``x * (1 + erf(x / sqrt 2)) / 2``, as PyTorch exports nn.GELU."""
     root = g.const(f"{name}.sqrt2", np.array(math.sqrt(2.0), np.float32))
     one = g.const(f"{name}.one", np.array(1.0, np.float32))
@@ -51,7 +51,8 @@ def _gelu(g: GraphBuilder, x: str, name: str) -> str:
     return g.node("Mul", [y, half], f"{name}")
 
 
-def _layer_norm(g: GraphBuilder, x: str, name: str, dim: int) -> str:
+def layer_norm(g: GraphBuilder, x: str, name: str, dim: int) -> str:
+    """LayerNormalization over the last axis (``dim``) with seeded scale and shift."""
     scale = g.const(f"{name}.weight", (1.0 + 0.1 * g.rng.standard_normal(dim)).astype(np.float32))
     bias = g.weight(f"{name}.bias", (dim,), 0.05)
     return g.node("LayerNormalization", [x, scale, bias], name, axis=-1, epsilon=1e-5)
@@ -102,23 +103,23 @@ def _attention(g: GraphBuilder, x: str, name: str, frames: int, dim: int, heads:
 
 
 def _mlp(g: GraphBuilder, x: str, name: str, dim: int) -> str:
-    y = _gelu(g, linear(g, x, f"{name}.fc1", dim, 4 * dim), f"{name}.gelu")
+    y = gelu(g, linear(g, x, f"{name}.fc1", dim, 4 * dim), f"{name}.gelu")
     return linear(g, y, f"{name}.fc2", 4 * dim, dim, 0.5)
 
 
 def _encoder_block(g: GraphBuilder, x: str, name: str, frames: int, dim: int, heads: int) -> str:
     """A post-norm transformer block (wav2vec2 base's)."""
     attn = _attention(g, x, f"{name}.attn", frames, dim, heads)
-    x = _layer_norm(g, g.node("Add", [x, attn], f"{name}.res1"), f"{name}.norm1", dim)
+    x = layer_norm(g, g.node("Add", [x, attn], f"{name}.res1"), f"{name}.norm1", dim)
     y = _mlp(g, x, f"{name}.mlp", dim)
-    return _layer_norm(g, g.node("Add", [x, y], f"{name}.res2"), f"{name}.norm2", dim)
+    return layer_norm(g, g.node("Add", [x, y], f"{name}.res2"), f"{name}.norm2", dim)
 
 
 def _pre_norm_block(g: GraphBuilder, x: str, name: str, frames: int, dim: int, heads: int) -> str:
     """A pre-norm transformer block (Whisper's)."""
-    y = _attention(g, _layer_norm(g, x, f"{name}.norm1", dim), f"{name}.attn", frames, dim, heads)
+    y = _attention(g, layer_norm(g, x, f"{name}.norm1", dim), f"{name}.attn", frames, dim, heads)
     x = g.node("Add", [x, y], f"{name}.res1")
-    y = _mlp(g, _layer_norm(g, x, f"{name}.norm2", dim), f"{name}.mlp", dim)
+    y = _mlp(g, layer_norm(g, x, f"{name}.norm2", dim), f"{name}.mlp", dim)
     return g.node("Add", [x, y], f"{name}.res2")
 
 
@@ -143,10 +144,10 @@ def wav2vec2(
         x = _conv1d(g, x, f"feature.{i}", cin, 512, k, s)
         if i == 0:
             x = group_norm(g, x, f"feature.{i}.norm", 512, 512, rank=3)
-        x, cin = _gelu(g, x, f"feature.{i}.gelu"), 512
+        x, cin = gelu(g, x, f"feature.{i}.gelu"), 512
     frames = wav2vec2_frames(samples)
     x = g.node("Transpose", [x], "features.t", perm=[0, 2, 1])
-    x = linear(g, _layer_norm(g, x, "features.norm", 512), "projection", 512, dim)
+    x = linear(g, layer_norm(g, x, "features.norm", 512), "projection", 512, dim)
     pos = g.node("Transpose", [x], "pos.t", perm=[0, 2, 1])
     pos = _conv1d(g, pos, "pos.conv", dim, dim, 128, pad=64, group=16, bias=True)
     starts, ends, axes = (
@@ -154,8 +155,8 @@ def wav2vec2(
         for n, v in (("start", 0), ("end", frames), ("axis", 2))
     )
     pos = g.node("Slice", [pos, starts, ends, axes], "pos.trim")
-    pos = g.node("Transpose", [_gelu(g, pos, "pos.gelu")], "pos.back", perm=[0, 2, 1])
-    x = _layer_norm(g, g.node("Add", [x, pos], "pos.add"), "encoder.norm", dim)
+    pos = g.node("Transpose", [gelu(g, pos, "pos.gelu")], "pos.back", perm=[0, 2, 1])
+    x = layer_norm(g, g.node("Add", [x, pos], "pos.add"), "encoder.norm", dim)
     for i in range(layers):
         x = _encoder_block(g, x, f"layers.{i}", frames, dim, heads)
     g.node("Identity", [x], "features")
@@ -192,14 +193,14 @@ def whisper_encoder(
     if dim % heads or dim % 2:
         raise EmberValueError(f"whisper_encoder: dim {dim} must split into {heads} heads")
     g = GraphBuilder(seed)
-    x = _gelu(g, _conv1d(g, "mel", "conv1", mels, dim, 3, pad=1, bias=True), "conv1.gelu")
-    x = _gelu(g, _conv1d(g, x, "conv2", dim, dim, 3, 2, pad=1, bias=True), "conv2.gelu")
+    x = gelu(g, _conv1d(g, "mel", "conv1", mels, dim, 3, pad=1, bias=True), "conv1.gelu")
+    x = gelu(g, _conv1d(g, x, "conv2", dim, dim, 3, 2, pad=1, bias=True), "conv2.gelu")
     frames = mel_frames // 2
     x = g.node("Transpose", [x], "conv.t", perm=[0, 2, 1])
     x = g.node("Add", [x, g.const("positions", _sinusoids(frames, dim))], "embed")
     for i in range(layers):
         x = _pre_norm_block(g, x, f"blocks.{i}", frames, dim, heads)
-    _layer_norm(g, x, "features", dim)
+    layer_norm(g, x, "features", dim)
     return g.model(
         "whisper_encoder",
         [helper.make_tensor_value_info("mel", onnx.TensorProto.FLOAT, [1, mels, mel_frames])],

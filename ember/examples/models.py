@@ -19,6 +19,8 @@ Nothing here downloads anything or writes files: every generator builds an ONNX
 * :func:`ember.examples.audio.wav2vec2` - a wav2vec 2.0-style speech encoder (1-D
   convolutions over the waveform, GroupNorm, a grouped position convolution of kernel 128),
   and :func:`ember.examples.audio.whisper_encoder` - Whisper-tiny's encoder (1500 tokens).
+* :func:`ember.examples.convnext.convnext_tiny` - ConvNeXt-T (7x7 depthwise, LayerNorm and
+  an MLP over NHWC between the model's own transposes).
 * :func:`ember.examples.unet.unet` - a diffusion-style U-Net (GroupNorm as PyTorch exports
   it, SiLU, ConvTranspose, skip concatenations).
 
@@ -45,6 +47,7 @@ from ember.examples.audio import wav2vec2_case, whisper_case
 from ember.examples.builder import IR_VERSION, OPSET
 from ember.examples.builder import GraphBuilder as _Graph
 from ember.examples.classification import pp_lcnet_case
+from ember.examples.convnext import convnext_case
 from ember.examples.detection import yolo_case
 from ember.examples.efficientnet import efficientnet_case
 from ember.examples.grouped import REGNETX, regnetx_case, resnext_case
@@ -496,7 +499,7 @@ def register_builtin_models() -> None:
     """Fill :data:`MODELS` (idempotent): the light models, MobileNetV2s, BERT encoders,
     the three MLPerf Tiny models, the zoo of issue 12 (:data:`ZOO`'s new four) and the
     grouped-convolution classifiers (ResNeXt-50, RegNetX-200MF and -400MF), a ViT,
-    EfficientNet-B0, a U-Net and two speech encoders (wav2vec2, Whisper-tiny's)."""
+    EfficientNet-B0, ConvNeXt-T, a U-Net and two speech encoders (wav2vec2, Whisper-tiny's)."""
     builders = {name: partial(light_model, name) for name in LIGHT_MODELS}
     for size, width in ((224, 1.0), (96, 1.0), (64, 0.35)):
         name = "mobilenet_v2" + ("" if size == 224 else f"_{size}")
@@ -516,6 +519,7 @@ def register_builtin_models() -> None:
     builders["vit_tiny"] = partial(vit_case)
     builders["efficientnet_b0"] = partial(efficientnet_case)
     builders["unet"] = partial(unet_case)
+    builders["convnext_tiny"] = partial(convnext_case)
     builders["wav2vec2"] = partial(wav2vec2_case)
     builders["whisper_tiny_encoder"] = partial(whisper_case)
     for name, build in builders.items():

@@ -217,7 +217,14 @@ def schedule_anchor(ctx: ScheduleContext, reduce_inner: bool = False) -> None:
     outer = schedule_output(main, _reduce_work(reds), reduce_inner)
     for extra in outputs[1:]:
         schedule_output(sch[extra])
-    readers = _reduction_readers(sch, reds)
+    # a reduction read by another kept stage (a norm's mean stage, kept in its own
+    # buffer) stays at root, even when its shape is the output's (a 1x1 group norm)
+    kept = [
+        st
+        for op, st in sch.stages.items()
+        if isinstance(op, te.ComputeOp) and not st.inlined and all(op is not o.op for o in outputs)
+    ]
+    readers = _reduction_readers(sch, kept)
     for stage in reds:
         attachable = (
             outer is not None

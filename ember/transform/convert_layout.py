@@ -21,7 +21,10 @@ forward through the ops that have a channels-last form:
 Rank-3 (NCW) convolutions and the chains between them take the same path: their values
 are channels-last rank-4 tensors with a unit H, (N, 1, W, C), the convolutions 2-D ones of
 kernel (1, k). ``transpose(x, (0, 2, 1))`` of such a value (audio models' features into
-their transformer, NCW -> NWC) is a reshape of it.
+their transformer, NCW -> NWC) is a reshape of it. Likewise a model's own NCHW -> NHWC
+transpose of a channels-last value is that value, and a convolution reading an NHWC tensor
+through the model's own NHWC -> NCHW transpose reads the NHWC tensor (ConvNeXt's blocks
+move their channels last for a LayerNorm and an MLP, and back): no transpose is left.
 
 Every other use of a channels-last value reads it through one ``transpose`` back to NCHW
 (made once per value), as do the function's results: the layout changes only at the borders
@@ -205,6 +208,13 @@ def _last_form(ty: TensorType) -> tuple[int, ...]:
     return (n, 1, w, c)
 
 
+def _channels_first_of(node: Expr) -> bool:
+    """Whether ``node`` is ``transpose(x, (0, 3, 1, 2))``: NCHW of an NHWC ``x``."""
+    if not isinstance(node, Call) or _op(node) is None or node.op_name != "transpose":
+        return False
+    return tuple(node.attrs["axes"]) == _TO_FIRST
+
+
 def _nwc_to_ncw(node: Expr) -> bool:
     """Whether ``node`` is ``transpose(x, (0, 2, 1))`` of a rank-3 ``x``."""
     if not isinstance(node, Call) or _op(node) is None or node.op_name != "transpose":
@@ -269,6 +279,9 @@ class _Planner:
                 # NWC -> NCW -> NHWC (wav2vec2's position convolution): the two transposes
                 # cancel; the NWC tensor gains a unit H
                 self.lasts[key] = call("reshape", value.args[0], newshape=_last_form(ty))
+            elif _channels_first_of(value):  # NHWC -> NCHW -> NHWC (ConvNeXt): they cancel
+                assert isinstance(value, Call)
+                self.lasts[key] = value.args[0]
             elif isinstance(ty, TensorType) and ty.ndim == 3:
                 value = call("reshape", value, newshape=_rank4_form(ty))
                 self.lasts[key] = call("transpose", value, axes=_TO_LAST)
@@ -315,10 +328,14 @@ class _Planner:
         if op.name == "image.resize" and _rank4(node.args[0]):
             value = call(op.name, self.to_last(node.args[0]), name=node.name, **_resized(node))
             return self.channels_last(node, value)
-        if op.name == "transpose" and _ndim(node) == 3 and tuple(node.attrs["axes"]) == (0, 2, 1):
-            # NCW -> NWC (wav2vec2's and Whisper's features into their transformer): the
-            # channels-last value, without its unit H
-            return call("reshape", self.new[id(node.args[0])], newshape=node.tensor_type.shape)
+        if op.name == "transpose" and tuple(node.attrs["axes"]) == channels_last_axes(_ndim(node)):
+            # the model's own move of the channels last (ConvNeXt's LayerNorm and MLP over
+            # NHWC; wav2vec2's and Whisper's NCW features into their transformer): the
+            # channels-last value itself (an NCW one without its unit H)
+            value = self.new[id(node.args[0])]
+            if _ndim(node) == 3:
+                return call("reshape", value, newshape=node.tensor_type.shape)
+            return value
         if op.name == "nn.instance_norm" and _planned(node):  # a group norm of 1 channel a group
             x, scale, bias = node.args
             attrs = {"epsilon": node.attrs["epsilon"], "data_layout": "NHWC"}
@@ -372,8 +389,8 @@ class _Planner:
                 args.append(const(permute_constant(np.asarray(a.data), out.ndim)))
             elif isinstance(ty, TensorType) and ty.ndim == 0:
                 args.append(self.new[id(a)])
-            elif _small(ty, out):
-                args.append(self.to_last(a))
+            elif _small(ty, out) or (out.ndim == 4 and _channels_first_of(self.new[id(a)])):
+                args.append(self.to_last(a))  # a transpose, or the NHWC tensor it reads
             else:
                 return self.keep(node)
         value = with_children(node, tuple(args))

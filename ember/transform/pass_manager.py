@@ -46,6 +46,7 @@ from ember.transform.fold_constant import fold_constant
 from ember.transform.fuse_ops import DEFAULT_MAX_DEPTH, fuse_ops
 from ember.transform.qdq import fuse_qdq
 from ember.transform.simplify import simplify
+from ember.transform.sink_reshape import sink_reshape
 
 PassFn = Callable[[IRModule, "PassContext"], IRModule]
 
@@ -191,6 +192,7 @@ FOLD_CONSTANT = _builtin(fold_constant, 1)
 DEAD_CODE_ELIMINATION = _builtin(dead_code_elimination, 1)
 ELIMINATE_COMMON_SUBEXPR = _builtin(eliminate_common_subexpr, 2)
 SIMPLIFY = _builtin(simplify, 2)
+SINK_RESHAPE = _builtin(sink_reshape, 2)  # after legalization (ember.driver.pipeline)
 FUSE_QDQ = register_pass(
     Pass(
         "fuse_qdq",

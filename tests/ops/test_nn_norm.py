@@ -65,6 +65,8 @@ def test_batch_norm(shape, axis):
         ((1, 5, 6, 8), 2, "NHWC"),
         ((2, 3, 32), 8, "NHWC"),
         ((1, 3, 4, 2, 6), 6, "NHWC"),
+        ((1, 16, 1, 1), 16, "NCHW"),  # statistics of the output's shape: kept at root
+        ((1, 1, 1, 16), 8, "NHWC"),
     ],
 )
 def test_group_norm(shape, groups, layout):

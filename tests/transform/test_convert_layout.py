@@ -285,3 +285,17 @@ def test_convs_the_legalizer_cannot_pack_stay_channels_first() -> None:
         assert "transpose" not in _count(convert_layout(mod))
     grouped = IRModule({"main": Function((_x(8),), _conv(_x(8), 8, 12, groups=2))})
     assert "transpose" not in _count(convert_layout(grouped))
+
+
+def test_a_models_own_moves_of_the_channels_cancel() -> None:
+    """ConvNeXt's block: depthwise conv, transpose to NHWC, LayerNorm and an MLP over the
+    channels, transpose back, residual add, conv: no transpose but the graph's borders."""
+    x = _x(c=16)
+    a = _conv(x, 16, 16, 3)
+    y = call("transpose", _conv(a, 16, 16, 7, seed=1, groups=16), axes=TO_LAST)
+    y = call("nn.layer_norm", y, _w(16, seed=2), _w(16, seed=3), axis=-1)
+    y = call("nn.matmul", y, _w(16, 32, seed=4))
+    y = call("nn.matmul", call("relu", y), _w(32, 16, seed=5))
+    y = call("add", a, call("transpose", y, axes=TO_FIRST))
+    _, out = _run(_conv(y, 16, 16, 1, seed=6), x)
+    assert _transposes(out) == [tuple(TO_LAST), tuple(TO_FIRST)]
