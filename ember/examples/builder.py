@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,6 +38,15 @@ class GraphBuilder:
         """Add a one-output node named ``name`` whose output is also called ``name``."""
         self.nodes.append(helper.make_node(op, list(inputs), [name], name=name, **attrs))
         return name
+
+    def logits(
+        self, x: str, name: str, features: int, num_classes: int, bias_std: float = 0.05
+    ) -> str:
+        """A ``Gemm`` classifier over (1, ``features``) ``x`` (weights ``name.weight`` and
+        ``name.bias``), its output named ``logits``."""
+        w = self.weight(f"{name}.weight", (num_classes, features), math.sqrt(1.0 / features))
+        b = self.weight(f"{name}.bias", (num_classes,), bias_std)
+        return self.node("Gemm", [x, w, b], "logits", transB=1)
 
     def model(
         self, name: str, inputs: list[onnx.ValueInfoProto], outputs: list[onnx.ValueInfoProto]

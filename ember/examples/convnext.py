@@ -12,8 +12,6 @@ LayerNormalization and a 1000-way classifier.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import onnx
 
@@ -63,9 +61,7 @@ def convnext_tiny(image_size: int = 224, num_classes: int = 1000, seed: int = 0)
         cin = dim
     x = g.node("Flatten", [g.node("GlobalAveragePool", [x], "pool")], "flatten", axis=1)
     x = layer_norm(g, x, "head.norm", cin)
-    w = g.weight("head.weight", (num_classes, cin), math.sqrt(1.0 / cin))
-    b = g.weight("head.bias", (num_classes,), 0.05)
-    g.node("Gemm", [x, w, b], "logits", transB=1)
+    g.logits(x, "head", cin, num_classes)
     return g.classifier("convnext_tiny", image_size, num_classes)
 
 

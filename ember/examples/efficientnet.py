@@ -10,8 +10,6 @@ head to 1280 channels, global average pooling and a 1000-way classifier. SiLU is
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import onnx
 
@@ -62,9 +60,7 @@ def efficientnet_b0(
             x, cin, index = y, cout, index + 1
     x = conv(g, x, "head", cin, 1280, act="silu")
     x = g.node("Flatten", [g.node("GlobalAveragePool", [x], "pool")], "flatten", axis=1)
-    w = g.weight("classifier.weight", (num_classes, 1280), math.sqrt(1.0 / 1280))
-    b = g.weight("classifier.bias", (num_classes,), 0.05)
-    g.node("Gemm", [x, w, b], "logits", transB=1)
+    g.logits(x, "classifier", 1280, num_classes)
     return g.classifier("efficientnet_b0", image_size, num_classes)
 
 

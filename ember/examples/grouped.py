@@ -15,8 +15,6 @@ ones; these are the families that deploy them.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import onnx
 
@@ -35,9 +33,7 @@ def _classifier(g: GraphBuilder, x: str, channels: int, num_classes: int) -> str
     """Global average pool, flatten, a ``Gemm`` to ``num_classes`` logits named ``logits``."""
     x = g.node("GlobalAveragePool", [x], "pool")
     x = g.node("Flatten", [x], "flatten", axis=1)
-    w = g.weight("fc.weight", (num_classes, channels), math.sqrt(1.0 / channels))
-    b = g.weight("fc.bias", (num_classes,), 0.05)
-    return g.node("Gemm", [x, w, b], "logits", transB=1)
+    return g.logits(x, "fc", channels, num_classes)
 
 
 def _residual(g: GraphBuilder, y: str, shortcut: str, name: str) -> str:

@@ -88,9 +88,7 @@ def vit(
         x = g.node("Add", [x, linear(g, h, f"{p}.mlp.fc2", 4 * dim, dim, 0.5)], f"{p}.res2")
     x = norm(x, "norm")
     x = g.node("Gather", [x, index("cls.index", 0)], "cls", axis=1)
-    w = g.weight("head.weight", (num_classes, dim), math.sqrt(1.0 / dim))
-    b = g.weight("head.bias", (num_classes,), 0.02)
-    g.node("Gemm", [x, w, b], "logits", transB=1)
+    g.logits(x, "head", dim, num_classes, 0.02)
     return g.classifier("vit", image_size, num_classes)
 
 
