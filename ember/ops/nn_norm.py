@@ -13,16 +13,19 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ember import tir
+from ember.ir.expr import Call, Constant, Expr, call
 from ember.ir.op import Attrs
 from ember.ir.ops.common import normalize_axis
-from ember.ir.types import Type
+from ember.ir.types import TensorType, Type
 from ember.ops.common import load_broadcast, scalar, static_shape
 from ember.ops.narrow_softmax import narrow_softmax
 from ember.ops.nn_common import check_dtype, product
 from ember.ops.nn_schedule import MATERIALIZE, schedule_anchor
 from ember.ops.nn_softmax_rows import MIN_ROW, row_softmax
-from ember.ops.registry import register_compute, register_schedule
+from ember.ops.registry import register_compute, register_legalize, register_schedule
 from ember.support.dtypes import is_half
 from ember.tir import PrimExpr, te
 
@@ -307,6 +310,50 @@ def softmax(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
     return te.compute(x.shape, body, "softmax")
 
 
+@register_compute("nn.softmax_rows")
+def softmax_rows(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """The row softmax over each row's first ``width`` elements (nn_softmax_rows)."""
+    return row_softmax(inputs[0], int(attrs["width"]))
+
+
+@register_legalize("nn.softmax")
+def softmax_of_padded_rows(node: Call) -> Expr:
+    """``softmax(slice(P))`` or ``softmax(slice(P) * c)`` over the last axis, the slice
+    dropping P's padded columns (long float32 rows): ``softmax_rows(P [* c])``, which reads
+    the padded rows in place."""
+    x = node.args[0]
+    ty = node.type
+    if not ROW_SOFTMAX or not isinstance(ty, TensorType) or ty.dtype != "float32" or not ty.ndim:
+        return node
+    if normalize_axis(node.attrs["axis"], ty.ndim) != ty.ndim - 1 or ty.shape[-1] < MIN_ROW:
+        return node
+    scale = None
+    if isinstance(x, Call) and x.op_name == "multiply":
+        lhs, rhs = x.args
+        if isinstance(rhs, Constant) and np.size(rhs.data) == 1:
+            x, scale = lhs, rhs
+    padded = _last_axis_prefix(x)
+    if padded is None:
+        return node
+    if scale is not None:
+        padded = call("multiply", padded, Constant(np.asarray(scale.data).reshape(())))
+    return call("nn.softmax_rows", padded, width=int(ty.shape[-1]), name=node.name)
+
+
+def _last_axis_prefix(x: Expr) -> Expr | None:
+    """P when ``x`` is ``strided_slice(P)`` keeping a prefix of P's last axis only."""
+    if not isinstance(x, Call) or x.op_name != "strided_slice":
+        return None
+    p = x.args[0]
+    pty = p.type
+    if not isinstance(pty, TensorType):
+        return None
+    begin, end, strides = (tuple(x.attrs[k]) for k in ("begin", "end", "strides"))
+    if any(begin) or any(s != 1 for s in strides) or tuple(end[:-1]) != pty.shape[:-1]:
+        return None
+    return p
+
+
 @register_compute("nn.log_softmax")
 def log_softmax(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
     """(x - max) - log(sum(exp(x - max))) along ``axis``."""
@@ -322,6 +369,6 @@ def log_softmax(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Ten
     return te.compute(x.shape, body, "log_softmax")
 
 
-_NORMS = ("nn.instance_norm", "nn.group_norm", "nn.layer_norm", "nn.lrn")
+_NORMS = ("nn.instance_norm", "nn.group_norm", "nn.layer_norm", "nn.lrn", "nn.softmax_rows")
 for _name in (*_NORMS, "nn.softmax", "nn.log_softmax"):
     register_schedule(_name)(schedule_anchor)

@@ -9,7 +9,7 @@ import pytest
 
 from ember import tir
 from ember.errors import IRError
-from ember.ir import Attrs, Function, TensorType, Var, call, evaluate
+from ember.ir import Attrs, Function, TensorType, Var, call, const, evaluate
 from ember.lowering.lower_group import lower_group
 from ember.ops.nn_softmax_rows import MIN_ROW
 
@@ -224,3 +224,32 @@ def test_row_softmax_matches_the_whole_tensor_softmax(shape, monkeypatch):
         outs.append(out)
     np.testing.assert_allclose(outs[0], outs[1], rtol=2e-6, atol=1e-7)
     np.testing.assert_allclose(outs[0].sum(axis=-1), 1.0, rtol=1e-5)
+
+
+def test_softmax_rows_reads_the_first_width_elements_of_padded_rows():
+    """nn.softmax_rows: rows of 136 (a product padded from 130) normalised over their first
+    130, the padding ignored whatever it holds."""
+    x = v("x", (2, 3, 136))
+    func = group([x], call("nn.softmax_rows", x, width=130))
+    assert func.body.type == TensorType((2, 3, 130), "float32")
+    run_group(func)
+    with pytest.raises(IRError, match="must lie in 1..136"):
+        call("nn.softmax_rows", x, width=140)
+
+
+def test_softmax_of_a_padded_products_slice_legalizes_to_softmax_rows():
+    """softmax(slice(P) * c) over long rows -> softmax_rows(P * c): no slice pass."""
+    from ember.ops.nn_norm import softmax_of_padded_rows
+
+    p = v("p", (1, 2, 200, 224))
+    sliced = call("strided_slice", p, begin=(0, 0, 0, 0), end=(1, 2, 200, 200), strides=(1,) * 4)
+    node = call("nn.softmax", call("multiply", sliced, const(np.float32(0.125))), axis=-1)
+    out = softmax_of_padded_rows(node)
+    assert out.op_name == "nn.softmax_rows" and out.attrs["width"] == 200
+    assert out.args[0].op_name == "multiply" and out.args[0].args[0] is p
+    data = np.random.default_rng(2).standard_normal((1, 2, 200, 224)).astype(np.float32)
+    want = evaluate(Function((p,), node), [data])[0]
+    np.testing.assert_allclose(evaluate(Function((p,), out), [data])[0], want, rtol=1e-6)
+    rows = call("strided_slice", p, begin=(0, 0, 0, 0), end=(1, 2, 100, 224), strides=(1,) * 4)
+    kept = call("nn.softmax", rows, axis=-1)  # a slice of rows, not of columns
+    assert softmax_of_padded_rows(kept) is kept

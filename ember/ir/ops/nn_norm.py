@@ -171,6 +171,22 @@ def _softmax_type(types: Sequence[Type], attrs: Attrs) -> Type:
     return data
 
 
+def _softmax_rows_type(types: Sequence[Type], attrs: Attrs) -> Type:
+    data = tensor_arg(types, 0, "data")
+    if data.dtype != "float32" or data.ndim < 1:
+        raise IRError(f"softmax_rows takes float32 rows, got {data}")
+    width = int(attrs["width"])
+    if not 1 <= width <= data.shape[-1]:
+        raise IRError(f"softmax_rows width {width} must lie in 1..{data.shape[-1]} ({data})")
+    return TensorType((*data.shape[:-1], width), data.dtype)
+
+
+def _softmax_rows_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    x = widen(xs[0][..., : int(attrs["width"])])
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return (e / e.sum(axis=-1, keepdims=True)).astype(xs[0].dtype)
+
+
 def _softmax_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     x = xs[0]
     if is_half(x.dtype.name):  # step by step in the narrow type, as onnx's reference and
@@ -275,6 +291,19 @@ register_op(
         pattern=OpPattern.OPAQUE,
         attrs=_AXIS,
         doc="exp(x) / sum(exp(x)) along ``axis``.",
+    )
+)
+
+register_op(
+    OpDef(
+        name="nn.softmax_rows",
+        num_inputs=1,
+        infer_type=_softmax_rows_type,
+        reference=_softmax_rows_ref,
+        pattern=OpPattern.OPAQUE,
+        attrs={"width": Attr("int", doc="the leading elements of each row normalised")},
+        doc="Softmax over the first ``width`` elements of each last-axis row (float32), the "
+        "rest of the row ignored: a padded product's scores without their slice (legalized).",
     )
 )
 
