@@ -8,6 +8,12 @@ of ``n / g`` iterations over g copies of its body, copy ``l`` with ``i = o * g +
 simplifier then folds ``i % g`` to ``l`` and ``i // g`` to ``o``, so each copy reads one
 source at consecutive addresses and the C compiler folds the selects against the loop's
 range. The same values, element for element.
+
+A loop whose body reads ``i % m`` for a larger ``m`` (at least MIN_BLOCK, dividing ``n``:
+attention heads merged back, ``transpose(0, 2, 1, 3)`` then a reshape, reads runs of 64)
+becomes a serial loop over the ``n / m`` blocks around a vectorized loop of ``m``, each
+block one contiguous run instead of a gather (Whisper-tiny's head merge, 1500 x 384:
+345 -> ~100 us).
 """
 
 from __future__ import annotations
@@ -24,6 +30,24 @@ __all__ = ["MAX_INTERLEAVE", "interleave_loops", "interleave_of"]
 
 #: the most sources a loop is interleaved over (copies of its body).
 MAX_INTERLEAVE = 8
+#: the shortest run (``i % m``) a vectorized loop is split into blocks of.
+MIN_BLOCK = 16
+
+
+def block_of(loop: For, extent: int) -> int:
+    """The ``m`` (MIN_BLOCK.., dividing ``extent`` and below it) of the loop's body's
+    ``var % m``, the smallest if several; 0 for none."""
+    var = loop.loop_var
+    found: list[int] = []
+
+    def visit(node: Any) -> None:
+        if isinstance(node, FloorMod | Mod) and node.a is var and isinstance(node.b, IntImm):
+            m = int(node.b.value)
+            if MIN_BLOCK <= m < extent and extent % m == 0:
+                found.append(m)
+
+    post_order_visit(loop.body, visit)
+    return min(found) if found else 0
 
 
 def interleave_of(loop: For, extent: int) -> int:
@@ -46,9 +70,11 @@ class _Interleave(ConstantLoopRewriter):
     kind = ForKind.VECTORIZED
 
     def rewrite(self, op: For, extent: int) -> Stmt:
-        g = interleave_of(op, extent)
-        if not g or int(op.min.value) != 0:  # type: ignore[attr-defined]
+        if int(op.min.value) != 0:  # type: ignore[attr-defined]
             return op
+        g = interleave_of(op, extent)
+        if not g:
+            return self.blocks(op, extent)
         var = op.loop_var
         outer = Var(var.name + "_o", var.dtype)
         copies = [
@@ -58,6 +84,20 @@ class _Interleave(ConstantLoopRewriter):
             for lane in range(g)
         ]
         return For(outer, const(0, var.dtype), const(extent // g, var.dtype), op.kind, seq(*copies))
+
+    def blocks(self, op: For, extent: int) -> Stmt:
+        """``op`` as blocks of its body's ``var % m`` (see the module docstring)."""
+        m = block_of(op, extent)
+        if not m:
+            return op
+        var = op.loop_var
+        outer, inner = Var(var.name + "_b", var.dtype), Var(var.name + "_l", var.dtype)
+        body = substitute(op.body, {var: outer * const(m, var.dtype) + inner})
+        body = simplify(body, {inner: (0, m - 1), outer: (0, extent // m - 1)})
+        vector = For(inner, const(0, var.dtype), const(m, var.dtype), op.kind, body)
+        return For(
+            outer, const(0, var.dtype), const(extent // m, var.dtype), ForKind.SERIAL, vector
+        )
 
 
 def interleave_loops(func: PrimFunc) -> PrimFunc:

@@ -78,3 +78,27 @@ def test_channel_shuffle_groups_lower_interleaved_and_exact(groups: int, per: in
     out = np.zeros(want.shape, np.float32)
     tir.interpret(prim, [*xs, out])
     np.testing.assert_array_equal(out, want)
+
+
+def test_runs_of_sixteen_or_more_become_blocks_of_a_vectorized_loop() -> None:
+    """``i % 64`` over 384 (attention heads merged back): six serial blocks of a vectorized
+    64, each a contiguous run; the same values."""
+    func = _loop(384, 64)
+    new = interleave_loops(func)
+    outer = new.body
+    assert isinstance(outer, For) and outer.kind == ForKind.SERIAL and outer.extent.value == 6
+    inner = outer.body
+    assert isinstance(inner, For) and inner.kind == ForKind.VECTORIZED and inner.extent.value == 64
+    assert "%" not in str(new) and "//" not in str(new)
+    np.testing.assert_array_equal(_run(new, 384), _run(func, 384))
+
+
+def test_heads_merged_back_read_contiguous_runs() -> None:
+    x = Var("x", TensorType((1, 6, 15, 64), "float32"))
+    body = call("reshape", call("transpose", x, axes=(0, 2, 1, 3)), newshape=(1, 15, 384))
+    prim = lower_group(Function((x,), body, Attrs({"Primitive": 1})), "k")
+    assert "p0[0, i2_b, i0_i1_fused, i2_l]" in str(prim), prim
+    data = np.random.default_rng(0).standard_normal((1, 6, 15, 64)).astype(np.float32)
+    out = np.zeros((1, 15, 384), np.float32)
+    tir.interpret(prim, [data, out])
+    np.testing.assert_array_equal(out, evaluate(Function((x,), body), [data])[0])
