@@ -25,9 +25,10 @@ from ember.ir.op import OpDef, OpPattern
 from ember.ir.types import TensorType
 from ember.ops.registry import COMPUTE_TARGET, ScheduleContext, find_schedule, get_compute
 from ember.target import Target
-from ember.tir import PrimFunc, te
+from ember.tir import PrimExpr, PrimFunc, te
 from ember.tir import const as tir_const
-from ember.tir.functor import free_vars, post_order_visit
+from ember.tir.functor import free_vars, post_order_visit, substitute
+from ember.tir.simplify import _collect, simplify
 from ember.tir.te.tensor import Operation
 from ember.tir.transform.guard_bounds import guard_bounds
 from ember.tir.transform.interleave_loops import interleave_loops
@@ -128,9 +129,68 @@ TRANSPOSE_TILE = 16
 SOURCE_ORDER_TILES = True
 
 
-def _transposed_axis(op: te.ComputeOp) -> int:
+def _transposed_axis(op: te.ComputeOp, sch: te.Schedule | None = None) -> int:
     """The position of the output axis that indexes the innermost axis of every input the
-    body reads, when it is not the output's innermost; else -1."""
+    body reads, when it is not the output's innermost; else -1. With ``sch`` (its inlined
+    stages decided), the reads are followed through the inlined stages, and an innermost
+    index affine in that axis with coefficient one counts too (a reshape's arithmetic:
+    attention heads transposed for a product, ``x[t, h * 64 + d]``)."""
+    k = _plain_transposed_axis(op)
+    if k < 0 and sch is not None:
+        return _affine_transposed_axis(op, sch)
+    return k
+
+
+def _source_loads(
+    expr: PrimExpr, sch: te.Schedule, depth: int = 0
+) -> list[tuple[te.Tensor, tuple[PrimExpr, ...]]] | None:
+    """The reads of ``expr`` of tensors in memory, through the inlined stages (their
+    indices substituted); None when too deep."""
+    loads: list[te.TensorLoad] = []
+    post_order_visit(expr, lambda n: loads.append(n) if isinstance(n, te.TensorLoad) else None)
+    out: list[tuple[te.Tensor, tuple[PrimExpr, ...]]] = []
+    for load in loads:
+        op = load.tensor.op
+        inlined = isinstance(op, te.ComputeOp) and op in sch.stages and sch[op].inlined
+        if not inlined:
+            out.append((load.tensor, load.indices))
+            continue
+        assert isinstance(op, te.ComputeOp)
+        if depth > MAX_SOURCE_DEPTH or isinstance(op.body, te.Reduce):
+            return None
+        mapping = {iv.var: idx for iv, idx in zip(op.axis, load.indices, strict=True)}
+        inner = _source_loads(substitute(op.body, mapping), sch, depth + 1)
+        if inner is None:
+            return None
+        out.extend(inner)
+    return out
+
+
+def _affine_transposed_axis(op: te.ComputeOp, sch: te.Schedule) -> int:
+    """_transposed_axis through the inlined stages (see there); -1 when none."""
+    loads = _source_loads(op.body, sch)
+    axis_vars = [iv.var for iv in op.axis]
+    if not loads or len(axis_vars) < 2:
+        return -1
+    found: set[int] = set()
+    for tensor, indices in loads:
+        if not indices or all(int(getattr(d, "value", 0)) == 1 for d in tensor.shape):
+            continue  # a scalar read
+        terms, _ = _collect(simplify(indices[-1]))
+        if terms is None or any(t is axis_vars[-1] for t in terms):
+            return -1
+        ones = {k for k, v in enumerate(axis_vars) for t, c in terms.items() if t is v and c == 1}
+        if len(ones) != 1:
+            return -1
+        found |= ones
+    if len(found) != 1:
+        return -1
+    (k,) = found
+    return k
+
+
+def _plain_transposed_axis(op: te.ComputeOp) -> int:
+    """_transposed_axis on ``op``'s own reads, each innermost index an output axis."""
     axis_vars = [iv.var for iv in op.axis]
     found: set[int] = set()
     loads: list[te.TensorLoad] = []
@@ -146,17 +206,22 @@ def _transposed_axis(op: te.ComputeOp) -> int:
     return k if k < len(axis_vars) - 1 else -1
 
 
+#: how many inlined stages _transposed_axis follows a read through.
+MAX_SOURCE_DEPTH = 16
+
 #: whether a transpose axis that no tile size divides takes TRANSPOSE_TILE and a tail
 #: (else the transpose runs untiled): a (1, 512, 3199) NCW -> NHWC, one thread, 4.3 -> 0.35 ms.
 TRANSPOSE_TAILS = True
 
 
-def _tiles(op: te.ComputeOp, tails: bool = True) -> tuple[int, int] | None:
+def _tiles(
+    op: te.ComputeOp, tails: bool = True, sch: te.Schedule | None = None
+) -> tuple[int, int] | None:
     """The tile sizes of ``op``'s transposed and innermost axes (TRANSPOSE_TILES), or None
     when it is no such transpose. An axis longer than a tile that no tile size divides
     takes TRANSPOSE_TILE and a tail (guards, then loop bounds: guard_bounds) when
-    ``tails``; else None."""
-    k = _transposed_axis(op)
+    ``tails``; else None. ``sch``: as for _transposed_axis."""
+    k = _transposed_axis(op, sch)
     if k < 0 or op.reduce_axis:
         return None
     tiles = []
@@ -172,9 +237,9 @@ def _tiles(op: te.ComputeOp, tails: bool = True) -> tuple[int, int] | None:
     return tiles[0], tiles[1]
 
 
-def _exact(op: te.ComputeOp, tiles: tuple[int, int]) -> bool:
+def _exact(op: te.ComputeOp, tiles: tuple[int, int], sch: te.Schedule | None = None) -> bool:
     """Whether ``tiles`` divide ``op``'s transposed and innermost axes (no tails)."""
-    k = _transposed_axis(op)
+    k = _transposed_axis(op, sch)
     extents = [int(getattr(a.extent, "value", 0)) for a in (op.axis[k], op.axis[-1])]
     return all(e % t == 0 for e, t in zip(extents, tiles, strict=True))
 
@@ -210,10 +275,10 @@ def _transpose_tiles(sch: te.Schedule, stage: te.Stage, axes: list[te.IterVar], 
     TRANSPOSE_TILES); False (nothing done) when it is no such transpose."""
     op = stage.op
     assert isinstance(op, te.ComputeOp)
-    tiles = _tiles(op)
+    tiles = _tiles(op, sch=sch)
     if tiles is None:
         return False
-    k = _transposed_axis(op)
+    k = _transposed_axis(op, sch)
     co, ci = stage.split(axes[k], factor=tiles[0])
     wo, wi = stage.split(axes[-1], factor=tiles[1])
     outer_axes = [*axes[:k], co, *axes[k + 1 : -1], wo]
@@ -223,7 +288,7 @@ def _transpose_tiles(sch: te.Schedule, stage: te.Stage, axes: list[te.IterVar], 
         stage.parallel(outer)
     stage.vectorize(wi)
     src = tile_source(op) if SOURCE_ORDER_TILES else None
-    exact = _exact(op, tiles)
+    exact = _exact(op, tiles, sch)
     if src is not None and exact and not sch[src].inlined and _readers(sch, src) == 1:
         source = sch[src]
         source.compute_at(stage, outer)
@@ -272,12 +337,12 @@ def _tile_sources(sch: te.Schedule, outputs: Sequence[te.Tensor]) -> set[Operati
     return found
 
 
-def _tailed(t: te.Tensor) -> bool:
+def _tailed(t: te.Tensor, sch: te.Schedule) -> bool:
     """Whether ``t``'s stage runs in transpose tiles with a tail (TRANSPOSE_TILES)."""
     if not TRANSPOSE_TILES or not isinstance(t.op, te.ComputeOp):
         return False
-    tiles = _tiles(t.op)
-    return tiles is not None and not _exact(t.op, tiles)
+    tiles = _tiles(t.op, sch=sch)
+    return tiles is not None and not _exact(t.op, tiles, sch)
 
 
 def lower_group(func: Function, name: str, target: Target | str = "c") -> PrimFunc:
@@ -322,6 +387,6 @@ def lower_group(func: Function, name: str, target: Target | str = "c") -> PrimFu
         prim = rewrite(prim)
     if anchor_sched is None and INTERLEAVE:  # injective groups: channel shuffles
         prim = interleave_loops(prim)
-    if anchor_sched is None and any(_tailed(t) for t in outputs):
+    if anchor_sched is None and any(_tailed(t, sch) for t in outputs):
         prim = guard_bounds(prim)  # transposes in tiles with tails: guards as loop bounds
     return prim

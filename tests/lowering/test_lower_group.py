@@ -130,3 +130,15 @@ def test_a_gather_along_its_innermost_axis_is_a_tile_source_a_transpose_is_not()
     func = _group([x], twice)
     _run(func)
     assert "allocate" not in str(lower_group(func, "k"))
+
+
+def test_a_transpose_through_a_reshape_and_a_pad_runs_in_tiles():
+    """Attention heads of ``k`` transposed and zero-padded for the product: the read
+    ``x[t, h * 64 + d]`` is followed through the inlined reshape and transpose; the
+    innermost index is affine in d with coefficient one, so d and t run in 16x16 tiles."""
+    x = Var("x", TensorType((1, 150, 384), "float32"))
+    heads = call("transpose", call("reshape", x, newshape=(1, 150, 6, 64)), axes=(0, 2, 3, 1))
+    func = _group([x], call("nn.pad", heads, pad_width=[0, 0, 0, 0, 0, 0, 0, 10]))
+    _run(func)
+    text = str(lower_group(func, "k"))
+    assert "in range(16)" in text and "in vectorized(16)" in text, text
