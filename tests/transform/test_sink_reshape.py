@@ -63,3 +63,29 @@ def test_a_reshape_to_a_scalar_is_left_alone() -> None:
     x = Var("x", TensorType((1,), F32))
     mod = IRModule({"main": Function((x,), call("exp", call("reshape", x, newshape=())))})
     assert sink_reshape(mod) is mod
+
+
+def test_a_last_axis_layer_norm_takes_the_reshape_through() -> None:
+    """Pre-norm residual stream: product, residual add, LayerNorm over the last axis, the
+    next product: no reshape is left (the stream stays 2-D); a LayerNorm over two axes
+    keeps its reshape."""
+    x = Var("x", TensorType((1, 6, 8), F32))
+    m = call(
+        "reshape",
+        call("nn.matmul", call("reshape", x, newshape=(6, 8)), _c(8, 8)),
+        newshape=(1, 6, 8),
+    )
+    y = call("add", x, m)
+    n = call("nn.layer_norm", y, _c(8, seed=1), _c(8, seed=2), axis=-1)
+    body = call("nn.matmul", call("reshape", n, newshape=(6, 8)), _c(8, 3, seed=3))
+    mod = IRModule({"main": Function((x,), body)})
+    out = sink_reshape(mod)
+    _same(mod, out)
+    reshapes = [
+        n for n in post_order(out.main.body) if isinstance(n, Call) and n.op_name == "reshape"
+    ]
+    assert reshapes and all(r.args[0] is x for r in reshapes)  # only x's, into 2-D
+    wide = call("nn.layer_norm", m, _c(6, 8, seed=1), axis=1)
+    mod = IRModule({"main": Function((x,), wide)})
+    assert "nn.layer_norm" in _ops(sink_reshape(mod))
+    _same(mod, sink_reshape(mod))
