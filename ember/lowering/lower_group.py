@@ -142,12 +142,17 @@ def _transposed_axis(op: te.ComputeOp, sch: te.Schedule | None = None) -> int:
 
 
 def _source_loads(
-    expr: PrimExpr, sch: te.Schedule, depth: int = 0
+    expr: PrimExpr, sch: te.Schedule, depth: int = 0, budget: list[int] | None = None
 ) -> list[tuple[te.Tensor, tuple[PrimExpr, ...]]] | None:
     """The reads of ``expr`` of tensors in memory, through the inlined stages (their
-    indices substituted); None when too deep."""
+    indices substituted); None when deeper than MAX_SOURCE_DEPTH or more reads than
+    MAX_SOURCE_LOADS (a chain reading each stage twice would double at every step)."""
+    budget = [MAX_SOURCE_LOADS] if budget is None else budget
     loads: list[te.TensorLoad] = []
     post_order_visit(expr, lambda n: loads.append(n) if isinstance(n, te.TensorLoad) else None)
+    budget[0] -= len(loads)
+    if budget[0] < 0:
+        return None
     out: list[tuple[te.Tensor, tuple[PrimExpr, ...]]] = []
     for load in loads:
         op = load.tensor.op
@@ -159,7 +164,7 @@ def _source_loads(
         if depth > MAX_SOURCE_DEPTH or isinstance(op.body, te.Reduce):
             return None
         mapping = {iv.var: idx for iv, idx in zip(op.axis, load.indices, strict=True)}
-        inner = _source_loads(substitute(op.body, mapping), sch, depth + 1)
+        inner = _source_loads(substitute(op.body, mapping), sch, depth + 1, budget)
         if inner is None:
             return None
         out.extend(inner)
@@ -206,8 +211,10 @@ def _plain_transposed_axis(op: te.ComputeOp) -> int:
     return k if k < len(axis_vars) - 1 else -1
 
 
-#: how many inlined stages _transposed_axis follows a read through.
+#: how many inlined stages _transposed_axis follows a read through, and how many reads
+#: it looks at in all.
 MAX_SOURCE_DEPTH = 16
+MAX_SOURCE_LOADS = 64
 
 #: whether a transpose axis that no tile size divides takes TRANSPOSE_TILE and a tail
 #: (else the transpose runs untiled): a (1, 512, 3199) NCW -> NHWC, one thread, 4.3 -> 0.35 ms.

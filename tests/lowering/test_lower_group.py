@@ -142,3 +142,16 @@ def test_a_transpose_through_a_reshape_and_a_pad_runs_in_tiles():
     _run(func)
     text = str(lower_group(func, "k"))
     assert "in range(16)" in text and "in vectorized(16)" in text, text
+
+
+def test_a_deep_chain_reading_each_stage_twice_lowers():
+    """Regression guard: following reads through inlined stages is bounded
+    (MAX_SOURCE_LOADS; x * x twenty times would be a million reads to follow), so such a
+    group lowers at once, and computes what the reference does."""
+    x = Var("x", TensorType((1, 16, 4, 16), "float32"))
+    y = x
+    for _ in range(20):
+        y = call("multiply", y, y)
+    func = _group([x], call("transpose", y, axes=(0, 2, 3, 1)))
+    (out,) = _run(func)
+    assert out.shape == (1, 4, 16, 16)
