@@ -34,36 +34,32 @@ MAX_INTERLEAVE = 8
 MIN_BLOCK = 16
 
 
-def block_of(loop: For, extent: int) -> int:
-    """The ``m`` (MIN_BLOCK.., dividing ``extent`` and below it) of the loop's body's
-    ``var % m``, the smallest if several; 0 for none."""
+def _modulus(loop: For, extent: int, lo: int, hi: int) -> int:
+    """The smallest ``m`` in lo..hi, dividing ``extent`` and below it, of the loop's body's
+    ``var % m``; 0 for none."""
     var = loop.loop_var
     found: list[int] = []
 
     def visit(node: Any) -> None:
         if isinstance(node, FloorMod | Mod) and node.a is var and isinstance(node.b, IntImm):
             m = int(node.b.value)
-            if MIN_BLOCK <= m < extent and extent % m == 0:
+            if lo <= m <= hi and m < extent and extent % m == 0:
                 found.append(m)
 
     post_order_visit(loop.body, visit)
     return min(found) if found else 0
 
 
+def block_of(loop: For, extent: int) -> int:
+    """The ``m`` (MIN_BLOCK.., dividing ``extent`` and below it) of the loop's body's
+    ``var % m``, the smallest if several; 0 for none."""
+    return _modulus(loop, extent, MIN_BLOCK, extent)
+
+
 def interleave_of(loop: For, extent: int) -> int:
     """The ``g`` (2..MAX_INTERLEAVE, dividing ``extent`` and below it) of the loop's body's
     ``var % g``, the smallest if several; 0 for none."""
-    var = loop.loop_var
-    found: list[int] = []
-
-    def visit(node: Any) -> None:
-        if isinstance(node, FloorMod | Mod) and node.a is var and isinstance(node.b, IntImm):
-            g = int(node.b.value)
-            if 2 <= g <= MAX_INTERLEAVE and extent % g == 0 and extent > g:
-                found.append(g)
-
-    post_order_visit(loop.body, visit)
-    return min(found) if found else 0
+    return _modulus(loop, extent, 2, MAX_INTERLEAVE)
 
 
 class _Interleave(ConstantLoopRewriter):
