@@ -16,6 +16,7 @@ The PrimFunc's parameters are the group's inputs in order, then its outputs (fla
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -221,17 +222,26 @@ MAX_SOURCE_LOADS = 64
 TRANSPOSE_TAILS = True
 
 
-def _tiles(
-    op: te.ComputeOp, tails: bool = True, sch: te.Schedule | None = None
-) -> tuple[int, int] | None:
-    """The tile sizes of ``op``'s transposed and innermost axes (TRANSPOSE_TILES), or None
-    when it is no such transpose. An axis longer than a tile that no tile size divides
-    takes TRANSPOSE_TILE and a tail (guards, then loop bounds: guard_bounds) when
-    ``tails``; else None. ``sch``: as for _transposed_axis."""
+class _Tiles(NamedTuple):
+    """How a transpose runs in tiles: its transposed output axis, the tile along it and
+    along the innermost axis, and whether the tiles divide both (no tails)."""
+
+    axis: int
+    tile: int
+    inner: int
+    exact: bool
+
+
+def _tiles(op: te.ComputeOp, tails: bool = True, sch: te.Schedule | None = None) -> _Tiles | None:
+    """The tiles of ``op``'s transposed and innermost axes (TRANSPOSE_TILES), or None when
+    it is no such transpose. An axis longer than a tile that no tile size divides takes
+    TRANSPOSE_TILE and a tail (guards, then loop bounds: guard_bounds) when ``tails``; else
+    None. ``sch``: as for _transposed_axis."""
     k = _transposed_axis(op, sch)
     if k < 0 or op.reduce_axis:
         return None
     tiles = []
+    exact = True
     for a in (op.axis[k], op.axis[-1]):
         extent = int(getattr(a.extent, "value", 0))
         if extent <= 0:
@@ -241,14 +251,8 @@ def _tiles(
         if not fits and not (tails and TRANSPOSE_TAILS):
             return None
         tiles.append(fits[0] if fits else TRANSPOSE_TILE)
-    return tiles[0], tiles[1]
-
-
-def _exact(op: te.ComputeOp, tiles: tuple[int, int], sch: te.Schedule | None = None) -> bool:
-    """Whether ``tiles`` divide ``op``'s transposed and innermost axes (no tails)."""
-    k = _transposed_axis(op, sch)
-    extents = [int(getattr(a.extent, "value", 0)) for a in (op.axis[k], op.axis[-1])]
-    return all(e % t == 0 for e, t in zip(extents, tiles, strict=True))
+        exact = exact and bool(fits)
+    return _Tiles(k, tiles[0], tiles[1], exact)
 
 
 def tile_source(op: te.ComputeOp) -> te.ComputeOp | None:
@@ -277,17 +281,19 @@ def _readers(sch: te.Schedule, op: Operation) -> int:
     return sum(any(t.op is op for t in other.input_tensors()) for other in sch.stages)
 
 
-def _transpose_tiles(sch: te.Schedule, stage: te.Stage, axes: list[te.IterVar], total: int) -> bool:
+def _transpose_tiles(
+    sch: te.Schedule, stage: te.Stage, axes: list[te.IterVar], total: int
+) -> _Tiles | None:
     """Schedule ``stage`` in tiles of its transposed axis and its innermost one (see
-    TRANSPOSE_TILES); False (nothing done) when it is no such transpose."""
+    TRANSPOSE_TILES); None (nothing done) when it is no such transpose."""
     op = stage.op
     assert isinstance(op, te.ComputeOp)
     tiles = _tiles(op, sch=sch)
     if tiles is None:
-        return False
-    k = _transposed_axis(op, sch)
-    co, ci = stage.split(axes[k], factor=tiles[0])
-    wo, wi = stage.split(axes[-1], factor=tiles[1])
+        return None
+    k = tiles.axis
+    co, ci = stage.split(axes[k], factor=tiles.tile)
+    wo, wi = stage.split(axes[-1], factor=tiles.inner)
     outer_axes = [*axes[:k], co, *axes[k + 1 : -1], wo]
     stage.reorder(*outer_axes, ci, wi)
     outer = stage.fuse(*outer_axes)
@@ -295,29 +301,30 @@ def _transpose_tiles(sch: te.Schedule, stage: te.Stage, axes: list[te.IterVar], 
         stage.parallel(outer)
     stage.vectorize(wi)
     src = tile_source(op) if SOURCE_ORDER_TILES else None
-    exact = _exact(op, tiles, sch)
-    if src is not None and exact and not sch[src].inlined and _readers(sch, src) == 1:
+    if src is not None and tiles.exact and not sch[src].inlined and _readers(sch, src) == 1:
         source = sch[src]
         source.compute_at(stage, outer)
         source.vectorize(src.axis[-1])
-    return True
+    return tiles
 
 
-def default_schedule(sch: te.Schedule, out: te.Tensor) -> None:
-    """Parallelise the outer loops of ``out``'s stage and vectorise its innermost data loop."""
+def default_schedule(sch: te.Schedule, out: te.Tensor) -> bool:
+    """Parallelise the outer loops of ``out``'s stage and vectorise its innermost data loop
+    (a transpose: in tiles); True when transpose tiles left a tail (guards to bound)."""
     stage = sch[out]
     if not isinstance(stage.op, te.ComputeOp):
-        return  # extern stages carry their own loops
+        return False  # extern stages carry their own loops
     axes = list(stage.op.axis)
     if not axes:
-        return
+        return False
     total = 1
     for d in out.shape:
         total *= int(getattr(d, "value", 1))
     inner = axes[-1]
     inner_ext = int(getattr(inner.extent, "value", 0))
-    if TRANSPOSE_TILES and _transpose_tiles(sch, stage, axes, total):
-        return
+    tiles = _transpose_tiles(sch, stage, axes, total) if TRANSPOSE_TILES else None
+    if tiles is not None:
+        return not tiles.exact
     if total >= MIN_PARALLEL_ELEMENTS:
         if len(axes) >= 2:
             outer = stage.fuse(*axes[:-1])
@@ -327,6 +334,7 @@ def default_schedule(sch: te.Schedule, out: te.Tensor) -> None:
             stage.parallel(outer)
     if inner_ext >= MIN_VECTOR_EXTENT and not stage.op.reduce_axis:
         stage.vectorize(inner)
+    return False
 
 
 def _tile_sources(sch: te.Schedule, outputs: Sequence[te.Tensor]) -> set[Operation]:
@@ -342,14 +350,6 @@ def _tile_sources(sch: te.Schedule, outputs: Sequence[te.Tensor]) -> set[Operati
                 continue
             found.add(src)
     return found
-
-
-def _tailed(t: te.Tensor, sch: te.Schedule) -> bool:
-    """Whether ``t``'s stage runs in transpose tiles with a tail (TRANSPOSE_TILES)."""
-    if not TRANSPOSE_TILES or not isinstance(t.op, te.ComputeOp):
-        return False
-    tiles = _tiles(t.op, sch=sch)
-    return tiles is not None and not _exact(t.op, tiles, sch)
 
 
 def lower_group(func: Function, name: str, target: Target | str = "c") -> PrimFunc:
@@ -386,14 +386,15 @@ def lower_group(func: Function, name: str, target: Target | str = "c") -> PrimFu
                 sch, op_outs, outputs, call.attrs, tgt, any(t in outputs for t in op_outs)
             )
             anchor_sched(ctx)
+    tailed = False
     if anchor_sched is None:
         for t in outputs:
-            default_schedule(sch, t)
+            tailed = default_schedule(sch, t) or tailed
     prim = te.lower(sch, builder.inputs + outputs, name=name)
     for rewrite in ctx.post_lower if ctx is not None else []:
         prim = rewrite(prim)
     if anchor_sched is None and INTERLEAVE:  # injective groups: channel shuffles
         prim = interleave_loops(prim)
-    if anchor_sched is None and any(_tailed(t, sch) for t in outputs):
+    if tailed:
         prim = guard_bounds(prim)  # transposes in tiles with tails: guards as loop bounds
     return prim

@@ -268,6 +268,12 @@ def lrn(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
 ROW_SOFTMAX = True
 
 
+def _by_rows(shape: tuple[int, ...], dtype: str, axis: int) -> bool:
+    """Whether a softmax of ``shape`` and ``dtype`` over ``axis`` runs row by row."""
+    last = normalize_axis(axis, len(shape)) == len(shape) - 1 if shape else False
+    return ROW_SOFTMAX and last and dtype == "float32" and shape[-1] >= MIN_ROW
+
+
 def _softmax_parts(
     x: te.Tensor, attrs: Attrs, keep_exp: bool
 ) -> tuple[range, te.Tensor, te.Tensor, te.Tensor | None]:
@@ -295,9 +301,7 @@ def softmax(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
     if is_half(x.dtype):  # rounded step by step like onnx's reference (narrow_softmax)
         return narrow_softmax(x, attrs["axis"])
     check_dtype("nn.softmax", x.dtype)
-    shape = static_shape(x)
-    last = normalize_axis(attrs["axis"], len(shape)) == len(shape) - 1
-    if ROW_SOFTMAX and last and x.dtype == "float32" and shape[-1] >= MIN_ROW:
+    if _by_rows(static_shape(x), x.dtype, attrs["axis"]):
         return row_softmax(x)
     axes, _, total, e = _softmax_parts(x, attrs, keep_exp=True)
     assert e is not None
@@ -323,9 +327,7 @@ def softmax_of_padded_rows(node: Call) -> Expr:
     the padded rows in place."""
     x = node.args[0]
     ty = node.type
-    if not ROW_SOFTMAX or not isinstance(ty, TensorType) or ty.dtype != "float32" or not ty.ndim:
-        return node
-    if normalize_axis(node.attrs["axis"], ty.ndim) != ty.ndim - 1 or ty.shape[-1] < MIN_ROW:
+    if not isinstance(ty, TensorType) or not _by_rows(ty.shape, ty.dtype, node.attrs["axis"]):
         return node
     scale = None
     if isinstance(x, Call) and x.op_name == "multiply":

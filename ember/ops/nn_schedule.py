@@ -308,7 +308,8 @@ def schedule_dot_anchor(ctx: ScheduleContext) -> None:
 
 
 def _reduction_readers(sch: te.Schedule, stages: list[te.Stage]) -> dict[int, bool]:
-    """For each op: whether a reduction stage reads it (looking through inlined stages)."""
+    """For each op: whether one of ``stages`` (the kept ones: reductions, buffered
+    statistics) reads it, looking through inlined stages."""
     read: dict[int, bool] = {}
     for stage in stages:
         todo = list(stage.op.input_tensors())

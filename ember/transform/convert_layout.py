@@ -208,18 +208,12 @@ def _last_form(ty: TensorType) -> tuple[int, ...]:
     return (n, 1, w, c)
 
 
-def _channels_first_of(node: Expr) -> bool:
-    """Whether ``node`` is ``transpose(x, (0, 3, 1, 2))``: NCHW of an NHWC ``x``."""
+def _transpose_of(node: Expr, axes: tuple[int, ...]) -> bool:
+    """Whether ``node`` is ``transpose(x, axes)`` (NCHW of an NHWC x for (0, 3, 1, 2),
+    NCW of an NWC x for (0, 2, 1))."""
     if not isinstance(node, Call) or _op(node) is None or node.op_name != "transpose":
         return False
-    return tuple(node.attrs["axes"]) == _TO_FIRST
-
-
-def _nwc_to_ncw(node: Expr) -> bool:
-    """Whether ``node`` is ``transpose(x, (0, 2, 1))`` of a rank-3 ``x``."""
-    if not isinstance(node, Call) or _op(node) is None or node.op_name != "transpose":
-        return False
-    return tuple(node.attrs["axes"]) == (0, 2, 1)
+    return tuple(node.attrs["axes"]) == axes
 
 
 def _rank4_form(ty: TensorType) -> tuple[int, ...]:
@@ -274,12 +268,12 @@ class _Planner:
                 isinstance(ty, TensorType)
                 and ty.ndim == 3
                 and isinstance(value, Call)
-                and _nwc_to_ncw(value)
+                and _transpose_of(value, (0, 2, 1))
             ):
                 # NWC -> NCW -> NHWC (wav2vec2's position convolution): the two transposes
                 # cancel; the NWC tensor gains a unit H
                 self.lasts[key] = call("reshape", value.args[0], newshape=_last_form(ty))
-            elif _channels_first_of(value):  # NHWC -> NCHW -> NHWC (ConvNeXt): they cancel
+            elif _transpose_of(value, _TO_FIRST):  # NHWC -> NCHW -> NHWC (ConvNeXt): they cancel
                 assert isinstance(value, Call)
                 self.lasts[key] = value.args[0]
             elif isinstance(ty, TensorType) and ty.ndim == 3:
@@ -389,7 +383,7 @@ class _Planner:
                 args.append(const(permute_constant(np.asarray(a.data), out.ndim)))
             elif isinstance(ty, TensorType) and ty.ndim == 0:
                 args.append(self.new[id(a)])
-            elif _small(ty, out) or (out.ndim == 4 and _channels_first_of(self.new[id(a)])):
+            elif _small(ty, out) or (out.ndim == 4 and _transpose_of(self.new[id(a)], _TO_FIRST)):
                 args.append(self.to_last(a))  # a transpose, or the NHWC tensor it reads
             else:
                 return self.keep(node)

@@ -296,16 +296,7 @@ class _Simplifier:
 
     def reshape(self, node: Expr) -> Expr | None:
         assert isinstance(node, Call)
-        x = node.args[0]
-        if x.type == node.type:
-            return x
-        if _op_name(x) == "reshape":
-            assert isinstance(x, Call)
-            inner = x.args[0]
-            if inner.type == node.type:
-                return inner
-            return call("reshape", inner, newshape=node.tensor_type.shape, name=node.name)
-        return None
+        return fold_reshape(node)
 
     def transpose(self, node: Expr) -> Expr | None:
         assert isinstance(node, Call)
@@ -321,6 +312,21 @@ class _Simplifier:
                 return x.args[0]
             return call("transpose", x.args[0], axes=composed, name=node.name)
         return None
+
+
+def fold_reshape(node: Call) -> Expr | None:
+    """A reshape to its input's own shape as the input, ``reshape(reshape(x))`` as one
+    reshape of x (or x when the shapes agree); None when neither applies."""
+    x = node.args[0]
+    if x.type == node.type:
+        return x
+    if _op_name(x) == "reshape":
+        assert isinstance(x, Call)
+        inner = x.args[0]
+        if inner.type == node.type:
+            return inner
+        return call("reshape", inner, newshape=node.tensor_type.shape, name=node.name)
+    return None
 
 
 #: rounds of rewriting at most; a round that changes nothing ends early.

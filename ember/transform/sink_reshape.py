@@ -30,6 +30,7 @@ from ember.ir.module import IRModule
 from ember.ir.op import OpDef, OpPattern
 from ember.ir.types import TensorType
 from ember.transform._util import map_bodies, rewrite_graph
+from ember.transform.simplify import fold_reshape
 
 __all__ = ["sink_reshape"]
 
@@ -40,14 +41,14 @@ def sink_reshape(mod: IRModule) -> IRModule:
 
 
 def _sink_body(body: Expr) -> Expr:
-    def rule(old: Expr, node: Expr, new: Mapping[int, Expr]) -> Expr | None:
-        if not isinstance(old, Call) or not isinstance(node, Call):
+    def rule(_old: Expr, node: Expr, _new: Mapping[int, Expr]) -> Expr | None:
+        if not isinstance(node, Call):
             return None
         op = node.op
         if not isinstance(op, OpDef):
             return None
         if op.name == "reshape":
-            return _merged(node)
+            return fold_reshape(node)
         if op.name == "nn.layer_norm":
             return _layer_norm(node)
         if op.pattern not in (OpPattern.ELEMWISE, OpPattern.BROADCAST) or "axis" in op.attrs:
@@ -118,16 +119,3 @@ def _layer_norm(node: Call) -> Expr | None:
     attrs = {**dict(node.attrs), "axis": -1}
     value = call("nn.layer_norm", x.args[0], *rest, name=node.name, **attrs)
     return call("reshape", value, newshape=out.shape)
-
-
-def _merged(node: Call) -> Expr | None:
-    """``reshape(reshape(x))`` as one reshape of x, or x itself when the shapes agree."""
-    inner = node.args[0]
-    if not isinstance(inner, Call) or not isinstance(inner.op, OpDef):
-        return None
-    if inner.op.name != "reshape":
-        return None
-    x = inner.args[0]
-    if x.type == node.type:
-        return x
-    return call("reshape", x, newshape=node.tensor_type.shape)

@@ -93,10 +93,10 @@ def group_norm(ctx: ConvertContext, node: NodeView) -> Expr:
     over each group's channels (opset 21 has them per channel)."""
     x = required(ctx, node, 0, "X")
     xt = ttype(ctx, node, x)
-    groups = node.attr("num_groups")
-    if xt.ndim < 2 or int(groups) < 1 or xt.shape[1] % int(groups):
+    groups = int(node.attr("num_groups"))
+    if xt.ndim < 2 or groups < 1 or xt.shape[1] % groups:
         ctx.fail(node, f"num_groups {groups} must divide the channels of X {list(xt.shape)}")
-    channels, groups = xt.shape[1], int(groups)
+    channels = xt.shape[1]
     params = [required(ctx, node, 1, "scale"), required(ctx, node, 2, "bias")]
     if node.opset < 21:
         per_group = [reshape(ctx, p, (groups, 1)) for p in params]
@@ -107,12 +107,12 @@ def group_norm(ctx: ConvertContext, node: NodeView) -> Expr:
     stash = "float32" if node.attr("stash_type", 1) == 1 else xt.dtype
     data = _as_dtype(ctx, node, x, stash)
     params = [_as_dtype(ctx, node, p, stash) for p in params]
-    spatial = xt.ndim == 2  # (N, C): one unit spatial axis
-    if spatial:
+    flat = xt.ndim == 2  # (N, C): one unit spatial axis
+    if flat:
         data = reshape(ctx, data, (*xt.shape, 1))
     eps = node.attr("epsilon", 1e-5)
     y: Expr = call("nn.group_norm", data, *params, num_groups=groups, epsilon=eps, name=node.name)
-    if spatial:
+    if flat:
         y = reshape(ctx, y, xt.shape)
     return _as_dtype(ctx, node, y, xt.dtype)
 
