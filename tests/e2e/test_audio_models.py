@@ -6,21 +6,17 @@ path), so that the waveform's transpose is the only layout transpose."""
 import json
 
 import numpy as np
-import onnx
 import pytest
+from published_classifier import check_registered_example
 
 from ember.errors import EmberValueError
 from ember.examples.audio import wav2vec2, wav2vec2_frames, whisper_encoder
 from ember.examples.blocks import seeded_input
-from ember.examples.models import MODELS, make_model
 from ember.testing import compile_onnx, run_artifacts, run_onnxruntime
 
 
 def test_wav2vec2_is_registered_deterministic_and_has_its_ops():
-    assert "wav2vec2" in MODELS.names()
-    case = make_model("wav2vec2")
-    onnx.checker.check_model(case.model, full_check=True)
-    assert case.model.SerializeToString() == make_model("wav2vec2").model.SerializeToString()
+    case = check_registered_example("wav2vec2")
     ops = {n.op_type for n in case.model.graph.node}
     assert {"Conv", "InstanceNormalization", "Erf", "LayerNormalization", "Softmax"} <= ops
     assert wav2vec2_frames(16000) == 49  # 20 ms frames, as published
@@ -51,8 +47,7 @@ def test_small_wav2vec2_compiles_channels_last_and_matches_onnxruntime():
 def test_whisper_encoder_shapes_and_a_small_one_against_onnxruntime():
     """Whisper-tiny's encoder: 3000 mel frames are 1500 tokens (no multiple of 16); a small
     one compiled (197 tokens: the padded scores read in place, row by row) against onnxruntime."""
-    assert "whisper_tiny_encoder" in MODELS.names()
-    full = make_model("whisper_tiny_encoder").model
+    full = check_registered_example("whisper_tiny_encoder").model
     out_dims = [d.dim_value for d in full.graph.output[0].type.tensor_type.shape.dim]
     assert out_dims == [1, 1500, 384]
     with pytest.raises(EmberValueError, match="even"):
