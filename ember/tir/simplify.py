@@ -1,10 +1,13 @@
 """Arithmetic simplification of index expressions so that generated C stays readable.
 
 What it does (bottom-up, one pass): constant folding; ``x + 0``, ``x * 1``, ``x * 0`` and
-``x // 1``; integer sums canonicalised to ``c1*t1 + c2*t2 + ... + c`` (like terms merged);
-``(a*c + b) // c -> a + b // c`` and ``(a*c + b) % c -> b % c``; and, using the ranges of
-enclosing loop variables, ``b // c -> 0`` and ``b % c -> b`` when ``0 <= b < c``, and
-comparisons/min/max decided by bounds. It never changes the value of an expression.
+``x // 1``; ``pow(x, n)`` for n = 1, 2, 3, 4 as products (what onnxruntime computes for
+Pow by 2 and 3: libm's pow takes a slow path on negative bases); integer sums
+canonicalised to ``c1*t1 + c2*t2 + ... + c`` (like terms merged); ``(a*c + b) // c -> a +
+b // c`` and ``(a*c + b) % c -> b % c``; and, using the ranges of enclosing loop variables,
+``b // c -> 0`` and ``b % c -> b`` when ``0 <= b < c``, and comparisons/min/max decided by
+bounds. Apart from the powers (within an ulp of libm's), it never changes the value of an
+expression.
 """
 
 from __future__ import annotations
@@ -220,6 +223,8 @@ class Simplifier(IRMutator):
             return self._compare(e)
         if isinstance(e, And | Or | Not | Select | Cast):
             return self._logic(e)
+        if isinstance(e, Call) and e.op == "pow" and e.kind == "intrin":
+            return _small_power(e)
         return e
 
     def _binary(self, e: BinaryOp) -> PrimExpr:
@@ -357,6 +362,24 @@ class Simplifier(IRMutator):
             if isinstance(v, IntImm | FloatImm) and dt.is_float(e.dtype):
                 return FloatImm(e.dtype, float(v.value))
         return e
+
+
+#: the exponents whose powers become products (x**4 as (x*x)*(x*x)).
+SMALL_POWERS = (1.0, 2.0, 3.0, 4.0)
+
+
+def _small_power(e: Call) -> PrimExpr:
+    """``pow(x, n)`` for a float constant n in :data:`SMALL_POWERS` as multiplications."""
+    x, n = e.args
+    if not (isinstance(n, FloatImm) and n.value in SMALL_POWERS and dt.is_float(e.dtype)):
+        return e
+    if n.value == 1.0:
+        return x
+    if n.value == 4.0:
+        square = Mul(x, x)
+        return Mul(square, square)
+    product = Mul(x, x)
+    return Mul(product, x) if n.value == 3.0 else product
 
 
 def conjuncts(e: PrimExpr) -> list[PrimExpr]:

@@ -142,3 +142,18 @@ def test_scalar_constant_bool_operand_inside_group():
     va = Var("a", TensorType((3,), "bool"))
     check(_group([va], call("logical_xor", va, const(np.array(True)))), [a])
     check(_group([va], call("equal", va, const(np.array(False)))), [a])
+
+
+@pytest.mark.parametrize("n", [1.0, 2.0, 3.0, 4.0, 2.5])
+def test_power_by_a_scalar_constant_of_negative_bases(n):
+    """Regression: GPT-2's GELU (``Pow(x, 3)``) called libm's powf, whose negative-base path
+    is slow (1.4 ms for 196K elements; onnxruntime 59 us): small integer exponents are
+    products, others stay pow."""
+    x = _floats((4, 6))
+    if n == 2.5:
+        x = np.abs(x)
+    vx = Var("x", TensorType(x.shape, "float32"))
+    func = _group([vx], call("power", vx, const(np.array(n, np.float32))))
+    check(func, [x])
+    text = str(lower_group(func, "kernel"))
+    assert ("pow(" in text) == (n == 2.5)

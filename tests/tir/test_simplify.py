@@ -135,3 +135,14 @@ def test_repeated_conjuncts_collapse() -> None:
     cond = tir.logical_and(i < j, j < 9, i < j)
     assert s(cond) == "i < j and j < 9"
     assert s(tir.logical_and(i < j, i < j)) == "i < j"
+
+
+def test_small_constant_powers_become_products() -> None:
+    x = tir.Var("x", "float32")
+    assert s(tir.pow(x, 1.0)) == "x"
+    assert s(tir.pow(x, 2.0)) == s(x * x)
+    assert s(tir.pow(x, 3.0)) == s(x * x * x)
+    assert s(tir.pow(x, 4.0)) == s((x * x) * (x * x))
+    for n in (0.5, 2.5, 5.0, -1.0):  # left to libm
+        assert "pow" in s(tir.pow(x, n))
+    assert "pow" in s(tir.pow(x, tir.Var("n", "float32")))
