@@ -11,7 +11,7 @@ import pytest
 
 import ember.runtime as rt
 from ember import tir
-from ember.codegen.c import build_c, generate_source, vecmath
+from ember.codegen.c import build_c, file_context, generate_source, vecmath
 from ember.codegen.c.build import c_options
 from ember.config import config
 from ember.runtime.artifact_set import ArtifactSet
@@ -21,7 +21,7 @@ FLAGS = c_options(None).cflags()
 AVAILABLE = vecmath.vector_math_functions(FLAGS)
 
 
-def _math_kernel(fn_names: tuple[str, ...] = ("exp", "tanh", "erf", "sigmoid")) -> tir.PrimFunc:
+def _math_kernel(fn_names: tuple[str, ...] = ("sin", "tanh", "erf", "sigmoid")) -> tir.PrimFunc:
     a = te.placeholder((1000,), "float32", "A")
 
     def body(i: tir.PrimExpr) -> tir.PrimExpr:
@@ -104,7 +104,7 @@ def test_a_compiler_that_fails_falls_back_silently(private_cache: Path, monkeypa
     arts = build_c([_math_kernel()])
     assert arts[0].metadata["cflags"] == FLAGS
     assert b"declare simd" not in arts[0].content
-    assert b"expf(" in arts[0].content
+    assert b"sinf(" in arts[0].content
 
 
 def test_a_corrupt_cache_file_is_probed_again(private_cache: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -117,9 +117,9 @@ def test_a_corrupt_cache_file_is_probed_again(private_cache: Path, monkeypatch) 
 
 
 def test_generated_c_declares_only_used_functions(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setattr(vecmath, "_MEMO", {(config().cc, FLAGS): ("erf", "exp", "log")})
+    monkeypatch.setattr(vecmath, "_MEMO", {(config().cc, FLAGS): ("erf", "sin", "log")})
     text = generate_source([_math_kernel()])
-    assert "#pragma omp declare simd notinbranch\nextern float expf(float);" in text
+    assert "#pragma omp declare simd notinbranch\nextern float sinf(float);" in text
     assert "erff(float)" not in text  # float32 erf is inline (vecmath.erf_helper)
     assert "tanhf(float)" not in text  # not in the available set
     assert "logf(float)" not in text  # available but unused
@@ -131,10 +131,10 @@ def test_generated_c_declares_only_used_functions(monkeypatch) -> None:  # type:
 
 
 def test_every_split_file_gets_lmvec(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setattr(vecmath, "_MEMO", {(config().cc, FLAGS): ("exp",)})
+    monkeypatch.setattr(vecmath, "_MEMO", {(config().cc, FLAGS): ("sin",)})
     a = te.placeholder((8,), "float32", "A")
     plain = te.lower(te.create_schedule(te.compute((8,), lambda i: a[i] + 1.0, "P")), name="p")
-    arts = build_c([plain, _math_kernel(("exp",))], {"max_file_bytes": 100})
+    arts = build_c([plain, _math_kernel(("sin",))], {"max_file_bytes": 100})
     assert len(arts) == 2
     assert b"declare simd" not in arts[0].content
     assert all(art.metadata["cflags"] == FLAGS + " -lmvec" for art in arts)
@@ -145,13 +145,13 @@ def test_kernels_call_the_vector_variants_and_stay_accurate(tmp_path: Path) -> N
     f = _math_kernel()
     arts = ArtifactSet(build_c([f]))
     x = np.linspace(-6, 6, 1000, dtype=np.float32)
-    want = np.exp(x) + np.tanh(x) + np.array([math.erf(v) for v in x]) + 1 / (1 + np.exp(-x))
+    want = np.sin(x) + np.tanh(x) + np.array([math.erf(v) for v in x]) + 1 / (1 + np.exp(-x))
     for mod in (arts.load_module(), rt.load_module(str(arts.export_library(tmp_path / "m.so")))):
         out = rt.array(np.zeros(1000, np.float32))
         mod["ember_mathy"](rt.array(x), out)
         np.testing.assert_allclose(out.numpy(), want, rtol=2e-6, atol=1e-6)
     lib = (tmp_path / "m.so").read_bytes()
-    if {"exp", "tanh", "erf"} <= set(AVAILABLE):
+    if {"sin", "tanh"} <= set(AVAILABLE):
         assert b"_ZGV" in lib and b"libmvec" in lib  # vector variants, linked to libmvec
     else:  # this machine cannot use libmvec: plain scalar calls, no dependency
         assert b"libmvec" not in lib
@@ -215,23 +215,33 @@ def test_every_intrinsic_in_vectorized_loops_matches_numpy(build, dtype: str) ->
         )
 
 
-def test_float32_exp_goes_through_the_masking_safe_helper(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setattr(vecmath, "_MEMO", {(config().cc, FLAGS): ("exp",)})
-    text = generate_source([_math_kernel(("exp", "sigmoid"))])
-    assert f"static inline float {vecmath.EXP_HELPER}(float x) {{" in text
-    assert "ember_vexp_f32(A[" in text and "ember_sigmoid_f32(A[" in text
-    # sigmoid: its own inline exp of -|x| (vectorized without a call, libmvec or not)
-    assert f"const float t = {vecmath.EXP_NONPOS_HELPER}(-fabsf(x));" in text
-    assert "expf(A[" not in text
+def test_float32_exp_is_inline_with_or_without_libmvec(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    for available in (("exp",), ()):
+        monkeypatch.setattr(vecmath, "_MEMO", {(config().cc, FLAGS): available})
+        text = generate_source([_math_kernel(("exp", "sigmoid"))])
+        assert f"static inline float {vecmath.EXP_INLINE_HELPER}(float x0) {{" in text
+        assert "ember_exp_f32(A[" in text and "ember_sigmoid_f32(A[" in text
+        # sigmoid: its own inline exp of -|x|
+        assert f"const float t = {vecmath.EXP_NONPOS_HELPER}(-fabsf(x));" in text
+        assert "expf(" not in text
     d = te.placeholder((8,), "float64", "D")
     e = te.compute((8,), lambda i: tir.exp(d[i]), "E")
     assert "exp(D[i])" in generate_source([te.lower(e, name="e64")])  # float64: plain exp
+
+
+def test_without_inline_exp_libmvec_takes_the_masking_safe_helper(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(file_context, "INLINE_EXP", False)
+    monkeypatch.setattr(vecmath, "_MEMO", {(config().cc, FLAGS): ("exp",)})
+    text = generate_source([_math_kernel(("exp",))])
+    assert f"static inline float {vecmath.EXP_HELPER}(float x) {{" in text
+    assert "ember_vexp_f32(A[" in text
     monkeypatch.setattr(vecmath, "_MEMO", {(config().cc, FLAGS): ()})
-    assert vecmath.EXP_HELPER not in generate_source([_math_kernel(("exp",))])
+    text = generate_source([_math_kernel(("exp",))])
+    assert vecmath.EXP_HELPER not in text and "expf(A[" in text
 
 
 @pytest.mark.cc
-def test_masked_exp_lanes_flush_below_flt_min_and_keep_nan(build) -> None:  # type: ignore[no-untyped-def]
+def test_exp_flushes_results_below_1_9e_38_overflows_to_inf_and_keeps_nan(build) -> None:  # type: ignore[no-untyped-def]
     n = 64
     a = te.placeholder((n,), "float32", "A")
     b = te.compute((n,), lambda i: tir.exp(a[i]), "B")
@@ -243,22 +253,18 @@ def test_masked_exp_lanes_flush_below_flt_min_and_keep_nan(build) -> None:  # ty
     low = np.float32(-87.33654022216797)
     neg_nan = np.frombuffer(np.uint32(0xFFC00000).tobytes(), np.float32)[0]
     special = [-1e4, -np.inf, -95.0, -103.9, low, np.nextafter(low, np.float32(0)), -87.0]
-    special += [np.nan, neg_nan, 0.0, -0.0, 1.0, 88.0, 88.8, np.inf, -1e30, 1e4]
+    special += [np.nan, neg_nan, 0.0, -0.0, 1.0, 88.0, 88.8, np.inf, -1e30, 1e4, -86.7, -86.6]
+    special += [88.03, 88.3, 88.72, 88.7228, 88.72284, 89.0, 89.5, 0.5, -0.5, 20.0, -20.0]
     x = np.resize(np.array(special, np.float32), n)
     out_e, out_s = rt.array(np.zeros(n, np.float32)), rt.array(np.zeros(n, np.float32))
     mod["ember_masked"](rt.array(x), out_e, out_s)
     with np.errstate(all="ignore"):
         want = np.exp(x.astype(np.float64)).astype(np.float32)
         want_s = (1 / (1 + np.exp(-x.astype(np.float64)))).astype(np.float32)
-    tiny = np.finfo(np.float32).tiny
     got = out_e.numpy()
-    flushed = want < tiny
-    if "exp" in AVAILABLE:  # results below FLT_MIN (and exp(low) itself) are exactly 0
-        assert np.all(got[flushed | (x == low)] == 0.0)
-    else:
-        assert np.all(got[flushed] <= tiny)
-    keep = ~flushed & (x != low)
-    np.testing.assert_allclose(got[keep], want[keep], rtol=2e-6, equal_nan=True)
+    flushed = want < 1.9e-38  # ember_exp_f32: results under 1.9e-38 (x < -86.64) are 0
+    assert np.all(got[flushed] == 0.0)
+    np.testing.assert_allclose(got[~flushed], want[~flushed], rtol=2e-7, equal_nan=True)
     assert np.isnan(got[np.isnan(x)]).all()
     np.testing.assert_allclose(out_s.numpy(), want_s, rtol=2e-6, atol=1e-37, equal_nan=True)
 
@@ -311,10 +317,10 @@ def test_files_without_math_never_probe(monkeypatch) -> None:  # type: ignore[no
     monkeypatch.setattr(vecmath, "_MEMO", {})
     monkeypatch.setattr(vecmath, "_read_cache", lambda path: None)
     monkeypatch.setattr(vecmath, "_write_cache", lambda path, funcs: None)
-    monkeypatch.setattr(vecmath, "probe", lambda cflags, cc: calls.append(cflags) or ("exp",))
+    monkeypatch.setattr(vecmath, "probe", lambda cflags, cc: calls.append(cflags) or ("sin",))
     a = te.placeholder((8,), "float32", "A")
     plain = te.lower(te.create_schedule(te.compute((8,), lambda i: a[i] + 1.0, "P")), name="p")
     assert build_c([plain])[0].metadata["cflags"] == FLAGS
     assert calls == []
-    assert build_c([_math_kernel(("exp",))])[0].metadata["cflags"] == FLAGS + " -lmvec"
+    assert build_c([_math_kernel(("sin",))])[0].metadata["cflags"] == FLAGS + " -lmvec"
     assert calls == [FLAGS]

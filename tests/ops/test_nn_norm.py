@@ -253,3 +253,21 @@ def test_softmax_of_a_padded_products_slice_legalizes_to_softmax_rows():
     rows = call("strided_slice", p, begin=(0, 0, 0, 0), end=(1, 2, 100, 224), strides=(1,) * 4)
     kept = call("nn.softmax", rows, axis=-1)  # a slice of rows, not of columns
     assert softmax_of_padded_rows(kept) is kept
+
+
+@pytest.mark.parametrize("width", [130, 143, 144])
+def test_row_softmax_tail_overlaps_the_last_whole_lanes(width):
+    """A row's tail is one vector step over its last 16 elements: the max there counts
+    (here the row's max is its last element), and the sum adds only the lanes not summed
+    before (rows of 143 would otherwise count 15 elements twice)."""
+    x = v("x", (3, width))
+    func = group([x], call("nn.softmax", x, axis=-1))
+    text = str(lower_group(func, "k"))
+    assert "softmax_rows" in text and (f"_8 >= {16 - width % 16}," in text) == bool(width % 16)
+    data = np.random.default_rng(6).standard_normal((3, width)).astype(np.float32)
+    data[:, -1] = 6.0
+    out = np.zeros((3, width), np.float32)
+    tir.interpret(lower_group(func, "k"), [data, out])
+    np.testing.assert_allclose(
+        out, evaluate(Function(func.params, func.body), [data])[0], rtol=2e-6, atol=1e-8
+    )

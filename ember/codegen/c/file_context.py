@@ -9,9 +9,11 @@ from dataclasses import dataclass, field
 from ember.codegen.c.vecmath import (
     ERF_HELPER,
     EXP_HELPER,
+    EXP_INLINE_HELPER,
     EXP_NONPOS_HELPER,
     erf_helper,
     exp_helper,
+    exp_inline_helper,
     exp_nonpos_helper,
     simd_prototype,
 )
@@ -19,6 +21,10 @@ from ember.codegen.c.vecmath import (
 #: whether float32 sigmoids take their exp inline (vecmath.exp_nonpos_helper) rather than
 #: libm's or libmvec's expf (exp_function).
 INLINE_SIGMOID_EXP = True
+
+#: whether float32 exp is computed inline (vecmath.exp_inline_helper) rather than by libm's
+#: or libmvec's expf.
+INLINE_EXP = True
 
 #: whether float32 erf is computed inline (vecmath.erf_helper) rather than by libm's or
 #: libmvec's erff.
@@ -54,11 +60,14 @@ class FileContext:
             self.simd_decls.setdefault(c_name, simd_prototype(c_name, ctype))
 
     def exp_function(self, ctype: str) -> str:
-        """The C function computing exp for ``ctype`` (libm's, or ``vecmath.exp_helper``).
-
-        With libmvec, float32 uses the helper that keeps masked (very negative) lanes on
-        the vector path.
+        """The C function computing exp for ``ctype``: for float32 the inline helper
+        (vecmath.exp_inline_helper, INLINE_EXP), else libm's; with INLINE_EXP off and
+        libmvec, float32 uses the helper that keeps masked (very negative) lanes on the
+        vector path (vecmath.exp_helper).
         """
+        if ctype == "float" and INLINE_EXP:
+            self.helpers.setdefault("0a_" + EXP_INLINE_HELPER, exp_inline_helper())
+            return EXP_INLINE_HELPER
         sfx = "f" if ctype == "float" else ""
         self.use_math("exp", f"exp{sfx}", ctype)
         if "exp" not in self.simd_math or ctype != "float":

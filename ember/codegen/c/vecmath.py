@@ -128,19 +128,39 @@ def exp_nonpos_helper() -> str:
     libmvec in an epilogue (EfficientNet's 112x112x96 SiLU: 330 -> 230 us, a C harness,
     one thread; the ReLU there takes 80); without libmvec it replaces a scalar call per
     element."""
-    return (
-        "#if defined(__FMA__) || defined(__aarch64__) || defined(__ARM_FEATURE_FMA)\n"
-        "#define EMBER_EXPN_FMA(a, b, c) fmaf((a), (b), (c))\n"
-        "#else\n"
-        "#define EMBER_EXPN_FMA(a, b, c) ((a) * (b) + (c))\n"
-        "#endif\n"
+    return _EXP_FMA_MACRO + (
         f"static inline float {EXP_NONPOS_HELPER}(float x) {{\n"
         "  x = x < -87.0f ? -87.0f : x;\n"
+        f"{_exp_core(127)}"
+        "  return v;\n"
+        "}"
+    )
+
+
+_EXP_FMA_MACRO = (
+    "#ifndef EMBER_EXPN_FMA\n"
+    "#if defined(__FMA__) || defined(__aarch64__) || defined(__ARM_FEATURE_FMA)\n"
+    "#define EMBER_EXPN_FMA(a, b, c) fmaf((a), (b), (c))\n"
+    "#else\n"
+    "#define EMBER_EXPN_FMA(a, b, c) ((a) * (b) + (c))\n"
+    "#endif\n"
+    "#endif\n"
+)
+
+
+#: exp(x) as ``v`` (NaN stays NaN): n = round(x / ln 2) by adding 1.5 * 2^23, r = x - n ln
+#: 2 in two parts, exp(r) by Cephes' degree-6 polynomial for expf, times 2^n built in the
+#: exponent bits as ``(2^(n + bias - 127) * 2^(1 - bias + 127)``: ``bias`` 127 is exact for x
+#: in [-87.34, 88.03], 126 for [-86.64, 88.72] (2^128 does not fit the exponent bits; below
+#: -86.64 the result, under 1.9e-38, is 0).
+def _exp_core(bias: int) -> str:
+    scaled = "* scale" if bias == 127 else "* scale * 2.0f"
+    return (
         "  const float shifted = x * 1.44269504088896341f + 12582912.0f;\n"
         "  const float n = shifted - 12582912.0f;\n"
         "  uint32_t k;\n"
         "  memcpy(&k, &shifted, sizeof(k));\n"
-        "  k = (k - 0x4b400000u + 127u) << 23;\n"
+        f"  k = (k - 0x4b400000u + {bias}u) << 23;\n"
         "  float scale;\n"
         "  memcpy(&scale, &k, sizeof(scale));\n"
         "  const float r0 = EMBER_EXPN_FMA(n, -0.693359375f, x);\n"
@@ -151,7 +171,34 @@ def exp_nonpos_helper() -> str:
         "  p = EMBER_EXPN_FMA(p, r, 4.1665795894e-2f);\n"
         "  p = EMBER_EXPN_FMA(p, r, 1.6666665459e-1f);\n"
         "  p = EMBER_EXPN_FMA(p, r, 5.0000001201e-1f);\n"
-        "  return (EMBER_EXPN_FMA(p * r, r, r) + 1.0f) * scale;\n"
+        f"  const float v = (EMBER_EXPN_FMA(p * r, r, r) + 1.0f) {scaled};\n"
+    )
+
+
+#: float32 exp over the whole range, inline.
+EXP_INLINE_HELPER = "ember_exp_f32"
+
+
+def exp_inline_helper() -> str:
+    """The definition of ``ember_exp_f32(x)``: exp(x) as straight code that gcc vectorizes
+    without a call (the core of :func:`exp_nonpos_helper`, 2^n built one below and
+    doubled): results under 1.9e-38 (x < -86.64) are 0, like :func:`exp_helper`'s under
+    1.2e-38; x > 88.72 gives +inf; NaN stays NaN. Within 1.8 ulp of exp (float32, every
+    97th bit pattern checked). 1.4x faster than libmvec's expf through :func:`exp_helper`
+    (in the L1: 44.5 -> 32 us for 196K values; an Exp of 128 x 1536, one thread: 48 -> 36
+    us, onnxruntime 22), and no scalar call per element where libmvec is missing (Arm
+    toolchains). The clamps are integer selects: float ones made gcc specialize the whole
+    computation per clamped lane class (twice the instructions)."""
+    return _EXP_FMA_MACRO + (
+        f"static inline float {EXP_INLINE_HELPER}(float x0) {{\n"
+        "  uint32_t u;\n"
+        "  memcpy(&u, &x0, sizeof(u));\n"
+        "  u = u ^ ((u ^ 0xc2ae0000u) & -(uint32_t)(x0 < -87.0f));\n"
+        "  u = u ^ ((u ^ 0x42b20000u) & -(uint32_t)(x0 > 89.0f));\n"
+        "  float x;\n"
+        "  memcpy(&x, &u, sizeof(x));\n"
+        f"{_exp_core(126)}"
+        "  return v;\n"
         "}"
     )
 
