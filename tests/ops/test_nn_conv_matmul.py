@@ -64,10 +64,18 @@ def test_tiled_matmul_with_bias_and_relu_epilogue():
 
 
 @pytest.mark.parametrize(
-    ("ashape", "bshape"), [((1, 32), (32, 64)), ((3, 8), (8, 16)), ((8, 5), (5,)), ((5,), (5, 8))]
+    ("ashape", "bshape"),
+    [
+        ((1, 32), (32, 64)),
+        ((3, 8), (8, 16)),
+        ((8, 5), (5,)),
+        ((5,), (5, 8)),
+        ((1, 640), (640, 128)),
+    ],
 )
 def test_few_rows_and_vector_operands_keep_the_row_schedule(ashape, bshape):
-    """Narrow products (under 2 x GEMV_COLS columns) with few rows and vector operands."""
+    """Small products (under GEMV_MIN_WORK multiply-adds a row) with few rows, and vector
+    operands."""
     a, b = v("a", ashape), v("b", bshape)
     text = _run([a, b], call("nn.matmul", a, b))
     assert "unrolled" not in text
@@ -76,13 +84,20 @@ def test_few_rows_and_vector_operands_keep_the_row_schedule(ashape, bshape):
 
 @pytest.mark.parametrize(
     ("ashape", "bshape", "block"),
-    [((1, 40), (40, 1008), 144), ((2, 24), (24, 640), 160), ((1, 2, 16), (16, 520), 130)],
+    [
+        ((1, 40), (40, 1008), 144),
+        ((2, 24), (24, 640), 160),
+        ((1, 2, 16), (16, 520), 130),
+        ((1, 1536), (1536, 384), 192),  # GPT-2's decoding step: at least two blocks
+        ((1, 2048), (2048, 64), 32),
+    ],
 )
 def test_few_rows_of_wide_products_take_parallel_column_blocks(ashape, bshape, block):
-    """A row-vector times a wide matrix (mobilenet_v2's 1 x 1280 @ 1280 x 1008 classifier):
-    column blocks of at most GEMV_COLS, a multiple of 16 dividing the width where one
-    exists (520: none, its largest divisor), as the parallel loop; every row of a block
-    reads its columns contiguously."""
+    """A row-vector times a matrix of GEMV_MIN_WORK multiply-adds a row or more
+    (mobilenet_v2's 1 x 1280 @ 1280 x 1008 classifier, GPT-2's 1 x 1536 @ 1536 x 384):
+    at least two column blocks of at most GEMV_COLS, a multiple of 16 dividing the width
+    where one exists (520: none, its largest divisor), as the parallel loop; every row of
+    a block reads its columns contiguously."""
     a, b = v("a", ashape), v("b", bshape)
     text = _run([a, b], call("nn.matmul", a, b))
     assert block <= GEMV_COLS and bshape[-1] % block == 0
