@@ -361,6 +361,8 @@ def log_softmax(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Ten
     """(x - max) - log(sum(exp(x - max))) along ``axis``."""
     x = inputs[0]
     check_dtype("nn.log_softmax", x.dtype)
+    if _by_rows(static_shape(x), x.dtype, attrs["axis"]):
+        return row_softmax(x, log=True)
     axes, peak, total, _ = _softmax_parts(x, attrs, keep_exp=False)
     lse = _keepdims_stage(total.shape, lambda *i: tir.log(total[i]), "softmax_lse")
 

@@ -136,7 +136,7 @@ def test_softmax_rows_of_any_length_keep_lane_partials(op, width):
     x = v("x", (3, width))
     func = group([x], call(op, x, axis=-1))
     text = str(lower_group(func, "k"))
-    if op == "nn.softmax" and width >= MIN_ROW:  # row by row (nn_softmax_rows), 16 lanes
+    if width >= MIN_ROW:  # row by row (nn_softmax_rows), 16 lanes
         assert 'acc = allocate(Buffer((16,), "float32"' in text, text
     else:
         assert "softmax_max_lanes" in text and "softmax_sum_lanes" in text
@@ -206,13 +206,14 @@ def test_long_trailing_reductions_use_vector_lanes(op, shape, extra):
     assert "_lanes" in text or "acc = allocate(Buffer((16,)" in text  # softmax: by rows
 
 
+@pytest.mark.parametrize("op", ["nn.softmax", "nn.log_softmax"])
 @pytest.mark.parametrize("shape", [(2, 3, 140), (5, 1500), (4, 128)])
-def test_row_softmax_matches_the_whole_tensor_softmax(shape, monkeypatch):
+def test_row_softmax_matches_the_whole_tensor_softmax(shape, op, monkeypatch):
     """The row kernel (rows in parallel, 16 lanes and a tail) against te's passes."""
     from ember.ops import nn_norm
 
     x = v("x", shape)
-    func = group([x], call("nn.softmax", x, axis=-1))
+    func = group([x], call(op, x, axis=-1))
     data = np.random.default_rng(5).standard_normal(shape).astype(np.float32) * 4
     outs = []
     for rows in (True, False):
@@ -222,8 +223,9 @@ def test_row_softmax_matches_the_whole_tensor_softmax(shape, monkeypatch):
         out = np.zeros(shape, np.float32)
         tir.interpret(lower_group(func, "k"), [data, out])
         outs.append(out)
-    np.testing.assert_allclose(outs[0], outs[1], rtol=2e-6, atol=1e-7)
-    np.testing.assert_allclose(outs[0].sum(axis=-1), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(outs[0], outs[1], rtol=2e-6, atol=1e-6)
+    probs = np.exp(outs[0]) if op == "nn.log_softmax" else outs[0]
+    np.testing.assert_allclose(probs.sum(axis=-1), 1.0, rtol=1e-5)
 
 
 def test_softmax_rows_reads_the_first_width_elements_of_padded_rows():
@@ -255,13 +257,15 @@ def test_softmax_of_a_padded_products_slice_legalizes_to_softmax_rows():
     assert softmax_of_padded_rows(kept) is kept
 
 
+@pytest.mark.parametrize("op", ["nn.softmax", "nn.log_softmax"])
 @pytest.mark.parametrize("width", [130, 143, 144])
-def test_row_softmax_tail_overlaps_the_last_whole_lanes(width):
+def test_row_softmax_tail_overlaps_the_last_whole_lanes(width, op):
     """A row's tail is one vector step over its last 16 elements: the max there counts
     (here the row's max is its last element), and the sum adds only the lanes not summed
-    before (rows of 143 would otherwise count 15 elements twice)."""
+    before (rows of 143 would otherwise count 15 elements twice). The log-softmax by rows
+    sums the exponentials without storing them."""
     x = v("x", (3, width))
-    func = group([x], call("nn.softmax", x, axis=-1))
+    func = group([x], call(op, x, axis=-1))
     text = str(lower_group(func, "k"))
     assert "softmax_rows" in text and (f"_8 >= {16 - width % 16}," in text) == bool(width % 16)
     data = np.random.default_rng(6).standard_normal((3, width)).astype(np.float32)
