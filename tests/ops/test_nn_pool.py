@@ -174,3 +174,19 @@ def test_compiled_whole_map_pools_match_onnxruntime(node, attrs):
     model.ir_version = 8
     x = np.random.default_rng(2).standard_normal((1, 64, 25, 5)).astype(np.float32)
     assert_matches_onnxruntime(model, {"x": x}, rtol=1e-5, atol=1e-6, target="c")
+
+
+@pytest.mark.parametrize("op", ["nn.max_pool", "nn.avg_pool"])
+def test_padded_channels_first_pools_read_a_padded_copy(op):
+    """Regression: a padded 3x3 pool over NCHW read its taps through bounds checks, which
+    gcc vectorized as masked gathers (max pool 3x3/2 of 1x64x112x112 at 0.15x onnxruntime,
+    avg pool 3x3/1 at 0.08x): padded NCHW pools read a materialized ``pool_pad`` copy
+    without conditions; unpadded and channels-last ones read their input."""
+    x = v("x", (1, 3, 11, 12))
+    padded = run_group(group([x], call(op, x, pool_size=(3, 3), strides=(2, 2), padding=(1,) * 4)))
+    assert "pool_pad" in padded
+    plain = run_group(group([x], call(op, x, pool_size=(3, 3), strides=(2, 2))))
+    assert "pool_pad" not in plain
+    y = v("y", (1, 11, 12, 3))
+    last = call(op, y, pool_size=(3, 3), padding=(1,) * 4, data_layout="NHWC")
+    assert "pool_pad" not in run_group(group([y], last))
