@@ -210,3 +210,32 @@ def test_computed_rhs_of_awkward_width_is_padded_and_matches_numpy(cols):
     want = np.exp(s - s.max(-1, keepdims=True))
     want /= want.sum(-1, keepdims=True)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("ashape", "kshape", "dots"),
+    [
+        ((1, 6, 1, 64), (1, 6, 128, 64), True),  # GPT-2's decoding step: one query, 128 keys
+        ((2, 1, 8), (3, 1, 5, 8), True),  # batch dims broadcast
+        ((1, 2, 3, 8), (1, 2, 5, 8), False),  # three rows: the tiled product
+    ],
+)
+def test_single_rows_times_a_transposed_matrix_are_dot_products(ashape, kshape, dots):
+    """``q @ transpose(k)`` with one row of q per batch becomes ``sum(q * k)`` over the
+    last axis (k's contiguous rows), not a materialized transpose and a product."""
+    from ember.ir.expr import post_order
+    from ember.ops.registry import find_legalizer
+
+    q, k = v("q", ashape), v("k", kshape)
+    rank = len(kshape)
+    kt = call("transpose", k, axes=(*range(rank - 2), rank - 1, rank - 2))
+    node = call("nn.matmul", q, kt, name="scores")
+    out = find_legalizer("nn.matmul")(node)
+    ops = [n.op_name for n in post_order(out) if hasattr(n, "op_name")]
+    assert ("sum" in ops and "nn.matmul" not in ops) == dots, ops
+    rng = np.random.default_rng(3)
+    xs = [rng.standard_normal(s).astype("float32") for s in (ashape, kshape)]
+    want = evaluate(Function((q, k), node), xs)[0]
+    got = evaluate(Function((q, k), out), xs)[0]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
