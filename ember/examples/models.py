@@ -48,8 +48,10 @@ from ember.examples.builder import IR_VERSION, OPSET
 from ember.examples.builder import GraphBuilder as _Graph
 from ember.examples.classification import pp_lcnet_case
 from ember.examples.convnext import convnext_case
+from ember.examples.deeplab import deeplabv3_case
 from ember.examples.detection import yolo_case
 from ember.examples.efficientnet import efficientnet_case
+from ember.examples.gpt2 import gpt2_decode_case, gpt2_prefill_case
 from ember.examples.grouped import REGNETX, regnetx_case, resnext_case
 from ember.examples.ocr import crnn_case, dbnet_case
 from ember.examples.tiny import TINY_MODELS, tiny_case
@@ -499,7 +501,9 @@ def register_builtin_models() -> None:
     """Fill :data:`MODELS` (idempotent): the light models, MobileNetV2s, BERT encoders,
     the three MLPerf Tiny models, the zoo of issue 12 (:data:`ZOO`'s new four) and the
     grouped-convolution classifiers (ResNeXt-50, RegNetX-200MF and -400MF), a ViT,
-    EfficientNet-B0, ConvNeXt-T, a U-Net and two speech encoders (wav2vec2, Whisper-tiny's)."""
+    EfficientNet-B0, ConvNeXt-T, a U-Net, two speech encoders (wav2vec2, Whisper-tiny's),
+    a GPT-2 (a prompt's prefill and one decoding step with a key/value cache) and
+    DeepLabV3."""
     builders = {name: partial(light_model, name) for name in LIGHT_MODELS}
     for size, width in ((224, 1.0), (96, 1.0), (64, 0.35)):
         name = "mobilenet_v2" + ("" if size == 224 else f"_{size}")
@@ -522,6 +526,9 @@ def register_builtin_models() -> None:
     builders["convnext_tiny"] = partial(convnext_case)
     builders["wav2vec2"] = partial(wav2vec2_case)
     builders["whisper_tiny_encoder"] = partial(whisper_case)
+    builders["gpt2_prefill"] = partial(gpt2_prefill_case)
+    builders["gpt2_decode"] = partial(gpt2_decode_case)
+    builders["deeplabv3"] = partial(deeplabv3_case)
     for name, build in builders.items():
         if name not in MODELS:
             MODELS.register(name, build)
