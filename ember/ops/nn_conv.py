@@ -41,6 +41,7 @@ from ember.ir.ops.common import data_layout, padding, spatial
 from ember.ir.types import TensorType, Type
 from ember.ops.common import out_tensor_type, scalar, static_shape
 from ember.ops.nn_common import check_dtype
+from ember.ops.nn_conv_dead_taps import drop_dead_taps
 from ember.ops.nn_conv_f32 import TILE_KERNEL
 from ember.ops.nn_conv_groups import split_groups
 from ember.ops.nn_conv_lane_groups import lane_groups_form
@@ -350,7 +351,11 @@ def conv_to_packed(node: Call) -> Expr:
     selects it, a 3x3 stride-1 one becomes nn.conv_winograd (ember.ops.nn_conv_winograd).
     A grouped one whose groups do not pack becomes one nn.conv per group
     (ember.ops.nn_conv_groups); one of narrow groups packs several groups a block where the
-    target has their kernel (ember.ops.nn_conv_lane_groups)."""
+    target has their kernel (ember.ops.nn_conv_lane_groups). Kernel taps that only read
+    padding are dropped first (ember.ops.nn_conv_dead_taps)."""
+    pruned = drop_dead_taps(node)
+    if pruned is not None:
+        return pruned
     lanes = lane_groups_form(node)
     if lanes is not None:
         return lanes
