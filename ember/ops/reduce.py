@@ -141,11 +141,11 @@ SUM_LANES = 8
 def _use_lanes(x: te.Tensor, axes: Sequence[int], work: str) -> bool:
     """Whether a float sum over ``axes`` runs in SUM_LANES partial sums: the axes are the
     trailing ones (contiguous: ReduceMean over H and W of NCHW, PyTorch's ``mean((2, 3))``)
-    and span a multiple of SUM_LANES elements, at least 8 x SUM_LANES."""
+    and span at least 6 x SUM_LANES elements (SE blocks' 7 x 7: 49)."""
     shape = static_shape(x)
     trailing = sorted(axes) == list(range(len(shape) - len(axes), len(shape)))
     n = math.prod(shape[len(shape) - len(axes) :]) if shape else 0
-    return dt.is_float(work) and trailing and n >= 8 * SUM_LANES and n % SUM_LANES == 0
+    return dt.is_float(work) and trailing and n >= 6 * SUM_LANES
 
 
 def _lane_reduce(
@@ -164,10 +164,11 @@ def _lane_reduce(
     ndim, keep = len(shape), bool(attrs["keepdims"])
     axes = sorted(int(a) for a in attrs["axes"])
     inner = shape[axes[0] :]
+    whole, tail = divmod(math.prod(inner), SUM_LANES)
 
     def part(*il: Any) -> PrimExpr:
         i, lane = il[:-1], il[-1]
-        q = te.reduce_axis(math.prod(inner) // SUM_LANES, "q")
+        q = te.reduce_axis(whole, "q")
         pos = unflatten(q.var * SUM_LANES + lane, inner)
         return reducer(source(_load(x, input_index(i, pos, ndim, axes, keep))), axis=q)
 
@@ -175,9 +176,15 @@ def _lane_reduce(
         (*out_shape, SUM_LANES), part, name + "_lanes", attrs={"reduce_inner": False}
     )
 
-    def total(*i: Any) -> PrimExpr:
-        lane = te.reduce_axis(SUM_LANES, "lane")
-        return reducer(partial[(*i, lane.var)], axis=lane)
+    def total(*i: Any) -> PrimExpr:  # the lanes, then the last n % SUM_LANES elements
+        lane = te.reduce_axis(SUM_LANES + tail, "lane")
+        if not tail:
+            return reducer(partial[(*i, lane.var)], axis=lane)
+        pos = unflatten(whole * SUM_LANES + lane.var - SUM_LANES, inner)
+        rest = source(_load(x, input_index(i, pos, ndim, axes, keep)))
+        last = tir.const(SUM_LANES - 1, "int32")
+        early = partial[(*i, tir.min(lane.var, last))]
+        return reducer(tir.if_then_else(lane.var < SUM_LANES, early, rest), axis=lane)
 
     return te.compute(out_shape, total, name, attrs={"reduce_inner": True})
 

@@ -100,12 +100,15 @@ def test_reduction_schedules_parallel_rows_and_vector_lanes():
 
 @pytest.mark.parametrize("op", ["sum", "mean", "max", "min"])
 @pytest.mark.parametrize(("axes", "keep"), [((2, 3), True), ((2, 3), False), ((1, 2, 3), False)])
-def test_trailing_axes_float_reductions_use_vector_lanes(op, axes, keep):
+@pytest.mark.parametrize("hw", [(6, 12), (7, 7), (14, 14)])
+def test_trailing_axes_float_reductions_use_vector_lanes(op, axes, keep, hw):
     """Regression: ReduceMean over H and W of NCHW (PyTorch's ``mean((2, 3))``) ran one
     scalar chain per channel, 7x slower than onnxruntime; trailing axes now
-    reduce over their flattened extent in lanes, a NaN still propagating through max/min."""
-    x = _x((2, 3, 6, 12))
+    reduce over their flattened extent in lanes (a tail of n % 8 elements summed with the
+    lanes: SE blocks' 7 x 7), a NaN still propagating through max/min."""
+    x = _x((2, 3, *hw))
     x[1, 2, 4, 5] = np.nan
+    x[0, 1, -1, -1] = 50.0  # the last element, in the tail when n % 8
     v = Var("x", TensorType(x.shape, "float32"))
     func = _group([v], call(op, v, axes=axes, keepdims=keep))
     check(func, [x])
