@@ -5,7 +5,8 @@ floats accumulate in float32; integer sums and products wrap in the input dtype;
 means truncate toward zero; an empty reduction gives the identity (0, 1, -inf/+inf or the
 integer limits), an empty mean NaN (0 for integers). Float max/min propagate NaN like
 numpy (a second, cheap reduction counts the NaNs). argmax/argmin return the first index
-of the extreme value (the last with ``select_last_index``), or of the first (last) NaN.
+of the extreme value (the last with ``select_last_index``), or of the first (last) NaN;
+over a last axis of ARG_LANES or more, in one vectorised pass per row (:func:`_arg_rows`).
 
 The loop IR reduces with sum/max/min only, so ``prod`` multiplies ``CHUNK`` elements per
 step in an unrolled expression, each step materialised as its own stage (see
@@ -29,7 +30,12 @@ from ember.ir.op import Attrs
 from ember.ir.types import Type
 from ember.ops.common import out_tensor_type, static_shape
 from ember.ops.elemwise import as_dtype, compute_dtype, is_nan
-from ember.ops.nn_schedule import MIN_PARALLEL_WORK, MIN_VECTOR_EXTENT, reduction_stages
+from ember.ops.nn_schedule import (
+    MATERIALIZE,
+    MIN_PARALLEL_WORK,
+    MIN_VECTOR_EXTENT,
+    reduction_stages,
+)
 from ember.ops.registry import ScheduleContext, register_compute, register_schedule
 from ember.ops.transform import unflatten
 from ember.tir import PrimExpr, te
@@ -289,6 +295,8 @@ def _arg(name: str) -> None:
         n = shape[axis]
         work = compute_dtype(x.dtype)
         last = bool(attrs["select_last_index"])
+        if axis == len(shape) - 1 and ARG_LANES <= n < 2**31 and x.dtype != "bool":
+            return _arg_rows(x, ty.shape, name, last)
         red_attrs = {"axes": (axis,), "keepdims": keep}
         combiner = "max" if name == "argmax" else "min"
         best = _reduce(x, red_attrs, ty.shape, combiner, lambda v: v.astype(work), name + "_v")
@@ -321,6 +329,98 @@ def _arg(name: str) -> None:
         return te.compute(ty.shape, fix, name)
 
     register_compute(name)(compute)
+
+
+#: argmax/argmin over a last axis at least this long keep this many running (value,
+#: index) pairs per row (_arg_rows); 16 lanes were 11.8 us on 64x1000, 32 and 64 7.5.
+ARG_LANES = 32
+
+
+def _arg_rows(x: te.Tensor, out_shape: Sequence[Any], name: str, last: bool) -> te.Tensor:
+    """argmax/argmin over the last axis in one pass, row by row (loop IR): ARG_LANES
+    running best values and their indices (a vectorised loop), folded in halvings, then the
+    row's last ``n % ARG_LANES`` elements one by one. The te form reduced the row twice
+    (its extreme, then the first index holding it), each a scalar chain: ArgMax over the
+    last axis of 64x1000 74 -> 7.4 us at one thread (onnxruntime 42)."""
+    if not isinstance(x.op, te.PlaceholderOp):  # a fused producer: the kernel reads memory
+        src = x
+        x = te.compute(src.shape, lambda *i: src[i], name + "_in", attrs={MATERIALIZE: True})
+    shape = static_shape(x)
+    out_dims = tuple(int(d) for d in out_shape)
+
+    def build(ins: list[tir.Buffer], outs: list[tir.Buffer]) -> tir.Stmt:
+        return _arg_rows_body(ins[0], outs[0], shape, out_dims, name == "argmax", last)
+
+    out = te.extern(tuple(out_shape), [x], build, name=name, dtype="int64")
+    assert isinstance(out, te.Tensor)
+    return out
+
+
+def _arg_rows_body(
+    x: tir.Buffer,
+    out: tir.Buffer,
+    shape: tuple[int, ...],
+    out_dims: tuple[int, ...],
+    largest: bool,
+    last: bool,
+) -> tir.Stmt:
+    ib = tir.IRBuilder()
+    y = ib.buffer(out)
+    lead, n = shape[:-1], shape[-1]
+    rows, lanes = math.prod(lead), ARG_LANES
+    work = compute_dtype(x.dtype)
+    floats = dt.is_float(work)
+
+    def beats(a: PrimExpr, b: PrimExpr) -> PrimExpr:
+        """a is strictly more extreme than b (a NaN beats any number)."""
+        strict = a > b if largest else a < b
+        if not floats:
+            return strict
+        return tir.logical_or(strict, tir.logical_and(is_nan(a), tir.logical_not(is_nan(b))))
+
+    def same(a: PrimExpr, b: PrimExpr) -> PrimExpr:
+        eq = tir.eq(a, b)
+        return tir.logical_or(eq, tir.logical_and(is_nan(a), is_nan(b))) if floats else eq
+
+    def later(v: PrimExpr, best: PrimExpr) -> PrimExpr:
+        """Whether v, after best in the row, replaces it."""
+        return tir.logical_or(beats(v, best), same(v, best)) if last else beats(v, best)
+
+    kind = (
+        tir.ForKind.PARALLEL if rows > 1 and rows * n >= MIN_PARALLEL_WORK else tir.ForKind.SERIAL
+    )
+    vector = tir.ForKind.VECTORIZED
+    with ib.for_range(0, rows, "row", kind=kind) as r:
+        idx = unflatten(r, lead)
+        best = ib.allocate(work, (lanes,), "best")
+        at = ib.allocate("int32", (lanes,), "at")
+        with ib.for_range(0, lanes, "l", kind=vector) as lane:
+            best[lane] = x[(*idx, lane)].astype(work)
+            at[lane] = lane
+        with ib.for_range(1, n // lanes, "j") as j, ib.for_range(0, lanes, "l", vector) as lane:
+            v = ib.let("v", x[(*idx, j * lanes + lane)].astype(work))
+            take = ib.let("take", later(v, best[lane]))  # once: 2x faster than in each select
+            at[lane] = tir.if_then_else(take, j * lanes + lane, at[lane])
+            best[lane] = tir.if_then_else(take, v, best[lane])
+        half = lanes // 2
+        while half:  # fold: the more extreme of two lanes, the tie to the earlier (later) index
+            with ib.for_range(0, half, "l", kind=vector) as lane:
+                a, b = best[lane], best[lane + half]
+                i_a, i_b = at[lane], at[lane + half]
+                order = i_b > i_a if last else i_b < i_a
+                take = ib.let(
+                    "take", tir.logical_or(beats(b, a), tir.logical_and(same(b, a), order))
+                )
+                at[lane] = tir.if_then_else(take, i_b, i_a)
+                best[lane] = tir.if_then_else(take, b, a)
+            half //= 2
+        with ib.for_range(n - n % lanes, n, "t") as t:
+            v = ib.let("v", x[(*idx, t)].astype(work))
+            take = ib.let("take", later(v, best[0]))
+            at[0] = tir.if_then_else(take, t, at[0])
+            best[0] = tir.if_then_else(take, v, best[0])
+        y[tuple(unflatten(r, out_dims))] = at[0].astype("int64")
+    return ib.get()
 
 
 for _name in ("sum", "mean"):
