@@ -23,6 +23,16 @@ from ember.target import Target
 from ember.testing.runners import run_artifacts
 from ember.transform import PassContext
 
+
+@pytest.fixture(autouse=True)
+def _all_taps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One-row and one-column images exercise the kernels' edges with every tap: keep the
+    taps that read only padding (ember.ops.nn_conv_dead_taps would drop them)."""
+    from ember.ops import nn_conv_dead_taps
+
+    monkeypatch.setattr(nn_conv_dead_taps, "DEAD_TAPS", False)
+
+
 F32 = "float32"
 needs_avx512 = pytest.mark.skipif(
     "x86-avx512" not in Target.create("c").keys, reason="the depthwise kernel needs AVX-512"
