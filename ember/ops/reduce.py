@@ -139,19 +139,21 @@ def _sum_like(name: str) -> None:
     register_compute(name)(compute)
 
 
-#: float sums over a long last axis accumulate this many interleaved partial sums (one
-#: vector register of float32), so the C compiler can vectorise the reduction loop.
-SUM_LANES = 8
+#: float sums over a long last axis accumulate this many interleaved partial sums, so the
+#: C compiler can vectorise the reduction loop: 16 (one AVX-512 vector, two AVX2 ones:
+#: independent chains) instead of 8, one thread: ReduceSum over 768 of 256 rows 9.8 -> 5.7
+#: us, ReduceMean over H and W of 1x256x56x56 46 -> 33 (onnxruntime 14, 52).
+SUM_LANES = 16
 
 
 def _use_lanes(x: te.Tensor, axes: Sequence[int], work: str) -> bool:
     """Whether a float sum over ``axes`` runs in SUM_LANES partial sums: the axes are the
     trailing ones (contiguous: ReduceMean over H and W of NCHW, PyTorch's ``mean((2, 3))``)
-    and span at least 6 x SUM_LANES elements (SE blocks' 7 x 7: 49)."""
+    and span at least 3 x SUM_LANES elements (SE blocks' 7 x 7: 49)."""
     shape = static_shape(x)
     trailing = sorted(axes) == list(range(len(shape) - len(axes), len(shape)))
     n = math.prod(shape[len(shape) - len(axes) :]) if shape else 0
-    return dt.is_float(work) and trailing and n >= 6 * SUM_LANES
+    return dt.is_float(work) and trailing and n >= 3 * SUM_LANES
 
 
 def _lane_reduce(
