@@ -32,6 +32,7 @@ from ember.tir.functor import free_vars, post_order_visit, substitute
 from ember.tir.simplify import _collect, simplify
 from ember.tir.te.tensor import Operation
 from ember.tir.transform.guard_bounds import guard_bounds
+from ember.tir.transform.hoist_checks import hoist_checks
 from ember.tir.transform.interleave_loops import interleave_loops
 
 #: below this many output elements a loop nest runs on one thread.
@@ -397,4 +398,4 @@ def lower_group(func: Function, name: str, target: Target | str = "c") -> PrimFu
         prim = interleave_loops(prim)
     if tailed:
         prim = guard_bounds(prim)  # transposes in tiles with tails: guards as loop bounds
-    return prim
+    return hoist_checks(prim)  # Gather's checked row in front of the row's copy
