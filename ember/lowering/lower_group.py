@@ -32,7 +32,9 @@ from ember.tir.functor import free_vars, post_order_visit, substitute
 from ember.tir.simplify import _collect, simplify
 from ember.tir.te.tensor import Operation
 from ember.tir.transform.guard_bounds import guard_bounds
+from ember.tir.transform.hoist_checks import hoist_checks
 from ember.tir.transform.interleave_loops import interleave_loops
+from ember.tir.transform.partition_loops import partition_loops
 
 #: below this many output elements a loop nest runs on one thread.
 MIN_PARALLEL_ELEMENTS = 4096
@@ -395,6 +397,8 @@ def lower_group(func: Function, name: str, target: Target | str = "c") -> PrimFu
         prim = rewrite(prim)
     if anchor_sched is None and INTERLEAVE:  # injective groups: channel shuffles
         prim = interleave_loops(prim)
+    if anchor_sched is None:  # pads: border loops and a plain interior copy
+        prim = partition_loops(prim)
     if tailed:
         prim = guard_bounds(prim)  # transposes in tiles with tails: guards as loop bounds
-    return prim
+    return hoist_checks(prim)  # Gather's checked row in front of the row's copy

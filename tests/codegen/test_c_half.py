@@ -35,20 +35,33 @@ NARROW = {
 TARGETS = ["native", "x86-64"] if platform.machine() in ("x86_64", "amd64") else ["native"]
 
 
-def _unary(name: str, src: str, dst: str, fn: object = None, n: int = N) -> tir.PrimFunc:
+def _unary(
+    name: str,
+    src: str,
+    dst: str,
+    fn: object = None,
+    n: int = N,
+    kind: tir.ForKind = tir.ForKind.SERIAL,
+) -> tir.PrimFunc:
     a = tir.decl_buffer((n,), src, "A")
     b = tir.decl_buffer((n,), dst, "B")
     i = tir.Var("i")
     value = tir.cast(dst, a[i]) if fn is None else fn(a[i])  # type: ignore[operator]
-    return tir.PrimFunc(name, (a, b), tir.for_range(i, n, tir.store(b, value, i)))
+    return tir.PrimFunc(name, (a, b), tir.for_range(i, n, tir.store(b, value, i), kind))
 
 
-def _binary(name: str, dtype: str, fn: object, n: int = N) -> tir.PrimFunc:
+def _round_trip(x: tir.PrimExpr) -> tir.PrimExpr:
+    return tir.cast("float32", tir.cast("float16", x))
+
+
+def _binary(
+    name: str, dtype: str, fn: object, n: int = N, kind: tir.ForKind = tir.ForKind.VECTORIZED
+) -> tir.PrimFunc:
     a = tir.decl_buffer((n,), dtype, "A")
     b = tir.decl_buffer((n,), dtype, "B")
     c = tir.decl_buffer((n,), dtype, "C")
     i = tir.Var("i")
-    body = tir.for_range(i, n, tir.store(c, fn(a[i], b[i]), i), tir.ForKind.VECTORIZED)  # type: ignore[operator]
+    body = tir.for_range(i, n, tir.store(c, fn(a[i], b[i]), i), kind)  # type: ignore[operator]
     return tir.PrimFunc(name, (a, b, c), body)
 
 
@@ -67,6 +80,13 @@ def _kernels() -> list[tir.PrimFunc]:
             _binary(f"max_{t}", t, tir.max),
         ]
     funcs.append(_unary("f16_to_bf16", "float16", "bfloat16"))
+    vec = tir.ForKind.VECTORIZED  # omp simd loops: float16's branch-free helpers
+    funcs += [
+        _unary("simd_f32_to_float16", "float32", "float16", kind=vec),
+        _unary("simd_float16_to_f32", "float16", "float32", kind=vec),
+        _unary("simd_f64_to_float16", "float64", "float16", kind=vec),
+        _unary("simd_round_float16", "float32", "float32", _round_trip, kind=vec),
+    ]
     return funcs
 
 
@@ -183,8 +203,45 @@ def test_sqrt_and_cross_conversion(lib: rt.Module, t: str) -> None:
     assert np.array_equal(_bits(got_bf), _bits(want_bf))
 
 
-def test_half_source_reads_bits_and_float32_source_is_unchanged() -> None:
+def test_vectorized_float16_conversions_match_numpy(lib: rt.Module) -> None:
+    """The branch-free ``_simd`` helpers of ``omp simd`` loops give numpy's bits: every
+    rounding case (ties, overflow to infinity, subnormals, NaN payloads), every float16."""
+    x = _rounding_cases("float16")
+    extra = np.array([0x7F800001, 0xFF802000, 0x7FBFE000, 0x00000001, 0x80400000], np.uint32)
+    x[: extra.size] = extra.view(np.float32)
+    with np.errstate(all="ignore"):
+        want = x.astype(np.float16)
+    got = _call(lib, "simd_f32_to_float16", x, out=np.dtype(np.float16))
+    assert np.array_equal(_bits(got), _bits(want))
+    trip = _call(lib, "simd_round_float16", x, out=np.dtype(np.float32))
+    assert np.array_equal(_bits(trip), _bits(want.astype(np.float32)))
+    h = _every_narrow("float16")
+    wide = _call(lib, "simd_float16_to_f32", h, out=np.dtype(np.float32))
+    assert np.array_equal(_bits(wide), _bits(h.astype(np.float32)))
+    with np.errstate(all="ignore"):
+        d = np.resize(np.concatenate([x.astype(np.float64), [np.nan, 1e300, 2.0**-25 * 3]]), N)
+        want_d = d.astype(np.float16)
+    got_d = _call(lib, "simd_f64_to_float16", d, out=np.dtype(np.float16))
+    assert np.array_equal(_bits(got_d), _bits(want_d))
+
+
+def test_vectorized_loops_use_branch_free_float16_helpers() -> None:
+    """Scalar F16C intrinsics keep gcc from vectorizing, so ``omp simd`` loops call the
+    ``_simd`` helpers; a serial loop keeps the F16C ones; bfloat16 has one set."""
+    vec = tir.ForKind.VECTORIZED
+    src = generate_source([_unary("r", "float32", "float32", _round_trip, n=8, kind=vec)])
+    assert "#pragma omp simd" in src
+    assert "B[i] = (float)ember_round_f16_simd(A[i]);" in src
     src = generate_source([_binary("add_h", "float16", lambda x, y: x + y, n=8)])
+    assert "C[i] = ember_f32_to_f16_simd(" in src and "ember_f16_to_f32_simd(A[i])" in src
+    serial = generate_source([_unary("r", "float32", "float32", _round_trip, n=8)])
+    assert "B[i] = (float)ember_round_f16(A[i]);" in serial
+    bf = generate_source([_binary("add_b", "bfloat16", lambda x, y: x + y, n=8)])
+    assert "C[i] = ember_f32_to_bf16(ember_bf16_to_f32(A[i]) + ember_bf16_to_f32(B[i]));" in bf
+
+
+def test_half_source_reads_bits_and_float32_source_is_unchanged() -> None:
+    src = generate_source([_binary("add_h", "float16", lambda x, y: x + y, 8, tir.ForKind.SERIAL)])
     assert "uint16_t* restrict A" in src
     # loads widen, the float32 sum is converted once by the store
     assert "C[i] = ember_f32_to_f16(ember_f16_to_f32(A[i]) + ember_f16_to_f32(B[i]));" in src

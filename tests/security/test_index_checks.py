@@ -97,6 +97,26 @@ def test_out_of_range_index_raises_executor_error(name: str) -> None:
 
 
 @pytest.mark.cc
+def test_embedding_rows_checked_once_per_row_in_parallel_loops() -> None:
+    """Gather of whole rows runs its check in front of the row's vectorized copy
+    (tir.transform.hoist_checks), inside the parallel loop: same rows, same errors."""
+    m = model("Gather", [300, 64], [2, 64], [2, 64, 64], axis=0)
+    arts = compile_onnx(m, shape={"x": (300, 64), "i": (2, 64)})
+    src = arts.get("c", "lib0.c").content.decode()
+    body = src[src.index("#pragma omp simd") :]
+    assert "ember_index_check" not in body[: body.index("}")]
+    x = np.arange(300 * 64, dtype="float32").reshape(300, 64)
+    idx = np.random.default_rng(0).integers(-300, 300, (2, 64))
+    idx[0, :3] = [-300, 299, -1]
+    np.testing.assert_array_equal(run_artifacts(arts, {"x": x, "i": idx})[0], x[idx])
+    for bad in (300, -301, 2**32):
+        wrong = idx.copy()
+        wrong[1, 63] = bad
+        with pytest.raises(ExecutorError, match=rf"index {bad} out of range \[-300, 300\)"):
+            run_artifacts(arts, {"x": x, "i": wrong})
+
+
+@pytest.mark.cc
 def test_int32_indices_are_checked_too() -> None:
     node = helper.make_node("Gather", ["x", "i"], ["y"], axis=1)
     graph = helper.make_graph(

@@ -129,6 +129,8 @@ class ExprCodegen(VectorMixin, CheckMixin, PackedCallMixin):
     ctx: FileContext
     where: str
     bounds: Simplifier
+    #: inside an ``omp simd`` loop (set by CodeGenC): float16 uses its branch-free helpers
+    in_simd: bool
     #: ids of the variables bound by an enclosing Let or LetStmt
     bound_vars: set[int]
 
@@ -233,13 +235,15 @@ class ExprCodegen(VectorMixin, CheckMixin, PackedCallMixin):
         """A float16/bfloat16 expression as a float holding an exactly representable value:
         loads widen, arithmetic and intrinsics round their float32 result, casts convert."""
         half.use(self.ctx.helpers, e.dtype)
+        simd = self.in_simd
         if isinstance(e, BufferLoad):
-            return half.load(e.dtype, self._expr_unhalved(e)), 16
+            return half.load(e.dtype, self._expr_unhalved(e), simd), 16
         if isinstance(e, Cast):
-            return half.cast_to(e.dtype, e.value.dtype, self.expr(e.value), self.where), 16
+            value = self.expr(e.value)
+            return half.cast_to(e.dtype, e.value.dtype, value, self.where, simd), 16
         if isinstance(e, Min | Max):
             return self._expr_unhalved(e), 16  # one of the operands: exact
-        return half.round_value(e.dtype, self._expr_unhalved(e)), 16
+        return half.round_value(e.dtype, self._expr_unhalved(e), simd), 16
 
     def half_bits(self, e: PrimExpr) -> str:
         """The C text of the stored bits of the float16/bfloat16 value ``e``: a copied load
@@ -247,11 +251,12 @@ class ExprCodegen(VectorMixin, CheckMixin, PackedCallMixin):
         half.use(self.ctx.helpers, e.dtype)
         if isinstance(e, BufferLoad):
             return self._expr_unhalved(e)
+        simd = self.in_simd
         if isinstance(e, Cast) and not half.is_half(e.value.dtype):
-            return half.bits(e.dtype, e.value.dtype, self.expr(e.value))
+            return half.bits(e.dtype, e.value.dtype, self.expr(e.value), simd)
         if isinstance(e, Cast | Var | FloatImm | Select | Min | Max):
-            return half.store(e.dtype, self.expr(e))
-        return half.store(e.dtype, self._expr_unhalved(e))
+            return half.store(e.dtype, self.expr(e), simd)
+        return half.store(e.dtype, self._expr_unhalved(e), simd)
 
     def _expr_unhalved(self, e: PrimExpr) -> str:
         """The C text of ``e`` computed in float32 (a half load: the stored bits)."""
