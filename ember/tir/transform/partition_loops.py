@@ -130,7 +130,7 @@ class _Partition(IRMutator):
         for a, b in zip(bounds[:-1], bounds[1:], strict=True):
             v = Var(node.loop_var.name, node.loop_var.dtype)
             body = _Fold(node.loop_var, a, b).visit_stmt(node.body)
-            body = simplify(substitute(body, {node.loop_var: v}), {v: (a, b - a)})
+            body = simplify(substitute(body, {node.loop_var: v}), {v: (a, b - 1)})
             kind = node.kind if b - a >= MIN_VECTOR_PIECE else ForKind.SERIAL
             lo_b, ext = IntImm(node.min.dtype, a), IntImm(node.extent.dtype, b - a)
             piece = replace(node, loop_var=v, min=lo_b, extent=ext, kind=kind, body=body)

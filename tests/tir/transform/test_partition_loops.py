@@ -10,7 +10,7 @@ import pytest
 
 from ember import tir
 from ember.tir.buffer import decl_buffer
-from ember.tir.expr import IntImm, Select
+from ember.tir.expr import FloorDiv, IntImm, Select
 from ember.tir.expr import Var as TVar
 from ember.tir.functor import post_order_visit
 from ember.tir.stmt import BufferStore, For, ForKind, PrimFunc, SeqStmt
@@ -96,3 +96,21 @@ def test_too_many_pieces_keep_the_loop() -> None:
     new = partition_loops(fewer)
     assert len(_loops(new)) == 2
     np.testing.assert_array_equal(_run(new, W), _run(fewer, W))
+
+
+def test_each_piece_is_simplified_with_its_own_inclusive_range():
+    """Regression: the pieces were simplified with (start, extent) as the variable's
+    inclusive bounds; the last piece, [129, 130), then had the bounds (129, 1), and
+    ``j // 128`` folded to 0 there (it is 1)."""
+    out = decl_buffer((130,), "float32", "out")
+    j = TVar("j", "int32")
+    shifted = Select(j - 1 >= 128, _i(100), _i(0)) + FloorDiv(j, _i(128))
+    store = BufferStore(out, tir.cast("float32", shifted), (j,))
+    func = PrimFunc("p", (out,), For(j, _i(0), _i(130), ForKind.VECTORIZED, store))
+    parts = partition_loops(func)
+    assert isinstance(parts.body, SeqStmt)
+    want, got = np.zeros(130, np.float32), np.zeros(130, np.float32)
+    tir.interpret(func, [want])
+    tir.interpret(parts, [got])
+    np.testing.assert_array_equal(got, want)
+    assert got[129] == 101.0
