@@ -65,9 +65,16 @@ class GraphBuilder:
     ) -> onnx.ModelProto:
         """The finished model of an image classifier: input ``image`` (1, 3, image_size,
         image_size), output ``output`` (1, num_classes)."""
+        return self.image_model(name, image_size, output, (1, num_classes))
+
+    def image_model(
+        self, name: str, image_size: int, output: str, out_shape: Sequence[int]
+    ) -> onnx.ModelProto:
+        """The finished model of an image network: input ``image`` (1, 3, image_size,
+        image_size), float32 output ``output`` of ``out_shape``."""
         shape = [1, 3, image_size, image_size]
         return self.model(
             name,
             [helper.make_tensor_value_info("image", onnx.TensorProto.FLOAT, shape)],
-            [helper.make_tensor_value_info(output, onnx.TensorProto.FLOAT, [1, num_classes])],
+            [helper.make_tensor_value_info(output, onnx.TensorProto.FLOAT, list(out_shape))],
         )

@@ -17,7 +17,6 @@ import math
 
 import numpy as np
 import onnx
-from onnx import helper
 
 from ember.errors import EmberValueError
 from ember.examples.blocks import ACTIVATIONS, activation, conv, seeded_input
@@ -92,13 +91,8 @@ def deeplabv3(image_size: int = 256, num_classes: int = 21, seed: int = 0) -> on
     y = conv(g, y, "head.conv", 256, 256, 3, act="relu")
     y = conv(g, y, "head.classifier", 256, num_classes, 1)
     _resize(g, y, "scores", (1, num_classes, image_size, image_size))
-    shape = [1, 3, image_size, image_size]
-    out = [1, num_classes, image_size, image_size]
-    return g.model(
-        "deeplabv3",
-        [helper.make_tensor_value_info("image", onnx.TensorProto.FLOAT, shape)],
-        [helper.make_tensor_value_info("scores", onnx.TensorProto.FLOAT, out)],
-    )
+    out = (1, num_classes, image_size, image_size)
+    return g.image_model("deeplabv3", image_size, "scores", out)
 
 
 def deeplabv3_case(seed: int = 0) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:

@@ -121,30 +121,28 @@ def gpt2(
     return g.model("gpt2", inputs, outputs)
 
 
-def gpt2_inputs(
-    seq: int = 128,
-    past: int = 0,
-    dim: int = 384,
-    layers: int = 6,
-    heads: int = 6,
-    vocab: int = 8192,
-    seed: int = 1,
-) -> dict[str, np.ndarray]:
-    """Seeded token ids and, for a decoding step, a seeded key/value cache."""
+def gpt2_inputs(model: onnx.ModelProto, seed: int = 1) -> dict[str, np.ndarray]:
+    """Seeded inputs of a :func:`gpt2` model: token ids below its vocabulary and, for a
+    decoding step, a key/value cache of standard normal values."""
     rng = np.random.default_rng(seed)
-    feeds: dict[str, np.ndarray] = {"input_ids": rng.integers(0, vocab, (1, seq)).astype(np.int64)}
-    for i in range(layers if past else 0):
-        for part in ("key", "value"):
-            cache = rng.standard_normal((1, heads, past, dim // heads)).astype(np.float32)
-            feeds[f"past.{i}.{part}"] = cache
+    vocab = next(int(t.dims[0]) for t in model.graph.initializer if t.name == "wte")
+    feeds: dict[str, np.ndarray] = {}
+    for value in model.graph.input:
+        shape = tuple(d.dim_value for d in value.type.tensor_type.shape.dim)
+        if value.name == "input_ids":
+            feeds[value.name] = rng.integers(0, vocab, shape).astype(np.int64)
+        else:
+            feeds[value.name] = rng.standard_normal(shape).astype(np.float32)
     return feeds
 
 
 def gpt2_prefill_case(seed: int = 0) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     """A 128-token prompt through the registered GPT-2 (dim 384, 6 layers, 8192 tokens)."""
-    return gpt2(seed=seed), gpt2_inputs(seed=seed + 1)
+    model = gpt2(seed=seed)
+    return model, gpt2_inputs(model, seed + 1)
 
 
 def gpt2_decode_case(seed: int = 0) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     """One decoding step after 127 cached tokens through the same GPT-2."""
-    return gpt2(seq=1, past=127, seed=seed), gpt2_inputs(seq=1, past=127, seed=seed + 1)
+    model = gpt2(seq=1, past=127, seed=seed)
+    return model, gpt2_inputs(model, seed + 1)

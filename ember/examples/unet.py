@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-from onnx import helper
 
 from ember.errors import EmberValueError
 from ember.examples.blocks import activation, conv, seeded_input
@@ -88,12 +87,7 @@ def unet(
         x, cin = _res_block(g, x, f"up.{level}", 2 * width, width, groups), width
     x = activation(g, group_norm(g, x, "norm_out", cin, groups), "act_out", "silu")
     conv(g, x, "output", cin, 3, 3, gain=0.5)
-    shape = [1, 3, image_size, image_size]
-    return g.model(
-        "unet",
-        [helper.make_tensor_value_info("image", onnx.TensorProto.FLOAT, shape)],
-        [helper.make_tensor_value_info("output", onnx.TensorProto.FLOAT, shape)],
-    )
+    return g.image_model("unet", image_size, "output", (1, 3, image_size, image_size))
 
 
 def unet_case(seed: int = 0) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:

@@ -34,7 +34,7 @@ def test_gpt2_examples_are_registered_deterministic_and_have_their_ops():
 
 def test_small_gpt2_prompt_matches_onnxruntime_without_a_pow_call():
     model = gpt2(seq=16, seed=3, **SMALL)
-    inputs = gpt2_inputs(seq=16, seed=4, **SMALL)
+    inputs = gpt2_inputs(model, seed=4)
     built = compile_onnx(model, shape={"input_ids": (1, 16)}, executor="graph")
     source = b"".join(a.content for a in built.artifacts if a.file_name.endswith(".c"))
     assert b"powf(" not in source  # the GELU's Pow by 3 is x * x * x
@@ -46,7 +46,7 @@ def test_small_gpt2_prompt_matches_onnxruntime_without_a_pow_call():
 
 def test_small_gpt2_decoding_step_matches_onnxruntime_with_its_cache():
     model = gpt2(seq=1, past=15, seed=5, **SMALL)
-    inputs = gpt2_inputs(seq=1, past=15, seed=6, **SMALL)
+    inputs = gpt2_inputs(model, seed=6)
     shapes = {k: v.shape for k, v in inputs.items()}
     built = compile_onnx(model, shape=shapes, executor="graph")
     outs = run_artifacts(built, inputs)

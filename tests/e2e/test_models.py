@@ -12,14 +12,12 @@ takes about 60 s in all. Added at stop 36 (one at a time, load 1): resnext50 and
 regnetx about 12 s together, vit_tiny 2.4 s, efficientnet_b0 6 s.
 """
 
-import importlib.util
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnx
 import pytest
+from bench_script import load_bench_script
 
 from ember.errors import EmberValueError, RegistryError
 from ember.examples.models import (
@@ -195,15 +193,8 @@ def test_exported_real_model_runs_the_same(tmp_path):
 
 
 def _bench_script(script: str, name: str, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """``benchmarks/<script>.py`` loaded by path as module ``name`` (registered in
-    sys.modules for the test only: dataclasses look their module up)."""
-    path = Path(__file__).parents[2] / "benchmarks" / f"{script}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, bench)
-    spec.loader.exec_module(bench)
-    return bench
+    """``benchmarks/<script>.py`` loaded by path as module ``name``."""
+    return load_bench_script(script, name, monkeypatch)
 
 
 @pytest.mark.cc

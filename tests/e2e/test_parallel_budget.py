@@ -1,12 +1,11 @@
 """benchmarks/parallel_budget.py: its reading of the generated C's parallel loops, and a
 report on a tiny model (no timing asserted, only the report's shape)."""
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
 
 import pytest
+from bench_script import load_bench_script
 
 BENCH = Path(__file__).parents[2] / "benchmarks"
 
@@ -14,13 +13,7 @@ BENCH = Path(__file__).parents[2] / "benchmarks"
 @pytest.fixture
 def budget(monkeypatch):
     """benchmarks/parallel_budget.py loaded by file path (its folder joins sys.path)."""
-    spec = importlib.util.spec_from_file_location(
-        "ember_bench_budget", BENCH / "parallel_budget.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)  # dataclasses look their module up
-    spec.loader.exec_module(module)
+    module = load_bench_script("parallel_budget", "ember_bench_budget", monkeypatch)
     return module
 
 

@@ -2,12 +2,11 @@
 round trip and a row with the three configurations and the governor's choice. No timing
 is asserted."""
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
 
 import pytest
+from bench_script import load_bench_script
 
 from ember.runtime.threads import num_cores, pool_policy
 
@@ -18,11 +17,7 @@ BENCH = Path(__file__).parents[2] / "benchmarks"
 def test_run_governor_benchmark_prints_a_round(capsys, monkeypatch):
     if num_cores() < 2:
         pytest.skip("the benchmark compares 1 and 2 threads: this machine has one core")
-    spec = importlib.util.spec_from_file_location("ember_bench_gov", BENCH / "run_governor.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)
-    spec.loader.exec_module(module)
+    module = load_bench_script("run_governor", "ember_bench_gov", monkeypatch)
     try:
         module.main(["--models", "dense_autoencoder", "--rounds", "1", "--seconds", "0.02"])
     finally:

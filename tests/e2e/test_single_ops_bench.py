@@ -2,26 +2,16 @@
 (its output's shape left to inference), and a run prints its table. No timing is
 asserted."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+from bench_script import load_bench_script
 
 from ember.testing import run_onnxruntime
-
-BENCH = Path(__file__).parents[2] / "benchmarks"
 
 
 @pytest.fixture
 def bench(monkeypatch):
-    """benchmarks/single_ops.py loaded by file path (its folder joins sys.path)."""
-    spec = importlib.util.spec_from_file_location("ember_bench_single_ops", BENCH / "single_ops.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    """benchmarks/single_ops.py loaded by file path."""
+    return load_bench_script("single_ops", "ember_bench_single_ops", monkeypatch)
 
 
 def test_every_case_is_a_valid_model_onnxruntime_runs(bench):

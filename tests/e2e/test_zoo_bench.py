@@ -2,7 +2,6 @@
 a tiny model and print what issue 12 asks for. No timing is asserted, only the shape of
 the report, the FLOP count, the FMA-limit formula and the busy process's lifetime."""
 
-import importlib.util
 import os
 import re
 import sys
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from bench_script import load_bench_script
 from onnx import TensorProto, helper, numpy_helper
 
 BENCH = Path(__file__).parents[2] / "benchmarks"
@@ -19,12 +19,7 @@ BENCH = Path(__file__).parents[2] / "benchmarks"
 @pytest.fixture
 def bench(monkeypatch):
     """benchmarks/models.py loaded by file path (its folder joins sys.path for helpers)."""
-    spec = importlib.util.spec_from_file_location("ember_bench_zoo", BENCH / "models.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_script("models", "ember_bench_zoo", monkeypatch)
 
 
 def _table(out: str) -> tuple[list[str], list[list[str]]]:
