@@ -55,6 +55,7 @@ NOT_FAMILIES = {
         "nn_conv_narrow_layout",  # blocks of 8 output channels regrouped by 24 for them
         "nn_conv_taps",  # nn.conv_packed weights packed taps first: the rule and the view
         "nn_conv_dead_taps",  # kernel taps that only read padding, dropped at compile time
+        "index_scatter",  # ScatterND / ScatterElements as loop-IR store kernels
         "nn_conv_lanes",  # nn.conv_packed tiles with output positions as the lanes
         "nn_conv_pack",  # the packed forms the nn_conv legalizer chooses, the compute's tiles
         "nn_conv_groups",  # grouped convs whose groups do not pack: one packed conv per group

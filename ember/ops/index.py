@@ -5,10 +5,12 @@ Contract: each compute matches the numpy reference of ember/ir/ops/index.py and
 scatter.py for in-range indices; a negative index counts from the end of its axis. Indices
 outside ``[-dim, dim)`` fail the kernel at run time (``tir.index_check``).
 
-The loop IR has no scatter store, so a scatter is written from the output's side: each
-output element searches the updates that land on it (a reduction over the scattered
-axis for scatter_elements, over all update rows for scatter_nd). Repeated indices with
-``reduction="none"`` keep the last update, like the reference.
+The scatters run as loop-IR kernels that copy the data and store each update at its
+index (ember.ops.index_scatter); bool data, and SCATTER_KERNELS off, take the te computes
+here, written from the output's side: each output element searches the updates that land
+on it (a reduction over the scattered axis for scatter_elements, over all update rows for
+scatter_nd). Repeated indices with ``reduction="none"`` keep the last update, like the
+reference.
 """
 
 from __future__ import annotations
@@ -22,11 +24,20 @@ from ember.ir.op import Attrs
 from ember.ir.types import Type
 from ember.ops.binary import maximum, minimum
 from ember.ops.common import out_tensor_type, static_shape
+from ember.ops.index_scatter import (
+    scatter_elements_kernel,
+    scatter_kernel_fits,
+    scatter_nd_kernel,
+)
 from ember.ops.reduce import schedule_reduce, staged_product
 from ember.ops.registry import register_compute, register_schedule
 from ember.ops.transform import flat_index, unflatten
 from ember.tir import PrimExpr, te
 from ember.tir import dtype as dt
+
+#: whether scatters run as store kernels (ember.ops.index_scatter) rather than the te
+#: computes that search the updates from every output element.
+SCATTER_KERNELS = True
 
 
 def wrap(index: PrimExpr, dim: int) -> PrimExpr:
@@ -205,6 +216,8 @@ def scatter_elements(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> t
     """out = data; out[..indices[u]..] = updates[u] along axis (ONNX ScatterElements)."""
     data, indices, updates = inputs
     axis = attrs["axis"]
+    if SCATTER_KERNELS and scatter_kernel_fits(data):
+        return scatter_elements_kernel(data, indices, updates, axis, attrs["reduction"])
     dshape, ishape = static_shape(data), static_shape(indices)
     dim = dshape[axis]
 
@@ -239,6 +252,8 @@ def scatter_elements(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> t
 def scatter_nd(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
     """out = data; out[indices[u]] = updates[u] for index tuples (ONNX ScatterND)."""
     data, indices, updates = inputs
+    if SCATTER_KERNELS and scatter_kernel_fits(data):
+        return scatter_nd_kernel(data, indices, updates, attrs["reduction"])
     dshape, ishape = static_shape(data), static_shape(indices)
     k = ishape[-1]
     rows = ishape[:-1]

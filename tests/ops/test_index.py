@@ -114,3 +114,42 @@ def test_scatter_nd(how):
     check("scatter_nd", [data, idx, _x((2, 2, 2), seed=6)], reduction=how)
     check("scatter_nd", [data, np.array([[2], [0], [2]], "int64"), _x((3, 3, 2))], reduction=how)
     check("scatter_nd", [data, np.array([1, 2, 0], "int64"), _x((), seed=7)], reduction=how)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32", "int8", "float64"])
+@pytest.mark.parametrize("how", ["none", "add", "max"])
+def test_scatters_store_updates_in_order(dtype, how):
+    """Regression: the scatters searched every update from every output element (ScatterND
+    of 200 rows into 1000 x 64: 6.4 ms, onnxruntime 9 us); they now copy the data and
+    store each update at its checked index in order (repeated indices: the last one, or
+    combined in order), for any dtype but bool (which keeps the search)."""
+    data = _x((6, 5, 4)).astype(dtype)
+    nd_idx = np.array([[1, 0], [5, -1], [1, 0], [-6, 2]], "int64")  # (1, 0) twice
+    updates = _x((4, 4), seed=3).astype(dtype)
+    vs = [
+        Var(f"x{k}", TensorType(a.shape, a.dtype.name))
+        for k, a in enumerate([data, nd_idx, updates])
+    ]
+    text = str(lower_group(_group(vs, call("scatter_nd", *vs, reduction=how)), "k"))
+    assert "scatter_nd_acc" not in text and "scatter_nd_last" not in text, text
+    check("scatter_nd", [data, nd_idx, updates], reduction=how)
+    el_idx = _idx((6, 5, 2), 4, seed=8)
+    check(
+        "scatter_elements",
+        [data, el_idx, _x((6, 5, 2), seed=9).astype(dtype)],
+        axis=2,
+        reduction=how,
+    )
+    flags = np.array([True, False, True, False])
+    check("scatter_nd", [flags, np.array([[1], [3]], "int64"), np.array([False, True])])
+
+
+def test_scatter_max_keeps_nan_like_the_reference():
+    data = _x((3, 4))
+    updates = np.array([[np.nan, 1.0], [2.0, -np.inf]], "float32")
+    check(
+        "scatter_elements",
+        [data, np.array([[0, 1], [2, 3]], "int64"), updates],
+        axis=1,
+        reduction="max",
+    )
