@@ -149,11 +149,18 @@ SUM_LANES = 16
 def _use_lanes(x: te.Tensor, axes: Sequence[int], work: str) -> bool:
     """Whether a float sum over ``axes`` runs in SUM_LANES partial sums: the axes are the
     trailing ones (contiguous: ReduceMean over H and W of NCHW, PyTorch's ``mean((2, 3))``)
-    and span at least 3 x SUM_LANES elements (SE blocks' 7 x 7: 49)."""
+    and span at least 3 x SUM_LANES elements (SE blocks' 7 x 7: 49). Axes of extent 1 do
+    not count (MeanVarianceNormalization's mean over N, H and W of a batch of one)."""
     shape = static_shape(x)
-    trailing = sorted(axes) == list(range(len(shape) - len(axes), len(shape)))
-    n = math.prod(shape[len(shape) - len(axes) :]) if shape else 0
-    return dt.is_float(work) and trailing and n >= 3 * SUM_LANES
+    inner = _lane_axes(shape, axes)
+    n = math.prod(shape[a] for a in inner)
+    return dt.is_float(work) and bool(inner) and n >= 3 * SUM_LANES
+
+
+def _lane_axes(shape: Sequence[int], axes: Sequence[int]) -> list[int]:
+    """The reduced axes of extent over 1 when they are the trailing axes, else []."""
+    big = sorted(int(a) for a in axes if shape[a] > 1)
+    return big if big == list(range(len(shape) - len(big), len(shape))) else []
 
 
 def _lane_reduce(
@@ -171,13 +178,20 @@ def _lane_reduce(
     shape = static_shape(x)
     ndim, keep = len(shape), bool(attrs["keepdims"])
     axes = sorted(int(a) for a in attrs["axes"])
-    inner = shape[axes[0] :]
+    big = _lane_axes(shape, axes)
+    inner = [shape[a] for a in big]
     whole, tail = divmod(math.prod(inner), SUM_LANES)
+    zero = tir.const(0, "int32")
+
+    def at(flat: PrimExpr) -> list[PrimExpr]:
+        """The index of every reduced axis at ``flat`` in the big axes (0 on the others)."""
+        pos = dict(zip(big, unflatten(flat, inner), strict=True))
+        return [pos.get(a, zero) for a in axes]
 
     def part(*il: Any) -> PrimExpr:
         i, lane = il[:-1], il[-1]
         q = te.reduce_axis(whole, "q")
-        pos = unflatten(q.var * SUM_LANES + lane, inner)
+        pos = at(q.var * SUM_LANES + lane)
         return reducer(source(_load(x, input_index(i, pos, ndim, axes, keep))), axis=q)
 
     partial = te.compute(
@@ -188,7 +202,7 @@ def _lane_reduce(
         lane = te.reduce_axis(SUM_LANES + tail, "lane")
         if not tail:
             return reducer(partial[(*i, lane.var)], axis=lane)
-        pos = unflatten(whole * SUM_LANES + lane.var - SUM_LANES, inner)
+        pos = at(whole * SUM_LANES + lane.var - SUM_LANES)
         rest = source(_load(x, input_index(i, pos, ndim, axes, keep)))
         last = tir.const(SUM_LANES - 1, "int32")
         early = partial[(*i, tir.min(lane.var, last))]

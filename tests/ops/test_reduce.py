@@ -113,6 +113,10 @@ def test_trailing_axes_float_reductions_use_vector_lanes(op, axes, keep, hw):
     func = _group([v], call(op, v, axes=axes, keepdims=keep))
     check(func, [x])
     assert "_lanes" in str(lower_group(func, "k"))
+    unit = Var("u", TensorType((1, 3, *hw), "float32"))  # axis 0 of extent 1 does not count
+    batch1 = _group([unit], call(op, unit, axes=(0, 2, 3), keepdims=keep))
+    check(batch1, [x[:1]])
+    assert "_lanes" in str(lower_group(batch1, "k"))
     if op in ("max", "min"):  # not trailing: no lanes
         other = _group([v], call(op, v, axes=(1, 3), keepdims=False))
         check(other, [x])
