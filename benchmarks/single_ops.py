@@ -5,9 +5,9 @@ Run: ``.venv/bin/python benchmarks/single_ops.py [--only einsum,pool] [--repeat 
 it (attention's einsum, a stem's max pool, an embedding lookup, a decomposed LayerNorm,
 ...), compiled for ``c`` and run by the AOT executor. Outputs are checked against
 onnxruntime first (rtol 1e-4, atol 1e-4 of the output's scale); a row whose ember/ort is
-above 1.25 is marked ``<<<``. This sweep found the slow paths fixed at stop 38 (Pow by 3:
-100x, einsum as a generic compute: 30x, reductions over H and W: 8x, padded NCHW pools:
-4-16x); run it after touching an op family. Nothing is asserted on the times.
+above 1.25 is marked ``<<<``. This sweep found the slow paths fixed at stop 38 (ScatterND: 1800x,
+Pow by 3: 100x, einsum as a generic compute: 30x, reductions over H and W: 8x, padded NCHW
+pools: 4-16x, RoiAlign: 6x); run it after touching an op family. Nothing is asserted on the times.
 """
 
 from __future__ import annotations
@@ -150,6 +150,42 @@ CASES: tuple[Case, ...] = (
         "transpose 0213 1x128x12x64",
         (1, 128, 12, 64),
         (("Transpose", ("x",), {"perm": [0, 2, 1, 3]}),),
+    ),
+    Case(
+        "scatternd 200 rows into 1000x64",
+        (1000, 64),
+        (("ScatterND", ("x", "i", "u"), {}),),
+        {
+            "i": lambda rng: rng.integers(0, 1000, (200, 1)),
+            "u": lambda rng: rng.standard_normal((200, 64)).astype(np.float32),
+        },
+    ),
+    Case(
+        "scatterelements 64x100 into 64x1000",
+        (64, 1000),
+        (("ScatterElements", ("x", "i", "u"), {"axis": 1}),),
+        {
+            "i": lambda rng: rng.integers(0, 1000, (64, 100)),
+            "u": lambda rng: rng.standard_normal((64, 100)).astype(np.float32),
+        },
+    ),
+    Case(
+        "meanvariancenorm 1x64x56x56", (1, 64, 56, 56), (("MeanVarianceNormalization", ("x",), {}),)
+    ),
+    Case(
+        "roialign 100 rois 1x256x50x50",
+        (1, 256, 50, 50),
+        (
+            (
+                "RoiAlign",
+                ("x", "rois", "batch"),
+                {"output_height": 7, "output_width": 7, "sampling_ratio": 2},
+            ),
+        ),
+        {
+            "rois": lambda rng: (rng.uniform(0, 40, (100, 4)) + [0, 0, 5, 5]).astype(np.float32),
+            "batch": np.zeros(100, np.int64),
+        },
     ),
     Case(
         "matmul 1x1536 @ 1536x384",
