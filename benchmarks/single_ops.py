@@ -53,7 +53,7 @@ class Case:
     dtype: str = "float32"
     #: the input's values from a seeded generator (default: standard normal floats)
     values: Callable[[np.random.Generator], np.ndarray] | None = None
-    #: the output's element type (onnx.TensorProto: 1 float, 7 int64)
+    #: the output's element type (onnx.TensorProto: 1 float, 2 uint8, 6 int32, 7 int64)
     out_dtype: int = 1
 
 
@@ -186,6 +186,26 @@ CASES: tuple[Case, ...] = (
             "rois": lambda rng: (rng.uniform(0, 40, (100, 4)) + [0, 0, 5, 5]).astype(np.float32),
             "batch": np.zeros(100, np.int64),
         },
+    ),
+    Case(
+        "quantizelinear 1x64x56x56",
+        (1, 64, 56, 56),
+        (("QuantizeLinear", ("x", "scale", "zero"), {}),),
+        {"scale": _scalar(0.05), "zero": np.array(128, np.uint8)},
+        out_dtype=2,
+    ),
+    Case(
+        "matmulinteger 128x768 @ 768x768",
+        (128, 768),
+        (("MatMulInteger", ("x", "w", "xz", "wz"), {}),),
+        {
+            "w": lambda rng: rng.integers(0, 255, (768, 768)).astype(np.uint8),
+            "xz": np.array(128, np.uint8),
+            "wz": np.array(128, np.uint8),
+        },
+        dtype="uint8",
+        values=lambda rng: rng.integers(0, 255, (128, 768)),
+        out_dtype=6,
     ),
     Case(
         "matmul 1x1536 @ 1536x384",
