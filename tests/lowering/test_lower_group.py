@@ -155,3 +155,25 @@ def test_a_deep_chain_reading_each_stage_twice_lowers():
     func = _group([x], call("transpose", y, axes=(0, 2, 3, 1)))
     (out,) = _run(func)
     assert out.shape == (1, 4, 16, 16)
+
+
+@pytest.mark.parametrize(
+    ("other", "inner"),
+    [
+        ((64, 1, 1), 49),  # a per-channel bias: invariant in the fused H, W loop
+        ((1, 64, 7, 7), 3136),  # every axis fused (the batch of one included)
+        ((), 3136),
+        ((7,), 7),  # a row broadcast down the columns: not the fused index
+        ((7, 1), 7),
+    ],
+)
+def test_elementwise_groups_of_short_rows_vectorize_their_trailing_axes_fused(other, inner):
+    """Regression: NCHW rows of 7 or 56 vectorized one row at a time and finished it in
+    scalars (a Sigmoid of 1x1280x7x7 at 0.25x onnxruntime, QuantizeLinear of 1x64x56x56 at
+    0.19x); elementwise groups whose inputs match the output on the trailing axes, or are
+    all ones there, run them as one vectorized loop."""
+    x, b = Var("x", TensorType((1, 64, 7, 7), "float32")), Var("b", TensorType(other, "float32"))
+    func = _group([x, b], call("sigmoid", call("add", x, b)))
+    _run(func)
+    text = str(lower_group(func, "k"))
+    assert f"vectorized({inner})" in text, text
