@@ -56,10 +56,15 @@ def scalar(value: float | int | bool, dtype: str) -> PrimExpr:
     return tir_const(value, dtype)
 
 
-def unflatten(flat: PrimExpr, shape: Sequence[int]) -> tuple[PrimExpr, ...]:
-    """Multi-index of position ``flat`` in ``shape`` (row-major)."""
-    out = []
-    for extent in reversed(shape):
-        out.append(flat % extent)
-        flat = flat // extent
-    return tuple(reversed(out))
+def unflatten(flat: PrimExpr, shape: Sequence[int]) -> list[PrimExpr]:
+    """The multi-index (int32) of the row-major linear offset ``flat`` (non-negative)."""
+    out: list[PrimExpr] = []
+    rest = flat
+    for k in range(len(shape) - 1, -1, -1):
+        d = shape[k]
+        if d == 1:
+            out.append(tir_const(0, "int32"))
+            continue
+        out.append((rest % d).astype("int32") if k > 0 else rest.astype("int32"))
+        rest = rest // d
+    return out[::-1]

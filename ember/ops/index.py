@@ -23,7 +23,7 @@ from ember import tir
 from ember.ir.op import Attrs
 from ember.ir.types import Type
 from ember.ops.binary import maximum, minimum
-from ember.ops.common import out_tensor_type, static_shape
+from ember.ops.common import out_tensor_type, static_shape, unflatten
 from ember.ops.index_scatter import (
     scatter_elements_kernel,
     scatter_kernel_fits,
@@ -31,7 +31,7 @@ from ember.ops.index_scatter import (
 )
 from ember.ops.reduce import schedule_reduce, staged_product
 from ember.ops.registry import register_compute, register_schedule
-from ember.ops.transform import flat_index, unflatten
+from ember.ops.transform import flat_index
 from ember.tir import PrimExpr, te
 from ember.tir import dtype as dt
 

@@ -18,9 +18,8 @@ from typing import Any
 
 from ember import tir
 from ember.ops.binary import maximum, minimum
-from ember.ops.common import static_shape
+from ember.ops.common import static_shape, unflatten
 from ember.ops.nn_schedule import MIN_PARALLEL_WORK
-from ember.ops.transform import unflatten
 from ember.tir import PrimExpr, te
 from ember.tir.ir_builder import BufferProxy
 

@@ -71,5 +71,5 @@ def _det_body(
                 f = ib.let("f", a[i * m + k] / a[k * m + k])
                 with ib.for_range(k + 1, m, "j") as j:
                     a[i * m + j] = a[i * m + j] - f * a[k * m + j]
-        y[idx] = state[0].astype(out.dtype)
+        y[tuple(idx)] = state[0].astype(out.dtype)
     return ib.get()

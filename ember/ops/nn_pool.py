@@ -50,9 +50,16 @@ class _Window:
         #: the input copy with its padding (pad_input), read by ``tap`` without conditions
         self.padded_input: te.Tensor | None = None
 
+    def _final_tap(self, k: int) -> int:
+        """The padded position of the last tap of the last window along spatial axis k."""
+        return (self.out[k] - 1) * self.strides[k] + (self.kernel[k] - 1) * self.dilation[k]
+
     def padded(self) -> bool:
         """Whether some window tap falls outside the input."""
-        return bool(self._conds(tuple(tir.const(0, "int32") for _ in range(self.nsp)))[0])
+        return any(
+            b > 0 or self._final_tap(k) - b >= self.in_shape[2 + k]
+            for k, (b, _) in enumerate(self.pads)
+        )
 
     def _conds(self, sp: tuple[Any, ...]) -> tuple[list[PrimExpr], list[PrimExpr]]:
         conds = []
@@ -60,10 +67,9 @@ class _Window:
         for k in range(self.nsp):
             begin = self.pads[k][0]
             pos = sp[k] * self.strides[k] + self.axes[k].var * self.dilation[k] - begin
-            last = (self.out[k] - 1) * self.strides[k] + (self.kernel[k] - 1) * self.dilation[k]
             if begin > 0:
                 conds.append(pos >= 0)
-            if last - begin >= self.in_shape[2 + k]:
+            if self._final_tap(k) - begin >= self.in_shape[2 + k]:
                 conds.append(pos < self.in_shape[2 + k])
             src.append(pos)
         return conds, src
@@ -90,9 +96,7 @@ class _Window:
             return x
         shape = list(static_shape(x)[:2])
         for k in range(self.nsp):
-            begin = self.pads[k][0]
-            last = (self.out[k] - 1) * self.strides[k] + (self.kernel[k] - 1) * self.dilation[k]
-            shape.append(max(self.in_shape[2 + k] + begin, last + 1))
+            shape.append(max(self.in_shape[2 + k] + self.pads[k][0], self._final_tap(k) + 1))
 
         def body(n: Any, c: Any, *p: Any) -> PrimExpr:
             src = [p[k] - self.pads[k][0] for k in range(self.nsp)]

@@ -28,7 +28,7 @@ from typing import Any
 from ember import tir
 from ember.ir.op import Attrs
 from ember.ir.types import Type
-from ember.ops.common import out_tensor_type, static_shape
+from ember.ops.common import out_tensor_type, static_shape, unflatten
 from ember.ops.elemwise import as_dtype, compute_dtype, is_nan
 from ember.ops.nn_schedule import (
     MATERIALIZE,
@@ -37,7 +37,6 @@ from ember.ops.nn_schedule import (
     reduction_stages,
 )
 from ember.ops.registry import ScheduleContext, register_compute, register_schedule
-from ember.ops.transform import unflatten
 from ember.tir import PrimExpr, te
 from ember.tir import dtype as dt
 

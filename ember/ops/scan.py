@@ -28,7 +28,7 @@ from collections.abc import Callable
 from ember import tir
 from ember.ir.op import Attrs
 from ember.ir.types import Type
-from ember.ops.common import out_tensor_type, static_shape
+from ember.ops.common import out_tensor_type, static_shape, unflatten
 from ember.ops.elemwise import compute_dtype, is_nan
 from ember.ops.nn_common import product
 from ember.ops.nn_schedule import MIN_PARALLEL_WORK
@@ -45,25 +45,13 @@ SCAN_LANES = 64
 Index = Callable[[PrimExpr, PrimExpr, PrimExpr], tuple[PrimExpr, ...]]
 
 
-def _split(flat: PrimExpr, dims: tuple[int, ...]) -> tuple[PrimExpr, ...]:
-    """Multi-index of position ``flat`` (< product(dims)) in ``dims``; no modulo on the
-    first dimension, so one dimension takes ``flat`` itself (vectorisable)."""
-    out: list[PrimExpr] = []
-    for extent in reversed(dims[1:]):
-        out.append(flat % extent)
-        flat = flat // extent
-    if dims:
-        out.append(flat)
-    return tuple(reversed(out))
-
-
 def _line_index(shape: tuple[int, ...], axis: int) -> Index:
     """``at(o, j, i)``: the index of element j along ``axis`` where the axes before it are
     at flat position o and the axes after it at flat position i."""
     before, after = tuple(shape[:axis]), tuple(shape[axis + 1 :])
 
     def at(o: PrimExpr, j: PrimExpr, i: PrimExpr) -> tuple[PrimExpr, ...]:
-        return (*_split(o, before), j, *_split(i, after))
+        return (*unflatten(o, before), j, *unflatten(i, after))
 
     return at
 

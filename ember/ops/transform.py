@@ -20,7 +20,7 @@ from ember import tir
 from ember.ir.op import Attrs
 from ember.ir.ops.common import np_dtype
 from ember.ir.types import Type
-from ember.ops.common import broadcast_index, out_tensor_type, static_shape
+from ember.ops.common import broadcast_index, out_tensor_type, static_shape, unflatten
 from ember.ops.elemwise import as_dtype
 from ember.ops.registry import register_compute
 from ember.tir import PrimExpr, te
@@ -36,20 +36,6 @@ def flat_index(idx: Sequence[Any], shape: Sequence[int], dtype: str = "int64") -
     for i, d in zip(idx, shape, strict=True):
         flat = flat * d + tir.convert(i).astype(dtype)
     return flat
-
-
-def unflatten(flat: PrimExpr, shape: Sequence[int]) -> list[PrimExpr]:
-    """The multi-index (int32) of the row-major linear offset ``flat`` (non-negative)."""
-    out: list[PrimExpr] = []
-    rest = flat
-    for k in range(len(shape) - 1, -1, -1):
-        d = shape[k]
-        if d == 1:
-            out.append(tir.const(0, "int32"))
-            continue
-        out.append((rest % d).astype("int32") if k > 0 else rest.astype("int32"))
-        rest = rest // d
-    return out[::-1]
 
 
 def index_dtype(shape: Sequence[int]) -> str:
