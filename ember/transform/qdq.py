@@ -304,6 +304,9 @@ def fuse_qdq(mod: IRModule, int8_kernels: bool = True) -> IRModule:
             m = _match(old, uses)
             if m is not None:
                 return _rewrite(old, m, new, int8_kernels)
+            table = lut_chain(rebuilt) if int8_kernels else None  # type: ignore[arg-type]
+            if table is not None:  # a function of one 8-bit tensor: before an add kernel
+                return table
             if uses.get(id(old.args[0])) == 1:
                 out = _rewrite_add(old, new, uses, int8_kernels)
                 out = out or _rewrite_max_pool(old, new, int8_kernels)
@@ -311,7 +314,7 @@ def fuse_qdq(mod: IRModule, int8_kernels: bool = True) -> IRModule:
                     out = out or _rewrite_global_avg_pool(old, new)
                 if out is not None:
                     return out
-            return lut_chain(rebuilt) if int8_kernels else None  # type: ignore[arg-type]
+            return None
 
         return rewrite_graph(root, rule)
 

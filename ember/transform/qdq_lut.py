@@ -4,7 +4,8 @@ A QDQ model computes what has no integer kernel in float between a ``dequantize`
 ``quantize``: BERT's GELU (``dequantize -> div -> erf -> add -> mul -> mul``, with a
 quantize/dequantize pair after every step), and the Q/DQ pairs its quantizer leaves around
 every Reshape and Transpose. When such a chain ends in a ``quantize`` and reads one 8-bit
-tensor ``x`` (every other operand a one-element constant; the ops elementwise, or reshapes
+tensor ``x`` (every other operand a one-element constant, or computed from such constants
+only, as the quantizer's dequantized scalar weights; the ops elementwise, or reshapes
 and transposes that only move elements), its output element is a function of one byte of
 ``x``: the chain is evaluated once at build time on the 256 byte values (the ops' numpy
 references) and becomes ``take(table, int32(x))`` under the same moves, or just the moves
@@ -121,6 +122,9 @@ def _table(order: list[Expr], leaf: Expr) -> np.ndarray | None:
         if op.reference is None:
             return None
         out = np.asarray(op.reference(args, node.attrs))  # type: ignore[attr-defined]
+        if out.size == 1:  # computed from constants only (a dequantized scalar weight)
+            values[id(node)] = out.reshape(())
+            continue
         if out.size != 256:
             return None
         values[id(node)] = out.reshape(256)
