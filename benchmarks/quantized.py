@@ -1,12 +1,14 @@
 """The quantized model zoo: ember int8 next to onnxruntime int8 and ember float32, in one run.
 
 Run: ``.venv/bin/python benchmarks/quantized.py [--models resnet50,mobilenet_v2,bert]
-[--modes static,dynamic] [--repeat 10] [--threads 1]``. For every model of
+[--modes static,dynamic,qoperator] [--repeat 10] [--threads 1]``. For every model of
 ``ember.examples.models.MODELS`` named (default: resnet50, mobilenet_v2, bert) and every
 quantization mode it
 
 * quantizes the float model with ``onnxruntime.quantization`` (``static``: QDQ, uint8
   activations, int8 per-channel weights, MinMax calibration on 8 seeded inputs;
+  ``qoperator``: the same calibration in onnxruntime's QOperator form, QLinearConv and
+  the com.microsoft QLinearAdd, QGemm, QLinearSoftmax, ...;
   ``dynamic``: int8 weights, activations quantized at run time; see
   ``ember.testing.quantize``),
 * compiles the float and the quantized model with ember (C target, graph executor) and
@@ -113,7 +115,10 @@ def measure(name: str, mode: str, repeat: int, cpu_clock: bool, threads: int = 0
     case = make_model(DEFAULT_MODELS.get(name, name))
     fp32 = case.model
     fp32.ir_version = min(fp32.ir_version, ORT_MAX_IR_VERSION)
-    q = quantize_static(fp32, case.inputs) if mode == "static" else quantize_dynamic(fp32)
+    if mode == "dynamic":
+        q = quantize_dynamic(fp32)
+    else:
+        q = quantize_static(fp32, case.inputs, qoperator=mode == "qoperator")
     q.ir_version = min(q.ir_version, ORT_MAX_IR_VERSION)
     ge_q, ge_f = _executor(q, case.shapes), _executor(fp32, case.shapes)
     for key, value in case.inputs.items():
@@ -139,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Parse the command line, measure every model and mode, print the table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", default=",".join(DEFAULT_MODELS), help="comma-separated")
-    parser.add_argument("--modes", default="static,dynamic", help="static and/or dynamic")
+    parser.add_argument("--modes", default="static,dynamic", help="static, qoperator and/or dynamic")
     parser.add_argument("--repeat", type=int, default=10, help="timed rounds")
     parser.add_argument("--threads", type=int, default=1, help="ember's threads (ORT uses 1)")
     parser.add_argument("--cpu-clock", action="store_true", help="thread CPU time, 1 thread")

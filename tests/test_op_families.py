@@ -28,6 +28,7 @@ FRONTEND_ONLY = {
     "dynamic",  # NonZero, Unique, NonMaxSuppression evaluated at build time
     "loss",  # SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss by decomposition
     "optimizer",  # Adagrad, Momentum, Adam (preview training) as their update formulas
+    "quant_contrib",  # onnxruntime's com.microsoft QLinear*/QGemm/...: dequantize, op, quantize
     "sequence",  # sequences and optionals resolved at import time (tuples of tensors)
     "signal",  # DFT as products with constant matrices
 }

@@ -90,9 +90,14 @@ def _preprocessed(model: onnx.ModelProto, tmp: Path) -> Path:
 
 
 def quantize_static(
-    model: onnx.ModelProto, inputs: Mapping[str, np.ndarray], count: int = 8, seed: int = 0
+    model: onnx.ModelProto,
+    inputs: Mapping[str, np.ndarray],
+    count: int = 8,
+    seed: int = 0,
+    qoperator: bool = False,
 ) -> onnx.ModelProto:
-    """``model`` quantized to QDQ form, calibrated on :func:`calibration_set`."""
+    """``model`` quantized to QDQ form (``qoperator``: onnxruntime's QOperator form, QLinearConv
+    and com.microsoft QLinearAdd, QGemm, ...), calibrated on :func:`calibration_set`."""
     quant = _ort_quantization()
     with tempfile.TemporaryDirectory() as tmp:
         src, dst = _preprocessed(model, Path(tmp)), Path(tmp) / "int8.onnx"
@@ -100,7 +105,7 @@ def quantize_static(
             str(src),
             str(dst),
             _reader(calibration_set(inputs, count, seed)),
-            quant_format=quant.QuantFormat.QDQ,
+            quant_format=quant.QuantFormat.QOperator if qoperator else quant.QuantFormat.QDQ,
             activation_type=quant.QuantType.QUInt8,
             weight_type=quant.QuantType.QInt8,
             per_channel=True,

@@ -2,9 +2,10 @@
 
 Each float model of ember.examples.models is quantized with ``onnxruntime.quantization``
 (``static``: QDQ, uint8 activations, int8 per-channel 7-bit weights, MinMax calibration on
-8 seeded inputs; ``dynamic``: int8 weights, DynamicQuantizeLinear + MatMulInteger or
-ConvInteger), compiled for the C target and compared with onnxruntime's execution of the
-same quantized model (all graph optimizations on, so its QDQ transformer runs
+8 seeded inputs; ``qoperator``: the same in onnxruntime's QOperator form, QLinearConv,
+QLinearMatMul and the com.microsoft QLinearAdd, QGemm, QLinearSoftmax, ...; ``dynamic``:
+int8 weights, DynamicQuantizeLinear + MatMulInteger or ConvInteger), compiled for the C
+target and compared with onnxruntime's execution of the same quantized model (all graph optimizations on, so its QDQ transformer runs
 QLinearConv/QLinearMatMul/QGemm/QLinearAdd kernels).
 
 The tolerance: at least 99.9% of the output elements within one quantization step.
@@ -28,6 +29,8 @@ import onnx
 import pytest
 
 from ember.examples.models import bert_encoder, bert_inputs, make_model
+from ember.frontend import from_onnx
+from ember.ir import Call, post_order
 from ember.testing import run_onnx_compiled, run_onnxruntime
 from ember.testing.quantize import (
     output_step,
@@ -35,14 +38,35 @@ from ember.testing.quantize import (
     quantize_dynamic,
     quantize_static,
 )
+from ember.transform import optimize
 
 MIN_AGREEMENT = 0.999
 
 
+def kernel_ops(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> list[str]:
+    """The graph ops of ``model`` after ember's standard optimizations (fuse_qdq's kernels)."""
+    shapes = {k: v.shape for k, v in inputs.items()}
+    mod, params = from_onnx(model, shape=shapes)
+    body = optimize(mod, params).main.body
+    return [n.op.name for n in post_order(body) if isinstance(n, Call) and hasattr(n.op, "name")]
+
+
+#: an op each mode's quantizer writes.
+_MARK = {"static": "QuantizeLinear", "qoperator": "QLinearConv", "dynamic": "DynamicQuantizeLinear"}
+
+
+def _quantized(model: onnx.ModelProto, inputs: dict[str, np.ndarray], mode: str):
+    if mode == "dynamic":
+        return quantize_dynamic(model)
+    return quantize_static(model, inputs, qoperator=mode == "qoperator")
+
+
 def _check(model: onnx.ModelProto, inputs: dict[str, np.ndarray], mode: str) -> None:
-    quantized = quantize_static(model, inputs) if mode == "static" else quantize_dynamic(model)
+    quantized = _quantized(model, inputs, mode)
     kinds = {n.op_type for n in quantized.graph.node}
-    assert ("QuantizeLinear" in kinds) if mode == "static" else ("DynamicQuantizeLinear" in kinds)
+    assert _MARK[mode] in kinds or mode == "qoperator" and "QLinearMatMul" in kinds, kinds
+    if mode == "qoperator":  # the products run as int8 kernels, as the QDQ form's do
+        assert "int8" in " ".join(kernel_ops(quantized, inputs))
     ours = run_onnx_compiled(quantized, inputs)
     want = run_onnxruntime(quantized, inputs)
     for out, got, ref in zip(quantized.graph.output, ours, want, strict=True):
@@ -56,7 +80,7 @@ def _small_bert() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     return bert_encoder(layers=1, hidden=64, heads=2, seq=16), bert_inputs(seq=16)
 
 
-@pytest.mark.parametrize("mode", ["static", "dynamic"])
+@pytest.mark.parametrize("mode", ["static", "qoperator", "dynamic"])
 @pytest.mark.parametrize(
     "name", ["resnet8", pytest.param("mobilenet_v2_64_w0.35", marks=pytest.mark.slow)]
 )
@@ -65,7 +89,7 @@ def test_small_cnn(name: str, mode: str) -> None:
     _check(case.model, case.inputs, mode)
 
 
-@pytest.mark.parametrize("mode", ["static", "dynamic"])
+@pytest.mark.parametrize("mode", ["static", "qoperator", "dynamic"])
 def test_small_bert(mode: str) -> None:
     _check(*_small_bert(), mode)
 

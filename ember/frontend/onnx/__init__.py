@@ -26,6 +26,7 @@ from ember.frontend.onnx import (
     nn_sample,  # noqa: F401  (registers handlers)
     optimizer,  # noqa: F401  (registers handlers)
     quant,  # noqa: F401  (registers handlers)
+    quant_contrib,  # noqa: F401  (registers handlers)
     random,  # noqa: F401  (registers handlers)
     reduce,  # noqa: F401  (registers handlers)
     scan,  # noqa: F401  (registers handlers)

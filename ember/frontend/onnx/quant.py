@@ -18,9 +18,12 @@ and a float4 one is ignored, as in onnx's reference.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ember.frontend.onnx.cast_rules import SATURATING, onnx_cast
+from ember.frontend.onnx.common import standard_op
 from ember.frontend.onnx.context import ConvertContext, NodeView, onnx_elem_dtype
 from ember.frontend.onnx.nn_common import (
     required,
@@ -241,9 +244,77 @@ def _multiplier(
     return call("divide", call("multiply", _f32(sx), _f32(sw)), _f32(sy))
 
 
+def _scalar_params(ctx: ConvertContext, *exprs: Expr | None) -> bool:
+    """Every given expr is a one-element constant (a per-tensor scale or zero point)."""
+    for e in exprs:
+        if e is None:
+            continue
+        value = ctx.const_value(e)
+        if value is None or np.asarray(value).size != 1:
+            return False
+    return True
+
+
+def qdq_linear(
+    ctx: ConvertContext,
+    node: NodeView,
+    op_type: str,
+    idx: tuple[int, ...],
+    w_axis: int,
+    bias_index: int = -1,
+    attrs: dict[str, Any] | None = None,
+) -> Expr | None:
+    """QLinearConv/QLinearMatMul (and QGemm) as their QDQ form, ``quantize(op(dequantize(x),
+    dequantize(w)) [+ dequantize(bias, s_x * s_w)])`` (inputs at ``idx``: x, its scale and
+    zero point, w, its scale and zero point, y's; the int32 bias at ``bias_index``), which
+    fuse_qdq turns into the same int8 kernels with a requantizing epilogue as a QDQ model's
+    (the requantization is the same: ``s_x * s_w / s_y`` in float32). None when x's scale or
+    zero point or y's is not a one-element constant, or w's scale is not constant (the
+    int32 form then)."""
+    ix, isx, izx, iw, isw, izw, isy, izy = idx
+    x, w = required(ctx, node, ix, "x"), required(ctx, node, iw, "w")
+    sx, zx, sw = node.input(isx), node.input(izx), node.input(isw)
+    sy, zy = node.input(isy), node.input(izy)
+    if sx is None or sw is None or sy is None or zy is None:
+        return None
+    if not _scalar_params(ctx, sx, zx, sy, zy) or ctx.const_value(sw) is None:
+        return None
+    dtype = ttype(ctx, node, zy).dtype
+    _check_dtype(ctx, node, dtype, frozenset({"int8", "uint8"}))
+    xt, wt = ttype(ctx, node, x), ttype(ctx, node, w)
+    xf = call("dequantize", x, reshape(ctx, sx, ()), _zp(ctx, node, zx, xt, 1, 0))
+    wf = call(
+        "dequantize",
+        w,
+        _shaped(ctx, node, sw, wt, w_axis, 0),
+        _zp(ctx, node, node.input(izw), wt, w_axis, 0),
+    )
+    inputs = [xf, wf]
+    bias = node.input(bias_index) if bias_index >= 0 else None
+    if bias is not None:
+        s_bias = np.float32(np.asarray(ctx.const_value(sx)).reshape(())) * np.asarray(
+            ctx.const_value(sw), np.float32
+        ).reshape(-1)
+        inputs.append(call("dequantize", bias, Constant(s_bias), _zero("int32")))
+    y = standard_op(ctx, node, op_type, inputs, attrs or {})[0]
+    assert y is not None
+    return call("quantize", y, reshape(ctx, sy, ()), reshape(ctx, zy, ()), dtype=dtype,
+                name=node.name)  # fmt: skip
+
+
+def _zp(ctx: ConvertContext, node: NodeView, zp: Expr | None, xt: TensorType, axis: int,
+        block: int) -> Expr:  # fmt: skip
+    """A zero point shaped like its scale (zero of the data's type when omitted)."""
+    return _zero(xt.dtype) if zp is None else _shaped(ctx, node, zp, xt, axis, block)
+
+
 @onnx_op("QLinearConv", since=10)
 def qlinear_conv(ctx: ConvertContext, node: NodeView) -> Expr:
-    """QLinearConv: int32 convolution + int32 bias, requantized."""
+    """QLinearConv: its QDQ form (int8 kernels), else an int32 convolution + int32 bias,
+    requantized."""
+    qdq = qdq_linear(ctx, node, "Conv", (0, 1, 2, 3, 4, 5, 6, 7), 0, 8, dict(node.attrs))
+    if qdq is not None:
+        return qdq
     acc = _conv_integer(ctx, node, (0, 2, 3, 5))
     ch = acc.tensor_type.shape[1]
     nsp = acc.tensor_type.ndim - 2
@@ -262,7 +333,11 @@ def qlinear_conv(ctx: ConvertContext, node: NodeView) -> Expr:
 
 @onnx_op("QLinearMatMul", since=10)
 def qlinear_matmul(ctx: ConvertContext, node: NodeView) -> Expr:
-    """QLinearMatMul: int32 matmul, requantized (b's scale may be per column)."""
+    """QLinearMatMul: its QDQ form (int8 kernels), else an int32 matmul, requantized (b's
+    scale may be per column)."""
+    qdq = qdq_linear(ctx, node, "MatMul", (0, 1, 2, 3, 4, 5, 6, 7), -1)
+    if qdq is not None:
+        return qdq
     acc = _matmul_integer(ctx, node, (0, 2, 3, 5))
     sa, sb, sy = (
         required(ctx, node, i, n) for i, n in ((1, "a_scale"), (4, "b_scale"), (6, "y_scale"))
