@@ -144,7 +144,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Parse the command line, measure every model and mode, print the table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", default=",".join(DEFAULT_MODELS), help="comma-separated")
-    parser.add_argument("--modes", default="static,dynamic", help="static, qoperator and/or dynamic")
+    parser.add_argument(
+        "--modes", default="static,dynamic", help="static, qoperator and/or dynamic"
+    )
     parser.add_argument("--repeat", type=int, default=10, help="timed rounds")
     parser.add_argument("--threads", type=int, default=1, help="ember's threads (ORT uses 1)")
     parser.add_argument("--cpu-clock", action="store_true", help="thread CPU time, 1 thread")

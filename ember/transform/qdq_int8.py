@@ -16,6 +16,7 @@ and ``bias - zxu * sum_k w_k`` is a constant per output channel.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -161,7 +162,7 @@ def int8_layer(
     common["name"] = linear.name
     op = linear.op.name  # type: ignore[union-attr]
     if op == "nn.conv":
-        return _conv(linear, xq, zx, flip, wi, bias, mult, common)
+        return _conv(linear.attrs, xq, zx, flip, wi, bias, mult, common)
     if op == "nn.dense" and wi.ndim == 2:
         w_kn = wi.T
     elif op == "nn.matmul" and wi.ndim == 2 and xq.tensor_type.ndim >= 1:
@@ -186,7 +187,7 @@ def int8_layer(
 
 
 def _conv(
-    conv: Call,
+    conv: Mapping[str, Any],
     xq: Expr,
     zx: int,
     flip: bool,
@@ -195,13 +196,21 @@ def _conv(
     mult: np.ndarray,
     common: dict[str, Any],
 ) -> Expr | None:
+    if wi.ndim == 3 and xq.tensor_type.ndim == 3:  # 1-D (wav2vec2): height 1
+        n, c, length = (int(d) for d in xq.tensor_type.shape)
+        x2 = call("reshape", xq, newshape=(n, c, 1, length))
+        out = _conv(_height_one(conv), x2, zx, flip, wi[:, :, None], bias, mult, common)
+        if out is None:
+            return None
+        shape = out.tensor_type.shape
+        return call("reshape", out, newshape=(shape[0], shape[1], shape[3]))
     if wi.ndim != 4 or xq.tensor_type.ndim != 4:
         return None
-    groups, channels = int(conv.attrs["groups"]), int(wi.shape[0])
+    groups, channels = int(conv["groups"]), int(wi.shape[0])
     b, m = _per_channel(bias, channels, np.int64), _per_channel(mult, channels, np.float32)
     if b is None or m is None:
         return None
-    attrs = {k: conv.attrs[k] for k in ("strides", "padding", "dilation")}
+    attrs = {k: conv[k] for k in ("strides", "padding", "dilation")}
     attrs.update(kernel=tuple(int(d) for d in wi.shape[2:]), channels=channels, **common)
     if groups == 1:
         rows = pack_conv_rows(wi) if fits_maddubs(wi.reshape(channels, -1)) else None
@@ -226,6 +235,14 @@ def _conv(
         "quantized_dwconv_int8", xq, Constant(pack_dw_taps(wi)), Constant(folded),
         Constant(m), x_zero_point=zx, **attrs,
     )  # fmt: skip
+
+
+def _height_one(conv: Mapping[str, Any]) -> dict[str, Any]:
+    """A 1-D convolution's attributes as a 2-D one's on a height of 1."""
+    (stride,), (dil,) = conv["strides"] or (1,), conv["dilation"] or (1,)
+    pads = tuple(conv["padding"]) or (0, 0)
+    return {"strides": (1, stride), "dilation": (1, dil), "padding": (0, pads[0], 0, pads[1]),
+            "groups": conv["groups"]}  # fmt: skip
 
 
 def int8_pool(pool: Expr, xq: Expr) -> bool:

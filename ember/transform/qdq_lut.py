@@ -40,8 +40,11 @@ def _scalar(expr: Expr) -> np.ndarray | None:
 
 
 def _is_table(node: Expr) -> bool:
-    """``take(256-entry constant, index)``: a table this pass made (composed, not a leaf)."""
+    """``take(256-entry constant, index)`` or its cast back to 8 bits: a table this pass made
+    (composed, not a leaf)."""
     op = _op(node)
+    if op is not None and op.name == "cast":
+        return _is_table(node.args[0])  # type: ignore[attr-defined]
     if op is None or op.name != "take" or int(node.attrs["axis"]) != 0:  # type: ignore[attr-defined]
         return False
     data = node.args[0]  # type: ignore[attr-defined]
@@ -156,7 +159,9 @@ def lut_chain(root: Call) -> Expr | None:
     )
     out: Expr = x
     if not identity:
-        out = call("take", Constant(table), call("cast", x, dtype="int32"), axis=0)
+        wide = Constant(table.astype(np.int32))  # a 32-bit gather vectorizes, a byte one not
+        index = call("cast", x, dtype="int32")
+        out = call("cast", call("take", wide, index, axis=0), dtype=str(table.dtype))
     for move in on_path:
         out = call(_op(move).name, out, **dict(move.attrs))  # type: ignore[attr-defined, union-attr]
     if tuple(out.tensor_type.shape) != tuple(root.tensor_type.shape):

@@ -5,8 +5,9 @@ Each float model of ember.examples.models is quantized with ``onnxruntime.quanti
 8 seeded inputs; ``qoperator``: the same in onnxruntime's QOperator form, QLinearConv,
 QLinearMatMul and the com.microsoft QLinearAdd, QGemm, QLinearSoftmax, ...; ``dynamic``:
 int8 weights, DynamicQuantizeLinear + MatMulInteger or ConvInteger), compiled for the C
-target and compared with onnxruntime's execution of the same quantized model (all graph optimizations on, so its QDQ transformer runs
-QLinearConv/QLinearMatMul/QGemm/QLinearAdd kernels).
+target and compared with onnxruntime's execution of the same quantized model (all graph
+optimizations on, so its QDQ transformer runs QLinearConv/QLinearMatMul/QGemm/QLinearAdd
+kernels).
 
 The tolerance: at least 99.9% of the output elements within one quantization step.
 For a static model the output is a DequantizeLinear, so its values lie on a grid of the
