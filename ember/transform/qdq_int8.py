@@ -226,6 +226,8 @@ def _conv(
             flip=flip, x_zero_point=zxu, **attrs,
         )  # fmt: skip
     depthwise = groups == channels == xq.tensor_type.shape[1] and wi.shape[1] == 1
+    if not depthwise and wi.shape[1] >= GROUP_MIN_CHANNELS:
+        return _grouped(conv, xq, zx, flip, wi, b, m, common)
     if not depthwise or np.abs(wi).max(initial=0) > 32767:
         return None
     folded = _folded_bias(b, 0, np.zeros(channels, np.int64), channels)
@@ -235,6 +237,40 @@ def _conv(
         "quantized_dwconv_int8", xq, Constant(pack_dw_taps(wi)), Constant(folded),
         Constant(m), x_zero_point=zx, **attrs,
     )  # fmt: skip
+
+
+#: input channels a group needs to run as an int8 kernel of its own (ShuffleNet's 1x1
+#: layers of 4 groups have 34-136; narrower groups keep the int32 path).
+GROUP_MIN_CHANNELS = 16
+
+
+def _grouped(
+    conv: Mapping[str, Any],
+    xq: Expr,
+    zx: int,
+    flip: bool,
+    wi: np.ndarray,
+    bias: np.ndarray,
+    mult: np.ndarray,
+    common: dict[str, Any],
+) -> Expr | None:
+    """A grouped convolution as one ungrouped int8 kernel a group, on its slice of the
+    channels, the outputs concatenated (each output channel requantizes on its own)."""
+    groups = int(conv["groups"])
+    n, c, h, w = (int(d) for d in xq.tensor_type.shape)
+    per_in, per_out = c // groups, wi.shape[0] // groups
+    outs = []
+    for g in range(groups):
+        part = call("strided_slice", xq, begin=[0, g * per_in, 0, 0],
+                    end=[n, (g + 1) * per_in, h, w], strides=[1, 1, 1, 1])  # fmt: skip
+        rows = slice(g * per_out, (g + 1) * per_out)
+        name = f"{common['name']}_g{g}"
+        out = _conv(dict(conv) | {"groups": 1}, part, zx, flip, wi[rows], bias[rows], mult[rows],
+                    common | {"name": name})  # fmt: skip
+        if out is None:
+            return None
+        outs.append(out)
+    return call("concatenate", *outs, axis=1)
 
 
 def _height_one(conv: Mapping[str, Any]) -> dict[str, Any]:
