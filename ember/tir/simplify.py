@@ -152,8 +152,9 @@ class Simplifier(IRMutator):
         if isinstance(e, Max):
             (a0, a1), (b0, b1) = self.bound(e.a), self.bound(e.b)
             return (max(a0, b0), max(a1, b1))
-        if isinstance(e, Cast) and dt.is_integral(e.dtype) and dt.is_integral(e.value.dtype):
-            return self.bound(e.value)
+        if isinstance(e, Cast) and dt.is_integral(e.dtype):
+            inner = self.bound(e.value) if dt.is_integral(e.value.dtype) else None
+            return _cast_bound(e.dtype, inner)
         if isinstance(e, Call) and e.kind == CHECK_KIND:  # a checked index lands in [0, n)
             return (0, max(0, self.bound(e.args[1])[1] - 1))
         return (-_INF, _INF)
@@ -490,3 +491,21 @@ def const_int(e: PrimExpr) -> int | None:
     """The value of ``e`` if it simplifies to an integer constant, else None."""
     v = simplify(e)
     return v.value if isinstance(v, IntImm) else None
+
+
+def _cast_bound(dtype: str, inner: Bound | None) -> Bound:
+    """The bounds of a cast to integer ``dtype``: the value's own (``inner``, an integer's)
+    when the type holds them, else the type's range (a narrowing cast wraps; a float's
+    conversion lands in the type), unbounded for 64-bit types."""
+    bits = dt.bits_of(dtype)
+    if bits >= 64:
+        return inner if inner is not None else (-_INF, _INF)
+    if dt.is_bool(dtype):
+        lo, hi = 0, 1
+    elif dt.is_uint(dtype):
+        lo, hi = 0, (1 << bits) - 1
+    else:
+        lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    if inner is not None and lo <= inner[0] and inner[1] <= hi:
+        return inner
+    return (lo, hi)

@@ -146,3 +146,19 @@ def test_small_constant_powers_become_products() -> None:
     for n in (0.5, 2.5, 5.0, -1.0):  # left to libm
         assert "pow" in s(tir.pow(x, n))
     assert "pow" in s(tir.pow(x, tir.Var("n", "float32")))
+
+
+def test_a_cast_to_an_integer_type_is_bounded_by_the_type() -> None:
+    """A byte read through a float computation lands in the byte's range (a 256-entry
+    table's index needs no run-time check); a narrowing cast wraps, so it gets the type's
+    range, not its operand's."""
+    from ember.tir.simplify import Simplifier
+
+    x = tir.Var("x", "float32")
+    i = tir.Var("i")
+    bounds = Simplifier({i: (0, 1000)})
+    byte = tir.Cast("int32", tir.Cast("uint8", x * 2.0))
+    assert bounds.bound(byte) == (0, 255)
+    assert bounds.bound(tir.Cast("int8", i)) == (-128, 127)
+    assert bounds.bound(tir.Cast("int16", i)) == (0, 1000)
+    assert s(byte < 256) == "True"
