@@ -285,6 +285,22 @@ def _rewrite_global_avg_pool(q: Call, new: Mapping[int, Expr]) -> Expr | None:
     )
 
 
+def _adds_a_constant(q: Call) -> bool:
+    """``quantize([relu](add(dequantize(x), dequantize(constant))))``: the add kernel
+    computes it with onnxruntime's QLinearAdd arithmetic, which a table (the float chain)
+    does not match at rounding ties (GELU's ``erf + 1`` lands on half steps: 29% of its
+    outputs differed by one)."""
+    node = q.args[0]
+    if _op(node) == "relu":
+        node = node.args[0]  # type: ignore[attr-defined]
+    if _op(node) != "add":
+        return False
+    return any(
+        _op(arg) == "dequantize" and isinstance(arg.args[0], Constant)  # type: ignore[attr-defined]
+        for arg in node.args  # type: ignore[attr-defined]
+    )
+
+
 def fuse_qdq(mod: IRModule, int8_kernels: bool = True) -> IRModule:
     """dequantize -> conv/dense/matmul [-> add bias] [-> relu] -> quantize chains as integer
     kernels with a requantizing epilogue (``int8_kernels``: whole-layer 8-bit kernels where
@@ -304,7 +320,9 @@ def fuse_qdq(mod: IRModule, int8_kernels: bool = True) -> IRModule:
             m = _match(old, uses)
             if m is not None:
                 return _rewrite(old, m, new, int8_kernels)
-            table = lut_chain(rebuilt) if int8_kernels else None  # type: ignore[arg-type]
+            table = None
+            if int8_kernels and not _adds_a_constant(old):  # such an add: onnxruntime's
+                table = lut_chain(rebuilt)  # type: ignore[arg-type]  # arithmetic first
             if table is not None:  # a function of one 8-bit tensor: before an add kernel
                 return table
             if uses.get(id(old.args[0])) == 1:
@@ -314,7 +332,7 @@ def fuse_qdq(mod: IRModule, int8_kernels: bool = True) -> IRModule:
                     out = out or _rewrite_global_avg_pool(old, new)
                 if out is not None:
                     return out
-            return None
+            return lut_chain(rebuilt) if int8_kernels else None  # type: ignore[arg-type]
 
         return rewrite_graph(root, rule)
 

@@ -41,10 +41,14 @@ def _scalar(expr: Expr) -> np.ndarray | None:
 
 def _is_table(node: Expr) -> bool:
     """``take(256-entry constant, index)`` or its cast back to 8 bits: a table this pass made
-    (composed, not a leaf)."""
+    (composed, not a leaf); or a ``quantized_add`` of a one-element constant, which
+    fuse_qdq makes before the tables (onnxruntime's QLinearAdd arithmetic, which the table
+    then computes through its reference)."""
     op = _op(node)
     if op is not None and op.name == "cast":
         return _is_table(node.args[0])  # type: ignore[attr-defined]
+    if op is not None and op.name == "quantized_add":
+        return any(_scalar(a) is not None for a in node.args)  # type: ignore[attr-defined]
     if op is None or op.name != "take" or int(node.attrs["axis"]) != 0:  # type: ignore[attr-defined]
         return False
     data = node.args[0]  # type: ignore[attr-defined]

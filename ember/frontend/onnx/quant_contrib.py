@@ -154,14 +154,16 @@ def _channels_back(ctx: ConvertContext, node: NodeView, y: Expr, last: bool) -> 
 
 
 def _pool(ctx: ConvertContext, node: NodeView, op_type: str, attrs: dict[str, Any]) -> Expr:
-    """A quantized pool, channels-last input moved to channels-first and back."""
+    """A quantized pool; a channels-last input's bytes moved to channels-first and the
+    output's back, so the pool sits between its own dequantize and quantize (where the QDQ
+    pass makes the integer global-average kernel of it)."""
     last = bool(node.attr("channels_last", 0))
-    x = required(ctx, node, 0, "X")
+    x = _channels_first(ctx, node, required(ctx, node, 0, "X"), last)
     xf = _dq(ctx, node, x, required(ctx, node, 1, "x_scale"), node.input(2))
-    y = _float_op(ctx, node, op_type, [_channels_first(ctx, node, xf, last)], attrs)
-    y = _channels_back(ctx, node, y, last)
+    y = _float_op(ctx, node, op_type, [xf], attrs)
     dtype = ttype(ctx, node, x).dtype
-    return _q(ctx, node, y, required(ctx, node, 3, "y_scale"), node.input(4), dtype)
+    q = _q(ctx, node, y, required(ctx, node, 3, "y_scale"), node.input(4), dtype)
+    return _channels_back(ctx, node, q, last)
 
 
 @onnx_op("QLinearGlobalAveragePool", since=1, domain=MS_DOMAIN, dtypes=_8BIT)
