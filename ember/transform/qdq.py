@@ -234,6 +234,30 @@ def _rewrite_add(
     )
 
 
+def _rewrite_concat(q: Call) -> Expr | None:
+    """quantize(concatenate(dequantize(x_i)...)) of 8-bit tensors -> the concatenation of
+    each input's bytes requantized to the output's parameters: a table of 256 values, or the
+    bytes themselves where an input has the output's scale and zero point (onnxruntime's
+    QLinearConcat). Before, every element went through float (YOLO's concatenations: 3.2 ms
+    against onnxruntime's 0.6)."""
+    cat = q.args[0]
+    if _op(cat) != "concatenate" or q.tensor_type.dtype not in QUANT_DTYPES:
+        return None
+    out = _consts(*q.args[1:])
+    if out is None or out[0].size != 1:
+        return None
+    parts = []
+    for arg in cat.args:  # type: ignore[attr-defined]
+        if _op(arg) != "dequantize" or arg.args[0].tensor_type.dtype not in ("int8", "uint8"):  # type: ignore[attr-defined]
+            return None
+        alone = call("quantize", arg, *q.args[1:], dtype=q.tensor_type.dtype)
+        part = lut_chain(alone) if alone.tensor_type.dtype in ("int8", "uint8") else None
+        if part is None:
+            return None
+        parts.append(part)
+    return call("concatenate", *parts, name=q.name, **dict(cat.attrs))  # type: ignore[attr-defined]
+
+
 def _rewrite_max_pool(q: Call, new: Mapping[int, Expr], int8_kernels: bool) -> Expr | None:
     """quantize(max_pool(dequantize(x))) with the same scale, zero point and type on both
     sides -> ``max_pool(x)`` on the integers (exact: the window maximum commutes with the
@@ -326,7 +350,8 @@ def fuse_qdq(mod: IRModule, int8_kernels: bool = True) -> IRModule:
             if table is not None:  # a function of one 8-bit tensor: before an add kernel
                 return table
             if uses.get(id(old.args[0])) == 1:
-                out = _rewrite_add(old, new, uses, int8_kernels)
+                out = _rewrite_concat(rebuilt) if int8_kernels else None  # type: ignore[arg-type]
+                out = out or _rewrite_add(old, new, uses, int8_kernels)
                 out = out or _rewrite_max_pool(old, new, int8_kernels)
                 if int8_kernels:  # a C kernel (the llvm kinds refuse int8 kernels)
                     out = out or _rewrite_global_avg_pool(old, new)

@@ -194,3 +194,24 @@ def test_max_pool_between_equal_qdq_runs_on_the_integers(dtype: str, zero_point:
     want = run_onnxruntime(model, feeds)[0]
     np.testing.assert_array_equal(run_onnx_compiled(model, feeds)[0], want)
     np.testing.assert_array_equal(run_onnx_compiled(model, feeds, pass_context=ctx)[0], want)
+
+
+def test_concat_of_quantized_inputs_requantizes_each_by_a_table() -> None:
+    """Q(Concat(DQ(a), DQ(b))): a with the output's parameters is concatenated as it is, b
+    requantized by a 256-entry table; no float left, onnxruntime's bytes."""
+    inits = _qparams("a", 0.05, np.uint8(128)) | _qparams("b", 0.11, np.uint8(100))
+    inits |= _qparams("y", 0.05, np.uint8(128))
+    nodes = [helper.make_node("QuantizeLinear", [f"{v}f", f"{v}_s", f"{v}_z"], [v]) for v in "ab"]
+    nodes += _dq("a", "ad") + _dq("b", "bd")
+    nodes += [helper.make_node("Concat", ["ad", "bd"], ["c"], axis=1)]
+    nodes += [helper.make_node("QuantizeLinear", ["c", "y_s", "y_z"], ["out"])]
+    spec = {"af": ("float32", (1, 3, 5, 4)), "bf": ("float32", (1, 2, 5, 4))}
+    model = build_model(nodes, spec, ["out"], inits, opset=17)
+    feeds = {k: RNG.standard_normal(s).astype(np.float32) * 4 for k, (_, s) in spec.items()}
+    mod, params = from_onnx(model)
+    ops = _ops(optimize(mod, params))
+    assert ("concatenate", "uint8") in ops and ("dequantize", "float32") not in ops, ops
+    assert [op for op, _ in ops].count("take") == 1, ops
+    np.testing.assert_array_equal(
+        run_onnx_compiled(model, feeds)[0], run_onnxruntime(model, feeds)[0]
+    )
