@@ -11,11 +11,19 @@ int32 out, exact); an ungrouped 2-D ``nn.conv`` of that form (ConvInteger) becom
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ember.ir.expr import Call, Constant, Expr, call
 from ember.ir.op import OpDef
-from ember.transform.qdq_int8 import fits_maddubs, pack_conv_rows, pack_dense_panels
+from ember.transform.qdq_int8 import (
+    GROUP_MIN_CHANNELS,
+    channel_groups,
+    fits_maddubs,
+    pack_conv_rows,
+    pack_dense_panels,
+)
 
 _8BIT = ("int8", "uint8")
 
@@ -93,11 +101,12 @@ def matmul_integer_int8(mm: Call) -> Expr | None:
 
 
 def conv_integer_int8(conv: Call) -> Expr | None:
-    """``quantized_conv_integer_int8`` for an ungrouped int32 2-D ``nn.conv`` of 8-bit data
-    (minus a scalar zero point) by a constant integer weight, or None."""
+    """``quantized_conv_integer_int8`` for an int32 2-D ``nn.conv`` of 8-bit data (minus a
+    scalar zero point) by a constant integer weight, or None; a grouped one (groups of 16
+    or more input channels) as one such call a group, on its slice of the channels."""
     if _op(conv) != "nn.conv" or conv.tensor_type.dtype != "int32":
         return None
-    if int(conv.attrs["groups"]) != 1 or conv.tensor_type.ndim != 4:
+    if conv.tensor_type.ndim != 4:
         return None
     data = _data(conv.args[0])
     w = _int_value(conv.args[1])
@@ -105,15 +114,34 @@ def conv_integer_int8(conv: Call) -> Expr | None:
         return None
     if w.min(initial=0) < -128 or w.max(initial=0) > 127:
         return None
+    x, zp = data
+    attrs = {k: conv.attrs[k] for k in ("strides", "padding", "dilation")}
+    groups = int(conv.attrs["groups"])
+    if groups == 1:
+        return _conv_integer_call(x, zp, w, attrs, conv.name)
+    if w.shape[1] < GROUP_MIN_CHANNELS:
+        return None
+    per_out = w.shape[0] // groups
+    parts = []
+    for g, part in enumerate(channel_groups(x, groups)):
+        out = _conv_integer_call(part, zp, w[g * per_out : (g + 1) * per_out], attrs,
+                                 f"{conv.name}_g{g}")  # fmt: skip
+        if out is None:
+            return None
+        parts.append(out)
+    return call("concatenate", *parts, axis=1)
+
+
+def _conv_integer_call(
+    x: Expr, zp: Expr, w: np.ndarray, attrs: dict[str, Any], name: str
+) -> Expr | None:
     rows = pack_conv_rows(w) if fits_maddubs(w.reshape(w.shape[0], -1)) else None
     if rows is None:
         return None
-    x, zp = data
     m = w.shape[0]
-    attrs = {k: conv.attrs[k] for k in ("strides", "padding", "dilation")}
     return call(
         "quantized_conv_integer_int8", x, zp, Constant(rows),
         Constant(w.reshape(m, -1).sum(axis=1).astype(np.int32)),
         flip=x.tensor_type.dtype == "int8", kernel=tuple(int(d) for d in w.shape[2:]),
-        channels=m, name=conv.name, **attrs,
+        channels=m, name=name, **attrs,
     )  # fmt: skip

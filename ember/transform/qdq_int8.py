@@ -257,12 +257,9 @@ def _grouped(
     """A grouped convolution as one ungrouped int8 kernel a group, on its slice of the
     channels, the outputs concatenated (each output channel requantizes on its own)."""
     groups = int(conv["groups"])
-    n, c, h, w = (int(d) for d in xq.tensor_type.shape)
-    per_in, per_out = c // groups, wi.shape[0] // groups
+    per_out = wi.shape[0] // groups
     outs = []
-    for g in range(groups):
-        part = call("strided_slice", xq, begin=[0, g * per_in, 0, 0],
-                    end=[n, (g + 1) * per_in, h, w], strides=[1, 1, 1, 1])  # fmt: skip
+    for g, part in enumerate(channel_groups(xq, groups)):
         rows = slice(g * per_out, (g + 1) * per_out)
         name = f"{common['name']}_g{g}"
         out = _conv(dict(conv) | {"groups": 1}, part, zx, flip, wi[rows], bias[rows], mult[rows],
@@ -271,6 +268,22 @@ def _grouped(
             return None
         outs.append(out)
     return call("concatenate", *outs, axis=1)
+
+
+def channel_groups(x: Expr, groups: int) -> list[Expr]:
+    """NCHW ``x``'s channels in ``groups`` equal slices (a grouped convolution's inputs)."""
+    n, c, h, w = (int(d) for d in x.tensor_type.shape)
+    per = c // groups
+    return [
+        call(
+            "strided_slice",
+            x,
+            begin=[0, g * per, 0, 0],
+            end=[n, (g + 1) * per, h, w],
+            strides=[1, 1, 1, 1],
+        )  # fmt: skip
+        for g in range(groups)
+    ]
 
 
 def _height_one(conv: Mapping[str, Any]) -> dict[str, Any]:

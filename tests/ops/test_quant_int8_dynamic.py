@@ -103,6 +103,22 @@ def test_conv_integer(dtype: str, kernel, strides, pads, shape) -> None:
     np.testing.assert_array_equal(run_onnx_compiled(model, feeds, target=PORTABLE)[0], want)
 
 
+def test_grouped_conv_integer_runs_one_int8_call_a_group() -> None:
+    """A 4-group 1x1 ConvInteger (ShuffleNet's, dynamically quantized) with 16 input
+    channels a group: one int8 call a group on its channel slice, outputs concatenated."""
+    shape, groups = (1, 64, 7, 9), 4
+    w = RNG.integers(-64, 64, (24, 16, 1, 1)).astype(np.int8)
+    node = helper.make_node("ConvInteger", ["x", "w", "xz"], ["y"], group=groups)
+    model = build_model([node], {"x": ("uint8", shape), "xz": ("uint8", ())}, ["y"], {"w": w}, 13)
+    mod, params = from_onnx(model)
+    body = optimize(mod, params, ctx=PassContext(opt_level=2)).main.body
+    ops = [n.op.name for n in post_order(body) if isinstance(n, Call) and hasattr(n.op, "name")]
+    assert ops.count(OP_CONV) == groups and "nn.conv" not in ops, ops
+    feeds = {"x": RNG.integers(0, 256, shape).astype(np.uint8), "xz": np.asarray(131, np.uint8)}
+    want = run_onnx_reference(model, feeds)[0]
+    np.testing.assert_array_equal(run_onnx_compiled(model, feeds)[0], want)
+
+
 def test_matmul_integer_constant_zero_point_stays_int32() -> None:
     """A constant (or absent) zero point: the int32 path (the kernel reads its zero point
     from memory; the lowering inlines constants as values)."""
