@@ -21,7 +21,8 @@ quantization mode it
   ``ort int8 / ember int8`` (above 1: ember is faster) and ``ember fp32 / ember int8``
   (the speed-up quantization gives ember).
 
-Nothing is asserted: the script only reports.
+Nothing is asserted: the script only reports. A model that fails to quantize, compile or run is
+listed after the table (exit status 1); the other rows are kept.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ from bench_common import (  # noqa: E402
     ort_session,
 )
 from bench_common import load_average as _load  # noqa: E402
+
+from ember.errors import EmberError  # noqa: E402
 
 HEADER = [
     "model",
@@ -158,14 +161,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"machine: {machine()}; ember threads {args.threads}, onnxruntime 1; "
             f"repeat {args.repeat}; load average {_load()}"
         )
-        rows = []
+        rows, failed = [], []
         for name in [m for m in args.models.split(",") if m]:
             for mode in [m for m in args.modes.split(",") if m]:
-                rows.append(measure(name, mode, args.repeat, args.cpu_clock))
-                print(f"  done {name} {mode}", file=sys.stderr, flush=True)
+                try:
+                    rows.append(measure(name, mode, args.repeat, args.cpu_clock))
+                except EmberError as err:  # one model's failure loses no other row
+                    failed.append(f"{name} {mode}: {type(err).__name__}: {err}".split("\n")[0])
+                    print(f"  FAILED {failed[-1]}", file=sys.stderr, flush=True)
+                    continue
+                print(
+                    f"  done {name} {mode}: {' | '.join(rows[-1].cells()[2:])}",
+                    file=sys.stderr,
+                    flush=True,
+                )
         print(f"\n{markdown_table(HEADER, [r.cells() for r in rows])}\n")
+        for line in failed:
+            print(f"failed: {line}")
         print(f"load average at the end: {_load()}")
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

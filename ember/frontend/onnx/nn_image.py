@@ -17,7 +17,7 @@ import numpy as np
 
 from ember.frontend.onnx.context import ConvertContext, NodeView
 from ember.frontend.onnx.nn_common import required, ttype, unsupported
-from ember.frontend.onnx.registry import ALL_TYPES, NUMERIC_TYPES, onnx_op
+from ember.frontend.onnx.registry import ALL_TYPES, INT_TYPES, NUMERIC_TYPES, onnx_op
 from ember.ir.expr import Expr, call
 
 
@@ -127,6 +127,9 @@ def resize(ctx: ConvertContext, node: NodeView) -> Expr:
             full[a] = float(roi[j])
             full[a + rank] = float(roi[j + n])
         attrs["roi"] = full
+    if mode == "linear" and xt.dtype in INT_TYPES:  # onnxruntime: the float result truncated
+        y = call("image.resize", call("cast", x, dtype="float32"), **attrs)
+        return call("cast", y, dtype=xt.dtype, name=node.name)
     return call("image.resize", x, name=node.name, **attrs)
 
 
