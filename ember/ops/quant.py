@@ -101,6 +101,29 @@ def quantized_add(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.T
     return te.compute(ty.shape, body, "T_quantized_add")
 
 
+@register_compute("quantized_mul")
+def quantized_mul(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """The int32 product of the shifted operands times ``ratio``, plus the zero point, each
+    step rounded to float32 (computed exactly in float64 and rounded: no contraction into
+    an FMA can change it), then rounded half to even."""
+    a, b = inputs
+    ty = out_tensor_type(out_type)
+    lo, hi = quant_range(ty.dtype)
+    ratio = tir.const(float(np.float32(attrs["ratio"])), "float64")
+    za, zb = int(attrs["a_zero_point"]), int(attrs["b_zero_point"])
+    zc = tir.const(float(attrs["zero_point"]), "float64")
+
+    def body(*i: Any) -> PrimExpr:
+        va = load_broadcast(a, i).astype("int32") - za
+        vb = load_broadcast(b, i).astype("int32") - zb
+        scaled = ((va * vb).astype("float64") * ratio).astype("float32")
+        q = tir.round((scaled.astype("float64") + zc).astype("float32"))
+        q = clamp(q, tir.const(float(lo), "float32"), tir.const(float(hi), "float32"))
+        return q.astype(ty.dtype)
+
+    return te.compute(ty.shape, body, "T_quantized_mul")
+
+
 @register_compute("quantized_conv_packed")
 def quantized_conv_packed(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
     """The packed convolution of ember.ops.nn_conv on integers: the input minus its zero

@@ -309,6 +309,40 @@ def _rewrite_global_avg_pool(q: Call, new: Mapping[int, Expr]) -> Expr | None:
     )
 
 
+def _exact_first(q: Call) -> bool:
+    """Chains whose integer arithmetic (onnxruntime's) comes before any table: an add of a
+    constant (``_adds_a_constant``) and every multiply of two dequantized values."""
+    node = q.args[0]
+    if _op(node) == "multiply":
+        return all(_op(arg) == "dequantize" for arg in node.args)  # type: ignore[attr-defined]
+    return _adds_a_constant(q)
+
+
+def _rewrite_mul(q: Call, new: Mapping[int, Expr]) -> Expr | None:
+    """quantize(multiply(dequantize(a), dequantize(b))), per-tensor parameters ->
+    ``quantized_mul``: onnxruntime's QLinearMul on x86, the exact integer product
+    ``(a - za) * (b - zb)`` times ``sa * sb / sc`` (float32, in that order), rounded half
+    to even. The float chain rounds ``(a - za) sa (b - zb) sb / sc`` instead, which at a
+    tie may land one step off (Whisper's attention scaling: 1 element in 13.5 M, spread
+    by the later layers to 11% of the outputs)."""
+    mul = q.args[0]
+    out = _consts(*q.args[1:])
+    if _op(mul) != "multiply" or out is None or out[0].size != 1:
+        return None
+    lhs, rhs = (_scalar_dq(a, new) for a in mul.args)  # type: ignore[attr-defined]
+    if lhs is None or rhs is None:
+        return None
+    dtype = q.tensor_type.dtype
+    if {lhs[0].tensor_type.dtype, rhs[0].tensor_type.dtype, dtype} - {"int8", "uint8"}:
+        return None
+    f32 = np.float32
+    ratio = f32(f32(lhs[1]) * f32(rhs[1])) / f32(out[0].reshape(()))
+    return call(
+        "quantized_mul", lhs[0], rhs[0], ratio=float(ratio), a_zero_point=lhs[2],
+        b_zero_point=rhs[2], zero_point=int(out[1].reshape(())), dtype=dtype, name=q.name,
+    )  # fmt: skip
+
+
 def _adds_a_constant(q: Call) -> bool:
     """``quantize([relu](add(dequantize(x), dequantize(constant))))``: the add kernel
     computes it with onnxruntime's QLinearAdd arithmetic, which a table (the float chain)
@@ -345,13 +379,16 @@ def fuse_qdq(mod: IRModule, int8_kernels: bool = True) -> IRModule:
             if m is not None:
                 return _rewrite(old, m, new, int8_kernels)
             table = None
-            if int8_kernels and not _adds_a_constant(old):  # such an add: onnxruntime's
-                table = lut_chain(rebuilt)  # type: ignore[arg-type]  # arithmetic first
+            if int8_kernels and not _exact_first(old):  # onnxruntime's arithmetic first
+                table = lut_chain(rebuilt)  # type: ignore[arg-type]
             if table is not None:  # a function of one 8-bit tensor: before an add kernel
                 return table
             if uses.get(id(old.args[0])) == 1:
                 out = _rewrite_concat(rebuilt) if int8_kernels else None  # type: ignore[arg-type]
                 out = out or _rewrite_add(old, new, uses, int8_kernels)
+                mul = _rewrite_mul(old, new) if int8_kernels else None
+                if mul is not None:  # a table of it where it is a function of one byte
+                    return lut_chain(mul) or mul  # type: ignore[arg-type]
                 out = out or _rewrite_max_pool(old, new, int8_kernels)
                 if int8_kernels:  # a C kernel (the llvm kinds refuse int8 kernels)
                     out = out or _rewrite_global_avg_pool(old, new)

@@ -41,14 +41,15 @@ def _scalar(expr: Expr) -> np.ndarray | None:
 
 def _is_table(node: Expr) -> bool:
     """``take(256-entry constant, index)`` or its cast back to 8 bits: a table this pass made
-    (composed, not a leaf); or a ``quantized_add`` of a one-element constant, which
-    fuse_qdq makes before the tables (onnxruntime's QLinearAdd arithmetic, which the table
-    then computes through its reference)."""
+    (composed, not a leaf); or a ``quantized_add``/``quantized_mul`` of one byte (one
+    operand a one-element constant, or both functions of the same tensor), which fuse_qdq
+    makes before the tables (onnxruntime's QLinearAdd/QLinearMul arithmetic, which the
+    table then computes through the op's reference)."""
     op = _op(node)
     if op is not None and op.name == "cast":
         return _is_table(node.args[0])  # type: ignore[attr-defined]
-    if op is not None and op.name == "quantized_add":
-        return any(_scalar(a) is not None for a in node.args)  # type: ignore[attr-defined]
+    if op is not None and op.name in ("quantized_add", "quantized_mul"):
+        return _chain(node) is not None  # a function of one byte (x * sigmoid(x), x + 1)
     if op is None or op.name != "take" or int(node.attrs["axis"]) != 0:  # type: ignore[attr-defined]
         return False
     data = node.args[0]  # type: ignore[attr-defined]
@@ -67,7 +68,7 @@ def _chain(root: Call) -> tuple[list[Expr], Expr] | None:
         if id(node) in nodes or node is leaf:
             continue
         op = _op(node)
-        table = _is_table(node)
+        table = node is not root and _is_table(node)
         if not table and node is not root and node.tensor_type.dtype in _8BIT:
             inside = False
         else:

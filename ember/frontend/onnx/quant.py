@@ -269,8 +269,9 @@ def qdq_linear(
     zero point, w, its scale and zero point, y's; the int32 bias at ``bias_index``), which
     fuse_qdq turns into the same int8 kernels with a requantizing epilogue as a QDQ model's
     (the requantization is the same: ``s_x * s_w / s_y`` in float32). None when x's scale or
-    zero point or y's is not a one-element constant, or w's scale is not constant (the
-    int32 form then)."""
+    zero point or y's is not a one-element constant, or w or its scale is not constant (the
+    int32 form then: a product of two activations, as attention's, sums exactly there and
+    would not in float)."""
     ix, isx, izx, iw, isw, izw, isy, izy = idx
     x, w = required(ctx, node, ix, "x"), required(ctx, node, iw, "w")
     sx, zx, sw = node.input(isx), node.input(izx), node.input(isw)
@@ -278,6 +279,8 @@ def qdq_linear(
     if sx is None or sw is None or sy is None or zy is None:
         return None
     if not _scalar_params(ctx, sx, zx, sy, zy) or ctx.const_value(sw) is None:
+        return None
+    if ctx.const_value(w) is None:  # two activations (attention): the exact int32 product
         return None
     dtype = ttype(ctx, node, zy).dtype
     _check_dtype(ctx, node, dtype, frozenset({"int8", "uint8"}))

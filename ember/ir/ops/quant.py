@@ -123,6 +123,28 @@ def quantized_add_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return np.clip(np.rint(total), lo, hi).astype(np_dtype(canonical_dtype(attrs["dtype"])))
 
 
+def _quantized_mul_type(types: Sequence[Type], attrs: Attrs) -> Type:
+    a = check_dtype(types[0], QUANT_DTYPES, "lhs of 'quantized_mul'")
+    b = check_dtype(types[1], QUANT_DTYPES, "rhs of 'quantized_mul'")
+    dtype = canonical_dtype(attrs["dtype"])
+    if dtype not in QUANT_DTYPES:
+        raise IRError(f"'quantized_mul' to {dtype} is not supported")
+    return TensorType(broadcast_shapes(a.shape, b.shape, what="quantized_mul"), dtype)
+
+
+def quantized_mul_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    """saturate(rint(float32((a - za) * (b - zb)) * ratio + zc)), the multiply and the add
+    each in float32: the integer product exact, ``ratio`` = sa * sb / sc (onnxruntime's x86
+    QLinearMul)."""
+    a, b = (np.asarray(x, np.int64) for x in xs)
+    prod = ((a - int(attrs["a_zero_point"])) * (b - int(attrs["b_zero_point"]))).astype(np.float32)
+    scaled = prod * np.float32(attrs["ratio"])
+    shifted = scaled + np.float32(int(attrs["zero_point"]))
+    lo, hi = quant_range(canonical_dtype(attrs["dtype"]))
+    out = np.clip(np.rint(shifted), lo, hi)
+    return out.astype(np_dtype(canonical_dtype(attrs["dtype"])))
+
+
 def _quantized_conv_type(types: Sequence[Type], attrs: Attrs) -> Type:
     x = check_dtype(types[0], QUANT_DTYPES, "data of 'quantized_conv_packed'")
     w = check_dtype(types[1], frozenset({"int32"}), "weight of 'quantized_conv_packed'")
@@ -192,6 +214,23 @@ register_op(
         OpPattern.BROADCAST,
         _ADD_ATTRS,
         doc="onnxruntime's QLinearAdd of two quantized tensors (two fused multiply-adds)",
+    )
+)
+register_op(
+    OpDef(
+        "quantized_mul",
+        2,
+        _quantized_mul_type,
+        quantized_mul_ref,
+        OpPattern.BROADCAST,
+        {
+            "ratio": Attr("float", doc="sa * sb / sc in float32"),
+            "a_zero_point": Attr("int", doc="a's zero point"),
+            "b_zero_point": Attr("int", doc="b's zero point"),
+            "zero_point": Attr("int", doc="the output's zero point"),
+            "dtype": Attr("dtype", doc="the output's quantized dtype"),
+        },
+        doc="onnxruntime's QLinearMul of two quantized tensors (integer product, one scale)",
     )
 )
 register_op(

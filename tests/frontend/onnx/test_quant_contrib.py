@@ -77,7 +77,8 @@ def test_binary_broadcasts(op: str, dtype: str) -> None:
               "zc": np.asarray(1 if dtype == "int8" else 120, dtype)}  # fmt: skip
     if op == "QLinearMul":
         params["sc"] = _scale(0.6)
-    _check(op, {"a": a, "b": b}, params, ["a", "sa", "za", "b", "sb", "zb", "sc", "zc"])
+    names = ["a", "sa", "za", "b", "sb", "zb", "sc", "zc"]
+    _check(op, {"a": a, "b": b}, params, names, exact=1.0)  # onnxruntime's arithmetic
 
 
 def test_add_without_zero_points_is_uint8() -> None:
@@ -92,6 +93,21 @@ def test_add_without_zero_points_is_uint8() -> None:
         "QLinearAdd", {"a": a, "b": b}, zeros, ["a", "sa", "z", "b", "sb", "z", "sc", "z"]
     )
     _same_in_steps(got, run_onnxruntime(explicit, {"a": a, "b": b})[0])
+
+
+def test_qlinear_matmul_of_two_activations_is_exact() -> None:
+    """Attention's QLinearMatMul of two activations keeps the exact int32 product (its QDQ
+    form would sum dequantized values in float, and a tie came out one step off)."""
+    a, b = _bytes((2, 16, 64)), _bytes((2, 64, 16))
+    u8 = np.uint8
+    params = {"sa": _scale(0.05), "za": np.asarray(128, u8), "sb": _scale(0.04),
+              "zb": np.asarray(120, u8), "sy": _scale(0.9), "zy": np.asarray(127, u8)}  # fmt: skip
+    node = helper.make_node("QLinearMatMul", ["a", "sa", "za", "b", "sb", "zb", "sy", "zy"], ["y"])
+    spec = {"a": ("uint8", a.shape), "b": ("uint8", b.shape)}
+    model = build_model([node], spec, ["y"], params, opset=17)
+    assert "dequantize" not in _ops(model, {"a": a, "b": b})
+    got = run_onnx_compiled(model, {"a": a, "b": b})[0]
+    np.testing.assert_array_equal(got, run_onnxruntime(model, {"a": a, "b": b})[0])
 
 
 def test_add_of_a_constant_on_half_steps_is_exact() -> None:
