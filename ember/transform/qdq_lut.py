@@ -149,7 +149,8 @@ def lut_chain(root: Call) -> Expr | None:
         return None
     order, leaf = found
     computes = [n for n in order if _op(n).name not in _MOVES]  # type: ignore[union-attr]
-    if len(computes) < 2:  # a lone quantize of a dequantize: nothing to gain, or not a chain
+    lone = [_op(n).name for n in computes] in (["quantized_add"], ["quantized_mul"])  # type: ignore[union-attr]
+    if len(computes) < 2 and not lone:  # a lone quantize of a dequantize: nothing to gain
         return None
     moves = [n for n in order if _op(n).name in _MOVES]  # type: ignore[union-attr]
     on_path = _single_path(root, leaf, moves)
