@@ -49,7 +49,7 @@ def _is_table(node: Expr) -> bool:
     if op is not None and op.name == "cast":
         return _is_table(node.args[0])  # type: ignore[attr-defined]
     if op is not None and op.name in ("quantized_add", "quantized_mul"):
-        return _chain(node) is not None  # a function of one byte (x * sigmoid(x), x + 1)
+        return isinstance(node, Call) and _chain(node) is not None  # one byte: x * sigmoid(x)
     if op is None or op.name != "take" or int(node.attrs["axis"]) != 0:  # type: ignore[attr-defined]
         return False
     data = node.args[0]  # type: ignore[attr-defined]
