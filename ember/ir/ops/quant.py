@@ -20,7 +20,7 @@ float multiply, round-half-even and saturation as onnxruntime's ``MlasRequantize
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -104,13 +104,18 @@ def dequantize_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return out.astype(scale.dtype)
 
 
-def _quantized_add_type(types: Sequence[Type], attrs: Attrs) -> Type:
-    a = check_dtype(types[0], QUANT_DTYPES, "lhs of 'quantized_add'")
-    b = check_dtype(types[1], QUANT_DTYPES, "rhs of 'quantized_add'")
-    dtype = canonical_dtype(attrs["dtype"])
-    if dtype not in QUANT_DTYPES:
-        raise IRError(f"'quantized_add' to {dtype} is not supported")
-    return TensorType(broadcast_shapes(a.shape, b.shape, what="quantized_add"), dtype)
+def _quantized_binary_type(name: str) -> Callable[[Sequence[Type], Attrs], Type]:
+    """The type rule of a quantized elementwise op ``name`` of two tensors (broadcast)."""
+
+    def infer(types: Sequence[Type], attrs: Attrs) -> Type:
+        a = check_dtype(types[0], QUANT_DTYPES, f"lhs of '{name}'")
+        b = check_dtype(types[1], QUANT_DTYPES, f"rhs of '{name}'")
+        dtype = canonical_dtype(attrs["dtype"])
+        if dtype not in QUANT_DTYPES:
+            raise IRError(f"'{name}' to {dtype} is not supported")
+        return TensorType(broadcast_shapes(a.shape, b.shape, what=name), dtype)
+
+    return infer
 
 
 def quantized_add_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
@@ -121,15 +126,6 @@ def quantized_add_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     total = (a * np.float64(np.float32(attrs["ratio_a"])) + inner).astype(np.float32)
     lo, hi = quant_range(canonical_dtype(attrs["dtype"]))
     return np.clip(np.rint(total), lo, hi).astype(np_dtype(canonical_dtype(attrs["dtype"])))
-
-
-def _quantized_mul_type(types: Sequence[Type], attrs: Attrs) -> Type:
-    a = check_dtype(types[0], QUANT_DTYPES, "lhs of 'quantized_mul'")
-    b = check_dtype(types[1], QUANT_DTYPES, "rhs of 'quantized_mul'")
-    dtype = canonical_dtype(attrs["dtype"])
-    if dtype not in QUANT_DTYPES:
-        raise IRError(f"'quantized_mul' to {dtype} is not supported")
-    return TensorType(broadcast_shapes(a.shape, b.shape, what="quantized_mul"), dtype)
 
 
 def quantized_mul_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
@@ -209,7 +205,7 @@ register_op(
     OpDef(
         "quantized_add",
         2,
-        _quantized_add_type,
+        _quantized_binary_type("quantized_add"),
         quantized_add_ref,
         OpPattern.BROADCAST,
         _ADD_ATTRS,
@@ -220,7 +216,7 @@ register_op(
     OpDef(
         "quantized_mul",
         2,
-        _quantized_mul_type,
+        _quantized_binary_type("quantized_mul"),
         quantized_mul_ref,
         OpPattern.BROADCAST,
         {
@@ -237,7 +233,7 @@ register_op(
     OpDef(
         "quantized_add_int8",
         2,
-        _quantized_add_type,
+        _quantized_binary_type("quantized_add_int8"),
         quantized_add_ref,
         OpPattern.OPAQUE,
         _ADD_ATTRS,
