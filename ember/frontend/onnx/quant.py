@@ -68,7 +68,8 @@ def _shaped(
     return reshape(ctx, p, (pt.shape[0],) + (1,) * (xt.ndim - axis - 1))
 
 
-def _zero(dtype: str) -> Constant:
+def zero_const(dtype: str) -> Constant:
+    """A rank-0 zero of ``dtype`` (an omitted zero point)."""
     return Constant(np.zeros((), dtype=dtype))
 
 
@@ -100,7 +101,7 @@ def quantize_linear(ctx: ConvertContext, node: NodeView) -> Expr:
             _check_zero(ctx, node, zp)
         return onnx_cast(v, dtype, bool(node.attr("saturate", 1)), name=node.name)
     _check_dtype(ctx, node, dtype, QUANTIZE_DTYPES)
-    zp = _zero(dtype) if zp is None else zp
+    zp = zero_const(dtype) if zp is None else zp
     z = _shaped(ctx, node, zp, xt, axis, block)
     return call("quantize", x, s, z, dtype=dtype, name=node.name)
 
@@ -112,7 +113,7 @@ def _dt(x: Expr) -> str:
 def _float_divide(x: Expr, s: Expr) -> Expr:
     """x / scale in their common float type (float32 when they differ), as numpy does."""
     if _dt(x) != _dt(s):
-        x, s = _f32(x), _f32(s)
+        x, s = as_f32(x), as_f32(s)
     return call("divide", x, s)
 
 
@@ -135,12 +136,12 @@ def dequantize_linear(ctx: ConvertContext, node: NodeView) -> Expr:
     if xt.dtype in FLOAT_QUANT_DTYPES:  # float32(x) * scale (float4: the zero point ignored)
         if zp is not None and xt.dtype != "float4_e2m1fn":
             _check_zero(ctx, node, zp)
-        y = call("multiply", _f32(x), _f32(s))
+        y = call("multiply", as_f32(x), as_f32(s))
         if _dt(s) != "float32":
             y = call("cast", y, dtype=_dt(s), name=node.name)
     else:
         _check_dtype(ctx, node, xt.dtype, DEQUANT_DTYPES)
-        zp = _zero(xt.dtype) if zp is None else zp
+        zp = zero_const(xt.dtype) if zp is None else zp
         z = _shaped(ctx, node, zp, xt, axis, block)
         y = call("dequantize", x, s, z, name=node.name)
     out = node.attr("output_dtype", 0)
@@ -159,12 +160,14 @@ def dynamic_quantize_linear(ctx: ConvertContext, node: NodeView) -> list[Expr]:
     hi = call("maximum", call("max", x, axes=axes), zero)
     lo = call("minimum", call("min", x, axes=axes), zero)
     scale = call("divide", call("subtract", hi, lo), Constant(np.asarray(255.0, np.float32)))
-    zp = call("quantize", call("negative", lo), scale, _zero("uint8"), dtype="uint8")
+    zp = call("quantize", call("negative", lo), scale, zero_const("uint8"), dtype="uint8")
     y = call("quantize", x, scale, zp, dtype="uint8", name=node.name)
     return [y, scale, zp]
 
 
-def _int32(ctx: ConvertContext, node: NodeView, x: Expr, zp: Expr | None, shape: tuple) -> Expr:
+def int32_shifted(
+    ctx: ConvertContext, node: NodeView, x: Expr, zp: Expr | None, shape: tuple
+) -> Expr:
     """int32(x) - zero_point, the zero point reshaped to ``shape`` (or () if scalar)."""
     xi = call("cast", x, dtype="int32")
     if zp is None:
@@ -187,8 +190,8 @@ def _conv_integer(ctx: ConvertContext, node: NodeView, idx: tuple[int, int, int,
     xz = node.input(idx[1])
     if xz is not None and ttype(ctx, node, xz).size != 1:
         raise unsupported(ctx, node, "a per-channel input zero point")
-    xi = _int32(ctx, node, x, xz, ())
-    wi = _int32(ctx, node, w, node.input(idx[3]), (wt.shape[0],) + (1,) * (wt.ndim - 1))
+    xi = int32_shifted(ctx, node, x, xz, ())
+    wi = int32_shifted(ctx, node, w, node.input(idx[3]), (wt.shape[0],) + (1,) * (wt.ndim - 1))
     return call(
         "nn.conv",
         xi,
@@ -206,8 +209,8 @@ def _matmul_integer(ctx: ConvertContext, node: NodeView, idx: tuple[int, int, in
     a = required(ctx, node, idx[0], "A")
     b = required(ctx, node, idx[2], "B")
     at, bt = ttype(ctx, node, a), ttype(ctx, node, b)
-    ai = _int32(ctx, node, a, node.input(idx[1]), (at.shape[-2], 1) if at.ndim > 1 else ())
-    bi = _int32(ctx, node, b, node.input(idx[3]), (bt.shape[-1],))
+    ai = int32_shifted(ctx, node, a, node.input(idx[1]), (at.shape[-2], 1) if at.ndim > 1 else ())
+    bi = int32_shifted(ctx, node, b, node.input(idx[3]), (bt.shape[-1],))
     return call("nn.matmul", ai, bi, name=node.name)
 
 
@@ -223,7 +226,8 @@ def matmul_integer(ctx: ConvertContext, node: NodeView) -> Expr:
     return _matmul_integer(ctx, node, (0, 2, 1, 3))
 
 
-def _f32(x: Expr) -> Expr:
+def as_f32(x: Expr) -> Expr:
+    """``x`` as float32 (a cast unless it is one already)."""
     return x if x.tensor_type.dtype == "float32" else call("cast", x, dtype="float32")
 
 
@@ -241,7 +245,7 @@ def _multiplier(
     swt = ttype(ctx, node, sw)
     sw = reshape(ctx, sw, () if swt.size == 1 else shape)
     sx, sy = reshape(ctx, sx, ()), reshape(ctx, sy, ())
-    return call("divide", call("multiply", _f32(sx), _f32(sw)), _f32(sy))
+    return call("divide", call("multiply", as_f32(sx), as_f32(sw)), as_f32(sy))
 
 
 def _scalar_params(ctx: ConvertContext, *exprs: Expr | None) -> bool:
@@ -298,7 +302,7 @@ def qdq_linear(
         s_bias = np.float32(np.asarray(ctx.const_value(sx)).reshape(())) * np.asarray(
             ctx.const_value(sw), np.float32
         ).reshape(-1)
-        inputs.append(call("dequantize", bias, Constant(s_bias), _zero("int32")))
+        inputs.append(call("dequantize", bias, Constant(s_bias), zero_const("int32")))
     y = standard_op(ctx, node, op_type, inputs, attrs or {})[0]
     assert y is not None
     return call("quantize", y, reshape(ctx, sy, ()), reshape(ctx, zy, ()), dtype=dtype,
@@ -308,7 +312,7 @@ def qdq_linear(
 def _zp(ctx: ConvertContext, node: NodeView, zp: Expr | None, xt: TensorType, axis: int,
         block: int) -> Expr:  # fmt: skip
     """A zero point shaped like its scale (zero of the data's type when omitted)."""
-    return _zero(xt.dtype) if zp is None else _shaped(ctx, node, zp, xt, axis, block)
+    return zero_const(xt.dtype) if zp is None else _shaped(ctx, node, zp, xt, axis, block)
 
 
 @onnx_op("QLinearConv", since=10)

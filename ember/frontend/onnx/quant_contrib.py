@@ -32,16 +32,18 @@ import numpy as np
 from ember.frontend.onnx.common import standard_op
 from ember.frontend.onnx.context import ConvertContext, NodeView
 from ember.frontend.onnx.nn_common import required, reshape, ttype, unsupported
-from ember.frontend.onnx.quant import qdq_linear, requantize
+from ember.frontend.onnx.quant import (
+    as_f32,
+    int32_shifted,
+    qdq_linear,
+    requantize,
+    zero_const,
+)
 from ember.frontend.onnx.registry import onnx_op
 from ember.ir.expr import Constant, Expr, call
 
 MS_DOMAIN = "com.microsoft"
 _8BIT = frozenset({"int8", "uint8"})
-
-
-def _zero_like(dtype: str) -> Constant:
-    return Constant(np.zeros((), dtype))
 
 
 def _scalar(ctx: ConvertContext, node: NodeView, expr: Expr, what: str) -> Expr:
@@ -56,7 +58,7 @@ def _dq(ctx: ConvertContext, node: NodeView, x: Expr, scale: Expr, zp: Expr | No
     dtype = ttype(ctx, node, x).dtype
     if dtype not in _8BIT:
         raise unsupported(ctx, node, f"quantized type {dtype}")
-    z = _zero_like(dtype) if zp is None else _scalar(ctx, node, zp, "zero point")
+    z = zero_const(dtype) if zp is None else _scalar(ctx, node, zp, "zero point")
     return call("dequantize", x, _scalar(ctx, node, scale, "scale"), z)
 
 
@@ -66,7 +68,7 @@ def _q(
     """quantize(y) to ``dtype`` (the zero point's type when it is given)."""
     if zp is not None:
         dtype = ttype(ctx, node, zp).dtype
-    z = _zero_like(dtype) if zp is None else _scalar(ctx, node, zp, "zero point")
+    z = zero_const(dtype) if zp is None else _scalar(ctx, node, zp, "zero point")
     return call("quantize", y, _scalar(ctx, node, scale, "scale"), z, dtype=dtype, name=node.name)
 
 
@@ -197,25 +199,12 @@ def qlinear_concat(ctx: ConvertContext, node: NodeView) -> Expr:
     return _q(ctx, node, y, required(ctx, node, 0, "Y_scale"), node.input(1), dtype)
 
 
-def _shifted(ctx: ConvertContext, node: NodeView, x: Expr, zp: Expr | None, shape: tuple) -> Expr:
-    """int32(x) - zero point (a scalar, or reshaped to ``shape`` when it has several)."""
-    xi = call("cast", x, dtype="int32")
-    if zp is None:
-        return xi
-    z = reshape(ctx, zp, () if ttype(ctx, node, zp).size == 1 else shape)
-    return call("subtract", xi, call("cast", z, dtype="int32"))
-
-
 def _per_column(ctx: ConvertContext, node: NodeView, s: Expr, n: int) -> Expr:
     """A scale of B: a scalar, or one value per output column."""
     size = ttype(ctx, node, s).size
     if size not in (1, n):
         ctx.fail(node, f"b's scale must have 1 or {n} values, got {size}")
     return reshape(ctx, s, () if size == 1 else (n,))
-
-
-def _f32(x: Expr) -> Expr:
-    return x if x.tensor_type.dtype == "float32" else call("cast", x, dtype="float32")
 
 
 @onnx_op("QGemm", since=1, domain=MS_DOMAIN, dtypes=_8BIT)
@@ -237,16 +226,16 @@ def qgemm(ctx: ConvertContext, node: NodeView) -> Expr:
     if at.ndim != 2 or bt.ndim != 2:
         ctx.fail(node, f"A and B must be 2-D, got {at} and {bt}")
     n = bt.shape[1]
-    ai = _shifted(ctx, node, a, node.input(2), ())
-    bi = _shifted(ctx, node, b, node.input(5), (n,))
+    ai = int32_shifted(ctx, node, a, node.input(2), ())
+    bi = int32_shifted(ctx, node, b, node.input(5), (n,))
     acc = call("nn.matmul", ai, bi, name=f"{node.name}_acc")
     c = node.input(6)
     if c is not None:
         if ttype(ctx, node, c).dtype != "int32":
             ctx.fail(node, f"C must be int32, got {ttype(ctx, node, c).dtype}")
         acc = call("add", acc, c)
-    sa = _f32(_scalar(ctx, node, required(ctx, node, 1, "a_scale"), "a_scale"))
-    sb = _f32(_per_column(ctx, node, required(ctx, node, 4, "b_scale"), n))
+    sa = as_f32(_scalar(ctx, node, required(ctx, node, 1, "a_scale"), "a_scale"))
+    sb = as_f32(_per_column(ctx, node, required(ctx, node, 4, "b_scale"), n))
     alpha = Constant(np.asarray(node.attr("alpha", 1.0), np.float32))
     scale = call("multiply", call("multiply", alpha, sa), sb)
     ys = node.input(7)
@@ -254,8 +243,8 @@ def qgemm(ctx: ConvertContext, node: NodeView) -> Expr:
         return call("multiply", call("cast", acc, dtype="float32"), scale, name=node.name)
     zy = node.input(8)
     dtype = ttype(ctx, node, a).dtype if zy is None else ttype(ctx, node, zy).dtype
-    z = _zero_like(dtype) if zy is None else _scalar(ctx, node, zy, "y_zero_point")
-    m = call("divide", scale, _f32(_scalar(ctx, node, ys, "y_scale")))
+    z = zero_const(dtype) if zy is None else _scalar(ctx, node, zy, "y_zero_point")
+    m = call("divide", scale, as_f32(_scalar(ctx, node, ys, "y_scale")))
     return requantize(acc, m, z, dtype, node.name)
 
 
@@ -266,10 +255,10 @@ def _integer_to_float(
     """float32((A - az) @ (B - bz)) * scale (+ bias); B's zero point per column or scalar."""
     at, bt = ttype(ctx, node, a), ttype(ctx, node, b)
     n = bt.shape[-1]
-    ai = _shifted(ctx, node, a, az, (at.shape[-2], 1) if at.ndim > 1 else ())
-    bi = _shifted(ctx, node, b, bz, (n,))
+    ai = int32_shifted(ctx, node, a, az, (at.shape[-2], 1) if at.ndim > 1 else ())
+    bi = int32_shifted(ctx, node, b, bz, (n,))
     y = call("multiply", call("cast", call("nn.matmul", ai, bi), dtype="float32"), scale)
-    return y if bias is None else call("add", y, _f32(bias))
+    return y if bias is None else call("add", y, as_f32(bias))
 
 
 @onnx_op("DynamicQuantizeMatMul", since=1, domain=MS_DOMAIN, dtypes=frozenset({"float32"}))
@@ -281,7 +270,7 @@ def dynamic_quantize_matmul(ctx: ConvertContext, node: NodeView) -> Expr:
     b = required(ctx, node, 1, "B")
     n = ttype(ctx, node, b).shape[-1]
     sb = _per_column(ctx, node, required(ctx, node, 2, "b_scale"), n)
-    scale = call("multiply", sa, _f32(sb))
+    scale = call("multiply", sa, as_f32(sb))
     return _integer_to_float(ctx, node, qa, za, b, node.input(3), scale, node.input(4))
 
 
@@ -290,8 +279,8 @@ def matmul_integer_to_float(ctx: ConvertContext, node: NodeView) -> Expr:
     """MatMulIntegerToFloat: (A - a_zp) @ (B - b_zp) * a_scale * b_scale (+ bias)."""
     a, b = required(ctx, node, 0, "A"), required(ctx, node, 1, "B")
     n = ttype(ctx, node, b).shape[-1]
-    sa = _f32(_scalar(ctx, node, required(ctx, node, 2, "a_scale"), "a_scale"))
-    sb = _f32(_per_column(ctx, node, required(ctx, node, 3, "b_scale"), n))
+    sa = as_f32(_scalar(ctx, node, required(ctx, node, 2, "a_scale"), "a_scale"))
+    sb = as_f32(_per_column(ctx, node, required(ctx, node, 3, "b_scale"), n))
     scale = call("multiply", sa, sb)
     return _integer_to_float(
         ctx, node, a, node.input(4), b, node.input(5), scale, node.input(6)
@@ -311,7 +300,7 @@ def _dequantized_weight(
     shape = (dirs, 1, cols) if st.size == dirs * cols else (dirs, 1, 1)
     if st.size not in (dirs, dirs * cols):
         ctx.fail(node, f"{what}'s scale must have {dirs} or {dirs * cols} values, got {st.size}")
-    z = _zero_like(wt.dtype) if zp is None else reshape(ctx, zp, shape)
+    z = zero_const(wt.dtype) if zp is None else reshape(ctx, zp, shape)
     deq = call("dequantize", w, reshape(ctx, s, shape), z)
     return call("transpose", deq, axes=(0, 2, 1))
 
