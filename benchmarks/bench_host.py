@@ -6,13 +6,18 @@ far apart two cores are (:func:`core_round_trip`).
     limit = lanes x 2 flop per FMA x FMA units x clock
     lanes     = vector bits / 32 (ember's record of the host, ``target.cpu_info("native")``:
                 8 with AVX2, 16 with AVX-512)
-    FMA units = 2 on x86 CPUs with FMA (Zen 1-4, Haswell and later; ``--fma-units``)
+    FMA units = full-width FMAs a cycle, measured: twelve independent chains of FMAs on
+                vectors of that width, against the clock below (``--fma-units`` to set
+                it; 2 if it cannot be measured). The count is not a property of the
+                ISA: Zen 4 runs a 512-bit FMA on both of its 256-bit pipes (1 unit at
+                16 lanes), Zen 5 and Intel server cores have two full-width units.
     clock     = measured: a chain of dependent integer adds (one per cycle on every x86
                 core) timed by the thread's CPU time, the best of a few tries; else the
                 ``cpu MHz`` of /proc/cpuinfo (a VM's nominal clock, below a boosted one)
 
-This machine (AVX2, 2 FMA pipes) does 8 x 2 x 2 = 32 flop per cycle. A model's
-fraction is ``GFLOP / seconds / (threads x limit)``.
+This project's machine of stop 40 (Zen 4, AVX-512) does 16 x 2 x 1 = 32 flop per cycle;
+the Zen 5 of stops 29-39 did 16 x 2 x 2 = 64. A model's fraction is
+``GFLOP / seconds / (threads x limit)``.
 
 **A busy process** (:func:`busy_process`): one child process, nice 0, pinned to the last
 core this process may use, spinning in pure Python until a deadline, until its parent
@@ -53,6 +58,27 @@ long ember_bench_add_chain(long n) {
 #: dependent adds per iteration of the chain above.
 _CHAIN_ADDS = 8
 
+#: Independent FMA chains on vectors of EMBER_LANES floats: more chains than latency x
+#: units on any x86 core (4-5 cycles x 2), so the pipes, not the chains, bound it.
+_FMA_C = r"""
+typedef float vec __attribute__((vector_size(EMBER_LANES * 4)));
+long ember_bench_fma(long n) {
+    vec a[12], b, c;
+    for (int j = 0; j < EMBER_LANES; ++j) { b[j] = 1.0000001f; c[j] = 1e-7f; }
+    for (int i = 0; i < 12; ++i)
+        for (int j = 0; j < EMBER_LANES; ++j) a[i][j] = (float)i;
+    for (long k = 0; k < n; ++k) {
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; ++i) a[i] = a[i] * b + c;
+    }
+    float s = 0;
+    for (int i = 0; i < 12; ++i) s += a[i][0];
+    return (long)s;
+}
+"""
+#: FMAs per iteration of the loop above.
+_FMA_CHAINS = 12
+
 
 @dataclass(frozen=True)
 class FmaLimit:
@@ -62,6 +88,7 @@ class FmaLimit:
     fma_units: int
     ghz: float
     clock_source: str
+    units_source: str = "given"
 
     @property
     def flops_per_cycle(self) -> int:
@@ -76,7 +103,8 @@ class FmaLimit:
     def describe(self) -> str:
         """The formula with this host's numbers, for the report."""
         return (
-            f"FMA limit per core = {self.lanes} lanes x 2 x {self.fma_units} FMA units x "
+            f"FMA limit per core = {self.lanes} lanes x 2 x {self.fma_units} FMA units "
+            f"({self.units_source}) x "
             f"{self.ghz:.2f} GHz ({self.clock_source}) = {self.flops_per_cycle} flop/cycle = "
             f"{self.gflops:.1f} GFLOP/s"
         )
@@ -187,15 +215,51 @@ def core_round_trip(workdir: Path) -> Callable[[], float] | None:
     return lambda: float(trip(cpus[0], cpus[1], 100_000))
 
 
-def fma_limit(fma_units: int = 2, ghz: float | None = None) -> FmaLimit:
-    """One core's limit: lanes from ember's host record, the clock measured unless given."""
+def measure_fma_rate(lanes: int, tries: int = 5, fmas: int = 60_000_000) -> float | None:
+    """Vector FMAs of ``lanes`` floats this core retires per second (None off x86-64 or
+    without a C compiler)."""
+    if os.uname().machine not in ("x86_64", "amd64"):
+        return None
+    with tempfile.TemporaryDirectory(prefix="ember-fma-") as tmp:
+        src = Path(tmp) / "fma.c"
+        src.write_text(_FMA_C)
+        flags = ["-march=native", "-ffp-contract=fast", f"-DEMBER_LANES={lanes}"]
+        try:
+            out = compile_shared([src], Path(tmp) / "fma.so", flags=flags, openmp=False)
+            lib = ctypes.CDLL(str(out))
+        except (ToolchainError, OSError):
+            return None
+        run = lib.ember_bench_fma
+        run.argtypes, run.restype = [ctypes.c_long], ctypes.c_long
+        n = fmas // _FMA_CHAINS
+        run(n // 10)
+        best = float("inf")
+        for _ in range(tries):
+            start = time.thread_time()
+            run(n)
+            best = min(best, time.thread_time() - start)
+    return n * _FMA_CHAINS / best if best > 0 else None
+
+
+def fma_limit(fma_units: int | None = None, ghz: float | None = None) -> FmaLimit:
+    """One core's limit: lanes from ember's host record; the clock and the FMA units
+    measured unless given."""
     lanes = cpu_info("native").lanes(32)
+    measured = measure_ghz() if ghz is None or fma_units is None else None
+    units_source = "given"
+    if fma_units is None:
+        rate = measure_fma_rate(lanes) if measured else None
+        # a rate a little under a whole number of units per cycle is that number
+        fma_units, units_source = (
+            (max(1, round(rate / (measured * 1e9))), "measured")
+            if rate and measured
+            else (2, "assumed")
+        )
     if ghz is not None:
-        return FmaLimit(lanes, fma_units, ghz, "given")
-    measured = measure_ghz()
+        return FmaLimit(lanes, fma_units, ghz, "given", units_source)
     if measured is not None:
-        return FmaLimit(lanes, fma_units, measured, "measured")
-    return FmaLimit(lanes, fma_units, cpuinfo_ghz() or 1.0, "/proc/cpuinfo")
+        return FmaLimit(lanes, fma_units, measured, "measured", units_source)
+    return FmaLimit(lanes, fma_units, cpuinfo_ghz() or 1.0, "/proc/cpuinfo", units_source)
 
 
 _SPIN = """

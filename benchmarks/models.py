@@ -493,7 +493,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--noisy-seconds", type=float, default=3600.0, help="the busy process's time bound"
     )
-    parser.add_argument("--fma-units", type=int, default=2, help="FMA units per core")
+    parser.add_argument(
+        "--fma-units",
+        type=int,
+        default=None,
+        help="full-width FMAs per cycle per core (default: measured)",
+    )
     parser.add_argument("--ghz", type=float, default=None, help="core clock (default: measured)")
     parser.add_argument(
         "--targets",

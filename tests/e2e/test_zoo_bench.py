@@ -113,9 +113,20 @@ def test_fma_limit_formula(bench):
     host = sys.modules["bench_host"]
     limit = host.FmaLimit(lanes=8, fma_units=2, ghz=3.0, clock_source="given")
     assert limit.flops_per_cycle == 32 and limit.gflops == pytest.approx(96.0)
-    assert "8 lanes x 2 x 2 FMA units x 3.00 GHz (given)" in limit.describe()
+    assert "8 lanes x 2 x 2 FMA units (given) x 3.00 GHz (given)" in limit.describe()
     given = host.fma_limit(fma_units=2, ghz=2.5)
     assert given.clock_source == "given" and given.lanes in (4, 8, 16)
+
+
+def test_fma_units_are_measured(bench):
+    """Zen 4 retires one 512-bit FMA a cycle, Zen 5 two: the units come from the host."""
+    host = sys.modules["bench_host"]
+    limit = host.fma_limit()
+    if limit.units_source != "measured":
+        pytest.skip("no x86-64 C compiler to measure the FMA rate with")
+    assert limit.clock_source == "measured" and 1 <= limit.fma_units <= 4
+    narrow = host.measure_fma_rate(4)  # 128-bit FMAs: at least as many a cycle
+    assert narrow is not None and narrow / (limit.ghz * 1e9) > 0.6 * limit.fma_units
 
 
 def test_model_gflop_counts_conv_conv_transpose_and_matmul(bench):
