@@ -238,6 +238,27 @@ def test_depthwise_conv_int8(x_dtype, per_channel, relu, strides, dilations) -> 
 
 
 @pytest.mark.parametrize(
+    "x_dtype,kernel,stride,shape",
+    [
+        ("uint8", 5, 1, (1, 3, 28, 28)),  # EfficientNet: 28 rows of 32, two vectors a step
+        ("int8", 5, 2, (1, 4, 15, 15)),  # stride 2: taps across the four phase planes
+        ("uint8", 7, 1, (2, 3, 7, 7)),  # ConvNeXt: 49 taps (odd: the last pair's weight 0)
+        ("int8", 5, 1, (1, 2, 9, 5)),  # one vector and no second
+    ],
+)
+def test_depthwise_conv_int8_large_kernels(x_dtype, kernel, stride, shape) -> None:
+    """5x5 and 7x7 'same' depthwise (the taps' plane offsets from a table per channel)."""
+    c = shape[1]
+    w = RNG.integers(-64, 64, (c, 1, kernel, kernel)).astype(np.int8)
+    pads = [kernel // 2] * 4
+    node = helper.make_node(
+        "Conv", ["xd", "wd", "bd"], ["c"], pads=pads, strides=[stride, stride], group=c
+    )
+    model, feeds = _chain(node, w, 0, True, x_dtype, "uint8", True, shape, c)
+    _check(model, feeds, "quantized_dwconv_int8", reference=False)
+
+
+@pytest.mark.parametrize(
     "x_dtype,stride,shape",
     [
         ("uint8", 1, (2, 11, 7, 7)),  # MobileNet's small maps: rows shorter than a vector
