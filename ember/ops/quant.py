@@ -342,6 +342,24 @@ def quantized_add_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) ->
     return out
 
 
+@register_compute("quantized_table_int8")
+def quantized_table_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """``ember_q8_table``: 64 bytes at a time through two ``vpermi2b`` with AVX512_VBMI."""
+    ty = out_tensor_type(out_type)
+    count = 1
+    for d in ty.shape:
+        count *= int(d)
+
+    def body(ins: list[Buffer], outs: list[Buffer]) -> Stmt:
+        args = [ins[0].data, ins[1].data, outs[0].data, const(count, "int64")]
+        status = call_extern("int32", "ember_q8_table", *args)
+        return AssertStmt(eq(status, 0), "", seq())
+
+    out = te.extern(ty.shape, inputs, body, "q8_table", dtype=ty.dtype)
+    assert isinstance(out, te.Tensor)
+    return out
+
+
 @register_compute("quantized_max_pool_int8")
 def quantized_max_pool_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
     """``ember_q8_max_pool``: row maxima, then maxima down the rows, 32 bytes at a time."""
@@ -397,5 +415,5 @@ _INT8_OPS = (
     "quantized_conv_integer_int8",
 )
 _POOLS = ("quantized_max_pool_int8", "quantized_global_avg_pool_int8")
-for _name in (*_INT8_OPS, "quantized_add_int8", *_POOLS):
+for _name in (*_INT8_OPS, "quantized_add_int8", "quantized_table_int8", *_POOLS):
     register_schedule(_name, key="llvm")(_c_only)

@@ -693,3 +693,33 @@ def test_conv_int8_avx512_image_copies_equal_avx2_bitwise(c, kernel, strides, hw
     node = helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], pads=pads, strides=list(strides))
     model, feeds = _chain(node, w, 0, True, "int8", "uint8", True, (1, c, *hw), m)
     _conv_vnni_is_avx2_and_within_a_step(model, feeds)
+
+
+@pytest.mark.parametrize("x_dtype,y_dtype,shape", [
+    ("uint8", "uint8", (3, 5, 13)),  # three vectors of 64 and a tail of 3
+    ("int8", "uint8", (2, 64)),  # whole vectors; negative bytes index entries 128-255
+    ("int8", "int8", (7,)),  # a tail only
+])  # fmt: skip
+def test_table_int8_on_every_path(x_dtype, y_dtype, shape) -> None:
+    """A Sigmoid between 8-bit tensors is one ``quantized_table_int8``: the vpermi2b
+    lookups (AVX512_VBMI), AVX2's and the portable loops give the same bytes, the table's."""
+    xz = np.int8(-7) if x_dtype == "int8" else np.uint8(131)
+    yz = np.int8(-128) if y_dtype == "int8" else np.uint8(0)
+    inits = _qp("x", 0.05, xz) | _qp("y", 1 / 256, yz)
+    nodes = [
+        helper.make_node("QuantizeLinear", ["xf", "x_s", "x_z"], ["x"]),
+        _dq("x", "xd"),
+        helper.make_node("Sigmoid", ["xd"], ["s"]),
+        helper.make_node("QuantizeLinear", ["s", "y_s", "y_z"], ["y"]),
+    ]
+    model = build_model(nodes, {"xf": ("float32", shape)}, ["y"], inits, 17)
+    feeds = {"xf": (RNG.standard_normal(shape) * 4).astype(np.float32)}
+    assert "quantized_table_int8" in _ops(model)
+    want = run_onnx_reference(model, feeds)[0]
+    got = [run_onnx_compiled(model, feeds, target=t)[0] for t in ("c", PORTABLE, AVX2)]
+    if HAS_VNNI512:
+        got.append(run_onnx_compiled(model, feeds, target=AVX512_VNNI)[0])
+    for out in got:
+        np.testing.assert_array_equal(out, got[0])
+    step = np.abs(got[0].astype(np.int32) - want.astype(np.int32))
+    assert step.max() <= 1 and np.mean(step == 0) > 0.97  # the float chain's rounding

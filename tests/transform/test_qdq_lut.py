@@ -56,7 +56,7 @@ def test_gelu_chain_is_one_table(dtype: str) -> None:
     chain compiled without tables."""
     model, feeds = _gelu(dtype)
     ops = _ops(model)
-    assert "erf" not in ops and ops.count("take") == 1, ops
+    assert "erf" not in ops and ops.count("quantized_table_int8") == 1, ops
     got = run_onnx_compiled(model, feeds)[0]
     np.testing.assert_array_equal(got, run_onnxruntime(model, feeds)[0])
     off = PassContext(opt_level=2, config={"fuse_qdq.int8_kernels": False})
@@ -77,7 +77,7 @@ def test_qdq_pairs_around_moves_are_dropped() -> None:
     feeds = {"xf": RNG.standard_normal((2, 3, 4)).astype(np.float32) * 3}
     ops = _ops(model)
     assert ops.count("quantize") == 1 and ops.count("dequantize") == 1, ops
-    assert "take" not in ops
+    assert "quantized_table_int8" not in ops
     np.testing.assert_array_equal(run_onnx_compiled(model, feeds)[0],
                                   run_onnxruntime(model, feeds)[0])  # fmt: skip
 
@@ -92,7 +92,7 @@ def test_chain_with_a_vector_constant_stays_float() -> None:
     model = build_model(nodes + more, {"xf": ("float32", (3, 4))}, ["s_f"], inits | extra, 17)
     feeds = {"xf": RNG.standard_normal((3, 4)).astype(np.float32)}
     ops = _ops(model)
-    assert "take" not in ops and "sigmoid" in ops, ops
+    assert "quantized_table_int8" not in ops and "sigmoid" in ops, ops
     np.testing.assert_array_equal(run_onnx_compiled(model, feeds)[0],
                                   run_onnxruntime(model, feeds)[0])  # fmt: skip
 
@@ -106,7 +106,7 @@ def test_rank_raising_constant_keeps_the_float_chain() -> None:
     more, extra = _qdq("m", "m_raw", "uint8", 0.03, 10)
     model = build_model(nodes + more, {"xf": ("float32", (3, 4))}, ["m_f"], inits | extra, 17)
     feeds = {"xf": RNG.standard_normal((3, 4)).astype(np.float32)}
-    assert "take" not in _ops(model)
+    assert "quantized_table_int8" not in _ops(model)
     got = run_onnx_compiled(model, feeds)[0]
     assert got.shape == (1, 3, 4)
     np.testing.assert_array_equal(got, run_onnxruntime(model, feeds)[0])
@@ -145,7 +145,7 @@ def test_tanh_gelu_with_quantized_constants_is_one_table() -> None:
     static QDQ GELU: four scalar kernels of 1 ms a layer before, one table now)."""
     model, feeds = _tanh_gelu()
     ops = _ops(model)
-    assert ops.count("take") == 1 and "tanh" not in ops and "power" not in ops, ops
+    assert ops.count("quantized_table_int8") == 1 and "tanh" not in ops and "power" not in ops, ops
     assert not any(op.startswith("quantized_add") for op in ops), ops
     got = np.rint(run_onnx_compiled(model, feeds)[0] / 0.02)  # in output steps
     off = PassContext(opt_level=2, config={"fuse_qdq.int8_kernels": False})

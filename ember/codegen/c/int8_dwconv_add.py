@@ -8,7 +8,8 @@
   wide and 3x3 stride-2 maps run the kernels of ``int8_dw_same3.py`` (taps read from the
   image, no planes); its int16 widening and tap helpers are in ``int8_dw_common.py``;
 * ``ember_q8_qlinear_add`` (``int8_add.py``): onnxruntime's QLinearAdd of two same-shape
-  tensors.
+  tensors;
+* ``ember_q8_table`` (``int8_table.py``): a 256-entry byte table.
 """
 
 from __future__ import annotations
@@ -18,10 +19,17 @@ from ember.codegen.c.int8_dw_common import DW_COMMON_C
 from ember.codegen.c.int8_dw_same3 import DW_SAME3_C
 from ember.codegen.c.int8_dw_vnni import DW_VNNI_C
 from ember.codegen.c.int8_pool import POOL_C
+from ember.codegen.c.int8_table import TABLE_C
 
 #: the call_extern names this block defines (the pools of int8_pool.py appended).
 DW_ADD_KERNEL_NAMES: frozenset[str] = frozenset(
-    {"ember_q8_dwconv", "ember_q8_qlinear_add", "ember_q8_max_pool", "ember_q8_global_avg_pool"}
+    {
+        "ember_q8_dwconv",
+        "ember_q8_qlinear_add",
+        "ember_q8_table",
+        "ember_q8_max_pool",
+        "ember_q8_global_avg_pool",
+    }
 )
 
 #: key of the helper block in a FileContext (sorted after int8_kernels.HELPER_KEY).
@@ -374,5 +382,5 @@ static inline int32_t ember_q8_dwconv(const void* x_, const int16_t* w, const in
 
 """
 
-#: the whole block: depthwise convolution, QLinearAdd, then the 8-bit max pool.
-DW_ADD_KERNELS_C = DW_SAME3_C + DW_VNNI_C + DW_COMMON_C + _DW_C + QLINEAR_ADD_C + POOL_C
+#: the whole block: depthwise convolution, QLinearAdd, the byte table, then the 8-bit pools.
+DW_ADD_KERNELS_C = DW_SAME3_C + DW_VNNI_C + DW_COMMON_C + _DW_C + QLINEAR_ADD_C + TABLE_C + POOL_C

@@ -53,6 +53,7 @@ SUB_BYTE_QUANT_DTYPES: frozenset[str] = frozenset({"int4", "uint4", "int2", "uin
 #: the types ``quantize`` produces and ``dequantize`` reads (int32 included).
 QUANTIZE_DTYPES: frozenset[str] = QUANT_DTYPES | SUB_BYTE_QUANT_DTYPES
 DEQUANT_DTYPES: frozenset[str] = QUANTIZE_DTYPES | {"int32"}
+_8BIT: frozenset[str] = frozenset({"int8", "uint8"})
 
 
 def _check_params(types: Sequence[Type], op: str, xt: TensorType) -> TensorType:
@@ -227,6 +228,33 @@ register_op(
             "dtype": Attr("dtype", doc="the output's quantized dtype"),
         },
         doc="onnxruntime's QLinearMul of two quantized tensors (integer product, one scale)",
+    )
+)
+
+
+def _table_int8_type(types: Sequence[Type], attrs: Attrs) -> Type:
+    x = check_dtype(types[0], _8BIT, "input of 'quantized_table_int8'")
+    table = check_dtype(types[1], _8BIT, "table of 'quantized_table_int8'")
+    if tuple(table.shape) != (256,):
+        raise IRError(f"'quantized_table_int8' needs a table of 256 entries, got {table.shape}")
+    return TensorType(x.shape, table.dtype)
+
+
+def quantized_table_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    """``table[byte]``: each element's bits as an unsigned index."""
+    x, table = (np.asarray(v) for v in xs)
+    return table[x.view(np.uint8)]
+
+
+register_op(
+    OpDef(
+        "quantized_table_int8",
+        2,
+        _table_int8_type,
+        quantized_table_ref,
+        OpPattern.OPAQUE,
+        {},
+        doc="an 8-bit tensor mapped through a 256-entry byte table as one C kernel (fuse_qdq)",
     )
 )
 register_op(
