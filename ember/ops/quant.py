@@ -22,6 +22,7 @@ from ember import tir
 from ember.errors import CompileError
 from ember.ir.op import Attrs
 from ember.ir.ops.common import padding, quant_range, spatial
+from ember.ir.ops.quant import row_broadcast
 from ember.ir.ops.quant_int8_ref import FIX_SLOT
 from ember.ir.types import TensorType, Type
 from ember.ops.common import load_broadcast, out_tensor_type, static_shape
@@ -360,6 +361,35 @@ def quantized_table_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) 
     return out
 
 
+@register_compute("quantized_mul_int8")
+def quantized_mul_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
+    """``ember_q8_qlinear_mul``: ``quantized_mul``'s steps on 16 lanes (float32 multiply,
+    then add: the same roundings as its float64 form), a per-row operand broadcast."""
+    a, b = inputs
+    ty = out_tensor_type(out_type)
+    form = row_broadcast(static_shape(a), static_shape(b), ty.shape)
+    if form is None:
+        raise CompileError(
+            f"quantized_mul_int8: operands {static_shape(a)} and {static_shape(b)} are not "
+            f"whole or one value per row of {tuple(ty.shape)}; use quantized_mul"
+        )
+    rows, inner, which = form
+    ratio = tir.const(float(np.float32(attrs["ratio"])), "float32")
+    zc = tir.const(float(attrs["zero_point"]), "float32")
+    ints = [int(attrs["a_zero_point"]), int(attrs["b_zero_point"])]
+    ints += [int(a.dtype == "int8"), int(b.dtype == "int8"), int(ty.dtype == "int8")]
+
+    def body(ins: list[Buffer], outs: list[Buffer]) -> Stmt:
+        args = [ins[0].data, ins[1].data, outs[0].data, const(rows, "int64")]
+        args += [const(inner, "int64"), const(which, "int32"), ratio, zc, *_i32(*ints)]
+        status = call_extern("int32", "ember_q8_qlinear_mul", *args)
+        return AssertStmt(eq(status, 0), "", seq())
+
+    out = te.extern(ty.shape, inputs, body, "q8_mul", dtype=ty.dtype)
+    assert isinstance(out, te.Tensor)
+    return out
+
+
 @register_compute("quantized_max_pool_int8")
 def quantized_max_pool_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
     """``ember_q8_max_pool``: row maxima, then maxima down the rows, 32 bytes at a time."""
@@ -415,5 +445,6 @@ _INT8_OPS = (
     "quantized_conv_integer_int8",
 )
 _POOLS = ("quantized_max_pool_int8", "quantized_global_avg_pool_int8")
-for _name in (*_INT8_OPS, "quantized_add_int8", "quantized_table_int8", *_POOLS):
+_ELEMENTWISE = ("quantized_add_int8", "quantized_mul_int8", "quantized_table_int8")
+for _name in (*_INT8_OPS, *_ELEMENTWISE, *_POOLS):
     register_schedule(_name, key="llvm")(_c_only)

@@ -723,3 +723,30 @@ def test_table_int8_on_every_path(x_dtype, y_dtype, shape) -> None:
         np.testing.assert_array_equal(out, got[0])
     step = np.abs(got[0].astype(np.int32) - want.astype(np.int32))
     assert step.max() <= 1 and np.mean(step == 0) > 0.97  # the float chain's rounding
+
+
+@pytest.mark.parametrize("dtype,a_shape,b_shape", [
+    ("uint8", (1, 20, 7, 9), (1, 20, 1, 1)),  # a squeeze-excitation scale: b per row of 63
+    ("int8", (2, 3, 1), (2, 3, 37)),  # a per row (the kernel swaps the operands)
+    ("uint8", (3, 50), (3, 50)),  # whole operands
+    ("int8", (40,), ()),  # one row, a scalar b
+])  # fmt: skip
+def test_mul_int8_matches_qlinear_mul(dtype, a_shape, b_shape) -> None:
+    """onnxruntime's QLinearMul (com.microsoft): ``quantized_mul_int8``'s 16 lanes (AVX-512),
+    8 (AVX2) and the portable loop give its bytes exactly."""
+    info = np.iinfo(dtype)
+    feeds = {n: RNG.integers(info.min, info.max + 1, s).astype(dtype)
+             for n, s in (("a", a_shape), ("b", b_shape))}  # fmt: skip
+    zeros = {"za": 3, "zb": -2 if dtype == "int8" else 130, "zc": 1 if dtype == "int8" else 120}
+    inits = {"sa": np.float32(0.04), "sb": np.float32(0.03), "sc": np.float32(0.04)}
+    inits |= {k: np.asarray(v, dtype) for k, v in zeros.items()}
+    node = helper.make_node(
+        "QLinearMul", ["a", "sa", "za", "b", "sb", "zb", "sc", "zc"], ["y"], domain="com.microsoft"
+    )
+    model = build_model([node], {n: (dtype, v.shape) for n, v in feeds.items()}, ["y"], inits, 17)
+    model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    assert "quantized_mul_int8" in _ops(model)
+    want = run_onnxruntime(model, feeds)[0]
+    assert want.size < 100 or 0 < np.mean(want == info.max) < 0.5  # saturated and not
+    for target in ("c", PORTABLE, AVX2, *([AVX512_VNNI] if HAS_VNNI512 else [])):
+        np.testing.assert_array_equal(run_onnx_compiled(model, feeds, target=target)[0], want)

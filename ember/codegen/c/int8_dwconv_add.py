@@ -9,6 +9,8 @@
   image, no planes); its int16 widening and tap helpers are in ``int8_dw_common.py``;
 * ``ember_q8_qlinear_add`` (``int8_add.py``): onnxruntime's QLinearAdd of two same-shape
   tensors;
+* ``ember_q8_qlinear_mul`` (``int8_mul.py``): onnxruntime's QLinearMul, one operand
+  whole or per row;
 * ``ember_q8_table`` (``int8_table.py``): a 256-entry byte table.
 """
 
@@ -18,6 +20,7 @@ from ember.codegen.c.int8_add import QLINEAR_ADD_C
 from ember.codegen.c.int8_dw_common import DW_COMMON_C
 from ember.codegen.c.int8_dw_same3 import DW_SAME3_C
 from ember.codegen.c.int8_dw_vnni import DW_VNNI_C
+from ember.codegen.c.int8_mul import QLINEAR_MUL_C
 from ember.codegen.c.int8_pool import POOL_C
 from ember.codegen.c.int8_table import TABLE_C
 
@@ -26,6 +29,7 @@ DW_ADD_KERNEL_NAMES: frozenset[str] = frozenset(
     {
         "ember_q8_dwconv",
         "ember_q8_qlinear_add",
+        "ember_q8_qlinear_mul",
         "ember_q8_table",
         "ember_q8_max_pool",
         "ember_q8_global_avg_pool",
@@ -382,5 +386,8 @@ static inline int32_t ember_q8_dwconv(const void* x_, const int16_t* w, const in
 
 """
 
-#: the whole block: depthwise convolution, QLinearAdd, the byte table, then the 8-bit pools.
-DW_ADD_KERNELS_C = DW_SAME3_C + DW_VNNI_C + DW_COMMON_C + _DW_C + QLINEAR_ADD_C + TABLE_C + POOL_C
+#: the whole block: depthwise convolution, QLinearAdd and QLinearMul, the byte table, then
+#: the 8-bit pools.
+DW_ADD_KERNELS_C = (
+    DW_SAME3_C + DW_VNNI_C + DW_COMMON_C + _DW_C + QLINEAR_ADD_C + QLINEAR_MUL_C + TABLE_C + POOL_C
+)

@@ -213,6 +213,13 @@ register_op(
         doc="onnxruntime's QLinearAdd of two quantized tensors (two fused multiply-adds)",
     )
 )
+_MUL_ATTRS = {
+    "ratio": Attr("float", doc="sa * sb / sc in float32"),
+    "a_zero_point": Attr("int", doc="a's zero point"),
+    "b_zero_point": Attr("int", doc="b's zero point"),
+    "zero_point": Attr("int", doc="the output's zero point"),
+    "dtype": Attr("dtype", doc="the output's quantized dtype"),
+}
 register_op(
     OpDef(
         "quantized_mul",
@@ -220,16 +227,47 @@ register_op(
         _quantized_binary_type("quantized_mul"),
         quantized_mul_ref,
         OpPattern.BROADCAST,
-        {
-            "ratio": Attr("float", doc="sa * sb / sc in float32"),
-            "a_zero_point": Attr("int", doc="a's zero point"),
-            "b_zero_point": Attr("int", doc="b's zero point"),
-            "zero_point": Attr("int", doc="the output's zero point"),
-            "dtype": Attr("dtype", doc="the output's quantized dtype"),
-        },
+        _MUL_ATTRS,
         doc="onnxruntime's QLinearMul of two quantized tensors (integer product, one scale)",
     )
 )
+register_op(
+    OpDef(
+        "quantized_mul_int8",
+        2,
+        _quantized_binary_type("quantized_mul_int8"),
+        quantized_mul_ref,
+        OpPattern.OPAQUE,
+        _MUL_ATTRS,
+        doc="quantized_mul of 8-bit tensors, one of them whole and the other whole or one "
+        "value per row (row_broadcast), as one C kernel (fuse_qdq)",
+    )
+)
+
+
+def row_broadcast(
+    a: Sequence[int], b: Sequence[int], out: Sequence[int]
+) -> tuple[int, int, int] | None:
+    """``(rows, inner, which)`` when one operand has ``out``'s shape and the other too
+    (``which`` 0: one row of every element) or is constant along ``out``'s trailing
+    dimensions (one value per row of ``inner`` elements, as a squeeze-excitation block's
+    per-channel scale; ``which`` 1 when that is ``a``, 2 when ``b``); else None."""
+    out = tuple(int(d) for d in out)
+    count = int(np.prod(out, dtype=np.int64))
+    a, b = tuple(int(d) for d in a), tuple(int(d) for d in b)
+    if a == out and b == out:
+        return 1, count, 0
+    for which, full, part in ((2, a, b), (1, b, a)):
+        if full != out or len(part) > len(out):
+            continue
+        padded = (1,) * (len(out) - len(part)) + part
+        k = len(out)
+        while k > 0 and padded[k - 1] == 1:
+            k -= 1
+        if padded[:k] == out[:k]:
+            rows = int(np.prod(out[:k], dtype=np.int64))
+            return rows, count // max(rows, 1), which
+    return None
 
 
 def _table_int8_type(types: Sequence[Type], attrs: Attrs) -> Type:
