@@ -224,6 +224,9 @@ def resize(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
         return _antialias_resize(x, axes, attrs, ty.shape)
 
     tables = [_tap_tables(ax) for ax in axes]
+    if SEPARABLE and weighted and len(axes) > 1 and all(t(tir.const(0, "int32"))[1] is None
+                                                        for t in tables):  # fmt: skip
+        return _separable_resize(x, axes, tables, ty.shape)
 
     def body(*i: Any) -> PrimExpr:
         per_axis = [look(i[ax.axis]) for ax, look in zip(axes, tables, strict=True)]
@@ -244,6 +247,48 @@ def resize(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
         return tir.if_then_else(outside, fill, total)
 
     return te.compute(ty.shape, body, "resize")
+
+
+#: whether a weighted resize of several axes runs one axis at a time (the reference's
+#: order), the axis that grows least first and, at equal growth, the innermost: an 8x
+#: bilinear upsampling of NCHW data gathers along W over the input rows only (1/8 of the
+#: output), then blends whole rows of that (two contiguous loads an element). Reading
+#: every output's four corners through computed indices took DeepLabV3's 1x21x32x32 ->
+#: 256x256 logits 6.9 ms in its int8 form (byte gathers have no vector form), now 0.52
+#: (float32: 2.15 -> 0.61 ms; onnxruntime 1.0).
+SEPARABLE = True
+
+
+def _separable_resize(
+    x: te.Tensor,
+    axes: list[_Axis],
+    tables: list[Callable[[PrimExpr], tuple[list[Tap], PrimExpr | None]]],
+    out_shape: tuple[int, ...],
+) -> te.Tensor:
+    """Weighted resize one axis at a time, each but the last a materialized stage."""
+    order = sorted(range(len(axes)), key=lambda k: (axes[k].n_out / axes[k].n_in, -axes[k].axis))
+    cur, shape = x, list(static_shape(x))
+    for step, k in enumerate(order):
+        ax, look = axes[k], tables[k]
+        shape[ax.axis] = ax.n_out
+        last = step == len(order) - 1
+
+        def body(*i: Any, src: te.Tensor = cur, ax: _Axis = ax, look: Any = look) -> PrimExpr:
+            taps, _ = look(i[ax.axis])
+            terms = []
+            for idx, w in taps:
+                index = list(i)
+                index[ax.axis] = idx
+                value = src[tuple(index)]
+                terms.append(value if w is None else value * w.astype(x.dtype))
+            total = sum_expr(terms)
+            assert total is not None
+            return total
+
+        attrs = None if last else {MATERIALIZE: True}
+        name = "resize" if last else f"resize_along{ax.axis}"
+        cur = te.compute(tuple(shape) if not last else out_shape, body, name, attrs=attrs)
+    return cur
 
 
 #: whether a resized axis reads its taps (source indices, weights, the outside test) from
