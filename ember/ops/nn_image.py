@@ -5,8 +5,10 @@ each, inlined into their consumers.
 Resize follows the numpy reference axis by axis: each resized axis maps an output index to
 a float32 source coordinate with the same formula (same operation order, constants
 rounded to float32 the same way, so nearest-neighbour ties break alike), then to taps
-(input index, weight). The output element is the sum over the taps of all resized axes of
-the product of their weights times the input element (N-linear/N-cubic interpolation).
+(input index, weight). A weighted (linear, cubic) resize of several axes interpolates one
+axis at a time, as the reference does (:data:`SEPARABLE`); otherwise the output element is
+the sum over the taps of all resized axes of the product of their weights times the input
+element.
 """
 
 from __future__ import annotations
