@@ -34,7 +34,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,28 +122,38 @@ def cpuinfo_ghz() -> float | None:
     return None
 
 
-def measure_ghz(tries: int = 5, adds: int = 50_000_000) -> float | None:
-    """This core's clock from a timed chain of dependent adds (None off x86-64 or
-    without a C compiler)."""
+def _best_loop_seconds(
+    source: str, symbol: str, n: int, flags: Sequence[str] = (), tries: int = 5
+) -> float | None:
+    """The best thread CPU time of ``symbol(n)`` in ``source`` compiled alone, after one
+    call of a tenth to wake the core to its boost clock (None off x86-64 or without a C
+    compiler)."""
     if os.uname().machine not in ("x86_64", "amd64"):
         return None
-    with tempfile.TemporaryDirectory(prefix="ember-clock-") as tmp:
-        src = Path(tmp) / "chain.c"
-        src.write_text(_CHAIN_C)
+    with tempfile.TemporaryDirectory(prefix="ember-bench-") as tmp:
+        src = Path(tmp) / "loop.c"
+        src.write_text(source)
         try:
-            lib = ctypes.CDLL(str(compile_shared([src], Path(tmp) / "chain.so", openmp=False)))
-        except (ToolchainError, OSError):
+            out = compile_shared([src], Path(tmp) / "loop.so", flags=list(flags), openmp=False)
+            run = getattr(ctypes.CDLL(str(out)), symbol)
+        except (ToolchainError, OSError, AttributeError):
             return None
-        chain = lib.ember_bench_add_chain
-        chain.argtypes, chain.restype = [ctypes.c_long], ctypes.c_long
-        n = adds // _CHAIN_ADDS
-        chain(n // 10)  # wake the core up to its boost clock
+        run.argtypes, run.restype = [ctypes.c_long], ctypes.c_long
+        run(n // 10)
         best = float("inf")
         for _ in range(tries):
             start = time.thread_time()
-            chain(n)
+            run(n)
             best = min(best, time.thread_time() - start)
-    return n * _CHAIN_ADDS / best / 1e9 if best > 0 else None
+    return best if 0 < best < float("inf") else None
+
+
+def measure_ghz(tries: int = 5, adds: int = 50_000_000) -> float | None:
+    """This core's clock from a timed chain of dependent adds (None off x86-64 or
+    without a C compiler)."""
+    n = adds // _CHAIN_ADDS
+    best = _best_loop_seconds(_CHAIN_C, "ember_bench_add_chain", n, tries=tries)
+    return n * _CHAIN_ADDS / best / 1e9 if best else None
 
 
 _PING_PONG_C = r"""
@@ -218,27 +228,10 @@ def core_round_trip(workdir: Path) -> Callable[[], float] | None:
 def measure_fma_rate(lanes: int, tries: int = 5, fmas: int = 60_000_000) -> float | None:
     """Vector FMAs of ``lanes`` floats this core retires per second (None off x86-64 or
     without a C compiler)."""
-    if os.uname().machine not in ("x86_64", "amd64"):
-        return None
-    with tempfile.TemporaryDirectory(prefix="ember-fma-") as tmp:
-        src = Path(tmp) / "fma.c"
-        src.write_text(_FMA_C)
-        flags = ["-march=native", "-ffp-contract=fast", f"-DEMBER_LANES={lanes}"]
-        try:
-            out = compile_shared([src], Path(tmp) / "fma.so", flags=flags, openmp=False)
-            lib = ctypes.CDLL(str(out))
-        except (ToolchainError, OSError):
-            return None
-        run = lib.ember_bench_fma
-        run.argtypes, run.restype = [ctypes.c_long], ctypes.c_long
-        n = fmas // _FMA_CHAINS
-        run(n // 10)
-        best = float("inf")
-        for _ in range(tries):
-            start = time.thread_time()
-            run(n)
-            best = min(best, time.thread_time() - start)
-    return n * _FMA_CHAINS / best if best > 0 else None
+    n = fmas // _FMA_CHAINS
+    flags = ["-march=native", "-ffp-contract=fast", f"-DEMBER_LANES={lanes}"]
+    best = _best_loop_seconds(_FMA_C, "ember_bench_fma", n, flags, tries)
+    return n * _FMA_CHAINS / best if best else None
 
 
 def fma_limit(fma_units: int | None = None, ghz: float | None = None) -> FmaLimit:

@@ -14,6 +14,7 @@ the packed panels; the llvm kinds refuse them (schedule key ``llvm``) with a cle
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -321,44 +322,58 @@ def quantized_matmul_integer_int8(
     return _layer_extern("ember_q8_matmul_integer", "q8_mmi", inputs, ty, nbytes, ints)
 
 
+def _status_extern(
+    kernel: str, tag: str, inputs: list[te.Tensor], ty: TensorType, args: Callable[..., list]
+) -> te.Tensor:
+    """``te.extern`` calling C ``kernel`` with ``args(ins, outs)``, asserting it returns 0."""
+
+    def body(ins: list[Buffer], outs: list[Buffer]) -> Stmt:
+        status = call_extern("int32", kernel, *args(ins, outs))
+        return AssertStmt(eq(status, 0), "", seq())
+
+    out = te.extern(ty.shape, inputs, body, tag, dtype=ty.dtype)
+    assert isinstance(out, te.Tensor)
+    return out
+
+
+def _count(ty: TensorType) -> int:
+    """The number of elements of ``ty``."""
+    count = 1
+    for d in ty.shape:
+        count *= int(d)
+    return count
+
+
 @register_compute("quantized_add_int8")
 def quantized_add_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
     """``ember_q8_qlinear_add``: the arithmetic of ``quantized_add`` with FMA instructions."""
     a, b = inputs
     ty = out_tensor_type(out_type)
-    count = 1
-    for d in ty.shape:
-        count *= int(d)
     ratios = [tir.const(float(np.float32(attrs[k])), "float32") for k in ("ratio_a", "ratio_b")]
     fixed = tir.const(float(np.float32(attrs["fixed"])), "float32")
     signs = _i32(a.dtype == "int8", b.dtype == "int8", ty.dtype == "int8")
-
-    def body(ins: list[Buffer], outs: list[Buffer]) -> Stmt:
-        args = [ins[0].data, ins[1].data, outs[0].data, const(count, "int32")]
-        status = call_extern("int32", "ember_q8_qlinear_add", *args, *ratios, fixed, *signs)
-        return AssertStmt(eq(status, 0), "", seq())
-
-    out = te.extern(ty.shape, inputs, body, "q8_add", dtype=ty.dtype)
-    assert isinstance(out, te.Tensor)
-    return out
+    count = const(_count(ty), "int32")
+    return _status_extern(
+        "ember_q8_qlinear_add",
+        "q8_add",
+        inputs,
+        ty,
+        lambda ins, outs: [ins[0].data, ins[1].data, outs[0].data, count, *ratios, fixed, *signs],
+    )
 
 
 @register_compute("quantized_table_int8")
 def quantized_table_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
     """``ember_q8_table``: 64 bytes at a time through two ``vpermi2b`` with AVX512_VBMI."""
     ty = out_tensor_type(out_type)
-    count = 1
-    for d in ty.shape:
-        count *= int(d)
-
-    def body(ins: list[Buffer], outs: list[Buffer]) -> Stmt:
-        args = [ins[0].data, ins[1].data, outs[0].data, const(count, "int64")]
-        status = call_extern("int32", "ember_q8_table", *args)
-        return AssertStmt(eq(status, 0), "", seq())
-
-    out = te.extern(ty.shape, inputs, body, "q8_table", dtype=ty.dtype)
-    assert isinstance(out, te.Tensor)
-    return out
+    count = const(_count(ty), "int64")
+    return _status_extern(
+        "ember_q8_table",
+        "q8_table",
+        inputs,
+        ty,
+        lambda ins, outs: [ins[0].data, ins[1].data, outs[0].data, count],
+    )
 
 
 @register_compute("quantized_mul_int8")
@@ -378,16 +393,14 @@ def quantized_mul_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) ->
     zc = tir.const(float(attrs["zero_point"]), "float32")
     ints = [int(attrs["a_zero_point"]), int(attrs["b_zero_point"])]
     ints += [int(a.dtype == "int8"), int(b.dtype == "int8"), int(ty.dtype == "int8")]
-
-    def body(ins: list[Buffer], outs: list[Buffer]) -> Stmt:
-        args = [ins[0].data, ins[1].data, outs[0].data, const(rows, "int64")]
-        args += [const(inner, "int64"), const(which, "int32"), ratio, zc, *_i32(*ints)]
-        status = call_extern("int32", "ember_q8_qlinear_mul", *args)
-        return AssertStmt(eq(status, 0), "", seq())
-
-    out = te.extern(ty.shape, inputs, body, "q8_mul", dtype=ty.dtype)
-    assert isinstance(out, te.Tensor)
-    return out
+    shape = [const(rows, "int64"), const(inner, "int64"), const(which, "int32")]
+    return _status_extern(
+        "ember_q8_qlinear_mul",
+        "q8_mul",
+        inputs,
+        ty,
+        lambda ins, outs: [ins[0].data, ins[1].data, outs[0].data, *shape, ratio, zc, *_i32(*ints)],
+    )
 
 
 @register_compute("quantized_max_pool_int8")
@@ -418,15 +431,13 @@ def quantized_global_avg_pool_int8(
     scale = tir.const(float(np.float32(attrs["scale"])), "float32")
     ints = [n * c, h * w, int(attrs["x_zero_point"]), int(attrs["y_zero_point"])]
     ints += [int(x.dtype == "int8"), int(ty.dtype == "int8")]
-
-    def body(ins: list[Buffer], outs: list[Buffer]) -> Stmt:
-        args = [ins[0].data, outs[0].data, scale, *_i32(*ints)]
-        status = call_extern("int32", "ember_q8_global_avg_pool", *args)
-        return AssertStmt(eq(status, 0), "", seq())
-
-    out = te.extern(ty.shape, inputs, body, "q8_gap", dtype=ty.dtype)
-    assert isinstance(out, te.Tensor)
-    return out
+    return _status_extern(
+        "ember_q8_global_avg_pool",
+        "q8_gap",
+        inputs,
+        ty,
+        lambda ins, outs: [ins[0].data, outs[0].data, scale, *_i32(*ints)],
+    )
 
 
 def _c_only(ctx: ScheduleContext) -> None:
