@@ -30,7 +30,7 @@ QLINEAR_MUL_C = r"""static inline int32_t ember_q8_qlinear_mul(
     uint8_t* yr = y + r * inner;
     const int32_t brow = (per_row ? (b_signed ? (int32_t)(int8_t)br[0] : (int32_t)br[0]) : 0) - zb;
     int64_t i = 0;
-#if defined(__AVX512BW__)
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
     const __m512i za16 = _mm512_set1_epi32(za), zb16 = _mm512_set1_epi32(zb);
     const __m512i b16row = _mm512_set1_epi32(brow);
     const __m512 r16 = _mm512_set1_ps(ratio), zc16 = _mm512_set1_ps(zc);

@@ -252,9 +252,11 @@ def row_broadcast(
     (``which`` 0: one row of every element) or is constant along ``out``'s trailing
     dimensions (one value per row of ``inner`` elements, as a squeeze-excitation block's
     per-channel scale; ``which`` 1 when that is ``a``, 2 when ``b``); else None."""
-    out = tuple(int(d) for d in out)
+    try:
+        out, a, b = (tuple(int(d) for d in s) for s in (out, a, b))
+    except (TypeError, ValueError):  # a symbolic dimension: no fixed rows
+        return None
     count = int(np.prod(out, dtype=np.int64))
-    a, b = tuple(int(d) for d in a), tuple(int(d) for d in b)
     if a == out and b == out:
         return 1, count, 0
     for which, full, part in ((2, a, b), (1, b, a)):
