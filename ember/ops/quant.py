@@ -336,14 +336,6 @@ def _status_extern(
     return out
 
 
-def _count(ty: TensorType) -> int:
-    """The number of elements of ``ty``."""
-    count = 1
-    for d in ty.shape:
-        count *= int(d)
-    return count
-
-
 @register_compute("quantized_add_int8")
 def quantized_add_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
     """``ember_q8_qlinear_add``: the arithmetic of ``quantized_add`` with FMA instructions."""
@@ -352,7 +344,7 @@ def quantized_add_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) ->
     ratios = [tir.const(float(np.float32(attrs[k])), "float32") for k in ("ratio_a", "ratio_b")]
     fixed = tir.const(float(np.float32(attrs["fixed"])), "float32")
     signs = _i32(a.dtype == "int8", b.dtype == "int8", ty.dtype == "int8")
-    count = const(_count(ty), "int32")
+    count = const(int(ty.size), "int32")
     return _status_extern(
         "ember_q8_qlinear_add",
         "q8_add",
@@ -366,7 +358,7 @@ def quantized_add_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) ->
 def quantized_table_int8(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.Tensor:
     """``ember_q8_table``: 64 bytes at a time through two ``vpermi2b`` with AVX512_VBMI."""
     ty = out_tensor_type(out_type)
-    count = const(_count(ty), "int64")
+    count = const(int(ty.size), "int64")
     return _status_extern(
         "ember_q8_table",
         "q8_table",

@@ -41,27 +41,17 @@ def _scalar(expr: Expr) -> np.ndarray | None:
 
 
 def _is_table(node: Expr) -> bool:
-    """``take(256-entry constant, index)`` or its cast back to 8 bits: a table this pass made
-    (composed, not a leaf); or a ``quantized_add``/``quantized_mul`` of one byte (one
-    operand a one-element constant, or both functions of the same tensor), which fuse_qdq
-    makes before the tables (onnxruntime's QLinearAdd/QLinearMul arithmetic, which the
-    table then computes through the op's reference)."""
+    """A ``quantized_table_int8`` this pass made (composed, not a leaf); or a
+    ``quantized_add``/``quantized_mul`` of one byte (one operand a one-element constant, or
+    both functions of the same tensor), which fuse_qdq makes before the tables
+    (onnxruntime's QLinearAdd/QLinearMul arithmetic, which the table then computes through
+    the op's reference)."""
     op = _op(node)
     if op is not None and op.name == "quantized_table_int8":
         return True
-    if op is not None and op.name == "cast":
-        return _is_table(node.args[0])  # type: ignore[attr-defined]
     if op is not None and op.name in ("quantized_add", "quantized_mul"):
         return isinstance(node, Call) and _chain(node) is not None  # one byte: x * sigmoid(x)
-    if op is None or op.name != "take" or int(node.attrs["axis"]) != 0:  # type: ignore[attr-defined]
-        return False
-    data = node.args[0]  # type: ignore[attr-defined]
-    return isinstance(data, Constant) and np.asarray(data.data).shape == (256,)
-
-
-def _table_arg(op: OpDef | None) -> int:
-    """Which argument of a table node is its 256 entries."""
-    return 1 if op is not None and op.name == "quantized_table_int8" else 0
+    return False
 
 
 def _chain(root: Call) -> tuple[list[Expr], Expr] | None:
@@ -91,9 +81,10 @@ def _chain(root: Call) -> tuple[list[Expr], Expr] | None:
         nodes[id(node)] = node
         if op is not None and op.name in _MOVES and len(children(node)) != 1:
             return None
+        entries = op is not None and op.name == "quantized_table_int8"
         for i, arg in enumerate(children(node)):
             if isinstance(arg, Constant):
-                if np.asarray(arg.data).size != 1 and not (table and i == _table_arg(op)):
+                if np.asarray(arg.data).size != 1 and not (entries and i == 1):
                     return None
                 continue
             stack.append(arg)

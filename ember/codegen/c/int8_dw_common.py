@@ -101,14 +101,13 @@ static inline void ember_q8_dw_taps(const int16_t* pa, const int16_t* pb, const 
 }
 
 #if defined(__AVX512BW__)
-/* ember_q8_dw_taps on 32 outputs: lo, hi hold positions 0-3, 8-11, 16-19, 24-27 and 4-7,
-   12-15, 20-23, 28-31 (vpunpcklwd/vpunpckhwd per 128-bit lane) */
-static inline void ember_q8_dw_taps512(const int16_t* pa, const int16_t* pb, const int16_t* w,
+/* ember_q8_dw_taps on 32 outputs, the pair of weights given broadcast (wp): lo, hi hold
+   positions 0-3, 8-11, 16-19, 24-27 and 4-7, 12-15, 20-23, 28-31 (vpunpcklwd/vpunpckhwd
+   per 128-bit lane) */
+static inline void ember_q8_dw_taps512(const int16_t* pa, const int16_t* pb, __m512i wp,
                                        __m512i* lo, __m512i* hi) {
   const __m512i va = _mm512_loadu_si512((const void*)pa);
   const __m512i vb = _mm512_loadu_si512((const void*)pb);
-  const uint32_t pair = (uint16_t)w[0] | ((uint32_t)(uint16_t)w[1] << 16);
-  const __m512i wp = _mm512_set1_epi32((int32_t)pair);
   *lo = _mm512_add_epi32(*lo, _mm512_madd_epi16(_mm512_unpacklo_epi16(va, vb), wp));
   *hi = _mm512_add_epi32(*hi, _mm512_madd_epi16(_mm512_unpackhi_epi16(va, vb), wp));
 }

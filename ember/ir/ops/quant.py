@@ -195,6 +195,19 @@ register_op(
         "(O/b, I, *k, b) at build time; made by the fuse_qdq pass",
     )
 )
+
+
+def _register_binary(
+    name: str,
+    reference: Callable[[Sequence[np.ndarray], Attrs], np.ndarray],
+    pattern: OpPattern,
+    attrs: dict[str, Attr],
+    doc: str,
+) -> None:
+    """Register the quantized elementwise op ``name`` of two tensors (broadcast)."""
+    register_op(OpDef(name, 2, _quantized_binary_type(name), reference, pattern, attrs, doc=doc))
+
+
 #: the attributes of both quantized adds (the compiled one and the whole-kernel int8 one).
 _ADD_ATTRS = {
     "ratio_a": Attr("float", doc="scale of a / scale of the output (float32)"),
@@ -202,16 +215,12 @@ _ADD_ATTRS = {
     "fixed": Attr("float", doc="zc - (ratio_a * za + ratio_b * zb), float32"),
     "dtype": Attr("dtype", doc="the output's quantized dtype"),
 }
-register_op(
-    OpDef(
-        "quantized_add",
-        2,
-        _quantized_binary_type("quantized_add"),
-        quantized_add_ref,
-        OpPattern.BROADCAST,
-        _ADD_ATTRS,
-        doc="onnxruntime's QLinearAdd of two quantized tensors (two fused multiply-adds)",
-    )
+_register_binary(
+    "quantized_add",
+    quantized_add_ref,
+    OpPattern.BROADCAST,
+    _ADD_ATTRS,
+    "onnxruntime's QLinearAdd of two quantized tensors (two fused multiply-adds)",
 )
 _MUL_ATTRS = {
     "ratio": Attr("float", doc="sa * sb / sc in float32"),
@@ -220,28 +229,20 @@ _MUL_ATTRS = {
     "zero_point": Attr("int", doc="the output's zero point"),
     "dtype": Attr("dtype", doc="the output's quantized dtype"),
 }
-register_op(
-    OpDef(
-        "quantized_mul",
-        2,
-        _quantized_binary_type("quantized_mul"),
-        quantized_mul_ref,
-        OpPattern.BROADCAST,
-        _MUL_ATTRS,
-        doc="onnxruntime's QLinearMul of two quantized tensors (integer product, one scale)",
-    )
+_register_binary(
+    "quantized_mul",
+    quantized_mul_ref,
+    OpPattern.BROADCAST,
+    _MUL_ATTRS,
+    "onnxruntime's QLinearMul of two quantized tensors (integer product, one scale)",
 )
-register_op(
-    OpDef(
-        "quantized_mul_int8",
-        2,
-        _quantized_binary_type("quantized_mul_int8"),
-        quantized_mul_ref,
-        OpPattern.OPAQUE,
-        _MUL_ATTRS,
-        doc="quantized_mul of 8-bit tensors, one of them whole and the other whole or one "
-        "value per row (row_broadcast), as one C kernel (fuse_qdq)",
-    )
+_register_binary(
+    "quantized_mul_int8",
+    quantized_mul_ref,
+    OpPattern.OPAQUE,
+    _MUL_ATTRS,
+    "quantized_mul of 8-bit tensors, one of them whole and the other whole or one "
+    "value per row (row_broadcast), as one C kernel (fuse_qdq)",
 )
 
 
@@ -297,16 +298,12 @@ register_op(
         doc="an 8-bit tensor mapped through a 256-entry byte table as one C kernel (fuse_qdq)",
     )
 )
-register_op(
-    OpDef(
-        "quantized_add_int8",
-        2,
-        _quantized_binary_type("quantized_add_int8"),
-        quantized_add_ref,
-        OpPattern.OPAQUE,
-        _ADD_ATTRS,
-        doc="quantized_add of two 8-bit tensors of one shape as one C kernel (fuse_qdq)",
-    )
+_register_binary(
+    "quantized_add_int8",
+    quantized_add_ref,
+    OpPattern.OPAQUE,
+    _ADD_ATTRS,
+    "quantized_add of two 8-bit tensors of one shape as one C kernel (fuse_qdq)",
 )
 register_op(
     OpDef(
