@@ -2,9 +2,9 @@
 
 The nn.conv legalizer (ember.ops.nn_conv.conv_to_packed) asks ``winograd_form`` first: a
 channels-last (NHWC, convert_layout's default on x86) float32 convolution with a constant
-3x3 weight, stride 1, dilation 1, one group, input channels a multiple of 16 and output
-channels either one or padded to one by at most a quarter (``padding_pays``: zero filters,
-the last block stored masked),
+3x3 weight, stride 1 (or 2: below), dilation 1, one group, input channels a multiple of 16
+and output channels either one or padded to one by at most a quarter (``padding_pays``:
+zero filters, the last block stored masked),
 becomes ``nn.conv_winograd`` with the weight transformed and packed at build time
 (ember.ir.ops.nn_conv_winograd_form) when the build's target has an AVX-512 CPU record (the
 c kind, or the llvm kinds, which call the runtime library's copy) and the build selects it:
@@ -14,8 +14,14 @@ c kind, or the llvm kinds, which call the runtime library's copy) and the build 
   ``winograd_pays``'s choice (F(4,3), F(2,3) for few tiles of a large weight, or none;
   measured per layer, see there);
 
-the compute is one call of ``ember_f32_winograd`` (ember/codegen/c/f32_winograd.py: input
-transform, (m+2)^2 matrix products, output transform, each split across the threads); the
+A stride-2 one (even height and width) is a stride-1 2x2 convolution of its input's four
+phases ``x[2i + dr, 2j + dc]`` (4C channels; ember.ir.ops.nn_conv_winograd_form.
+stride2_weight), computed as F(4 x 4, 2 x 2): 25 points per 4 x 4 outputs over 4C
+channels, 6.25 multiplies per output and input channel where the direct kernel takes 9,
+the kernel reading the phases where they lie in x (no copy); ``stride2_pays`` says where it
+is the default. The compute is one call of ``ember_f32_winograd``
+(ember/codegen/c/f32_winograd.py: input transform, (m+r-1)^2 matrix products, output
+transform, each split across the threads); the
 group's epilogue, where it is a chain of bias add, residual add and ReLU, is applied by the
 output transform to each vector before it is stored (ember.ops.nn_conv_winograd_epilogue;
 PassContext config ``EPILOGUE_CONFIG`` False keeps it a loop-IR pass after the call), any
@@ -43,6 +49,8 @@ from ember.ir.ops.nn_conv_winograd_form import (
     LANES,
     channel_blocks,
     padded_channels,
+    phase_padding,
+    stride2_weight,
     transform_weight,
 )
 from ember.ir.types import TensorType, Type
@@ -134,23 +142,33 @@ def winograd_pays(
     return m if scratch <= SCRATCH_BYTES else 0
 
 
-def _eligible(node: Call) -> bool:
+def _eligible(node: Call) -> int:
+    """The stride (1 or 2) of a convolution ember_f32_winograd can compute, else 0."""
     x, w = node.args
     if not isinstance(w, Constant) or not isinstance(x.type, TensorType):
-        return False
+        return 0
     attrs = node.attrs
     if data_layout(attrs) != "NHWC" or int(attrs["groups"]) != 1:
-        return False
+        return 0
     wd = np.asarray(w.data)
     if wd.dtype != np.float32 or x.type.dtype != "float32" or wd.ndim != 4:
-        return False
+        return 0
     o, c, kh, kw = wd.shape
-    if (kh, kw) != (3, 3) or c % LANES or not padding_pays(o):
-        return False
-    return spatial(attrs, "strides", 2, 1) == (1, 1) and spatial(attrs, "dilation", 2, 1) == (
-        1,
-        1,
-    )
+    if (kh, kw) != (3, 3) or not padding_pays(o) or spatial(attrs, "dilation", 2, 1) != (1, 1):
+        return 0
+    strides = spatial(attrs, "strides", 2, 1)
+    if c % LANES or strides not in ((1, 1), (2, 2)):
+        return 0
+    if strides == (1, 1):
+        return 1
+    # the phases' 2x2 convolution (stride2_weight): even sizes, no padding past the end
+    assert isinstance(node.type, TensorType)
+    _, h, wi, _ = (int(d) for d in x.type.shape)
+    _, oh, ow, _ = (int(d) for d in node.type.shape)
+    (top, bottom), (left, right) = padding(attrs, 2)
+    if h % 2 or wi % 2 or max(top, left) > 2:
+        return 0
+    return 2 if min(phase_padding((top, left, bottom, right), (h, wi), (oh, ow))) >= 0 else 0
 
 
 def padding_pays(out_channels: int) -> bool:
@@ -164,18 +182,40 @@ def padding_pays(out_channels: int) -> bool:
 
 
 def winograd_tile(node: Call) -> int:
-    """The tile m of F(m x m, 3 x 3) for nn.conv ``node`` in this build (0: none)."""
+    """The tile m of F(m x m, 3 x 3), or of F(m x m, 2 x 2) for a stride-2 ``node``, in this
+    build (0: none)."""
     target, choice, _ = _SETTINGS.get()
-    if choice is False or choice == 0 or not winograd_target(target) or not _eligible(node):
+    stride = _eligible(node) if winograd_target(target) else 0
+    if choice is False or choice == 0 or not stride:
         return 0
     if choice is True:
         return 4
     if choice in (2, 4):
-        return int(choice)
+        return int(choice) if stride == 1 or choice == 4 else 0
     assert isinstance(node.type, TensorType)
     n, oh, ow, o = (int(d) for d in node.type.shape)
     c = int(np.asarray(node.args[1].data).shape[1])  # type: ignore[attr-defined]
+    if stride == 2:
+        return stride2_pays(c, o, oh, ow, n)
     return winograd_pays(c, o, oh, ow, n)
+
+
+def stride2_pays(
+    in_channels: int, out_channels: int, height: int, width: int, batch: int = 1
+) -> int:
+    """The tile (4, or 0: the direct kernel) of a stride-2 3x3 layer of ``height`` x
+    ``width`` outputs when the build does not choose: F(4,2) of its phases where the
+    transformed weight (25 x 4C x O floats, 11x the direct one's) stays within WEIGHT_BYTES.
+
+    Measured (one layer, one thread, thread CPU time, interleaved in one process, load
+    0.5-0.7, Zen 4), F(4,2) / direct, by input and output: resnet8's 32x32x16->32 0.79 and
+    16x16x32->64 0.74; ResNet-50's 56x56x128->128 (6.5 MB) 0.74 and 28x28x256->256 (26 MB)
+    1.06; YOLO-like 80x80x32->64 0.74, 40x40x64->128 0.71, 20x20x128->256 (13 MB) 1.11."""
+    if batch != 1:
+        return 0
+    weight = 4 * 25 * 4 * in_channels * padded_channels(out_channels)
+    scratch = scratch_bytes(batch, 4 * in_channels, out_channels, height, width, 4, 2)
+    return 4 if weight <= WEIGHT_BYTES and scratch <= SCRATCH_BYTES else 0
 
 
 def winograd_form(node: Call) -> Expr | None:
@@ -184,14 +224,18 @@ def winograd_form(node: Call) -> Expr | None:
     if not m:
         return None
     x, w = node.args
+    wd = np.asarray(w.data)  # type: ignore[attr-defined]
     (top, bottom), (left, right) = padding(node.attrs, 2)
-    u = transform_weight(np.asarray(w.data), m)  # type: ignore[attr-defined]
-    pads = (top, left, bottom, right)
+    stride = spatial(node.attrs, "strides", 2, 1)[0]
+    if stride == 2:  # a 2x2 convolution of the input's phases, which the kernel reads
+        wd = stride2_weight(wd, top, left)
+    u = transform_weight(wd, m)
     epilogue = int(_SETTINGS.get()[2])
-    o = int(np.asarray(w.data).shape[0])  # type: ignore[attr-defined]
+    o = int(wd.shape[0])
     channels = 0 if o % LANES == 0 else o
-    attrs = {"padding": pads, "tile": m, "epilogue": epilogue, "channels": channels}
-    return call("nn.conv_winograd", x, const(u), name=node.name, **attrs)
+    attrs = {"tile": m, "strides": stride, "epilogue": epilogue, "channels": channels}
+    pads = (top, left, bottom, right)
+    return call("nn.conv_winograd", x, const(u), name=node.name, padding=pads, **attrs)
 
 
 #: the most tiles (rows) of one register tile of the matrix products: 14 x 2 zmm
@@ -237,18 +281,19 @@ def panel_rows(tiles: int, blocks: int = 2) -> int:
     return min(range(most, 7, -1), key=lambda r: -(-tiles // r) * r)
 
 
-def scratch_bytes(n: int, c: int, o: int, oh: int, ow: int, m: int) -> int:
+def scratch_bytes(n: int, c: int, o: int, oh: int, ow: int, m: int, r: int = 3) -> int:
     """Bytes of ember_f32_winograd's scratch, V and M in either layout: panel by panel
-    (threads), each panel (m+2)^2 x (point_stride(rows x C) + point_stride(rows x Op)) floats
-    and PANEL_GAP twice, or point by point (one thread), (m+2)^2 x (point_stride(padded tiles
-    x C) + point_stride(padded tiles x Op))."""
+    (threads), each panel a^2 x (point_stride(rows x C) + point_stride(rows x Op)) floats
+    and PANEL_GAP twice, or point by point (one thread), a^2 x (point_stride(padded tiles
+    x C) + point_stride(padded tiles x Op)); a = m + r - 1."""
     tiles = n * -(-oh // m) * -(-ow // m)
     op = padded_channels(o)
     rows = panel_rows(tiles, channel_blocks(op))
     panels = -(-tiles // rows)
     per_point = point_stride(rows * c) + point_stride(rows * op)
-    by_panel = panels * ((m + 2) ** 2 * per_point + 2 * PANEL_GAP)
-    by_point = (m + 2) ** 2 * (point_stride(panels * rows * c) + point_stride(panels * rows * op))
+    points = (m + r - 1) ** 2
+    by_panel = panels * (points * per_point + 2 * PANEL_GAP)
+    by_point = points * (point_stride(panels * rows * c) + point_stride(panels * rows * op))
     return 4 * max(by_panel, by_point) + 64
 
 
@@ -258,13 +303,17 @@ def conv_winograd(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.T
     ty = out_tensor_type(out_type)
     n, h, w, c = static_shape(x)
     _, oh, ow, o = (int(d) for d in ty.shape)
-    m = int(attrs["tile"])
-    top, left, _, _ = (int(p) for p in attrs["padding"])
+    m, stride = int(attrs["tile"]), int(attrs["strides"])
+    pads = tuple(int(p) for p in attrs["padding"])
+    if stride == 2:  # the kernel's image: the phases, (h / 2, w / 2, 4c) (r = 2: it reads x)
+        pads = phase_padding(pads, (h, w), (oh, ow))
+        h, w, c = h // 2, w // 2, 4 * c
+    r = 4 - stride
     nb = int(static_shape(u)[3]) // LANES
     assert nb == channel_blocks(padded_channels(o))
-    nbytes = scratch_bytes(n, c, o, oh, ow, m)
+    nbytes = scratch_bytes(n, c, o, oh, ow, m, r)
     rows = panel_rows(n * -(-oh // m) * -(-ow // m), nb)
-    ints = [n, h, w, c, o, oh, ow, top, left, m, nb, rows]
+    ints = [n, h, w, c, o, oh, ow, pads[0], pads[1], m, r, nb, rows]
 
     def body(ins: list[Buffer], outs: list[Buffer]) -> Stmt:
         scratch = decl_buffer((nbytes,), "uint8", "winograd_scratch")

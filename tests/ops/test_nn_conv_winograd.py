@@ -19,6 +19,7 @@ from ember.codegen.c.f32_winograd import TRANSFORMS
 from ember.driver import build
 from ember.ir import Function, IRModule, TensorType, Var, call, const
 from ember.ir.ops.nn_conv_winograd_form import (
+    KINDS,
     transform_weight,
     winograd_matrices,
     winograd_reference,
@@ -47,13 +48,15 @@ needs_avx512 = pytest.mark.skipif(not AVX512, reason="Winograd convolutions need
 
 
 def _direct64(x: np.ndarray, w: np.ndarray, pads: tuple[int, int, int, int]) -> np.ndarray:
-    """The NHWC convolution in float64 (``pads``: top, left, bottom, right)."""
+    """The NHWC convolution (stride 1, any kernel size) in float64 (``pads``: top, left,
+    bottom, right)."""
     top, left, bottom, right = pads
     xp = np.pad(x.astype(np.float64), ((0, 0), (top, bottom), (left, right), (0, 0)))
-    oh, ow = xp.shape[1] - 2, xp.shape[2] - 2
+    kh, kw = w.shape[2:]
+    oh, ow = xp.shape[1] - kh + 1, xp.shape[2] - kw + 1
     y = np.zeros((x.shape[0], oh, ow, w.shape[0]))
-    for i in range(3):
-        for j in range(3):
+    for i in range(kh):
+        for j in range(kw):
             tap = w[:, :, i, j].astype(np.float64)
             y += np.einsum("nhwc,oc->nhwo", xp[:, i : i + oh, j : j + ow], tap)
     return y
@@ -66,11 +69,16 @@ def _data(h: int, w: int, c: int, o: int, seed: int = 0) -> tuple[np.ndarray, np
     return x, wt
 
 
-@pytest.mark.parametrize("m", [2, 4])
-def test_the_kernel_tables_are_the_transform_matrices(m: int) -> None:
-    bt, _, at = winograd_matrices(m)
-    np.testing.assert_array_equal(np.array(TRANSFORMS[m][0], float), bt)
-    np.testing.assert_array_equal(np.array(TRANSFORMS[m][1], float), at)
+@pytest.mark.parametrize(("m", "r"), KINDS)
+def test_the_kernel_tables_are_the_transform_matrices(m: int, r: int) -> None:
+    bt, g, at = winograd_matrices(m, r)
+    np.testing.assert_array_equal(np.array(TRANSFORMS[(m, r)][0], float), bt)
+    np.testing.assert_array_equal(np.array(TRANSFORMS[(m, r)][1], float), at)
+    # Y = A^T [(G g) * (B^T d)] is the correlation of d by g, exactly (float64)
+    rng = np.random.default_rng(m + r)
+    d, taps = rng.standard_normal(m + r - 1), rng.standard_normal(r)
+    want = np.correlate(d, taps, "valid")
+    np.testing.assert_allclose(at @ ((g @ taps) * (bt @ d)), want, rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("m", [2, 4])
@@ -117,8 +125,10 @@ def test_the_legalizer_picks_winograd_where_selected() -> None:
     assert "nn.conv_winograd" in _ops(mod, {}, "llvm")  # the runtime's AVX-512 copy
     # an llvm target without AVX-512: the runtime has no AVX2 copy of the kernel
     assert "nn.conv_winograd" not in _ops(mod, {WINOGRAD_CONFIG: True}, "llvm -mcpu=haswell")
-    strided = _conv_module(14, 14, wt, strides=[2, 2])
-    assert "nn.conv_winograd" not in _ops(strided, {WINOGRAD_CONFIG: True})
+    strided = _conv_module(14, 14, wt, strides=[2, 2])  # F(4,2) of its phases: see *_stride2.py
+    assert "nn.conv_winograd" in _ops(strided, {WINOGRAD_CONFIG: True})
+    strided3 = _conv_module(15, 15, wt, strides=[3, 3])
+    assert "nn.conv_winograd" not in _ops(strided3, {WINOGRAD_CONFIG: True})
     _, narrow = _data(14, 14, 8, 64)  # input channels not a multiple of 16
     assert "nn.conv_winograd" not in _ops(_conv_module(14, 14, narrow), {WINOGRAD_CONFIG: True})
     # output channels padded to a multiple of 16 where at most a quarter is padding

@@ -18,6 +18,9 @@ from ember.codegen.c.f32_winograd import WINOGRAD_C
 from ember.ir.ops.nn_conv_winograd_form import (
     channel_blocks,
     padded_channels,
+    phase_padding,
+    space_to_depth,
+    stride2_weight,
     transform_weight,
     unpack_transformed,
     winograd_reference,
@@ -67,7 +70,7 @@ int32_t wb_run(const float* x, int64_t x_bytes, const float* u, float* y, int64_
   memset(gs, 0xAA, (size_t)s_bytes);
   wb_threads = threads;
   int32_t rc = ember_f32_winograd(gx, u, y, gs, g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7],
-                                  g[8], g[9], g[10], g[11], bias, res, g[12]);
+                                  g[8], g[9], g[10], g[11], g[12], bias, res, g[13]);
   munmap(bx, tx);
   munmap(bs, ts);
   return rc;
@@ -120,7 +123,7 @@ def test_reads_only_its_input_and_scratch(libs, h: int, w: int, c: int, o: int, 
     u = transform_weight(wt, m)
     tiles = -(-h // m) * -(-w // m)
     nb = channel_blocks(padded_channels(o))
-    g = np.array([1, h, w, c, o, h, w, 1, 1, m, nb, panel_rows(tiles, nb), EPI], np.int32)
+    g = np.array([1, h, w, c, o, h, w, 1, 1, m, 3, nb, panel_rows(tiles, nb), EPI], np.int32)
     nbytes = scratch_bytes(1, c, o, h, w, m)
     conv = winograd_reference(x, u, m, (1, 1, 1, 1), (h, w))[..., :o].astype(np.float64)
     want = np.maximum(conv + bias + res, 0)
@@ -153,7 +156,7 @@ def test_patches_partly_or_wholly_in_wide_padding(libs, pad: int) -> None:
     u = transform_weight(wt, m)
     tiles = -(-oh // m) * -(-ow // m)
     nb = channel_blocks(padded_channels(o))
-    g = np.array([1, h, w, c, o, oh, ow, pad, pad, m, nb, panel_rows(tiles, nb), EPI], np.int32)
+    g = np.array([1, h, w, c, o, oh, ow, pad, pad, m, 3, nb, panel_rows(tiles, nb), EPI], np.int32)
     nbytes = scratch_bytes(1, c, o, oh, ow, m)
     conv = winograd_reference(x, u, m, (pad,) * 4, (oh, ow)).astype(np.float64)
     want = np.maximum(conv + bias + res, 0)
@@ -163,6 +166,46 @@ def test_patches_partly_or_wholly_in_wide_padding(libs, pad: int) -> None:
             args = [_ptr(x), x.nbytes, _ptr(u), _ptr(y), nbytes, _ptr(bias), _ptr(res)]
             assert lib.wb_run(*args, _ptr(g), threads, 1) == 0
             np.testing.assert_allclose(y, want, rtol=0, atol=1e-4 * np.abs(want).max())
+
+
+@pytest.mark.parametrize(
+    "h,w,c,o,pads",
+    [
+        (32, 32, 16, 32, (1, 1, 1, 1)),  # resnet8's stride-2 layers
+        (16, 16, 32, 64, (1, 1, 1, 1)),
+        (10, 14, 16, 24, (0, 0, 1, 1)),  # edge tiles, a last block of 8 channels
+        (6, 4, 16, 16, (2, 2, 2, 2)),  # patches partly in wide padding
+    ],
+)
+def test_stride2_reads_only_its_input(libs, h: int, w: int, c: int, o: int, pads) -> None:
+    """F(4,2) of a stride-2 convolution's phases, read where they lie in x (r = 2): every
+    build, 1 and 2 threads, x against the page before it or after it."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((1, h, w, c)).astype(np.float32)
+    wt = (rng.standard_normal((o, c, 3, 3)) * 0.2).astype(np.float32)
+    oh, ow = (h + pads[0] + pads[2] - 3) // 2 + 1, (w + pads[1] + pads[3] - 3) // 2 + 1
+    bias = rng.standard_normal(o).astype(np.float32)
+    res = rng.standard_normal((1, oh, ow, o)).astype(np.float32)
+    u = transform_weight(stride2_weight(wt, pads[0], pads[1]), 4)
+    top, left, _, _ = pads2 = phase_padding(pads, (h, w), (oh, ow))
+    tiles = -(-oh // 4) * -(-ow // 4)
+    nb = channel_blocks(padded_channels(o))
+    dims = [1, h // 2, w // 2, 4 * c, o, oh, ow, top, left, 4, 2, nb]
+    g = np.array([*dims, panel_rows(tiles, nb), EPI], np.int32)
+    nbytes = scratch_bytes(1, 4 * c, o, oh, ow, 4, 2)
+    conv = winograd_reference(space_to_depth(x), u, 4, pads2, (oh, ow), r=2)[..., :o]
+    want = np.maximum(conv.astype(np.float64) + bias + res, 0)
+    seen = []
+    for lib in libs.values():
+        for threads in (1, 2):
+            for at_end in (0, 1):
+                y = np.full((1, oh, ow, o), np.nan, np.float32)
+                args = [_ptr(x), x.nbytes, _ptr(u), _ptr(y), nbytes, _ptr(bias), _ptr(res)]
+                assert lib.wb_run(*args, _ptr(g), threads, at_end) == 0
+                np.testing.assert_allclose(y, want, rtol=0, atol=1e-4 * np.abs(want).max())
+                seen.append(y)
+    for y in seen[1:]:
+        np.testing.assert_array_equal(y, seen[0])
 
 
 def _repacked(u: np.ndarray, nb: int) -> np.ndarray:
@@ -192,7 +235,8 @@ def test_one_two_or_four_blocks_compute_the_same_bits(libs, h: int, w: int, c: i
     seen = []
     for lib in libs.values():
         for nb in (4, 2, 1):
-            g = np.array([1, h, w, c, o, h, w, 1, 1, 4, nb, panel_rows(tiles, nb), EPI], np.int32)
+            dims = [1, h, w, c, o, h, w, 1, 1, 4, 3, nb]
+            g = np.array([*dims, panel_rows(tiles, nb), EPI], np.int32)
             un = _repacked(u, nb)
             for threads in (1, 2):
                 y = np.full((1, h, w, o), np.nan, np.float32)

@@ -1,8 +1,9 @@
-"""C source of the Winograd float32 3x3 convolution that ``ember.ops.nn_conv_winograd`` calls.
+"""C source of the Winograd float32 convolution that ``ember.ops.nn_conv_winograd`` calls.
 
-``ember_f32_winograd`` is a whole stride-1, dilation-1 3x3 convolution of channels-last
-(NHWC) float32 data, F(m x m, 3 x 3) with output tiles of m = 2 or 4 (a = m + 2 transform
-points per axis; Lavin & Gray's matrices, ember.ops.nn_conv_winograd.winograd_matrices):
+``ember_f32_winograd`` is a whole stride-1, dilation-1 3x3 (or 2x2) convolution of
+channels-last (NHWC) float32 data, F(m x m, r x r) with output tiles of m = 2 or 4 for
+r = 3 and of m = 4 for r = 2 (the phases of a stride-2 3x3 convolution: a = m + r - 1
+transform points per axis; Lavin & Gray's matrices, ember.ir.ops.nn_conv_winograd_form):
 
 1. input transform: every a x a patch of the zero-padded input (tile t, 16 channels at a
    time) becomes ``V[p][t][c] = (B^T d B)[p]`` for the a * a points p;
@@ -42,6 +43,7 @@ from ember.codegen.c.f32_winograd_transforms import (
     OUTPUT_TRANSFORM_C,
     TRANSFORMS,
     matrix_c,
+    table_suffix,
 )
 
 __all__ = ["TRANSFORMS", "WINOGRAD_C", "WINOGRAD_HELPER_KEY", "WINOGRAD_KERNEL_NAMES", "winograd_c"]
@@ -54,11 +56,12 @@ WINOGRAD_HELPER_KEY = "0f_ember_f32_winograd"
 
 
 def winograd_c() -> str:
-    """The C source (the transform matrices of F(2,3) and F(4,3) as constant tables)."""
+    """The C source (the transform matrices of F(2,3), F(4,3) and F(4,2) as constant
+    tables)."""
     tables = ""
-    for m, (bt, at) in TRANSFORMS.items():
-        tables += matrix_c(f"ember_wino_bt{m}", bt, 6)
-        tables += matrix_c(f"ember_wino_at{m}", at, 6)
+    for (m, r), (bt, at) in TRANSFORMS.items():
+        tables += matrix_c(f"ember_wino_bt{table_suffix(m, r)}", bt, 6)
+        tables += matrix_c(f"ember_wino_at{table_suffix(m, r)}", at, 6)
     return tables + _WINOGRAD_C
 
 
@@ -152,7 +155,7 @@ typedef struct {
                 contiguous per tile (vps, vpan) */
   float* mm; /* [Tp/R][P] or [P][Tp/R], then [R][Op]: Tp = T rounded up to a multiple of R, Op =
                 O up to one of 16 */
-  int N, H, W, C, O, Op, OH, OW, ph, pw, m, th, tw, T, nb, R, Tp;
+  int N, H, W, C, O, Op, OH, OW, ph, pw, m, r, th, tw, T, nb, R, Tp;
   /* the floats from one transform point's V (M) to the next in a panel (EMBER_WINO_STRIDE).
      At a multiple of 4 KiB (resnet8's 32x32x16 layers: Tp C = 64 x 16 floats then) a tile's a * a
      vectors, stored by the input transform and loaded by the output transform, all fell in
@@ -307,7 +310,7 @@ _DRIVER_C = r"""
 static int32_t ember_wino_tiles(int64_t begin, int64_t end, void* cdata) {
   const ember_wino_job* j = (const ember_wino_job*)cdata;
   const int C = j->C, Op = j->Op, R = j->R, bw = 16 * j->nb, nblk = Op / bw;
-  const int P = (j->m + 2) * (j->m + 2);
+  const int P = (j->m + j->r - 1) * (j->m + j->r - 1);
   for (int64_t task = begin; task < end; ++task) {
     const long t0 = task * (long)j->span;
     const long t1 = t0 + j->span < j->Tp ? t0 + j->span : j->Tp;
@@ -330,26 +333,26 @@ static int32_t ember_wino_tiles(int64_t begin, int64_t end, void* cdata) {
 /* the whole convolution: y (N, OH, OW, O) of x (N, H, W, C) padded by (ph, pw) at the
    start; u the transformed weight, its output channels zero-padded to Op (O rounded up to
    a multiple of 16); R tiles per panel of the products; scratch for either layout of V and
-   M (ember.ops.nn_conv_winograd.scratch_bytes): the larger of Tp / R * ((m + 2)^2 *
-   (EMBER_WINO_STRIDE(R C) + EMBER_WINO_STRIDE(R Op)) + 2 EMBER_WINO_GAP) and (m + 2)^2 *
+   M (ember.ops.nn_conv_winograd.scratch_bytes): the larger of Tp / R * (a^2 *
+   (EMBER_WINO_STRIDE(R C) + EMBER_WINO_STRIDE(R Op)) + 2 EMBER_WINO_GAP) and a^2 *
    (EMBER_WINO_STRIDE(Tp C) + EMBER_WINO_STRIDE(Tp Op)) floats (Tp: the tiles rounded up to
-   a multiple of R); epi the
+   a multiple of R; a = m + r - 1); epi the
    fused epilogue's steps (EMBER_WINO_*, 4 bits each, the lowest first; 0: none) with its
    bias [O] and residual (N, OH, OW, O) (either may be y when no step reads it) */
 EMBER_F32_API int32_t ember_f32_winograd(const float* x, const float* u, float* y,
                                         void* scratch, int32_t N, int32_t H, int32_t W,
                                         int32_t C, int32_t O, int32_t OH, int32_t OW,
-                                        int32_t ph, int32_t pw, int32_t m, int32_t nb,
-                                        int32_t R, const float* bias, const float* res,
-                                        int32_t epi) {
+                                        int32_t ph, int32_t pw, int32_t m, int32_t r,
+                                        int32_t nb, int32_t R, const float* bias,
+                                        const float* res, int32_t epi) {
   ember_wino_job j;
   j.x = x, j.u = u, j.y = y, j.N = N, j.H = H, j.W = W, j.C = C, j.O = O, j.OH = OH;
   j.Op = (O + 15) / 16 * 16;
-  j.OW = OW, j.ph = ph, j.pw = pw, j.m = m, j.nb = nb, j.R = R;
+  j.OW = OW, j.ph = ph, j.pw = pw, j.m = m, j.r = r, j.nb = nb, j.R = R;
   j.bias = bias, j.res = res, j.epi = epi;
   j.th = (OH + m - 1) / m, j.tw = (OW + m - 1) / m, j.T = N * j.th * j.tw;
   j.Tp = (j.T + R - 1) / R * R;
-  const int P = (m + 2) * (m + 2), threads = EmberBackendGetNumThreads(), par = threads > 1;
+  const int a = m + r - 1, P = a * a, threads = EmberBackendGetNumThreads(), par = threads > 1;
   if (par) { /* panel by panel: each thread's share a stretch of its own */
     j.vps = EMBER_WINO_STRIDE((long)R * C), j.mps = EMBER_WINO_STRIDE((long)R * j.Op);
     j.vpan = P * j.vps + EMBER_WINO_GAP, j.mpan = P * j.mps + EMBER_WINO_GAP;

@@ -21,15 +21,16 @@ def matrix_c(name: str, rows: list[list[float]], width: int) -> str:
     return f"static const float {name}[{len(rows)}][{width}] = {{{body}}};\n"
 
 
-#: B^T and A^T of F(2,3) and F(4,3) (Lavin & Gray; the points 0, 1, -1 and 0, +-1, +-2, inf);
-#: ember.ops.nn_conv_winograd has the same matrices with G for the weight transform (a test
-#: checks that they agree).
-TRANSFORMS: dict[int, tuple[list[list[float]], list[list[float]]]] = {
-    2: (
+#: B^T and A^T of F(2,3), F(4,3) and F(4,2) by (m, r) (Lavin & Gray; the points 0, 1, -1;
+#: 0, +-1, +-2; 0, +-1, -2; and inf); ember.ir.ops.nn_conv_winograd_form has the same
+#: matrices with G for the weight transform (a test checks that they agree). Their C names:
+#: ember_wino_bt{m} and ember_wino_at{m} for r = 3, ember_wino_bt{m}{r} and so on else.
+TRANSFORMS: dict[tuple[int, int], tuple[list[list[float]], list[list[float]]]] = {
+    (2, 3): (
         [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]],
         [[1, 1, 1, 0], [0, 1, -1, -1]],
     ),
-    4: (
+    (4, 3): (
         [
             [4, 0, -5, 0, 1, 0],
             [0, -4, -4, 1, 1, 0],
@@ -40,7 +41,22 @@ TRANSFORMS: dict[int, tuple[list[list[float]], list[list[float]]]] = {
         ],
         [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]],
     ),
+    (4, 2): (
+        [
+            [-2, -1, 2, 1, 0],
+            [0, 2, 3, 1, 0],
+            [0, -2, 1, 1, 0],
+            [0, -1, 0, 1, 0],
+            [0, -2, -1, 2, 1],
+        ],
+        [[1, 1, 1, 1, 0], [0, 1, -1, -2, 0], [0, 1, 1, 4, 0], [0, 1, -1, -8, 1]],
+    ),
 }
+
+
+def table_suffix(m: int, r: int) -> str:
+    """The C tables' suffix of F(m, r): ``m`` for r = 3, ``m`` and ``r`` else."""
+    return f"{m}" if r == 3 else f"{m}{r}"
 
 
 #: the fused epilogue's steps, the table product and the input transform (phase 1), after
@@ -168,17 +184,25 @@ static inline __attribute__((always_inline)) void ember_wino_in_rows(const ember
   }
 }
 
-/* V of one tile whose patch (at xt, rows rs floats apart) lies inside the image, for every
-   block of 16 channels: B^T d a column of the patch at a time (its a values loaded just
-   before), then .B a row at a time, stored (the operations of B^T d then .B, in their order) */
+/* Where channel c of the image the transforms read lies from its pixel: c itself, or, for the
+   phases of a stride-2 convolution (c4 = C / 4 channels of x each; rs = W C floats between
+   two rows of phases, two of x), phase c / c4 = 2 dr + dc: x[2i + dr, 2j + dc, c % c4] */
+static inline __attribute__((always_inline)) long ember_wino_coff(int c, int c4, long rs) {
+  return c4 ? (c / c4 / 2) * (rs / 2) + (c / c4 % 2) * c4 + c % c4 : c;
+}
+
+/* V of one tile whose patch (at xt, rows rs floats apart, columns cs) lies inside the image,
+   for every block of 16 channels: B^T d a column of the patch at a time (its a values loaded
+   just before), then .B a row at a time, stored (the operations of B^T d then .B, in their
+   order); c4 as ember_wino_coff's */
 static inline __attribute__((always_inline)) void ember_wino_in_patch(const float* xt, long rs,
-                                                                      int C, int R, float* vt,
-                                                                      long pstride, int m,
+                                                                      long cs, int c4, int C,
+                                                                      int R, float* vt,
+                                                                      long pstride, int a,
                                                                       const float (*bt)[6]) {
-  const int a = m + 2;
   for (int c = 0; c < C; c += 16) {
     ember_wv e[36];
-    const float* pk = xt + c;
+    const float* pk = xt + ember_wino_coff(c, c4, rs);
 #pragma GCC unroll 6
     for (int k = 0; k < a; ++k) {
       ember_wv d[6];
@@ -189,7 +213,7 @@ static inline __attribute__((always_inline)) void ember_wino_in_patch(const floa
         p += rs;
         EMBER_WINO_BUMPED(p);
       }
-      pk += C;
+      pk += cs;
       EMBER_WINO_BUMPED(pk);
       ember_wino_rows(bt, a, a, d, 1, e + k, a);
     }
@@ -207,9 +231,8 @@ static inline __attribute__((always_inline)) void ember_wino_in_patch(const floa
    value, from a table of 36 worked out per tile, made an edge tile take 1.9x an inner one
    (52 against 28 ns, 16 channels) */
 static inline __attribute__((always_inline)) void ember_wino_in_edge(
-    const float* xt, long rs, int C, int R, unsigned rows_in, unsigned cols_in, float* vt,
-    long pstride, int m, const float (*bt)[6]) {
-  const int a = m + 2;
+    const float* xt, long rs, long cs, int c4, int C, int R, unsigned rows_in, unsigned cols_in,
+    float* vt, long pstride, int a, const float (*bt)[6]) {
   const float* row[6];
   int ok[6];
   const float* inner = xt + (long)__builtin_ctz(rows_in) * rs;
@@ -220,6 +243,7 @@ static inline __attribute__((always_inline)) void ember_wino_in_edge(
   }
   for (int c = 0; c < C; c += 16) {
     ember_wv e[36];
+    const long off = ember_wino_coff(c, c4, rs);
 #pragma GCC unroll 6
     for (int k = 0; k < a; ++k) {
       if (!((cols_in >> k) & 1)) {
@@ -229,17 +253,20 @@ static inline __attribute__((always_inline)) void ember_wino_in_edge(
       }
       ember_wv d[6];
 #pragma GCC unroll 6
-      for (int i = 0; i < a; ++i) d[i] = EMBER_WV_LOADIF(row[i] + (long)k * C + c, ok[i]);
+      for (int i = 0; i < a; ++i) d[i] = EMBER_WV_LOADIF(row[i] + (long)k * cs + off, ok[i]);
       ember_wino_rows(bt, a, a, d, 1, e + k, a);
     }
     ember_wino_in_rows(e, vt + (long)c * R, pstride, a, bt);
   }
 }
 
+/* V of tile t; phased: the image is the phases of x (r = 2), read from x where they lie */
 static inline __attribute__((always_inline)) void ember_wino_in_tile(const ember_wino_job* j,
-                                                                     long t, int m,
+                                                                     long t, int m, int a,
+                                                                     int phased,
                                                                      const float (*bt)[6]) {
-  const int a = m + 2, P = a * a, C = j->C, R = j->R;
+  const int P = a * a, C = j->C, R = j->R, c4 = phased ? C / 4 : 0;
+  const long cs = phased ? 2L * c4 : C, rs = (long)j->W * C;
   const long pstride = j->vps, at = (t / R) * j->vpan + (t % R) * 16;
   if (t >= j->T) { /* a panel's padding rows: zeros */
     for (int c = 0; c < C; c += 16)
@@ -249,10 +276,10 @@ static inline __attribute__((always_inline)) void ember_wino_in_tile(const ember
   }
   const int n = (int)(t / (j->th * j->tw)), rem = (int)(t % (j->th * j->tw));
   const int y0 = (rem / j->tw) * m - j->ph, x0 = (rem % j->tw) * m - j->pw;
-  const float* xt = j->x + ((long)n * j->H * j->W + (long)y0 * j->W + x0) * C;
+  const float* xt = j->x + ((long)n * j->H + y0) * rs + (long)x0 * cs;
   float* vt = j->v + at;
   if (y0 >= 0 && y0 + a <= j->H && x0 >= 0 && x0 + a <= j->W) {
-    ember_wino_in_patch(xt, (long)j->W * C, C, R, vt, pstride, m, bt);
+    ember_wino_in_patch(xt, rs, cs, c4, C, R, vt, pstride, a, bt);
     return;
   }
   unsigned rows_in = 0, cols_in = 0;
@@ -266,16 +293,18 @@ static inline __attribute__((always_inline)) void ember_wino_in_tile(const ember
         EMBER_WV_STORE(vt + p * pstride + (long)c * R, EMBER_WV_ZERO());
     return;
   }
-  ember_wino_in_edge(xt, (long)j->W * C, C, R, rows_in, cols_in, vt, pstride, m, bt);
+  ember_wino_in_edge(xt, rs, cs, c4, C, R, rows_in, cols_in, vt, pstride, a, bt);
 }
 
 static int32_t ember_wino_in(int64_t begin, int64_t end, void* cdata) {
   const ember_wino_job* j = (const ember_wino_job*)cdata;
   for (int64_t t = begin; t < end; ++t) {
-    if (j->m == 4)
-      ember_wino_in_tile(j, (long)t, 4, ember_wino_bt4);
+    if (j->r == 2)
+      ember_wino_in_tile(j, (long)t, 4, 5, 1, ember_wino_bt42);
+    else if (j->m == 4)
+      ember_wino_in_tile(j, (long)t, 4, 6, 0, ember_wino_bt4);
     else
-      ember_wino_in_tile(j, (long)t, 2, ember_wino_bt2);
+      ember_wino_in_tile(j, (long)t, 2, 4, 0, ember_wino_bt2);
   }
   return 0;
 }
@@ -299,10 +328,10 @@ static void ember_wino_out_part(const ember_wino_job* j, const ember_wv* r, int 
 }
 
 static inline __attribute__((always_inline)) void ember_wino_out_tile(const ember_wino_job* j,
-                                                                      long t, int m,
+                                                                      long t, int m, int a,
                                                                       const float (*at)[6],
                                                                       int32_t epi) {
-  const int a = m + 2, O = j->O, Op = j->Op;
+  const int O = j->O, Op = j->Op;
   const int n = (int)(t / (j->th * j->tw)), rem = (int)(t % (j->th * j->tw));
   const int y0 = (rem / j->tw) * m, x0 = (rem % j->tw) * m;
   const int hm = j->OH - y0 < m ? j->OH - y0 : m, wm = j->OW - x0 < m ? j->OW - x0 : m;
@@ -357,10 +386,12 @@ static inline __attribute__((always_inline)) void ember_wino_out_tile(const embe
 #define EMBER_WINO_OUT(EPI)                                                                  \
   do {                                                                                       \
     for (int64_t t = begin; t < end; ++t) {                                                  \
-      if (j->m == 4)                                                                         \
-        ember_wino_out_tile(j, (long)t, 4, ember_wino_at4, (EPI));                           \
+      if (j->r == 2)                                                                         \
+        ember_wino_out_tile(j, (long)t, 4, 5, ember_wino_at42, (EPI));                       \
+      else if (j->m == 4)                                                                    \
+        ember_wino_out_tile(j, (long)t, 4, 6, ember_wino_at4, (EPI));                        \
       else                                                                                   \
-        ember_wino_out_tile(j, (long)t, 2, ember_wino_at2, (EPI));                           \
+        ember_wino_out_tile(j, (long)t, 2, 4, ember_wino_at2, (EPI));                        \
     }                                                                                        \
   } while (0)
 

@@ -29,7 +29,12 @@ from ember.ir.ops.nn_conv_weights import (
     unpack_conv_weight,
     unpack_depthwise_weight,
 )
-from ember.ir.ops.nn_conv_winograd_form import winograd_reference
+from ember.ir.ops.nn_conv_winograd_form import (
+    KINDS,
+    phase_padding,
+    space_to_depth,
+    winograd_reference,
+)
 from ember.ir.types import TensorType, Type
 
 _CONV_ATTRS = {
@@ -354,17 +359,25 @@ register_op(
 def _winograd_type(types: Sequence[Type], attrs: Attrs) -> Type:
     data = tensor_arg(types, 0, "data")
     weight = tensor_arg(types, 1, "weight")
-    m = int(attrs["tile"])
-    if data.ndim != 4 or weight.ndim != 4 or weight.shape[0] != (m + 2) ** 2:
+    m, stride = int(attrs["tile"]), int(attrs["strides"])
+    r = 4 - stride if stride in (1, 2) else 0
+    if (m, r) not in KINDS:
         raise IRError(
-            f"nn.conv_winograd: NHWC data {data} and a ((m+2)^2, O/b, C, b) weight {weight} "
-            f"(tile m={m})"
+            f"nn.conv_winograd: tile {m} with strides {stride}: F({m},{r}) is none of {KINDS}"
         )
-    if weight.shape[2] != data.shape[3]:
-        raise IRError(f"nn.conv_winograd: weight {weight} does not take {data.shape[3]} channels")
+    if data.ndim != 4 or weight.ndim != 4 or weight.shape[0] != (m + r - 1) ** 2:
+        raise IRError(
+            f"nn.conv_winograd: NHWC data {data} and a ((m+r-1)^2, O/b, C, b) weight "
+            f"{weight} (tile m={m}, r={r})"
+        )
+    n, h, w, c = data.shape
+    if weight.shape[2] != c * stride * stride or (stride == 2 and (h % 2 or w % 2)):
+        raise IRError(
+            f"nn.conv_winograd: weight {weight} does not take {c} channels at strides {stride}"
+            " (stride 2: 4 x the channels, of even height and width)"
+        )
     top, left, bottom, right = (int(p) for p in attrs["padding"])
-    n, h, w, _ = data.shape
-    out_hw = (h + top + bottom - 2, w + left + right - 2)
+    out_hw = ((h + top + bottom - 3) // stride + 1, (w + left + right - 3) // stride + 1)
     padded = weight.shape[1] * weight.shape[3]
     channels = int(attrs.get("channels", 0)) or padded
     if not padded - 16 < channels <= padded:
@@ -375,8 +388,13 @@ def _winograd_type(types: Sequence[Type], attrs: Attrs) -> Type:
 def _winograd_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     x, u = xs
     pads = tuple(int(p) for p in attrs["padding"])
-    out_hw = (x.shape[1] + pads[0] + pads[2] - 2, x.shape[2] + pads[1] + pads[3] - 2)
-    y = winograd_reference(x, u, int(attrs["tile"]), pads, out_hw)  # type: ignore[arg-type]
+    stride = int(attrs["strides"])
+    out_hw = tuple((x.shape[1 + i] + pads[i] + pads[2 + i] - 3) // stride + 1 for i in (0, 1))
+    if stride == 2:
+        pads = phase_padding(pads, x.shape[1:3], out_hw)  # type: ignore[arg-type]
+        x = space_to_depth(x)
+    m, r = int(attrs["tile"]), 4 - stride
+    y = winograd_reference(x, u, m, pads, out_hw, r)  # type: ignore[arg-type]
     channels = int(attrs.get("channels", 0)) or y.shape[-1]
     return np.ascontiguousarray(y[..., :channels])
 
@@ -390,14 +408,22 @@ register_op(
         pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
         attrs={
             "padding": Attr("ints", (0, 0, 0, 0), "top, left, bottom, right"),
-            "tile": Attr("int", 4, "output tile m of F(m x m, 3 x 3): 2 or 4"),
+            "tile": Attr("int", 4, "output tile m of F(m x m, r x r): 2 or 4"),
+            "strides": Attr(
+                "int",
+                1,
+                "1, or 2: F(4 x 4, 2 x 2) over the four phases of the input (even "
+                "sizes, channels a multiple of 16; ember.ir.ops.nn_conv_winograd_form."
+                "stride2_weight)",
+            ),
             "channels": Attr("int", 0, "output channels (0: the weight's, a multiple of 16)"),
             "epilogue": Attr(
                 "int", 1, "1: the kernel applies the group's bias/residual/ReLU epilogue"
             ),
         },
-        doc="Stride-1 3x3 convolution of NHWC float32 data by Winograd F(m x m, 3 x 3) with "
-        "a weight transformed at build time ((m+2)^2, O/b, C, b: ember.ir.ops."
+        doc="3x3 convolution (stride 1, or 2 as a 2x2 one of the input's phases) of NHWC "
+        "float32 data by Winograd F(m x m, r x r) with a weight transformed at build time "
+        "((m+r-1)^2, O/b, C, b: ember.ir.ops."
         "nn_conv_winograd_form); produced by the nn.conv legalizer (TVM's "
         "conv2d_winograd_without_weight_transform).",
     )

@@ -2206,6 +2206,8 @@ static const float ember_wino_bt2[4][6] = {{1.0f, 0.0f, -1.0f, 0.0f, 0.0f, 0.0f}
 static const float ember_wino_at2[2][6] = {{1.0f, 1.0f, 1.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 1.0f, -1.0f, -1.0f, 0.0f, 0.0f}};
 static const float ember_wino_bt4[6][6] = {{4.0f, 0.0f, -5.0f, 0.0f, 1.0f, 0.0f}, {0.0f, -4.0f, -4.0f, 1.0f, 1.0f, 0.0f}, {0.0f, 4.0f, -4.0f, -1.0f, 1.0f, 0.0f}, {0.0f, -2.0f, -1.0f, 2.0f, 1.0f, 0.0f}, {0.0f, 2.0f, -1.0f, -2.0f, 1.0f, 0.0f}, {0.0f, 4.0f, 0.0f, -5.0f, 0.0f, 1.0f}};
 static const float ember_wino_at4[4][6] = {{1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 0.0f}, {0.0f, 1.0f, -1.0f, 2.0f, -2.0f, 0.0f}, {0.0f, 1.0f, 1.0f, 4.0f, 4.0f, 0.0f}, {0.0f, 1.0f, -1.0f, 8.0f, -8.0f, 1.0f}};
+static const float ember_wino_bt42[5][6] = {{-2.0f, -1.0f, 2.0f, 1.0f, 0.0f, 0.0f}, {0.0f, 2.0f, 3.0f, 1.0f, 0.0f, 0.0f}, {0.0f, -2.0f, 1.0f, 1.0f, 0.0f, 0.0f}, {0.0f, -1.0f, 0.0f, 1.0f, 0.0f, 0.0f}, {0.0f, -2.0f, -1.0f, 2.0f, 1.0f, 0.0f}};
+static const float ember_wino_at42[4][6] = {{1.0f, 1.0f, 1.0f, 1.0f, 0.0f, 0.0f}, {0.0f, 1.0f, -1.0f, -2.0f, 0.0f, 0.0f}, {0.0f, 1.0f, 1.0f, 4.0f, 0.0f, 0.0f}, {0.0f, 1.0f, -1.0f, -8.0f, 1.0f, 0.0f}};
 
 #ifndef EMBER_F32_API /* exported by the runtime: src/f32_tiles.h */
 #define EMBER_F32_API static __attribute__((unused))
@@ -2295,7 +2297,7 @@ typedef struct {
                 contiguous per tile (vps, vpan) */
   float* mm; /* [Tp/R][P] or [P][Tp/R], then [R][Op]: Tp = T rounded up to a multiple of R, Op =
                 O up to one of 16 */
-  int N, H, W, C, O, Op, OH, OW, ph, pw, m, th, tw, T, nb, R, Tp;
+  int N, H, W, C, O, Op, OH, OW, ph, pw, m, r, th, tw, T, nb, R, Tp;
   /* the floats from one transform point's V (M) to the next in a panel (EMBER_WINO_STRIDE).
      At a multiple of 4 KiB (resnet8's 32x32x16 layers: Tp C = 64 x 16 floats then) a tile's a * a
      vectors, stored by the input transform and loaded by the output transform, all fell in
@@ -2446,17 +2448,25 @@ static inline __attribute__((always_inline)) void ember_wino_in_rows(const ember
   }
 }
 
-/* V of one tile whose patch (at xt, rows rs floats apart) lies inside the image, for every
-   block of 16 channels: B^T d a column of the patch at a time (its a values loaded just
-   before), then .B a row at a time, stored (the operations of B^T d then .B, in their order) */
+/* Where channel c of the image the transforms read lies from its pixel: c itself, or, for the
+   phases of a stride-2 convolution (c4 = C / 4 channels of x each; rs = W C floats between
+   two rows of phases, two of x), phase c / c4 = 2 dr + dc: x[2i + dr, 2j + dc, c % c4] */
+static inline __attribute__((always_inline)) long ember_wino_coff(int c, int c4, long rs) {
+  return c4 ? (c / c4 / 2) * (rs / 2) + (c / c4 % 2) * c4 + c % c4 : c;
+}
+
+/* V of one tile whose patch (at xt, rows rs floats apart, columns cs) lies inside the image,
+   for every block of 16 channels: B^T d a column of the patch at a time (its a values loaded
+   just before), then .B a row at a time, stored (the operations of B^T d then .B, in their
+   order); c4 as ember_wino_coff's */
 static inline __attribute__((always_inline)) void ember_wino_in_patch(const float* xt, long rs,
-                                                                      int C, int R, float* vt,
-                                                                      long pstride, int m,
+                                                                      long cs, int c4, int C,
+                                                                      int R, float* vt,
+                                                                      long pstride, int a,
                                                                       const float (*bt)[6]) {
-  const int a = m + 2;
   for (int c = 0; c < C; c += 16) {
     ember_wv e[36];
-    const float* pk = xt + c;
+    const float* pk = xt + ember_wino_coff(c, c4, rs);
 #pragma GCC unroll 6
     for (int k = 0; k < a; ++k) {
       ember_wv d[6];
@@ -2467,7 +2477,7 @@ static inline __attribute__((always_inline)) void ember_wino_in_patch(const floa
         p += rs;
         EMBER_WINO_BUMPED(p);
       }
-      pk += C;
+      pk += cs;
       EMBER_WINO_BUMPED(pk);
       ember_wino_rows(bt, a, a, d, 1, e + k, a);
     }
@@ -2485,9 +2495,8 @@ static inline __attribute__((always_inline)) void ember_wino_in_patch(const floa
    value, from a table of 36 worked out per tile, made an edge tile take 1.9x an inner one
    (52 against 28 ns, 16 channels) */
 static inline __attribute__((always_inline)) void ember_wino_in_edge(
-    const float* xt, long rs, int C, int R, unsigned rows_in, unsigned cols_in, float* vt,
-    long pstride, int m, const float (*bt)[6]) {
-  const int a = m + 2;
+    const float* xt, long rs, long cs, int c4, int C, int R, unsigned rows_in, unsigned cols_in,
+    float* vt, long pstride, int a, const float (*bt)[6]) {
   const float* row[6];
   int ok[6];
   const float* inner = xt + (long)__builtin_ctz(rows_in) * rs;
@@ -2498,6 +2507,7 @@ static inline __attribute__((always_inline)) void ember_wino_in_edge(
   }
   for (int c = 0; c < C; c += 16) {
     ember_wv e[36];
+    const long off = ember_wino_coff(c, c4, rs);
 #pragma GCC unroll 6
     for (int k = 0; k < a; ++k) {
       if (!((cols_in >> k) & 1)) {
@@ -2507,17 +2517,20 @@ static inline __attribute__((always_inline)) void ember_wino_in_edge(
       }
       ember_wv d[6];
 #pragma GCC unroll 6
-      for (int i = 0; i < a; ++i) d[i] = EMBER_WV_LOADIF(row[i] + (long)k * C + c, ok[i]);
+      for (int i = 0; i < a; ++i) d[i] = EMBER_WV_LOADIF(row[i] + (long)k * cs + off, ok[i]);
       ember_wino_rows(bt, a, a, d, 1, e + k, a);
     }
     ember_wino_in_rows(e, vt + (long)c * R, pstride, a, bt);
   }
 }
 
+/* V of tile t; phased: the image is the phases of x (r = 2), read from x where they lie */
 static inline __attribute__((always_inline)) void ember_wino_in_tile(const ember_wino_job* j,
-                                                                     long t, int m,
+                                                                     long t, int m, int a,
+                                                                     int phased,
                                                                      const float (*bt)[6]) {
-  const int a = m + 2, P = a * a, C = j->C, R = j->R;
+  const int P = a * a, C = j->C, R = j->R, c4 = phased ? C / 4 : 0;
+  const long cs = phased ? 2L * c4 : C, rs = (long)j->W * C;
   const long pstride = j->vps, at = (t / R) * j->vpan + (t % R) * 16;
   if (t >= j->T) { /* a panel's padding rows: zeros */
     for (int c = 0; c < C; c += 16)
@@ -2527,10 +2540,10 @@ static inline __attribute__((always_inline)) void ember_wino_in_tile(const ember
   }
   const int n = (int)(t / (j->th * j->tw)), rem = (int)(t % (j->th * j->tw));
   const int y0 = (rem / j->tw) * m - j->ph, x0 = (rem % j->tw) * m - j->pw;
-  const float* xt = j->x + ((long)n * j->H * j->W + (long)y0 * j->W + x0) * C;
+  const float* xt = j->x + ((long)n * j->H + y0) * rs + (long)x0 * cs;
   float* vt = j->v + at;
   if (y0 >= 0 && y0 + a <= j->H && x0 >= 0 && x0 + a <= j->W) {
-    ember_wino_in_patch(xt, (long)j->W * C, C, R, vt, pstride, m, bt);
+    ember_wino_in_patch(xt, rs, cs, c4, C, R, vt, pstride, a, bt);
     return;
   }
   unsigned rows_in = 0, cols_in = 0;
@@ -2544,16 +2557,18 @@ static inline __attribute__((always_inline)) void ember_wino_in_tile(const ember
         EMBER_WV_STORE(vt + p * pstride + (long)c * R, EMBER_WV_ZERO());
     return;
   }
-  ember_wino_in_edge(xt, (long)j->W * C, C, R, rows_in, cols_in, vt, pstride, m, bt);
+  ember_wino_in_edge(xt, rs, cs, c4, C, R, rows_in, cols_in, vt, pstride, a, bt);
 }
 
 static int32_t ember_wino_in(int64_t begin, int64_t end, void* cdata) {
   const ember_wino_job* j = (const ember_wino_job*)cdata;
   for (int64_t t = begin; t < end; ++t) {
-    if (j->m == 4)
-      ember_wino_in_tile(j, (long)t, 4, ember_wino_bt4);
+    if (j->r == 2)
+      ember_wino_in_tile(j, (long)t, 4, 5, 1, ember_wino_bt42);
+    else if (j->m == 4)
+      ember_wino_in_tile(j, (long)t, 4, 6, 0, ember_wino_bt4);
     else
-      ember_wino_in_tile(j, (long)t, 2, ember_wino_bt2);
+      ember_wino_in_tile(j, (long)t, 2, 4, 0, ember_wino_bt2);
   }
   return 0;
 }
@@ -2686,10 +2701,10 @@ static void ember_wino_out_part(const ember_wino_job* j, const ember_wv* r, int 
 }
 
 static inline __attribute__((always_inline)) void ember_wino_out_tile(const ember_wino_job* j,
-                                                                      long t, int m,
+                                                                      long t, int m, int a,
                                                                       const float (*at)[6],
                                                                       int32_t epi) {
-  const int a = m + 2, O = j->O, Op = j->Op;
+  const int O = j->O, Op = j->Op;
   const int n = (int)(t / (j->th * j->tw)), rem = (int)(t % (j->th * j->tw));
   const int y0 = (rem / j->tw) * m, x0 = (rem % j->tw) * m;
   const int hm = j->OH - y0 < m ? j->OH - y0 : m, wm = j->OW - x0 < m ? j->OW - x0 : m;
@@ -2744,10 +2759,12 @@ static inline __attribute__((always_inline)) void ember_wino_out_tile(const embe
 #define EMBER_WINO_OUT(EPI)                                                                  \
   do {                                                                                       \
     for (int64_t t = begin; t < end; ++t) {                                                  \
-      if (j->m == 4)                                                                         \
-        ember_wino_out_tile(j, (long)t, 4, ember_wino_at4, (EPI));                           \
+      if (j->r == 2)                                                                         \
+        ember_wino_out_tile(j, (long)t, 4, 5, ember_wino_at42, (EPI));                       \
+      else if (j->m == 4)                                                                    \
+        ember_wino_out_tile(j, (long)t, 4, 6, ember_wino_at4, (EPI));                        \
       else                                                                                   \
-        ember_wino_out_tile(j, (long)t, 2, ember_wino_at2, (EPI));                           \
+        ember_wino_out_tile(j, (long)t, 2, 4, ember_wino_at2, (EPI));                        \
     }                                                                                        \
   } while (0)
 
@@ -2778,7 +2795,7 @@ static int32_t ember_wino_out(int64_t begin, int64_t end, void* cdata) {
 static int32_t ember_wino_tiles(int64_t begin, int64_t end, void* cdata) {
   const ember_wino_job* j = (const ember_wino_job*)cdata;
   const int C = j->C, Op = j->Op, R = j->R, bw = 16 * j->nb, nblk = Op / bw;
-  const int P = (j->m + 2) * (j->m + 2);
+  const int P = (j->m + j->r - 1) * (j->m + j->r - 1);
   for (int64_t task = begin; task < end; ++task) {
     const long t0 = task * (long)j->span;
     const long t1 = t0 + j->span < j->Tp ? t0 + j->span : j->Tp;
@@ -2801,26 +2818,26 @@ static int32_t ember_wino_tiles(int64_t begin, int64_t end, void* cdata) {
 /* the whole convolution: y (N, OH, OW, O) of x (N, H, W, C) padded by (ph, pw) at the
    start; u the transformed weight, its output channels zero-padded to Op (O rounded up to
    a multiple of 16); R tiles per panel of the products; scratch for either layout of V and
-   M (ember.ops.nn_conv_winograd.scratch_bytes): the larger of Tp / R * ((m + 2)^2 *
-   (EMBER_WINO_STRIDE(R C) + EMBER_WINO_STRIDE(R Op)) + 2 EMBER_WINO_GAP) and (m + 2)^2 *
+   M (ember.ops.nn_conv_winograd.scratch_bytes): the larger of Tp / R * (a^2 *
+   (EMBER_WINO_STRIDE(R C) + EMBER_WINO_STRIDE(R Op)) + 2 EMBER_WINO_GAP) and a^2 *
    (EMBER_WINO_STRIDE(Tp C) + EMBER_WINO_STRIDE(Tp Op)) floats (Tp: the tiles rounded up to
-   a multiple of R); epi the
+   a multiple of R; a = m + r - 1); epi the
    fused epilogue's steps (EMBER_WINO_*, 4 bits each, the lowest first; 0: none) with its
    bias [O] and residual (N, OH, OW, O) (either may be y when no step reads it) */
 EMBER_F32_API int32_t ember_f32_winograd_avx512(const float* x, const float* u, float* y,
                                         void* scratch, int32_t N, int32_t H, int32_t W,
                                         int32_t C, int32_t O, int32_t OH, int32_t OW,
-                                        int32_t ph, int32_t pw, int32_t m, int32_t nb,
-                                        int32_t R, const float* bias, const float* res,
-                                        int32_t epi) {
+                                        int32_t ph, int32_t pw, int32_t m, int32_t r,
+                                        int32_t nb, int32_t R, const float* bias,
+                                        const float* res, int32_t epi) {
   ember_wino_job j;
   j.x = x, j.u = u, j.y = y, j.N = N, j.H = H, j.W = W, j.C = C, j.O = O, j.OH = OH;
   j.Op = (O + 15) / 16 * 16;
-  j.OW = OW, j.ph = ph, j.pw = pw, j.m = m, j.nb = nb, j.R = R;
+  j.OW = OW, j.ph = ph, j.pw = pw, j.m = m, j.r = r, j.nb = nb, j.R = R;
   j.bias = bias, j.res = res, j.epi = epi;
   j.th = (OH + m - 1) / m, j.tw = (OW + m - 1) / m, j.T = N * j.th * j.tw;
   j.Tp = (j.T + R - 1) / R * R;
-  const int P = (m + 2) * (m + 2), threads = EmberBackendGetNumThreads(), par = threads > 1;
+  const int a = m + r - 1, P = a * a, threads = EmberBackendGetNumThreads(), par = threads > 1;
   if (par) { /* panel by panel: each thread's share a stretch of its own */
     j.vps = EMBER_WINO_STRIDE((long)R * C), j.mps = EMBER_WINO_STRIDE((long)R * j.Op);
     j.vpan = P * j.vps + EMBER_WINO_GAP, j.mpan = P * j.mps + EMBER_WINO_GAP;

@@ -51,14 +51,15 @@ def test_rule_needs_an_avx512_cpu_record() -> None:
 
 
 def _module(
-    h: int, w: int, c: int, o: int, pads: tuple[int, ...], residual: bool
+    h: int, w: int, c: int, o: int, pads: tuple[int, ...], residual: bool, stride: int = 1
 ) -> tuple[IRModule, dict[str, np.ndarray]]:
     rng = np.random.default_rng(h * w + c + o)
     x = np.maximum(rng.standard_normal((1, h, w, c)), 0).astype(np.float32)
     wt = (rng.standard_normal((o, c, 3, 3)) * np.sqrt(2 / (9 * c))).astype(np.float32)
     bias = (rng.standard_normal((1, 1, o)) * 0.1).astype(np.float32)
     xv = Var("x", TensorType(x.shape, "float32"))
-    y = call("nn.conv", xv, const(wt), data_layout="NHWC", padding=list(pads))
+    strides = [stride, stride]
+    y = call("nn.conv", xv, const(wt), data_layout="NHWC", padding=list(pads), strides=strides)
     y = call("add", y, const(bias))
     params, inputs = [xv], {"x": x}
     if residual:
@@ -111,6 +112,37 @@ def test_llvm_equals_c_bitwise(
     with num_threads(threads):
         want, got = run_artifacts(c_art, inputs)[0], run_artifacts(art, inputs)[0]
     assert got.dtype == want.dtype and got.shape == want.shape
+    assert got.tobytes() == want.tobytes(), f"{kind} differs from c"
+
+
+@needs_avx512
+@pytest.mark.parametrize("kind", E2E_KINDS)
+@pytest.mark.parametrize(
+    ("h", "w", "c", "o", "pads", "residual", "threads"),
+    [
+        (32, 32, 16, 32, (1, 1, 1, 1), False, 1),  # resnet8's stride-2 layers
+        (16, 16, 32, 64, (1, 1, 1, 1), True, 2),
+        (10, 14, 16, 40, (0, 0, 1, 1), False, 2),  # 40 padded to 48, edge tiles
+    ],
+)
+def test_llvm_stride2_equals_c_bitwise(
+    kind: str,
+    h: int,
+    w: int,
+    c: int,
+    o: int,
+    pads: tuple[int, ...],
+    residual: bool,
+    threads: int,
+) -> None:
+    """F(4,2) of a stride-2 convolution's phases: the same bits as c's."""
+    mod, inputs = _module(h, w, c, o, pads, residual, stride=2)
+    cfg = PassContext(config={WINOGRAD_CONFIG: 4})
+    c_art, art = build(mod, "c", pass_context=cfg), build(mod, kind, pass_context=cfg)
+    assert b"ember_f32_winograd(" in _blob(c_art)
+    assert b"ember_f32_winograd_avx512" in _blob(art)
+    with num_threads(threads):
+        want, got = run_artifacts(c_art, inputs)[0], run_artifacts(art, inputs)[0]
     assert got.tobytes() == want.tobytes(), f"{kind} differs from c"
 
 
