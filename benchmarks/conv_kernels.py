@@ -52,7 +52,8 @@ class Shape:
         return 2.0 * self.cout * out * out * per
 
 
-#: the shapes: ResNet-50's stages and classifier, MobileNetV2's characteristic layers.
+#: the shapes: ResNet-50's stages and classifier, MobileNetV2's characteristic layers, and
+#: stride-2 3x3 layers (resnet8's, YOLO-like ones).
 SHAPES: tuple[Shape, ...] = (
     Shape("r50.conv1.7x7s2", "conv", 3, 64, 224, 7, 2),
     Shape("r50.1x1.64-64.56", "conv", 64, 64, 56),
@@ -67,7 +68,12 @@ SHAPES: tuple[Shape, ...] = (
     Shape("r50.3x3.512.7", "conv", 512, 512, 7, 3),
     Shape("r50.1x1.2048-512.7", "conv", 2048, 512, 7),
     Shape("r50.1x1.512-2048.7", "conv", 512, 2048, 7),
+    Shape("r50.3x3s2.128.56", "conv", 128, 128, 56, 3, 2),  # torchvision's stride on the 3x3
     Shape("r50.fc.matmul", "matmul", 2048, 1000, 1),
+    Shape("rn8.3x3s2.16-32.32", "conv", 16, 32, 32, 3, 2),  # resnet8's: F(4x4, 2x2) of phases
+    Shape("rn8.3x3s2.32-64.16", "conv", 32, 64, 16, 3, 2),
+    Shape("yolo.3x3s2.32-64.80", "conv", 32, 64, 80, 3, 2),
+    Shape("yolo.3x3s2.64-128.40", "conv", 64, 128, 40, 3, 2),
     Shape("matmul.64x1024x1000", "matmul", 1024, 1000, 64),
     Shape("bert.128x256x1024", "matmul", 256, 1024, 128),
     Shape("bert.128x1024x256", "matmul", 1024, 256, 128),
