@@ -47,6 +47,7 @@ from ember.ir.op import Attrs
 from ember.ir.ops.common import data_layout, padding, spatial
 from ember.ir.ops.nn_conv_winograd_form import (
     LANES,
+    STRIDE_TAPS,
     channel_blocks,
     padded_channels,
     phase_padding,
@@ -308,7 +309,7 @@ def conv_winograd(inputs: list[te.Tensor], attrs: Attrs, out_type: Type) -> te.T
     if stride == 2:  # the kernel's image: the phases, (h / 2, w / 2, 4c) (r = 2: it reads x)
         pads = phase_padding(pads, (h, w), (oh, ow))
         h, w, c = h // 2, w // 2, 4 * c
-    r = 4 - stride
+    r = STRIDE_TAPS[stride]
     nb = int(static_shape(u)[3]) // LANES
     assert nb == channel_blocks(padded_channels(o))
     nbytes = scratch_bytes(n, c, o, oh, ow, m, r)

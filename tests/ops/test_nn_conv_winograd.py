@@ -258,18 +258,26 @@ def test_default_choice_follows_the_measurements() -> None:
 
 
 @needs_avx512
-def test_batch_of_two_when_forced() -> None:
+def check_forced_batch(shape: tuple[int, ...], out_channels: int, stride: int = 1) -> None:
+    """A batch of seeded NHWC data through a forced Winograd conv (padding 1) against
+    float64: the kernel's image stride."""
     rng = np.random.default_rng(5)
-    x = rng.standard_normal((2, 9, 10, 32)).astype(np.float32)
-    wt = (rng.standard_normal((32, 32, 3, 3)) * 0.1).astype(np.float32)
+    x = rng.standard_normal(shape).astype(np.float32)
+    wt = (rng.standard_normal((out_channels, shape[3], 3, 3)) * 0.1).astype(np.float32)
     xv = Var("x", TensorType(x.shape, "float32"))
-    y = call("nn.conv", xv, const(wt), data_layout="NHWC", padding=[1, 1, 1, 1])
+    y = call(
+        "nn.conv", xv, const(wt), data_layout="NHWC", padding=[1, 1, 1, 1], strides=[stride] * 2
+    )
     mod = IRModule({"main": Function((xv,), y)})
     art = build(mod, "c", pass_context=PassContext(config={WINOGRAD_CONFIG: True}))
     assert _calls_winograd(art)
-    want = _direct64(x, wt, (1, 1, 1, 1))
+    want = _direct64(x, wt, (1, 1, 1, 1))[:, ::stride, ::stride]
     got = run_artifacts(art, {"x": x})[0]
     np.testing.assert_allclose(got, want, atol=RTOL * np.abs(want).max(), rtol=0)
+
+
+def test_batch_of_two_when_forced() -> None:
+    check_forced_batch((2, 9, 10, 32), 32)
 
 
 @needs_avx512

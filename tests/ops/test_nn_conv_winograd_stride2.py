@@ -27,6 +27,7 @@ from .test_nn_conv_winograd import (
     _data,
     _direct64,
     _ops,
+    check_forced_batch,
     needs_avx512,
 )
 
@@ -183,16 +184,4 @@ def test_the_op_checks_its_stride_and_shapes() -> None:
 @needs_avx512
 def test_a_batch_of_three_when_forced() -> None:
     """The phases of each image start at its own offset in x (the kernel's image stride)."""
-    from ember.ir import Function, IRModule
-
-    rng = np.random.default_rng(5)
-    x = rng.standard_normal((3, 10, 12, 32)).astype(np.float32)
-    wt = (rng.standard_normal((48, 32, 3, 3)) * 0.1).astype(np.float32)
-    xv = Var("x", TensorType(x.shape, "float32"))
-    y = call("nn.conv", xv, const(wt), data_layout="NHWC", padding=[1, 1, 1, 1], strides=[2, 2])
-    mod = IRModule({"main": Function((xv,), y)})
-    art = build(mod, "c", pass_context=PassContext(config={WINOGRAD_CONFIG: True}))
-    assert _calls_winograd(art)
-    want = _direct_s2(x, wt, (1, 1, 1, 1))
-    got = run_artifacts(art, {"x": x})[0]
-    np.testing.assert_allclose(got, want, atol=RTOL * np.abs(want).max(), rtol=0)
+    check_forced_batch((3, 10, 12, 32), 48, stride=2)

@@ -31,6 +31,7 @@ from ember.ir.ops.nn_conv_weights import (
 )
 from ember.ir.ops.nn_conv_winograd_form import (
     KINDS,
+    STRIDE_TAPS,
     phase_padding,
     space_to_depth,
     winograd_reference,
@@ -360,7 +361,7 @@ def _winograd_type(types: Sequence[Type], attrs: Attrs) -> Type:
     data = tensor_arg(types, 0, "data")
     weight = tensor_arg(types, 1, "weight")
     m, stride = int(attrs["tile"]), int(attrs["strides"])
-    r = 4 - stride if stride in (1, 2) else 0
+    r = STRIDE_TAPS.get(stride, 0)
     if (m, r) not in KINDS:
         raise IRError(
             f"nn.conv_winograd: tile {m} with strides {stride}: F({m},{r}) is none of {KINDS}"
@@ -393,7 +394,7 @@ def _winograd_ref(xs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     if stride == 2:
         pads = phase_padding(pads, x.shape[1:3], out_hw)  # type: ignore[arg-type]
         x = space_to_depth(x)
-    m, r = int(attrs["tile"]), 4 - stride
+    m, r = int(attrs["tile"]), STRIDE_TAPS[stride]
     y = winograd_reference(x, u, m, pads, out_hw, r)  # type: ignore[arg-type]
     channels = int(attrs.get("channels", 0)) or y.shape[-1]
     return np.ascontiguousarray(y[..., :channels])

@@ -21,6 +21,10 @@ LANES = 16
 #: the (m, r) of F(m x m, r x r) that ember_f32_winograd computes.
 KINDS = ((2, 3), (4, 3), (4, 2))
 
+#: the taps r per axis of the kernel a 3x3 convolution of this stride runs: a stride-2 one
+#: is a 2x2 one of its input's phases (stride2_weight).
+STRIDE_TAPS = {1: 3, 2: 2}
+
 
 def winograd_matrices(m: int, r: int = 3) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(B^T, G, A^T) of F(m x m, r x r) for (m, r) in KINDS, float64."""
