@@ -64,16 +64,22 @@ typedef struct {
 static int32_t pool_run(int32_t workers, int32_t wait_all_tasks, PoolRunStats* stats) {
   PoolJob* job = &g_pool.job;
   uint64_t start = pool_ticks();
-  atomic_store(&job->failed, 0);
+  /* relaxed: the state's store below publishes them. Each seq_cst store is an xchg on x86
+   * that waits for the stores before it, among them lines a worker wrote in the last launch
+   * (ds_cnn_kws at 2 threads 0.976x with them relaxed; performance.md, stop 42) */
+  atomic_store_explicit(&job->failed, 0, memory_order_relaxed);
   int32_t caller_cpu = pool_cpu();
   atomic_store_explicit(&job->caller_cpu, caller_cpu, memory_order_relaxed);
   atomic_store_explicit(&job->join_cpu, -1, memory_order_relaxed);
   atomic_store_explicit(&job->left_cpu, -1, memory_order_relaxed);
   job->error = NULL;
-  atomic_store(&job->barrier.count, 0);
-  atomic_store(&job->barrier.sense, 0);
+  atomic_store_explicit(&job->barrier.count, 0, memory_order_relaxed);
+  atomic_store_explicit(&job->barrier.sense, 0, memory_order_relaxed);
   atomic_store_explicit(&g_pool.want, workers, memory_order_relaxed);
-  uint64_t epoch = (atomic_load(&g_pool.state) >> 33) + 1;
+  /* only this thread, under g_pool.launch, changes the epoch */
+  uint64_t epoch = (atomic_load_explicit(&g_pool.state, memory_order_relaxed) >> 33) + 1;
+  /* seq_cst: ordered before the load of sleepers (a worker adds itself to them, then reads
+   * the state: one of the two sees the other) */
   atomic_store(&g_pool.state, epoch << 33 | POOL_OPEN); /* publishes the job */
   stats->woke = atomic_load(&g_pool.sleepers) > 0;
   if (stats->woke) {
@@ -194,7 +200,7 @@ int32_t EmberBackendParallelLaunch(FEmberParallelLambda flambda, void* cdata, in
       job->cdata = cdata;
       job->num_task = want;
       job->nseg = 0;
-      atomic_store(&job->next, 0);
+      atomic_store_explicit(&job->next, 0, memory_order_relaxed);
       PoolRunStats stats;
       int32_t rc = pool_run(want - 1, 1, &stats);
       stats.woke |= g_pool.num_workers > had;
