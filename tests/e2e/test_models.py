@@ -213,6 +213,23 @@ def test_benchmark_script_prints_one_row_per_model(capsys, monkeypatch):
         bench.main(["--models", "nope", "--keep-cache"])
 
 
+@pytest.mark.cc
+def test_tiny_targets_prints_each_ratio_per_model(capsys, monkeypatch):
+    bench = _bench_script("tiny_targets", "ember_bench_tiny_targets", monkeypatch)
+    argv = ["--models", "dense_autoencoder", "--trials", "2", "--burst-ms", "2"]
+    assert bench.main([*argv, "--settle-ms", "5", "--per-trial"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("dense_autoencoder trial ") == 2
+    rows = [line for line in out.splitlines() if line.startswith("| ")]
+    cells = [[c.strip() for c in r.split("|")[1:-1]] for r in rows]
+    assert len(cells) == 3 and cells[2][:2] == ["dense_autoencoder", "2"]
+    low, mid, high = (float(v) for v in cells[2][2].split(" / "))  # ort1/ember1
+    assert 0 < low <= mid <= high
+    assert cells[2][3] in ("0/2", "1/2", "2/2")
+    with pytest.raises(RegistryError, match="unknown example model"):
+        bench.main(["--models", "nope"])
+
+
 def test_memory_benchmark_ort_probe_ignores_the_parents_peak(monkeypatch):
     """Regression: the onnxruntime probe read ru_maxrss, which Linux keeps across exec, so
     every model measured after a big one reported the benchmark process's own peak (~1 GiB
