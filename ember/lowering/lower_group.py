@@ -224,6 +224,15 @@ MAX_SOURCE_LOADS = 64
 TRANSPOSE_TAILS = True
 
 
+#: whether a tiled transpose whose output's innermost axis is shorter than a tile and
+#: follows the transposed one (NCHW -> NHWC of an RGB image: rows of 3) runs its
+#: transposed axis as the vector lanes, the short axis unrolled inside: the loads are
+#: contiguous rows of the source and GCC stores the lanes as interleaved groups (permutes).
+#: As vectors of the short axis every lane was a strided load. 3x32x32 one thread, a C
+#: harness: 1,189 -> 177 ns.
+INTERLEAVE_SHORT_ROWS = True
+
+
 class _Tiles(NamedTuple):
     """How a transpose runs in tiles: its transposed output axis, the tile along it and
     along the innermost axis, and whether the tiles divide both (no tails)."""
@@ -301,7 +310,11 @@ def _transpose_tiles(
     outer = stage.fuse(*outer_axes)
     if total >= MIN_PARALLEL_ELEMENTS:
         stage.parallel(outer)
-    stage.vectorize(wi)
+    if INTERLEAVE_SHORT_ROWS and k == len(axes) - 2 and tiles.inner < TRANSPOSE_TILE:
+        stage.vectorize(ci)
+        stage.unroll(wi)
+    else:
+        stage.vectorize(wi)
     src = tile_source(op) if SOURCE_ORDER_TILES else None
     if src is not None and tiles.exact and not sch[src].inlined and _readers(sch, src) == 1:
         source = sch[src]

@@ -76,11 +76,17 @@ def test_large_constant_inside_group_refused():
         # axes no tile size divides: tiles of 16 and a tail whose guards are loop bounds
         ((1, 28, 28, 32), (0, 3, 1, 2), ("in vectorized(min(16, ", "in range(16)")),
         ((1, 32, 1, 3199), (0, 2, 3, 1), ("in vectorized(16)", "in range(min(16, ")),
+        # rows shorter than a tile after the transposed axis (an RGB image to NHWC): the
+        # transposed axis is the vector, the short one unrolled (INTERLEAVE_SHORT_ROWS)
+        ((1, 3, 32, 32), (0, 2, 3, 1), ("in vectorized(16)", "in unrolled(3)")),
+        ((2, 4, 6, 40), (0, 2, 3, 1), ("in vectorized(8)", "in unrolled(4)")),
+        ((1, 3, 5, 20), (0, 2, 3, 1), ("in vectorized(min(16, ", "in unrolled(3)")),
     ],
 )
 def test_layout_transposes_run_in_tiles(shape, axes, tiles):
     """A transpose reading its input's innermost axis along an outer output axis: tiles of
-    16 (8, or the whole axis when shorter) along both, the innermost vectorized."""
+    16 (8, or the whole axis when shorter) along both, the innermost vectorized, or the
+    transposed one where the innermost is shorter than a tile and follows it."""
     x = Var("x", TensorType(shape, "float32"))
     func = _group([x], call("transpose", x, axes=axes))
     _run(func)

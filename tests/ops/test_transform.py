@@ -182,3 +182,37 @@ def test_concatenate_with_scalar_bool_constant():
     v = Var("x", TensorType(x.shape, "bool"))
     c = call("broadcast_to", const(np.array(True)), shape=(2, 1))
     check(_group([v], call("concatenate", v, c, axis=1)), [x])
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("target", ["c", "llvm"])
+@pytest.mark.parametrize(
+    ("shape", "dtype"),
+    [
+        ((1, 3, 5, 20), "float32"),
+        ((2, 4, 6, 40), "float16"),
+        ((1, 2, 3, 17), "int8"),
+        ((1, 3, 4, 33), "bool"),
+    ],
+)
+def test_compiled_channels_last_transpose_of_few_channels(shape, dtype, target):
+    """An image to NHWC with rows of 2-4 channels, compiled: the width as the vector lanes,
+    the channels unrolled (lower_group.INTERLEAVE_SHORT_ROWS), tails of the width
+    included; the bits of numpy's transpose."""
+    from onnx import TensorProto, helper
+
+    from ember.testing import run_onnx_compiled
+
+    elem = {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16}.get(dtype)
+    elem = elem or {"int8": TensorProto.INT8, "bool": TensorProto.BOOL}[dtype]
+    out_shape = (shape[0], shape[2], shape[3], shape[1])
+    graph = helper.make_graph(
+        [helper.make_node("Transpose", ["x"], ["y"], perm=[0, 2, 3, 1])],
+        "nhwc",
+        [helper.make_tensor_value_info("x", elem, shape)],
+        [helper.make_tensor_value_info("y", elem, out_shape)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = _x(shape, dtype)
+    (y,) = run_onnx_compiled(model, {"x": x}, target=target)
+    np.testing.assert_array_equal(y, x.transpose(0, 2, 3, 1))
