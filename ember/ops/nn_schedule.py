@@ -182,8 +182,29 @@ def schedule_row_reduction(stage: te.Stage, reduce_inner: bool = False) -> None:
     axes = list(op.axis)
     red = list(op.reduce_axis)
     stage.reorder(*red, axes[-1])
-    if _extent(axes[-1]) >= MIN_VECTOR_EXTENT:
-        stage.vectorize(axes[-1])
+    vectorize_blocks(stage, axes[-1])
+
+
+#: lanes of one vector block of a reduction's vectorised last axis (AVX-512's floats)
+REDUCE_BLOCK = 16
+#: a reduction whose vectorised last axis (reduce loops outside it) is 2 to this many blocks
+#: of REDUCE_BLOCK runs the blocks unrolled, each a vector, so that GCC keeps their sums in
+#: registers; as one vectorised loop every step stored the sums and loaded them back, a chain
+#: through memory. ds_cnn_kws's 25x5 average pool of 64 channels, a C harness: 604 -> 185 ns;
+#: the same additions in the same order (the same bits).
+REDUCE_UNROLL_BLOCKS = 8
+
+
+def vectorize_blocks(stage: te.Stage, last: te.IterVar) -> None:
+    """Vectorise ``last``, the innermost loop of a reduction stage: in REDUCE_BLOCK lanes
+    under an unrolled loop of blocks where it is 2..REDUCE_UNROLL_BLOCKS of them."""
+    n = _extent(last)
+    if n % REDUCE_BLOCK == 0 and 2 <= n // REDUCE_BLOCK <= REDUCE_UNROLL_BLOCKS:
+        blocks, lanes = stage.split(last, factor=REDUCE_BLOCK)
+        stage.unroll(blocks)
+        stage.vectorize(lanes)
+    elif n >= MIN_VECTOR_EXTENT:
+        stage.vectorize(last)
 
 
 def schedule_root_reduction(stage: te.Stage) -> None:
@@ -198,8 +219,7 @@ def schedule_root_reduction(stage: te.Stage) -> None:
     k = max(0, min(k, len(axes)))
     if k < len(axes):
         stage.reorder(*red, *axes[k:])
-        if _extent(axes[-1]) >= MIN_VECTOR_EXTENT:
-            stage.vectorize(axes[-1])
+        vectorize_blocks(stage, axes[-1])
     if k >= 1:
         outer = stage.fuse(*axes[:k])
         if _size(axes) * _size(red) >= MIN_PARALLEL_WORK and _extent(outer) > 1:

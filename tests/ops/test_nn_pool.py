@@ -190,3 +190,22 @@ def test_padded_channels_first_pools_read_a_padded_copy(op):
     y = v("y", (1, 11, 12, 3))
     last = call(op, y, pool_size=(3, 3), padding=(1,) * 4, data_layout="NHWC")
     assert "pool_pad" not in run_group(group([y], last))
+
+
+@pytest.mark.parametrize(
+    ("channels", "expect", "absent"),
+    [
+        (64, ("in unrolled(4)", "in vectorized(16)"), ()),  # ds_cnn_kws's and resnet8's
+        (128, ("in unrolled(8)", "in vectorized(16)"), ()),
+        (24, ("in vectorized(24)",), ("in unrolled(",)),  # not whole blocks of 16
+        (1280, ("in vectorized(1280)",), ("in unrolled(",)),  # more blocks than registers
+    ],
+)
+def test_whole_window_channels_last_sums_keep_short_rows_in_blocks(channels, expect, absent):
+    """A channels-last average pool over its whole map sums each block of 16 channels as
+    one vector under an unrolled loop of blocks (nn_schedule.vectorize_blocks), so that the
+    sums stay in registers: the same additions in the same order."""
+    x = v("x", (1, 5, 3, channels))
+    text = run_group(group([x], call("nn.avg_pool", x, pool_size=(5, 3), data_layout="NHWC")))
+    assert all(e in text for e in expect), text
+    assert not any(a in text for a in absent), text
