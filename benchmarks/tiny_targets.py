@@ -22,7 +22,8 @@ The settle keeps either engine from being timed while the other's threads still 
 (onnxruntime's spin ~30 ms after a run) and lets ember's pool forget what that spinning
 taught it (models.spin_settle_s, SPIN_QUIET_S). Each trial also reads the cache line
 round trip between the first two CPUs (bench_host.core_round_trip). The table gives, per
-model, each ratio's min / median / max over the trials and how many trials reached 2x;
+model, each ratio's min / median / max over the trials and how many trials reached 2x, and
+the lines after it the 2-thread ratio's median in the near and the far placement (FAR_NS);
 ``--per-trial`` also prints every trial. Nothing is asserted: the script only reports.
 """
 
@@ -49,6 +50,9 @@ ENGINES = ("ember1", "ort1", "ember2", "ort2spin")
 #: the ratios the table reports: (name, onnxruntime's engine, ember's)
 RATIOS = (("ort1/ember1", "ort1", "ember1"), ("ort2spin/ember2", "ort2spin", "ember2"))
 TARGET = 2.0
+#: a round trip between the vCPUs from which a trial counts as in the far placement (this VM:
+#: 60-160 ns near, 340-630 far; bench_host.core_round_trip)
+FAR_NS = 250.0
 
 
 class Engine:
@@ -141,6 +145,25 @@ def table(results: dict[str, list[dict[str, float]]]) -> str:
     return markdown_table(header, rows)
 
 
+def placements(results: dict[str, list[dict[str, float]]], trips: dict[str, list[float]]) -> str:
+    """Per model, the 2-thread ratio's median over the trials in the near placement and in
+    the far one (round trip under or from FAR_NS), with their counts."""
+    lines = []
+    _, ort, ember = RATIOS[1]
+    for name, trials in results.items():
+        cells = []
+        for label, far in (("near", False), ("far", True)):
+            ratios = [
+                t[ort] / t[ember]
+                for t, rt in zip(trials, trips[name], strict=True)
+                if rt == rt and (rt >= FAR_NS) == far
+            ]
+            median = f"{statistics.median(ratios):.2f}" if ratios else "-"
+            cells.append(f"{label} {median} ({len(ratios)} trials)")
+        lines.append(f"{name}: {RATIOS[1][0]} median, " + ", ".join(cells))
+    return "\n".join(lines)
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """The command line (see the module docstring)."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
@@ -168,12 +191,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"trials {args.trials}, bursts {args.burst_ms:g} ms after {args.settle_ms:g} ms")
         print(f"load average {load_average()}")
         results: dict[str, list[dict[str, float]]] = {}
-        trips: list[float] = []
+        trips: dict[str, list[float]] = {}
         for name in names:
             four = engines(name)
             for k in range(args.trials):
                 rt = trip() if trip is not None else float("nan")
-                trips.append(rt)
+                trips.setdefault(name, []).append(rt)
                 t = trial(four, k, args.settle_ms / 1e3, args.burst_ms / 1e3)
                 results.setdefault(name, []).append(t)
                 if args.per_trial:
@@ -181,9 +204,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print(f"  {name} trial {k}: round trip {rt:.0f} ns; {cells} ms")
                 time.sleep(args.gap_ms / 1e3)
         print(f"\n{table(results)}\n")
-        known = [t for t in trips if t == t]
+        known = [t for ts in trips.values() for t in ts if t == t]
         if known:
             print(f"CPU round trip over the trials: {min(known):.0f}-{max(known):.0f} ns")
+            print(f"by placement (far: a round trip of {FAR_NS:g} ns or more):")
+            print(placements(results, trips))
         print(f"load average at the end: {load_average()}")
     return 0
 
