@@ -36,14 +36,13 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.append(str(Path(__file__).resolve().parent))
 
 from bench_common import load_average, markdown_table, ort_session  # noqa: E402
 from bench_host import core_round_trip  # noqa: E402
-from models import SPIN_QUIET_S, _build, _load_executor  # noqa: E402
+from models import SPIN_QUIET_S, _build, _ember_entry, _load_executor, _runner  # noqa: E402
 
 TINY = ("ds_cnn_kws", "resnet8", "dense_autoencoder")
 ENGINES = ("ember1", "ort1", "ember2", "ort2spin")
@@ -67,7 +66,6 @@ class Engine:
 def engines(name: str) -> dict[str, Engine]:
     """The four engines of ``name`` (an ember.examples.models name), inputs set."""
     from ember.examples.models import make_model
-    from ember.runtime import set_num_threads
     from ember.testing import ORT_MAX_IR_VERSION
 
     case = make_model(name)
@@ -78,20 +76,14 @@ def engines(name: str) -> dict[str, Engine]:
     blob = case.model.SerializeToString()
     ort1, ort2 = ort_session(blob, 1), ort_session(blob, 2, spinning=True)
 
-    def ort_run(session: Any) -> Callable[[], object]:
-        return lambda: session.run(None, case.inputs)
-
-    def threads(n: int) -> Callable[[], None]:
-        return lambda: set_num_threads(n)
-
     def nothing() -> None:
         return None
 
     return {
-        "ember1": Engine(threads(1), aot.run, time.thread_time),
-        "ort1": Engine(nothing, ort_run(ort1), time.thread_time),
-        "ember2": Engine(threads(2), aot.run, time.perf_counter),
-        "ort2spin": Engine(nothing, ort_run(ort2), time.perf_counter),
+        "ember1": Engine(*_ember_entry(aot.run, 1), time.thread_time),
+        "ort1": Engine(nothing, _runner(ort1, case.inputs), time.thread_time),
+        "ember2": Engine(*_ember_entry(aot.run, 2), time.perf_counter),
+        "ort2spin": Engine(nothing, _runner(ort2, case.inputs), time.perf_counter),
     }
 
 
